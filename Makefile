@@ -1,0 +1,25 @@
+# Each target installs what is missing (scripts/setup.sh), then hands over to ./sawmill.
+.PHONY: run test bench build clean setup setup-bench
+
+SYSTEM ?= default
+
+setup:
+	@bash scripts/setup.sh
+
+setup-bench:
+	@bash scripts/setup.sh bench
+
+build: setup
+	./sawmill build
+
+run: setup
+	./sawmill run $(SYSTEM)
+
+test: setup
+	./sawmill test
+
+bench: setup-bench
+	./sawmill bench
+
+clean:
+	cargo clean

@@ -1,0 +1,414 @@
+//! The sawmill kernel ABI, shared by the kernel and every user program.
+//!
+//! This crate is pure data: numbers, bit layouts and `repr(C)` structures. It touches nothing and
+//! is `no_std` so both the kernel and user space (and host tests) can depend on it.
+//!
+//! # System-call convention
+//! `syscall` with `rax` = [`Sys`] number. Arguments in `rdi, rsi, rdx, r10, r8, r9`. On return `rax`
+//! holds an [`Error`] code (0 = success) and the other argument registers carry results as each
+//! call documents. `rcx` and `r11` are clobbered by the instruction itself; every other register is
+//! preserved.
+//!
+//! # IPC registers
+//! The four IPC calls ([`Sys::Call`], [`Sys::ReplyRecv`], [`Sys::Send`], [`Sys::Recv`]) use
+//! `rdi` = endpoint capability slot (in) / badge of the sender (out), `rsi` = [`MsgTag`] (in/out) and
+//! `rdx, r10, r8, r9` = message words 0..4 (in/out). Words 4.. of a longer message travel in the
+//! sender's and receiver's [`Utcb::mr`]. A register-only message never touches memory.
+#![no_std]
+
+/// System-call numbers (`rax` on entry).
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sys {
+    /// Does nothing; returns 0. For measuring kernel entry and exit.
+    Null = 0,
+    /// Send to an endpoint and wait for the reply, atomically.
+    Call = 1,
+    /// Reply to the caller being served (if any), then wait on an endpoint.
+    ReplyRecv = 2,
+    /// Send to an endpoint; no reply expected.
+    Send = 3,
+    /// Wait on an endpoint (or a notification bound to nothing: use NotifyWait).
+    Recv = 4,
+    /// Give up the rest of the time slice.
+    Yield = 5,
+    /// Write `rsi` bytes at `rdi` to the kernel debug console.
+    DebugWrite = 6,
+    /// `cap_copy(src=rdi, dst=rsi)`: a derived copy in the caller's own table.
+    CapCopy = 7,
+    /// `cap_mint(src=rdi, dst=rsi, badge=rdx, rights=r10)`: derived copy with a badge and rights mask.
+    CapMint = 8,
+    /// `cap_delete(slot=rdi)`.
+    CapDelete = 9,
+    /// `cap_revoke(slot=rdi)`: delete every capability derived from this one; keep it.
+    CapRevoke = 10,
+    /// `factory_create(factory=rdi, kind=rsi [ObjKind], dst=rdx, arg=r10)`.
+    FactoryCreate = 11,
+    /// `task_cap_put(task=rdi, src=rsi, dst=rdx)`: derived copy of our slot `src` into slot `dst`
+    /// of the task.
+    TaskCapPut = 12,
+    /// `task_map(task=rdi, src_vaddr=rsi, dst_vaddr=rdx, pages=r10, flags=r8 [MapFlags])`.
+    TaskMap = 13,
+    /// `unmap(vaddr=rdi, pages=rsi, flags=rdx [UnmapFlags])`: revoke every mapping derived from
+    /// ours in the range, and with `UNMAP_SELF` ours too.
+    Unmap = 14,
+    /// `thread_config(thread=rdi, task=rsi, utcb_vaddr=rdx, pager=r10, exc_handler=r8, prio=r9)`.
+    /// `task` binds a new thread to a task; pager and handler are endpoint slots of the caller.
+    ThreadConfig = 15,
+    /// `thread_start(thread=rdi, rip=rsi, rsp=rdx, arg=r10)`: arg lands in the thread's `rdi`.
+    ThreadStart = 16,
+    /// `irq_get(irq_control=rdi, line=rsi, dst=rdx)`.
+    IrqGet = 17,
+    /// `irq_bind(irq=rdi, notification=rsi, bits=rdx)`.
+    IrqBind = 18,
+    /// `irq_ack(irq=rdi)`: unmask the line again.
+    IrqAck = 19,
+    /// `notify_signal(notification=rdi, bits=rsi)`.
+    NotifySignal = 20,
+    /// `notify_wait(notification=rdi, flags=rsi [NONBLOCK])` -> `rdi` = bits (cleared).
+    NotifyWait = 21,
+    /// `ioport_give(io_control=rdi, task=rsi, base=rdx, count=r10)`.
+    IoPortGive = 22,
+    /// `shutdown(control=rdi, code=rsi)`.
+    Shutdown = 23,
+    /// `kernel_info(which=rdi)` -> `rdi` = value. See [`KInfo`].
+    KernelInfo = 24,
+    /// `thread_exit(status=rdi)`: ends the calling thread; its handler gets an EXIT message.
+    ThreadExit = 25,
+    /// `set_tls(fs_base=rdi, gs_base=rsi)` for the calling thread.
+    SetTls = 26,
+    /// `thread_foreign(thread=rdi, entry=rsi, native_lo=rdx, native_hi=r10)`: mark a thread as
+    /// running foreign (Linux) code. A `syscall` instruction it executes outside
+    /// `[native_lo, native_hi)` (the emulation library's code) is not a sawmill system call: the
+    /// kernel stores the registers in the thread's [`Utcb::foreign`] and resumes the thread at
+    /// `entry` in its own task (no address-space switch) with `rdi` = that frame's address and
+    /// `rsp` = the foreign `rsp` minus [`FOREIGN_REDZONE`], 16-byte aligned. The handler returns to
+    /// the foreign code in user mode (`rcx`/`r11` are free, as after a real `syscall`).
+    ThreadForeign = 27,
+    /// `map_phys(control=rdi, paddr=rsi, vaddr=rdx, pages=r10, flags=r8)`: map device memory
+    /// (never RAM) into the caller.
+    MapPhys = 28,
+    /// `factory_info(factory=rdi)` -> `rdi` = bytes used, `rsi` = limit.
+    FactoryInfo = 29,
+    /// `task_kill(task=rdi)`: end every thread of the task and free what it holds.
+    TaskKill = 30,
+    /// `thread_regs(thread=rdi, out=rsi)`: copy a stopped thread's registers into a
+    /// [`ForeignFrame`]-shaped buffer of the caller.
+    ThreadRegs = 31,
+    /// `translate(vaddr=rdi)` -> `rdi` = physical address backing the caller's page (for DMA).
+    Translate = 32,
+}
+
+/// Number of system calls; anything at or above is [`Error::NoSys`].
+pub const SYS_COUNT: u64 = 33;
+
+/// Error codes returned in `rax`.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    Ok = 0,
+    /// Unknown system call number.
+    NoSys = 1,
+    /// Slot out of range or empty.
+    BadCap = 2,
+    /// The capability is of the wrong kind for this call.
+    WrongKind = 3,
+    /// The capability lacks a right this call needs.
+    NoRights = 4,
+    /// An argument is out of range (address, size, alignment, flag).
+    Invalid = 5,
+    /// The destination slot is occupied.
+    SlotFull = 6,
+    /// The factory's quota is used up (or the kernel is out of memory).
+    NoMemory = 7,
+    /// A non-blocking operation would block (timeout 0).
+    WouldBlock = 8,
+    /// The peer went away while we were waiting.
+    PeerGone = 9,
+    /// A user pointer does not point at mapped, accessible user memory.
+    Fault = 10,
+    /// The mapping or object is in use in a way that forbids the operation.
+    Busy = 11,
+    /// Nothing to reply to.
+    NoCaller = 12,
+}
+
+impl Error {
+    pub fn from_raw(v: u64) -> Error {
+        match v {
+            0 => Error::Ok,
+            1 => Error::NoSys,
+            2 => Error::BadCap,
+            3 => Error::WrongKind,
+            4 => Error::NoRights,
+            5 => Error::Invalid,
+            6 => Error::SlotFull,
+            7 => Error::NoMemory,
+            8 => Error::WouldBlock,
+            9 => Error::PeerGone,
+            10 => Error::Fault,
+            11 => Error::Busy,
+            _ => Error::NoCaller,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Error::Ok => "ok",
+            Error::NoSys => "no such system call",
+            Error::BadCap => "bad capability slot",
+            Error::WrongKind => "wrong kind of capability",
+            Error::NoRights => "insufficient rights",
+            Error::Invalid => "invalid argument",
+            Error::SlotFull => "slot occupied",
+            Error::NoMemory => "out of memory or quota",
+            Error::WouldBlock => "would block",
+            Error::PeerGone => "peer gone",
+            Error::Fault => "bad user address",
+            Error::Busy => "busy",
+            Error::NoCaller => "no caller to reply to",
+        }
+    }
+}
+
+/// Kinds of kernel object a factory can create (`rsi` of [`Sys::FactoryCreate`]).
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjKind {
+    /// `arg` = number of capability slots (1..=4096).
+    Task = 1,
+    Thread = 2,
+    Endpoint = 3,
+    Notification = 4,
+    /// A sub-factory; `arg` = its quota in bytes, charged to the parent.
+    Factory = 5,
+}
+
+/// What a capability refers to (reported by the kernel in debugging output).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapKind {
+    Task = 1,
+    Thread = 2,
+    Endpoint = 3,
+    Notification = 4,
+    Factory = 5,
+    Irq = 6,
+    IrqControl = 7,
+    IoControl = 8,
+    Control = 9,
+}
+
+/// Rights bits of a capability.
+pub mod rights {
+    /// May send to / signal the object.
+    pub const SEND: u64 = 1 << 0;
+    /// May receive from / wait on the object.
+    pub const RECV: u64 = 1 << 1;
+    /// May transfer capabilities through it.
+    pub const GRANT: u64 = 1 << 2;
+    /// May operate on the object (task, thread, factory, irq).
+    pub const CONTROL: u64 = 1 << 3;
+    pub const ALL: u64 = SEND | RECV | GRANT | CONTROL;
+}
+
+/// The message tag (`rsi` of the IPC calls).
+///
+/// Bits 0..16 label (the opcode of a request, the status of a reply); 16..23 untyped words (0..=64);
+/// 24..27 capability items (0..=4); 27..30 map items (0..=4); bit 32 non-blocking (timeout 0).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MsgTag(pub u64);
+
+impl MsgTag {
+    pub const NONBLOCK: u64 = 1 << 32;
+    #[inline(always)]
+    pub const fn new(label: u16, words: u8) -> MsgTag {
+        MsgTag(label as u64 | (words as u64 & 0x7f) << 16)
+    }
+    #[inline(always)]
+    pub const fn with_caps(self, n: u8) -> MsgTag {
+        MsgTag(self.0 & !(7 << 24) | (n as u64 & 7) << 24)
+    }
+    #[inline(always)]
+    pub const fn with_maps(self, n: u8) -> MsgTag {
+        MsgTag(self.0 & !(7 << 27) | (n as u64 & 7) << 27)
+    }
+    #[inline(always)]
+    pub const fn nonblocking(self) -> MsgTag {
+        MsgTag(self.0 | Self::NONBLOCK)
+    }
+    #[inline(always)]
+    pub const fn label(self) -> u16 {
+        self.0 as u16
+    }
+    #[inline(always)]
+    pub const fn words(self) -> usize {
+        ((self.0 >> 16) & 0x7f) as usize
+    }
+    #[inline(always)]
+    pub const fn caps(self) -> usize {
+        ((self.0 >> 24) & 7) as usize
+    }
+    #[inline(always)]
+    pub const fn maps(self) -> usize {
+        ((self.0 >> 27) & 7) as usize
+    }
+    #[inline(always)]
+    pub const fn is_nonblocking(self) -> bool {
+        self.0 & Self::NONBLOCK != 0
+    }
+}
+
+/// Most untyped words in one message.
+pub const MAX_WORDS: usize = 64;
+/// Words carried in registers.
+pub const REG_WORDS: usize = 4;
+/// Most capability or map items in one message.
+pub const MAX_ITEMS: usize = 4;
+
+/// Labels the kernel uses for messages it synthesises on behalf of a thread.
+pub mod label {
+    /// Page fault. Words: 0 = fault address, 1 = [`super::fault`] bits, 2 = rip.
+    /// Reply: map items resolve it (the whole faulting address space is the receive window);
+    /// label 0 resumes the thread, any other label ends it.
+    pub const PAGE_FAULT: u16 = 0xfff0;
+    /// CPU exception. Words: 0 = vector, 1 = error code, 2 = rip, 3 = cr2 (or 0).
+    /// Reply label 0 resumes (rarely sensible), other labels end the thread.
+    pub const EXCEPTION: u16 = 0xfff1;
+    /// The thread ended. Words: 0 = exit status. No reply expected.
+    pub const EXIT: u16 = 0xfff2;
+    /// A kernel-synthesised error reply to a call whose server was destroyed.
+    pub const GONE: u16 = 0xfff3;
+}
+
+/// Page-fault error bits (word 1 of a PAGE_FAULT message).
+pub mod fault {
+    pub const PRESENT: u64 = 1 << 0;
+    pub const WRITE: u64 = 1 << 1;
+    pub const USER: u64 = 1 << 2;
+    pub const EXEC: u64 = 1 << 4;
+}
+
+/// Flags of [`Sys::TaskMap`] and of map items.
+pub mod map {
+    pub const READ: u64 = 1 << 0;
+    pub const WRITE: u64 = 1 << 1;
+    pub const EXEC: u64 = 1 << 2;
+    /// Use 2 MiB pages: addresses must be 2 MiB aligned, `pages` counts 2 MiB pages.
+    pub const HUGE: u64 = 1 << 3;
+    /// Move instead of copy: the source mapping is removed (grant).
+    pub const GRANT: u64 = 1 << 4;
+    /// Device memory: uncached (MapPhys only).
+    pub const UNCACHED: u64 = 1 << 5;
+}
+
+/// Flags of [`Sys::Unmap`].
+pub const UNMAP_SELF: u64 = 1;
+
+/// A map item in [`Utcb::map_items`]: map `pages` pages (4 KiB, or 2 MiB with HUGE) starting at the
+/// sender's `src` to the receiver's `dst`, with rights no greater than the sender's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MapItem {
+    pub src: u64,
+    pub dst: u64,
+    pub pages: u64,
+    pub flags: u64,
+}
+
+/// The user thread control block: one page per thread, at an address chosen when the thread is
+/// configured. User space finds it through its own bookkeeping (the runtime keeps it in GS-based
+/// thread-local storage); the kernel finds it through the thread.
+#[repr(C)]
+pub struct Utcb {
+    /// Message words. Words 0..4 travel in registers; the kernel copies words 4..n from the
+    /// sender's UTCB to the receiver's.
+    pub mr: [u64; MAX_WORDS],
+    /// Capability items to send: slot numbers in the sender's table.
+    pub caps_out: [u64; MAX_ITEMS],
+    /// Where received capabilities land: empty slots of the receiver's table. The number that
+    /// arrived is in the received tag.
+    pub caps_in: [u64; MAX_ITEMS],
+    /// Map items to send.
+    pub map_items: [MapItem; MAX_ITEMS],
+    /// Receive window for map items: `[base, size)` in the receiver's address space; size 0 = none.
+    pub map_window: [u64; 2],
+    /// Free for the user runtime (e.g. a self pointer and thread-local values).
+    pub user: [u64; 16],
+    /// Registers of a foreign thread at its last reflected `syscall`.
+    pub foreign: ForeignFrame,
+}
+
+/// Registers of a foreign thread at its `syscall`, saved by the kernel for the emulation entry
+/// point (and for [`Sys::ThreadRegs`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ForeignFrame {
+    pub rax: u64,
+    pub rbx: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    pub rbp: u64,
+    pub rsp: u64,
+    pub r8: u64,
+    pub r9: u64,
+    pub r10: u64,
+    pub r11: u64,
+    pub r12: u64,
+    pub r13: u64,
+    pub r14: u64,
+    pub r15: u64,
+    pub rip: u64,
+    pub rflags: u64,
+}
+
+/// Values of [`Sys::KernelInfo`].
+pub mod kinfo {
+    /// Free bytes in the kernel's own memory pool.
+    pub const KMEM_FREE: u64 = 0;
+    /// Timer ticks since boot.
+    pub const TICKS: u64 = 1;
+    /// Frames of user RAM handed to root.
+    pub const USER_FRAMES: u64 = 2;
+    /// `USER_RANGES + 2i` and `+ 2i + 1`: start and end of user RAM range `i` (0 past the last).
+    pub const USER_RANGES: u64 = 16;
+}
+
+/// Flags of [`Sys::NotifyWait`].
+pub const NOTIFY_NONBLOCK: u64 = 1;
+
+/// Capability slots the root task finds filled at start.
+pub mod root_slots {
+    pub const TASK: u64 = 0;
+    pub const THREAD: u64 = 1;
+    pub const FACTORY: u64 = 2;
+    pub const IRQ_CONTROL: u64 = 3;
+    pub const IO_CONTROL: u64 = 4;
+    pub const CONTROL: u64 = 5;
+    /// First free slot.
+    pub const FIRST_FREE: u64 = 8;
+}
+
+/// Fixed user addresses the kernel sets up for root.
+pub mod layout {
+    /// Root sees all user RAM here: physical address `p` at `PHYS_WINDOW + p`, mapped at boot.
+    pub const PHYS_WINDOW: u64 = 0x0000_4000_0000_0000;
+    /// The boot archive, mapped read-only into root.
+    pub const BOOT_ARCHIVE: u64 = 0x0000_3000_0000_0000;
+    /// Root's initial UTCB.
+    pub const ROOT_UTCB: u64 = 0x0000_2fff_ffff_0000;
+    /// Root's initial stack top (64 KiB below it are mapped).
+    pub const ROOT_STACK_TOP: u64 = 0x0000_2fff_fffe_0000;
+    /// Highest user address + 1.
+    pub const USER_END: u64 = 0x0000_8000_0000_0000;
+}
+
+/// Reflection of `syscall` from a foreign thread: on entry to the handler `rsp` is the foreign
+/// `rsp` minus this many bytes (the red zone is skipped), `rdi` points at the [`ForeignFrame`].
+pub const FOREIGN_REDZONE: u64 = 128;
+
+/// `0x10 | code` is written to the isa-debug-exit port on shutdown, so QEMU exits with
+/// `((0x10 | code) << 1) | 1`: 33 for code 0.
+pub const DEBUG_EXIT_PORT: u16 = 0xf4;

@@ -1,0 +1,410 @@
+//! Write operations on mke2fs-made images: after each step our own check must be clean (the
+//! counters exact), at the end (and, for one geometry, after every step) `e2fsck -fn` must be
+//! clean, and debugfs must read back what we wrote.
+mod common;
+use common::*;
+use sawmill_ext2::{Error, FileKind, Fs, MemDevice, SetAttr};
+use std::path::Path;
+
+const CONFIGS: &[(&str, &[&str])] = &[
+    (
+        "w1k",
+        &["-b", "1024", "-I", "128", "-g", "1024", "-N", "512"],
+    ),
+    ("w2k", &["-b", "2048", "-I", "256"]),
+    ("w4k", &["-b", "4096", "-I", "256"]),
+    (
+        "wnofeat",
+        &[
+            "-b",
+            "1024",
+            "-O",
+            "^sparse_super,^resize_inode,^filetype,^dir_index,^large_file",
+        ],
+    ),
+    ("wrev0", &["-r", "0", "-b", "1024"]),
+];
+
+struct Env<'a> {
+    fs: Fs<MemDevice>,
+    img: &'a Path,
+    fsck_each: bool,
+    step: u32,
+}
+
+impl Env<'_> {
+    /// Runs after every operation: our check must be clean, and e2fsck too when asked.
+    fn verify(&mut self, what: &str) {
+        self.step += 1;
+        let rep = self.fs.check().unwrap();
+        assert!(
+            rep.is_clean(),
+            "our check after step {} ({what}): {:#?}",
+            self.step,
+            rep.problems
+        );
+        if self.fsck_each {
+            std::fs::write(self.img, &self.fs.device().0).unwrap();
+            assert_fsck_clean(self.img, what);
+        }
+    }
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 10) as u8)
+        .collect()
+}
+
+fn exercise(tag: &str, opts: &[&str], fsck_each: bool) {
+    let s = Scratch::new(tag);
+    let img = s.path("img");
+    mkfs(&img, 8 * 1024, opts, None);
+    let mut fs = load(&img);
+    fs.set_time(1_700_000_000);
+    let mut e = Env {
+        fs,
+        img: &img,
+        fsck_each,
+        step: 0,
+    };
+    let root = 2;
+    let rev0 = opts.contains(&"-r");
+
+    let a = e.fs.mkdir(root, b"a", 0o755, 1000, 100).unwrap();
+    e.verify("mkdir a");
+    let b = e.fs.mkdir(a, b"b", 0o700, 0, 0).unwrap();
+    e.verify("mkdir a/b");
+    let small = e.fs.create(a, b"small", 0o644, 1000, 100).unwrap();
+    e.fs.write(small, 0, b"hello world\n").unwrap();
+    e.verify("small file");
+    // Direct + indirect + double indirect at 1 KiB blocks.
+    let big = e.fs.create(root, b"big", 0o600, 0, 0).unwrap();
+    let big_data = pattern(300 * 1024 + 17, 7);
+    for chunk in big_data.chunks(4096).enumerate() {
+        e.fs.write(big, (chunk.0 * 4096) as u64, chunk.1).unwrap();
+    }
+    e.verify("big file");
+    // Overwrite across a block boundary in the middle.
+    e.fs.write(big, 5000, &[0xAB; 3000]).unwrap();
+    let mut expect_big = big_data.clone();
+    expect_big[5000..8000].fill(0xAB);
+    e.verify("overwrite");
+    // Sparse, far out (triple indirect at 1 KiB blocks).
+    let sparse = e.fs.create(root, b"sparse", 0o644, 0, 0).unwrap();
+    e.fs.write(sparse, 0, b"head").unwrap();
+    e.fs.write(sparse, 70 * 1024 * 1024 + 3, b"tail").unwrap();
+    e.verify("sparse file");
+    // Truncate down into the middle of the indirect range, then up again (a hole).
+    e.fs.truncate(big, 20_000).unwrap();
+    e.verify("truncate down");
+    e.fs.truncate(big, 50_000).unwrap();
+    e.verify("truncate up");
+    expect_big.truncate(20_000);
+    expect_big.resize(50_000, 0);
+    e.fs.truncate(sparse, 10).unwrap();
+    e.verify("truncate sparse");
+    e.fs.write(sparse, 100, b"x").unwrap();
+    e.verify("extend after truncate");
+
+    e.fs.symlink(root, b"fast", b"a/small", 0, 0).unwrap();
+    let slow_target: Vec<u8> = format!("{}/end", "s".repeat(200)).into_bytes();
+    e.fs.symlink(a, b"slow", &slow_target, 0, 0).unwrap();
+    e.verify("symlinks");
+    e.fs.link(small, b, b"hard").unwrap();
+    e.fs.link(small, root, b"hard2").unwrap();
+    e.verify("hard links");
+    let sp = e.fs.mkdir(root, b"special", 0o755, 0, 0).unwrap();
+    e.fs.mknod(sp, b"fifo", FileKind::Fifo, 0o644, 0, 0, (0, 0))
+        .unwrap();
+    e.fs.mknod(sp, b"sock", FileKind::Socket, 0o755, 0, 0, (0, 0))
+        .unwrap();
+    e.fs.mknod(sp, b"null", FileKind::CharDev, 0o666, 0, 0, (1, 3))
+        .unwrap();
+    e.fs.mknod(sp, b"sda1", FileKind::BlockDev, 0o660, 0, 6, (8, 1))
+        .unwrap();
+    e.fs.mknod(sp, b"big", FileKind::CharDev, 0o600, 0, 0, (300, 70000))
+        .unwrap();
+    e.verify("device nodes");
+
+    // Many entries: the directory grows past one block.
+    let many = e.fs.mkdir(root, b"many", 0o755, 0, 0).unwrap();
+    for i in 0..200 {
+        e.fs.create(
+            many,
+            format!("file-with-a-longish-name-{i:04}").as_bytes(),
+            0o644,
+            0,
+            0,
+        )
+        .unwrap();
+    }
+    e.verify("many entries");
+    for i in (0..200).step_by(3) {
+        e.fs.unlink(many, format!("file-with-a-longish-name-{i:04}").as_bytes())
+            .unwrap();
+    }
+    e.verify("unlink many");
+    e.fs.create(many, "ünïcødé-😀".as_bytes(), 0o644, 0, 0)
+        .unwrap();
+    e.fs.create(many, &[b'L'; 255], 0o644, 0, 0).unwrap();
+    e.verify("long and utf-8 names");
+
+    // Renames: plain, over an existing file, across directories (a directory, so '..'
+    // moves), a directory over an empty directory, and within a directory.
+    e.fs.rename(root, b"hard2", root, b"renamed").unwrap();
+    e.verify("rename");
+    let victim = e.fs.create(a, b"victim", 0o644, 0, 0).unwrap();
+    e.fs.write(victim, 0, &pattern(5000, 1)).unwrap();
+    e.fs.rename(root, b"renamed", a, b"victim").unwrap();
+    e.verify("rename over file");
+    e.fs.rename(a, b"b", root, b"moved").unwrap();
+    e.verify("rename dir across");
+    assert_eq!(e.fs.lookup(b, b"..").unwrap(), root);
+    e.fs.mkdir(root, b"emptydir", 0o755, 0, 0).unwrap();
+    e.fs.rename(root, b"moved", root, b"emptydir").unwrap();
+    e.verify("rename dir over empty dir");
+    let c = e.fs.mkdir(a, b"c", 0o755, 0, 0).unwrap();
+    e.fs.mkdir(root, b"target", 0o755, 0, 0).unwrap();
+    e.fs.rename(a, b"c", root, b"target").unwrap();
+    e.verify("rename dir over empty dir across");
+    assert_eq!(e.fs.lookup(c, b"..").unwrap(), root);
+
+    // Errors leave the file system unchanged.
+    assert_eq!(e.fs.rmdir(root, b"a"), Err(Error::NotEmpty));
+    assert_eq!(e.fs.unlink(root, b"a"), Err(Error::IsDir));
+    assert_eq!(e.fs.rmdir(root, b"big"), Err(Error::NotDir));
+    assert_eq!(e.fs.create(root, b"big", 0o644, 0, 0), Err(Error::Exists));
+    assert_eq!(e.fs.mkdir(big, b"x", 0o755, 0, 0), Err(Error::NotDir));
+    assert_eq!(e.fs.lookup(root, b"nope"), Err(Error::NotFound));
+    assert_eq!(
+        e.fs.create(root, &[b'n'; 256], 0o644, 0, 0),
+        Err(Error::NameTooLong)
+    );
+    assert!(matches!(
+        e.fs.rename(root, b"a", a, b"inside"),
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(
+        e.fs.rename(root, b"target", root, b"a"),
+        Err(Error::NotEmpty)
+    );
+    assert_eq!(e.fs.rename(root, b"big", root, b"a"), Err(Error::IsDir));
+    assert_eq!(e.fs.link(a, root, b"dirlink"), Err(Error::IsDir));
+    e.verify("errors");
+
+    let tmp = e.fs.mkdir(root, b"tmp", 0o755, 0, 0).unwrap();
+    e.fs.create(tmp, b"f", 0o644, 0, 0).unwrap();
+    e.fs.unlink(tmp, b"f").unwrap();
+    e.fs.rmdir(root, b"tmp").unwrap();
+    e.verify("rmdir");
+
+    e.fs.set_attr(
+        small,
+        &SetAttr {
+            perm: Some(0o4751),
+            uid: Some(70000),
+            gid: Some(12),
+            atime: Some(5),
+            mtime: Some(1234567),
+        },
+    )
+    .unwrap();
+    e.verify("chmod/chown/utimes");
+
+    // Reading back through our engine.
+    assert_eq!(e.fs.read_all(big).unwrap(), expect_big);
+    let mut buf = [0u8; 4];
+    e.fs.read(sparse, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"head");
+    assert_eq!(e.fs.stat(sparse).unwrap().size, 101);
+    let st = e.fs.stat(small).unwrap();
+    assert_eq!(
+        (st.mode, st.uid, st.gid, st.atime, st.mtime, st.nlink),
+        (0o104751, 70000, 12, 5, 1234567, 3)
+    );
+    let sf = e.fs.statfs();
+    assert!(sf.free_blocks < sf.blocks && sf.free_inodes < sf.inodes);
+
+    std::fs::write(&img, &e.fs.device().0).unwrap();
+    assert_fsck_clean(&img, "all operations");
+
+    // debugfs reads back exactly what we wrote.
+    let dump = s.path("dump");
+    std::fs::create_dir(&dump).unwrap();
+    debugfs(&img, &format!("rdump / {}", dump.display()));
+    compare_dump(&mut e.fs, root, &dump, &[]);
+    let out = debugfs(&img, "stat /special/big");
+    assert!(
+        out.contains("Device major/minor number: 300:70000"),
+        "{out}"
+    );
+    let out = debugfs(&img, "stat /special/sda1");
+    assert!(
+        out.contains("block special") && out.contains("Group:     6"),
+        "{out}"
+    );
+    let out = debugfs(&img, "stat /a/small");
+    assert!(
+        out.contains("Mode:  04751") && out.contains("Links: 3") && out.contains("User: 70000"),
+        "{out}"
+    );
+    let out = debugfs(&img, "stat /special/fifo");
+    assert!(out.contains("Type: FIFO"), "{out}");
+    let out = debugfs(&img, "stat /special/sock");
+    assert!(out.contains("Type: socket"), "{out}");
+    assert!(debugfs(&img, "cat /a/small").contains("hello world"));
+    assert!(debugfs(&img, "stat /fast").contains("Fast link dest: \"a/small\""));
+    if !rev0 {
+        assert!(debugfs(&img, "stat /sparse").contains("Size: 101"));
+    }
+}
+
+#[test]
+fn write_ops_1k_e2fsck_after_every_step() {
+    exercise(CONFIGS[0].0, CONFIGS[0].1, true);
+}
+
+#[test]
+fn write_ops_other_geometries() {
+    for (tag, opts) in &CONFIGS[1..] {
+        exercise(tag, opts, false);
+    }
+}
+
+#[test]
+fn sequential_writes_are_contiguous_and_near_the_inode() {
+    let s = Scratch::new("contig");
+    let img = s.path("img");
+    mkfs(&img, 16 * 1024, &["-b", "1024", "-g", "2048"], None);
+    let mut fs = load(&img);
+    let d = fs.mkdir(2, b"d", 0o755, 0, 0).unwrap();
+    let f = fs.create(d, b"f", 0o644, 0, 0).unwrap();
+    for i in 0..64u64 {
+        fs.write(f, i * 1000, &[i as u8; 1000]).unwrap();
+    }
+    let blocks: Vec<u32> = (0..12).map(|l| fs.block_of(f, l).unwrap()).collect();
+    for w in blocks.windows(2) {
+        assert_eq!(w[1], w[0] + 1, "direct blocks not contiguous: {blocks:?}");
+    }
+    let group = |b: u32| (b - 1) / 2048;
+    let ipg = (fs.statfs().inodes / 8) as u32;
+    assert_eq!(
+        group(blocks[0]),
+        (f - 1) / ipg,
+        "data should start in the inode's group"
+    );
+    let last = fs.block_of(f, 62).unwrap();
+    assert!(
+        last > blocks[11] && last - blocks[11] <= 52,
+        "indirect range far away: {last} vs {}",
+        blocks[11]
+    );
+    store(fs, &img);
+    assert_fsck_clean(&img, "sequential writes");
+}
+
+#[test]
+fn file_over_4gib_on_a_small_image() {
+    let s = Scratch::new("huge");
+    let img = s.path("img");
+    mkfs(&img, 16 * 1024, &["-b", "1024", "-O", "^large_file"], None);
+    let mut fs = load(&img);
+    let free0 = fs.statfs().free_blocks;
+    let f = fs.create(2, b"huge", 0o644, 0, 0).unwrap();
+    let off = 5u64 << 30;
+    fs.write(f, 0, b"begin").unwrap();
+    fs.write(f, off, b"the end").unwrap();
+    assert_eq!(fs.stat(f).unwrap().size, off + 7);
+    let mut buf = [1u8; 16];
+    assert_eq!(fs.read(f, off - 9, &mut buf).unwrap(), 16);
+    assert_eq!(&buf, b"\0\0\0\0\0\0\0\0\0the end");
+    store(fs, &img);
+    assert_fsck_clean(&img, "5 GiB sparse file (large_file turned on)");
+    assert!(debugfs(&img, "stat /huge").contains(&format!("Size: {}", off + 7)));
+    assert!(debugfs(&img, "stats").contains("large_file"));
+    let mut fs = load(&img);
+    fs.truncate(f, 3).unwrap();
+    assert_eq!(
+        fs.statfs().free_blocks,
+        free0 - 1,
+        "only one data block should remain"
+    );
+    store(fs, &img);
+    assert_fsck_clean(&img, "truncating the 5 GiB file");
+}
+
+#[test]
+fn filling_the_disk_reports_no_space_and_stays_consistent() {
+    let s = Scratch::new("full");
+    let img = s.path("img");
+    mkfs(&img, 2 * 1024, &["-b", "1024", "-N", "64"], None);
+    let mut fs = load(&img);
+    let f = fs.create(2, b"fill", 0o644, 0, 0).unwrap();
+    let chunk = vec![0x5a; 64 * 1024];
+    let mut off = 0u64;
+    let err = loop {
+        match fs.write(f, off, &chunk) {
+            Ok(n) => off += n as u64,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Error::NoSpace);
+    assert_eq!(fs.statfs().free_blocks, 0);
+    let written = fs.stat(f).unwrap().size;
+    assert!(written > 1024 * 1024);
+    let mut i = 0;
+    let err = loop {
+        match fs.create(2, format!("e{i}").as_bytes(), 0o644, 0, 0) {
+            Ok(_) => i += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, Error::NoSpace);
+    assert!(fs.check().unwrap().is_clean());
+    store(fs, &img);
+    assert_fsck_clean(&img, "filling the disk");
+    let mut fs = load(&img);
+    fs.unlink(2, b"fill").unwrap();
+    assert!(fs.check().unwrap().is_clean());
+    store(fs, &img);
+    assert_fsck_clean(&img, "freeing the full disk");
+}
+
+#[test]
+fn modifying_htree_directories_keeps_e2fsck_clean() {
+    let s = Scratch::new("htree");
+    let tree = s.path("tree");
+    std::fs::create_dir_all(tree.join("big")).unwrap();
+    for i in 0..400 {
+        std::fs::write(
+            tree.join("big")
+                .join(format!("name-{i:05}-padding-padding")),
+            b"x",
+        )
+        .unwrap();
+    }
+    std::fs::create_dir(tree.join("big/sub")).unwrap();
+    let img = s.path("img");
+    mkfs(&img, 8 * 1024, &["-b", "1024"], Some(&tree));
+    fsck_index_dirs(&img);
+    let mut fs = load(&img);
+    let big = fs.resolve(b"/big").unwrap();
+    assert_ne!(
+        fs.stat(big).unwrap().flags & 0x1000,
+        0,
+        "expected an indexed directory"
+    );
+    for i in 0..400 {
+        assert!(fs
+            .lookup(big, format!("name-{i:05}-padding-padding").as_bytes())
+            .is_ok());
+    }
+    fs.create(big, b"newcomer", 0o644, 0, 0).unwrap();
+    fs.unlink(big, b"name-00007-padding-padding").unwrap();
+    fs.rename(big, b"sub", 2, b"sub-moved").unwrap();
+    assert!(fs.check().unwrap().is_clean());
+    store(fs, &img);
+    assert_fsck_clean(&img, "modifying an htree directory");
+    assert!(debugfs(&img, "ls /big").contains("newcomer"));
+}

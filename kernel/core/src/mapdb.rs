@@ -1,0 +1,300 @@
+//! The mapping database: which page mappings were derived from which.
+//!
+//! Every user mapping is a node `(space, vaddr)`. A mapping made by `map` (or a map item) from an
+//! existing one is its child; `unmap` removes the subtree below a mapping, so revocation reaches
+//! every address space the page travelled to. Root nodes are the mappings the kernel itself made
+//! (root's physical-memory window, the initial image). 2 MiB mappings are nodes too; a 4 KiB
+//! mapping can be derived from part of a 2 MiB one.
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+/// Size of a node, for quota charging.
+pub const NODE_BYTES: usize = core::mem::size_of::<Node>() + 48; // plus the index entry
+
+/// One mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub space: u32,
+    pub vaddr: u64,
+    pub paddr: u64,
+    pub huge: bool,
+    /// Access rights (the kernel's READ/WRITE/EXEC bits).
+    pub rights: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Node {
+    m: Mapping,
+    parent: u32,
+    first_child: u32,
+    next: u32,
+    prev: u32,
+    live: bool,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MdbError {
+    /// No mapping at the source address.
+    NotMapped,
+    /// The destination already has a mapping.
+    Exists,
+    /// The database is at its fixed capacity.
+    Full,
+}
+
+/// The database.
+pub struct MapDb {
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    index: BTreeMap<(u32, u64), u32>,
+    limit: usize,
+}
+
+impl MapDb {
+    pub const fn new() -> Self {
+        MapDb { nodes: Vec::new(), free: Vec::new(), index: BTreeMap::new(), limit: usize::MAX }
+    }
+
+    /// A database that never grows its arrays beyond `n` nodes, so its memory use is fixed up
+    /// front (the kernel's free-memory figure then only moves with real allocations).
+    pub fn with_capacity(n: usize) -> Self {
+        MapDb { nodes: Vec::with_capacity(n), free: Vec::with_capacity(n), index: BTreeMap::new(), limit: n }
+    }
+
+    /// Whether another node can be added without growing the arrays.
+    pub fn has_room(&self) -> bool {
+        !self.free.is_empty() || self.nodes.len() < self.limit
+    }
+
+    fn alloc(&mut self, m: Mapping, parent: u32) -> u32 {
+        let n = Node { m, parent, first_child: NIL, next: NIL, prev: NIL, live: true };
+        let id = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = n;
+                i
+            }
+            None => {
+                self.nodes.push(n);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if parent != NIL {
+            let f = self.nodes[parent as usize].first_child;
+            self.nodes[id as usize].next = f;
+            if f != NIL {
+                self.nodes[f as usize].prev = id;
+            }
+            self.nodes[parent as usize].first_child = id;
+        }
+        self.index.insert((m.space, m.vaddr), id);
+        id
+    }
+
+    /// The mapping covering `vaddr` in `space` (a 4 KiB one, or the 2 MiB one around it).
+    pub fn lookup(&self, space: u32, vaddr: u64) -> Option<Mapping> {
+        self.find(space, vaddr).map(|i| self.nodes[i as usize].m)
+    }
+
+    fn find(&self, space: u32, vaddr: u64) -> Option<u32> {
+        let v4 = vaddr & !0xfff;
+        if let Some(&i) = self.index.get(&(space, v4)) {
+            return Some(i);
+        }
+        let v2 = vaddr & !0x1f_ffff;
+        match self.index.get(&(space, v2)) {
+            Some(&i) if self.nodes[i as usize].m.huge => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Whether anything in `space` overlaps `[vaddr, vaddr+len)`.
+    pub fn overlaps(&self, space: u32, vaddr: u64, len: u64) -> bool {
+        let start = vaddr.saturating_sub(0x1f_ffff);
+        for (&(_, v), &i) in self.index.range((space, start)..(space, vaddr.saturating_add(len))) {
+            let size = if self.nodes[i as usize].m.huge { 0x20_0000 } else { 0x1000 };
+            if v + size > vaddr {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Records a kernel-made (root) mapping.
+    pub fn insert_root(&mut self, m: Mapping) -> Result<(), MdbError> {
+        if !self.has_room() {
+            return Err(MdbError::Full);
+        }
+        if self.overlaps(m.space, m.vaddr, if m.huge { 0x20_0000 } else { 0x1000 }) {
+            return Err(MdbError::Exists);
+        }
+        self.alloc(m, NIL);
+        Ok(())
+    }
+
+    /// Records `child` as derived from the mapping covering `(src_space, src_vaddr)`.
+    pub fn insert_child(&mut self, src_space: u32, src_vaddr: u64, child: Mapping) -> Result<(), MdbError> {
+        let p = self.find(src_space, src_vaddr).ok_or(MdbError::NotMapped)?;
+        if !self.has_room() {
+            return Err(MdbError::Full);
+        }
+        if self.overlaps(child.space, child.vaddr, if child.huge { 0x20_0000 } else { 0x1000 }) {
+            return Err(MdbError::Exists);
+        }
+        self.alloc(child, p);
+        Ok(())
+    }
+
+    fn unlink_free(&mut self, i: u32) {
+        let n = self.nodes[i as usize];
+        if n.prev != NIL {
+            self.nodes[n.prev as usize].next = n.next;
+        } else if n.parent != NIL {
+            self.nodes[n.parent as usize].first_child = n.next;
+        }
+        if n.next != NIL {
+            self.nodes[n.next as usize].prev = n.prev;
+        }
+        self.index.remove(&(n.m.space, n.m.vaddr));
+        self.nodes[i as usize].live = false;
+        self.free.push(i);
+    }
+
+    /// Removes every mapping derived from the one covering `(space, vaddr)` and, if `with_self`,
+    /// that mapping too. Returns the removed mappings so the caller clears page-table entries.
+    pub fn revoke(&mut self, space: u32, vaddr: u64, with_self: bool, out: &mut Vec<Mapping>) {
+        let Some(top) = self.find(space, vaddr) else { return };
+        // Post-order walk, resuming at the parent of each removed leaf: linear in the subtree.
+        let mut cur = self.nodes[top as usize].first_child;
+        while cur != NIL {
+            while self.nodes[cur as usize].first_child != NIL {
+                cur = self.nodes[cur as usize].first_child;
+            }
+            let parent = self.nodes[cur as usize].parent;
+            out.push(self.nodes[cur as usize].m);
+            self.unlink_free(cur);
+            cur = if parent == top { self.nodes[top as usize].first_child } else { parent };
+        }
+        if with_self {
+            out.push(self.nodes[top as usize].m);
+            self.unlink_free(top);
+        }
+    }
+
+    /// Moves a mapping to another place keeping its position in the tree (grant).
+    pub fn move_mapping(&mut self, space: u32, vaddr: u64, to_space: u32, to_vaddr: u64) -> Result<(), MdbError> {
+        let i = self.find(space, vaddr).ok_or(MdbError::NotMapped)?;
+        let m = self.nodes[i as usize].m;
+        if self.overlaps(to_space, to_vaddr, if m.huge { 0x20_0000 } else { 0x1000 }) {
+            return Err(MdbError::Exists);
+        }
+        self.index.remove(&(m.space, m.vaddr));
+        self.nodes[i as usize].m.space = to_space;
+        self.nodes[i as usize].m.vaddr = to_vaddr;
+        self.index.insert((to_space, to_vaddr), i);
+        Ok(())
+    }
+
+    /// Removes every mapping of `space` and everything derived from them.
+    pub fn remove_space(&mut self, space: u32, out: &mut Vec<Mapping>) {
+        loop {
+            let first = self.index.range((space, 0)..=(space, u64::MAX)).next().map(|(&(_, v), _)| v);
+            match first {
+                Some(v) => self.revoke(space, v, true, out),
+                None => break,
+            }
+        }
+    }
+
+    /// Number of live mappings (for tests and accounting checks).
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Mappings of one space, in address order.
+    pub fn count_space(&self, space: u32) -> usize {
+        self.index.range((space, 0)..=(space, u64::MAX)).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+
+    fn m(space: u32, vaddr: u64, paddr: u64) -> Mapping {
+        Mapping { space, vaddr, paddr, huge: false, rights: 3 }
+    }
+
+    #[test]
+    fn revoke_reaches_grandchildren() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0x1000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(1, 0x2000, 0x5000)).unwrap();
+        db.insert_child(1, 0x2000, m(2, 0x3000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(3, 0x4000, 0x5000)).unwrap();
+        let mut out = std::vec::Vec::new();
+        db.revoke(0, 0x1000, false, &mut out);
+        assert_eq!(out.len(), 3);
+        assert_eq!(db.len(), 1);
+        assert!(db.lookup(2, 0x3000).is_none());
+        assert!(db.lookup(0, 0x1abc).is_some());
+    }
+
+    #[test]
+    fn huge_parent_and_overlap() {
+        let mut db = MapDb::new();
+        db.insert_root(Mapping { space: 0, vaddr: 0x20_0000, paddr: 0x40_0000, huge: true, rights: 3 }).unwrap();
+        assert_eq!(db.insert_root(m(0, 0x20_1000, 0)), Err(MdbError::Exists));
+        db.insert_child(0, 0x20_3000, m(1, 0x1000, 0x40_3000)).unwrap();
+        assert_eq!(db.insert_child(0, 0x9000, m(1, 0x5000, 0)), Err(MdbError::NotMapped));
+        assert_eq!(db.insert_child(0, 0x20_3000, m(1, 0x1000, 0)), Err(MdbError::Exists));
+        let mut out = std::vec::Vec::new();
+        db.remove_space(0, &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn grant_moves_and_keeps_children() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0x1000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(1, 0x2000, 0x5000)).unwrap();
+        db.insert_child(1, 0x2000, m(2, 0x3000, 0x5000)).unwrap();
+        db.move_mapping(1, 0x2000, 4, 0x8000).unwrap();
+        assert!(db.lookup(1, 0x2000).is_none());
+        let mut out = std::vec::Vec::new();
+        db.revoke(4, 0x8000, true, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(db.len(), 1);
+    }
+
+    #[test]
+    fn fixed_capacity_is_respected() {
+        let mut db = MapDb::with_capacity(2);
+        db.insert_root(m(0, 0x1000, 0)).unwrap();
+        db.insert_child(0, 0x1000, m(1, 0x1000, 0)).unwrap();
+        assert_eq!(db.insert_child(0, 0x1000, m(2, 0x1000, 0)), Err(MdbError::Full));
+        let mut out = std::vec::Vec::new();
+        db.revoke(0, 0x1000, false, &mut out);
+        db.insert_child(0, 0x1000, m(2, 0x1000, 0)).unwrap();
+    }
+
+    #[test]
+    fn wide_tree_revoke() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0, 0)).unwrap();
+        for s in 1..2000u32 {
+            db.insert_child(s - 1, 0, m(s, 0, 0)).unwrap();
+        }
+        let mut out = std::vec::Vec::new();
+        db.revoke(0, 0, true, &mut out);
+        assert_eq!(out.len(), 2000);
+        assert!(db.is_empty());
+    }
+}

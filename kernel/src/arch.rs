@@ -1,0 +1,380 @@
+//! x86-64 mechanics: port I/O, MSRs, GDT/TSS/IDT, the trap and `syscall` entry stubs and the
+//! return to user mode. Nothing here makes policy decisions.
+use core::arch::{asm, global_asm};
+use core::mem::size_of;
+
+pub const KCODE: u16 = 0x08;
+pub const KDATA: u16 = 0x10;
+pub const UDATA: u16 = 0x18 | 3;
+pub const UCODE: u16 = 0x20 | 3;
+pub const TSS_SEL: u16 = 0x28;
+
+/// Vector number recorded in a frame that entered through `syscall`.
+pub const VEC_SYSCALL: u64 = 0x100;
+
+/// Registers of a thread as saved on kernel entry. The layout is fixed by the entry stubs.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Frame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    pub vector: u64,
+    pub error: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+#[inline(always)]
+pub fn outb(port: u16, v: u8) {
+    // SAFETY: port I/O has no memory effects; callers choose ports the kernel owns.
+    unsafe { asm!("out dx, al", in("dx") port, in("al") v, options(nomem, nostack, preserves_flags)) }
+}
+
+#[inline(always)]
+pub fn inb(port: u16) -> u8 {
+    let v: u8;
+    // SAFETY: as for outb.
+    unsafe { asm!("in al, dx", in("dx") port, out("al") v, options(nomem, nostack, preserves_flags)) }
+    v
+}
+
+#[inline(always)]
+pub fn wrmsr(msr: u32, v: u64) {
+    // SAFETY: only called with architectural MSRs during setup or for FS/GS base.
+    unsafe { asm!("wrmsr", in("ecx") msr, in("eax") v as u32, in("edx") (v >> 32) as u32, options(nostack)) }
+}
+
+#[inline(always)]
+pub fn rdmsr(msr: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: reading an architectural MSR.
+    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, nomem)) }
+    (hi as u64) << 32 | lo as u64
+}
+
+#[inline(always)]
+pub fn write_cr3(v: u64) {
+    // SAFETY: v is the physical address of a valid PML4 whose upper half maps the kernel.
+    unsafe { asm!("mov cr3, {}", in(reg) v, options(nostack)) }
+}
+
+#[inline(always)]
+pub fn read_cr2() -> u64 {
+    let v: u64;
+    // SAFETY: reading CR2 has no side effects.
+    unsafe { asm!("mov {}, cr2", out(reg) v, options(nostack, nomem)) }
+    v
+}
+
+#[inline(always)]
+pub fn invlpg(va: u64) {
+    // SAFETY: invalidating a TLB entry is always safe.
+    unsafe { asm!("invlpg [{}]", in(reg) va, options(nostack)) }
+}
+
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: rdtsc has no side effects.
+    unsafe { asm!("lfence; rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem)) }
+    (hi as u64) << 32 | lo as u64
+}
+
+pub const MSR_FS_BASE: u32 = 0xc000_0100;
+pub const MSR_GS_BASE: u32 = 0xc000_0101;
+const MSR_STAR: u32 = 0xc000_0081;
+const MSR_LSTAR: u32 = 0xc000_0082;
+const MSR_FMASK: u32 = 0xc000_0084;
+
+/// The task-state segment with a full I/O permission bitmap behind it.
+#[repr(C, packed)]
+pub struct Tss {
+    _r0: u32,
+    pub rsp0: u64,
+    _rsp1: u64,
+    _rsp2: u64,
+    _r1: u64,
+    pub ist: [u64; 7],
+    _r2: u64,
+    _r3: u16,
+    pub iomap_base: u16,
+    /// One bit per port; a set bit forbids the port. One extra byte of ones ends the map.
+    pub iomap: [u8; 8193],
+}
+
+#[repr(C, align(16))]
+struct Gdt([u64; 7]);
+
+static mut GDT: Gdt = Gdt([0; 7]);
+pub static mut TSS: Tss = Tss {
+    _r0: 0,
+    rsp0: 0,
+    _rsp1: 0,
+    _rsp2: 0,
+    _r1: 0,
+    ist: [0; 7],
+    _r2: 0,
+    _r3: 0,
+    iomap_base: 0,
+    iomap: [0xff; 8193],
+};
+
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct IdtEntry {
+    off_lo: u16,
+    sel: u16,
+    ist: u8,
+    attr: u8,
+    off_mid: u16,
+    off_hi: u32,
+    _r: u32,
+}
+
+static mut IDT: [IdtEntry; 256] = [IdtEntry { off_lo: 0, sel: 0, ist: 0, attr: 0, off_mid: 0, off_hi: 0, _r: 0 }; 256];
+
+/// Top of the kernel stack used while handling any entry from user mode.
+#[no_mangle]
+pub static mut KSTACK_TOP: u64 = 0;
+/// End of the current thread's saved frame: where `syscall` entry starts pushing.
+#[no_mangle]
+pub static mut CUR_FRAME_END: u64 = 0;
+#[no_mangle]
+static mut USER_RSP_SCRATCH: u64 = 0;
+
+#[repr(C, align(16))]
+struct KStack([u8; 65536]);
+static mut KSTACK: KStack = KStack([0; 65536]);
+static mut DFSTACK: KStack = KStack([0; 65536]);
+
+extern "C" {
+    static trap_stubs: [u64; 256];
+    fn syscall_entry();
+}
+
+/// Loads GDT, TSS, IDT and the `syscall` MSRs.
+pub fn init() {
+    // SAFETY: single CPU, interrupts off, called once during boot before any user code runs.
+    unsafe {
+        let tss_addr = core::ptr::addr_of!(TSS) as u64;
+        let tss_lim = (size_of::<Tss>() - 1) as u64;
+        let g = &mut *core::ptr::addr_of_mut!(GDT);
+        g.0[1] = 0x00209a0000000000; // kernel code
+        g.0[2] = 0x0000920000000000; // kernel data
+        g.0[3] = 0x0000f20000000000; // user data
+        g.0[4] = 0x0020fa0000000000; // user code
+        g.0[5] = (tss_lim & 0xffff)
+            | (tss_addr & 0xff_ffff) << 16
+            | 0x89 << 40
+            | ((tss_lim >> 16) & 0xf) << 48
+            | ((tss_addr >> 24) & 0xff) << 56;
+        g.0[6] = tss_addr >> 32;
+        let ptr: [u16; 5] = {
+            let base = g as *const Gdt as u64;
+            [(size_of::<Gdt>() - 1) as u16, base as u16, (base >> 16) as u16, (base >> 32) as u16, (base >> 48) as u16]
+        };
+        asm!("lgdt [{}]", in(reg) &ptr, options(nostack));
+        asm!(
+            "push 0x08",
+            "lea {t}, [rip + 2f]",
+            "push {t}",
+            "retfq",
+            "2:",
+            "mov ax, 0x10",
+            "mov ds, ax", "mov es, ax", "mov ss, ax",
+            t = out(reg) _, out("ax") _,
+        );
+        let tss = &mut *core::ptr::addr_of_mut!(TSS);
+        tss.iomap_base = (size_of::<Tss>() - 8193) as u16;
+        KSTACK_TOP = core::ptr::addr_of!(KSTACK) as u64 + 65536;
+        tss.ist[0] = core::ptr::addr_of!(DFSTACK) as u64 + 65536;
+        asm!("ltr {0:x}", in(reg) TSS_SEL, options(nostack));
+
+        let idt = &mut *core::ptr::addr_of_mut!(IDT);
+        for (i, e) in idt.iter_mut().enumerate() {
+            let a = trap_stubs[i];
+            *e = IdtEntry {
+                off_lo: a as u16,
+                sel: KCODE,
+                ist: if i == 8 { 1 } else { 0 },
+                // Interrupt gate; only the breakpoint vector may be raised from user mode with
+                // `int3`. Other `int n` from user mode get #GP, which we report as an exception.
+                attr: if i == 3 { 0xee } else { 0x8e },
+                off_mid: (a >> 16) as u16,
+                off_hi: (a >> 32) as u32,
+                _r: 0,
+            };
+        }
+        let iptr: [u16; 5] = {
+            let base = idt.as_ptr() as u64;
+            [(256 * 16 - 1) as u16, base as u16, (base >> 16) as u16, (base >> 32) as u16, (base >> 48) as u16]
+        };
+        asm!("lidt [{}]", in(reg) &iptr, options(nostack));
+
+        wrmsr(MSR_STAR, (KCODE as u64) << 32 | (0x10u64) << 48);
+        wrmsr(MSR_LSTAR, syscall_entry as *const () as u64);
+        // Clear IF, TF, DF, AC on entry: the kernel runs with interrupts off.
+        wrmsr(MSR_FMASK, 0x4_0700);
+    }
+}
+
+/// Points the CPU's kernel-entry stacks at the end of `frame`, the current thread's save area.
+#[inline(always)]
+pub fn set_current_frame(frame: *mut Frame) {
+    let end = frame as u64 + size_of::<Frame>() as u64;
+    // SAFETY: single CPU; the TSS field is only read by hardware on the next entry.
+    unsafe {
+        CUR_FRAME_END = end;
+        core::ptr::write_unaligned(core::ptr::addr_of_mut!(TSS.rsp0), end);
+    }
+}
+
+extern "C" {
+    /// Restores `frame` and returns to user mode. Never returns.
+    pub fn return_to_user(frame: *const Frame) -> !;
+}
+
+global_asm!(
+    r#"
+.section .text
+.global syscall_entry
+syscall_entry:
+    mov [rip + USER_RSP_SCRATCH], rsp
+    mov rsp, [rip + CUR_FRAME_END]
+    push 0x1b
+    push qword ptr [rip + USER_RSP_SCRATCH]
+    push r11
+    push 0x23
+    push rcx
+    push 0
+    push 0x100
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    mov rdi, rsp
+    mov rsp, [rip + KSTACK_TOP]
+    call syscall_dispatch
+    ud2
+
+trap_common:
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    mov rdi, rsp
+    test qword ptr [rsp + 18*8], 3
+    jz 1f
+    mov rsp, [rip + KSTACK_TOP]
+    call trap_from_user
+    ud2
+1:
+    cld
+    call trap_from_kernel
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    add rsp, 16
+    iretq
+
+.global return_to_user
+return_to_user:
+    mov rsp, rdi
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    add rsp, 16
+    iretq
+
+.altmacro
+.macro stub n
+trap_stub_\n:
+.if (\n == 8) || (\n == 10) || (\n == 11) || (\n == 12) || (\n == 13) || (\n == 14) || (\n == 17) || (\n == 21) || (\n == 29) || (\n == 30)
+.else
+    push 0
+.endif
+    push \n
+    jmp trap_common
+.endm
+.set i, 0
+.rept 256
+    stub %i
+    .set i, i + 1
+.endr
+
+.section .rodata
+.align 8
+.global trap_stubs
+trap_stubs:
+.macro stubaddr n
+    .quad trap_stub_\n
+.endm
+.set i, 0
+.rept 256
+    stubaddr %i
+    .set i, i + 1
+.endr
+"#
+);

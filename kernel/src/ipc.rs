@@ -1,0 +1,528 @@
+//! Synchronous IPC through endpoints: call, send, receive, reply-and-receive; message transfer
+//! (registers, UTCB words, capability items, map items); the kernel's fault and exception
+//! messages; and mapping between address spaces (shared with `task_map`).
+use crate::mem::phys_to_virt;
+use crate::obj::{self, k, Cap, Endpoint, KMsg, Obj, State, Task, Thread};
+use crate::paging;
+use crate::sched;
+use core::ptr::null_mut;
+use sawmill_abi::{label, map, rights, Error, MsgTag, Utcb, MAX_ITEMS, MAX_WORDS, REG_WORDS};
+use sawmill_kcore::mapdb::{Mapping, NODE_BYTES};
+
+pub fn utcb(t: *mut Thread) -> &'static mut Utcb {
+    // SAFETY: only called for configured threads, whose UTCB frame is a live pool page.
+    unsafe { &mut *(phys_to_virt((*t).utcb_pa) as *mut Utcb) }
+}
+
+fn th(t: *mut Thread) -> &'static mut Thread {
+    // SAFETY: callers pass live threads.
+    unsafe { &mut *t }
+}
+
+// ---- endpoint queues ---------------------------------------------------------------------
+
+fn push(head: &mut *mut Thread, t: *mut Thread) {
+    // Append at the tail (FIFO) of a circular doubly linked list.
+    let x = th(t);
+    if head.is_null() {
+        x.next = t;
+        x.prev = t;
+        *head = t;
+    } else {
+        let h = th(*head);
+        let tail = h.prev;
+        x.next = *head;
+        x.prev = tail;
+        th(tail).next = t;
+        h.prev = t;
+    }
+}
+
+fn unlink(head: &mut *mut Thread, t: *mut Thread) {
+    let x = th(t);
+    if x.next == t {
+        *head = null_mut();
+    } else {
+        th(x.prev).next = x.next;
+        th(x.next).prev = x.prev;
+        if *head == t {
+            *head = x.next;
+        }
+    }
+    x.next = null_mut();
+    x.prev = null_mut();
+}
+
+fn pop(head: &mut *mut Thread) -> Option<*mut Thread> {
+    let h = *head;
+    if h.is_null() {
+        return None;
+    }
+    unlink(head, h);
+    Some(h)
+}
+
+// ---- message transfer --------------------------------------------------------------------
+
+/// Copies the message of `src` (its registers and UTCB, or its kernel message) into `dst`'s
+/// registers and UTCB. `badge` identifies the capability the sender used; `grant` allows
+/// capability items.
+fn deliver(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
+    let s = th(src);
+    let (tag, w) = match s.kmsg {
+        Some(km) => (MsgTag::new(km.label, 4), km.w),
+        None => (MsgTag(s.frame.rsi), [s.frame.rdx, s.frame.r10, s.frame.r8, s.frame.r9]),
+    };
+    let words = tag.words().min(MAX_WORDS);
+    let mut out = tag.label() as u64 | (words as u64) << 16;
+    if words > REG_WORDS && s.kmsg.is_none() {
+        let su = utcb(src);
+        let du = utcb(dst);
+        du.mr[REG_WORDS..words].copy_from_slice(&su.mr[REG_WORDS..words]);
+    }
+    if s.kmsg.is_none() {
+        let ncaps = tag.caps().min(MAX_ITEMS);
+        if ncaps > 0 && grant {
+            let su = utcb(src);
+            let du = utcb(dst);
+            let mut n = 0;
+            for i in 0..ncaps {
+                if obj::derive(s.task, su.caps_out[i], th(dst).task, du.caps_in[i], None, rights::ALL).is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            out |= (n as u64) << 24;
+        }
+        let nmaps = tag.maps().min(MAX_ITEMS);
+        if nmaps > 0 {
+            let su = utcb(src);
+            let du = utcb(dst);
+            let (base, size) = (du.map_window[0], du.map_window[1]);
+            let mut n = 0;
+            for i in 0..nmaps {
+                let it = su.map_items[i];
+                if map_item_ok(&it, base, size) && map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags).is_ok() {
+                    n += 1;
+                } else {
+                    break;
+                }
+            }
+            out |= (n as u64) << 27;
+        }
+    }
+    let d = &mut th(dst).frame;
+    d.rax = 0;
+    d.rdi = badge;
+    d.rsi = out;
+    d.rdx = w[0];
+    d.r10 = w[1];
+    d.r8 = w[2];
+    d.r9 = w[3];
+}
+
+fn item_bytes(it: &sawmill_abi::MapItem) -> Option<u64> {
+    let size = if it.flags & map::HUGE != 0 { 0x20_0000 } else { 0x1000 };
+    it.pages.checked_mul(size)
+}
+
+fn map_item_ok(it: &sawmill_abi::MapItem, base: u64, size: u64) -> bool {
+    let Some(len) = item_bytes(it) else { return false };
+    let Some(end) = it.dst.checked_add(len) else { return false };
+    size != 0 && it.dst >= base && end <= base.saturating_add(size)
+}
+
+/// The sender finished handing over its message: it now awaits the reply, ends (exit message),
+/// or continues.
+fn sender_done(s: *mut Thread, r: *mut Thread) {
+    let x = th(s);
+    x.ep = null_mut();
+    if x.send_call {
+        x.state = State::AwaitReply;
+        x.server = r;
+        th(r).caller = s;
+    } else if matches!(x.kmsg, Some(KMsg { label: label::EXIT, .. })) {
+        x.kmsg = None;
+        obj::kill_thread(s);
+    } else {
+        sched::wake_with(s, 0);
+    }
+}
+
+/// `s` sends on `ep`. Returns the receiver if one was waiting (it is made runnable but not
+/// queued: the caller decides whether to switch to it).
+fn send_to(ep: *mut Endpoint, s: *mut Thread, badge: u64, grant: bool, call: bool, nonblock: bool) -> Result<Option<*mut Thread>, Error> {
+    // SAFETY: ep is live (a capability or the sender's pager reference holds it).
+    let e = unsafe { &mut *ep };
+    let x = th(s);
+    x.send_call = call;
+    match pop(&mut e.recv_head) {
+        Some(r) => {
+            th(r).ep = null_mut();
+            deliver(s, r, badge, grant);
+            th(r).state = State::Ready;
+            sender_done(s, r);
+            Ok(Some(r))
+        }
+        None => {
+            if nonblock {
+                return Err(Error::WouldBlock);
+            }
+            x.state = State::Sending;
+            x.ep = ep;
+            x.send_badge = badge;
+            x.send_grant = grant;
+            push(&mut e.send_head, s);
+            Ok(None)
+        }
+    }
+}
+
+/// `r` receives on `ep`. Returns true if a message arrived at once.
+fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, Error> {
+    // SAFETY: ep is live.
+    let e = unsafe { &mut *ep };
+    match pop(&mut e.send_head) {
+        Some(s) => {
+            let x = th(s);
+            x.ep = null_mut();
+            deliver(s, r, x.send_badge, x.send_grant);
+            sender_done(s, r);
+            Ok(true)
+        }
+        None => {
+            if nonblock {
+                return Err(Error::WouldBlock);
+            }
+            let y = th(r);
+            y.state = State::Receiving;
+            y.ep = ep;
+            push(&mut e.recv_head, r);
+            Ok(false)
+        }
+    }
+}
+
+/// Replies to the caller `r` is serving, if any. Returns the woken caller.
+fn reply(r: *mut Thread) -> Option<*mut Thread> {
+    let y = th(r);
+    let c = y.caller;
+    if c.is_null() {
+        return None;
+    }
+    y.caller = null_mut();
+    let x = th(c);
+    x.server = null_mut();
+    match x.kmsg.take() {
+        Some(km) => {
+            let lbl = MsgTag(y.frame.rsi).label();
+            if km.label == label::PAGE_FAULT {
+                // Map items resolve the fault; the whole faulting space is the window.
+                let tag = MsgTag(y.frame.rsi);
+                let u = utcb(r);
+                for i in 0..tag.maps().min(MAX_ITEMS) {
+                    let it = u.map_items[i];
+                    let _ = map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
+                }
+            }
+            if lbl == 0 {
+                x.state = State::Ready;
+                sched::make_ready(c);
+            } else {
+                obj::kill_thread(c);
+                return None;
+            }
+        }
+        None => {
+            deliver(r, c, 0, true);
+            x.state = State::Ready;
+            sched::make_ready(c);
+        }
+    }
+    Some(c)
+}
+
+fn ep_cap(t: *mut Task, slot: u64, need: u64) -> Result<(*mut Endpoint, Cap), Error> {
+    let c = obj::lookup(t, slot)?;
+    let Obj::Endpoint(ep) = c.obj else { return Err(Error::WrongKind) };
+    if !obj::has(&c, need) {
+        return Err(Error::NoRights);
+    }
+    Ok((ep, c))
+}
+
+/// Runs `r` next if it may: the current thread is blocked and nothing of higher priority waits.
+fn run_next(r: *mut Thread) {
+    let cur = k().current;
+    if th(cur).state != State::Ready {
+        // Direct switch: r takes over the CPU without going through the ready queue.
+        k().current = r;
+    } else {
+        sched::make_ready(r);
+    }
+}
+
+// ---- system calls ------------------------------------------------------------------------
+
+pub fn sys_call(cur: *mut Thread) {
+    let x = th(cur);
+    let tag = MsgTag(x.frame.rsi);
+    let (ep, c) = match ep_cap(x.task, x.frame.rdi, rights::SEND) {
+        Ok(v) => v,
+        Err(e) => return x.frame.rax = e as u64,
+    };
+    match send_to(ep, cur, c.badge, obj::has(&c, rights::GRANT), true, tag.is_nonblocking()) {
+        Ok(Some(r)) => run_next(r),
+        Ok(None) => {}
+        Err(e) => x.frame.rax = e as u64,
+    }
+}
+
+pub fn sys_send(cur: *mut Thread) {
+    let x = th(cur);
+    let tag = MsgTag(x.frame.rsi);
+    let (ep, c) = match ep_cap(x.task, x.frame.rdi, rights::SEND) {
+        Ok(v) => v,
+        Err(e) => return x.frame.rax = e as u64,
+    };
+    match send_to(ep, cur, c.badge, obj::has(&c, rights::GRANT), false, tag.is_nonblocking()) {
+        Ok(Some(r)) => {
+            sched::make_ready(r);
+        }
+        Ok(None) => {}
+        Err(e) => x.frame.rax = e as u64,
+    }
+}
+
+pub fn sys_recv(cur: *mut Thread) {
+    let x = th(cur);
+    let nonblock = MsgTag(x.frame.rsi).is_nonblocking();
+    let (ep, _) = match ep_cap(x.task, x.frame.rdi, rights::RECV) {
+        Ok(v) => v,
+        Err(e) => return x.frame.rax = e as u64,
+    };
+    if let Err(e) = recv_from(ep, cur, nonblock) {
+        x.frame.rax = e as u64;
+    }
+}
+
+pub fn sys_reply_recv(cur: *mut Thread) {
+    let x = th(cur);
+    let nonblock = MsgTag(x.frame.rsi).is_nonblocking();
+    let (ep, _) = match ep_cap(x.task, x.frame.rdi, rights::RECV) {
+        Ok(v) => v,
+        Err(e) => {
+            // Still deliver the reply: the caller must not hang because we misnamed our endpoint.
+            if let Some(c) = reply(cur) {
+                sched::make_ready(c);
+            }
+            return x.frame.rax = e as u64;
+        }
+    };
+    let woken = reply(cur);
+    match recv_from(ep, cur, nonblock) {
+        Ok(true) => {
+            if let Some(c) = woken {
+                sched::make_ready(c);
+            }
+        }
+        Ok(false) => {
+            if let Some(c) = woken {
+                // We block: hand the CPU straight to the client we answered.
+                sched::dequeue_any(c);
+                run_next(c);
+            }
+        }
+        Err(e) => {
+            x.frame.rax = e as u64;
+        }
+    }
+}
+
+/// A thread raised a fault or exception: send the kernel message to `handler` and wait for the
+/// verdict. Returns false if there is no usable handler (the caller then ends the thread).
+pub fn kernel_call(t: *mut Thread, handler: Option<Cap>, km: KMsg) -> bool {
+    let Some(c) = handler else { return false };
+    let Obj::Endpoint(ep) = c.obj else { return false };
+    let x = th(t);
+    x.kmsg = Some(km);
+    match send_to(ep, t, c.badge, false, true, false) {
+        Ok(Some(r)) => {
+            run_next(r);
+            true
+        }
+        Ok(None) => true,
+        Err(_) => {
+            x.kmsg = None;
+            false
+        }
+    }
+}
+
+/// The thread ends; its handler (if any) gets an EXIT message, delivered when it next receives.
+pub fn exit_thread(t: *mut Thread, status: u64) {
+    let x = th(t);
+    let h = x.exc;
+    if let Some(Cap { obj: Obj::Endpoint(ep), badge, .. }) = h {
+        x.kmsg = Some(KMsg { label: label::EXIT, w: [status, 0, 0, 0] });
+        match send_to(ep, t, badge, false, false, false) {
+            Ok(Some(r)) => run_next(r),
+            Ok(None) => {}
+            Err(_) => obj::kill_thread(t),
+        }
+    } else {
+        obj::kill_thread(t);
+    }
+}
+
+/// Removes a dying thread from every IPC relationship.
+pub fn detach(t: *mut Thread) {
+    let x = th(t);
+    match x.state {
+        State::Sending | State::Receiving if !x.ep.is_null() => {
+            // SAFETY: a queued thread's ep is live.
+            let e = unsafe { &mut *x.ep };
+            if x.state == State::Sending {
+                unlink(&mut e.send_head, t);
+            } else {
+                unlink(&mut e.recv_head, t);
+            }
+            x.ep = null_mut();
+        }
+        State::Notify if !x.notif.is_null() => {
+            // SAFETY: live notification.
+            unsafe { (*x.notif).waiter = null_mut() };
+            x.notif = null_mut();
+        }
+        _ => {}
+    }
+    if !x.server.is_null() {
+        th(x.server).caller = null_mut();
+        x.server = null_mut();
+    }
+    if !x.caller.is_null() {
+        let c = x.caller;
+        x.caller = null_mut();
+        th(c).server = null_mut();
+        if th(c).kmsg.is_none() {
+            sched::wake_with(c, Error::PeerGone as u64);
+        }
+        // A faulting thread whose pager died stays blocked: it cannot continue without its page.
+    }
+    x.kmsg = None;
+}
+
+/// An endpoint is destroyed: everyone waiting on it learns so.
+pub fn endpoint_gone(ep: *mut Endpoint) {
+    // SAFETY: ep is being destroyed; its queues hold live threads.
+    let e = unsafe { &mut *ep };
+    while let Some(t) = pop(&mut e.send_head) {
+        th(t).ep = null_mut();
+        if th(t).kmsg.is_none() {
+            sched::wake_with(t, Error::PeerGone as u64);
+        } else {
+            th(t).state = State::AwaitReply;
+        }
+    }
+    while let Some(t) = pop(&mut e.recv_head) {
+        th(t).ep = null_mut();
+        sched::wake_with(t, Error::PeerGone as u64);
+    }
+}
+
+// ---- mapping -----------------------------------------------------------------------------
+
+/// Maps `pages` pages of `st`'s address space at `src` into `dt` at `dst`, each derived from the
+/// source mapping in the mapping database. Existing mappings at the destination are replaced.
+pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, flags: u64) -> Result<(), Error> {
+    let huge = flags & map::HUGE != 0;
+    let size: u64 = if huge { 0x20_0000 } else { 0x1000 };
+    if pages == 0 || pages > (1 << 20) || src % size != 0 || dst % size != 0 {
+        return Err(Error::Invalid);
+    }
+    let len = pages.checked_mul(size).ok_or(Error::Invalid)?;
+    if !paging::user_range_ok(src, len) || !paging::user_range_ok(dst, len) {
+        return Err(Error::Invalid);
+    }
+    // SAFETY: both tasks are live (held by capabilities or current).
+    let (s, d) = unsafe { (&mut *st, &mut *dt) };
+    if s.dead || d.dead {
+        return Err(Error::PeerGone);
+    }
+    if st == dt && src < dst + len && dst < src + len {
+        return Err(Error::Invalid);
+    }
+    for i in 0..pages {
+        let sa = src + i * size;
+        let da = dst + i * size;
+        let m = k().mapdb.lookup(s.id, sa).ok_or(Error::Fault)?;
+        if huge && !m.huge {
+            return Err(Error::Invalid);
+        }
+        let pa = if m.huge && !huge { m.paddr + (sa - m.vaddr) } else { m.paddr };
+        let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights | (m.rights & map::UNCACHED);
+        // Replace what is there.
+        if k().mapdb.overlaps(d.id, da, size) {
+            let mut gone = alloc::vec::Vec::new();
+            let mut a = da;
+            while a < da + size {
+                k().mapdb.revoke(d.id, a, true, &mut gone);
+                a += 0x1000;
+            }
+            let start = da & !0x1f_ffff;
+            k().mapdb.revoke(d.id, start, true, &mut gone);
+            obj::unmap_removed(&gone);
+            if k().mapdb.overlaps(d.id, da, size) {
+                return Err(Error::Busy);
+            }
+        }
+        obj::charge(d.hdr.factory, NODE_BYTES as u64)?;
+        if flags & map::GRANT != 0 && m.huge == huge {
+            // Grant: the mapping moves, keeping what was derived from it.
+            paging::unmap(s.pml4, m.vaddr, m.huge);
+            if k().loaded_cr3 == s.pml4 {
+                crate::arch::invlpg(m.vaddr);
+            }
+            let _ = k().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
+            s.nodes = s.nodes.saturating_sub(1);
+            obj::uncharge(s.hdr.factory, NODE_BYTES as u64);
+        } else if k().mapdb.insert_child(s.id, sa, Mapping { space: d.id, vaddr: da, paddr: pa, huge, rights: r }).is_err() {
+            obj::uncharge(d.hdr.factory, NODE_BYTES as u64);
+            return Err(Error::Busy);
+        }
+        d.nodes += 1;
+        let mut alloc = || obj::pt_alloc(dt);
+        if !paging::map(d.pml4, da, pa, paging::pte_flags(r, r & map::UNCACHED != 0), huge, &mut alloc) {
+            let mut gone = alloc::vec::Vec::new();
+            k().mapdb.revoke(d.id, da, true, &mut gone);
+            obj::unmap_removed(&gone);
+            return Err(Error::NoMemory);
+        }
+    }
+    Ok(())
+}
+
+/// Records and installs a kernel-made (root) mapping.
+pub fn map_root(t: *mut Task, va: u64, pa: u64, rights_: u64) -> Result<(), Error> {
+    map_root_sized(t, va, pa, rights_, false)
+}
+
+/// As `map_root`, with a 2 MiB page if `huge`.
+pub fn map_root_sized(t: *mut Task, va: u64, pa: u64, rights_: u64, huge: bool) -> Result<(), Error> {
+    // SAFETY: live task.
+    let task = unsafe { &mut *t };
+    obj::charge(task.hdr.factory, NODE_BYTES as u64)?;
+    if k().mapdb.insert_root(Mapping { space: task.id, vaddr: va, paddr: pa, huge, rights: rights_ }).is_err() {
+        obj::uncharge(task.hdr.factory, NODE_BYTES as u64);
+        return Err(Error::Busy);
+    }
+    task.nodes += 1;
+    let mut alloc = || obj::pt_alloc(t);
+    if !paging::map(task.pml4, va, pa, paging::pte_flags(rights_, rights_ & map::UNCACHED != 0), huge, &mut alloc) {
+        let mut gone = alloc::vec::Vec::new();
+        k().mapdb.revoke(task.id, va, true, &mut gone);
+        obj::unmap_removed(&gone);
+        return Err(Error::NoMemory);
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! Four-level page tables of user address spaces. The upper half of every PML4 is shared with
+//! the kernel's own; the lower half belongs to the task. Page-table frames come from the kernel
+//! pool and are charged to the task's factory by the caller.
+use crate::mem::{phys, phys_to_virt, PAGE};
+
+pub const P: u64 = 1;
+pub const W: u64 = 1 << 1;
+pub const U: u64 = 1 << 2;
+pub const PWT: u64 = 1 << 3;
+pub const PCD: u64 = 1 << 4;
+pub const PS: u64 = 1 << 7;
+pub const NX: u64 = 1 << 63;
+pub const ADDR: u64 = 0x000f_ffff_ffff_f000;
+
+fn table(p: u64) -> &'static mut [u64; 512] {
+    // SAFETY: p is the physical address of a page-table frame inside the direct map.
+    unsafe { &mut *(phys_to_virt(p) as *mut [u64; 512]) }
+}
+
+extern "C" {
+    static boot_pml4: [u64; 512];
+}
+
+/// Physical address of the kernel's own PML4 (the boot one).
+pub fn kernel_pml4() -> u64 {
+    // SAFETY: taking the address of a linker symbol.
+    (unsafe { core::ptr::addr_of!(boot_pml4) } as u64) - 0xffff_ffff_8000_0000
+}
+
+/// Creates a PML4 sharing the kernel half. Returns its physical address.
+pub fn new_space() -> Option<u64> {
+    let p = phys().alloc_frame()?;
+    let k = table(kernel_pml4());
+    let t = table(p);
+    t[256..].copy_from_slice(&k[256..]);
+    Some(p)
+}
+
+/// Hardware flags for a user mapping with the given abi map rights.
+pub fn pte_flags(rights: u64, uncached: bool) -> u64 {
+    let mut f = P | U;
+    if rights & sawmill_abi::map::WRITE != 0 {
+        f |= W;
+    }
+    if rights & sawmill_abi::map::EXEC == 0 {
+        f |= NX;
+    }
+    if uncached {
+        f |= PCD | PWT;
+    }
+    f
+}
+
+/// Walks to the table at `level` (3 = PDPT, 2 = PD, 1 = PT) for `va`, creating tables with
+/// `alloc` as needed. Returns None if allocation fails or a huge page is in the way.
+fn walk(pml4: u64, va: u64, level: u32, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
+    let mut t = pml4;
+    let mut l = 4;
+    while l > level {
+        let idx = ((va >> (12 + 9 * (l - 1))) & 511) as usize;
+        let e = table(t)[idx];
+        if e & P == 0 {
+            let n = alloc()?;
+            table(t)[idx] = n | P | W | U;
+            t = n;
+        } else if e & PS != 0 {
+            return None;
+        } else {
+            t = e & ADDR;
+        }
+        l -= 1;
+    }
+    Some(t)
+}
+
+/// Installs a 4 KiB (or 2 MiB with `huge`) mapping. The slot must be empty.
+pub fn map(pml4: u64, va: u64, pa: u64, flags: u64, huge: bool, alloc: &mut dyn FnMut() -> Option<u64>) -> bool {
+    let level = if huge { 2 } else { 1 };
+    let Some(t) = walk(pml4, va, level, alloc) else { return false };
+    let idx = ((va >> if huge { 21 } else { 12 }) & 511) as usize;
+    if table(t)[idx] & P != 0 {
+        return false;
+    }
+    table(t)[idx] = pa | flags | if huge { PS } else { 0 };
+    true
+}
+
+/// Removes a mapping; returns whether one was there.
+pub fn unmap(pml4: u64, va: u64, huge: bool) -> bool {
+    let mut none = || None;
+    let level = if huge { 2 } else { 1 };
+    let Some(t) = walk(pml4, va, level, &mut none) else { return false };
+    let idx = ((va >> if huge { 21 } else { 12 }) & 511) as usize;
+    let was = table(t)[idx] & P != 0;
+    table(t)[idx] = 0;
+    was
+}
+
+/// Translates a user address: (physical address, pte flags).
+pub fn translate(pml4: u64, va: u64) -> Option<(u64, u64)> {
+    let mut t = pml4;
+    for l in (1..=4).rev() {
+        let idx = ((va >> (12 + 9 * (l - 1))) & 511) as usize;
+        let e = table(t)[idx];
+        if e & P == 0 {
+            return None;
+        }
+        if l == 2 && e & PS != 0 {
+            return Some(((e & ADDR & !0x1f_ffff) + (va & 0x1f_ffff), e));
+        }
+        if l == 1 {
+            return Some(((e & ADDR) + (va & 0xfff), e));
+        }
+        t = e & ADDR;
+    }
+    None
+}
+
+/// Frees every page-table frame of the lower half and the PML4. Returns how many frames.
+pub fn free_space(pml4: u64) -> u64 {
+    let mut n = 0;
+    for i in 0..256 {
+        let e3 = table(pml4)[i];
+        if e3 & P == 0 {
+            continue;
+        }
+        let pdpt = e3 & ADDR;
+        for j in 0..512 {
+            let e2 = table(pdpt)[j];
+            if e2 & P == 0 {
+                continue;
+            }
+            let pd = e2 & ADDR;
+            for k in 0..512 {
+                let e1 = table(pd)[k];
+                if e1 & P != 0 && e1 & PS == 0 {
+                    phys().free_frame(e1 & ADDR);
+                    n += 1;
+                }
+            }
+            phys().free_frame(pd);
+            n += 1;
+        }
+        phys().free_frame(pdpt);
+        n += 1;
+    }
+    phys().free_frame(pml4);
+    n + 1
+}
+
+/// Whether `[va, va+len)` is a valid range of user addresses.
+pub fn user_range_ok(va: u64, len: u64) -> bool {
+    va.checked_add(len).map_or(false, |e| e <= sawmill_abi::layout::USER_END)
+}
+
+/// Copies from user memory of the space `pml4` into `buf`; fails unless every byte is mapped
+/// user-readable.
+pub fn copy_from_user(pml4: u64, va: u64, buf: &mut [u8]) -> bool {
+    if !user_range_ok(va, buf.len() as u64) {
+        return false;
+    }
+    let mut done = 0;
+    while done < buf.len() {
+        let a = va + done as u64;
+        let Some((pa, f)) = translate(pml4, a) else { return false };
+        if f & U == 0 {
+            return false;
+        }
+        let n = ((PAGE - (a & 0xfff)) as usize).min(buf.len() - done);
+        // SAFETY: pa..pa+n lies in one mapped user page, reachable through the direct map.
+        unsafe { core::ptr::copy_nonoverlapping(phys_to_virt(pa), buf[done..].as_mut_ptr(), n) };
+        done += n;
+    }
+    true
+}
+
+/// Copies `buf` into user memory; fails unless every byte is mapped user-writable.
+pub fn copy_to_user(pml4: u64, va: u64, buf: &[u8]) -> bool {
+    if !user_range_ok(va, buf.len() as u64) {
+        return false;
+    }
+    let mut done = 0;
+    while done < buf.len() {
+        let a = va + done as u64;
+        let Some((pa, f)) = translate(pml4, a) else { return false };
+        if f & U == 0 || f & W == 0 {
+            return false;
+        }
+        let n = ((PAGE - (a & 0xfff)) as usize).min(buf.len() - done);
+        // SAFETY: as above, and the page is writable by the user, so not kernel data.
+        unsafe { core::ptr::copy_nonoverlapping(buf[done..].as_ptr(), phys_to_virt(pa), n) };
+        done += n;
+    }
+    true
+}

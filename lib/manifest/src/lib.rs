@@ -1,0 +1,467 @@
+//! System manifests: the static description of a sawmill system — which servers run, at which
+//! priority, which endpoints each provides and may call (with the badge root mints), and which
+//! devices it is given.
+//!
+//! The host tool parses the TOML form (feature `toml`), validates it and embeds the compact binary
+//! encoding (`encode`) in the boot image; the root task `decode`s it inside the guest. Because the
+//! root task trusts nothing it did not check, `decode` is total: any byte string yields either a
+//! `System` or a `DecodeError`, never a panic, and allocation is bounded by the input length.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
+#[cfg(all(feature = "std", not(test)))]
+extern crate std;
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+#[cfg(feature = "toml")]
+mod from_toml;
+#[cfg(feature = "toml")]
+pub use from_toml::from_toml;
+
+/// A whole system: a name and the servers root starts, in manifest order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct System {
+    pub name: String,
+    pub servers: Vec<Server>,
+}
+
+/// One server task and the authority root hands it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// Unique within the system.
+    pub name: String,
+    /// Boot-module (binary) name; in TOML it defaults to `name`.
+    pub module: String,
+    /// 1..=254; higher preempts lower.
+    pub priority: u8,
+    pub args: Vec<String>,
+    /// Root waits for all `wait` servers to exit, then shuts the machine down.
+    pub wait: bool,
+    /// Kernel-memory quota of the factory capability the server gets; 0 = no factory.
+    pub kmem_kb: u32,
+    pub heap_kb: u32,
+    /// Endpoint names this server serves.
+    pub provides: Vec<String>,
+    /// Endpoints it may call, each with the badge root mints for it.
+    pub uses: Vec<Use>,
+    /// ISA IRQ lines delegated to it (0 and 2 stay with the kernel).
+    pub irqs: Vec<u8>,
+    /// I/O port ranges delegated to it.
+    pub ioports: Vec<IoRange>,
+    /// Endpoint (provided by some server) that pages this server's threads instead of root.
+    pub pager: Option<String>,
+}
+
+/// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
+impl Default for Server {
+    fn default() -> Self {
+        Server {
+            name: String::new(),
+            module: String::new(),
+            priority: DEFAULT_PRIORITY,
+            args: Vec::new(),
+            wait: false,
+            kmem_kb: 0,
+            heap_kb: DEFAULT_HEAP_KB,
+            provides: Vec::new(),
+            uses: Vec::new(),
+            irqs: Vec::new(),
+            ioports: Vec::new(),
+            pager: None,
+        }
+    }
+}
+
+/// A right to call `endpoint`; calls arrive at the server carrying `badge`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Use {
+    pub endpoint: String,
+    pub badge: u64,
+}
+
+/// Ports `base .. base + count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoRange {
+    pub base: u16,
+    pub count: u16,
+}
+
+pub const DEFAULT_PRIORITY: u8 = 100;
+pub const DEFAULT_HEAP_KB: u32 = 256;
+/// Module names become boot-archive entry names, which hold at most 47 bytes.
+pub const MAX_MODULE_NAME: usize = 47;
+
+const MAGIC: &[u8; 8] = b"SWMANIF1";
+
+// ---------------------------------------------------------------------------------------------
+// Binary encoding. Little endian; strings and lists are a u32 count followed by the items.
+
+/// Serialises a system into the form root decodes. Infallible: anything representable in the
+/// structs is representable in the encoding (lengths beyond u32 cannot occur in practice).
+pub fn encode(sys: &System) -> Vec<u8> {
+    let mut w = Vec::new();
+    w.extend_from_slice(MAGIC);
+    put_str(&mut w, &sys.name);
+    put_u32(&mut w, sys.servers.len() as u32);
+    for s in &sys.servers {
+        put_str(&mut w, &s.name);
+        put_str(&mut w, &s.module);
+        w.push(s.priority);
+        w.push(s.wait as u8);
+        put_u32(&mut w, s.kmem_kb);
+        put_u32(&mut w, s.heap_kb);
+        put_u32(&mut w, s.args.len() as u32);
+        for a in &s.args {
+            put_str(&mut w, a);
+        }
+        put_u32(&mut w, s.provides.len() as u32);
+        for p in &s.provides {
+            put_str(&mut w, p);
+        }
+        put_u32(&mut w, s.uses.len() as u32);
+        for u in &s.uses {
+            put_str(&mut w, &u.endpoint);
+            w.extend_from_slice(&u.badge.to_le_bytes());
+        }
+        put_u32(&mut w, s.irqs.len() as u32);
+        w.extend_from_slice(&s.irqs);
+        put_u32(&mut w, s.ioports.len() as u32);
+        for r in &s.ioports {
+            w.extend_from_slice(&r.base.to_le_bytes());
+            w.extend_from_slice(&r.count.to_le_bytes());
+        }
+        match &s.pager {
+            None => w.push(0),
+            Some(p) => {
+                w.push(1);
+                put_str(&mut w, p);
+            }
+        }
+    }
+    w
+}
+
+fn put_u32(w: &mut Vec<u8>, v: u32) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_str(w: &mut Vec<u8>, s: &str) {
+    put_u32(w, s.len() as u32);
+    w.extend_from_slice(s.as_bytes());
+}
+
+/// Why a byte string is not an encoded manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    pub what: &'static str,
+    /// Byte offset at which decoding gave up.
+    pub offset: usize,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad manifest encoding at byte {}: {}",
+            self.offset, self.what
+        )
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for DecodeError {}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn err(&self, what: &'static str) -> DecodeError {
+        DecodeError {
+            what,
+            offset: self.pos,
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let rest = &self.buf[self.pos..];
+        if n > rest.len() {
+            return Err(self.err("truncated"));
+        }
+        self.pos += n;
+        Ok(&rest[..n])
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(self.err("flag is neither 0 nor 1")),
+        }
+    }
+
+    /// A list count, refused unless `count` items of at least `min_item` bytes each could still
+    /// fit in the input: this is what bounds allocation by the input length.
+    fn count(&mut self, min_item: usize) -> Result<usize, DecodeError> {
+        let n = self.u32()? as usize;
+        let remaining = self.buf.len() - self.pos;
+        match n.checked_mul(min_item) {
+            Some(need) if need <= remaining => Ok(n),
+            _ => Err(self.err("list count exceeds the remaining input")),
+        }
+    }
+
+    fn string(&mut self) -> Result<String, DecodeError> {
+        let n = self.u32()? as usize;
+        let at = self.pos;
+        let b = self.take(n)?;
+        match core::str::from_utf8(b) {
+            Ok(s) => Ok(String::from(s)),
+            Err(_) => Err(DecodeError {
+                what: "string is not UTF-8",
+                offset: at,
+            }),
+        }
+    }
+}
+
+/// Parses the output of `encode`. Total on arbitrary input (see the crate doc). The result is
+/// structurally sound but not necessarily valid: callers that need the semantic rules run
+/// `validate` as well.
+pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
+    let mut r = Reader { buf: bytes, pos: 0 };
+    if r.take(MAGIC.len())? != MAGIC {
+        return Err(DecodeError {
+            what: "bad magic",
+            offset: 0,
+        });
+    }
+    let name = r.string()?;
+    // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists
+    // and the pager flag.
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1)?;
+    let mut servers = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = r.string()?;
+        let module = r.string()?;
+        let priority = r.u8()?;
+        let wait = r.bool()?;
+        let kmem_kb = r.u32()?;
+        let heap_kb = r.u32()?;
+        let n = r.count(4)?;
+        let mut args = Vec::with_capacity(n);
+        for _ in 0..n {
+            args.push(r.string()?);
+        }
+        let n = r.count(4)?;
+        let mut provides = Vec::with_capacity(n);
+        for _ in 0..n {
+            provides.push(r.string()?);
+        }
+        let n = r.count(4 + 8)?;
+        let mut uses = Vec::with_capacity(n);
+        for _ in 0..n {
+            let endpoint = r.string()?;
+            let badge = r.u64()?;
+            uses.push(Use { endpoint, badge });
+        }
+        let n = r.count(1)?;
+        let irqs = r.take(n)?.to_vec();
+        let n = r.count(4)?;
+        let mut ioports = Vec::with_capacity(n);
+        for _ in 0..n {
+            let base = r.u16()?;
+            let count = r.u16()?;
+            ioports.push(IoRange { base, count });
+        }
+        let pager = if r.bool()? { Some(r.string()?) } else { None };
+        servers.push(Server {
+            name,
+            module,
+            priority,
+            args,
+            wait,
+            kmem_kb,
+            heap_kb,
+            provides,
+            uses,
+            irqs,
+            ioports,
+            pager,
+        });
+    }
+    if r.pos != bytes.len() {
+        return Err(r.err("trailing bytes after the last server"));
+    }
+    Ok(System { name, servers })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation.
+
+fn module_name_ok(m: &str) -> bool {
+    !m.is_empty()
+        && m.len() <= MAX_MODULE_NAME
+        && m.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
+}
+
+/// Checks the rules that make a manifest startable. The first problem found is reported, naming
+/// the server it concerns:
+/// - server names non-empty and unique; at least one server;
+/// - priority in 1..=254 (0 is the idle level and 255 is reserved for the kernel's own use);
+/// - module names non-empty, at most 47 bytes, characters `[a-z0-9_-]`;
+/// - every endpoint provided by at most one server, and every used or pager endpoint provided by
+///   exactly one;
+/// - IRQ lines in 0..=15 except 0 (timer) and 2 (cascade), each given to at most one server;
+/// - I/O port ranges non-empty and not running past port 0xffff.
+pub fn validate(sys: &System) -> Result<(), String> {
+    if sys.name.is_empty() {
+        return Err(String::from("system has no name"));
+    }
+    if sys.servers.is_empty() {
+        return Err(format!("system `{}` has no servers", sys.name));
+    }
+    let mut names: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut providers: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut irq_owner: BTreeMap<u8, &str> = BTreeMap::new();
+    for s in &sys.servers {
+        let n = s.name.as_str();
+        if n.is_empty() {
+            return Err(String::from("a server has an empty name"));
+        }
+        if names.insert(n, ()).is_some() {
+            return Err(format!("server `{n}` is defined more than once"));
+        }
+        if !(1..=254).contains(&s.priority) {
+            return Err(format!(
+                "server `{n}`: priority {} is outside 1..=254",
+                s.priority
+            ));
+        }
+        if !module_name_ok(&s.module) {
+            return Err(format!(
+                "server `{n}`: module name `{}` must be 1-{MAX_MODULE_NAME} characters of [a-z0-9_-]",
+                s.module
+            ));
+        }
+        for p in &s.provides {
+            if p.is_empty() {
+                return Err(format!(
+                    "server `{n}`: provides an endpoint with an empty name"
+                ));
+            }
+            if let Some(other) = providers.insert(p.as_str(), n) {
+                return Err(format!(
+                    "server `{n}`: endpoint `{p}` is already provided by server `{other}`"
+                ));
+            }
+        }
+        for &irq in &s.irqs {
+            if irq > 15 || irq == 0 || irq == 2 {
+                return Err(format!(
+                    "server `{n}`: IRQ {irq} cannot be delegated (valid: 1 and 3..=15)"
+                ));
+            }
+            if let Some(other) = irq_owner.insert(irq, n) {
+                return Err(if other == n {
+                    format!("server `{n}`: IRQ {irq} listed twice")
+                } else {
+                    format!("server `{n}`: IRQ {irq} is already given to server `{other}`")
+                });
+            }
+        }
+        for r in &s.ioports {
+            if r.count == 0 {
+                return Err(format!(
+                    "server `{n}`: I/O port range at {:#x} is empty",
+                    r.base
+                ));
+            }
+            if r.base as u32 + r.count as u32 > 0x1_0000 {
+                return Err(format!(
+                    "server `{n}`: I/O port range {:#x}+{} runs past port 0xffff",
+                    r.base, r.count
+                ));
+            }
+        }
+    }
+    // Second pass: uses may name endpoints of servers listed later.
+    for s in &sys.servers {
+        let n = s.name.as_str();
+        let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+        for u in &s.uses {
+            if !providers.contains_key(u.endpoint.as_str()) {
+                return Err(format!(
+                    "server `{n}`: uses endpoint `{}`, which no server provides",
+                    u.endpoint
+                ));
+            }
+            // The server finds its capabilities by endpoint name, so two would be ambiguous.
+            if seen.insert(u.endpoint.as_str(), ()).is_some() {
+                return Err(format!(
+                    "server `{n}`: uses endpoint `{}` twice",
+                    u.endpoint
+                ));
+            }
+        }
+        if let Some(p) = &s.pager {
+            if !providers.contains_key(p.as_str()) {
+                return Err(format!(
+                    "server `{n}`: pager endpoint `{p}` is not provided by any server"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl System {
+    /// The distinct module names in first-use order: the boot modules an image must carry.
+    pub fn modules(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in &self.servers {
+            if !out.contains(&s.module.as_str()) {
+                out.push(&s.module);
+            }
+        }
+        out
+    }
+
+    /// The server that provides `endpoint`, if any.
+    pub fn provider(&self, endpoint: &str) -> Option<&Server> {
+        self.servers
+            .iter()
+            .find(|s| s.provides.iter().any(|p| p == endpoint))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,280 @@
+use super::*;
+use alloc::string::ToString;
+use alloc::vec;
+
+fn sample() -> System {
+    System {
+        name: "pingpong".into(),
+        servers: vec![
+            Server {
+                name: "pong".into(),
+                module: "test-pong".into(),
+                provides: vec!["pong".into()],
+                kmem_kb: 64,
+                ..Server::default()
+            },
+            Server {
+                name: "ping-a".into(),
+                module: "test-ping".into(),
+                priority: 7,
+                args: vec!["a".into(), "ünïcode".into()],
+                wait: true,
+                heap_kb: 1024,
+                uses: vec![Use {
+                    endpoint: "pong".into(),
+                    badge: u64::MAX,
+                }],
+                irqs: vec![8, 15],
+                ioports: vec![IoRange {
+                    base: 0x70,
+                    count: 2,
+                }],
+                pager: Some("pong".into()),
+                ..Server::default()
+            },
+        ],
+    }
+}
+
+#[test]
+fn round_trip() {
+    let s = sample();
+    assert_eq!(decode(&encode(&s)).unwrap(), s);
+    let empty = System::default();
+    assert_eq!(decode(&encode(&empty)).unwrap(), empty);
+}
+
+#[test]
+fn sample_is_valid_and_lists_modules() {
+    validate(&sample()).unwrap();
+    assert_eq!(sample().modules(), vec!["test-pong", "test-ping"]);
+    assert_eq!(sample().provider("pong").unwrap().name, "pong");
+}
+
+fn invalid(f: impl FnOnce(&mut System), needle: &str) {
+    let mut s = sample();
+    f(&mut s);
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains(needle), "error {e:?} should contain {needle:?}");
+}
+
+#[test]
+fn validation_errors_name_the_server() {
+    invalid(
+        |s| s.servers[1].name = "pong".into(),
+        "server `pong` is defined more than once",
+    );
+    invalid(|s| s.servers[1].priority = 0, "server `ping-a`: priority 0");
+    invalid(
+        |s| s.servers[1].priority = 255,
+        "server `ping-a`: priority 255",
+    );
+    invalid(
+        |s| s.servers[0].module = "Test".into(),
+        "server `pong`: module name `Test`",
+    );
+    invalid(|s| s.servers[0].module = "a/b".into(), "module name");
+    invalid(|s| s.servers[0].module = "x".repeat(48), "module name");
+    invalid(
+        |s| s.servers[1].uses[0].endpoint = "nope".into(),
+        "server `ping-a`: uses endpoint `nope`",
+    );
+    invalid(
+        |s| s.servers[1].provides.push("pong".into()),
+        "already provided by server `pong`",
+    );
+    invalid(
+        |s| s.servers[1].pager = Some("x".into()),
+        "server `ping-a`: pager endpoint `x`",
+    );
+    invalid(|s| s.servers[1].irqs.push(0), "server `ping-a`: IRQ 0");
+    invalid(|s| s.servers[1].irqs.push(2), "IRQ 2");
+    invalid(|s| s.servers[1].irqs.push(16), "IRQ 16");
+    invalid(
+        |s| s.servers[0].irqs.push(8),
+        "server `ping-a`: IRQ 8 is already given to server `pong`",
+    );
+    invalid(
+        |s| {
+            s.servers[1].ioports.push(IoRange {
+                base: 0xfff0,
+                count: 0x11,
+            })
+        },
+        "past port 0xffff",
+    );
+    invalid(
+        |s| {
+            s.servers[1].ioports.push(IoRange {
+                base: 0x80,
+                count: 0,
+            })
+        },
+        "is empty",
+    );
+    invalid(|s| s.servers.clear(), "no servers");
+    invalid(
+        |s| {
+            s.servers[1].uses.push(Use {
+                endpoint: "pong".into(),
+                badge: 2,
+            })
+        },
+        "twice",
+    );
+    // The top of the port space is reachable.
+    let mut s = sample();
+    s.servers[1].ioports.push(IoRange {
+        base: 0xfff0,
+        count: 0x10,
+    });
+    validate(&s).unwrap();
+}
+
+#[test]
+fn decode_rejects_truncation_and_trailing_bytes() {
+    let bytes = encode(&sample());
+    for n in 0..bytes.len() {
+        assert!(decode(&bytes[..n]).is_err(), "prefix of {n} bytes decoded");
+    }
+    let mut long = bytes.clone();
+    long.push(0);
+    assert!(decode(&long).is_err());
+}
+
+/// xorshift64*: a fixed-seed generator so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn decode_never_panics_on_garbage() {
+    let good = encode(&sample());
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    for round in 0..20_000 {
+        let bytes: Vec<u8> = if round % 2 == 0 {
+            // Mutations of a valid encoding reach deep into the decoder.
+            let mut b = good.clone();
+            for _ in 0..1 + rng.next() % 4 {
+                let i = (rng.next() as usize) % b.len();
+                b[i] = rng.next() as u8;
+            }
+            let cut = (rng.next() as usize) % (b.len() + 1);
+            b.truncate(cut.max(b.len() / 2));
+            b
+        } else {
+            let len = (rng.next() % 96) as usize;
+            let mut b: Vec<u8> = MAGIC.to_vec();
+            b.extend((0..len).map(|_| rng.next() as u8));
+            b
+        };
+        let _ = decode(&bytes);
+    }
+    // A huge claimed count must not be allocated.
+    let mut b = MAGIC.to_vec();
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(
+        decode(&b).unwrap_err().what,
+        "list count exceeds the remaining input"
+    );
+}
+
+#[cfg(feature = "toml")]
+mod toml_form {
+    use super::*;
+
+    const PINGPONG: &str = r#"
+name = "pingpong"
+[[server]]
+name = "pong"
+module = "test-pong"
+priority = 100
+kmem_kb = 64
+provides = ["pong"]
+[[server]]
+name = "ping-a"
+module = "test-ping"
+priority = 7
+uses = [{ endpoint = "pong", badge = 1 }]
+args = ["a"]
+wait = true
+heap_kb = 1024
+irqs = [8]
+ioports = [{ base = 0x70, count = 2 }]
+pager = "pong"
+[[server]]
+name = "idle"
+
+[test]
+timeout = 60
+expect = ["x"]
+"#;
+
+    #[test]
+    fn parses_example_with_defaults() {
+        let s = from_toml(PINGPONG).unwrap();
+        validate(&s).unwrap();
+        assert_eq!(s.name, "pingpong");
+        assert_eq!(s.servers.len(), 3);
+        let a = &s.servers[1];
+        assert_eq!(a.module, "test-ping");
+        assert_eq!(
+            a.uses,
+            vec![Use {
+                endpoint: "pong".into(),
+                badge: 1
+            }]
+        );
+        assert_eq!(
+            a.ioports,
+            vec![IoRange {
+                base: 0x70,
+                count: 2
+            }]
+        );
+        assert_eq!(a.irqs, vec![8]);
+        assert!(a.wait);
+        assert_eq!(a.pager.as_deref(), Some("pong"));
+        let idle = &s.servers[2];
+        assert_eq!(idle.module, "idle");
+        assert_eq!(
+            (idle.priority, idle.heap_kb, idle.kmem_kb, idle.wait),
+            (100, 256, 0, false)
+        );
+        assert_eq!(decode(&encode(&s)).unwrap(), s);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nprio = 3\n").unwrap_err();
+        assert!(e.contains("server `a`") && e.contains("`prio`"), "{e}");
+        let e = from_toml("name = \"x\"\nservers = []\n").unwrap_err();
+        assert!(e.contains("`servers`"), "{e}");
+        let e = from_toml(
+            "name = \"x\"\n[[server]]\nname = \"a\"\nuses = [{ endpoint = \"p\", badg = 1 }]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("`badg`"), "{e}");
+    }
+
+    #[test]
+    fn type_and_range_errors() {
+        let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\npriority = 300\n").unwrap_err();
+        assert!(e.contains("server `a`") && e.contains("priority"), "{e}");
+        let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nwait = 1\n").unwrap_err();
+        assert!(e.contains("wait"), "{e}");
+        let e = from_toml("[[server]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.contains("name"), "{e}");
+        assert!(from_toml("name = ").is_err());
+        let e = from_toml("name = \"x\"\n[[server]]\nmodule = \"a\"\n").unwrap_err();
+        assert!(e.contains("server #1"), "{e}");
+        let _ = "".to_string();
+    }
+}

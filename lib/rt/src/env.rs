@@ -1,0 +1,122 @@
+//! The environment root writes into a server's address space before starting it: the server's
+//! name, its arguments, its heap, and the capability slots it was given, by name.
+//!
+//! Layout (little-endian u64 words at [`crate::layout::ENV`], one page): magic, heap base, heap
+//! size, record count, then records `{kind, value, len}` each followed by `len` bytes padded to 8.
+//! The same code writes it (root, through [`Writer`]) and reads it (every server).
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SAWMENV1");
+pub const KIND_NAME: u64 = 1;
+pub const KIND_ARG: u64 = 2;
+pub const KIND_CAP: u64 = 3;
+pub const PAGE: usize = 4096;
+
+/// Builds an environment page.
+pub struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+    count: u64,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(buf: &'a mut [u8], heap_base: u64, heap_size: u64) -> Self {
+        buf.fill(0);
+        buf[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        buf[8..16].copy_from_slice(&heap_base.to_le_bytes());
+        buf[16..24].copy_from_slice(&heap_size.to_le_bytes());
+        Writer { buf, pos: 32, count: 0 }
+    }
+
+    /// Adds a record; false if the page is full.
+    pub fn add(&mut self, kind: u64, value: u64, bytes: &[u8]) -> bool {
+        let need = 24 + (bytes.len() + 7) / 8 * 8;
+        if self.pos + need > self.buf.len() {
+            return false;
+        }
+        let p = self.pos;
+        self.buf[p..p + 8].copy_from_slice(&kind.to_le_bytes());
+        self.buf[p + 8..p + 16].copy_from_slice(&value.to_le_bytes());
+        self.buf[p + 16..p + 24].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        self.buf[p + 24..p + 24 + bytes.len()].copy_from_slice(bytes);
+        self.pos += need;
+        self.count += 1;
+        self.buf[24..32].copy_from_slice(&self.count.to_le_bytes());
+        true
+    }
+}
+
+static PRESENT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn set_present() {
+    PRESENT.store(true, core::sync::atomic::Ordering::Relaxed);
+}
+
+fn page() -> &'static [u8] {
+    if !PRESENT.load(core::sync::atomic::Ordering::Relaxed) {
+        return &[];
+    }
+    // SAFETY: root maps the environment page read-only before the server starts; it stays.
+    unsafe { core::slice::from_raw_parts(crate::layout::ENV as *const u8, PAGE) }
+}
+
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Iterates the records of an environment page: (kind, value, bytes).
+pub fn records(b: &[u8]) -> impl Iterator<Item = (u64, u64, &[u8])> {
+    let ok = b.len() >= 32 && word(b, 0) == MAGIC;
+    let count = if ok { word(b, 24) } else { 0 };
+    let mut pos = 32;
+    let mut i = 0;
+    core::iter::from_fn(move || {
+        if i >= count || pos + 24 > b.len() {
+            return None;
+        }
+        let (k, v, l) = (word(b, pos), word(b, pos + 8), word(b, pos + 16) as usize);
+        if l > b.len() - pos - 24 {
+            return None;
+        }
+        let bytes = &b[pos + 24..pos + 24 + l];
+        pos += 24 + (l + 7) / 8 * 8;
+        i += 1;
+        Some((k, v, bytes))
+    })
+}
+
+/// The server's name.
+pub fn name() -> &'static str {
+    if !PRESENT.load(core::sync::atomic::Ordering::Relaxed) {
+        return "root";
+    }
+    records(page()).find(|r| r.0 == KIND_NAME).and_then(|r| core::str::from_utf8(r.2).ok()).unwrap_or("?")
+}
+
+/// The slot of the capability the manifest named `name`.
+pub fn cap(name: &str) -> Option<u64> {
+    records(page()).find(|r| r.0 == KIND_CAP && r.2 == name.as_bytes()).map(|r| r.1)
+}
+
+/// The arguments from the manifest.
+pub fn args() -> impl Iterator<Item = &'static str> {
+    records(page()).filter(|r| r.0 == KIND_ARG).filter_map(|r| core::str::from_utf8(r.2).ok())
+}
+
+/// Argument `i`, if present.
+pub fn arg(i: usize) -> Option<&'static str> {
+    args().nth(i)
+}
+
+/// Heap base and size.
+pub fn heap() -> (u64, u64) {
+    let b = page();
+    if b.len() < 32 || word(b, 0) != MAGIC {
+        return (0, 0);
+    }
+    (word(b, 8), word(b, 16))
+}
+
+/// The highest capability slot root filled (new capabilities go above it).
+pub fn last_slot() -> u64 {
+    records(page()).filter(|r| r.0 == KIND_CAP).map(|r| r.1).max().unwrap_or(crate::slots::FIRST_NAMED)
+}

@@ -1,0 +1,159 @@
+//! Typed wrappers for every system call. Each returns `Err(Error)` for a non-zero `rax`.
+use core::arch::asm;
+use sawmill_abi::{Error, ObjKind, Sys};
+
+/// Raw system call with up to six arguments; returns (rax, rdi, rsi).
+#[inline(always)]
+pub fn raw(n: Sys, a: [u64; 6]) -> (u64, u64, u64) {
+    let (r, o1, o2);
+    // SAFETY: system calls only read the argument registers and write the documented results;
+    // rcx and r11 are clobbered by `syscall`.
+    unsafe {
+        asm!("syscall",
+            inlateout("rax") n as u64 => r,
+            inlateout("rdi") a[0] => o1,
+            inlateout("rsi") a[1] => o2,
+            inlateout("rdx") a[2] => _,
+            inlateout("r10") a[3] => _,
+            inlateout("r8") a[4] => _,
+            inlateout("r9") a[5] => _,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack));
+    }
+    (r, o1, o2)
+}
+
+/// A raw call with an arbitrary number (for tests of the kernel's checking).
+#[inline(always)]
+pub fn raw_num(n: u64, a: [u64; 6]) -> u64 {
+    let r;
+    // SAFETY: as in `raw`; the kernel rejects unknown numbers.
+    unsafe {
+        asm!("syscall",
+            inlateout("rax") n => r,
+            inlateout("rdi") a[0] => _,
+            inlateout("rsi") a[1] => _,
+            inlateout("rdx") a[2] => _,
+            inlateout("r10") a[3] => _,
+            inlateout("r8") a[4] => _,
+            inlateout("r9") a[5] => _,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack));
+    }
+    r
+}
+
+#[inline(always)]
+fn res(r: u64) -> Result<(), Error> {
+    if r == 0 { Ok(()) } else { Err(Error::from_raw(r)) }
+}
+
+#[inline(always)]
+fn call(n: Sys, a: [u64; 6]) -> Result<(), Error> {
+    res(raw(n, a).0)
+}
+
+pub fn null() -> u64 {
+    raw(Sys::Null, [0; 6]).0
+}
+pub fn yield_now() {
+    let _ = raw(Sys::Yield, [0; 6]);
+}
+pub fn debug_write(b: &[u8]) -> Result<(), Error> {
+    call(Sys::DebugWrite, [b.as_ptr() as u64, b.len() as u64, 0, 0, 0, 0])
+}
+pub fn cap_copy(src: u64, dst: u64) -> Result<(), Error> {
+    call(Sys::CapCopy, [src, dst, 0, 0, 0, 0])
+}
+pub fn cap_mint(src: u64, dst: u64, badge: u64, rights: u64) -> Result<(), Error> {
+    call(Sys::CapMint, [src, dst, badge, rights, 0, 0])
+}
+pub fn cap_delete(slot: u64) -> Result<(), Error> {
+    call(Sys::CapDelete, [slot, 0, 0, 0, 0, 0])
+}
+pub fn cap_revoke(slot: u64) -> Result<(), Error> {
+    call(Sys::CapRevoke, [slot, 0, 0, 0, 0, 0])
+}
+pub fn factory_create(factory: u64, kind: ObjKind, dst: u64, arg: u64) -> Result<(), Error> {
+    call(Sys::FactoryCreate, [factory, kind as u64, dst, arg, 0, 0])
+}
+pub fn task_cap_put(task: u64, src: u64, dst: u64) -> Result<(), Error> {
+    call(Sys::TaskCapPut, [task, src, dst, 0, 0, 0])
+}
+pub fn task_map(task: u64, src: u64, dst: u64, pages: u64, flags: u64) -> Result<(), Error> {
+    call(Sys::TaskMap, [task, src, dst, pages, flags, 0])
+}
+pub fn unmap(vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
+    call(Sys::Unmap, [vaddr, pages, flags, 0, 0, 0])
+}
+/// `task` = u64::MAX to reconfigure an already bound thread; pager/exc = u64::MAX for none.
+pub fn thread_config(thread: u64, task: u64, utcb: u64, pager: u64, exc: u64, prio: u64) -> Result<(), Error> {
+    call(Sys::ThreadConfig, [thread, task, utcb, pager, exc, prio])
+}
+pub fn thread_start(thread: u64, rip: u64, rsp: u64, arg: u64) -> Result<(), Error> {
+    call(Sys::ThreadStart, [thread, rip, rsp, arg, 0, 0])
+}
+pub fn irq_get(ctl: u64, line: u64, dst: u64) -> Result<(), Error> {
+    call(Sys::IrqGet, [ctl, line, dst, 0, 0, 0])
+}
+pub fn irq_bind(irq: u64, notif: u64, bits: u64) -> Result<(), Error> {
+    call(Sys::IrqBind, [irq, notif, bits, 0, 0, 0])
+}
+pub fn irq_ack(irq: u64) -> Result<(), Error> {
+    call(Sys::IrqAck, [irq, 0, 0, 0, 0, 0])
+}
+pub fn notify_signal(n: u64, bits: u64) -> Result<(), Error> {
+    call(Sys::NotifySignal, [n, bits, 0, 0, 0, 0])
+}
+pub fn notify_wait(n: u64, flags: u64) -> Result<u64, Error> {
+    let (r, bits, _) = raw(Sys::NotifyWait, [n, flags, 0, 0, 0, 0]);
+    res(r).map(|_| bits)
+}
+pub fn ioport_give(io: u64, task: u64, base: u64, count: u64) -> Result<(), Error> {
+    call(Sys::IoPortGive, [io, task, base, count, 0, 0])
+}
+pub fn shutdown(control: u64, code: u64) -> Result<(), Error> {
+    call(Sys::Shutdown, [control, code, 0, 0, 0, 0])
+}
+pub fn kernel_info(which: u64) -> Result<u64, Error> {
+    let (r, v, _) = raw(Sys::KernelInfo, [which, 0, 0, 0, 0, 0]);
+    res(r).map(|_| v)
+}
+pub fn thread_exit(status: u64) -> ! {
+    let _ = raw(Sys::ThreadExit, [status, 0, 0, 0, 0, 0]);
+    loop {
+        core::hint::spin_loop();
+    }
+}
+pub fn set_tls(fs: u64, gs: u64) -> Result<(), Error> {
+    call(Sys::SetTls, [fs, gs, 0, 0, 0, 0])
+}
+pub fn thread_foreign(thread: u64, entry: u64, lo: u64, hi: u64) -> Result<(), Error> {
+    call(Sys::ThreadForeign, [thread, entry, lo, hi, 0, 0])
+}
+pub fn map_phys(control: u64, paddr: u64, vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
+    call(Sys::MapPhys, [control, paddr, vaddr, pages, flags, 0])
+}
+pub fn factory_info(f: u64) -> Result<(u64, u64), Error> {
+    let (r, used, limit) = raw(Sys::FactoryInfo, [f, 0, 0, 0, 0, 0]);
+    res(r).map(|_| (used, limit))
+}
+pub fn task_kill(task: u64) -> Result<(), Error> {
+    call(Sys::TaskKill, [task, 0, 0, 0, 0, 0])
+}
+pub fn thread_regs(thread: u64, out: &mut sawmill_abi::ForeignFrame) -> Result<(), Error> {
+    call(Sys::ThreadRegs, [thread, out as *mut _ as u64, 0, 0, 0, 0])
+}
+pub fn translate(vaddr: u64) -> Result<u64, Error> {
+    let (r, pa, _) = raw(Sys::Translate, [vaddr, 0, 0, 0, 0, 0]);
+    res(r).map(|_| pa)
+}
+
+/// The time-stamp counter after `lfence` (under QEMU `-icount` it counts guest instructions).
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: rdtsc is allowed in user mode and has no side effects.
+    unsafe { asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem)) };
+    (hi as u64) << 32 | lo as u64
+}

@@ -1,0 +1,51 @@
+//! Capability-slot allocation and threads within the own task.
+use crate::{env, layout, slots, sys};
+use alloc::boxed::Box;
+use core::sync::atomic::{AtomicU64, Ordering};
+use sawmill_abi::{Error, ObjKind};
+
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
+static NEXT_UTCB: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn init_main() {
+    NEXT_SLOT.store(env::last_slot().max(slots::FIRST_NAMED + 16) + 1, Ordering::Relaxed);
+}
+
+/// A fresh capability slot of this task (slots are not reused: tasks have 1024).
+pub fn alloc_slot() -> u64 {
+    NEXT_SLOT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Creates a kernel object from our factory into a fresh slot.
+pub fn create(kind: ObjKind, arg: u64) -> Result<u64, Error> {
+    let s = alloc_slot();
+    sys::factory_create(slots::FACTORY, kind, s, arg)?;
+    Ok(s)
+}
+
+struct Start {
+    f: Box<dyn FnOnce() + Send>,
+}
+
+extern "C" fn thread_entry(arg: u64) -> ! {
+    // SAFETY: `arg` is the Box leaked by `spawn` for exactly this thread.
+    let s = unsafe { Box::from_raw(arg as *mut Start) };
+    (s.f)();
+    crate::exit(0)
+}
+
+/// Starts a thread in this task running `f`, at priority `prio` (capped at ours by the kernel),
+/// paged by root like the main thread. Returns the thread's capability slot.
+pub fn spawn(prio: u64, stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, Error> {
+    let th = create(ObjKind::Thread, 0)?;
+    let idx = NEXT_UTCB.fetch_add(1, Ordering::Relaxed);
+    if idx >= layout::UTCB_MAX {
+        return Err(Error::NoMemory);
+    }
+    sys::thread_config(th, slots::TASK, layout::UTCB_BASE + idx * 4096, slots::PAGER, slots::PAGER, prio)?;
+    let stack = alloc::vec![0u8; stack.max(4096)].leak();
+    let top = (stack.as_ptr() as u64 + stack.len() as u64) & !15;
+    let arg = Box::into_raw(Box::new(Start { f: Box::new(f) })) as u64;
+    sys::thread_start(th, thread_entry as *const () as u64, top - 8, arg)?;
+    Ok(th)
+}

@@ -1,0 +1,519 @@
+//! The root task (sigma0 and init in one).
+//!
+//! The kernel starts it holding every capability that exists at boot (its task and thread, the
+//! factory with all kernel memory, IRQ, I/O-port and machine control) and all user RAM mapped at
+//! `PHYS_WINDOW`. It reads the system manifest from the boot archive and, for each server,
+//! creates a task with its own kernel-memory quota, maps the server's image, environment, heap
+//! and stack, and hands it exactly the capabilities the manifest names — nothing else. Then it
+//! serves as pager and exception handler: it reports faults and exits, reclaims what a dead
+//! server held, and shuts the machine down once every `wait` server has finished, checking that
+//! the kernel got all of its memory back.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, MsgTag, ObjKind};
+use sawmill_manifest::{System, Server};
+use sawmill_rt::{env, ipc, println, slots as sslots, sys};
+
+sawmill_rt::entry!(main);
+
+/// Kernel memory each server's factory gets for its own bookkeeping (page tables, UTCBs,
+/// mapping nodes), on top of the manifest's `kmem_kb` for objects it creates itself.
+const BASE_KMEM: u64 = 256 * 1024;
+
+struct Pages {
+    /// Fixed-size: read before the heap exists.
+    ranges: [(u64, u64); 32],
+    nranges: usize,
+    next: usize,
+    cur: u64,
+    free: Vec<u64>,
+}
+
+impl Pages {
+    fn new() -> Pages {
+        let mut ranges = [(0, 0); 32];
+        let mut n = 0;
+        for i in 0..32 {
+            let s = sys::kernel_info(kinfo::USER_RANGES + 2 * i).unwrap_or(0);
+            let e = sys::kernel_info(kinfo::USER_RANGES + 2 * i + 1).unwrap_or(0);
+            if e <= s {
+                break;
+            }
+            ranges[n] = (s, e);
+            n += 1;
+        }
+        Pages { ranges, nranges: n, next: 0, cur: ranges[0].0, free: Vec::new() }
+    }
+
+    fn range(&self, i: usize) -> Option<(u64, u64)> {
+        if i < self.nranges { Some(self.ranges[i]) } else { None }
+    }
+
+    /// A zeroed page of user RAM (physical address).
+    fn alloc(&mut self) -> Option<u64> {
+        let p = match self.free.pop() {
+            Some(p) => p,
+            None => loop {
+                let (_, e) = self.range(self.next)?;
+                if self.cur + 4096 <= e {
+                    self.cur += 4096;
+                    break self.cur - 4096;
+                }
+                self.next += 1;
+                self.cur = self.range(self.next)?.0;
+            },
+        };
+        // SAFETY: the page is user RAM in our window and owned by no one else now.
+        unsafe { core::ptr::write_bytes((layout::PHYS_WINDOW + p) as *mut u8, 0, 4096) };
+        Some(p)
+    }
+
+    /// A run of contiguous pages from the bump region (for root's own heap).
+    fn alloc_run(&mut self, n: u64) -> Option<u64> {
+        let (_, e) = self.range(self.next)?;
+        if self.cur + n * 4096 > e {
+            return None;
+        }
+        self.cur += n * 4096;
+        Some(self.cur - n * 4096)
+    }
+}
+
+fn win(p: u64) -> u64 {
+    layout::PHYS_WINDOW + p
+}
+
+struct Archive {
+    base: u64,
+}
+
+impl Archive {
+    fn entries(&self) -> Vec<(String, u64, u64)> {
+        let mut v = Vec::new();
+        // SAFETY: the kernel maps the boot archive read-only at BOOT_ARCHIVE.
+        let hdr = unsafe { core::slice::from_raw_parts(self.base as *const u8, 16) };
+        if &hdr[0..8] != b"SAWMARCH" {
+            return v;
+        }
+        let count = u32::from_le_bytes(hdr[12..16].try_into().unwrap()) as u64;
+        for i in 0..count.min(256) {
+            // SAFETY: entries follow the header inside the archive.
+            let e = unsafe { core::slice::from_raw_parts((self.base + 16 + i * 64) as *const u8, 64) };
+            let l = e[..48].iter().position(|&b| b == 0).unwrap_or(48);
+            let name = String::from(core::str::from_utf8(&e[..l]).unwrap_or("?"));
+            let off = u64::from_le_bytes(e[48..56].try_into().unwrap());
+            let size = u64::from_le_bytes(e[56..64].try_into().unwrap());
+            v.push((name, self.base + off, size));
+        }
+        v
+    }
+
+    fn find(&self, name: &str) -> Option<(u64, u64)> {
+        self.entries().into_iter().find(|e| e.0 == name).map(|e| (e.1, e.2))
+    }
+}
+
+struct Slots(u64);
+impl Slots {
+    fn next(&mut self) -> u64 {
+        self.0 += 1;
+        self.0 - 1
+    }
+}
+
+/// What root keeps about a running server.
+struct Running {
+    name: String,
+    wait: bool,
+    task: u64,
+    /// Root's own capability slots made for this server (deleted when it ends).
+    caps: Vec<u64>,
+    pages: Vec<u64>,
+    alive: bool,
+    status: u64,
+}
+
+struct Root {
+    pages: Pages,
+    slots: Slots,
+    fault_ep: u64,
+    /// Endpoint name -> root slot of the original capability.
+    endpoints: Vec<(String, u64)>,
+    servers: Vec<Running>,
+}
+
+fn fail(what: &str, e: sawmill_abi::Error) -> ! {
+    println!("root: FAIL {}: {}", what, e.name());
+    let _ = sys::shutdown(root_slots::CONTROL, 1);
+    sawmill_rt::exit(1)
+}
+
+impl Root {
+    fn create(&mut self, fac: u64, kind: ObjKind, arg: u64) -> Result<u64, sawmill_abi::Error> {
+        let s = self.slots.next();
+        sys::factory_create(fac, kind, s, arg)?;
+        Ok(s)
+    }
+
+    /// Maps fresh zeroed pages into `task` at `[va, va + n*4096)`, recording them for reclaim.
+    fn map_fresh(&mut self, task: u64, va: u64, n: u64, flags: u64, owned: &mut Vec<u64>) -> Result<(), sawmill_abi::Error> {
+        for i in 0..n {
+            let p = self.pages.alloc().ok_or(sawmill_abi::Error::NoMemory)?;
+            owned.push(p);
+            sys::task_map(task, win(p), va + i * 4096, 1, flags)?;
+        }
+        Ok(())
+    }
+
+    /// Loads an ELF image from the boot archive into `task`. Read-only segments are mapped
+    /// straight from the archive; writable ones are copied into fresh pages.
+    fn load_elf(&mut self, task: u64, img: u64, size: u64, owned: &mut Vec<u64>) -> Result<u64, &'static str> {
+        // SAFETY: the module lies inside the read-only archive mapping.
+        let b = unsafe { core::slice::from_raw_parts(img as *const u8, size as usize) };
+        if b.len() < 64 || &b[0..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+            return Err("not an ELF64 little-endian image");
+        }
+        let rd64 = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let entry = rd64(24);
+        let phoff = rd64(32) as usize;
+        let phnum = u16::from_le_bytes(b[56..58].try_into().unwrap()) as usize;
+        if phoff.checked_add(phnum * 56).map_or(true, |e| e > b.len()) {
+            return Err("program headers outside the image");
+        }
+        let seg = |i: usize| {
+            let ph = phoff + i * 56;
+            let ty = u32::from_le_bytes(b[ph..ph + 4].try_into().unwrap());
+            let fl = u32::from_le_bytes(b[ph + 4..ph + 8].try_into().unwrap());
+            (ty, fl, rd64(ph + 8), rd64(ph + 16), rd64(ph + 32), rd64(ph + 40))
+        };
+        // Pages copied so far: (page, frame, flags). A page two segments share is copied once and
+        // mapped with the union of their rights.
+        let mut copied: Vec<(u64, u64, u64)> = Vec::new();
+        for i in 0..phnum {
+            let (ty, fl, off, va, filesz, memsz) = seg(i);
+            if ty != 1 {
+                continue;
+            }
+            if off.checked_add(filesz).map_or(true, |e| e > size) || filesz > memsz || va.checked_add(memsz).map_or(true, |e| e > 0x1000_0000) {
+                return Err("bad segment");
+            }
+            let mut flags = map::READ;
+            if fl & 1 != 0 {
+                flags |= map::EXEC;
+            }
+            if fl & 2 != 0 {
+                flags |= map::WRITE;
+            }
+            let mut page = va & !0xfff;
+            while page < va + memsz {
+                let lo = page.max(va);
+                let hi = (page + 4096).min(va + filesz);
+                let shared = (0..phnum).filter(|&j| {
+                    let (t, _, _, v, _, m) = seg(j);
+                    t == 1 && page < v + m && v < page + 4096
+                }).count() > 1;
+                let aligned = (img + off) % 4096 == va % 4096;
+                if flags & map::WRITE == 0 && aligned && !shared && page >= va && page + 4096 <= va + filesz {
+                    // A whole page of read-only file data: map the archive page (zero copy).
+                    if sys::task_map(task, img + off + (page - va), page, 1, flags).is_err() {
+                        return Err("mapping an image page");
+                    }
+                } else {
+                    let (frame, f) = match copied.iter_mut().find(|c| c.0 == page) {
+                        Some(c) => {
+                            c.2 |= flags;
+                            (c.1, c.2)
+                        }
+                        None => {
+                            let p = self.pages.alloc().ok_or("out of memory")?;
+                            owned.push(p);
+                            copied.push((page, p, flags));
+                            (p, flags)
+                        }
+                    };
+                    if lo < hi {
+                        // SAFETY: both ranges are inside memory mapped for us (window, archive).
+                        unsafe {
+                            core::ptr::copy_nonoverlapping((img + off + (lo - va)) as *const u8, (win(frame) + (lo - page)) as *mut u8, (hi - lo) as usize);
+                        }
+                    }
+                    if sys::task_map(task, win(frame), page, 1, f).is_err() {
+                        return Err("mapping an image page");
+                    }
+                }
+                page += 4096;
+            }
+        }
+        Ok(entry)
+    }
+
+    fn start(&mut self, idx: usize, s: &Server, arch: &Archive) {
+        let name = s.name.as_str();
+        let badge = idx as u64 + 1;
+        let mut caps = Vec::new();
+        let mut owned = Vec::new();
+        let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024;
+        let fac = self.create(root_slots::FACTORY, ObjKind::Factory, kmem).unwrap_or_else(|e| fail("server factory", e));
+        caps.push(fac);
+        let task = self.create(fac, ObjKind::Task, 1024).unwrap_or_else(|e| fail("server task", e));
+        caps.push(task);
+        let thread = self.create(fac, ObjKind::Thread, 0).unwrap_or_else(|e| fail("server thread", e));
+        caps.push(thread);
+        let Some((img, size)) = arch.find(&s.module) else {
+            println!("root: FAIL {}: module {} not in the boot archive", name, s.module);
+            return;
+        };
+        let entry = match self.load_elf(task, img, size, &mut owned) {
+            Ok(e) => e,
+            Err(e) => {
+                println!("root: FAIL {}: {}", name, e);
+                return;
+            }
+        };
+        let rw = map::READ | map::WRITE;
+        let heap_pages = (s.heap_kb as u64 * 1024 + 4095) / 4096;
+        self.map_fresh(task, sawmill_rt::layout::HEAP, heap_pages, rw, &mut owned).unwrap_or_else(|e| fail("server heap", e));
+        let stack_pages = sawmill_rt::layout::STACK_SIZE / 4096;
+        self.map_fresh(task, sawmill_rt::layout::STACK_TOP - stack_pages * 4096, stack_pages, rw, &mut owned)
+            .unwrap_or_else(|e| fail("server stack", e));
+
+        // Capabilities: fixed slots first, then the named ones.
+        let put = |src: u64, dst: u64| sys::task_cap_put(task, src, dst).unwrap_or_else(|e| fail("giving a capability", e));
+        put(task, sslots::TASK);
+        put(thread, sslots::THREAD);
+        if s.kmem_kb > 0 {
+            put(fac, sslots::FACTORY);
+        }
+        let pager_cap = self.slots.next();
+        sys::cap_mint(self.fault_ep, pager_cap, badge, rights::SEND).unwrap_or_else(|e| fail("minting", e));
+        caps.push(pager_cap);
+        put(pager_cap, sslots::PAGER);
+        let env_page = self.pages.alloc().expect("env page");
+        owned.push(env_page);
+        // SAFETY: fresh page in our window.
+        let buf = unsafe { core::slice::from_raw_parts_mut(win(env_page) as *mut u8, 4096) };
+        let mut w = env::Writer::new(buf, sawmill_rt::layout::HEAP, heap_pages * 4096);
+        w.add(env::KIND_NAME, 0, name.as_bytes());
+        for a in &s.args {
+            w.add(env::KIND_ARG, 0, a.as_bytes());
+        }
+        w.add(env::KIND_CAP, sslots::TASK, b"task");
+        w.add(env::KIND_CAP, sslots::THREAD, b"thread");
+        w.add(env::KIND_CAP, sslots::PAGER, b"pager");
+        if s.kmem_kb > 0 {
+            w.add(env::KIND_CAP, sslots::FACTORY, b"factory");
+        }
+        let mut next = sslots::FIRST_NAMED;
+        for p in &s.provides {
+            let ep = self.endpoint(p);
+            put(ep, next);
+            w.add(env::KIND_CAP, next, p.as_bytes());
+            next += 1;
+        }
+        for u in &s.uses {
+            let ep = self.endpoint(&u.endpoint);
+            let m = self.slots.next();
+            sys::cap_mint(ep, m, u.badge, rights::SEND | rights::GRANT).unwrap_or_else(|e| fail("minting", e));
+            caps.push(m);
+            put(m, next);
+            w.add(env::KIND_CAP, next, u.endpoint.as_bytes());
+            next += 1;
+        }
+        if !s.irqs.is_empty() {
+            let n = self.create(root_slots::FACTORY, ObjKind::Notification, 0).unwrap_or_else(|e| fail("notification", e));
+            caps.push(n);
+            put(n, sslots::IRQ_NOTIFY);
+            w.add(env::KIND_CAP, sslots::IRQ_NOTIFY, b"irq-notify");
+            for &line in &s.irqs {
+                let irq = self.slots.next();
+                sys::irq_get(root_slots::IRQ_CONTROL, line as u64, irq).unwrap_or_else(|e| fail("irq", e));
+                sys::irq_bind(irq, n, 1 << line).unwrap_or_else(|e| fail("irq bind", e));
+                caps.push(irq);
+                put(irq, next);
+                let mut nm = String::from("irq:");
+                push_num(&mut nm, line as u64);
+                w.add(env::KIND_CAP, next, nm.as_bytes());
+                next += 1;
+            }
+        }
+        for r in &s.ioports {
+            sys::ioport_give(root_slots::IO_CONTROL, task, r.base as u64, r.count as u64).unwrap_or_else(|e| fail("io ports", e));
+        }
+        sys::task_map(task, win(env_page), sawmill_rt::layout::ENV, 1, map::READ).unwrap_or_else(|e| fail("env page", e));
+
+        let pager = match &s.pager {
+            Some(p) => {
+                let ep = self.endpoint(p);
+                let m = self.slots.next();
+                sys::cap_mint(ep, m, badge, rights::SEND).unwrap_or_else(|e| fail("minting", e));
+                caps.push(m);
+                m
+            }
+            None => pager_cap,
+        };
+        sys::thread_config(thread, task, sawmill_rt::layout::UTCB_BASE, pager, pager_cap, s.priority as u64)
+            .unwrap_or_else(|e| fail("thread config", e));
+        sys::thread_start(thread, entry, sawmill_rt::layout::STACK_TOP - 8, sawmill_rt::layout::ENV).unwrap_or_else(|e| fail("thread start", e));
+        self.servers.push(Running { name: String::from(name), wait: s.wait, task, caps, pages: owned, alive: true, status: 0 });
+    }
+
+    fn endpoint(&mut self, name: &str) -> u64 {
+        if let Some(e) = self.endpoints.iter().find(|e| e.0 == name) {
+            return e.1;
+        }
+        let ep = self.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
+        self.endpoints.push((String::from(name), ep));
+        ep
+    }
+
+    /// Ends a server and takes back everything it held.
+    fn reap(&mut self, i: usize) {
+        let r = &mut self.servers[i];
+        if !r.alive {
+            return;
+        }
+        r.alive = false;
+        let _ = sys::task_kill(r.task);
+        for &c in r.caps.iter().rev() {
+            let _ = sys::cap_delete(c);
+        }
+        r.caps.clear();
+        let pages = core::mem::take(&mut r.pages);
+        self.pages.free.extend(pages);
+    }
+}
+
+fn push_num(s: &mut String, mut v: u64) {
+    let mut d = [0u8; 20];
+    let mut n = 0;
+    loop {
+        d[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in (0..n).rev() {
+        s.push(d[i] as char);
+    }
+}
+
+const EXC: [&str; 20] = [
+    "divide error", "debug", "nmi", "breakpoint", "overflow", "bound range", "invalid opcode",
+    "device not available", "double fault", "coprocessor", "invalid tss", "segment not present",
+    "stack fault", "general protection", "page fault", "reserved", "x87 error", "alignment check",
+    "machine check", "simd error",
+];
+
+fn main() {
+    let mut pages = Pages::new();
+    // Root's heap: 4 MiB of contiguous user RAM from the window.
+    let heap = pages.alloc_run(1024).expect("root heap");
+    // SAFETY: this RAM is ours alone and mapped read-write in the window.
+    unsafe { sawmill_rt::heap_add(win(heap), 1024 * 4096) };
+    let arch = Archive { base: layout::BOOT_ARCHIVE };
+    let Some((mpa, msize)) = arch.find("manifest") else { fail("boot archive", sawmill_abi::Error::Invalid) };
+    // SAFETY: inside the read-only archive mapping.
+    let mbytes = unsafe { core::slice::from_raw_parts(mpa as *const u8, msize as usize) };
+    let sys_: System = match sawmill_manifest::decode(mbytes) {
+        Ok(s) => s,
+        Err(_) => fail("manifest", sawmill_abi::Error::Invalid),
+    };
+    if let Err(e) = sawmill_manifest::validate(&sys_) {
+        println!("root: FAIL manifest: {}", e);
+        let _ = sys::shutdown(root_slots::CONTROL, 1);
+    }
+    println!("root: starting system '{}' ({} servers)", sys_.name, sys_.servers.len());
+    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new() };
+    root.fault_ep = root.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
+    // Kernel memory before any server exists; compared at shutdown.
+    let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
+    for (i, s) in sys_.servers.iter().enumerate() {
+        root.start(i, s, &arch);
+    }
+    let mut waiting = root.servers.iter().filter(|r| r.wait).count();
+    let mut failed = false;
+    if waiting == 0 {
+        println!("root: no server to wait for; idling");
+    }
+    let mut reply = None::<u16>;
+    loop {
+        if waiting == 0 && !root.servers.is_empty() {
+            break;
+        }
+        let m = match reply.take() {
+            Some(l) => ipc::reply_recv(root.fault_ep, MsgTag::new(l, 0), [0; 4]),
+            None => ipc::recv(root.fault_ep, 0),
+        };
+        if m.err != 0 {
+            continue;
+        }
+        let idx = m.badge as usize;
+        if idx == 0 || idx > root.servers.len() {
+            continue;
+        }
+        let i = idx - 1;
+        let name = root.servers[i].name.clone();
+        match m.tag.label() {
+            label::EXIT => {
+                if m.w[0] != 0 {
+                    println!("root: {} exited with status {:#x}", name, m.w[0]);
+                } else {
+                    println!("root: {} exited", name);
+                }
+                root.servers[i].status = m.w[0];
+            }
+            label::EXCEPTION => {
+                let v = m.w[0] as usize;
+                println!("root: {} killed: {} at rip {:#x}", name, EXC.get(v).copied().unwrap_or("exception"), m.w[2]);
+                root.servers[i].status = 0x100 + v as u64;
+                reply = Some(1);
+            }
+            label::PAGE_FAULT => {
+                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 { "write" } else { "read" };
+                println!("root: {} killed: page fault ({}) at {:#x}, rip {:#x}", name, what, m.w[0], m.w[2]);
+                root.servers[i].status = 0x10e;
+                reply = Some(1);
+            }
+            _ => {
+                reply = Some(0xffff);
+                continue;
+            }
+        }
+        if root.servers[i].alive {
+            if root.servers[i].wait {
+                waiting -= 1;
+                if root.servers[i].status != 0 {
+                    failed = true;
+                }
+            }
+            // The fault reply must reach the kernel before the task goes away; killing the task
+            // ends the thread anyway, so drop the pending reply.
+            reply = None;
+            root.reap(i);
+        }
+    }
+    // Every waited-for server is done: end the rest and check that the kernel got back every
+    // byte the servers' objects, page tables and mappings used.
+    for i in 0..root.servers.len() {
+        root.reap(i);
+    }
+    for (_, ep) in core::mem::take(&mut root.endpoints) {
+        let _ = sys::cap_delete(ep);
+    }
+    let kmem1 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
+    if kmem1 != kmem0 {
+        println!("root: FAIL kernel memory not returned: {} bytes free before the servers, {} after", kmem0, kmem1);
+        failed = true;
+    } else {
+        println!("root: kernel memory returned ({} KiB free)", kmem1 / 1024);
+    }
+    println!("root: all done, {}", if failed { "with failures" } else { "success" });
+    let _ = sys::shutdown(root_slots::CONTROL, if failed { 1 } else { 0 });
+}

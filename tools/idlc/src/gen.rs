@@ -1,0 +1,563 @@
+//! Rust code generation. The emitted code is `no_std`, allocation-free and panic-free: every index
+//! is a constant within the message arrays or goes through the checked helpers of the runtime.
+use crate::ast::*;
+use crate::check::Layout;
+use std::fmt::Write;
+
+/// Generator options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Path of the RPC runtime module the generated code uses (see `docs/idl.md`).
+    pub runtime: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            runtime: "crate::rpc".to_string(),
+        }
+    }
+}
+
+/// `get_info` -> `GetInfo`.
+fn camel(s: &str) -> String {
+    s.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+fn in_ty(t: Type) -> String {
+    match t {
+        Type::Scalar(s) => s.rust().to_string(),
+        Type::Array(s, n) => format!("[{}; {n}]", s.rust()),
+        Type::Bytes(_) => "&[u8]".to_string(),
+        Type::Cap => "u64".to_string(),
+        Type::Dataspace => "__rt::Dataspace".to_string(),
+    }
+}
+
+fn out_ty(t: Type) -> String {
+    match t {
+        Type::Bytes(n) => format!("__rt::Bytes<{n}>"),
+        _ => in_ty(t),
+    }
+}
+
+fn out_type(m: &Method) -> String {
+    match m.outs.len() {
+        0 => "()".to_string(),
+        1 => out_ty(m.outs[0].ty),
+        _ => format!("{}Out", camel(&m.name)),
+    }
+}
+
+/// Expression reading message word `i` (registers for 0..4, else the UTCB).
+fn word(i: u32) -> String {
+    if i < 4 {
+        format!("__m.w[{i}]")
+    } else {
+        format!("__u.mr[{i}]")
+    }
+}
+
+/// Code that encodes `ps` (values in locals named like the parameters) into a message: statements
+/// writing the UTCB, the four register expressions and an expression for the word count. Byte
+/// buffers must have been length-checked before.
+struct Encoded {
+    stmts: String,
+    regs: [String; 4],
+    words: String,
+    caps: u32,
+}
+
+fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
+    let mut st = String::new();
+    let mut regs: [String; 4] = Default::default();
+    for r in regs.iter_mut() {
+        *r = "0".to_string();
+    }
+    let needs_utcb = l.max_words > 4 || l.caps > 0;
+    if needs_utcb {
+        let _ = writeln!(st, "{ind}let __u = __rt::utcb();");
+    }
+    let mut put = |st: &mut String, i: u32, e: String| {
+        if i < 4 {
+            regs[i as usize] = e;
+        } else {
+            let _ = writeln!(st, "{ind}__u.mr[{i}] = {e};");
+        }
+    };
+    for (p, &(w, c)) in ps.iter().zip(&l.slots) {
+        let n = &p.name;
+        match p.ty {
+            Type::Scalar(_) => put(&mut st, w.unwrap(), format!("__rt::Wire::enc({n})")),
+            Type::Array(_, _) => {
+                let nw = p.ty.fixed_words();
+                let _ = writeln!(st, "{ind}let mut __a_{n} = [0u64; {nw}];");
+                let _ = writeln!(st, "{ind}__rt::pack(&{n}, &mut __a_{n});");
+                for k in 0..nw {
+                    put(&mut st, w.unwrap() + k, format!("__a_{n}[{k}]"));
+                }
+            }
+            Type::Bytes(_) => put(&mut st, w.unwrap(), format!("{n}.len() as u64")),
+            Type::Cap => {
+                let _ = writeln!(st, "{ind}__u.caps_out[{}] = {n};", c.unwrap());
+            }
+            Type::Dataspace => {
+                let _ = writeln!(st, "{ind}__u.caps_out[{}] = {n}.cap;", c.unwrap());
+                put(&mut st, w.unwrap(), format!("{n}.offset"));
+                put(&mut st, w.unwrap() + 1, format!("{n}.size"));
+            }
+        }
+    }
+    let words = if l.has_bytes {
+        let _ = writeln!(st, "{ind}let mut __off: usize = {};", l.data_base);
+        for p in ps {
+            if let Type::Bytes(_) = p.ty {
+                let _ = writeln!(
+                    st,
+                    "{ind}__off += __rt::put_bytes(&mut __u.mr, __off, &{}[..]);",
+                    p.name
+                );
+            }
+        }
+        "(__off as u64)".to_string()
+    } else {
+        l.fixed.to_string()
+    };
+    Encoded {
+        stmts: st,
+        regs,
+        words,
+        caps: l.caps,
+    }
+}
+
+/// Code that decodes `ps` from the received message `__m` into locals named like the parameters.
+/// `bad(code)` yields the statement that rejects the message. `caps_from(k, name)` is where the
+/// k-th received capability is. The caller has already checked the cap/map counts (and, without
+/// buffers, the word count).
+fn decode(
+    ps: &[Param],
+    l: &Layout,
+    ind: &str,
+    trusted: bool,
+    bad: &dyn Fn(&str) -> String,
+    caps_from: &dyn Fn(u32, &str) -> String,
+) -> String {
+    let mut st = String::new();
+    if l.max_words > 4 || l.has_bytes {
+        let _ = writeln!(st, "{ind}let __u = __rt::utcb();");
+    }
+    for (p, &(w, c)) in ps.iter().zip(&l.slots) {
+        let n = &p.name;
+        match p.ty {
+            Type::Scalar(s) => {
+                let x = word(w.unwrap());
+                if trusted || matches!(s, Scalar::U64 | Scalar::I64) {
+                    let _ = writeln!(
+                        st,
+                        "{ind}let {n} = <{} as __rt::Wire>::dec_trusted({x});",
+                        s.rust()
+                    );
+                } else {
+                    let _ = writeln!(
+                        st,
+                        "{ind}let {n} = match <{} as __rt::Wire>::dec({x}) {{ Some(v) => v, None => {{ {} }} }};",
+                        s.rust(),
+                        bad("BAD_VALUE")
+                    );
+                }
+            }
+            Type::Array(s, len) => {
+                let nw = p.ty.fixed_words();
+                let ws: Vec<String> = (0..nw).map(|k| word(w.unwrap() + k)).collect();
+                let _ = writeln!(
+                    st,
+                    "{ind}let {n}: [{}; {len}] = match __rt::unpack(&[{}]) {{ Some(v) => v, None => {{ {} }} }};",
+                    s.rust(),
+                    ws.join(", "),
+                    bad("BAD_VALUE")
+                );
+            }
+            Type::Bytes(max) => {
+                let _ = writeln!(st, "{ind}let __len_{n} = {};", word(w.unwrap()));
+                let _ = writeln!(st, "{ind}if __len_{n} > {max} {{ {} }}", bad("BAD_LENGTH"));
+            }
+            Type::Cap => {
+                let _ = writeln!(st, "{ind}let {n}: u64 = {};", caps_from(c.unwrap(), n));
+            }
+            Type::Dataspace => {
+                let _ = writeln!(
+                    st,
+                    "{ind}let {n} = __rt::Dataspace {{ cap: {}, offset: {}, size: {} }};",
+                    caps_from(c.unwrap(), n),
+                    word(w.unwrap()),
+                    word(w.unwrap() + 1)
+                );
+            }
+        }
+    }
+    if l.has_bytes {
+        // The word count must be exactly what the (now bounded) lengths imply.
+        let mut sum = format!("{}", l.data_base);
+        for p in ps {
+            if let Type::Bytes(_) = p.ty {
+                sum += &format!(" + __rt::words_for(__len_{})", p.name);
+            }
+        }
+        if !trusted {
+            let _ = writeln!(
+                st,
+                "{ind}if __m.tag.words() != {sum} {{ {} }}",
+                bad("BAD_SHAPE")
+            );
+        }
+        let _ = writeln!(st, "{ind}let mut __off: usize = {};", l.data_base);
+        for p in ps {
+            if let Type::Bytes(max) = p.ty {
+                let n = &p.name;
+                let _ = writeln!(st, "{ind}let mut {n} = __rt::Bytes::<{max}>::new();");
+                let _ = writeln!(
+                    st,
+                    "{ind}if !{n}.fill(&__u.mr, __off, __len_{n} as usize) {{ {} }}",
+                    bad("BAD_LENGTH")
+                );
+                let _ = writeln!(st, "{ind}__off += __rt::words_for(__len_{n});");
+            }
+        }
+        let _ = writeln!(st, "{ind}let _ = __off;");
+    }
+    st
+}
+
+/// Generates the Rust source for one parsed and checked file.
+pub fn generate(f: &File, opts: &Options) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "// Generated by sawmill-idlc. Do not edit.\n");
+    for e in &f.errors {
+        gen_error(&mut o, e, &opts.runtime);
+    }
+    for it in &f.interfaces {
+        gen_interface(&mut o, it, &opts.runtime);
+    }
+    o
+}
+
+fn gen_error(o: &mut String, e: &ErrorDecl, rt: &str) {
+    let _ = writeln!(
+        o,
+        "#[repr(u16)]\n#[derive(Clone, Copy, Debug, PartialEq, Eq)]\npub enum {} {{",
+        e.name
+    );
+    for v in &e.variants {
+        let _ = writeln!(o, "    {} = {},", v.name, v.code);
+    }
+    let _ = writeln!(o, "}}\n");
+    let _ = writeln!(o, "impl {rt}::AppError for {} {{", e.name);
+    let _ = writeln!(
+        o,
+        "    #[inline(always)]\n    fn code(&self) -> u16 {{ *self as u16 }}"
+    );
+    let _ = writeln!(
+        o,
+        "    #[inline]\n    fn from_code(c: u16) -> Option<Self> {{\n        match c {{"
+    );
+    for v in &e.variants {
+        let _ = writeln!(o, "            {} => Some({}::{}),", v.code, e.name, v.name);
+    }
+    let _ = writeln!(o, "            _ => None,\n        }}\n    }}\n}}\n");
+}
+
+fn gen_interface(o: &mut String, it: &Interface, rt: &str) {
+    let _ = writeln!(o, "/// Interface `{}` (generated).", it.name);
+    let _ = writeln!(o, "#[allow(unused_imports, unused_variables, unused_mut, unused_assignments, unreachable_code, clippy::all)]");
+    let _ = writeln!(o, "pub mod {} {{", it.name);
+    let _ = writeln!(o, "    use {rt} as __rt;\n");
+    let _ = writeln!(
+        o,
+        "    /// The interface name (the endpoint name in system manifests)."
+    );
+    let _ = writeln!(o, "    pub const NAME: &str = \"{}\";", it.name);
+    match &it.raises {
+        Some(r) => {
+            let _ = writeln!(
+                o,
+                "    /// The interface's error type.\n    pub type AppError = super::{r};"
+            );
+        }
+        None => {
+            let _ = writeln!(o, "    /// The interface raises no errors of its own.\n    pub type AppError = core::convert::Infallible;");
+        }
+    }
+    let _ = writeln!(o, "    /// What a client call returns.\n    pub type Result<T> = core::result::Result<T, __rt::Error<AppError>>;\n");
+    let _ = writeln!(o, "    /// Request labels.\n    pub mod op {{");
+    for m in &it.methods {
+        let _ = writeln!(
+            o,
+            "        pub const {}: u16 = {};",
+            m.name.to_ascii_uppercase(),
+            m.opcode
+        );
+    }
+    let _ = writeln!(o, "    }}\n");
+    for m in &it.methods {
+        if m.outs.len() > 1 {
+            let _ = writeln!(o, "    /// Results of `{}`.\n    #[derive(Clone, Copy, Debug, PartialEq, Eq)]\n    pub struct {}Out {{", m.name, camel(&m.name));
+            for p in &m.outs {
+                let _ = writeln!(o, "        pub {}: {},", p.name, out_ty(p.ty));
+            }
+            let _ = writeln!(o, "    }}\n");
+        }
+    }
+    gen_client(o, it);
+    gen_server(o, it);
+    let _ = writeln!(o, "}}\n");
+}
+
+fn gen_client(o: &mut String, it: &Interface) {
+    let _ = writeln!(o, "    /// Client handle: an endpoint capability slot.");
+    let _ = writeln!(o, "    #[derive(Clone, Copy, Debug, PartialEq, Eq)]\n    pub struct Client {{\n        pub ep: u64,\n    }}\n");
+    let _ = writeln!(o, "    impl Client {{");
+    let _ = writeln!(o, "        #[inline(always)]\n        pub const fn new(ep: u64) -> Client {{\n            Client {{ ep }}\n        }}\n");
+    for m in &it.methods {
+        let trusted = it.attrs.trusted || m.attrs.trusted;
+        let li = Layout::of(&m.ins);
+        let lo = Layout::of(&m.outs);
+        let mut args: Vec<String> = m
+            .ins
+            .iter()
+            .map(|p| format!("{}: {}", p.name, in_ty(p.ty)))
+            .collect();
+        for p in &m.outs {
+            if p.ty.caps() > 0 {
+                args.push(format!("{}_rx: u64", p.name));
+            }
+        }
+        let ret = if m.attrs.oneway {
+            "()".to_string()
+        } else {
+            out_type(m)
+        };
+        let _ = writeln!(
+            o,
+            "        /// `{}` (opcode {}{}{}).",
+            m.name,
+            m.opcode,
+            if m.attrs.oneway { ", oneway" } else { "" },
+            if trusted { ", trusted" } else { "" }
+        );
+        if m.outs.iter().any(|p| p.ty.caps() > 0) {
+            let _ = writeln!(
+                o,
+                "        /// `*_rx`: empty slots where the returned capabilities land."
+            );
+        }
+        let _ = writeln!(o, "        #[inline(always)]");
+        let sep = if args.is_empty() { "" } else { ", " };
+        let _ = writeln!(
+            o,
+            "        pub fn {}(&self{sep}{}) -> Result<{ret}> {{",
+            m.name,
+            args.join(", ")
+        );
+        let ind = "            ";
+        for p in &m.ins {
+            if let Type::Bytes(max) = p.ty {
+                let _ = writeln!(
+                    o,
+                    "{ind}if {}.len() > {max} {{ return Err(__rt::Error::TooLong); }}",
+                    p.name
+                );
+            }
+        }
+        let enc = encode(&m.ins, &li, ind);
+        o.push_str(&enc.stmts);
+        for (k, p) in m.outs.iter().filter(|p| p.ty.caps() > 0).enumerate() {
+            if k == 0 && enc.caps == 0 && !enc.stmts.contains("let __u") {
+                let _ = writeln!(o, "{ind}let __u = __rt::utcb();");
+            }
+            let _ = writeln!(o, "{ind}__u.caps_in[{k}] = {}_rx;", p.name);
+        }
+        let tag = format!(
+            "__rt::MsgTag(op::{} as u64 | {} << 16 | {} << 24)",
+            m.name.to_ascii_uppercase(),
+            enc.words,
+            enc.caps
+        );
+        let regs = enc.regs.join(", ");
+        if m.attrs.oneway {
+            let _ = writeln!(o, "{ind}let __e = __rt::send(self.ep, {tag}, [{regs}]);");
+            let _ = writeln!(o, "{ind}if __e != 0 {{ return Err(__rt::Error::Ipc(__e)); }}\n{ind}Ok(())\n        }}\n");
+            continue;
+        }
+        let _ = writeln!(o, "{ind}let __m = __rt::call(self.ep, {tag}, [{regs}]);");
+        if trusted {
+            let _ = writeln!(o, "{ind}if (__m.err | __m.tag.0 & __rt::LABEL) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}");
+        } else if lo.has_bytes {
+            let _ = writeln!(o, "{ind}if (__m.err | (__m.tag.0 & (__rt::LABEL | __rt::ITEMS) ^ {} << 24)) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}", lo.caps);
+        } else {
+            let _ = writeln!(o, "{ind}if (__m.err | (__m.tag.0 & __rt::SHAPE ^ ({} << 16 | {} << 24))) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}", lo.fixed, lo.caps);
+        }
+        let bad = |_: &str| "return Err(__rt::Error::BadReply);".to_string();
+        let capf = |_: u32, n: &str| format!("{n}_rx");
+        o.push_str(&decode(&m.outs, &lo, ind, trusted, &bad, &capf));
+        match m.outs.len() {
+            0 => {
+                let _ = writeln!(o, "{ind}Ok(())");
+            }
+            1 => {
+                let _ = writeln!(o, "{ind}Ok({})", m.outs[0].name);
+            }
+            _ => {
+                let names: Vec<&str> = m.outs.iter().map(|p| p.name.as_str()).collect();
+                let _ = writeln!(
+                    o,
+                    "{ind}Ok({}Out {{ {} }})",
+                    camel(&m.name),
+                    names.join(", ")
+                );
+            }
+        }
+        let _ = writeln!(o, "        }}\n");
+    }
+    let _ = writeln!(o, "    }}\n");
+}
+
+fn gen_server(o: &mut String, it: &Interface) {
+    let _ = writeln!(o, "    /// Server side: one handler per operation; `badge` identifies the caller's capability.");
+    let _ = writeln!(o, "    /// Received capabilities are valid during the handler only (dispatch deletes them after");
+    let _ = writeln!(o, "    /// it returns); copy them to keep them.");
+    let _ = writeln!(o, "    pub trait Server {{");
+    for m in &it.methods {
+        let mut args = vec!["badge: u64".to_string()];
+        args.extend(m.ins.iter().map(|p| format!("{}: {}", p.name, in_ty(p.ty))));
+        let ret = if m.attrs.oneway {
+            String::new()
+        } else {
+            format!(" -> core::result::Result<{}, AppError>", out_type(m))
+        };
+        let _ = writeln!(
+            o,
+            "        fn {}(&mut self, {}){ret};",
+            m.name,
+            args.join(", ")
+        );
+    }
+    let _ = writeln!(o, "    }}\n");
+
+    let _ = writeln!(
+        o,
+        "    /// Decodes and checks one received message, calls the handler and encodes the reply."
+    );
+    let _ = writeln!(
+        o,
+        "    /// Malformed messages get a `__rt::proto` error label; nothing here can panic."
+    );
+    let _ = writeln!(o, "    #[inline]");
+    let _ = writeln!(o, "    pub fn dispatch<S: Server + ?Sized>(srv: &mut S, m: &__rt::IpcResult) -> __rt::Reply {{");
+    let _ = writeln!(o, "        dispatch_then(srv, m, |r| r)\n    }}\n");
+    let _ = writeln!(o, "    /// [`dispatch`] handing the reply to `__k` in each arm (so [`serve`] can issue the reply");
+    let _ = writeln!(o, "    /// system call with the reply's registers computed in place).");
+    let _ = writeln!(o, "    #[inline(always)]");
+    let _ = writeln!(o, "    pub fn dispatch_then<S: Server + ?Sized, T>(__srv: &mut S, __m: &__rt::IpcResult, __k: impl FnOnce(__rt::Reply) -> T) -> T {{");
+    let _ = writeln!(o, "        if __m.err != 0 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::RECV_FAILED)); }}");
+    let _ = writeln!(o, "        match __m.tag.label() {{");
+    for m in &it.methods {
+        let li = Layout::of(&m.ins);
+        let lo = Layout::of(&m.outs);
+        let ind = "                ";
+        let _ = writeln!(o, "            op::{} => {{", m.name.to_ascii_uppercase());
+        if li.has_bytes {
+            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != {} << 24 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps);
+        } else {
+            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::SHAPE_NOLABEL != {} << 16 | {} << 24 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.fixed, li.caps);
+        }
+        let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, __rt::proto::{c}));");
+        let capf = |k: u32, _: &str| format!("__u.caps_in[{k}]");
+        let mut dec = decode(&m.ins, &li, ind, false, &bad, &capf);
+        if li.caps > 0 && !dec.contains("let __u") {
+            dec = format!("{ind}let __u = __rt::utcb();\n{dec}");
+        }
+        o.push_str(&dec);
+        let args: Vec<String> = m
+            .ins
+            .iter()
+            .map(|p| match p.ty {
+                Type::Bytes(_) => format!("{}.as_slice()", p.name),
+                _ => p.name.clone(),
+            })
+            .collect();
+        let sep = if args.is_empty() { "" } else { ", " };
+        let _ = writeln!(
+            o,
+            "{ind}let __r = __srv.{}(__m.badge{sep}{});",
+            m.name,
+            args.join(", ")
+        );
+        if li.caps > 0 {
+            let _ = writeln!(o, "{ind}__rt::drop_caps({});", li.caps);
+        }
+        if m.attrs.oneway {
+            let _ = writeln!(
+                o,
+                "{ind}let () = __r;\n{ind}__k(__rt::Reply::EMPTY)\n            }}"
+            );
+            continue;
+        }
+        let _ = writeln!(o, "{ind}match __r {{");
+        let ind2 = "                        ";
+        match m.outs.len() {
+            0 => {
+                let _ = writeln!(o, "{ind}    Ok(()) => {{");
+            }
+            1 => {
+                let _ = writeln!(o, "{ind}    Ok({}) => {{", m.outs[0].name);
+            }
+            _ => {
+                let names: Vec<&str> = m.outs.iter().map(|p| p.name.as_str()).collect();
+                let _ = writeln!(
+                    o,
+                    "{ind}    Ok({}Out {{ {} }}) => {{",
+                    camel(&m.name),
+                    names.join(", ")
+                );
+            }
+        }
+        let enc = encode(&m.outs, &lo, ind2);
+        o.push_str(&enc.stmts);
+        let _ = writeln!(
+            o,
+            "{ind2}__k(__rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24), w: [{}] }})",
+            enc.words,
+            enc.caps,
+            enc.regs.join(", ")
+        );
+        let _ = writeln!(o, "{ind}    }}");
+        let _ = writeln!(o, "{ind}    Err(e) => __k(__rt::Reply::error(&e)),");
+        let _ = writeln!(o, "{ind}}}\n            }}");
+    }
+    let _ = writeln!(o, "            _ => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE)),\n        }}\n    }}\n");
+
+    let _ = writeln!(
+        o,
+        "    /// The server loop: receive, dispatch, reply and receive the next request, forever."
+    );
+    let _ = writeln!(
+        o,
+        "    pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> ! {{"
+    );
+    let _ = writeln!(o, "        let mut m = __rt::recv(ep, 0);");
+    let _ = writeln!(o, "        loop {{");
+    let _ = writeln!(o, "            // After a failed IPC there is no caller to answer: just wait again.");
+    let _ = writeln!(o, "            let failed = m.err != 0;");
+    let _ = writeln!(o, "            m = dispatch_then(srv, &m, |r| if failed {{ __rt::recv(ep, 0) }} else {{ __rt::reply_recv(ep, r.tag, r.w) }});");
+    let _ = writeln!(o, "        }}\n    }}");
+}

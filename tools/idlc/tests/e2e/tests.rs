@@ -1,0 +1,497 @@
+//! End-to-end tests of generated code through the loop-back mock kernel (`rpc/mod.rs`).
+use crate::idltest::{self, op, Client, Server};
+use crate::rpc::{self, proto, Bytes, Dataspace, Error, MsgTag, Reply};
+use crate::TestError;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+#[derive(Default)]
+struct Srv {
+    notes: u64,
+    note_sum: u64,
+    last_badge: u64,
+    last_cap: u64,
+    hostile_done: bool,
+}
+
+impl Server for Srv {
+    fn add(&mut self, badge: u64, a: u64, b: u64) -> Result<u64, TestError> {
+        self.last_badge = badge;
+        Ok(a.wrapping_add(b))
+    }
+    fn scalars(
+        &mut self,
+        _: u64,
+        a: u8,
+        b: u16,
+        c: u32,
+        d: u64,
+        e: i8,
+        f: i16,
+        g: i32,
+        h: i64,
+        t: bool,
+    ) -> Result<idltest::ScalarsOut, TestError> {
+        Ok(idltest::ScalarsOut {
+            a: !a,
+            b: !b,
+            c: !c,
+            d: !d,
+            e: e.wrapping_neg(),
+            f: f.wrapping_neg(),
+            g: g.wrapping_neg(),
+            h: h.wrapping_neg(),
+            t: !t,
+        })
+    }
+    fn arrays(
+        &mut self,
+        _: u64,
+        mut x: [u16; 5],
+        y: [i8; 3],
+        z: [bool; 2],
+    ) -> Result<idltest::ArraysOut, TestError> {
+        x.reverse();
+        let total =
+            y.iter().map(|&v| v as i64).sum::<i64>() + z.iter().filter(|&&b| b).count() as i64;
+        Ok(idltest::ArraysOut { x, total })
+    }
+    fn echo(&mut self, _: u64, head: &[u8], tail: &[u8]) -> Result<idltest::EchoOut, TestError> {
+        let mut both = Bytes::<140>::new();
+        let n = head.len() + tail.len();
+        let buf = both.buf_mut();
+        for (i, c) in head.iter().chain(tail).enumerate() {
+            buf[i] = c.to_ascii_uppercase();
+        }
+        assert!(both.set_len(n));
+        Ok(idltest::EchoOut {
+            both,
+            len: n as u32,
+        })
+    }
+    fn even(&mut self, _: u64, n: u64) -> Result<(), TestError> {
+        if n % 2 == 1 {
+            Err(TestError::Odd)
+        } else {
+            Ok(())
+        }
+    }
+    fn take_cap(&mut self, _: u64, c: u64, probe: u64) -> Result<u64, TestError> {
+        self.last_cap = c;
+        Ok(c * 1000 + probe)
+    }
+    fn give_cap(&mut self, _: u64) -> Result<u64, TestError> {
+        Ok(77)
+    }
+    fn ds(&mut self, _: u64, d: Dataspace) -> Result<idltest::DsOut, TestError> {
+        if d.size > 1 << 20 {
+            return Err(TestError::TooBig);
+        }
+        Ok(idltest::DsOut {
+            d: Dataspace {
+                cap: 78,
+                offset: d.offset + 1,
+                size: d.size * 2,
+            },
+            sum: d.offset + d.size,
+        })
+    }
+    fn note(&mut self, badge: u64, v: u32) {
+        if badge == 2 {
+            self.hostile_done = true;
+            return;
+        }
+        self.notes += 1;
+        self.note_sum += v as u64;
+    }
+    fn notes(&mut self, _: u64) -> Result<idltest::NotesOut, TestError> {
+        Ok(idltest::NotesOut {
+            count: self.notes,
+            sum: self.note_sum,
+            hostile_done: self.hostile_done,
+        })
+    }
+}
+
+fn install() -> Rc<RefCell<Srv>> {
+    let s = Rc::new(RefCell::new(Srv::default()));
+    let s2 = s.clone();
+    rpc::set_server(7, move |m| idltest::dispatch(&mut *s2.borrow_mut(), m));
+    s
+}
+
+fn deleted() -> Vec<u64> {
+    rpc::K.with(|k| k.borrow().deleted.clone())
+}
+
+/// A raw request, as a hostile client would send it: returns the reply label.
+fn raw(label: u16, words: &[u64], caps: usize, maps: usize) -> u16 {
+    let u = rpc::utcb();
+    for (i, w) in words.iter().enumerate().skip(4).take(60) {
+        u.mr[i] = *w;
+    }
+    u.caps_out = [50, 51, 52, 53];
+    let mut w = [0; 4];
+    for (i, x) in words.iter().take(4).enumerate() {
+        w[i] = *x;
+    }
+    let tag = MsgTag(
+        label as u64 | (words.len() as u64) << 16 | (caps as u64) << 24 | (maps as u64) << 27,
+    );
+    rpc::call(1, tag, w).tag.label()
+}
+
+#[test]
+fn every_kind_round_trips() {
+    let s = install();
+    let c = Client::new(5);
+    assert_eq!(c.add(40, 2), Ok(42));
+    assert_eq!(c.add(u64::MAX, 2), Ok(1));
+    assert_eq!(s.borrow().last_badge, 7);
+
+    let r = c
+        .scalars(1, 2, 3, 4, -5, -6, -7, i64::MIN + 1, true)
+        .unwrap();
+    assert_eq!(
+        r,
+        idltest::ScalarsOut {
+            a: !1,
+            b: !2,
+            c: !3,
+            d: !4,
+            e: 5,
+            f: 6,
+            g: 7,
+            h: i64::MAX,
+            t: false
+        }
+    );
+    let r = c
+        .scalars(
+            255,
+            65535,
+            u32::MAX,
+            u64::MAX,
+            i8::MIN,
+            i16::MIN,
+            i32::MIN,
+            i64::MIN,
+            false,
+        )
+        .unwrap();
+    assert_eq!(
+        (r.a, r.e, r.f, r.g, r.h, r.t),
+        (0, i8::MIN, i16::MIN, i32::MIN, i64::MIN, true)
+    );
+
+    let r = c
+        .arrays([1, 2, 3, 0xffff, 5], [-1, -2, 127], [true, false])
+        .unwrap();
+    assert_eq!(r.x, [5, 0xffff, 3, 2, 1]);
+    assert_eq!(r.total, 124 + 1);
+
+    let r = c.echo(b"hello, ", b"world").unwrap();
+    assert_eq!(r.both.as_slice(), b"HELLO, WORLD");
+    assert_eq!(r.len, 12);
+    let r = c.echo(b"", b"").unwrap();
+    assert_eq!((r.both.len(), r.len), (0, 0));
+    let long = [b'x'; 100];
+    let r = c.echo(&[b'a'; 40], &long).unwrap();
+    assert_eq!(r.both.len(), 140);
+    assert_eq!(c.echo(&[0; 41], b""), Err(Error::TooLong));
+    assert_eq!(c.echo(b"", &[0; 101]), Err(Error::TooLong));
+
+    assert_eq!(c.even(4), Ok(()));
+    assert_eq!(c.even(5), Err(Error::App(TestError::Odd)));
+
+    assert_eq!(c.take_cap(33, 9), Ok(100 * 1000 + 9));
+    assert_eq!(rpc::K.with(|k| k.borrow().sent.clone()), vec![(33, 100)]);
+    assert_eq!(
+        deleted(),
+        vec![100],
+        "dispatch deletes received caps after the handler"
+    );
+
+    assert_eq!(c.give_cap(250), Ok(250));
+    assert_eq!(
+        rpc::K.with(|k| k.borrow().returned.clone()),
+        vec![(77, 250)]
+    );
+
+    let r = c
+        .ds(
+            Dataspace {
+                cap: 34,
+                offset: 4096,
+                size: 8192,
+            },
+            251,
+        )
+        .unwrap();
+    assert_eq!(
+        r,
+        idltest::DsOut {
+            d: Dataspace {
+                cap: 251,
+                offset: 4097,
+                size: 16384
+            },
+            sum: 12288
+        }
+    );
+    assert_eq!(
+        c.ds(
+            Dataspace {
+                cap: 34,
+                offset: 0,
+                size: 1 << 30
+            },
+            251
+        )
+        .unwrap_err(),
+        Error::App(TestError::TooBig)
+    );
+
+    c.note(5).unwrap();
+    c.note(u32::MAX).unwrap();
+    assert_eq!(
+        c.notes(),
+        Ok(idltest::NotesOut {
+            count: 2,
+            sum: 5 + u32::MAX as u64,
+            hostile_done: false,
+        })
+    );
+}
+
+#[test]
+fn hostile_requests_get_protocol_errors() {
+    let s = install();
+    // Unknown opcodes, including 0 and kernel labels.
+    for l in [0u16, 4, 9, 17, 0xefff, 0xffe0, 0xfff0, 0xffff] {
+        assert_eq!(raw(l, &[1, 2], 0, 0), proto::BAD_OPCODE, "label {l:#x}");
+    }
+    // Wrong word counts.
+    assert_eq!(raw(op::ADD, &[1], 0, 0), proto::BAD_SHAPE);
+    assert_eq!(raw(op::ADD, &[1, 2, 3], 0, 0), proto::BAD_SHAPE);
+    assert_eq!(raw(op::ADD, &[], 0, 0), proto::BAD_SHAPE);
+    // Map items where none belong.
+    assert_eq!(raw(op::ADD, &[1, 2], 0, 1), proto::BAD_SHAPE);
+    // Extra capability: rejected, and the capability that arrived is deleted.
+    assert_eq!(raw(op::ADD, &[1, 2], 1, 0), proto::BAD_SHAPE);
+    assert_eq!(deleted(), vec![100]);
+    assert_eq!(raw(op::TAKE_CAP, &[1], 2, 0), proto::BAD_SHAPE);
+    assert_eq!(deleted(), vec![100, 100, 101]);
+    // Missing capability.
+    assert_eq!(raw(op::TAKE_CAP, &[1], 0, 0), proto::BAD_SHAPE);
+    assert_eq!(raw(op::DS, &[0, 4096], 0, 0), proto::BAD_SHAPE);
+    // Values that do not fit their types.
+    let ok = [1u64, 2, 3, 4, 5, 6, 7, 8, 1];
+    assert_eq!(raw(op::SCALARS, &ok, 0, 0), 0);
+    for (i, bad) in [
+        (0, 256u64),
+        (1, 1 << 16),
+        (2, 1 << 32),
+        (4, 128),
+        (4, (-129i64) as u64),
+        (5, 1 << 15),
+        (6, 1 << 31),
+        (8, 2),
+        (8, u64::MAX),
+    ] {
+        let mut w = ok;
+        w[i] = bad;
+        assert_eq!(
+            raw(op::SCALARS, &w, 0, 0),
+            proto::BAD_VALUE,
+            "word {i} = {bad:#x}"
+        );
+    }
+    // A bool lane of an array that is neither 0 nor 1.
+    assert_eq!(raw(op::ARRAYS, &[0, 0, 0, 0x0101], 0, 0), 0);
+    assert_eq!(raw(op::ARRAYS, &[0, 0, 0, 0x0201], 0, 0), proto::BAD_VALUE);
+    // Buffers: length above the maximum, lengths that disagree with the word count.
+    let mut w = vec![3u64, 9, 0, 0, 0, 0, 0];
+    assert_eq!(raw(op::ECHO, &w, 0, 0), 0);
+    w[0] = 41;
+    assert_eq!(raw(op::ECHO, &w, 0, 0), proto::BAD_LENGTH);
+    w[0] = u64::MAX;
+    assert_eq!(raw(op::ECHO, &w, 0, 0), proto::BAD_LENGTH);
+    w[0] = 3;
+    w[1] = 101;
+    assert_eq!(raw(op::ECHO, &w, 0, 0), proto::BAD_LENGTH);
+    w[1] = 17;
+    assert_eq!(raw(op::ECHO, &w, 0, 0), proto::BAD_SHAPE);
+    w[1] = 9;
+    w.push(0);
+    assert_eq!(raw(op::ECHO, &w, 0, 0), proto::BAD_SHAPE);
+    assert_eq!(raw(op::ECHO, &[40, 100], 0, 0), proto::BAD_SHAPE);
+    // A word count beyond MAX_WORDS (the tag has room for 127).
+    let big = vec![0u64; 127];
+    assert_eq!(raw(op::ECHO, &big, 0, 0), proto::BAD_SHAPE);
+    assert_eq!(raw(op::SCALARS, &big, 0, 0), proto::BAD_SHAPE);
+    // The server still serves a correct client.
+    let c = Client::new(5);
+    assert_eq!(c.add(1, 2), Ok(3));
+    assert_eq!(c.echo(b"ab", b"c").unwrap().both.as_slice(), b"ABC");
+    drop(s);
+}
+
+#[test]
+fn garbage_never_panics() {
+    let _s = install();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut answered = 0;
+    for _ in 0..20000 {
+        let r = next();
+        let label = if r & 1 == 0 {
+            (r >> 8) as u16 % 20
+        } else {
+            (r >> 8) as u16
+        };
+        let words: Vec<u64> = (0..(r >> 32) % 70)
+            .map(|_| {
+                if next() & 3 == 0 {
+                    next()
+                } else {
+                    next() % 300
+                }
+            })
+            .collect();
+        let l = raw(
+            label,
+            &words,
+            ((r >> 40) % 5) as usize,
+            ((r >> 44) % 2) as usize,
+        );
+        assert!(
+            l == 0
+                || l == TestError::Odd as u16
+                || l == TestError::TooBig as u16
+                || (proto::FIRST..=proto::LAST).contains(&l),
+            "label {l:#x}"
+        );
+        answered += 1;
+    }
+    assert_eq!(answered, 20000);
+    assert_eq!(Client::new(5).add(2, 2), Ok(4));
+}
+
+#[test]
+fn client_checks_replies() {
+    let c = Client::new(5);
+    let reply = Rc::new(RefCell::new(Reply::EMPTY));
+    let r2 = reply.clone();
+    rpc::set_server(1, move |_| *r2.borrow());
+    let set = |tag: u64, w: [u64; 4]| {
+        *reply.borrow_mut() = Reply {
+            tag: MsgTag(tag),
+            w,
+        }
+    };
+    set(1 << 16, [5, 0, 0, 0]);
+    assert_eq!(c.add(1, 1), Ok(5));
+    set(2 << 16, [5, 0, 0, 0]);
+    assert_eq!(c.add(1, 1), Err(Error::BadReply), "too many words");
+    set(0, [5, 0, 0, 0]);
+    assert_eq!(c.add(1, 1), Err(Error::BadReply), "too few words");
+    set(1 << 16 | 1 << 24, [5, 0, 0, 0]);
+    assert_eq!(c.add(1, 1), Err(Error::BadReply), "unexpected cap");
+    set(proto::BAD_SHAPE as u64, [0; 4]);
+    assert_eq!(c.add(1, 1), Err(Error::Protocol(proto::BAD_SHAPE)));
+    set(sawmill_abi::label::GONE as u64, [0; 4]);
+    assert_eq!(c.add(1, 1), Err(Error::Gone));
+    set(2, [0; 4]);
+    assert_eq!(c.even(1), Err(Error::App(TestError::TooBig)));
+    set(999, [0; 4]);
+    assert_eq!(c.even(1), Err(Error::BadReply), "unknown error code");
+    // Narrow results out of range; a bool that is 2.
+    set(9 << 16, [256, 0, 0, 0]);
+    assert_eq!(
+        c.scalars(0, 0, 0, 0, 0, 0, 0, 0, false),
+        Err(Error::BadReply)
+    );
+    // Buffer length beyond the maximum, or disagreeing with the word count.
+    set(4 << 16, [141, 0, 0, 0]);
+    assert_eq!(c.echo(b"", b"").unwrap_err(), Error::BadReply);
+    set(5 << 16, [9, 0, 0, 0]);
+    assert_eq!(c.echo(b"", b"").unwrap_err(), Error::BadReply);
+    set(6 << 16, [9, 9, 0, 0]);
+    assert_eq!(c.echo(b"", b"").unwrap().len, 9);
+    // Kernel error.
+    rpc::K.with(|k| k.borrow_mut().fail_next = 2);
+    assert_eq!(c.add(1, 1), Err(Error::Ipc(2)));
+}
+
+#[test]
+fn trusted_and_plain_interfaces() {
+    use crate::{fast, plain};
+    struct F;
+    impl fast::Server for F {
+        fn add(&mut self, _: u64, a: u64, b: u64) -> Result<u64, core::convert::Infallible> {
+            Ok(a + b)
+        }
+        fn small(&mut self, _: u64, a: u8) -> Result<fast::SmallOut, core::convert::Infallible> {
+            Ok(fast::SmallOut {
+                b: a / 2,
+                t: a % 2 == 1,
+            })
+        }
+    }
+    rpc::set_server(1, |m| fast::dispatch(&mut F, m));
+    let c = fast::Client::new(1);
+    assert_eq!(c.add(2, 3), Ok(5));
+    assert_eq!(c.small(7), Ok(fast::SmallOut { b: 3, t: true }));
+    // A trusted client truncates instead of rejecting, but the server still checks.
+    assert_eq!(raw(fast::op::SMALL, &[256], 0, 0), proto::BAD_VALUE);
+
+    struct P(u64);
+    impl plain::Server for P {
+        fn nothing(&mut self, _: u64) -> Result<(), core::convert::Infallible> {
+            Ok(())
+        }
+        fn caps4(
+            &mut self,
+            _: u64,
+            a: u64,
+            b: u64,
+            c: u64,
+            d: u64,
+        ) -> Result<u64, core::convert::Infallible> {
+            Ok(a + b + c + d)
+        }
+        fn big(
+            &mut self,
+            _: u64,
+            mut x: [u64; 60],
+        ) -> Result<[u64; 60], core::convert::Infallible> {
+            x.reverse();
+            Ok(x)
+        }
+        fn maxbuf(&mut self, _: u64, b: &[u8]) -> Result<Bytes<480>, core::convert::Infallible> {
+            Ok(Bytes::from_slice(b).unwrap_or_default())
+        }
+        fn poke(&mut self, _: u64) {
+            self.0 += 1;
+        }
+    }
+    rpc::set_server(1, |m| plain::dispatch(&mut P(0), m));
+    let c = plain::Client::new(1);
+    assert_eq!(c.nothing(), Ok(()));
+    assert_eq!(c.caps4(1, 2, 3, 4), Ok(100 + 101 + 102 + 103));
+    assert_eq!(deleted(), vec![100, 101, 102, 103]);
+    let x: [u64; 60] = core::array::from_fn(|i| i as u64 * 3);
+    let mut y = x;
+    y.reverse();
+    assert_eq!(c.big(x), Ok(y));
+    let data: Vec<u8> = (0..480).map(|i| i as u8).collect();
+    assert_eq!(c.maxbuf(&data).unwrap().as_slice(), &data[..]);
+    assert_eq!(c.maxbuf(&data[..479]).unwrap().as_slice(), &data[..479]);
+    assert_eq!(c.poke(), Ok(()));
+}

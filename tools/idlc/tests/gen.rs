@@ -1,0 +1,75 @@
+//! Structure of the generated code (that it compiles and works is `tests/e2e.rs`).
+use sawmill_idlc::{compile_str, Options};
+
+fn gen(src: &str) -> String {
+    compile_str("t.idl", src, &Options::default()).unwrap()
+}
+
+#[test]
+fn two_scalar_call_is_one_register_message() {
+    let g = gen("interface calc { fn add(a: u64, b: u64) -> (sum: u64); }");
+    assert!(g.contains("pub mod calc {"));
+    assert!(g.contains("use crate::rpc as __rt;"));
+    assert!(g.contains("pub const ADD: u16 = 1;"));
+    assert!(g.contains("pub fn add(&self, a: u64, b: u64) -> Result<u64> {"));
+    // Registers only: no UTCB access on either side.
+    let client = &g[g.find("impl Client").unwrap()..g.find("pub trait Server").unwrap()];
+    assert!(!client.contains("utcb()"), "{client}");
+    assert!(client.contains("[__rt::Wire::enc(a), __rt::Wire::enc(b), 0, 0]"));
+    // One masked compare checks error-free label 0, one word, no items.
+    assert!(client.contains("(__m.err | (__m.tag.0 & __rt::SHAPE ^ (1 << 16 | 0 << 24))) != 0"));
+    let server = &g[g.find("pub fn dispatch").unwrap()..];
+    assert!(!server.contains("utcb()"), "{server}");
+    assert!(
+        server.contains(
+            "fn add(&mut self, badge: u64, a: u64, b: u64) -> core::result::Result<u64, AppError>;"
+        ) || g.contains(
+            "fn add(&mut self, badge: u64, a: u64, b: u64) -> core::result::Result<u64, AppError>;"
+        )
+    );
+    assert!(server.contains("_ => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"));
+    assert!(g.contains("pub type AppError = core::convert::Infallible;"));
+    assert!(g.contains("pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> !"));
+}
+
+#[test]
+fn long_messages_use_the_utcb_and_oneway_uses_send() {
+    let g = gen("error E { X = 5 }\ninterface t raises E {\n fn f(a: u8, b: u8, c: u8, d: u8, e: u8, x: cap) -> (y: bytes<9>);\n [oneway] fn g(v: bool);\n}");
+    assert!(g.contains("pub enum E {\n    X = 5,\n}"));
+    assert!(g.contains("pub type AppError = super::E;"));
+    assert!(g.contains("__u.mr[4] = __rt::Wire::enc(e);"));
+    assert!(g.contains("__u.caps_out[0] = x;"));
+    assert!(g.contains("__rt::drop_caps(1);"));
+    assert!(g.contains("if __len_y > 9 {"));
+    assert!(g.contains("__rt::send(self.ep"));
+    assert!(g.contains("fn g(&mut self, badge: u64, v: bool);"));
+    assert!(
+        g.contains("None => { return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); }")
+    );
+}
+
+#[test]
+fn trusted_skips_reply_shape_checks_only() {
+    let g = gen("[trusted] interface t { fn f(a: u8) -> (b: u8); }");
+    let client = &g[g.find("impl Client").unwrap()..g.find("pub trait Server").unwrap()];
+    assert!(client.contains("(__m.err | __m.tag.0 & __rt::LABEL) != 0"));
+    assert!(client.contains("dec_trusted(__m.w[0])"));
+    let server = &g[g.find("pub fn dispatch").unwrap()..];
+    assert!(
+        server.contains("<u8 as __rt::Wire>::dec(__m.w[0])"),
+        "servers never trust"
+    );
+}
+
+#[test]
+fn runtime_path_is_configurable() {
+    let g = compile_str(
+        "t.idl",
+        "interface t { }",
+        &Options {
+            runtime: "::my::rt".into(),
+        },
+    )
+    .unwrap();
+    assert!(g.contains("use ::my::rt as __rt;"));
+}

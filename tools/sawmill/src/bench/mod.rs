@@ -1,0 +1,144 @@
+//! `./sawmill bench`: boots `systems/bench.toml` under `-icount shift=0` (TCG, `-cpu qemu64`),
+//! so guest `rdtsc` counts executed guest instructions, collects its `BENCH <name> <value>
+//! <unit>` lines, runs the same kind of measurements on Linux in the same emulator
+//! ([`linux`]), and writes the report ([`report`]) to target/bench/.
+
+pub mod linux;
+pub mod report;
+
+use crate::qemu::{self, Outcome};
+use crate::repo::Repo;
+use crate::{guest, image, scenario};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// One benchmark figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    pub name: String,
+    pub unit: String,
+    pub value: f64,
+}
+
+/// Hard limit for the sawmill benchmark boot unless its manifest's `[test] timeout` says more.
+const DEFAULT_TIMEOUT: u64 = 600;
+
+fn step(k: usize, n: usize, what: &str) {
+    println!("[{k}/{n}] {what}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Builds and boots the benchmark system; returns its metrics.
+fn sawmill_figures(repo: &Repo, out_dir: &Path, steps: usize) -> Result<Vec<Metric>, String> {
+    step(
+        1,
+        steps,
+        "build sawmill (guests + systems/bench.toml image)",
+    );
+    let path = repo.resolve_system("bench")?;
+    let mf = image::load(&path)?;
+    // The [test] table of bench.toml may set a timeout, memory size and extra QEMU args.
+    let spec = scenario::parse(mf.test.as_ref())?;
+    let timeout = if mf.test.as_ref().is_some_and(|t| t.contains_key("timeout")) {
+        spec.timeout
+    } else {
+        DEFAULT_TIMEOUT
+    };
+    guest::build(repo)?;
+    let img = repo.target().join("images").join("bench.img");
+    image::write_image(repo, &mf.system, &img)?;
+
+    step(2, steps, "sawmill benchmarks (QEMU TCG, -icount shift=0)");
+    let log = out_dir.join("sawmill-serial.log");
+    let cfg = qemu::Config {
+        image: img,
+        memory: spec.memory.clone(),
+        icount: true,
+        extra: spec.qemu_args.clone(),
+        serial_log: Some(log.clone()),
+    };
+    let outcome = qemu::run(
+        &cfg,
+        Duration::from_secs(timeout),
+        Some(&out_dir.join("sawmill-qemu.log")),
+        None,
+    )?;
+    let serial = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
+    let metrics = linux::parse_bench_lines(&serial);
+    if outcome != Outcome::Guest(0) {
+        let tail = scenario::tail(&serial, 15).join("\n    | ");
+        let why = format!(
+            "sawmill benchmark run: {}; log {}:\n    | {tail}",
+            outcome.describe(),
+            log.display()
+        );
+        if metrics.is_empty() {
+            return Err(why);
+        }
+        eprintln!(
+            "warning: {why}\n(keeping the {} figures it printed)",
+            metrics.len()
+        );
+    }
+    if metrics.is_empty() {
+        return Err(format!(
+            "sawmill benchmark printed no BENCH lines (log {})",
+            log.display()
+        ));
+    }
+    Ok(metrics)
+}
+
+pub fn run(repo: &Repo, with_linux: bool) -> i32 {
+    let out_dir = repo.target().join("bench");
+    if let Err(e) = std::fs::create_dir_all(&out_dir) {
+        eprintln!("sawmill bench: {}: {e}", out_dir.display());
+        return 1;
+    }
+    let steps = if with_linux { 4 } else { 3 };
+    let mut failures = Vec::new();
+    let mut metrics = match sawmill_figures(repo, &out_dir, steps) {
+        Ok(m) => m,
+        Err(e) => {
+            failures.push(format!("sawmill figures: {e}"));
+            Vec::new()
+        }
+    };
+    if with_linux {
+        step(3, steps, "Linux baseline (same QEMU, -icount shift=0)");
+        let mut progress = |msg: &str| {
+            println!("      {msg}");
+            let _ = std::io::stdout().flush();
+        };
+        match linux::run(&repo.root, &out_dir.join("linux"), &mut progress) {
+            Ok(m) => metrics.extend(m),
+            Err(e) => failures.push(format!("Linux baseline failed: {e}")),
+        }
+    }
+    step(steps, steps, "report");
+    for m in &metrics {
+        println!("  {:<40} {:>14.1} {}", m.name, m.value, m.unit);
+    }
+    if let Err(e) = report::write(&out_dir, &metrics) {
+        failures.push(format!("report: {e}"));
+    } else {
+        println!(
+            "results in {} (unit insn = guest instructions, QEMU icount)",
+            out_dir.display()
+        );
+    }
+    for f in &failures {
+        eprintln!("sawmill bench: {f}");
+    }
+    if failures.is_empty() {
+        0
+    } else {
+        if !metrics.is_empty() {
+            eprintln!(
+                "sawmill bench: the figures that were obtained are written above and in the report"
+            );
+        }
+        1
+    }
+}

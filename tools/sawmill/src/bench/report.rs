@@ -1,0 +1,823 @@
+//! Benchmark report (issue 7): `results.json`, `results.md` and `reread.svg`.
+//!
+//! Input: every metric of a run, sawmill's and Linux's, in any order. Ratio metrics
+//! (`ratio.*`, unit `ratio`, value = sawmill / Linux) are computed by [`ratios`] from the pairs
+//! in [`RULES`] and written into `results.json` after the input metrics; `write` does not return
+//! them (call `ratios` for that). Works with Linux figures only (no sawmill counterparts yet).
+
+use super::Metric;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+/// How a sawmill metric maps to its Linux counterpart.
+pub struct Rule {
+    /// Sawmill name, or its prefix when followed by `.<config>` (and `.<size>` when `sized`).
+    pub sawmill: &'static str,
+    /// Linux name; when `sized`, `<size>` is appended (`linux.reread4k.` + `64k`).
+    pub linux: &'static str,
+    /// Ratio name prefix; the sawmill name's suffix (`.<config>[.<size>]`) is appended.
+    pub ratio: &'static str,
+    /// Names carry `.<config>.<size>` (reread) rather than an optional `.<config>`.
+    pub sized: bool,
+    /// Shown for context (different operations); the ratio is still computed.
+    pub context: bool,
+}
+
+/// The mapping from sawmill names to Linux names (also printed in `results.md`).
+pub const RULES: &[Rule] = &[
+    Rule {
+        sawmill: "fs.reread4k",
+        linux: "linux.reread4k.",
+        ratio: "ratio.reread4k",
+        sized: true,
+        context: false,
+    },
+    Rule {
+        sawmill: "mem.fault.anon",
+        linux: "linux.pagefault.anon",
+        ratio: "ratio.pagefault.anon",
+        sized: false,
+        context: false,
+    },
+    Rule {
+        sawmill: "fs.open",
+        linux: "linux.open",
+        ratio: "ratio.open",
+        sized: false,
+        context: false,
+    },
+    Rule {
+        sawmill: "ipc.null_rpc.roundtrip",
+        linux: "linux.syscall.null",
+        ratio: "ratio.null_rpc.vs_syscall",
+        sized: false,
+        context: true,
+    },
+    Rule {
+        sawmill: "ipc.null_rpc.roundtrip",
+        linux: "linux.pipe.roundtrip",
+        ratio: "ratio.null_rpc.vs_pipe",
+        sized: false,
+        context: true,
+    },
+];
+
+/// One sawmill figure paired with its Linux counterpart.
+struct Pair<'a> {
+    sawmill: &'a Metric,
+    linux: &'a Metric,
+    ratio_name: String,
+    context: bool,
+}
+
+/// For `name`, the Linux name and ratio name under `rule`, if the rule applies.
+fn apply(rule: &Rule, name: &str) -> Option<(String, String)> {
+    let rest = name.strip_prefix(rule.sawmill)?;
+    if rule.sized {
+        // ".<config>.<size>"; the config may itself contain dots, the size never does.
+        let rest = rest.strip_prefix('.')?;
+        let (config, size) = rest.rsplit_once('.')?;
+        if config.is_empty() || size.is_empty() {
+            return None;
+        }
+        Some((
+            format!("{}{size}", rule.linux),
+            format!("{}.{config}.{size}", rule.ratio),
+        ))
+    } else if rest.is_empty() || (rest.starts_with('.') && rest.len() > 1) {
+        Some((rule.linux.to_string(), format!("{}{rest}", rule.ratio)))
+    } else {
+        None
+    }
+}
+
+fn find<'a>(metrics: &'a [Metric], name: &str) -> Option<&'a Metric> {
+    metrics.iter().find(|m| m.name == name)
+}
+
+fn pairs(metrics: &[Metric]) -> Vec<Pair<'_>> {
+    let mut out = Vec::new();
+    for m in metrics {
+        if m.name.starts_with("linux.") || m.name.starts_with("ratio.") {
+            continue;
+        }
+        // First occurrence of a name wins.
+        if !std::ptr::eq(find(metrics, &m.name).unwrap(), m) {
+            continue;
+        }
+        for rule in RULES {
+            let Some((linux_name, ratio_name)) = apply(rule, &m.name) else {
+                continue;
+            };
+            let Some(l) = find(metrics, &linux_name) else {
+                continue;
+            };
+            if l.unit != m.unit {
+                continue;
+            }
+            out.push(Pair {
+                sawmill: m,
+                linux: l,
+                ratio_name,
+                context: rule.context,
+            });
+        }
+    }
+    out
+}
+
+/// The ratio metrics (sawmill / Linux, unit `ratio`) for every sawmill figure that has a Linux
+/// counterpart under [`RULES`] with the same unit and a non-zero value. A ratio already present
+/// in `metrics` under the same name is not computed again.
+pub fn ratios(metrics: &[Metric]) -> Vec<Metric> {
+    let mut out: Vec<Metric> = Vec::new();
+    for p in pairs(metrics) {
+        if p.linux.value == 0.0
+            || find(metrics, &p.ratio_name).is_some()
+            || out.iter().any(|m| m.name == p.ratio_name)
+        {
+            continue;
+        }
+        out.push(Metric {
+            name: p.ratio_name,
+            unit: "ratio".to_string(),
+            value: p.sawmill.value / p.linux.value,
+        });
+    }
+    out
+}
+
+/// Writes `results.json`, `results.md` and `reread.svg` into `out_dir` (created if needed).
+/// `results.json` holds `metrics` in order followed by the computed ratio metrics.
+pub fn write(out_dir: &Path, metrics: &[Metric]) -> Result<(), String> {
+    fs::create_dir_all(out_dir).map_err(|e| format!("create {}: {e}", out_dir.display()))?;
+    let extra = ratios(metrics);
+    let mut all: Vec<&Metric> = metrics.iter().collect();
+    all.extend(extra.iter());
+    let put = |name: &str, text: String| {
+        let p = out_dir.join(name);
+        fs::write(&p, text).map_err(|e| format!("write {}: {e}", p.display()))
+    };
+    put("results.json", json(&all))?;
+    put("results.md", markdown(metrics, &extra))?;
+    put("reread.svg", svg(metrics))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+fn json_string(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A JSON number; Rust's `Display` for f64 never uses an exponent, which JSON accepts as is.
+/// Non-finite values (not representable in JSON) become `null`.
+fn json_number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "null".to_string()
+    }
+}
+
+fn json(metrics: &[&Metric]) -> String {
+    let mut o = String::from("[\n");
+    for (i, m) in metrics.iter().enumerate() {
+        let _ = write!(
+            o,
+            "  {{\"name\": {}, \"unit\": {}, \"value\": {}}}",
+            json_string(&m.name),
+            json_string(&m.unit),
+            json_number(m.value)
+        );
+        o.push_str(if i + 1 < metrics.len() { ",\n" } else { "\n" });
+    }
+    o.push_str("]\n");
+    o
+}
+
+// ---------------------------------------------------------------------------------------------
+// Markdown
+
+/// `12697.46` -> `12,697.5`; ratios get two decimals.
+fn fmt_value(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    if unit == "ratio" {
+        return format!("{v:.2}");
+    }
+    let s = format!("{:.1}", v.abs());
+    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if v < 0.0 { "-" } else { "" };
+    if frac.is_empty() {
+        format!("{sign}{grouped}")
+    } else {
+        format!("{sign}{grouped}.{frac}")
+    }
+}
+
+fn markdown(metrics: &[Metric], ratios: &[Metric]) -> String {
+    let mut o = String::new();
+    o.push_str("# sawmill benchmark results\n\n");
+    o.push_str(
+        "Unit: guest instructions (QEMU icount), measured with `rdtsc` under \
+         `qemu-system-x86_64 -icount shift=0 -cpu qemu64` (TCG), sawmill and Linux in the same \
+         emulator configuration. Ratio = sawmill / Linux; below 1 means sawmill executes fewer \
+         instructions. See `bench/README.md` for the method.\n\n",
+    );
+
+    o.push_str("## sawmill beside Linux\n\n");
+    let pairs = pairs(metrics);
+    if pairs.is_empty() {
+        o.push_str(
+            "No sawmill figure with a Linux counterpart in this run (Linux baseline only).\n\n",
+        );
+    } else {
+        o.push_str("| sawmill metric | sawmill | Linux metric | Linux | ratio | ratio metric |\n");
+        o.push_str("|---|---:|---|---:|---:|---|\n");
+        for p in &pairs {
+            let ratio = if p.linux.value != 0.0 {
+                fmt_value(p.sawmill.value / p.linux.value, "ratio")
+            } else {
+                "-".to_string()
+            };
+            let _ = writeln!(
+                o,
+                "| `{}`{} | {} | `{}` | {} | {} | `{}` |",
+                p.sawmill.name,
+                if p.context { " (context)" } else { "" },
+                fmt_value(p.sawmill.value, &p.sawmill.unit),
+                p.linux.name,
+                fmt_value(p.linux.value, &p.linux.unit),
+                ratio,
+                p.ratio_name
+            );
+        }
+        o.push('\n');
+    }
+
+    // Reread table: the text form of reread.svg.
+    let series = reread_series(metrics);
+    if !series.is_empty() {
+        o.push_str(
+            "## Reread of a cached file, per 4 KB record (Figure 4 analogue, `reread.svg`)\n\n",
+        );
+        let sizes = all_sizes(&series);
+        o.push_str("| file size |");
+        for s in &series {
+            let _ = write!(o, " {} |", s.label);
+        }
+        o.push_str("\n|---|");
+        for _ in &series {
+            o.push_str("---:|");
+        }
+        o.push('\n');
+        for (label, _) in &sizes {
+            let _ = write!(o, "| {label} |");
+            for s in &series {
+                match s.points.iter().find(|p| &p.0 == label) {
+                    Some(p) => {
+                        let _ = write!(o, " {} |", fmt_value(p.2, "insn"));
+                    }
+                    None => o.push_str(" - |"),
+                }
+            }
+            o.push('\n');
+        }
+        o.push('\n');
+    }
+
+    let linux: Vec<&Metric> = metrics
+        .iter()
+        .filter(|m| m.name.starts_with("linux."))
+        .collect();
+    if !linux.is_empty() {
+        o.push_str("## Linux baseline\n\n| metric | value | unit |\n|---|---:|---|\n");
+        for m in linux {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} |",
+                m.name,
+                fmt_value(m.value, &m.unit),
+                m.unit
+            );
+        }
+        o.push('\n');
+    }
+
+    let paired: Vec<&str> = pairs.iter().map(|p| p.sawmill.name.as_str()).collect();
+    let other: Vec<&Metric> = metrics
+        .iter()
+        .filter(|m| !m.name.starts_with("linux.") && !paired.contains(&m.name.as_str()))
+        .collect();
+    if !other.is_empty() {
+        o.push_str("## Other figures (no Linux counterpart)\n\n| metric | value | unit |\n|---|---:|---|\n");
+        for m in other {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} |",
+                m.name,
+                fmt_value(m.value, &m.unit),
+                m.unit
+            );
+        }
+        o.push('\n');
+    }
+
+    if !ratios.is_empty() {
+        o.push_str(
+            "## Ratios (also in results.json)\n\n| metric | sawmill / Linux |\n|---|---:|\n",
+        );
+        for m in ratios {
+            let _ = writeln!(o, "| `{}` | {} |", m.name, fmt_value(m.value, "ratio"));
+        }
+        o.push('\n');
+    }
+
+    o.push_str(
+        "## Name mapping\n\n| sawmill metric | Linux metric | ratio metric |\n|---|---|---|\n",
+    );
+    for r in RULES {
+        let (s, l, q) = if r.sized {
+            (
+                format!("{}.<config>.<size>", r.sawmill),
+                format!("{}<size>", r.linux),
+                format!("{}.<config>.<size>", r.ratio),
+            )
+        } else {
+            (
+                format!("{}[.<config>]", r.sawmill),
+                r.linux.to_string(),
+                format!("{}[.<config>]", r.ratio),
+            )
+        };
+        let _ = writeln!(
+            o,
+            "| `{s}` | `{l}`{} | `{q}` |",
+            if r.context {
+                " (context only: a different operation)"
+            } else {
+                ""
+            }
+        );
+    }
+    o
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reread series and SVG
+
+struct Series {
+    label: String,
+    /// (size label, bytes, value)
+    points: Vec<(String, u64, f64)>,
+}
+
+/// `64k` -> 65536, `1m` -> 1048576, `4096` -> 4096.
+fn size_bytes(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mul) = match lower.as_bytes().last()? {
+        b'k' => (&lower[..lower.len() - 1], 1u64 << 10),
+        b'm' => (&lower[..lower.len() - 1], 1 << 20),
+        b'g' => (&lower[..lower.len() - 1], 1 << 30),
+        _ => (&lower[..], 1),
+    };
+    num.parse::<u64>().ok().filter(|&n| n > 0).map(|n| n * mul)
+}
+
+/// Linux first, then each sawmill configuration in order of first appearance.
+fn reread_series(metrics: &[Metric]) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    let add = |label: String, size: &str, value: f64, out: &mut Vec<Series>| {
+        let Some(bytes) = size_bytes(size) else {
+            return;
+        };
+        let idx = match out.iter().position(|s| s.label == label) {
+            Some(i) => i,
+            None => {
+                out.push(Series {
+                    label,
+                    points: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        let s = &mut out[idx];
+        if !s.points.iter().any(|p| p.1 == bytes) && value.is_finite() {
+            s.points.push((size.to_string(), bytes, value));
+        }
+    };
+    for m in metrics {
+        if let Some(size) = m.name.strip_prefix("linux.reread4k.") {
+            add("Linux".to_string(), size, m.value, &mut out);
+        }
+    }
+    for m in metrics {
+        if let Some(rest) = m.name.strip_prefix("fs.reread4k.") {
+            if let Some((config, size)) = rest.rsplit_once('.') {
+                if !config.is_empty() {
+                    add(format!("sawmill {config}"), size, m.value, &mut out);
+                }
+            }
+        }
+    }
+    for s in &mut out {
+        s.points.sort_by_key(|p| p.1);
+    }
+    out.retain(|s| !s.points.is_empty());
+    out
+}
+
+fn all_sizes(series: &[Series]) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = Vec::new();
+    for s in series {
+        for p in &s.points {
+            if !v.iter().any(|q| q.1 == p.1) {
+                v.push((p.0.clone(), p.1));
+            }
+        }
+    }
+    v.sort_by_key(|p| p.1);
+    v
+}
+
+/// A "nice" axis step (1, 2 or 5 times a power of ten) giving about five intervals up to `max`.
+fn nice_step(max: f64) -> f64 {
+    if max <= 0.0 || !max.is_finite() {
+        return 1.0;
+    }
+    let raw = max / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let m = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * mag
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const COLORS: &[&str] = &[
+    "#222222", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+];
+
+/// Reread cost per 4 KB record against file size, log2 x axis, one line per system.
+fn svg(metrics: &[Metric]) -> String {
+    let (w, h) = (720.0f64, 440.0f64);
+    let (left, right, top, bottom) = (80.0, 190.0, 50.0, 60.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let series = reread_series(metrics);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    let _ = writeln!(o, "<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>");
+    let _ = writeln!(
+        o,
+        "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Reread of a cached file: \
+         cost per 4 KB record</text>",
+        left + pw / 2.0
+    );
+    if series.is_empty() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">no reread figures in this run</text>",
+            w / 2.0,
+            h / 2.0
+        );
+        o.push_str("</svg>\n");
+        return o;
+    }
+
+    let sizes = all_sizes(&series);
+    let lx = |b: u64| (b as f64).log2();
+    let (xmin, xmax) = (lx(sizes[0].1), lx(sizes[sizes.len() - 1].1));
+    // 4% of the width kept free at each end so the end points sit inside the frame.
+    let xpos = |b: u64| {
+        if xmax > xmin {
+            left + pw * (0.04 + 0.92 * (lx(b) - xmin) / (xmax - xmin))
+        } else {
+            left + pw / 2.0
+        }
+    };
+    let vmax = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.2))
+        .fold(0.0f64, f64::max);
+    let step = nice_step(vmax * 1.1);
+    let ymax = ((vmax * 1.1) / step).ceil().max(1.0) * step;
+    let ypos = |v: f64| top + ph - (v.max(0.0) / ymax) * ph;
+
+    // Grid and y ticks.
+    let mut t = 0.0;
+    while t <= ymax + step / 2.0 {
+        let y = ypos(t);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#dddddd\"/>",
+            left + pw
+        );
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 6.0,
+            y + 4.0,
+            fmt_value(t, "insn").trim_end_matches(".0")
+        );
+        t += step;
+    }
+    // X ticks at the sizes present.
+    for (label, b) in &sizes {
+        let x = xpos(*b);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#eeeeee\"/>",
+            top + ph
+        );
+        let _ = writeln!(
+            o,
+            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            top + ph + 18.0,
+            xml_escape(&label.to_uppercase().replace("K", " KB").replace("M", " MB"))
+        );
+    }
+    // Axes and labels.
+    let _ = writeln!(
+        o,
+        "<rect x=\"{left}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"black\"/>"
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">file size (log scale)</text>",
+        left + pw / 2.0,
+        h - 16.0
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"18\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {:.1})\">\
+         guest instructions (QEMU icount) per 4 KB record</text>",
+        top + ph / 2.0,
+        top + ph / 2.0
+    );
+
+    // Series and legend.
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let pts: Vec<String> = s
+            .points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", xpos(p.1), ypos(p.2)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            pts.join(" ")
+        );
+        for p in &s.points {
+            let _ = writeln!(
+                o,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{color}\"><title>{} {}: {}</title></circle>",
+                xpos(p.1),
+                ypos(p.2),
+                xml_escape(&s.label),
+                xml_escape(&p.0),
+                fmt_value(p.2, "insn")
+            );
+        }
+        let ly = top + 14.0 + i as f64 * 20.0;
+        let lx0 = left + pw + 16.0;
+        let _ = writeln!(
+            o,
+            "<line x1=\"{lx0:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"/>",
+            lx0 + 24.0
+        );
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            lx0 + 30.0,
+            ly + 4.0,
+            xml_escape(&s.label)
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(name: &str, value: f64) -> Metric {
+        Metric {
+            name: name.to_string(),
+            unit: "insn".to_string(),
+            value,
+        }
+    }
+
+    fn linux() -> Vec<Metric> {
+        vec![
+            m("linux.reread4k.64k", 2000.0),
+            m("linux.reread4k.128k", 2010.0),
+            m("linux.reread4k.256k", 2020.0),
+            m("linux.reread4k.1m", 2030.0),
+            m("linux.reread4k.4m", 2040.0),
+            m("linux.syscall.null", 360.0),
+            m("linux.pipe.roundtrip", 12400.0),
+            m("linux.pagefault.anon", 3300.0),
+            m("linux.open", 6800.0),
+        ]
+    }
+
+    fn out_dir(tag: &str) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("sawmill-report-test-{}-{tag}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn ratio_names_and_values() {
+        let mut v = linux();
+        v.push(m("fs.reread4k.multiserver.64k", 1800.0));
+        v.push(m("fs.reread4k.single.task.4m", 4080.0)); // config with a dot
+        v.push(m("fs.reread4k.multiserver.8k", 100.0)); // no Linux counterpart
+        v.push(m("mem.fault.anon", 1650.0));
+        v.push(m("fs.open.multiserver", 3400.0));
+        v.push(m("ipc.null_rpc.roundtrip", 720.0));
+        v.push(m("fs.openx", 1.0)); // not fs.open
+        let r = ratios(&v);
+        let got: Vec<(&str, f64)> = r.iter().map(|m| (m.name.as_str(), m.value)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ratio.reread4k.multiserver.64k", 0.9),
+                ("ratio.reread4k.single.task.4m", 2.0),
+                ("ratio.pagefault.anon", 0.5),
+                ("ratio.open.multiserver", 0.5),
+                ("ratio.null_rpc.vs_syscall", 2.0),
+                ("ratio.null_rpc.vs_pipe", 720.0 / 12400.0),
+            ]
+        );
+        assert!(r.iter().all(|m| m.unit == "ratio"));
+    }
+
+    #[test]
+    fn no_ratio_across_units_or_zero_or_twice() {
+        let mut v = linux();
+        v.push(Metric {
+            name: "mem.fault.anon".into(),
+            unit: "ns".into(),
+            value: 5.0,
+        });
+        v.push(m("linux.zero", 0.0));
+        v.push(m("fs.reread4k.multiserver.64k", 1800.0));
+        v.push(Metric {
+            name: "ratio.reread4k.multiserver.64k".into(),
+            unit: "ratio".into(),
+            value: 0.9,
+        });
+        assert!(ratios(&v).is_empty());
+        assert!(ratios(&linux()).is_empty());
+    }
+
+    #[test]
+    fn json_shape() {
+        let d = out_dir("json");
+        let mut v = vec![
+            m("linux.reread4k.64k", 2000.0),
+            m("fs.reread4k.multiserver.64k", 1800.5),
+        ];
+        v.push(Metric {
+            name: "odd\"name\\".into(),
+            unit: "insn".into(),
+            value: f64::NAN,
+        });
+        write(&d, &v).unwrap();
+        let j = fs::read_to_string(d.join("results.json")).unwrap();
+        assert_eq!(
+            j,
+            "[\n  {\"name\": \"linux.reread4k.64k\", \"unit\": \"insn\", \"value\": 2000},\n  \
+             {\"name\": \"fs.reread4k.multiserver.64k\", \"unit\": \"insn\", \"value\": 1800.5},\n  \
+             {\"name\": \"odd\\\"name\\\\\", \"unit\": \"insn\", \"value\": null},\n  \
+             {\"name\": \"ratio.reread4k.multiserver.64k\", \"unit\": \"ratio\", \"value\": 0.90025}\n]\n"
+        );
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn json_empty() {
+        assert_eq!(json(&[]), "[\n]\n");
+    }
+
+    #[test]
+    fn markdown_rows() {
+        let d = out_dir("md");
+        let mut v = linux();
+        v.push(m("fs.reread4k.multiserver.64k", 1800.0));
+        v.push(m("ipc.null_rpc.roundtrip", 720.0));
+        v.push(m("ipc.other", 5.0));
+        write(&d, &v).unwrap();
+        let md = fs::read_to_string(d.join("results.md")).unwrap();
+        assert!(md.contains(
+            "| `fs.reread4k.multiserver.64k` | 1,800.0 | `linux.reread4k.64k` | 2,000.0 | 0.90 | `ratio.reread4k.multiserver.64k` |"
+        ), "{md}");
+        assert!(md.contains(
+            "| `ipc.null_rpc.roundtrip` (context) | 720.0 | `linux.syscall.null` | 360.0 | 2.00 | `ratio.null_rpc.vs_syscall` |"
+        ), "{md}");
+        assert!(md.contains(
+            "| `ipc.null_rpc.roundtrip` (context) | 720.0 | `linux.pipe.roundtrip` | 12,400.0 | 0.06 | `ratio.null_rpc.vs_pipe` |"
+        ), "{md}");
+        assert!(md.contains("| 64k | 2,000.0 | 1,800.0 |"), "{md}");
+        assert!(md.contains("| 4m | 2,040.0 | - |"), "{md}");
+        assert!(
+            md.contains("| `linux.pipe.roundtrip` | 12,400.0 | insn |"),
+            "{md}"
+        );
+        assert!(md.contains("| `ipc.other` | 5.0 | insn |"), "{md}");
+        assert!(md.contains("| `fs.reread4k.<config>.<size>` | `linux.reread4k.<size>` | `ratio.reread4k.<config>.<size>` |"), "{md}");
+        let svg = fs::read_to_string(d.join("reread.svg")).unwrap();
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("sawmill multiserver"));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn linux_only_report() {
+        let d = out_dir("linux-only");
+        write(&d, &linux()).unwrap();
+        let md = fs::read_to_string(d.join("results.md")).unwrap();
+        assert!(md.contains("Linux baseline only"));
+        assert!(md.contains("| `linux.open` | 6,800.0 | insn |"));
+        assert!(!md.contains("## Ratios"));
+        let j = fs::read_to_string(d.join("results.json")).unwrap();
+        assert_eq!(j.matches("\"name\"").count(), 9);
+        let svg = fs::read_to_string(d.join("reread.svg")).unwrap();
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert_eq!(svg.matches("<circle").count(), 5);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn empty_report() {
+        let d = out_dir("empty");
+        write(&d, &[]).unwrap();
+        let svg = fs::read_to_string(d.join("reread.svg")).unwrap();
+        assert!(svg.contains("no reread figures"));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(size_bytes("64k"), Some(65536));
+        assert_eq!(size_bytes("4M"), Some(4 << 20));
+        assert_eq!(size_bytes("512"), Some(512));
+        assert_eq!(size_bytes("k"), None);
+        assert_eq!(fmt_value(12697.46, "insn"), "12,697.5");
+        assert_eq!(fmt_value(359.1, "insn"), "359.1");
+        assert_eq!(fmt_value(1000000.0, "insn"), "1,000,000.0");
+        assert_eq!(fmt_value(0.904, "ratio"), "0.90");
+        assert_eq!(nice_step(2244.0), 500.0);
+        assert_eq!(nice_step(10.0), 2.0);
+    }
+}

@@ -1,0 +1,210 @@
+//! `sawmill`: the host tool. Builds the guest crates, packs a system manifest and its servers
+//! into one bootable image, boots it in QEMU (interactively, as a test scenario, or as the
+//! benchmark), and fronts the ext2 utilities. Called via the `./sawmill` wrapper at the
+//! repository root, which builds this tool first.
+
+mod archive;
+mod bench;
+mod elfimage;
+mod ext2cmd;
+mod guest;
+mod image;
+mod qemu;
+mod repo;
+mod scenario;
+mod testcmd;
+
+use clap::{Parser, Subcommand};
+use repo::Repo;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "sawmill",
+    about = "Build, run, test and benchmark sawmill systems"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build every guest crate (kernel, root task, servers, test programs) for x86_64-unknown-none.
+    Build,
+    /// Build a bootable image (kernel + boot archive) for a system manifest.
+    Image {
+        /// System name (systems/NAME.toml or systems/tests/NAME.toml) or path to a manifest.
+        system: String,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Use the guest binaries already built instead of running cargo.
+        #[arg(long)]
+        no_build: bool,
+    },
+    /// Boot a system in QEMU with the serial console on this terminal.
+    Run {
+        /// System name or manifest path.
+        #[arg(default_value = "default")]
+        system: String,
+        /// Hard timeout in seconds; QEMU is killed when it expires.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Count instructions deterministically (-icount shift=0, TCG only).
+        #[arg(long)]
+        icount: bool,
+        /// Use the guest binaries already built instead of running cargo.
+        #[arg(long)]
+        no_build: bool,
+    },
+    /// Run host unit tests and the QEMU scenarios in systems/tests/ (or only the named ones).
+    Test {
+        /// Scenario names (systems/tests/NAME.toml) or manifest paths; none = everything.
+        scenarios: Vec<String>,
+        /// Scenarios run in parallel.
+        #[arg(short, long, default_value_t = 2)]
+        jobs: usize,
+        /// Skip the host unit tests (`cargo test`) when running all scenarios.
+        #[arg(long)]
+        no_host: bool,
+    },
+    /// Run the benchmarks (sawmill and a Linux baseline) and write target/bench/.
+    Bench {
+        /// Skip the Linux baseline.
+        #[arg(long)]
+        no_linux: bool,
+    },
+    /// ext2 image utilities (see `./sawmill ext2 help`).
+    #[command(disable_help_flag = true)]
+    Ext2 {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() {
+    // ext2 owns its whole argument syntax, so hand it the raw arguments before clap sees them.
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some("ext2") {
+        std::process::exit(ext2cmd::main(&raw[1..]));
+    }
+    let cli = Cli::parse();
+    let code = match real_main(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sawmill: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn real_main(cmd: Cmd) -> Result<i32, String> {
+    let repo = Repo::find()?;
+    match cmd {
+        Cmd::Build => {
+            guest::build(&repo)?;
+            Ok(0)
+        }
+        Cmd::Image {
+            system,
+            output,
+            no_build,
+        } => {
+            let path = repo.resolve_system(&system)?;
+            let mf = image::load(&path)?;
+            if !no_build {
+                guest::build(&repo)?;
+            }
+            let info = image::write_image(&repo, &mf.system, &output)?;
+            let p = info.placement;
+            println!(
+                "{}: system `{}`, boot archive {} bytes at physical {:#x}",
+                output.display(),
+                mf.system.name,
+                p.len,
+                p.paddr
+            );
+            for (name, size) in &info.entries {
+                println!("  {name:<48} {size:>10} bytes");
+            }
+            Ok(0)
+        }
+        Cmd::Run {
+            system,
+            timeout,
+            icount,
+            no_build,
+        } => run(&repo, &system, timeout, icount, no_build),
+        Cmd::Test {
+            scenarios,
+            jobs,
+            no_host,
+        } => Ok(testcmd::run(
+            &repo,
+            &testcmd::Options {
+                names: scenarios,
+                jobs,
+                host: !no_host,
+            },
+        )),
+        Cmd::Bench { no_linux } => Ok(bench::run(&repo, !no_linux)),
+        Cmd::Ext2 { args } => Ok(ext2cmd::main(&args)),
+    }
+}
+
+fn run(
+    repo: &Repo,
+    system: &str,
+    timeout: u64,
+    icount: bool,
+    no_build: bool,
+) -> Result<i32, String> {
+    let path = repo.resolve_system(system)?;
+    let mf = image::load(&path)?;
+    // Memory size and extra QEMU arguments may come from the manifest's [test] table.
+    let spec = scenario::parse(mf.test.as_ref())?;
+    if !no_build {
+        guest::build(repo)?;
+    }
+    let img = repo
+        .target()
+        .join("images")
+        .join(format!("{}.img", repo::system_stem(&path)));
+    image::write_image(repo, &mf.system, &img)?;
+    let cfg = qemu::Config {
+        image: img.clone(),
+        memory: spec.memory,
+        icount,
+        extra: spec.qemu_args,
+        serial_log: None,
+    };
+    let accel = if icount {
+        "TCG, icount"
+    } else if qemu::kvm_usable() {
+        "KVM"
+    } else {
+        "TCG"
+    };
+    eprintln!(
+        "sawmill: booting {} ({accel}, timeout {timeout}s)",
+        img.display()
+    );
+    let outcome = qemu::run(&cfg, Duration::from_secs(timeout), None, None)?;
+    match outcome {
+        qemu::Outcome::Guest(code) => {
+            eprintln!("sawmill: guest exited with code {code}");
+            Ok(code as i32)
+        }
+        qemu::Outcome::Timeout(_) => {
+            eprintln!("sawmill: {}", outcome.describe());
+            Ok(124)
+        }
+        other => {
+            eprintln!("sawmill: {}", other.describe());
+            Ok(125)
+        }
+    }
+}

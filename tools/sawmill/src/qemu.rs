@@ -1,0 +1,240 @@
+//! Running a boot image in QEMU with a hard timeout, and reading the guest's exit code.
+//!
+//! The guest reports its result by writing `0x10 | code` to the isa-debug-exit port 0xf4; QEMU
+//! then exits with `(value << 1) | 1`, i.e. 33 + 2·code. Any other QEMU exit means the guest did
+//! not shut down on purpose (0: reset/triple fault under -no-reboot; 1: QEMU itself failed).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Config {
+    pub image: PathBuf,
+    pub memory: String,
+    /// Deterministic instruction counting (benchmarks); forces TCG.
+    pub icount: bool,
+    pub extra: Vec<String>,
+    /// `None`: serial on our stdio (interactive); `Some(file)`: serial into a log file.
+    pub serial_log: Option<PathBuf>,
+}
+
+/// Hardware virtualisation only when the CPU advertises it: /dev/kvm may exist on machines where
+/// it cannot run a guest.
+pub fn kvm_usable() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| cpuinfo_has_virt(&c))
+}
+
+fn cpuinfo_has_virt(cpuinfo: &str) -> bool {
+    cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+}
+
+pub fn args(cfg: &Config, kvm: bool) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "-machine",
+        "pc",
+        "-cpu",
+        "qemu64",
+        "-m",
+        &cfg.memory,
+        "-display",
+        "none",
+        "-no-reboot",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match &cfg.serial_log {
+        None => a.extend(["-serial".into(), "stdio".into()]),
+        Some(p) => a.extend(["-serial".into(), format!("file:{}", p.display())]),
+    }
+    a.extend(
+        [
+            "-monitor",
+            "none",
+            "-device",
+            "isa-debug-exit,iobase=0xf4,iosize=0x04",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    if cfg.icount {
+        a.extend([
+            "-accel".into(),
+            "tcg".into(),
+            "-icount".into(),
+            "shift=0".into(),
+        ]);
+    } else if kvm {
+        a.extend(["-accel".into(), "kvm".into()]);
+    } else {
+        a.extend(["-accel".into(), "tcg".into()]);
+    }
+    a.push("-kernel".into());
+    a.push(cfg.image.display().to_string());
+    a.extend(cfg.extra.iter().cloned());
+    a
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The guest wrote `0x10 | code` to isa-debug-exit.
+    Guest(u8),
+    /// QEMU exited with a status that is not a guest exit code.
+    Qemu(i32),
+    /// QEMU was killed by a signal we did not send.
+    Signal(i32),
+    /// We killed QEMU when the hard timeout expired.
+    Timeout(u64),
+    /// We killed QEMU early because the log showed a reject string (see `run`).
+    Stopped(String),
+}
+
+impl Outcome {
+    pub fn from_status(code: Option<i32>, signal: Option<i32>) -> Outcome {
+        match (code, signal) {
+            (Some(c), _) if (33..=63).contains(&c) && c % 2 == 1 => {
+                Outcome::Guest(((c - 33) / 2) as u8)
+            }
+            (Some(c), _) => Outcome::Qemu(c),
+            (None, Some(s)) => Outcome::Signal(s),
+            (None, None) => Outcome::Qemu(-1),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Guest(c) => format!("guest exited with code {c}"),
+            Outcome::Qemu(0) => "QEMU exited without a guest exit code (reset, triple fault or \
+                                 power-off instead of isa-debug-exit)"
+                .into(),
+            Outcome::Qemu(c) => format!("QEMU failed with exit status {c} (not a guest exit code)"),
+            Outcome::Signal(s) => format!("QEMU was killed by signal {s}"),
+            Outcome::Timeout(t) => format!("timed out after {t}s (QEMU killed)"),
+            Outcome::Stopped(why) => format!("stopped early: {why}"),
+        }
+    }
+}
+
+/// Sends SIGTERM (QEMU restores the terminal on it), then SIGKILL if it lingers.
+fn kill(child: &mut Child) {
+    // SAFETY: kill(2) on the pid of a child we spawned and have not reaped yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Something `run` checks periodically while QEMU runs; returning `Some(reason)` stops QEMU.
+pub type Watch<'a> = &'a mut dyn FnMut() -> Option<String>;
+
+/// Runs QEMU to completion or until `timeout`. QEMU's own stderr goes to `stderr_to` if given.
+pub fn run(
+    cfg: &Config,
+    timeout: Duration,
+    stderr_to: Option<&Path>,
+    mut watch: Option<Watch<'_>>,
+) -> Result<Outcome, String> {
+    let kvm = !cfg.icount && kvm_usable();
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args(args(cfg, kvm));
+    if cfg.serial_log.is_some() {
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    }
+    if let Some(p) = stderr_to {
+        let f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        cmd.stderr(f);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        format!("cannot start qemu-system-x86_64: {e} (run scripts/setup.sh to install it)")
+    })?;
+    let start = Instant::now();
+    let mut next_watch = start;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                use std::os::unix::process::ExitStatusExt;
+                return Ok(Outcome::from_status(st.code(), st.signal()));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for QEMU: {e}")),
+        }
+        if start.elapsed() >= timeout {
+            kill(&mut child);
+            return Ok(Outcome::Timeout(timeout.as_secs()));
+        }
+        if let Some(w) = watch.as_mut() {
+            if Instant::now() >= next_watch {
+                next_watch = Instant::now() + Duration::from_millis(500);
+                if let Some(why) = w() {
+                    kill(&mut child);
+                    return Ok(Outcome::Stopped(why));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_map_to_guest_codes() {
+        assert_eq!(Outcome::from_status(Some(33), None), Outcome::Guest(0));
+        assert_eq!(Outcome::from_status(Some(35), None), Outcome::Guest(1));
+        assert_eq!(Outcome::from_status(Some(63), None), Outcome::Guest(15));
+        assert_eq!(Outcome::from_status(Some(0), None), Outcome::Qemu(0));
+        assert_eq!(Outcome::from_status(Some(1), None), Outcome::Qemu(1));
+        assert_eq!(Outcome::from_status(Some(34), None), Outcome::Qemu(34));
+        assert_eq!(Outcome::from_status(Some(65), None), Outcome::Qemu(65));
+        assert_eq!(Outcome::from_status(None, Some(9)), Outcome::Signal(9));
+    }
+
+    #[test]
+    fn kvm_only_with_virt_flags() {
+        assert!(cpuinfo_has_virt(
+            "processor: 0\nflags\t\t: fpu vme vmx sse\n"
+        ));
+        assert!(cpuinfo_has_virt("flags : fpu svm\n"));
+        assert!(!cpuinfo_has_virt(
+            "flags : fpu vmxnot sse\nmodel name: svm\n"
+        ));
+    }
+
+    #[test]
+    fn command_line() {
+        let mut cfg = Config {
+            image: "/x/a.img".into(),
+            memory: "256M".into(),
+            icount: false,
+            extra: vec!["-smp".into(), "1".into()],
+            serial_log: None,
+        };
+        let a = args(&cfg, false).join(" ");
+        assert_eq!(
+            a,
+            "-machine pc -cpu qemu64 -m 256M -display none -no-reboot -serial stdio -monitor none \
+             -device isa-debug-exit,iobase=0xf4,iosize=0x04 -accel tcg -kernel /x/a.img -smp 1"
+        );
+        assert!(args(&cfg, true).join(" ").contains("-accel kvm"));
+        cfg.icount = true;
+        cfg.serial_log = Some("/l/x.log".into());
+        let a = args(&cfg, true).join(" ");
+        assert!(
+            a.contains("-accel tcg -icount shift=0") && !a.contains("kvm"),
+            "{a}"
+        );
+        assert!(a.contains("-serial file:/l/x.log"));
+    }
+}

@@ -174,7 +174,9 @@ impl Error {
 #[repr(u64)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjKind {
-    /// `arg` = number of capability slots (1..=4096).
+    /// `arg` = number of capability slots (1..=4096) in bits 0..32, and in bits 32..40 the
+    /// highest priority the task's threads may be given (0 = the creator's own ceiling; never
+    /// above it).
     Task = 1,
     Thread = 2,
     Endpoint = 3,
@@ -326,8 +328,10 @@ pub struct Utcb {
     pub mr: [u64; MAX_WORDS],
     /// Capability items to send: slot numbers in the sender's table.
     pub caps_out: [u64; MAX_ITEMS],
-    /// Where received capabilities land: empty slots of the receiver's table. The number that
-    /// arrived is in the received tag.
+    /// Where received capabilities land: empty slots of the receiver's table, in item order.
+    /// Items are transferred until one cannot be (slot invalid or occupied, or the sender's
+    /// endpoint capability lacks GRANT); the rest are dropped. The number that arrived is in the
+    /// received tag.
     pub caps_in: [u64; MAX_ITEMS],
     /// Map items to send.
     pub map_items: [MapItem; MAX_ITEMS],

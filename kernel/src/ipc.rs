@@ -141,9 +141,11 @@ fn sender_done(s: *mut Thread, r: *mut Thread) {
         x.state = State::AwaitReply;
         x.server = r;
         th(r).caller = s;
-    } else if matches!(x.kmsg, Some(KMsg { label: label::EXIT, .. })) {
+    } else if x.zombie {
+        // The EXIT message of an ended thread is delivered: nothing of it remains.
         x.kmsg = None;
-        obj::kill_thread(s);
+        x.zombie = false;
+        x.state = State::Dead;
     } else {
         sched::wake_with(s, 0);
     }
@@ -359,20 +361,27 @@ pub fn kernel_call(t: *mut Thread, handler: Option<Cap>, km: KMsg) -> bool {
     }
 }
 
-/// The thread ends; its handler (if any) gets an EXIT message, delivered when it next receives.
-pub fn exit_thread(t: *mut Thread, status: u64) {
+/// Queues the EXIT message of an ended thread on its handler's endpoint (or hands it to a
+/// waiting receiver). The thread object carries the message until it is received.
+pub fn send_exit(t: *mut Thread, handler: Cap, status: u64) {
+    let Obj::Endpoint(ep) = handler.obj else { return };
     let x = th(t);
-    let h = x.exc;
-    if let Some(Cap { obj: Obj::Endpoint(ep), badge, .. }) = h {
-        x.kmsg = Some(KMsg { label: label::EXIT, w: [status, 0, 0, 0] });
-        match send_to(ep, t, badge, false, false, false) {
-            Ok(Some(r)) => run_next(r),
-            Ok(None) => {}
-            Err(_) => obj::kill_thread(t),
+    x.kmsg = Some(KMsg { label: label::EXIT, w: [status, 0, 0, 0] });
+    x.zombie = true;
+    match send_to(ep, t, handler.badge, false, false, false) {
+        Ok(Some(r)) => sched::make_ready(r),
+        Ok(None) => {}
+        Err(_) => {
+            x.kmsg = None;
+            x.zombie = false;
+            x.state = State::Dead;
         }
-    } else {
-        obj::kill_thread(t);
     }
+}
+
+/// The thread ends itself.
+pub fn exit_thread(t: *mut Thread, status: u64) {
+    obj::end_thread(t, status, true);
 }
 
 /// Removes a dying thread from every IPC relationship.
@@ -418,7 +427,11 @@ pub fn endpoint_gone(ep: *mut Endpoint) {
     let e = unsafe { &mut *ep };
     while let Some(t) = pop(&mut e.send_head) {
         th(t).ep = null_mut();
-        if th(t).kmsg.is_none() {
+        if th(t).zombie {
+            th(t).zombie = false;
+            th(t).kmsg = None;
+            th(t).state = State::Dead;
+        } else if th(t).kmsg.is_none() {
             sched::wake_with(t, Error::PeerGone as u64);
         } else {
             th(t).state = State::AwaitReply;

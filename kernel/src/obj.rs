@@ -140,6 +140,8 @@ pub struct Thread {
     /// Foreign (Linux) mode: reflection entry and the native code range.
     pub foreign: Option<(u64, u64, u64)>,
     pub started: bool,
+    /// Ended, but its EXIT message still waits in its handler's endpoint queue.
+    pub zombie: bool,
 }
 
 pub struct Endpoint {
@@ -158,6 +160,8 @@ pub struct Notification {
 pub struct IrqLine {
     pub notif: *mut Notification,
     pub bits: u64,
+    /// Capabilities naming this line; when the last goes, the line is masked and unbound.
+    pub caps: u32,
 }
 
 pub const NPRIO: usize = 256;
@@ -213,7 +217,7 @@ pub fn init_kernel() {
         loaded_gs: 0,
         loaded_cr3: 0,
         ticks: 0,
-        irqs: [IrqLine { notif: core::ptr::null_mut(), bits: 0 }; 16],
+        irqs: [IrqLine { notif: core::ptr::null_mut(), bits: 0, caps: 0 }; 16],
         release: Vec::with_capacity(8192),
         root_task: core::ptr::null_mut(),
         ram: [crate::mem::Range { start: 0, end: 0 }; crate::mem::MAX_RANGES],
@@ -293,6 +297,9 @@ fn hdr_of(o: Obj) -> Option<*mut Hdr> {
 }
 
 pub fn incref(o: Obj) {
+    if let Obj::Irq(l) = o {
+        k().irqs[l as usize].caps += 1;
+    }
     if let Some(h) = hdr_of(o) {
         // SAFETY: live object.
         unsafe { (*h).refs += 1 };
@@ -306,6 +313,18 @@ pub fn release(c: Cap) {
 
 pub fn drain_release() {
     while let Some(c) = k().release.pop() {
+        if let Obj::Irq(l) = c.obj {
+            let line = &mut k().irqs[l as usize];
+            line.caps -= 1;
+            if line.caps == 0 {
+                crate::trap::pic_mask(l);
+                let n = core::mem::replace(&mut line.notif, core::ptr::null_mut());
+                if !n.is_null() {
+                    release(Cap { obj: Obj::Notification(n), rights: 0, badge: 0 });
+                }
+            }
+            continue;
+        }
         let Some(h) = hdr_of(c.obj) else { continue };
         // SAFETY: live object; we hold one of its references until here.
         let refs = unsafe {
@@ -334,7 +353,7 @@ fn destroy(o: Obj) {
                 release_factory(f);
             }
             Obj::Thread(p) => {
-                kill_thread(p);
+                kill_thread_silently(p);
                 let f = (*p).hdr.factory;
                 let charge_ = (*p).hdr.charge;
                 if k().current == p {
@@ -490,6 +509,7 @@ pub fn new_thread(f: *mut Factory) -> Result<*mut Thread, Error> {
         gs_base: 0,
         foreign: None,
         started: false,
+        zombie: false,
     })))
 }
 
@@ -545,10 +565,31 @@ pub fn revoke(t: *mut Task, s: u64) -> Result<(), Error> {
 
 // ---- killing -----------------------------------------------------------------------------
 
-/// Stops a thread for good: out of every queue, partners told, UTCB unmapped and freed.
+/// Status word of the EXIT message of a thread that was killed rather than exiting itself.
+pub const EXIT_KILLED: u64 = u64::MAX;
+
+/// Stops a thread for good: out of every queue, partners told, UTCB unmapped and freed. Its
+/// exception handler then receives an EXIT message with `status`, so whoever supervises the
+/// thread learns of its end however it came about (exit, fault verdict, its task killed).
 pub fn kill_thread(p: *mut Thread) {
+    end_thread(p, EXIT_KILLED, true)
+}
+
+/// Ends a thread without telling its handler (the object itself is being freed).
+pub fn kill_thread_silently(p: *mut Thread) {
+    end_thread(p, EXIT_KILLED, false)
+}
+
+pub fn end_thread(p: *mut Thread, status: u64, notify: bool) {
     // SAFETY: p is a live thread object.
     let t = unsafe { &mut *p };
+    if t.zombie {
+        // Already ended; only its pending EXIT message remains. Drop it.
+        crate::ipc::detach(p);
+        t.zombie = false;
+        t.state = State::Dead;
+        return;
+    }
     if t.state == State::Dead {
         return;
     }
@@ -561,9 +602,7 @@ pub fn kill_thread(p: *mut Thread) {
     if let Some(c) = t.pager.take() {
         release(c);
     }
-    if let Some(c) = t.exc.take() {
-        release(c);
-    }
+    let exc = t.exc.take();
     if !t.task.is_null() {
         // SAFETY: the task outlives the binding (kill_task kills threads first).
         let task = unsafe { &mut *t.task };
@@ -581,6 +620,12 @@ pub fn kill_thread(p: *mut Thread) {
         }
         t.task = core::ptr::null_mut();
     }
+    if let Some(c) = exc {
+        if notify && t.started {
+            crate::ipc::send_exit(p, c, status);
+        }
+        release(c);
+    }
 }
 
 /// Ends a task: kills its threads, deletes its capabilities, removes its mappings (and all
@@ -597,6 +642,7 @@ pub fn kill_task(p: *mut Task) {
     let mut gone = Vec::new();
     k().mapdb.remove_space(task.id, &mut gone);
     unmap_removed(&gone);
+
     task.dead = true;
     for c in k().cspace.destroy_table(task.table) {
         release(c);

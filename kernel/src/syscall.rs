@@ -173,9 +173,16 @@ fn dispatch(cur: *mut Thread, f: &Frame) -> R {
             }
             let o = match a1 {
                 x if x == ObjKind::Task as u64 => {
+                    // arg: slots in bits 0..32, the new task's priority ceiling in bits 32..40
+                    // (0 = ours); never above our own ceiling.
                     // SAFETY: live task.
-                    let mp = unsafe { (*task).max_prio };
-                    Obj::Task(obj::new_task(fac, a3, mp)?)
+                    let mine = unsafe { (*task).max_prio };
+                    let want = ((a3 >> 32) & 0xff) as u8;
+                    let mp = if want == 0 { mine } else { want.min(mine) };
+                    if a3 >> 40 != 0 {
+                        return Err(Error::Invalid);
+                    }
+                    Obj::Task(obj::new_task(fac, a3 & 0xffff_ffff, mp)?)
                 }
                 x if x == ObjKind::Thread as u64 => Obj::Thread(obj::new_thread(fac)?),
                 x if x == ObjKind::Endpoint as u64 => Obj::Endpoint(obj::new_endpoint(fac)?),
@@ -258,7 +265,9 @@ fn dispatch(cur: *mut Thread, f: &Frame) -> R {
             if !old.is_null() {
                 obj::release(Cap { obj: Obj::Notification(old), rights: 0, badge: 0 });
             }
-            k().irqs[line as usize] = obj::IrqLine { notif: np, bits: a2 };
+            let l = &mut k().irqs[line as usize];
+            l.notif = np;
+            l.bits = a2;
             crate::trap::pic_unmask(line);
             ok(cur)
         }

@@ -378,6 +378,12 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     "server `{n}`: provides an endpoint with an empty name"
                 ));
             }
+            // `name:` prefixes are reserved for the slots root fills itself (sys:pager, irq:8).
+            if p.contains(':') || p.len() > 64 {
+                return Err(format!(
+                    "server `{n}`: endpoint name `{p}` must be at most 64 characters without `:`"
+                ));
+            }
             if let Some(other) = providers.insert(p.as_str(), n) {
                 return Err(format!(
                     "server `{n}`: endpoint `{p}` is already provided by server `{other}`"

@@ -260,7 +260,8 @@ impl Root {
         let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024;
         let fac = self.create(root_slots::FACTORY, ObjKind::Factory, kmem).unwrap_or_else(|e| fail("server factory", e));
         caps.push(fac);
-        let task = self.create(fac, ObjKind::Task, 1024).unwrap_or_else(|e| fail("server task", e));
+        // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
+        let task = self.create(fac, ObjKind::Task, 1024 | (s.priority as u64) << 32).unwrap_or_else(|e| fail("server task", e));
         caps.push(task);
         let thread = self.create(fac, ObjKind::Thread, 0).unwrap_or_else(|e| fail("server thread", e));
         caps.push(thread);
@@ -302,11 +303,12 @@ impl Root {
         for a in &s.args {
             w.add(env::KIND_ARG, 0, a.as_bytes());
         }
-        w.add(env::KIND_CAP, sslots::TASK, b"task");
-        w.add(env::KIND_CAP, sslots::THREAD, b"thread");
-        w.add(env::KIND_CAP, sslots::PAGER, b"pager");
+        // Fixed slots carry a `sys:` prefix so they never clash with manifest endpoint names.
+        w.add(env::KIND_CAP, sslots::TASK, b"sys:task");
+        w.add(env::KIND_CAP, sslots::THREAD, b"sys:thread");
+        w.add(env::KIND_CAP, sslots::PAGER, b"sys:pager");
         if s.kmem_kb > 0 {
-            w.add(env::KIND_CAP, sslots::FACTORY, b"factory");
+            w.add(env::KIND_CAP, sslots::FACTORY, b"sys:factory");
         }
         let mut next = sslots::FIRST_NAMED;
         for p in &s.provides {
@@ -328,7 +330,7 @@ impl Root {
             let n = self.create(root_slots::FACTORY, ObjKind::Notification, 0).unwrap_or_else(|e| fail("notification", e));
             caps.push(n);
             put(n, sslots::IRQ_NOTIFY);
-            w.add(env::KIND_CAP, sslots::IRQ_NOTIFY, b"irq-notify");
+            w.add(env::KIND_CAP, sslots::IRQ_NOTIFY, b"sys:irq-notify");
             for &line in &s.irqs {
                 let irq = self.slots.next();
                 sys::irq_get(root_slots::IRQ_CONTROL, line as u64, irq).unwrap_or_else(|e| fail("irq", e));
@@ -459,10 +461,16 @@ fn main() {
             continue;
         }
         let i = idx - 1;
+        if !root.servers[i].alive {
+            // Late messages of a server already reaped (the EXIT of each of its threads).
+            continue;
+        }
         let name = root.servers[i].name.clone();
         match m.tag.label() {
             label::EXIT => {
-                if m.w[0] != 0 {
+                if m.w[0] == u64::MAX {
+                    println!("root: {} was killed", name);
+                } else if m.w[0] != 0 {
                     println!("root: {} exited with status {:#x}", name, m.w[0]);
                 } else {
                     println!("root: {} exited", name);

@@ -1,0 +1,34 @@
+//! Scenario 4: does one bad thing, chosen by its argument. Root must report it and end only this
+//! task.
+#![no_std]
+#![no_main]
+use sawmill_rt::{env, println};
+
+sawmill_rt::entry!(main);
+
+static RODATA: [u64; 4] = [1, 2, 3, 4];
+
+fn main() {
+    let what = env::arg(0).unwrap_or("");
+    println!("faulter: about to {}", what);
+    // SAFETY: none of this is safe; each arm deliberately faults so the kernel reports it.
+    unsafe {
+        match what {
+            "null" => {
+                let v = core::ptr::read_volatile(core::ptr::null::<u64>());
+                println!("faulter: read {}", v);
+            }
+            "ud" => core::arch::asm!("ud2"),
+            "div" => core::arch::asm!("xor edx, edx", "xor ecx, ecx", "mov eax, 1", "div ecx", out("eax") _, out("edx") _, out("ecx") _),
+            "ro" => core::ptr::write_volatile(RODATA.as_ptr() as *mut u64, 9),
+            "kernel" => {
+                let v = core::ptr::read_volatile(0xffff_8000_0000_0000u64 as *const u64);
+                println!("faulter: read {}", v);
+            }
+            "ioport" => core::arch::asm!("in al, dx", in("dx") 0x64u16, out("al") _),
+            "priv" => core::arch::asm!("cli"),
+            _ => {}
+        }
+    }
+    println!("faulter: FAIL survived {}", what);
+}

@@ -1,6 +1,6 @@
-//! `./sawmill bench`: boots `systems/bench.toml` under `-icount shift=0` (TCG, `-cpu qemu64`),
-//! so guest `rdtsc` counts executed guest instructions, collects its `BENCH <name> <value>
-//! <unit>` lines, runs the same kind of measurements on Linux in the same emulator
+//! `./sawmill bench`: boots every `systems/bench*.toml` under `-icount shift=0` (TCG, `-cpu
+//! qemu64`), so guest `rdtsc` counts executed guest instructions, collects their `BENCH <name>
+//! <value> <unit>` lines, runs the same kind of measurements on Linux in the same emulator
 //! ([`linux`]), and writes the report ([`report`]) to target/bench/.
 
 pub mod linux;
@@ -29,14 +29,25 @@ fn step(k: usize, n: usize, what: &str) {
     let _ = std::io::stdout().flush();
 }
 
-/// Builds and boots the benchmark system; returns its metrics.
-fn sawmill_figures(repo: &Repo, out_dir: &Path, steps: usize) -> Result<Vec<Metric>, String> {
-    step(
-        1,
-        steps,
-        "build sawmill (guests + systems/bench.toml image)",
-    );
-    let path = repo.resolve_system("bench")?;
+/// The benchmark systems: `systems/bench*.toml`, sorted.
+fn bench_systems(repo: &Repo) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(repo.root.join("systems"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with("bench") && n.ends_with(".toml"))
+                .map(|n| n.trim_end_matches(".toml").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Builds and boots one benchmark system; returns its metrics.
+fn sawmill_figures(repo: &Repo, out_dir: &Path, name: &str, k: usize, steps: usize) -> Result<Vec<Metric>, String> {
+    step(k, steps, &format!("sawmill: systems/{name}.toml (QEMU TCG, -icount shift=0)"));
+    let path = repo.resolve_system(name)?;
     let mf = image::load(&path)?;
     // The [test] table of bench.toml may set a timeout, memory size and extra QEMU args.
     let spec = scenario::parse(mf.test.as_ref())?;
@@ -45,12 +56,9 @@ fn sawmill_figures(repo: &Repo, out_dir: &Path, steps: usize) -> Result<Vec<Metr
     } else {
         DEFAULT_TIMEOUT
     };
-    guest::build(repo)?;
-    let img = repo.target().join("images").join("bench.img");
+    let img = repo.target().join("images").join(format!("{name}.img"));
     image::write_image(repo, &mf.system, &img)?;
-
-    step(2, steps, "sawmill benchmarks (QEMU TCG, -icount shift=0)");
-    let log = out_dir.join("sawmill-serial.log");
+    let log = out_dir.join(format!("{name}-serial.log"));
     let cfg = qemu::Config {
         image: img,
         memory: spec.memory.clone(),
@@ -61,7 +69,7 @@ fn sawmill_figures(repo: &Repo, out_dir: &Path, steps: usize) -> Result<Vec<Metr
     let outcome = qemu::run(
         &cfg,
         Duration::from_secs(timeout),
-        Some(&out_dir.join("sawmill-qemu.log")),
+        Some(&out_dir.join(format!("{name}-qemu.log"))),
         None,
     )?;
     let serial = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
@@ -96,17 +104,23 @@ pub fn run(repo: &Repo, with_linux: bool) -> i32 {
         eprintln!("sawmill bench: {}: {e}", out_dir.display());
         return 1;
     }
-    let steps = if with_linux { 4 } else { 3 };
+    let systems = bench_systems(repo);
+    let steps = 1 + systems.len() + if with_linux { 2 } else { 1 };
     let mut failures = Vec::new();
-    let mut metrics = match sawmill_figures(repo, &out_dir, steps) {
-        Ok(m) => m,
-        Err(e) => {
-            failures.push(format!("sawmill figures: {e}"));
-            Vec::new()
+    let mut metrics = Vec::new();
+    step(1, steps, "build sawmill guests");
+    if let Err(e) = guest::build(repo) {
+        failures.push(format!("guest build: {e}"));
+    } else {
+        for (i, name) in systems.iter().enumerate() {
+            match sawmill_figures(repo, &out_dir, name, 2 + i, steps) {
+                Ok(m) => metrics.extend(m),
+                Err(e) => failures.push(format!("{name}: {e}")),
+            }
         }
-    };
+    }
     if with_linux {
-        step(3, steps, "Linux baseline (same QEMU, -icount shift=0)");
+        step(steps - 1, steps, "Linux baseline (same QEMU, -icount shift=0)");
         let mut progress = |msg: &str| {
             println!("      {msg}");
             let _ = std::io::stdout().flush();

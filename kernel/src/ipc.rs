@@ -64,10 +64,32 @@ fn pop(head: &mut *mut Thread) -> Option<*mut Thread> {
 
 // ---- message transfer --------------------------------------------------------------------
 
+/// Tag bits that make a message more than registers: words beyond 4, capability and map items.
+const TAG_SLOW: u64 = (0x7c << 16) | (7 << 24) | (7 << 27);
+
 /// Copies the message of `src` (its registers and UTCB, or its kernel message) into `dst`'s
 /// registers and UTCB. `badge` identifies the capability the sender used; `grant` allows
 /// capability items.
+#[inline(always)]
 fn deliver(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
+    let s = th(src);
+    // Fast path: a register-only message is six register moves.
+    if s.kmsg.is_none() && s.frame.rsi & TAG_SLOW == 0 {
+        let d = th(dst);
+        d.frame.rax = 0;
+        d.frame.rdi = badge;
+        d.frame.rsi = s.frame.rsi & 0x7f_ffff;
+        d.frame.rdx = s.frame.rdx;
+        d.frame.r10 = s.frame.r10;
+        d.frame.r8 = s.frame.r8;
+        d.frame.r9 = s.frame.r9;
+        return;
+    }
+    deliver_slow(src, dst, badge, grant)
+}
+
+#[inline(never)]
+fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
     let s = th(src);
     let (tag, w) = match s.kmsg {
         Some(km) => (MsgTag::new(km.label, 4), km.w),
@@ -205,7 +227,8 @@ fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, 
     }
 }
 
-/// Replies to the caller `r` is serving, if any. Returns the woken caller.
+/// Replies to the caller `r` is serving, if any. Returns the caller, now runnable but not yet
+/// queued: the system call decides whether to switch to it directly or queue it.
 fn reply(r: *mut Thread) -> Option<*mut Thread> {
     let y = th(r);
     let c = y.caller;
@@ -229,7 +252,6 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
             }
             if lbl == 0 {
                 x.state = State::Ready;
-                sched::make_ready(c);
             } else {
                 obj::kill_thread(c);
                 return None;
@@ -238,7 +260,6 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
         None => {
             deliver(r, c, 0, true);
             x.state = State::Ready;
-            sched::make_ready(c);
         }
     }
     Some(c)
@@ -261,6 +282,75 @@ fn run_next(r: *mut Thread) {
         k().current = r;
     } else {
         sched::make_ready(r);
+    }
+}
+
+// ---- fast path ---------------------------------------------------------------------------
+
+/// The IPC fast path (L4's): a register-only `call` to a waiting receiver, or a register-only
+/// `reply_recv` to a waiting caller with no sender queued, when no other thread is ready. It
+/// moves the message words and switches straight to the partner. Anything else returns and takes
+/// the general path, which gives the same result.
+#[inline(always)]
+pub fn fast_path(cur: *mut Thread) {
+    let t = th(cur);
+    let sys = t.frame.rax;
+    let tag = t.frame.rsi;
+    if tag & (TAG_SLOW | MsgTag::NONBLOCK) != 0 {
+        return;
+    }
+    let b = &k().ready_bits;
+    if b[0] | b[1] | b[2] | b[3] != 0 {
+        return;
+    }
+    let Ok(c) = obj::lookup(t.task, t.frame.rdi) else { return };
+    let Obj::Endpoint(ep) = c.obj else { return };
+    // SAFETY: the capability holds the endpoint alive.
+    let e = unsafe { &mut *ep };
+    if sys == sawmill_abi::Sys::Call as u64 {
+        let r = e.recv_head;
+        if c.rights & rights::SEND == 0 || r.is_null() {
+            return;
+        }
+        unlink(&mut e.recv_head, r);
+        let rt = th(r);
+        rt.ep = null_mut();
+        rt.frame.rax = 0;
+        rt.frame.rdi = c.badge;
+        rt.frame.rsi = tag & 0x7f_ffff;
+        rt.frame.rdx = t.frame.rdx;
+        rt.frame.r10 = t.frame.r10;
+        rt.frame.r8 = t.frame.r8;
+        rt.frame.r9 = t.frame.r9;
+        rt.state = State::Ready;
+        rt.caller = cur;
+        t.send_call = true;
+        t.state = State::AwaitReply;
+        t.server = r;
+        sched::switch_now(r)
+    } else if sys == sawmill_abi::Sys::ReplyRecv as u64 {
+        let cl = t.caller;
+        if c.rights & rights::RECV == 0 || cl.is_null() || !e.send_head.is_null() {
+            return;
+        }
+        let ct = th(cl);
+        if ct.kmsg.is_some() {
+            return;
+        }
+        ct.frame.rax = 0;
+        ct.frame.rdi = 0;
+        ct.frame.rsi = tag & 0x7f_ffff;
+        ct.frame.rdx = t.frame.rdx;
+        ct.frame.r10 = t.frame.r10;
+        ct.frame.r8 = t.frame.r8;
+        ct.frame.r9 = t.frame.r9;
+        ct.state = State::Ready;
+        ct.server = null_mut();
+        t.caller = null_mut();
+        t.state = State::Receiving;
+        t.ep = ep;
+        push(&mut e.recv_head, cur);
+        sched::switch_now(cl)
     }
 }
 
@@ -331,11 +421,13 @@ pub fn sys_reply_recv(cur: *mut Thread) {
         Ok(false) => {
             if let Some(c) = woken {
                 // We block: hand the CPU straight to the client we answered.
-                sched::dequeue_any(c);
                 run_next(c);
             }
         }
         Err(e) => {
+            if let Some(c) = woken {
+                sched::make_ready(c);
+            }
             x.frame.rax = e as u64;
         }
     }

@@ -359,6 +359,7 @@ fn destroy(o: Obj) {
                 if k().current == p {
                     k().current = core::ptr::null_mut();
                 }
+                crate::sched::forget(p);
                 drop(Box::from_raw(p));
                 uncharge(f, charge_);
                 release_factory(f);
@@ -525,8 +526,11 @@ pub fn slot(t: *mut Task, s: u64) -> Result<SlotId, Error> {
 }
 
 /// The capability in slot `s` of the current thread's task.
+#[inline(always)]
 pub fn lookup(t: *mut Task, s: u64) -> Result<Cap, Error> {
-    Ok(*cs(k().cspace.get(slot(t, s)?))?)
+    // SAFETY: live task.
+    let table = unsafe { (*t).table };
+    k().cspace.cap_at(table, s).copied().ok_or(Error::BadCap)
 }
 
 /// Inserts an original capability; takes a reference.

@@ -112,10 +112,39 @@ pub fn clear_io() {
     k().io_loaded = null_mut();
 }
 
+/// The thread whose state (address space, FS/GS, TS, I/O bitmap, entry frame) is loaded.
+static mut LOADED: *mut Thread = null_mut();
+
+/// A thread object is freed: its memory may be reused for another thread, whose state must then
+/// be loaded in full.
+pub fn forget(t: *mut Thread) {
+    // SAFETY: single CPU.
+    unsafe {
+        if LOADED == t {
+            LOADED = null_mut();
+        }
+    }
+}
+
+/// Forces a full reload of the current thread's state on the way out (its FS/GS base or its
+/// task's I/O bitmap changed).
+pub fn reload() {
+    // SAFETY: single CPU.
+    unsafe { LOADED = null_mut() };
+}
+
 /// Loads a thread's address space and per-thread state and returns to it.
 fn switch_to(t: *mut Thread) -> ! {
     let kk = k();
     kk.current = t;
+    // SAFETY: single CPU; LOADED is only used here.
+    unsafe {
+        if LOADED == t {
+            // Same thread as on entry (a system call that did not block): nothing to reload.
+            return_to_user(&(*t).frame);
+        }
+        LOADED = t;
+    }
     // SAFETY: t is live and runnable, bound to a live task.
     let th = unsafe { &mut *t };
     let task = unsafe { &mut *th.task };
@@ -149,15 +178,27 @@ fn switch_to(t: *mut Thread) -> ! {
     unsafe { return_to_user(&th.frame) }
 }
 
+/// Runs `t` now (the IPC fast path has checked that nothing of higher priority is ready).
+#[inline(always)]
+pub fn switch_now(t: *mut Thread) -> ! {
+    switch_to(t)
+}
+
 /// Leaves the kernel: continues the current thread if it is runnable and no higher-priority
 /// thread is ready; otherwise runs the best ready thread, idling until there is one.
 pub fn finish() -> ! {
-    crate::obj::drain_release();
+    if !k().release.is_empty() {
+        crate::obj::drain_release();
+    }
     let cur = k().current;
     if !cur.is_null() {
         // SAFETY: current is live (destroy clears it).
         let th = unsafe { &mut *cur };
         if th.state == State::Ready {
+            let b = &k().ready_bits;
+            if b[0] | b[1] | b[2] | b[3] == 0 {
+                switch_to(cur);
+            }
             match highest_ready() {
                 Some(p) if p > th.prio as usize => {
                     enqueue(cur);

@@ -78,8 +78,21 @@ extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
             sched::finish();
         }
     }
-    let f = t.frame;
-    let r = dispatch(cur, &f);
+    // The IPC calls go straight to their handlers (fast path first): they set their own results.
+    match t.frame.rax {
+        x if x == Sys::Call as u64 => {
+            ipc::fast_path(cur);
+            ipc::sys_call(cur);
+            sched::finish()
+        }
+        x if x == Sys::ReplyRecv as u64 => {
+            ipc::fast_path(cur);
+            ipc::sys_reply_recv(cur);
+            sched::finish()
+        }
+        _ => {}
+    }
+    let r = dispatch(cur);
     // SAFETY: the thread may have died during the call; only touch it if it is still current.
     if k().current == cur {
         if let Err(e) = r {
@@ -112,16 +125,18 @@ fn ok(cur: *mut Thread) -> R {
     Ok(())
 }
 
-fn dispatch(cur: *mut Thread, f: &Frame) -> R {
+fn dispatch(cur: *mut Thread) -> R {
     // SAFETY: live current thread.
     let t = unsafe { &mut *cur };
     let task = t.task;
+    let f = &t.frame;
     let (a0, a1, a2, a3, a4, a5) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9);
     if f.rax >= SYS_COUNT {
         return Err(Error::NoSys);
     }
     // SAFETY: checked against SYS_COUNT, and Sys is a dense repr(u64) enum.
     let sys: Sys = unsafe { core::mem::transmute(f.rax) };
+    let t = unsafe { &mut *cur };
     match sys {
         Sys::Null => ok(cur),
         Sys::Call => Ok(ipc::sys_call(cur)),
@@ -327,6 +342,7 @@ fn dispatch(cur: *mut Thread, f: &Frame) -> R {
             if k().io_loaded == tt {
                 sched::clear_io();
             }
+            sched::reload();
             ok(cur)
         }
         Sys::Shutdown => {
@@ -360,6 +376,7 @@ fn dispatch(cur: *mut Thread, f: &Frame) -> R {
             }
             t.fs_base = a0;
             t.gs_base = a1;
+            sched::reload();
             ok(cur)
         }
         Sys::ThreadForeign => {

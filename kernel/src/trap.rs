@@ -51,16 +51,21 @@ pub fn pic_mask(line: u8) {
     outb(port, inb(port) | (1 << bit));
 }
 
+/// Whether CR0.TS is set (kept here so a switch need not read CR0).
+static mut TS_ON: bool = false;
+
 pub fn set_fpu_trap(on: bool) {
     // CR0.TS makes the next FPU/SSE instruction raise #NM.
-    let mut cr0: u64;
-    // SAFETY: toggling TS only affects when #NM is raised.
+    // SAFETY: single CPU; toggling TS only affects when #NM is raised.
     unsafe {
+        if TS_ON == on {
+            return;
+        }
+        TS_ON = on;
+        let mut cr0: u64;
         core::arch::asm!("mov {}, cr0", out(reg) cr0, options(nostack, nomem));
         let want = if on { cr0 | 8 } else { cr0 & !8 };
-        if want != cr0 {
-            core::arch::asm!("mov cr0, {}", in(reg) want, options(nostack));
-        }
+        core::arch::asm!("mov cr0, {}", in(reg) want, options(nostack));
     }
 }
 

@@ -132,6 +132,13 @@ impl<C: Clone> CSpace<C> {
         }
     }
 
+    /// The capability at `index` of `table`, if any (one bounds check per level; the IPC path).
+    #[inline(always)]
+    pub fn cap_at(&self, table: u32, index: u64) -> Option<&C> {
+        let t = self.tables.get(table as usize)?.as_ref()?;
+        t.get(usize::try_from(index).ok()?)?.cap.as_ref()
+    }
+
     /// The capability in a slot.
     pub fn get(&self, s: SlotId) -> Result<&C, CsError> {
         self.slot(s).ok_or(CsError::BadSlot)?.cap.as_ref().ok_or(CsError::Empty)

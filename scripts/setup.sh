@@ -6,7 +6,8 @@
 set -euo pipefail
 
 # gcc + libc6-dev: the C linker and C runtime rustc needs to link host programs (the tool, tests).
-packages=(qemu-system-x86 e2fsprogs gcc libc6-dev)
+# grub-pc-bin, grub-common, xorriso, mtools: the test that boots the image through GRUB.
+packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools)
 if [ "${1:-}" = "bench" ]; then
     packages+=(musl-tools busybox-static cpio linux-image-amd64)
 fi

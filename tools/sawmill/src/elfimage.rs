@@ -18,6 +18,7 @@ const PAGE: u64 = 4096;
 
 const PT_LOAD: u32 = 1;
 const PT_PHDR: u32 = 6;
+const PT_NULL: u32 = 0;
 const PF_R: u32 = 4;
 const SHT_SYMTAB: u32 = 2;
 const SHT_NOBITS: u32 = 8;
@@ -210,18 +211,7 @@ pub fn build_image(kernel: &[u8], archive: &[u8]) -> Result<(Vec<u8>, Placement)
     out.resize(align_up(out.len() as u64, PAGE) as usize, 0);
     let file_offset = out.len() as u64;
     out.extend_from_slice(archive);
-    out.resize(align_up(out.len() as u64, 8) as usize, 0);
-    let phoff = out.len() as u64;
 
-    let mut n = 0u64;
-    for (p, raw) in &phdrs {
-        // The table moves out of every loaded segment, so a PT_PHDR would now be a lie.
-        if p.p_type == PT_PHDR {
-            continue;
-        }
-        out.extend_from_slice(raw);
-        n += 1;
-    }
     let mut ph = [0u8; PHDR_SIZE];
     ph[0..4].copy_from_slice(&PT_LOAD.to_le_bytes());
     ph[4..8].copy_from_slice(&PF_R.to_le_bytes());
@@ -231,13 +221,35 @@ pub fn build_image(kernel: &[u8], archive: &[u8]) -> Result<(Vec<u8>, Placement)
     ph[32..40].copy_from_slice(&len.to_le_bytes());
     ph[40..48].copy_from_slice(&len.to_le_bytes());
     ph[48..56].copy_from_slice(&PAGE.to_le_bytes());
-    out.extend_from_slice(&ph);
-    n += 1;
-    if n >= 0xffff {
-        return Err("kernel ELF has too many program headers".into());
+
+    // The kernel reserves a PT_NULL entry in its program-header table (kernel/linker.ld): the
+    // archive's segment goes there, so the table stays at the start of the file, where GRUB's
+    // multiboot loader insists on finding it. Without a spare entry the table moves to the end
+    // (fine for QEMU's loader, not for GRUB).
+    let spare = phdrs.iter().position(|(p, _)| p.p_type == PT_NULL);
+    if let Some(i) = spare {
+        let at = (u64_at(kernel, 0x20)? + i as u64 * PHDR_SIZE as u64) as usize;
+        out[at..at + PHDR_SIZE].copy_from_slice(&ph);
+    } else {
+        out.resize(align_up(out.len() as u64, 8) as usize, 0);
+        let phoff = out.len() as u64;
+        let mut n = 0u64;
+        for (p, raw) in &phdrs {
+            // The table moves out of every loaded segment, so a PT_PHDR would now be a lie.
+            if p.p_type == PT_PHDR {
+                continue;
+            }
+            out.extend_from_slice(raw);
+            n += 1;
+        }
+        out.extend_from_slice(&ph);
+        n += 1;
+        if n >= 0xffff {
+            return Err("kernel ELF has too many program headers".into());
+        }
+        out[0x20..0x28].copy_from_slice(&phoff.to_le_bytes());
+        out[0x38..0x3a].copy_from_slice(&(n as u16).to_le_bytes());
     }
-    out[0x20..0x28].copy_from_slice(&phoff.to_le_bytes());
-    out[0x38..0x3a].copy_from_slice(&(n as u16).to_le_bytes());
 
     let d = desc as usize;
     out[d + 8..d + 16].copy_from_slice(&paddr.to_le_bytes());
@@ -340,6 +352,26 @@ pub(crate) mod tests {
             f[64 + i * 56..64 + (i + 1) * 56].copy_from_slice(p);
         }
         f
+    }
+
+    #[test]
+    fn fills_a_spare_entry_in_place() {
+        // Turn the synthetic kernel's PT_PHDR (entry 0) into the spare PT_NULL the real kernel's
+        // linker script reserves.
+        let mut kernel = synthetic_kernel(DESCRIPTOR_MAGIC, false);
+        let phoff = u64_at(&kernel, 0x20).unwrap() as usize;
+        kernel[phoff..phoff + 4].copy_from_slice(&PT_NULL.to_le_bytes());
+        let archive = vec![0xabu8; 5000];
+        let (img, pl) = build_image(&kernel, &archive).unwrap();
+        // The table stays where it was (GRUB reads it from the start of the file) ...
+        assert_eq!(u64_at(&img, 0x20).unwrap() as usize, phoff);
+        assert_eq!(u16_at(&img, 0x38).unwrap(), u16_at(&kernel, 0x38).unwrap());
+        // ... and its spare entry now loads the archive.
+        let phdrs = program_headers(&img).unwrap();
+        let (p, _) = phdrs[0];
+        assert_eq!((p.p_type, p.p_paddr, p.p_memsz), (PT_LOAD, pl.paddr, 5000));
+        assert_eq!(&img[pl.file_offset as usize..][..5000], &archive[..]);
+        assert!(phdrs.iter().all(|(p, _)| p.p_type != PT_NULL));
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub mod slots {
     pub const PAGER: u64 = 3;
     /// Notification that interrupt lines signal (only if the manifest gives `irqs`).
     pub const IRQ_NOTIFY: u64 = 4;
+    /// Root's endpoint for faults and exceptions of threads the server starts itself (their
+    /// normal exit does not end the server).
+    pub const THREAD_HANDLER: u64 = 5;
     /// First slot root fills with named capabilities.
     pub const FIRST_NAMED: u64 = 8;
 }

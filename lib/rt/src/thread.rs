@@ -42,7 +42,7 @@ pub fn spawn(prio: u64, stack: usize, f: impl FnOnce() + Send + 'static) -> Resu
     if idx >= layout::UTCB_MAX {
         return Err(Error::NoMemory);
     }
-    sys::thread_config(th, slots::TASK, layout::UTCB_BASE + idx * 4096, slots::PAGER, slots::PAGER, prio)?;
+    sys::thread_config(th, slots::TASK, layout::UTCB_BASE + idx * 4096, slots::PAGER, slots::THREAD_HANDLER, prio)?;
     let stack = alloc::vec![0u8; stack.max(4096)].leak();
     let top = (stack.as_ptr() as u64 + stack.len() as u64) & !15;
     let arg = Box::into_raw(Box::new(Start { f: Box::new(f) })) as u64;

@@ -21,9 +21,19 @@ use sawmill_rt::{env, ipc, println, slots as sslots, sys};
 
 sawmill_rt::entry!(main);
 
+/// Badge bit of the handler capability for threads a server starts itself.
+const SECONDARY: u64 = 1 << 63;
+
 /// Kernel memory each server's factory gets for its own bookkeeping (page tables, UTCBs,
 /// mapping nodes), on top of the manifest's `kmem_kb` for objects it creates itself.
 const BASE_KMEM: u64 = 256 * 1024;
+
+/// Kernel memory per page of a RAM pool (its mapping node, with room to spare) and for the page
+/// tables of the pool's window.
+const POOL_KMEM_PER_PAGE: u64 = 160;
+
+/// The badge of root's own capability to the memory server (no manifest badge has bit 63).
+const ROOT_MEM_BADGE: u64 = u64::MAX;
 
 struct Pages {
     /// Fixed-size: read before the heap exists.
@@ -71,6 +81,37 @@ impl Pages {
         // SAFETY: the page is user RAM in our window and owned by no one else now.
         unsafe { core::ptr::write_bytes((layout::PHYS_WINDOW + p) as *mut u8, 0, 4096) };
         Some(p)
+    }
+
+    /// `n` pages (not zeroed) as few physically contiguous runs as the bump region allows, then
+    /// single pages from the free list: (physical address, pages) per run.
+    fn alloc_runs(&mut self, mut n: u64) -> Option<Vec<(u64, u64)>> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        while n > 0 {
+            match self.range(self.next) {
+                Some((_, e)) if self.cur < e => {
+                    let k = n.min((e - self.cur) / 4096);
+                    if k == 0 {
+                        self.next += 1;
+                        self.cur = self.range(self.next).map_or(0, |r| r.0);
+                        continue;
+                    }
+                    runs.push((self.cur, k));
+                    self.cur += k * 4096;
+                    n -= k;
+                }
+                Some(_) => {
+                    self.next += 1;
+                    self.cur = self.range(self.next).map_or(0, |r| r.0);
+                }
+                None => {
+                    let p = self.free.pop()?;
+                    runs.push((p, 1));
+                    n -= 1;
+                }
+            }
+        }
+        Some(runs)
     }
 
     /// A run of contiguous pages from the bump region (for root's own heap).
@@ -136,6 +177,10 @@ struct Running {
     pages: Vec<u64>,
     alive: bool,
     status: u64,
+    /// Its badge on the `mem` endpoint, if it uses the memory server.
+    mem_badge: Option<u64>,
+    /// It provides `mem`.
+    is_mem: bool,
 }
 
 struct Root {
@@ -145,6 +190,8 @@ struct Root {
     /// Endpoint name -> root slot of the original capability.
     endpoints: Vec<(String, u64)>,
     servers: Vec<Running>,
+    /// Root's capability to the memory server (badge ROOT_MEM_BADGE), once one runs.
+    mem_cap: Option<u64>,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -170,86 +217,37 @@ impl Root {
         Ok(())
     }
 
-    /// Loads an ELF image from the boot archive into `task`. Read-only segments are mapped
-    /// straight from the archive; writable ones are copied into fresh pages.
+    /// Loads an ELF image from the boot archive into `task` with the task loader
+    /// (lib/loader): read-only whole pages map straight from the archive, the rest is copied
+    /// into fresh pages of our window (recorded in `owned` for reclaim).
     fn load_elf(&mut self, task: u64, img: u64, size: u64, owned: &mut Vec<u64>) -> Result<u64, &'static str> {
+        struct Boot<'a> {
+            pages: &'a mut Pages,
+            owned: &'a mut Vec<u64>,
+            task: u64,
+            img: u64,
+            cur: u64,
+        }
+        impl sawmill_loader::Backend for Boot<'_> {
+            fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
+                sys::task_map(self.task, self.img + off, va, 1, r).map_err(|_| "mapping an image page")
+            }
+            fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
+                let p = self.pages.alloc().ok_or("out of memory")?;
+                self.owned.push(p);
+                self.cur = p;
+                // SAFETY: a fresh zeroed page of user RAM in our window, ours alone.
+                Ok(unsafe { core::slice::from_raw_parts_mut(win(p) as *mut u8, 4096) })
+            }
+            fn map_fresh(&mut self, va: u64, r: u64) -> Result<(), &'static str> {
+                sys::task_map(self.task, win(self.cur), va, 1, r).map_err(|_| "mapping an image page")
+            }
+        }
         // SAFETY: the module lies inside the read-only archive mapping.
         let b = unsafe { core::slice::from_raw_parts(img as *const u8, size as usize) };
-        if b.len() < 64 || &b[0..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
-            return Err("not an ELF64 little-endian image");
-        }
-        let rd64 = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        let entry = rd64(24);
-        let phoff = rd64(32) as usize;
-        let phnum = u16::from_le_bytes(b[56..58].try_into().unwrap()) as usize;
-        if phoff.checked_add(phnum * 56).map_or(true, |e| e > b.len()) {
-            return Err("program headers outside the image");
-        }
-        let seg = |i: usize| {
-            let ph = phoff + i * 56;
-            let ty = u32::from_le_bytes(b[ph..ph + 4].try_into().unwrap());
-            let fl = u32::from_le_bytes(b[ph + 4..ph + 8].try_into().unwrap());
-            (ty, fl, rd64(ph + 8), rd64(ph + 16), rd64(ph + 32), rd64(ph + 40))
-        };
-        // Pages copied so far: (page, frame, flags). A page two segments share is copied once and
-        // mapped with the union of their rights.
-        let mut copied: Vec<(u64, u64, u64)> = Vec::new();
-        for i in 0..phnum {
-            let (ty, fl, off, va, filesz, memsz) = seg(i);
-            if ty != 1 {
-                continue;
-            }
-            if off.checked_add(filesz).map_or(true, |e| e > size) || filesz > memsz || va.checked_add(memsz).map_or(true, |e| e > 0x1000_0000) {
-                return Err("bad segment");
-            }
-            let mut flags = map::READ;
-            if fl & 1 != 0 {
-                flags |= map::EXEC;
-            }
-            if fl & 2 != 0 {
-                flags |= map::WRITE;
-            }
-            let mut page = va & !0xfff;
-            while page < va + memsz {
-                let lo = page.max(va);
-                let hi = (page + 4096).min(va + filesz);
-                let shared = (0..phnum).filter(|&j| {
-                    let (t, _, _, v, _, m) = seg(j);
-                    t == 1 && page < v + m && v < page + 4096
-                }).count() > 1;
-                let aligned = (img + off) % 4096 == va % 4096;
-                if flags & map::WRITE == 0 && aligned && !shared && page >= va && page + 4096 <= va + filesz {
-                    // A whole page of read-only file data: map the archive page (zero copy).
-                    if sys::task_map(task, img + off + (page - va), page, 1, flags).is_err() {
-                        return Err("mapping an image page");
-                    }
-                } else {
-                    let (frame, f) = match copied.iter_mut().find(|c| c.0 == page) {
-                        Some(c) => {
-                            c.2 |= flags;
-                            (c.1, c.2)
-                        }
-                        None => {
-                            let p = self.pages.alloc().ok_or("out of memory")?;
-                            owned.push(p);
-                            copied.push((page, p, flags));
-                            (p, flags)
-                        }
-                    };
-                    if lo < hi {
-                        // SAFETY: both ranges are inside memory mapped for us (window, archive).
-                        unsafe {
-                            core::ptr::copy_nonoverlapping((img + off + (lo - va)) as *const u8, (win(frame) + (lo - page)) as *mut u8, (hi - lo) as usize);
-                        }
-                    }
-                    if sys::task_map(task, win(frame), page, 1, f).is_err() {
-                        return Err("mapping an image page");
-                    }
-                }
-                page += 4096;
-            }
-        }
-        Ok(entry)
+        let mut be = Boot { pages: &mut self.pages, owned, task, img, cur: 0 };
+        // Images live below the environment page (sawmill_rt::layout::ENV).
+        sawmill_loader::load(b, img % 4096, sawmill_rt::layout::ENV, &mut be).map_err(|e| e.text())
     }
 
     fn start(&mut self, idx: usize, s: &Server, arch: &Archive) {
@@ -257,7 +255,8 @@ impl Root {
         let badge = idx as u64 + 1;
         let mut caps = Vec::new();
         let mut owned = Vec::new();
-        let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024;
+        let ram_pages = s.ram_kb as u64 / 4;
+        let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024 + ram_pages * POOL_KMEM_PER_PAGE + (ram_pages / 512 + 8) * 4096;
         let fac = self.create(root_slots::FACTORY, ObjKind::Factory, kmem).unwrap_or_else(|e| fail("server factory", e));
         caps.push(fac);
         // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
@@ -294,6 +293,26 @@ impl Root {
         sys::cap_mint(self.fault_ep, pager_cap, badge, rights::SEND).unwrap_or_else(|e| fail("minting", e));
         caps.push(pager_cap);
         put(pager_cap, sslots::PAGER);
+        // Threads the server starts itself report here: their faults end the server like the
+        // main thread's, but their normal exit does not.
+        let helper_cap = self.slots.next();
+        sys::cap_mint(self.fault_ep, helper_cap, badge | SECONDARY, rights::SEND).unwrap_or_else(|e| fail("minting", e));
+        caps.push(helper_cap);
+        put(helper_cap, sslots::THREAD_HANDLER);
+        // The RAM pool: mapped at POOL_BASE, its physical ranges listed in the environment.
+        let mut ram_runs = Vec::new();
+        if ram_pages > 0 {
+            let Some(runs) = self.pages.alloc_runs(ram_pages) else { fail("RAM pool", sawmill_abi::Error::NoMemory) };
+            let mut va = sawmill_mem::boot::POOL_BASE;
+            for &(pa, n) in &runs {
+                for k in 0..n {
+                    owned.push(pa + k * 4096);
+                }
+                sys::task_map(task, win(pa), va, n, rw).unwrap_or_else(|e| fail("mapping the RAM pool", e));
+                ram_runs.push((va, pa, n));
+                va += n * 4096;
+            }
+        }
         let env_page = self.pages.alloc().expect("env page");
         owned.push(env_page);
         // SAFETY: fresh page in our window.
@@ -303,10 +322,21 @@ impl Root {
         for a in &s.args {
             w.add(env::KIND_ARG, 0, a.as_bytes());
         }
+        for &(va, pa, n) in &ram_runs {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&pa.to_le_bytes());
+            b[8..].copy_from_slice(&n.to_le_bytes());
+            if !w.add(sawmill_mem::boot::KIND_RAM, va, &b) {
+                // The environment page is full: the rest of the pool stays unused by mem.
+                println!("root: {}: only part of the RAM pool fits in the environment", name);
+                break;
+            }
+        }
         // Fixed slots carry a `sys:` prefix so they never clash with manifest endpoint names.
         w.add(env::KIND_CAP, sslots::TASK, b"sys:task");
         w.add(env::KIND_CAP, sslots::THREAD, b"sys:thread");
         w.add(env::KIND_CAP, sslots::PAGER, b"sys:pager");
+        w.add(env::KIND_CAP, sslots::THREAD_HANDLER, b"sys:thread-handler");
         if s.kmem_kb > 0 {
             w.add(env::KIND_CAP, sslots::FACTORY, b"sys:factory");
         }
@@ -361,7 +391,15 @@ impl Root {
         sys::thread_config(thread, task, sawmill_rt::layout::UTCB_BASE, pager, pager_cap, s.priority as u64)
             .unwrap_or_else(|e| fail("thread config", e));
         sys::thread_start(thread, entry, sawmill_rt::layout::STACK_TOP - 8, sawmill_rt::layout::ENV).unwrap_or_else(|e| fail("thread start", e));
-        self.servers.push(Running { name: String::from(name), wait: s.wait, task, caps, pages: owned, alive: true, status: 0 });
+        let mem_badge = s.uses.iter().find(|u| u.endpoint == "mem").map(|u| u.badge);
+        let is_mem = s.provides.iter().any(|p| p == "mem");
+        if is_mem && self.mem_cap.is_none() {
+            let ep = self.endpoint("mem");
+            let m = self.slots.next();
+            sys::cap_mint(ep, m, ROOT_MEM_BADGE, rights::SEND).unwrap_or_else(|e| fail("minting", e));
+            self.mem_cap = Some(m);
+        }
+        self.servers.push(Running { name: String::from(name), wait: s.wait, task, caps, pages: owned, alive: true, status: 0, mem_badge, is_mem });
     }
 
     fn endpoint(&mut self, name: &str) -> u64 {
@@ -386,7 +424,18 @@ impl Root {
         }
         r.caps.clear();
         let pages = core::mem::take(&mut r.pages);
+        let mem_badge = r.mem_badge;
         self.pages.free.extend(pages);
+        // Its dataspaces go back to the memory server's pool. Root trusts mem to answer (mem is
+        // never paged on demand, so it cannot be waiting for root).
+        if let (Some(b), Some(cap)) = (mem_badge, self.mem_cap) {
+            if self.servers.iter().any(|s| s.is_mem && s.alive) {
+                let r = sawmill_interfaces::mem::Client::new(cap).client_gone(b);
+                if let Err(e) = r {
+                    println!("root: mem did not take back {}'s memory: {:?}", self.servers[i].name, e);
+                }
+            }
+        }
     }
 }
 
@@ -432,7 +481,7 @@ fn main() {
         let _ = sys::shutdown(root_slots::CONTROL, 1);
     }
     println!("root: starting system '{}' ({} servers)", sys_.name, sys_.servers.len());
-    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new() };
+    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None };
     root.fault_ep = root.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
     // Kernel memory before any server exists; compared at shutdown.
     let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
@@ -456,8 +505,13 @@ fn main() {
         if m.err != 0 {
             continue;
         }
-        let idx = m.badge as usize;
+        let secondary = m.badge & SECONDARY != 0;
+        let idx = (m.badge & !SECONDARY) as usize;
         if idx == 0 || idx > root.servers.len() {
+            continue;
+        }
+        if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
+            // A thread the server started ended by itself: the server goes on.
             continue;
         }
         let i = idx - 1;
@@ -511,6 +565,9 @@ fn main() {
     // byte the servers' objects, page tables and mappings used.
     for i in 0..root.servers.len() {
         root.reap(i);
+    }
+    if let Some(m) = root.mem_cap.take() {
+        let _ = sys::cap_delete(m);
     }
     for (_, ep) in core::mem::take(&mut root.endpoints) {
         let _ = sys::cap_delete(ep);

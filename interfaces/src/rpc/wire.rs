@@ -397,6 +397,24 @@ impl<const N: usize> core::fmt::Debug for Bytes<N> {
     }
 }
 
+/// A map item of a reply (IDL type `map`): `pages` pages at the sender's `src` mapped to the
+/// receiver's `dst` with rights `flags` (`sawmill_abi::map`). The receiver sees `src` as 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Map {
+    pub src: u64,
+    pub dst: u64,
+    pub pages: u64,
+    pub flags: u64,
+}
+
+impl Map {
+    /// The kernel's form, for the UTCB.
+    #[inline(always)]
+    pub fn item(&self) -> sawmill_abi::MapItem {
+        sawmill_abi::MapItem { src: self.src, dst: self.dst, pages: self.pages, flags: self.flags }
+    }
+}
+
 /// A reference to bulk data: a dataspace capability and a range in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Dataspace {

@@ -55,6 +55,10 @@ pub struct Server {
     pub ioports: Vec<IoRange>,
     /// Endpoint (provided by some server) that pages this server's threads instead of root.
     pub pager: Option<String>,
+    /// RAM root hands this server as a pool of physical pages (the memory server's), in KiB;
+    /// 0 = none. Root maps it at a fixed address and lists the physical ranges in the
+    /// environment (see `servers/mem`).
+    pub ram_kb: u32,
 }
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
@@ -73,6 +77,7 @@ impl Default for Server {
             irqs: Vec::new(),
             ioports: Vec::new(),
             pager: None,
+            ram_kb: 0,
         }
     }
 }
@@ -142,6 +147,7 @@ pub fn encode(sys: &System) -> Vec<u8> {
                 put_str(&mut w, p);
             }
         }
+        put_u32(&mut w, s.ram_kb);
     }
     w
 }
@@ -264,9 +270,9 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         });
     }
     let name = r.string()?;
-    // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists
-    // and the pager flag.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1)?;
+    // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
+    // the pager flag and the RAM pool size.
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -302,6 +308,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             ioports.push(IoRange { base, count });
         }
         let pager = if r.bool()? { Some(r.string()?) } else { None };
+        let ram_kb = r.u32()?;
         servers.push(Server {
             name,
             module,
@@ -315,6 +322,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             irqs,
             ioports,
             pager,
+            ram_kb,
         });
     }
     if r.pos != bytes.len() {
@@ -341,7 +349,11 @@ fn module_name_ok(m: &str) -> bool {
 /// - every endpoint provided by at most one server, and every used or pager endpoint provided by
 ///   exactly one;
 /// - IRQ lines in 0..=15 except 0 (timer) and 2 (cascade), each given to at most one server;
-/// - I/O port ranges non-empty and not running past port 0xffff.
+/// - I/O port ranges non-empty and not running past port 0xffff;
+/// - badges below 2^63 (badges with bit 63 are minted by servers themselves, e.g. mem's
+///   dataspaces, and root's own to mem is `u64::MAX`), and distinct among the users of the `mem`
+///   endpoint (mem charges memory per badge and frees it when that client dies);
+/// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB.
 pub fn validate(sys: &System) -> Result<(), String> {
     if sys.name.is_empty() {
         return Err(String::from("system has no name"));
@@ -419,11 +431,40 @@ pub fn validate(sys: &System) -> Result<(), String> {
             }
         }
     }
+    let mut pool: Option<&str> = None;
+    for s in &sys.servers {
+        let n = s.name.as_str();
+        if s.ram_kb > 0 {
+            if s.ram_kb > 1024 * 1024 {
+                return Err(format!("server `{n}`: ram_kb = {} is above 1 GiB", s.ram_kb));
+            }
+            if let Some(other) = pool.replace(n) {
+                return Err(format!(
+                    "server `{n}`: only one server may have a RAM pool, and `{other}` has one"
+                ));
+            }
+        }
+    }
+    let mut mem_badges: BTreeMap<u64, &str> = BTreeMap::new();
     // Second pass: uses may name endpoints of servers listed later.
     for s in &sys.servers {
         let n = s.name.as_str();
         let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
         for u in &s.uses {
+            if u.badge >> 63 != 0 {
+                return Err(format!(
+                    "server `{n}`: badge {:#x} for `{}` has bit 63 set, which is reserved",
+                    u.badge, u.endpoint
+                ));
+            }
+            if u.endpoint == "mem" {
+                if let Some(other) = mem_badges.insert(u.badge, n) {
+                    return Err(format!(
+                        "server `{n}`: badge {} on `mem` is already used by server `{other}`",
+                        u.badge
+                    ));
+                }
+            }
             if !providers.contains_key(u.endpoint.as_str()) {
                 return Err(format!(
                     "server `{n}`: uses endpoint `{}`, which no server provides",

@@ -22,7 +22,7 @@ fn sample() -> System {
                 heap_kb: 1024,
                 uses: vec![Use {
                     endpoint: "pong".into(),
-                    badge: u64::MAX,
+                    badge: u64::MAX >> 1,
                 }],
                 irqs: vec![8, 15],
                 ioports: vec![IoRange {
@@ -30,10 +30,26 @@ fn sample() -> System {
                     count: 2,
                 }],
                 pager: Some("pong".into()),
+                ram_kb: 4096,
                 ..Server::default()
             },
         ],
     }
+}
+
+#[test]
+fn badges_pools_and_mem_clients() {
+    invalid(|s| s.servers[1].uses[0].badge = 1 << 63, "bit 63");
+    invalid(|s| s.servers[0].ram_kb = 8, "only one server may have a RAM pool");
+    invalid(|s| s.servers[1].ram_kb = 2 * 1024 * 1024, "above 1 GiB");
+    let mut s = sample();
+    s.servers[0].provides.push("mem".into());
+    s.servers[1].uses.push(Use { endpoint: "mem".into(), badge: 3 });
+    s.servers.push(Server { name: "other".into(), module: "x".into(), uses: vec![Use { endpoint: "mem".into(), badge: 3 }], ..Server::default() });
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains("badge 3 on `mem` is already used by server `ping-a`"), "{e}");
+    s.servers[2].uses[0].badge = 4;
+    validate(&s).unwrap();
 }
 
 #[test]

@@ -126,6 +126,10 @@ pub enum Type {
     Cap,
     /// A capability item plus offset and size words.
     Dataspace,
+    /// A map item (results only): pages of the sender's address space mapped into the receiver's
+    /// receive window, plus its destination, page count and rights as three words so the receiver
+    /// learns what arrived.
+    Map,
 }
 
 impl Type {
@@ -137,11 +141,19 @@ impl Type {
             Type::Bytes(_) => 1,
             Type::Cap => 0,
             Type::Dataspace => 2,
+            Type::Map => 3,
         }
     }
     pub fn caps(self) -> u32 {
         match self {
             Type::Cap | Type::Dataspace => 1,
+            _ => 0,
+        }
+    }
+    /// Map items.
+    pub fn maps(self) -> u32 {
+        match self {
+            Type::Map => 1,
             _ => 0,
         }
     }

@@ -40,6 +40,7 @@ fn in_ty(t: Type) -> String {
         Type::Bytes(_) => "&[u8]".to_string(),
         Type::Cap => "u64".to_string(),
         Type::Dataspace => "__rt::Dataspace".to_string(),
+        Type::Map => "__rt::Map".to_string(),
     }
 }
 
@@ -75,6 +76,7 @@ struct Encoded {
     regs: [String; 4],
     words: String,
     caps: u32,
+    maps: u32,
 }
 
 fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
@@ -83,7 +85,7 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
     for r in regs.iter_mut() {
         *r = "0".to_string();
     }
-    let needs_utcb = l.max_words > 4 || l.caps > 0;
+    let needs_utcb = l.max_words > 4 || l.caps > 0 || l.maps > 0;
     if needs_utcb {
         let _ = writeln!(st, "{ind}let __u = __rt::utcb();");
     }
@@ -115,6 +117,13 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
                 put(&mut st, w.unwrap(), format!("{n}.offset"));
                 put(&mut st, w.unwrap() + 1, format!("{n}.size"));
             }
+            Type::Map => {
+                // Only in replies (checked): the item itself, and what it maps as words.
+                let _ = writeln!(st, "{ind}__u.map_items[0] = {n}.item();");
+                put(&mut st, w.unwrap(), format!("{n}.dst"));
+                put(&mut st, w.unwrap() + 1, format!("{n}.pages"));
+                put(&mut st, w.unwrap() + 2, format!("{n}.flags"));
+            }
         }
     }
     let words = if l.has_bytes {
@@ -137,6 +146,7 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
         regs,
         words,
         caps: l.caps,
+        maps: l.maps,
     }
 }
 
@@ -201,6 +211,16 @@ fn decode(
                     caps_from(c.unwrap(), n),
                     word(w.unwrap()),
                     word(w.unwrap() + 1)
+                );
+            }
+            Type::Map => {
+                // The sender's address is not the receiver's business.
+                let _ = writeln!(
+                    st,
+                    "{ind}let {n} = __rt::Map {{ src: 0, dst: {}, pages: {}, flags: {} }};",
+                    word(w.unwrap()),
+                    word(w.unwrap() + 1),
+                    word(w.unwrap() + 2)
                 );
             }
         }
@@ -340,6 +360,9 @@ fn gen_client(o: &mut String, it: &Interface) {
             if p.ty.caps() > 0 {
                 args.push(format!("{}_rx: u64", p.name));
             }
+            if p.ty.maps() > 0 {
+                args.push(format!("{}_rx: [u64; 2]", p.name));
+            }
         }
         let ret = if m.attrs.oneway {
             "()".to_string()
@@ -358,6 +381,16 @@ fn gen_client(o: &mut String, it: &Interface) {
             let _ = writeln!(
                 o,
                 "        /// `*_rx`: empty slots where the returned capabilities land."
+            );
+        }
+        if m.outs.iter().any(|p| p.ty.maps() > 0) {
+            let _ = writeln!(
+                o,
+                "        /// `<map>_rx`: the receive window `[base, size]` the returned mapping may land in"
+            );
+            let _ = writeln!(
+                o,
+                "        /// (open only during the call)."
             );
         }
         let _ = writeln!(o, "        #[inline(always)]");
@@ -386,6 +419,13 @@ fn gen_client(o: &mut String, it: &Interface) {
             }
             let _ = writeln!(o, "{ind}__u.caps_in[{k}] = {}_rx;", p.name);
         }
+        let map_out = m.outs.iter().find(|p| p.ty.maps() > 0);
+        if let Some(p) = map_out {
+            if !enc.stmts.contains("let __u") && !m.outs.iter().any(|p| p.ty.caps() > 0) {
+                let _ = writeln!(o, "{ind}let __u = __rt::utcb();");
+            }
+            let _ = writeln!(o, "{ind}__u.map_window = {}_rx;", p.name);
+        }
         let tag = format!(
             "__rt::MsgTag(op::{} as u64 | {} << 16 | {} << 24)",
             m.name.to_ascii_uppercase(),
@@ -399,10 +439,16 @@ fn gen_client(o: &mut String, it: &Interface) {
             continue;
         }
         let _ = writeln!(o, "{ind}let __m = __rt::call(self.ep, {tag}, [{regs}]);");
+        if map_out.is_some() {
+            // Closed again at once: nobody else may map into us through a later message.
+            let _ = writeln!(o, "{ind}__u.map_window = [0, 0];");
+        }
         if trusted {
             let _ = writeln!(o, "{ind}if (__m.err | __m.tag.0 & __rt::LABEL) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}");
         } else if lo.has_bytes {
-            let _ = writeln!(o, "{ind}if (__m.err | (__m.tag.0 & (__rt::LABEL | __rt::ITEMS) ^ {} << 24)) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}", lo.caps);
+            let _ = writeln!(o, "{ind}if (__m.err | (__m.tag.0 & (__rt::LABEL | __rt::ITEMS) ^ ({} << 24 | {} << 27))) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}", lo.caps, lo.maps);
+        } else if lo.maps > 0 {
+            let _ = writeln!(o, "{ind}if (__m.err | (__m.tag.0 & __rt::SHAPE ^ ({} << 16 | {} << 24 | {} << 27))) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}", lo.fixed, lo.caps, lo.maps);
         } else {
             let _ = writeln!(o, "{ind}if (__m.err | (__m.tag.0 & __rt::SHAPE ^ ({} << 16 | {} << 24))) != 0 {{ return Err(__rt::fail(__m.err, __m.tag)); }}", lo.fixed, lo.caps);
         }
@@ -533,13 +579,24 @@ fn gen_server(o: &mut String, it: &Interface) {
         }
         let enc = encode(&m.outs, &lo, ind2);
         o.push_str(&enc.stmts);
-        let _ = writeln!(
-            o,
-            "{ind2}__k(__rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24), w: [{}] }})",
-            enc.words,
-            enc.caps,
-            enc.regs.join(", ")
-        );
+        if enc.maps > 0 {
+            let _ = writeln!(
+                o,
+                "{ind2}__k(__rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24 | {} << 27), w: [{}] }})",
+                enc.words,
+                enc.caps,
+                enc.maps,
+                enc.regs.join(", ")
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "{ind2}__k(__rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24), w: [{}] }})",
+                enc.words,
+                enc.caps,
+                enc.regs.join(", ")
+            );
+        }
         let _ = writeln!(o, "{ind}    }}");
         let _ = writeln!(o, "{ind}    Err(e) => __k(__rt::Reply::error(&e)),");
         let _ = writeln!(o, "{ind}}}\n            }}");

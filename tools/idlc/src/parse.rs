@@ -479,7 +479,7 @@ impl<'a> Parser<'a> {
     }
 
     fn ty(&mut self) -> R<Type> {
-        const WHAT: &str = "a type (u8..u64, i8..i64, bool, [T; N], bytes<N>, cap, dataspace)";
+        const WHAT: &str = "a type (u8..u64, i8..i64, bool, [T; N], bytes<N>, cap, dataspace, map)";
         if self.is_punct("[") {
             self.bump();
             let s = self.scalar("an element type (u8..u64, i8..i64, bool)")?;
@@ -517,6 +517,10 @@ impl<'a> Parser<'a> {
             Tok::Ident(w) if w == "dataspace" => {
                 self.bump();
                 Ok(Type::Dataspace)
+            }
+            Tok::Ident(w) if w == "map" => {
+                self.bump();
+                Ok(Type::Map)
             }
             Tok::Ident(_) => Ok(Type::Scalar(self.scalar(WHAT)?)),
             _ => self.err(WHAT),

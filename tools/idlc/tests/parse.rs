@@ -71,7 +71,7 @@ interface other { }
 fn rejects_with_exact_position() {
     let cases: &[(&str, &str)] = &[
         ("interface x {\n  fn a(b: u64) -> (c: u64)\n}", "t.idl:3:1: expected `;` after the method declaration, found `}`"),
-        ("interface x {\n  fn a(b: u65);\n}", "t.idl:2:11: expected a type (u8..u64, i8..i64, bool, [T; N], bytes<N>, cap, dataspace), found `u65`"),
+        ("interface x {\n  fn a(b: u65);\n}", "t.idl:2:11: expected a type (u8..u64, i8..i64, bool, [T; N], bytes<N>, cap, dataspace, map), found `u65`"),
         ("interface x {\n  fn a(b u64);\n}", "t.idl:2:10: expected `:` and a type after the parameter name, found `u64`"),
         ("interface x {\n  fn a(b: u64 c: u8);\n}", "t.idl:2:15: expected `,` or `)` after the parameter, found `c`"),
         ("interfac x {}", "t.idl:1:1: expected `interface` or `error`, found `interfac`"),
@@ -90,6 +90,8 @@ fn rejects_with_exact_position() {
         ("interface x {\n  fn a(b: bytes<500>, c: bytes<500>);\n}", "t.idl:2:6: the request of `a` needs up to 130 words; a message holds at most 64"),
         ("interface x {\n  fn a() -> (b: [u64; 65]);\n}", "t.idl:2:6: the reply of `a` needs up to 65 words; a message holds at most 64"),
         ("interface x {\n  fn a(a: cap, b: cap, c: cap, d: dataspace, e: cap);\n}", "t.idl:2:6: the request of `a` carries 5 capabilities; a message holds at most 4"),
+        ("interface x {\n  fn a(m: map);\n}", "t.idl:2:6: the request of `a` has a `map` parameter; map items travel only in replies"),
+        ("interface x {\n  fn a() -> (m: map, n: map);\n}", "t.idl:2:6: the reply of `a` has 2 `map` results; a reply has one receive window, so at most one"),
         ("interface x raises E {}", "t.idl:1:11: interface `x` raises `E`, which is not declared in this file"),
         ("error E { A = 0 }", "t.idl:1:15: expected an error code 1..=0xefff, found 0 (0 means ok)"),
         ("error E { A = 1, B = 1 }", "t.idl:1:22: error code 1 already used by `A`"),

@@ -135,7 +135,11 @@ fn kill(child: &mut Child) {
 }
 
 /// Something `run` checks periodically while QEMU runs; returning `Some(reason)` stops QEMU.
+/// A reason starting with [`KILL_NOW`] kills it with SIGKILL at once (no orderly QEMU exit:
+/// the guest gets no chance to write anything more, as in a power cut).
 pub type Watch<'a> = &'a mut dyn FnMut() -> Option<String>;
+
+pub const KILL_NOW: &str = "killed at once: ";
 
 /// Runs QEMU to completion or until `timeout`. QEMU's own stderr goes to `stderr_to` if given.
 pub fn run(
@@ -174,8 +178,13 @@ pub fn run(
         }
         if let Some(w) = watch.as_mut() {
             if Instant::now() >= next_watch {
-                next_watch = Instant::now() + Duration::from_millis(500);
+                next_watch = Instant::now() + Duration::from_millis(100);
                 if let Some(why) = w() {
+                    if why.starts_with(KILL_NOW) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Ok(Outcome::Stopped(why));
+                    }
                     kill(&mut child);
                     return Ok(Outcome::Stopped(why));
                 }

@@ -14,6 +14,13 @@ pub struct TestSpec {
     pub exit: u8,
     pub memory: String,
     pub qemu_args: Vec<String>,
+    /// ext2 disks made on the host and attached as virtio-blk devices (see [`DiskSpec`]).
+    pub disks: Vec<DiskSpec>,
+    /// Checks on the disk images after QEMU has exited (see [`post_checks`]).
+    pub post: Vec<String>,
+    /// Kill QEMU (SIGKILL, no shutdown) as soon as this string appears in the log: the
+    /// fsync-durability test. The run then counts as ended on purpose.
+    pub kill_after: Option<String>,
 }
 
 pub const DEFAULT_TIMEOUT: u64 = 120;
@@ -27,11 +34,16 @@ impl Default for TestSpec {
             exit: 0,
             memory: "256M".into(),
             qemu_args: Vec::new(),
+            disks: Vec::new(),
+            post: Vec::new(),
+            kill_after: None,
         }
     }
 }
 
-const KEYS: &[&str] = &["timeout", "expect", "reject", "exit", "memory", "qemu_args"];
+const KEYS: &[&str] = &[
+    "timeout", "expect", "reject", "exit", "memory", "qemu_args", "disks", "post", "kill_after",
+];
 
 /// Reads a `[test]` table; unknown keys are errors so a typo cannot silently weaken a test.
 pub fn parse(table: Option<&toml::Table>) -> Result<TestSpec, String> {
@@ -83,7 +95,381 @@ pub fn parse(table: Option<&toml::Table>) -> Result<TestSpec, String> {
     if let Some(v) = strings("qemu_args")? {
         s.qemu_args = v;
     }
+    if let Some(v) = t.get("disks") {
+        let arr = v
+            .as_array()
+            .ok_or("[test]: `disks` must be an array of tables")?;
+        for (i, d) in arr.iter().enumerate() {
+            let d = d
+                .as_table()
+                .ok_or_else(|| format!("[test]: disks[{i}] must be a table"))?;
+            s.disks.push(disk::parse(d).map_err(|e| format!("[test]: disks[{i}]: {e}"))?);
+        }
+    }
+    if let Some(v) = strings("post")? {
+        for p in &v {
+            disk::parse_post(p, s.disks.len()).map_err(|e| format!("[test]: post: {e}"))?;
+        }
+        s.post = v;
+    }
+    if let Some(v) = t.get("kill_after") {
+        s.kill_after = Some(
+            v.as_str()
+                .ok_or("[test]: `kill_after` must be a string")?
+                .to_string(),
+        );
+    }
     Ok(s)
+}
+
+pub use disk::{post_checks, prepare_disks, DiskSpec};
+
+/// Scenario disks: ext2 images built on the host with `mke2fs -d` from a checked-in tree plus
+/// generated files, attached to QEMU as virtio-blk-pci devices, and checked after the run.
+pub mod disk {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// One `[test] disks` entry, e.g.
+    /// `{ tree = "tests/fs/trees/basic", size_mb = 16, block_size = 1024, checksums = true,
+    ///    gen = [{ path = "big/1m", size = 1048576 }], debugfs = ["sif /x uid 1000"] }`.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct DiskSpec {
+        /// Host tree (relative to the repository) copied into the image; none = empty.
+        pub tree: Option<String>,
+        pub size_mb: u64,
+        pub block_size: u32,
+        /// Files of pseudo-random content added to the tree: (path in the image, size).
+        pub gen: Vec<(String, u64)>,
+        /// Write `/CHECKSUMS` listing `fnv64 size path` of every regular file, so a guest
+        /// program can check everything it reads against the host's view.
+        pub checksums: bool,
+        /// `debugfs -w -R CMD` run on the image after mke2fs (owners, modes, crafted damage).
+        pub debugfs: Vec<String>,
+    }
+
+    const KEYS: &[&str] = &["tree", "size_mb", "block_size", "gen", "checksums", "debugfs"];
+
+    pub fn parse(t: &toml::Table) -> Result<DiskSpec, String> {
+        for k in t.keys() {
+            if !KEYS.contains(&k.as_str()) {
+                return Err(format!("unknown key `{k}` (known: {})", KEYS.join(", ")));
+            }
+        }
+        let mut d = DiskSpec {
+            tree: None,
+            size_mb: 16,
+            block_size: 4096,
+            gen: Vec::new(),
+            checksums: false,
+            debugfs: Vec::new(),
+        };
+        if let Some(v) = t.get("tree") {
+            d.tree = Some(v.as_str().ok_or("`tree` must be a path")?.to_string());
+        }
+        if let Some(v) = t.get("size_mb") {
+            d.size_mb = v
+                .as_integer()
+                .filter(|n| (1..=4096).contains(n))
+                .ok_or("`size_mb` must be 1..=4096")? as u64;
+        }
+        if let Some(v) = t.get("block_size") {
+            d.block_size = v
+                .as_integer()
+                .filter(|n| [1024, 2048, 4096].contains(n))
+                .ok_or("`block_size` must be 1024, 2048 or 4096")? as u32;
+        }
+        if let Some(v) = t.get("gen") {
+            for g in v.as_array().ok_or("`gen` must be an array")? {
+                let path = g.get("path").and_then(|p| p.as_str());
+                let size = g.get("size").and_then(|p| p.as_integer());
+                match (path, size) {
+                    (Some(p), Some(n)) if n >= 0 && !p.contains("..") => {
+                        d.gen.push((p.trim_start_matches('/').to_string(), n as u64))
+                    }
+                    _ => return Err("`gen` entries are { path = \"...\", size = N }".into()),
+                }
+            }
+        }
+        if let Some(v) = t.get("checksums") {
+            d.checksums = v.as_bool().ok_or("`checksums` must be true or false")?;
+        }
+        if let Some(v) = t.get("debugfs") {
+            d.debugfs = v
+                .as_array()
+                .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_string)).collect())
+                .ok_or("`debugfs` must be an array of strings")?;
+        }
+        Ok(d)
+    }
+
+    /// A post-run check: `fsck:N` (e2fsck -fn clean on disk N) or
+    /// `export-matches:N:DIR` (the image's tree equals the host tree DIR, lost+found aside).
+    #[derive(Debug, PartialEq)]
+    pub enum Post {
+        Fsck(usize),
+        Export(usize, String),
+    }
+
+    pub fn parse_post(s: &str, ndisks: usize) -> Result<Post, String> {
+        let disk = |n: &str| -> Result<usize, String> {
+            n.parse::<usize>()
+                .ok()
+                .filter(|&i| i < ndisks)
+                .ok_or_else(|| format!("`{s}`: no disk {n}"))
+        };
+        if let Some(n) = s.strip_prefix("fsck:") {
+            return Ok(Post::Fsck(disk(n)?));
+        }
+        if let Some(rest) = s.strip_prefix("export-matches:") {
+            let (n, dir) = rest.split_once(':').ok_or_else(|| format!("`{s}`: export-matches:N:DIR"))?;
+            return Ok(Post::Export(disk(n)?, dir.to_string()));
+        }
+        Err(format!("`{s}`: known checks are fsck:N and export-matches:N:DIR"))
+    }
+
+    /// Deterministic file content: an xorshift stream seeded by the path, so a generated file
+    /// is the same on every run and different from every other.
+    pub fn gen_content(path: &str, size: u64) -> Vec<u8> {
+        let mut x = fnv64(path.as_bytes()) | 1;
+        let mut v = Vec::with_capacity(size as usize);
+        while (v.len() as u64) < size {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.truncate(size as usize);
+        v
+    }
+
+    /// FNV-1a, 64 bit: what the guest programs compute too.
+    pub fn fnv64(b: &[u8]) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for &c in b {
+            h ^= c as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        h
+    }
+
+    fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+        std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+            let e = e.map_err(|e| e.to_string())?;
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            let ft = e.file_type().map_err(|e| e.to_string())?;
+            if ft.is_dir() {
+                copy_tree(&src, &dst)?;
+            } else if ft.is_symlink() {
+                let t = std::fs::read_link(&src).map_err(|e| e.to_string())?;
+                std::os::unix::fs::symlink(t, &dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+            } else {
+                std::fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn checksum_lines(root: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), String> {
+        let dir = root.join(rel);
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok())
+            .collect();
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let ft = e.file_type().map_err(|e| e.to_string())?;
+            if ft.is_dir() {
+                checksum_lines(root, &r, out)?;
+            } else if ft.is_file() {
+                let b = std::fs::read(e.path()).map_err(|e| e.to_string())?;
+                out.push(format!("{:016x} {} /{r}", fnv64(&b), b.len()));
+            }
+        }
+        Ok(())
+    }
+
+    fn run(cmd: &mut Command) -> Result<String, String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e} (install e2fsprogs)"))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() {
+            return Err(format!("{cmd:?} failed ({}): {}", out.status, text.trim()));
+        }
+        Ok(text)
+    }
+
+    /// Builds every disk of a scenario into `dir` as `NAME-I.img`; returns the image paths.
+    pub fn prepare_disks(repo: &Path, dir: &Path, name: &str, disks: &[DiskSpec]) -> Result<Vec<PathBuf>, String> {
+        let mut imgs = Vec::new();
+        for (i, d) in disks.iter().enumerate() {
+            let stage = dir.join(format!("{name}-{i}.tree"));
+            let img = dir.join(format!("{name}-{i}.img"));
+            let _ = std::fs::remove_dir_all(&stage);
+            let _ = std::fs::remove_file(&img);
+            std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+            if let Some(t) = &d.tree {
+                copy_tree(&repo.join(t), &stage)?;
+            }
+            for (p, size) in &d.gen {
+                let f = stage.join(p);
+                if let Some(parent) = f.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                }
+                std::fs::write(&f, gen_content(p, *size)).map_err(|e| format!("{}: {e}", f.display()))?;
+            }
+            if d.checksums {
+                let mut lines = Vec::new();
+                checksum_lines(&stage, "", &mut lines)?;
+                let mut text = lines.join("\n");
+                text.push('\n');
+                std::fs::write(stage.join("CHECKSUMS"), text).map_err(|e| e.to_string())?;
+            }
+            run(Command::new("mke2fs")
+                .args(["-q", "-F", "-t", "ext2", "-b", &d.block_size.to_string(), "-E", "root_owner=0:0", "-d"])
+                .arg(&stage)
+                .arg(&img)
+                .arg(format!("{}M", d.size_mb)))?;
+            for c in &d.debugfs {
+                run(Command::new("debugfs").args(["-w", "-R", c]).arg(&img))?;
+            }
+            imgs.push(img);
+        }
+        Ok(imgs)
+    }
+
+    /// QEMU arguments attaching the images as legacy-capable virtio-blk-pci devices at fixed
+    /// PCI slots 4, 5, ... (so their I/O ports and interrupt lines are deterministic; see
+    /// docs/filesystem.md). The default NIC is left out: it would share an interrupt line.
+    pub fn qemu_args(imgs: &[PathBuf]) -> Vec<String> {
+        let mut a = vec!["-nic".to_string(), "none".to_string()];
+        for (i, img) in imgs.iter().enumerate() {
+            a.push("-drive".into());
+            a.push(format!("file={},if=none,id=d{i},format=raw", img.display()));
+            a.push("-device".into());
+            a.push(format!("virtio-blk-pci,drive=d{i},addr={:#x}", 4 + i));
+        }
+        a
+    }
+
+    fn tree_listing(root: &Path, rel: &str, out: &mut Vec<(String, String)>) -> Result<(), String> {
+        let dir = root.join(rel);
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok())
+            .collect();
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if rel.is_empty() && name == "lost+found" {
+                continue;
+            }
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let ft = e.file_type().map_err(|e| e.to_string())?;
+            if ft.is_dir() {
+                out.push((r.clone(), "dir".into()));
+                tree_listing(root, &r, out)?;
+            } else if ft.is_symlink() {
+                let t = std::fs::read_link(e.path()).map_err(|e| e.to_string())?;
+                out.push((r, format!("symlink -> {}", t.display())));
+            } else {
+                let b = std::fs::read(e.path()).map_err(|e| e.to_string())?;
+                out.push((r, format!("file {} bytes fnv {:016x}", b.len(), fnv64(&b))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the `post` checks; returns every problem found.
+    pub fn post_checks(repo: &Path, post: &[String], imgs: &[PathBuf]) -> Vec<String> {
+        let mut problems = Vec::new();
+        for p in post {
+            match parse_post(p, imgs.len()) {
+                Err(e) => problems.push(e),
+                Ok(Post::Fsck(i)) => {
+                    let out = Command::new("e2fsck").arg("-fn").arg(&imgs[i]).output();
+                    match out {
+                        Ok(o) if o.status.success() => {}
+                        Ok(o) => {
+                            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                            let lines: Vec<&str> = text.lines().take(12).collect();
+                            problems.push(format!(
+                                "e2fsck -fn {} not clean ({}):\n      {}",
+                                imgs[i].display(),
+                                o.status,
+                                lines.join("\n      ")
+                            ));
+                        }
+                        Err(e) => problems.push(format!("cannot run e2fsck: {e}")),
+                    }
+                }
+                Ok(Post::Export(i, dir)) => {
+                    let out = imgs[i].with_extension("export");
+                    let _ = std::fs::remove_dir_all(&out);
+                    let mut sink = Vec::new();
+                    let args = vec!["export".to_string(), imgs[i].display().to_string(), out.display().to_string()];
+                    if crate::ext2cmd::run_to(&args, &mut sink) != 0 {
+                        problems.push(format!("export of {} failed: {}", imgs[i].display(), String::from_utf8_lossy(&sink).trim()));
+                        continue;
+                    }
+                    let (mut got, mut want) = (Vec::new(), Vec::new());
+                    if let Err(e) = tree_listing(&out, "", &mut got).and_then(|_| tree_listing(&repo.join(&dir), "", &mut want)) {
+                        problems.push(e);
+                        continue;
+                    }
+                    if got != want {
+                        let mut diff = Vec::new();
+                        for w in &want {
+                            if !got.contains(w) {
+                                diff.push(format!("missing/different: {} ({})", w.0, w.1));
+                            }
+                        }
+                        for g in &got {
+                            if !want.contains(g) {
+                                diff.push(format!("unexpected: {} ({})", g.0, g.1));
+                            }
+                        }
+                        diff.truncate(12);
+                        problems.push(format!("exported tree differs from {dir}:\n      {}", diff.join("\n      ")));
+                    }
+                }
+            }
+        }
+        problems
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn parses_disks_and_posts() {
+            let t: toml::Table = r#"
+                disks = [{ tree = "tests/fs/trees/basic", size_mb = 8, block_size = 1024, checksums = true, gen = [{ path = "/big/1m", size = 1048576 }], debugfs = ["sif /a uid 5"] }, {}]
+                post = ["fsck:0", "export-matches:1:tests/fs/expected/x"]
+                kill_after = "fsync done"
+            "#
+            .parse()
+            .unwrap();
+            let s = super::super::parse(Some(&t)).unwrap();
+            assert_eq!(s.disks.len(), 2);
+            assert_eq!(s.disks[0].gen, vec![("big/1m".to_string(), 1048576)]);
+            assert_eq!(s.disks[1].block_size, 4096);
+            assert_eq!(s.kill_after.as_deref(), Some("fsync done"));
+            let bad: toml::Table = "disks = [{ sise_mb = 3 }]".parse().unwrap();
+            assert!(super::super::parse(Some(&bad)).is_err());
+            let bad: toml::Table = "post = [\"fsck:1\"]".parse().unwrap();
+            assert!(super::super::parse(Some(&bad)).is_err());
+            assert_eq!(gen_content("a", 20), gen_content("a", 20));
+            assert_ne!(gen_content("a", 20), gen_content("b", 20));
+        }
+    }
 }
 
 /// The first reject string present in `log`, if any.
@@ -103,6 +489,7 @@ pub fn judge(spec: &TestSpec, log: &str, outcome: &Outcome) -> Vec<String> {
     match outcome {
         Outcome::Guest(c) if *c == spec.exit => {}
         Outcome::Guest(c) => problems.push(format!("guest exit code {c}, expected {}", spec.exit)),
+        Outcome::Stopped(_) if spec.kill_after.is_some() && rejected(spec, log).is_none() => {}
         Outcome::Stopped(_) => {} // Already reported as the reject string.
         other => problems.push(other.describe()),
     }

@@ -157,11 +157,21 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     let log = logs.join(format!("{name}.log"));
     let qlog = logs.join(format!("{name}.qemu.log"));
     let _ = std::fs::remove_file(&log);
+    // Scenario disks (issue 6): built fresh for every run, checked after it.
+    let disks = match scenario::prepare_disks(&repo.root, &repo.target().join("disks"), name, &spec.disks) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let mut extra = scenario::disk::qemu_args(&disks);
+    if disks.is_empty() {
+        extra.clear();
+    }
+    extra.extend(spec.qemu_args.iter().cloned());
     let cfg = qemu::Config {
         image: img,
         memory: spec.memory.clone(),
         icount: false,
-        extra: spec.qemu_args.clone(),
+        extra,
         serial_log: Some(log.clone()),
     };
     // Stop a run shortly after a reject string shows up instead of waiting for the timeout;
@@ -170,6 +180,9 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     let mut watch = || {
         let text = std::fs::read(&log).ok()?;
         let text = String::from_utf8_lossy(&text);
+        if let Some(k) = spec.kill_after.as_deref().filter(|k| text.contains(k)) {
+            return Some(format!("{}after `{k}`", qemu::KILL_NOW));
+        }
         let r = scenario::rejected(&spec, &text)?;
         let t = *seen_at.get_or_insert_with(Instant::now);
         (t.elapsed() >= Duration::from_secs(2)).then(|| format!("`{r}` in the log"))
@@ -184,7 +197,8 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
         Err(e) => return fail(e),
     };
     let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
-    let problems = scenario::judge(&spec, &text, &outcome);
+    let mut problems = scenario::judge(&spec, &text, &outcome);
+    problems.extend(scenario::post_checks(&repo.root, &spec.post, &disks));
     let secs = start.elapsed().as_secs_f64();
     if problems.is_empty() {
         return (true, vec![format!("PASS {name} ({secs:.1}s)")]);

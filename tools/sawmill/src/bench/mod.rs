@@ -59,11 +59,15 @@ fn sawmill_figures(repo: &Repo, out_dir: &Path, name: &str, k: usize, steps: usi
     let img = repo.target().join("images").join(format!("{name}.img"));
     image::write_image(repo, &mf.system, &img)?;
     let log = out_dir.join(format!("{name}-serial.log"));
+    // Benchmark systems may name scenario-style disks (issue 6: the file-system benchmarks).
+    let disks = scenario::prepare_disks(&repo.root, &repo.target().join("disks"), name, &spec.disks)?;
+    let mut extra = if disks.is_empty() { Vec::new() } else { scenario::disk::qemu_args(&disks) };
+    extra.extend(spec.qemu_args.iter().cloned());
     let cfg = qemu::Config {
         image: img,
         memory: spec.memory.clone(),
         icount: true,
-        extra: spec.qemu_args.clone(),
+        extra,
         serial_log: Some(log.clone()),
     };
     let outcome = qemu::run(

@@ -1,0 +1,427 @@
+//! The file-system client library (docs/filesystem.md).
+//!
+//! `Files::new(vfs_slot)` gives open/read/write/pread/pwrite/lseek/close, stat/fstat, readdir,
+//! mkdir, rmdir, unlink, rename, truncate/ftruncate, fsync, symlink, readlink and chmod.
+//!
+//! - **Opening.** [`Protocol::Vfs`] (option 2): every open goes to the VFS, which resolves the
+//!   name and returns the PFS's open-file capability. [`Protocol::Direct`] (option 3, the
+//!   default): the library caches the VFS's mount table (versioned; refreshed when a call shows
+//!   a mount changed) with a session capability per PFS, and opens by path at the PFS directly;
+//!   only paths that leave a file system (`..` above its root, absolute symlinks) go to the VFS.
+//! - **Reading.** Reads and writes go straight to the PFS's file object (its own badged
+//!   endpoint). Reads are served from the PFS's cache pages mapped read-only into this task (a
+//!   window per open file): the first read of a page asks the PFS to map it (up to four pages a
+//!   call), every later read of it is a plain copy with no IPC at all. Pages the PFS cannot map
+//!   (holes, blocks not page-aligned on disk) are read through IPC.
+//! - **Sizes** are cached per open file (from open, our own writes and `fstat`); a read at or
+//!   past the cached end asks the PFS for the current size first.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use sawmill_abi::MsgTag;
+use sawmill_interfaces::rpc::Error as RpcError;
+use sawmill_interfaces::{file, pfs, vfs, FsError};
+use sawmill_rt::{ipc, sys, thread};
+
+pub use sawmill_interfaces::FsError as Error;
+
+pub const O_READ: u32 = 1;
+pub const O_WRITE: u32 = 2;
+pub const O_TRUNC: u32 = 4;
+pub const O_CREATE: u32 = 8;
+pub const O_EXCL: u32 = 16;
+/// Read through IPC only (no mapped pages): for measuring the copy-through-the-server path.
+pub const O_NOMAP: u32 = 1 << 16;
+
+const PAGE: u64 = 4096;
+/// Per-file mapping windows: file `fd` maps at `WINDOWS + fd * WINDOW_SIZE`.
+const WINDOWS: u64 = 0x8000_0000;
+const WINDOW_SIZE: u64 = 64 << 20;
+const MAX_FDS: usize = 64;
+
+pub type Result<T> = core::result::Result<T, FsError>;
+
+fn e(x: RpcError<FsError>) -> FsError {
+    match x {
+        RpcError::App(e) => e,
+        _ => FsError::Gone,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Protocol {
+    /// Option 2: every open through the VFS.
+    Vfs,
+    /// Option 3: cached mount table, opens at the PFS.
+    Direct,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stat {
+    pub ino: u32,
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+}
+
+impl Stat {
+    pub fn is_dir(&self) -> bool {
+        self.mode & 0o170000 == 0o040000
+    }
+}
+
+pub struct DirEntry {
+    pub ino: u32,
+    /// 1 file, 2 directory, 7 symlink, 0 other.
+    pub kind: u8,
+    pub name: Vec<u8>,
+}
+
+struct Fd {
+    cap: u64,
+    flags: u32,
+    off: u64,
+    size: u64,
+    /// One bit per page of the window: mapped.
+    mapped: Vec<u64>,
+}
+
+struct MountEnt {
+    prefix: Vec<u8>,
+    session: u64,
+}
+
+pub struct Files {
+    vfs: vfs::Client,
+    pub protocol: Protocol,
+    fds: Vec<Option<Fd>>,
+    free_slots: Vec<u64>,
+    mounts: Vec<MountEnt>,
+    mounts_version: u64,
+}
+
+impl Files {
+    pub fn new(vfs_ep: u64) -> Files {
+        let mut fds = Vec::new();
+        fds.resize_with(MAX_FDS, || None);
+        Files { vfs: vfs::Client::new(vfs_ep), protocol: Protocol::Direct, fds, free_slots: Vec::new(), mounts: Vec::new(), mounts_version: 0 }
+    }
+
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    fn fd(&mut self, fd: usize) -> Result<&mut Fd> {
+        self.fds.get_mut(fd).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
+    }
+
+    /// Refreshes the cached mount table when the VFS's version differs.
+    fn refresh_mounts(&mut self) -> Result<()> {
+        let m = self.vfs.mounts().map_err(e)?;
+        if m.version == self.mounts_version && !self.mounts.is_empty() {
+            return Ok(());
+        }
+        for old in self.mounts.drain(..) {
+            if old.session != 0 {
+                let _ = sys::cap_delete(old.session);
+                self.free_slots.push(old.session);
+            }
+        }
+        for i in 0..m.count {
+            let rx = self.slot();
+            match self.vfs.mount(i, rx) {
+                Ok(o) => self.mounts.push(MountEnt { prefix: o.prefix.as_slice().to_vec(), session: o.s }),
+                Err(_) => {
+                    self.free_slots.push(rx);
+                    // A dead mount still shadows its prefix: opens under it fail, never
+                    // fall through to the parent file system.
+                    self.mounts.push(MountEnt { prefix: Vec::new(), session: 0 });
+                }
+            }
+        }
+        self.mounts_version = m.version;
+        Ok(())
+    }
+
+    /// Option 3: open at the PFS owning the path's longest mounted prefix. None = ask the VFS.
+    fn open_direct(&mut self, path: &[u8], flags: u32, mode: u32) -> Option<Result<(u64, u64)>> {
+        if path.first() != Some(&b'/') || path.split(|&c| c == b'/').any(|c| c == b"..") {
+            return None;
+        }
+        if self.mounts.is_empty() && self.refresh_mounts().is_err() {
+            return None;
+        }
+        // With a mount lost, only the VFS knows what its prefix shadows.
+        if self.mounts.iter().any(|m| m.session == 0) {
+            return None;
+        }
+        let under = |prefix: &[u8]| {
+            let p = prefix.strip_suffix(b"/").unwrap_or(prefix);
+            path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/')
+        };
+        let m = (0..self.mounts.len()).filter(|&i| !self.mounts[i].prefix.is_empty() && under(&self.mounts[i].prefix)).max_by_key(|&i| self.mounts[i].prefix.len())?;
+        let rest = &path[self.mounts[m].prefix.strip_suffix(b"/").unwrap_or(&self.mounts[m].prefix).len()..];
+        // A mount point inside the rest (a deeper mount we know is dead) is the VFS's business.
+        let rx = self.slot();
+        match pfs::Client::new(self.mounts[m].session).open_path(rest, flags & 0xffff, mode, rx) {
+            Ok(o) => Some(Ok((o.file, o.size))),
+            Err(RpcError::App(FsError::Xdev)) => {
+                self.free_slots.push(rx);
+                None
+            }
+            Err(RpcError::App(x)) => {
+                self.free_slots.push(rx);
+                Some(Err(x))
+            }
+            Err(_) => {
+                // The PFS is gone: the VFS's table changed; refetch it and report the loss.
+                self.free_slots.push(rx);
+                let _ = self.refresh_mounts();
+                Some(Err(FsError::Gone))
+            }
+        }
+    }
+
+    pub fn open(&mut self, path: &str, flags: u32, mode: u32) -> Result<usize> {
+        let i = self.fds.iter().position(|f| f.is_none()).ok_or(FsError::NoSpace)?;
+        let p = path.as_bytes();
+        let direct = if self.protocol == Protocol::Direct && flags & O_CREATE == 0 { self.open_direct(p, flags, mode) } else { None };
+        let (cap, size) = match direct {
+            Some(r) => r?,
+            None => {
+                let rx = self.slot();
+                match self.vfs.open(p, flags & 0xffff, mode, rx) {
+                    Ok(o) => (o.file, o.size),
+                    Err(x) => {
+                        self.free_slots.push(rx);
+                        return Err(e(x));
+                    }
+                }
+            }
+        };
+        self.fds[i] = Some(Fd { cap, flags, off: 0, size, mapped: Vec::new() });
+        Ok(i)
+    }
+
+    pub fn close(&mut self, fd: usize) -> Result<()> {
+        let f = self.fds.get_mut(fd).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
+        let r = file::Client::new(f.cap).close().map_err(e);
+        // The PFS revoked the capability; the slot is empty (or the PFS is gone: empty it).
+        let _ = sys::cap_delete(f.cap);
+        self.free_slots.push(f.cap);
+        r
+    }
+
+    /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how
+    /// many from the first were mapped.
+    fn map_pages(f: &mut Fd, fd: usize, page: u64, count: u64) -> Result<u64> {
+        let win = WINDOWS + fd as u64 * WINDOW_SIZE;
+        let u = sawmill_rt::utcb();
+        u.map_window = [win, WINDOW_SIZE];
+        let dst = win + page * PAGE;
+        let r = ipc::call(f.cap, MsgTag::new(file::op::MAP, 3), [page, count.min(4), dst, 0]);
+        u.map_window = [0, 0];
+        if r.err != 0 || r.tag.label() == sawmill_abi::label::GONE {
+            return Err(FsError::Gone);
+        }
+        if r.tag.label() != 0 {
+            return Err(FsError::Io);
+        }
+        let n = (r.tag.maps() as u64).min(r.w[0]);
+        f.size = r.w[1];
+        for p in page..page + n {
+            let w = (p / 64) as usize;
+            if f.mapped.len() <= w {
+                f.mapped.resize(w + 1, 0);
+            }
+            f.mapped[w] |= 1 << (p % 64);
+        }
+        Ok(n)
+    }
+
+    pub fn pread(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        let f = self.fds.get_mut(fd).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)?;
+        if f.flags & O_READ == 0 {
+            return Err(FsError::BadFile);
+        }
+        if off.saturating_add(buf.len() as u64) > f.size {
+            // Past what we know: the file may have grown.
+            f.size = file::Client::new(f.cap).stat().map_err(e)?.size;
+        }
+        let end = (off.saturating_add(buf.len() as u64)).min(f.size);
+        let mut pos = off;
+        let win = WINDOWS + fd as u64 * WINDOW_SIZE;
+        while pos < end {
+            let page = pos / PAGE;
+            let po = pos % PAGE;
+            let n = (PAGE - po).min(end - pos) as usize;
+            let dst = &mut buf[(pos - off) as usize..(pos - off) as usize + n];
+            let mapped = |f: &Fd| f.mapped.get((page / 64) as usize).is_some_and(|w| w & (1 << (page % 64)) != 0);
+            let can_map = f.flags & O_NOMAP == 0 && (page + 1) * PAGE <= WINDOW_SIZE;
+            if can_map && !mapped(f) {
+                let want = (end - pos).div_ceil(PAGE).clamp(1, 4);
+                Self::map_pages(f, fd, page, want)?;
+            }
+            if can_map && mapped(f) {
+                // SAFETY: the page is mapped read-only at this address in our window (the PFS
+                // granted it above or earlier); `n` stays within the page.
+                let src = unsafe { core::slice::from_raw_parts((win + page * PAGE + po) as *const u8, n) };
+                dst.copy_from_slice(src);
+                pos += n as u64;
+                continue;
+            }
+            // Through the PFS: at most 480 bytes per call.
+            let c = file::Client::new(f.cap);
+            let mut done = 0;
+            while done < n {
+                let d = c.read(pos + done as u64, (n - done).min(480) as u32).map_err(e)?;
+                if d.is_empty() {
+                    // Shorter than we thought (truncated meanwhile).
+                    f.size = pos + done as u64;
+                    return Ok((f.size.saturating_sub(off)) as usize);
+                }
+                dst[done..done + d.len()].copy_from_slice(&d);
+                done += d.len();
+            }
+            pos += n as u64;
+        }
+        Ok((end.saturating_sub(off)) as usize)
+    }
+
+    pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
+        let off = self.fd(fd)?.off;
+        let n = self.pread(fd, buf, off)?;
+        self.fd(fd)?.off += n as u64;
+        Ok(n)
+    }
+
+    pub fn pwrite(&mut self, fd: usize, buf: &[u8], off: u64) -> Result<usize> {
+        let f = self.fd(fd)?;
+        if f.flags & O_WRITE == 0 {
+            return Err(FsError::BadFile);
+        }
+        let c = file::Client::new(f.cap);
+        let mut done = 0;
+        while done < buf.len() {
+            let chunk = &buf[done..(done + 480).min(buf.len())];
+            let n = c.write(off + done as u64, chunk).map_err(e)? as usize;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        let f = self.fd(fd)?;
+        f.size = f.size.max(off + done as u64);
+        Ok(done)
+    }
+
+    pub fn write(&mut self, fd: usize, buf: &[u8]) -> Result<usize> {
+        let off = self.fd(fd)?.off;
+        let n = self.pwrite(fd, buf, off)?;
+        self.fd(fd)?.off += n as u64;
+        Ok(n)
+    }
+
+    /// whence: 0 set, 1 current, 2 end.
+    pub fn lseek(&mut self, fd: usize, off: i64, whence: u32) -> Result<u64> {
+        let end = if whence == 2 { self.fstat(fd)?.size } else { 0 };
+        let f = self.fd(fd)?;
+        let base = match whence {
+            0 => 0,
+            1 => f.off,
+            2 => end,
+            _ => return Err(FsError::Invalid),
+        };
+        let n = base.checked_add_signed(off).ok_or(FsError::Invalid)?;
+        f.off = n;
+        Ok(n)
+    }
+
+    pub fn fstat(&mut self, fd: usize) -> Result<Stat> {
+        let f = self.fd(fd)?;
+        let s = file::Client::new(f.cap).stat().map_err(e)?;
+        f.size = s.size;
+        Ok(Stat { ino: s.ino, mode: s.mode, nlink: s.nlink, uid: s.uid, gid: s.gid, size: s.size })
+    }
+
+    pub fn ftruncate(&mut self, fd: usize, size: u64) -> Result<()> {
+        let f = self.fd(fd)?;
+        file::Client::new(f.cap).truncate(size).map_err(e)?;
+        // The PFS took back our mappings of this file.
+        f.mapped.clear();
+        f.size = size;
+        Ok(())
+    }
+
+    pub fn fsync(&mut self, fd: usize) -> Result<()> {
+        let f = self.fd(fd)?;
+        file::Client::new(f.cap).fsync().map_err(e)
+    }
+
+    pub fn stat(&mut self, path: &str) -> Result<Stat> {
+        let s = self.vfs.stat(path.as_bytes(), true).map_err(e)?;
+        Ok(Stat { ino: s.ino, mode: s.mode, nlink: s.nlink, uid: s.uid, gid: s.gid, size: s.size })
+    }
+    pub fn lstat(&mut self, path: &str) -> Result<Stat> {
+        let s = self.vfs.stat(path.as_bytes(), false).map_err(e)?;
+        Ok(Stat { ino: s.ino, mode: s.mode, nlink: s.nlink, uid: s.uid, gid: s.gid, size: s.size })
+    }
+    pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<()> {
+        self.vfs.mkdir(path.as_bytes(), mode).map_err(e)
+    }
+    pub fn rmdir(&mut self, path: &str) -> Result<()> {
+        self.vfs.rmdir(path.as_bytes()).map_err(e)
+    }
+    pub fn unlink(&mut self, path: &str) -> Result<()> {
+        self.vfs.unlink(path.as_bytes()).map_err(e)
+    }
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        self.vfs.rename(from.as_bytes(), to.as_bytes()).map_err(e)
+    }
+    pub fn symlink(&mut self, target: &str, path: &str) -> Result<()> {
+        self.vfs.symlink(target.as_bytes(), path.as_bytes()).map_err(e)
+    }
+    pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
+        Ok(self.vfs.readlink(path.as_bytes()).map_err(e)?.as_slice().to_vec())
+    }
+    pub fn chmod(&mut self, path: &str, mode: u32) -> Result<()> {
+        self.vfs.chmod(path.as_bytes(), mode).map_err(e)
+    }
+    pub fn truncate(&mut self, path: &str, size: u64) -> Result<()> {
+        self.vfs.truncate(path.as_bytes(), size).map_err(e)
+    }
+    pub fn sync(&mut self) -> Result<()> {
+        self.vfs.sync().map_err(e)
+    }
+    /// Every entry of a directory (`.` and `..` included).
+    pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let r = self.vfs.readdir(path.as_bytes(), cookie).map_err(e)?;
+            if r.next == 0 {
+                return Ok(out);
+            }
+            out.push(DirEntry { ino: r.ino, kind: r.kind, name: r.name.as_slice().to_vec() });
+            cookie = r.next;
+        }
+    }
+    /// Fault injection (admin badge): kill the PFS behind mount `i`.
+    pub fn crash_mount(&mut self, i: u32) -> Result<()> {
+        self.vfs.crash(i).map_err(e)
+    }
+}
+
+/// FNV-1a, 64 bit (the host tool writes these into `/CHECKSUMS`).
+pub fn fnv64(b: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &c in b {
+        h ^= c as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}

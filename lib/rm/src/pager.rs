@@ -1,0 +1,342 @@
+//! The region manager at run time: the attach API, the pager thread and the heap.
+use crate::regions::{Fault, RegionErr, Regions, PAGE};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use sawmill_abi::{fault, label, map, rights, Error, MsgTag, ObjKind};
+use sawmill_interfaces::rpc;
+use sawmill_interfaces::{dataspace, mem, DsError};
+use sawmill_rt::{env, ipc, println, slots, sys, thread};
+
+pub use crate::regions::flags::{COW, EXEC, READ, WRITE};
+
+/// The address range the region manager hands out (1 TiB .. 32 TiB): clear of the fixed layout
+/// root gives every server (environment, heap, stack, UTCBs below 4 GiB; mem's pool at 64 GiB).
+pub const RM_BASE: u64 = 0x0000_0100_0000_0000;
+pub const RM_END: u64 = 0x0000_2000_0000_0000;
+/// The pager thread's scratch page (for copying copy-on-write pages), just below the range.
+const SCRATCH: u64 = RM_BASE - PAGE;
+/// `dataspace.map` flag: the caller needs write access now.
+pub const NEED_WRITE: u64 = 1 << 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmError {
+    /// Bad address, size, offset or flags.
+    Invalid,
+    /// Overlaps an attached region.
+    Busy,
+    /// No free range big enough.
+    NoSpace,
+    /// Nothing attached there.
+    NotFound,
+    /// `init` was not called (or failed).
+    NotReady,
+    /// A system call failed.
+    Sys(Error),
+    /// The dataspace (or mem) refused.
+    Ds(rpc::Error<DsError>),
+    Mem(rpc::Error<sawmill_interfaces::MemError>),
+}
+
+impl From<RegionErr> for RmError {
+    fn from(e: RegionErr) -> RmError {
+        match e {
+            RegionErr::Invalid => RmError::Invalid,
+            RegionErr::Busy => RmError::Busy,
+            RegionErr::NoSpace => RmError::NoSpace,
+            RegionErr::NotFound => RmError::NotFound,
+        }
+    }
+}
+
+/// A lock that yields while it waits: the holder may be a thread of the same priority that needs
+/// the CPU to finish.
+struct Lock<T> {
+    busy: AtomicBool,
+    v: UnsafeCell<T>,
+}
+
+// SAFETY: access to `v` is serialised by `busy`.
+unsafe impl<T: Send> Sync for Lock<T> {}
+
+struct Guard<'a, T>(&'a Lock<T>);
+
+impl<T> Lock<T> {
+    const fn new(v: T) -> Self {
+        Lock { busy: AtomicBool::new(false), v: UnsafeCell::new(v) }
+    }
+    fn lock(&self) -> Guard<'_, T> {
+        while self.busy.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            sys::yield_now();
+        }
+        Guard(self)
+    }
+}
+
+impl<T> core::ops::Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: we hold the lock.
+        unsafe { &*self.0.v.get() }
+    }
+}
+impl<T> core::ops::DerefMut for Guard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: we hold the lock.
+        unsafe { &mut *self.0.v.get() }
+    }
+}
+impl<T> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+static REGIONS: Lock<Regions> = Lock::new(Regions::new(RM_BASE, RM_END));
+/// Our endpoint that the threads we page fault to (0 = not initialised).
+static EP: AtomicU64 = AtomicU64::new(0);
+static NEXT_BADGE: AtomicU64 = AtomicU64::new(1);
+/// The heap region, resolved without the region lock: the lock holder may itself be allocating
+/// (and so faulting on a fresh heap page).
+static HEAP_BASE: AtomicU64 = AtomicU64::new(0);
+static HEAP_SIZE: AtomicU64 = AtomicU64::new(0);
+static HEAP_DS: AtomicU64 = AtomicU64::new(0);
+/// Faults resolved, and how many of them found the page already mapped.
+static FAULTS: AtomicU64 = AtomicU64::new(0);
+static CACHED: AtomicU64 = AtomicU64::new(0);
+
+/// The memory server, if the manifest lets us use it (`uses = [{ endpoint = "mem", ... }]`).
+pub fn mem() -> Option<mem::Client> {
+    env::cap("mem").map(mem::Client::new)
+}
+
+/// Starts the region manager: creates its endpoint and pager thread and makes it the pager of
+/// the calling (main) thread. Needs a kernel-memory factory (`kmem_kb` in the manifest).
+/// Faults outside every region, and faults the region manager cannot resolve, are passed on to
+/// root (the task's original pager), which reports them and ends the task.
+pub fn init() -> Result<(), RmError> {
+    if EP.load(Ordering::Acquire) != 0 {
+        return Ok(());
+    }
+    let ep = thread::create(ObjKind::Endpoint, 0).map_err(RmError::Sys)?;
+    EP.store(ep, Ordering::Release);
+    // The pager thread's own faults (there should be none: its stack is touched before it starts
+    // and it allocates nothing) go to root.
+    thread::spawn(254, 16 * 1024, move || pager_loop(ep)).map_err(RmError::Sys)?;
+    page_thread(slots::THREAD)
+}
+
+/// Makes the region manager the pager of thread `th` (a slot of this task).
+pub fn page_thread(th: u64) -> Result<(), RmError> {
+    let ep = EP.load(Ordering::Acquire);
+    if ep == 0 {
+        return Err(RmError::NotReady);
+    }
+    let pcap = thread::alloc_slot();
+    let badge = NEXT_BADGE.fetch_add(1, Ordering::Relaxed);
+    sys::cap_mint(ep, pcap, badge, rights::SEND).map_err(RmError::Sys)?;
+    // u64::MAX: keep the task and the exception handler; 254 is capped at our ceiling.
+    sys::thread_config(th, u64::MAX, 0, pcap, u64::MAX, 254).map_err(RmError::Sys)
+}
+
+/// Starts a thread running `f`, paged by the region manager. (When `f` returns, the thread exits,
+/// and root ends the whole task, as for any server thread.)
+pub fn spawn(stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, RmError> {
+    let go = alloc::sync::Arc::new(AtomicBool::new(false));
+    let go2 = go.clone();
+    // The thread waits (touching nothing new) until its pager is switched.
+    let th = thread::spawn(254, stack, move || {
+        while !go2.load(Ordering::Acquire) {
+            sys::yield_now();
+        }
+        f()
+    })
+    .map_err(RmError::Sys)?;
+    let r = page_thread(th);
+    go.store(true, Ordering::Release);
+    r.map(|_| th)
+}
+
+/// Attaches `size` bytes of dataspace `ds` (a capability slot; the region manager does not take
+/// it over) from byte `offset` at address `at`, or anywhere if None. `fl`: READ | WRITE | EXEC
+/// | COW. Size and offset are page multiples; the dataspace checks its bounds at fault time (so
+/// attaching never waits for its manager).
+pub fn attach(ds: u64, offset: u64, size: u64, at: Option<u64>, fl: u32) -> Result<u64, RmError> {
+    if EP.load(Ordering::Acquire) == 0 {
+        return Err(RmError::NotReady);
+    }
+    if fl & !(READ | WRITE | EXEC | COW) != 0 || fl & READ == 0 {
+        return Err(RmError::Invalid);
+    }
+    let align = if size >= 0x20_0000 { 0x20_0000 } else { PAGE };
+    Ok(REGIONS.lock().attach(at, size, align, ds, offset, fl)?)
+}
+
+/// Attaches a whole dataspace (its size from `dataspace.info`) anywhere.
+pub fn attach_all(ds: u64, fl: u32) -> Result<u64, RmError> {
+    let info = dataspace::Client::new(ds).info().map_err(RmError::Ds)?;
+    attach(ds, 0, info.size, None, fl)
+}
+
+/// Detaches the region that starts at `addr`: its pages are unmapped here (the dataspace keeps
+/// them), a copy-on-write region's private pages are freed. Returns the dataspace slot, which
+/// stays the caller's.
+pub fn detach(addr: u64) -> Result<u64, RmError> {
+    let r = REGIONS.lock().detach(addr)?;
+    let _ = sys::unmap(r.start, r.pages(), sawmill_abi::UNMAP_SELF);
+    if r.shadow != 0 {
+        let _ = dataspace::Client::new(r.shadow).free();
+        let _ = sys::cap_delete(r.shadow);
+    }
+    Ok(r.ds)
+}
+
+/// Maps every page of `[addr, addr + len)` now, from the calling thread (no faults): for memory
+/// that must not fault later (e.g. used by the pager thread itself).
+pub fn populate(addr: u64, len: u64, write: bool) -> Result<(), RmError> {
+    let mut a = addr & !(PAGE - 1);
+    while a < addr.saturating_add(len) {
+        resolve(a, write).map_err(|_| RmError::Invalid)?;
+        a += PAGE;
+    }
+    Ok(())
+}
+
+/// (faults resolved, faults that found the page already mapped)
+pub fn stats() -> (u64, u64) {
+    (FAULTS.load(Ordering::Relaxed), CACHED.load(Ordering::Relaxed))
+}
+
+/// Gives the task a heap of up to `size` bytes on a fresh anonymous dataspace of mem, paged in
+/// (and charged to this task) only as it is used. Call once, after `init`.
+pub fn init_heap(size: u64) -> Result<(), RmError> {
+    if HEAP_BASE.load(Ordering::Acquire) != 0 {
+        return Err(RmError::Busy);
+    }
+    let m = mem().ok_or(RmError::NotReady)?;
+    let size = (size + PAGE - 1) & !(PAGE - 1);
+    let ds = m.alloc(size, 0, thread::alloc_slot()).map_err(RmError::Mem)?;
+    let base = attach(ds, 0, size, None, READ | WRITE)?;
+    HEAP_DS.store(ds, Ordering::Relaxed);
+    HEAP_SIZE.store(size, Ordering::Relaxed);
+    HEAP_BASE.store(base, Ordering::Release);
+    // SAFETY: the range is ours alone from now on, attached read-write and paged on demand.
+    unsafe { sawmill_rt::heap_add(base, size) };
+    Ok(())
+}
+
+/// Why a fault could not be resolved.
+enum Unresolved {
+    NoRegion,
+    ReadOnly(u64, u64),
+    Ds(rpc::Error<DsError>),
+    Mem,
+}
+
+fn ds_map(ds: u64, offset: u64, page: u64, rfl: u32, need_write: bool) -> Result<bool, Unresolved> {
+    let mut fl = (rfl & (READ | WRITE | EXEC)) as u64;
+    if need_write {
+        fl |= NEED_WRITE;
+    }
+    // READ/WRITE/EXEC have the values of sawmill_abi::map's.
+    const _: () = assert!(READ as u64 == map::READ && WRITE as u64 == map::WRITE && EXEC as u64 == map::EXEC);
+    let m = dataspace::Client::new(ds).map(offset, page, 1, fl, [page, PAGE]).map_err(Unresolved::Ds)?;
+    Ok(m.flags & map::WRITE != 0)
+}
+
+/// Resolves a fault at `addr` from the calling thread.
+fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
+    let page = addr & !(PAGE - 1);
+    let hb = HEAP_BASE.load(Ordering::Acquire);
+    if hb != 0 && page >= hb && page < hb + HEAP_SIZE.load(Ordering::Relaxed) {
+        ds_map(HEAP_DS.load(Ordering::Relaxed), page - hb, page, READ | WRITE, write)?;
+        return Ok(());
+    }
+    let mut f = REGIONS.lock().fault(addr, write);
+    if f == Fault::Cached {
+        // We mapped it before; if it is still there another thread's fault resolved it, else
+        // its manager revoked it meanwhile and we must ask again.
+        if sys::translate(page).is_ok() {
+            CACHED.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let mut g = REGIONS.lock();
+        g.forget(page, PAGE);
+        f = g.fault(addr, write);
+    }
+    match f {
+        Fault::Unmapped => Err(Unresolved::NoRegion),
+        Fault::Denied { start, size, .. } => Err(Unresolved::ReadOnly(start, size)),
+        Fault::Cached => Ok(()),
+        Fault::Map { id, ds, offset, page, flags: fl } => {
+            let w = ds_map(ds, offset, page, fl, write)?;
+            REGIONS.lock().mapped(id, page, 1, w);
+            Ok(())
+        }
+        Fault::Copy { id, ds, offset, shadow, shadow_offset, page, mapped } => {
+            let shadow = if shadow != 0 {
+                shadow
+            } else {
+                let size = REGIONS.lock().lookup(page).map_or(0, |r| r.size);
+                let m = mem().ok_or(Unresolved::Mem)?;
+                let s = m.alloc(size, 0, thread::alloc_slot()).map_err(|_| Unresolved::Mem)?;
+                if !REGIONS.lock().set_shadow(id, s) {
+                    let _ = dataspace::Client::new(s).free();
+                    let _ = sys::cap_delete(s);
+                    return Err(Unresolved::NoRegion);
+                }
+                s
+            };
+            if !mapped {
+                ds_map(ds, offset, page, READ, false)?;
+            }
+            ds_map(shadow, shadow_offset, SCRATCH, READ | WRITE, true)?;
+            // SAFETY: `page` (the source, read-only) and SCRATCH (the private copy) are both
+            // mapped in this task now; only this thread uses SCRATCH.
+            unsafe { core::ptr::copy_nonoverlapping(page as *const u8, SCRATCH as *mut u8, PAGE as usize) };
+            // Move the private page from the scratch address to its place.
+            sys::task_map(slots::TASK, SCRATCH, page, 1, map::READ | map::WRITE | map::GRANT).map_err(|_| Unresolved::Mem)?;
+            REGIONS.lock().copied(id, page, shadow);
+            Ok(())
+        }
+    }
+}
+
+fn pager_loop(ep: u64) -> ! {
+    let mut m = ipc::recv(ep, 0);
+    loop {
+        if m.err != 0 {
+            m = ipc::recv(ep, 0);
+            continue;
+        }
+        let l = if m.tag.label() == label::PAGE_FAULT {
+            handle(m.badge, m.w[0], m.w[1], m.w[2])
+        } else {
+            rpc::proto::BAD_OPCODE
+        };
+        m = ipc::reply_recv(ep, MsgTag::new(l, 0), [0; 4]);
+    }
+}
+
+/// Resolves one fault; the reply label (0 resumes the thread).
+fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> u16 {
+    let write = bits & fault::WRITE != 0;
+    FAULTS.fetch_add(1, Ordering::Relaxed);
+    match resolve(addr, write) {
+        Ok(()) => 0,
+        Err(why) => {
+            let name = env::name();
+            let what = if write { "write" } else { "read" };
+            match why {
+                Unresolved::NoRegion => {}
+                Unresolved::ReadOnly(s, n) => {
+                    println!("rm: {}: thread {} wrote to read-only region {:#x}+{:#x} at {:#x} (rip {:#x})", name, thread, s, n, addr, rip)
+                }
+                Unresolved::Ds(e) => println!("rm: {}: thread {}: {} fault at {:#x}: dataspace refused: {:?}", name, thread, what, addr, e),
+                Unresolved::Mem => println!("rm: {}: thread {}: {} fault at {:#x}: no memory for a copy", name, thread, what, addr),
+            }
+            // Root reports it like any unresolved fault and ends the task.
+            let r = ipc::call(slots::PAGER, MsgTag::new(label::PAGE_FAULT, 3), [addr, bits, rip, 0]);
+            if r.err == 0 && r.tag.label() != 0 { r.tag.label() } else { 1 }
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The region map: which dataspace (and which part of it) is attached where, with which rights,
+//! and which of its pages the task already holds. Pure bookkeeping, tested on the host.
+use alloc::vec::Vec;
+
+pub const PAGE: u64 = 4096;
+
+/// Region flags.
+pub mod flags {
+    pub const READ: u32 = 1;
+    pub const WRITE: u32 = 2;
+    pub const EXEC: u32 = 4;
+    /// Private copy-on-write: reads see the dataspace, the first write to a page copies it into
+    /// a private anonymous page; the dataspace itself never changes.
+    pub const COW: u32 = 8;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionErr {
+    /// Misaligned, empty, outside the managed range or wrapping.
+    Invalid,
+    /// Overlaps an attached region.
+    Busy,
+    /// No free range big enough.
+    NoSpace,
+    /// No region there.
+    NotFound,
+}
+
+/// One attached range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub size: u64,
+    /// Capability slot of the dataspace.
+    pub ds: u64,
+    /// Byte offset in the dataspace of `start`.
+    pub offset: u64,
+    pub flags: u32,
+    /// Private anonymous dataspace holding the copied pages of a COW region (0 until needed).
+    pub shadow: u64,
+    /// Distinguishes this attachment from a later one at the same place (a fault resolved for a
+    /// detached region must not be recorded in its successor).
+    pub id: u64,
+    /// Pages the task holds a mapping of (1 bit per page), and of those the writable ones,
+    /// and for COW regions the ones already copied.
+    resident: Vec<u64>,
+    writable: Vec<u64>,
+    private: Vec<u64>,
+}
+
+fn bit(v: &[u64], i: u64) -> bool {
+    v.get((i / 64) as usize).is_some_and(|w| w >> (i % 64) & 1 != 0)
+}
+
+fn set(v: &mut [u64], i: u64, on: bool) {
+    if let Some(w) = v.get_mut((i / 64) as usize) {
+        if on {
+            *w |= 1 << (i % 64);
+        } else {
+            *w &= !(1 << (i % 64));
+        }
+    }
+}
+
+/// What the region manager should do about a fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Nothing attached at the address.
+    Unmapped,
+    /// A write (or execution) the region does not allow.
+    Denied { start: u64, size: u64, flags: u32 },
+    /// The page is already mapped with the access needed: another thread resolved it first;
+    /// just resume.
+    Cached,
+    /// Ask the region's dataspace for page `offset` (bytes) at `page`.
+    Map { id: u64, ds: u64, offset: u64, page: u64, flags: u32 },
+    /// COW region, page not yet private and a write: copy it. `ds`/`offset` is the source;
+    /// `shadow`/`shadow_offset` the private page (shadow may be 0: create it first). `mapped`:
+    /// the source page is already mapped at `page` (read-only).
+    Copy { id: u64, ds: u64, offset: u64, shadow: u64, shadow_offset: u64, page: u64, mapped: bool },
+}
+
+impl Region {
+    pub fn pages(&self) -> u64 {
+        self.size / PAGE
+    }
+    pub fn end(&self) -> u64 {
+        self.start + self.size
+    }
+    pub fn contains(&self, a: u64) -> bool {
+        a >= self.start && a < self.end()
+    }
+    pub fn is_resident(&self, i: u64) -> bool {
+        bit(&self.resident, i)
+    }
+    pub fn is_private(&self, i: u64) -> bool {
+        bit(&self.private, i)
+    }
+}
+
+/// The regions of one address space range, sorted by address.
+pub struct Regions {
+    v: Vec<Region>,
+    lo: u64,
+    hi: u64,
+    next_id: u64,
+}
+
+impl Regions {
+    /// Manages `[lo, hi)`.
+    pub const fn new(lo: u64, hi: u64) -> Regions {
+        Regions { v: Vec::new(), lo, hi, next_id: 1 }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Region> {
+        self.v.iter()
+    }
+
+    /// Attaches `size` bytes (page multiple) of dataspace `ds` from `offset` at `at`, or at the
+    /// lowest free address aligned to `align` (a power of two, at least a page) if `at` is None.
+    pub fn attach(&mut self, at: Option<u64>, size: u64, align: u64, ds: u64, offset: u64, fl: u32) -> Result<u64, RegionErr> {
+        if size == 0 || size % PAGE != 0 || offset % PAGE != 0 || !align.is_power_of_two() || align < PAGE {
+            return Err(RegionErr::Invalid);
+        }
+        offset.checked_add(size).ok_or(RegionErr::Invalid)?;
+        let start = match at {
+            Some(a) => {
+                let end = a.checked_add(size).ok_or(RegionErr::Invalid)?;
+                if a % PAGE != 0 || a < self.lo || end > self.hi {
+                    return Err(RegionErr::Invalid);
+                }
+                if self.v.iter().any(|r| a < r.end() && r.start < end) {
+                    return Err(RegionErr::Busy);
+                }
+                a
+            }
+            None => self.find(size, align).ok_or(RegionErr::NoSpace)?,
+        };
+        let words = size.div_ceil(PAGE * 64) as usize;
+        let id = self.next_id;
+        self.next_id += 1;
+        let r = Region {
+            start,
+            size,
+            ds,
+            offset,
+            flags: fl,
+            shadow: 0,
+            id,
+            resident: alloc::vec![0; words],
+            writable: alloc::vec![0; words],
+            private: alloc::vec![0; if fl & flags::COW != 0 { words } else { 0 }],
+        };
+        let pos = self.v.partition_point(|x| x.start < start);
+        self.v.insert(pos, r);
+        Ok(start)
+    }
+
+    fn find(&self, size: u64, align: u64) -> Option<u64> {
+        let mut cand = self.lo.checked_add(align - 1)? & !(align - 1);
+        for r in &self.v {
+            if cand.checked_add(size)? <= r.start {
+                return Some(cand);
+            }
+            if r.end() > cand {
+                cand = r.end().checked_add(align - 1)? & !(align - 1);
+            }
+        }
+        if cand.checked_add(size)? <= self.hi { Some(cand) } else { None }
+    }
+
+    /// Removes the region starting at `start`.
+    pub fn detach(&mut self, start: u64) -> Result<Region, RegionErr> {
+        let i = self.v.iter().position(|r| r.start == start).ok_or(RegionErr::NotFound)?;
+        Ok(self.v.remove(i))
+    }
+
+    pub fn lookup(&self, a: u64) -> Option<&Region> {
+        let i = self.v.partition_point(|r| r.start <= a);
+        if i == 0 {
+            return None;
+        }
+        let r = &self.v[i - 1];
+        if r.contains(a) { Some(r) } else { None }
+    }
+
+    fn by_id(&mut self, id: u64) -> Option<&mut Region> {
+        self.v.iter_mut().find(|r| r.id == id)
+    }
+
+    /// Decides what a fault at `addr` needs (`write`: a write access).
+    pub fn fault(&self, addr: u64, write: bool) -> Fault {
+        let Some(r) = self.lookup(addr) else { return Fault::Unmapped };
+        if write && r.flags & flags::WRITE == 0 {
+            return Fault::Denied { start: r.start, size: r.size, flags: r.flags };
+        }
+        let page = addr & !(PAGE - 1);
+        let i = (page - r.start) / PAGE;
+        if bit(&r.resident, i) && (!write || bit(&r.writable, i)) {
+            return Fault::Cached;
+        }
+        let offset = r.offset + (page - r.start);
+        if r.flags & flags::COW != 0 {
+            if bit(&r.private, i) {
+                return Fault::Map { id: r.id, ds: r.shadow, offset: page - r.start, page, flags: r.flags & !flags::COW };
+            }
+            if write {
+                return Fault::Copy { id: r.id, ds: r.ds, offset, shadow: r.shadow, shadow_offset: page - r.start, page, mapped: bit(&r.resident, i) };
+            }
+            // Reads see the dataspace, never writably: a write must come back to copy.
+            return Fault::Map { id: r.id, ds: r.ds, offset, page, flags: r.flags & !(flags::COW | flags::WRITE) };
+        }
+        Fault::Map { id: r.id, ds: r.ds, offset, page, flags: r.flags }
+    }
+
+    /// Records that `pages` pages from `page` are now mapped (writable or not) in region `id`
+    /// (ignored if that region was detached meanwhile).
+    pub fn mapped(&mut self, id: u64, page: u64, pages: u64, writable: bool) {
+        if let Some(r) = self.by_id(id) {
+            for k in 0..pages {
+                let a = page + k * PAGE;
+                if !r.contains(a) {
+                    break;
+                }
+                let i = (a - r.start) / PAGE;
+                set(&mut r.resident, i, true);
+                set(&mut r.writable, i, writable);
+            }
+        }
+    }
+
+    /// Records that a COW page now lives in the shadow dataspace.
+    pub fn copied(&mut self, id: u64, page: u64, shadow: u64) {
+        if let Some(r) = self.by_id(id) {
+            r.shadow = shadow;
+            if r.contains(page) {
+                let i = (page - r.start) / PAGE;
+                set(&mut r.private, i, true);
+                set(&mut r.resident, i, true);
+                set(&mut r.writable, i, true);
+            }
+        }
+    }
+
+    /// Sets the shadow dataspace of region `id`; false if it has one already or is gone.
+    pub fn set_shadow(&mut self, id: u64, shadow: u64) -> bool {
+        match self.by_id(id) {
+            Some(r) if r.shadow == 0 => {
+                r.shadow = shadow;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets what is cached for `[a, a + len)` (its mappings were revoked).
+    pub fn forget(&mut self, a: u64, len: u64) {
+        for r in self.v.iter_mut() {
+            let lo = a.max(r.start);
+            let hi = a.saturating_add(len).min(r.end());
+            let mut p = lo & !(PAGE - 1);
+            while p < hi {
+                let i = (p - r.start) / PAGE;
+                set(&mut r.resident, i, false);
+                set(&mut r.writable, i, false);
+                p += PAGE;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const RW: u32 = flags::READ | flags::WRITE;
+
+    #[test]
+    fn attach_fixed_and_anywhere() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        assert_eq!(m.attach(Some(0x1000_0000), 0x4000, PAGE, 5, 0, RW), Ok(0x1000_0000));
+        assert_eq!(m.attach(Some(0x1000_3000), 0x1000, PAGE, 5, 0, RW), Err(RegionErr::Busy));
+        assert_eq!(m.attach(None, 0x2000, PAGE, 6, 0, RW), Ok(0x1000_4000));
+        assert_eq!(m.attach(None, 0x1000, 0x10_0000, 7, 0, RW), Ok(0x1010_0000));
+        assert_eq!(m.attach(None, 0x1000, PAGE, 8, 0, RW), Ok(0x1000_6000));
+        assert_eq!(m.lookup(0x1000_5fff).unwrap().ds, 6);
+        assert_eq!(m.lookup(0x1000_7000), None);
+        assert_eq!(m.lookup(0x0fff_ffff), None);
+        let r = m.detach(0x1000_4000).unwrap();
+        assert_eq!(r.ds, 6);
+        assert_eq!(m.detach(0x1000_4000), Err(RegionErr::NotFound));
+        assert_eq!(m.attach(None, 0x2000, PAGE, 9, 0, RW), Ok(0x1000_4000), "the hole is reused");
+    }
+
+    #[test]
+    fn bad_attaches() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        assert_eq!(m.attach(None, 0, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(None, 100, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(None, PAGE, PAGE, 1, 5, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(None, PAGE, 3, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(None, PAGE, PAGE, 1, u64::MAX & !0xfff, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(Some(0x1000_0001), PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(Some(0x0fff_f000), PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(Some(0x1fff_f000), 2 * PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(Some(u64::MAX & !0xfff), 2 * PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
+        assert_eq!(m.attach(None, 0x1000_0000 + PAGE, PAGE, 1, 0, RW), Err(RegionErr::NoSpace));
+        assert_eq!(m.attach(None, 0x1000_0000, PAGE, 1, 0, RW), Ok(0x1000_0000));
+        assert_eq!(m.attach(None, PAGE, PAGE, 1, 0, RW), Err(RegionErr::NoSpace));
+    }
+
+    #[test]
+    fn faults_rights_and_cache() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        let a = m.attach(None, 4 * PAGE, PAGE, 3, 0x8000, flags::READ).unwrap();
+        assert_eq!(m.fault(0x500, false), Fault::Unmapped);
+        assert!(matches!(m.fault(a + 10, true), Fault::Denied { .. }));
+        let Fault::Map { id, ds, offset, page, flags: f } = m.fault(a + PAGE + 8, false) else { panic!() };
+        assert_eq!((ds, offset, page, f), (3, 0x9000, a + PAGE, flags::READ));
+        m.mapped(id, page, 1, false);
+        assert_eq!(m.fault(a + PAGE + 16, false), Fault::Cached);
+        m.forget(a, 4 * PAGE);
+        assert!(matches!(m.fault(a + PAGE, false), Fault::Map { .. }));
+        // A writable region: a read mapping that came back read-only does not satisfy a write.
+        let b = m.attach(None, PAGE, PAGE, 4, 0, RW).unwrap();
+        let Fault::Map { id, .. } = m.fault(b, false) else { panic!() };
+        m.mapped(id, b, 1, false);
+        assert!(matches!(m.fault(b, true), Fault::Map { .. }));
+        m.mapped(id, b, 1, true);
+        assert_eq!(m.fault(b, true), Fault::Cached);
+        // Detached: late results are ignored.
+        m.detach(b).unwrap();
+        m.mapped(id, b, 1, true);
+        assert_eq!(m.fault(b, false), Fault::Unmapped);
+    }
+
+    #[test]
+    fn copy_on_write_regions() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        let a = m.attach(None, 2 * PAGE, PAGE, 3, 0x4000, RW | flags::COW).unwrap();
+        let Fault::Map { id, ds, offset, flags: f, .. } = m.fault(a, false) else { panic!() };
+        assert_eq!((ds, offset, f), (3, 0x4000, flags::READ), "reads map the source read-only");
+        m.mapped(id, a, 1, false);
+        let Fault::Copy { shadow, shadow_offset, mapped, .. } = m.fault(a, true) else { panic!() };
+        assert_eq!((shadow, shadow_offset, mapped), (0, 0, true));
+        assert!(m.set_shadow(id, 77));
+        assert!(!m.set_shadow(id, 78));
+        m.copied(id, a, 77);
+        assert_eq!(m.fault(a, true), Fault::Cached);
+        m.forget(a, PAGE);
+        let Fault::Map { ds, offset, flags: f, .. } = m.fault(a, false) else { panic!() };
+        assert_eq!((ds, offset, f), (77, 0, RW), "a copied page comes from the shadow");
+        let Fault::Copy { shadow, shadow_offset, mapped, .. } = m.fault(a + PAGE, true) else { panic!() };
+        assert_eq!((shadow, shadow_offset, mapped), (77, PAGE, false));
+    }
+}

@@ -1,0 +1,348 @@
+//! The virtio-blk driver server.
+//!
+//! Drives one virtio-blk-pci device through the legacy (transitional) virtio-pci interface: the
+//! device registers are I/O BAR 0 and the interrupt is a PCI INTx line, so the driver needs only
+//! an I/O-port range and an IRQ line from root, and asks the `pci` server (with its badge) which
+//! device is its own. Arguments: none; capabilities: `pci`, the endpoint it serves (`blkN`, the
+//! first provided endpoint) and `irq:N`.
+//!
+//! Data path (no copy in the driver): a client first maps a region of its own memory into the
+//! driver's receive window with the raw `SHARE` message; the driver records the physical address
+//! of every page (`translate`). Requests then name byte offsets into that region; each becomes a
+//! descriptor chain header → data pages → status, so the device DMAs straight into the client's
+//! pages. Offsets outside the caller's region are refused (`BadBuffer`): a client can only name
+//! memory it mapped itself. All requests of one call are queued before the single notify, so up
+//! to 16 are in flight on the device at once.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use core::ptr::{read_volatile, write_volatile};
+use core::sync::atomic::{fence, Ordering};
+use sawmill_abi::MsgTag;
+use sawmill_interfaces::blk::{self, InfoOut};
+use sawmill_interfaces::{pci, BlkError};
+use sawmill_rt::{env, ipc, println, slots, sys};
+
+sawmill_rt::entry!(main);
+
+/// Raw request label of SHARE (outside the IDL's opcode range): word 0 = pages; one map item.
+pub const SHARE_LABEL: u16 = 0x7f00;
+/// The receive window for shared regions.
+const WINDOW: u64 = 0x4000_0000;
+const WINDOW_SIZE: u64 = 0x1000_0000;
+const MAX_BATCH: usize = 16;
+const MAX_SECTORS: u16 = 64;
+
+// Legacy virtio-pci register offsets (virtio 1.x spec, 4.1.4.8 "Legacy Interfaces").
+const R_HOST_FEATURES: u16 = 0x00;
+const R_GUEST_FEATURES: u16 = 0x04;
+const R_QUEUE_PFN: u16 = 0x08;
+const R_QUEUE_SIZE: u16 = 0x0c;
+const R_QUEUE_SEL: u16 = 0x0e;
+const R_QUEUE_NOTIFY: u16 = 0x10;
+const R_STATUS: u16 = 0x12;
+const R_ISR: u16 = 0x13;
+const R_CONFIG: u16 = 0x14;
+const F_BLK_FLUSH: u32 = 1 << 9;
+const S_ACK: u8 = 1;
+const S_DRIVER: u8 = 2;
+const S_DRIVER_OK: u8 = 4;
+const S_FAILED: u8 = 0x80;
+const D_NEXT: u16 = 1;
+const D_WRITE: u16 = 2;
+const T_IN: u32 = 0;
+const T_OUT: u32 = 1;
+const T_FLUSH: u32 = 4;
+
+fn outb(p: u16, v: u8) {
+    // SAFETY: root delegated the device's I/O BAR to this task (the manifest's `ioports`).
+    unsafe { core::arch::asm!("out dx, al", in("dx") p, in("al") v, options(nostack)) }
+}
+fn outw(p: u16, v: u16) {
+    // SAFETY: as in `outb`.
+    unsafe { core::arch::asm!("out dx, ax", in("dx") p, in("ax") v, options(nostack)) }
+}
+fn outl(p: u16, v: u32) {
+    // SAFETY: as in `outb`.
+    unsafe { core::arch::asm!("out dx, eax", in("dx") p, in("eax") v, options(nostack)) }
+}
+fn inb(p: u16) -> u8 {
+    let v: u8;
+    // SAFETY: as in `outb`.
+    unsafe { core::arch::asm!("in al, dx", in("dx") p, out("al") v, options(nostack)) }
+    v
+}
+fn inw(p: u16) -> u16 {
+    let v: u16;
+    // SAFETY: as in `outb`.
+    unsafe { core::arch::asm!("in ax, dx", in("dx") p, out("ax") v, options(nostack)) }
+    v
+}
+fn inl(p: u16) -> u32 {
+    let v: u32;
+    // SAFETY: as in `outb`.
+    unsafe { core::arch::asm!("in eax, dx", in("dx") p, out("eax") v, options(nostack)) }
+    v
+}
+
+/// Page-aligned, physically contiguous memory from the heap (root maps heap pages in order, so
+/// an aligned run normally is contiguous; checked, since the device needs it).
+fn dma_alloc(pages: usize) -> (*mut u8, u64) {
+    let layout = core::alloc::Layout::from_size_align(pages * 4096, 4096).unwrap();
+    // SAFETY: non-zero size; the memory is never freed (the driver owns it for good).
+    let p = unsafe { alloc::alloc::alloc_zeroed(layout) };
+    assert!(!p.is_null(), "out of heap for DMA memory");
+    let pa = sys::translate(p as u64).expect("translate");
+    for i in 1..pages {
+        let q = sys::translate(p as u64 + i as u64 * 4096).expect("translate");
+        assert!(q == pa + i as u64 * 4096, "DMA memory is not physically contiguous");
+    }
+    (p, pa)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Desc {
+    addr: u64,
+    len: u32,
+    flags: u16,
+    next: u16,
+}
+
+struct Queue {
+    size: u16,
+    desc: *mut Desc,
+    avail: *mut u16,
+    used: *const u16,
+    /// Our next avail index and the used index we have consumed up to.
+    avail_idx: u16,
+    used_idx: u16,
+}
+
+/// A client's shared region: where it is in our space and the physical address of each page.
+struct Region {
+    badge: u64,
+    phys: Vec<u64>,
+}
+
+struct Blk {
+    io: u16,
+    irq: u64,
+    q: Queue,
+    sectors: u64,
+    /// Request headers (16 bytes each at `i * 16`) and status bytes (at `1024 + i`).
+    hdr: *mut u8,
+    hdr_pa: u64,
+    regions: Vec<Region>,
+    next_window: u64,
+}
+
+impl Blk {
+    fn init(io: u16, irq: u64, line: u8) -> Blk {
+        outb(io + R_STATUS, 0);
+        outb(io + R_STATUS, S_ACK);
+        outb(io + R_STATUS, S_ACK | S_DRIVER);
+        let host = inl(io + R_HOST_FEATURES);
+        outl(io + R_GUEST_FEATURES, host & F_BLK_FLUSH);
+        outw(io + R_QUEUE_SEL, 0);
+        let size = inw(io + R_QUEUE_SIZE);
+        if size == 0 || size & (size - 1) != 0 {
+            outb(io + R_STATUS, S_FAILED);
+            panic!("virtio-blk: bad queue size {}", size);
+        }
+        let n = size as usize;
+        let used_off = (16 * n + 6 + 2 * n + 4095) & !4095;
+        let total = used_off + ((6 + 8 * n + 4095) & !4095);
+        let (mem, pa) = dma_alloc(total / 4096);
+        outl(io + R_QUEUE_PFN, (pa >> 12) as u32);
+        let (hdr, hdr_pa) = dma_alloc(1);
+        let sectors = inl(io + R_CONFIG) as u64 | (inl(io + R_CONFIG + 4) as u64) << 32;
+        outb(io + R_STATUS, S_ACK | S_DRIVER | S_DRIVER_OK);
+        // SAFETY: offsets inside the freshly allocated queue memory (layout of the legacy spec).
+        let q = unsafe {
+            Queue { size, desc: mem as *mut Desc, avail: mem.add(16 * n) as *mut u16, used: mem.add(used_off) as *const u16, avail_idx: 0, used_idx: 0 }
+        };
+        println!("blk-virtio: io {:#x} irq {} queue {} capacity {} sectors{}", io, line, size, sectors, if host & F_BLK_FLUSH != 0 { ", flush" } else { "" });
+        Blk { io, irq, q, sectors, hdr, hdr_pa, regions: Vec::new(), next_window: WINDOW }
+    }
+
+    fn set_desc(&mut self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        // SAFETY: i < queue size (callers check the chain fits), inside the descriptor table.
+        unsafe { write_volatile(self.q.desc.add(i as usize), Desc { addr, len, flags, next }) };
+    }
+
+    /// Queues the chains built in descriptors, one head per request, notifies once, and waits
+    /// until the device has used all of them.
+    fn submit_and_wait(&mut self, heads: &[u16]) {
+        let n = self.q.size as usize;
+        for &h in heads {
+            // SAFETY: ring entry inside the avail ring (flags, idx, ring[n]).
+            unsafe { write_volatile(self.q.avail.add(2 + (self.q.avail_idx as usize % n)), h) };
+            self.q.avail_idx = self.q.avail_idx.wrapping_add(1);
+        }
+        fence(Ordering::SeqCst);
+        // SAFETY: the avail ring's idx field.
+        unsafe { write_volatile(self.q.avail.add(1), self.q.avail_idx) };
+        fence(Ordering::SeqCst);
+        outw(self.io + R_QUEUE_NOTIFY, 0);
+        let want = self.q.used_idx.wrapping_add(heads.len() as u16);
+        loop {
+            fence(Ordering::SeqCst);
+            // SAFETY: the used ring's idx field, written by the device.
+            let idx = unsafe { read_volatile(self.q.used.add(1)) };
+            if idx == want {
+                break;
+            }
+            let _ = sys::notify_wait(slots::IRQ_NOTIFY, 0);
+            // Reading the ISR deasserts the (level-triggered) line; then unmask it.
+            let _ = inb(self.io + R_ISR);
+            let _ = sys::irq_ack(self.irq);
+        }
+        self.q.used_idx = want;
+    }
+
+    fn rw(&mut self, badge: u64, write: bool, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
+        let n = n as usize;
+        if n == 0 || n > MAX_BATCH {
+            return Err(BlkError::TooMany);
+        }
+        let r = self.regions.iter().position(|r| r.badge == badge).ok_or(BlkError::NotShared)?;
+        // Check everything before touching the queue: a bad request fails the call as a whole.
+        for i in 0..n {
+            let end = sector[i].checked_add(count[i] as u64).ok_or(BlkError::OutOfRange)?;
+            if count[i] == 0 || count[i] > MAX_SECTORS || end > self.sectors {
+                return Err(BlkError::OutOfRange);
+            }
+            let len = count[i] as u64 * 512;
+            if off[i] % 512 != 0 || off[i] as u64 + len > self.regions[r].phys.len() as u64 * 4096 {
+                return Err(BlkError::BadBuffer);
+            }
+        }
+        let mut heads = [0u16; MAX_BATCH];
+        let mut d: u16 = 0;
+        for i in 0..n {
+            // SAFETY: header slot i of the header page.
+            unsafe {
+                let h = self.hdr.add(i * 16);
+                write_volatile(h as *mut u32, if write { T_OUT } else { T_IN });
+                write_volatile(h.add(4) as *mut u32, 0);
+                write_volatile(h.add(8) as *mut u64, sector[i]);
+                write_volatile(self.hdr.add(1024 + i), 0xff);
+            }
+            heads[i] = d;
+            self.set_desc(d, self.hdr_pa + i as u64 * 16, 16, D_NEXT, d + 1);
+            d += 1;
+            let mut pos = off[i] as u64;
+            let mut left = count[i] as u64 * 512;
+            while left > 0 {
+                let chunk = (4096 - pos % 4096).min(left);
+                let pa = self.regions[r].phys[(pos / 4096) as usize] + pos % 4096;
+                self.set_desc(d, pa, chunk as u32, D_NEXT | if write { 0 } else { D_WRITE }, d + 1);
+                d += 1;
+                pos += chunk;
+                left -= chunk;
+            }
+            self.set_desc(d, self.hdr_pa + 1024 + i as u64, 1, D_WRITE, 0);
+            d += 1;
+        }
+        debug_assert!(d <= self.q.size);
+        self.submit_and_wait(&heads[..n]);
+        for i in 0..n {
+            // SAFETY: status byte i, written by the device.
+            if unsafe { read_volatile(self.hdr.add(1024 + i)) } != 0 {
+                return Err(BlkError::Io);
+            }
+        }
+        Ok(())
+    }
+
+    /// The raw SHARE request: the map item has already landed in our window.
+    /// `base`: where the region landed in our window.
+    fn share(&mut self, badge: u64, m: &ipc::IpcResult, base: u64) -> u16 {
+        let pages = m.w[0];
+        if m.tag.maps() != 1 || pages == 0 || pages > WINDOW_SIZE / 4096 || self.regions.iter().any(|r| r.badge == badge) {
+            return BlkError::NotShared as u16;
+        }
+        let mut phys = Vec::with_capacity(pages as usize);
+        for i in 0..pages {
+            match sys::translate(base + i * 4096) {
+                Ok(pa) => phys.push(pa),
+                Err(_) => return BlkError::NotShared as u16,
+            }
+        }
+        self.regions.push(Region { badge, phys });
+        0
+    }
+}
+
+impl blk::Server for Blk {
+    fn info(&mut self, _badge: u64) -> Result<InfoOut, BlkError> {
+        Ok(InfoOut { sectors: self.sectors, window: self.next_window, window_size: WINDOW + WINDOW_SIZE - self.next_window })
+    }
+    fn read(&mut self, badge: u64, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
+        self.rw(badge, false, n, sector, off, count)
+    }
+    fn write(&mut self, badge: u64, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
+        self.rw(badge, true, n, sector, off, count)
+    }
+    fn flush(&mut self, _badge: u64) -> Result<(), BlkError> {
+        // SAFETY: header slot 0 and status byte 0.
+        unsafe {
+            write_volatile(self.hdr as *mut u32, T_FLUSH);
+            write_volatile(self.hdr.add(4) as *mut u32, 0);
+            write_volatile(self.hdr.add(8) as *mut u64, 0);
+            write_volatile(self.hdr.add(1024), 0xff);
+        }
+        self.set_desc(0, self.hdr_pa, 16, D_NEXT, 1);
+        self.set_desc(1, self.hdr_pa + 1024, 1, D_WRITE, 0);
+        self.submit_and_wait(&[0]);
+        // SAFETY: status byte 0.
+        if unsafe { read_volatile(self.hdr.add(1024)) } != 0 {
+            return Err(BlkError::Io);
+        }
+        Ok(())
+    }
+}
+
+fn main() {
+    let pci_ep = env::cap("pci").expect("pci endpoint");
+    let c = match pci::Client::new(pci_ep).claim(0) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("blk-virtio: FAIL no device from pci: {:?}", e);
+            return;
+        }
+    };
+    let irq_name = alloc::format!("irq:{}", c.irq);
+    let Some(irq) = env::cap(&irq_name) else {
+        println!("blk-virtio: FAIL the device interrupts on line {} but the manifest gave us no {}", c.irq, irq_name);
+        return;
+    };
+    let mut b = Blk::init(c.io_base as u16, irq, c.irq);
+    // Our endpoint: the first one the manifest says we provide.
+    let ep = sawmill_rt::slots::FIRST_NAMED;
+    let u = sawmill_rt::utcb();
+    u.map_window = [b.next_window, WINDOW + WINDOW_SIZE - b.next_window];
+    let mut m = ipc::recv(ep, 0);
+    loop {
+        if m.err != 0 {
+            m = ipc::recv(ep, 0);
+            continue;
+        }
+        if m.tag.label() == SHARE_LABEL {
+            let base = b.next_window;
+            let r = b.share(m.badge, &m, base);
+            if r == 0 {
+                b.next_window += b.regions.last().map_or(0, |r| r.phys.len() as u64 * 4096);
+            }
+            // The window only ever receives shares; move it past what is taken.
+            sawmill_rt::utcb().map_window = [b.next_window, WINDOW + WINDOW_SIZE - b.next_window];
+            m = ipc::reply_recv(ep, MsgTag::new(r, 0), [0; 4]);
+            continue;
+        }
+        m = blk::dispatch_then(&mut b, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
+    }
+}

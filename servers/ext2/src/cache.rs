@@ -1,0 +1,241 @@
+//! The PFS's page cache: device pages (4 KiB) in a region of the PFS's own heap (its own
+//! memory, charged to it; no other PFS can read or evict it), shared with the block driver so
+//! the device DMAs straight into it. Write-back: writes dirty pages; `sync` writes them out in
+//! batches (several requests in flight) and flushes the device.
+//!
+//! Pages mapped into clients are pinned while an open file holds them; a page that was ever
+//! mapped has its client mappings revoked before it is reused.
+
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+use sawmill_abi::MsgTag;
+use sawmill_ext2::{BlockDevice, DevError};
+use sawmill_interfaces::blk;
+use sawmill_rt::{ipc, sys};
+
+pub const PAGE: usize = 4096;
+const FREE: u64 = u64::MAX;
+/// Raw SHARE label of the driver (servers/blk-virtio).
+const SHARE_LABEL: u16 = 0x7f00;
+const READAHEAD: usize = 8;
+
+pub struct Cache {
+    blk: blk::Client,
+    base: *mut u8,
+    npages: usize,
+    pub dev_pages: u64,
+    page_of: Vec<u64>,
+    dirty: Vec<bool>,
+    refd: Vec<bool>,
+    pub pinned: Vec<u32>,
+    pub ever_mapped: Vec<bool>,
+    index: BTreeMap<u64, usize>,
+    hand: usize,
+    pub stats: [u64; 4],
+}
+
+impl Cache {
+    /// Allocates `npages` of cache from the heap and shares them with the driver.
+    pub fn new(blk_ep: u64, npages: usize) -> Result<Cache, &'static str> {
+        let blk = blk::Client::new(blk_ep);
+        let info = blk.info().map_err(|_| "driver info")?;
+        let layout = core::alloc::Layout::from_size_align(npages * PAGE, PAGE).map_err(|_| "layout")?;
+        // SAFETY: non-zero size; the cache lives as long as the server.
+        let base = unsafe { alloc::alloc::alloc_zeroed(layout) };
+        if base.is_null() {
+            return Err("no heap for the cache");
+        }
+        if (npages * PAGE) as u64 > info.window_size {
+            return Err("cache larger than the driver's window");
+        }
+        let u = sawmill_rt::utcb();
+        u.map_items[0] = sawmill_abi::MapItem { src: base as u64, dst: info.window, pages: npages as u64, flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE };
+        let r = ipc::call(blk_ep, MsgTag::new(SHARE_LABEL, 1).with_maps(1), [npages as u64, 0, 0, 0]);
+        if r.err != 0 || r.tag.label() != 0 {
+            return Err("sharing the cache with the driver");
+        }
+        Ok(Cache {
+            blk,
+            base,
+            npages,
+            dev_pages: info.sectors / 8,
+            page_of: vec![FREE; npages],
+            dirty: vec![false; npages],
+            refd: vec![false; npages],
+            pinned: vec![0; npages],
+            ever_mapped: vec![false; npages],
+            index: BTreeMap::new(),
+            hand: 0,
+            stats: [0; 4],
+        })
+    }
+
+    pub fn addr(&self, slot: usize) -> u64 {
+        self.base as u64 + (slot * PAGE) as u64
+    }
+
+    fn page(&mut self, slot: usize) -> &mut [u8] {
+        // SAFETY: slot < npages; the region is ours for good.
+        unsafe { core::slice::from_raw_parts_mut(self.base.add(slot * PAGE), PAGE) }
+    }
+
+    /// A slot to reuse: clock over clean, unpinned pages; writes back dirty ones if that is all
+    /// there is.
+    fn victim(&mut self) -> Result<usize, DevError> {
+        for round in 0..2 {
+            for _ in 0..2 * self.npages {
+                let s = self.hand;
+                self.hand = (self.hand + 1) % self.npages;
+                if self.page_of[s] == FREE {
+                    return Ok(s);
+                }
+                if self.pinned[s] > 0 || self.dirty[s] {
+                    continue;
+                }
+                if self.refd[s] {
+                    self.refd[s] = false;
+                    continue;
+                }
+                self.drop_slot(s);
+                return Ok(s);
+            }
+            if round == 0 {
+                self.write_back()?;
+            }
+        }
+        Err(DevError)
+    }
+
+    fn drop_slot(&mut self, s: usize) {
+        self.index.remove(&self.page_of[s]);
+        self.page_of[s] = FREE;
+        if self.ever_mapped[s] {
+            // Clients may still map the old contents: take them back before reuse.
+            let _ = sys::unmap(self.addr(s), 1, 0);
+            self.ever_mapped[s] = false;
+        }
+    }
+
+    /// The slot holding device page `p`, reading it (and up to READAHEAD-1 following uncached
+    /// pages, all in flight at once) unless `overwrite` says the caller replaces it whole.
+    pub fn get(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        if let Some(&s) = self.index.get(&p) {
+            self.refd[s] = true;
+            self.stats[0] += 1;
+            return Ok(s);
+        }
+        if p >= self.dev_pages {
+            return Err(DevError);
+        }
+        self.stats[1] += 1;
+        let s = self.victim()?;
+        self.page_of[s] = p;
+        self.index.insert(p, s);
+        self.refd[s] = true;
+        if overwrite {
+            return Ok(s);
+        }
+        // Pages of the batch are pinned until read so choosing the next victim cannot take them.
+        self.pinned[s] += 1;
+        let mut batch = vec![(p, s)];
+        let mut q = p + 1;
+        while batch.len() < READAHEAD && q < self.dev_pages && !self.index.contains_key(&q) {
+            let Ok(t) = self.victim() else { break };
+            self.page_of[t] = q;
+            self.index.insert(q, t);
+            self.pinned[t] += 1;
+            batch.push((q, t));
+            q += 1;
+        }
+        let r = self.transfer(false, &batch);
+        for &(_, t) in &batch {
+            self.pinned[t] -= 1;
+        }
+        if let Err(e) = r {
+            for &(q, t) in &batch {
+                self.index.remove(&q);
+                self.page_of[t] = FREE;
+            }
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    fn transfer(&mut self, write: bool, pages: &[(u64, usize)]) -> Result<(), DevError> {
+        for chunk in pages.chunks(16) {
+            let (mut sector, mut off, mut count) = ([0u64; 16], [0u32; 16], [0u16; 16]);
+            for (i, &(p, s)) in chunk.iter().enumerate() {
+                sector[i] = p * 8;
+                off[i] = (s * PAGE) as u32;
+                count[i] = 8;
+            }
+            let n = chunk.len() as u32;
+            let r = if write { self.blk.write(n, sector, off, count) } else { self.blk.read(n, sector, off, count) };
+            r.map_err(|_| DevError)?;
+            self.stats[if write { 3 } else { 2 }] += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty page (in device order, 16 requests per call).
+    pub fn write_back(&mut self) -> Result<(), DevError> {
+        let mut d: Vec<(u64, usize)> = (0..self.npages).filter(|&s| self.dirty[s]).map(|s| (self.page_of[s], s)).collect();
+        d.sort_unstable();
+        self.transfer(true, &d)?;
+        for (_, s) in d {
+            self.dirty[s] = false;
+        }
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> Result<(), DevError> {
+        self.write_back()?;
+        self.blk.flush().map_err(|_| DevError)
+    }
+
+    pub fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<(), DevError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (p, o) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
+            let n = (PAGE - o).min(buf.len() - done);
+            let s = self.get(p, false)?;
+            buf[done..done + n].copy_from_slice(&self.page(s)[o..o + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    pub fn write_at(&mut self, off: u64, buf: &[u8]) -> Result<(), DevError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (p, o) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
+            let n = (PAGE - o).min(buf.len() - done);
+            let s = self.get(p, n == PAGE)?;
+            self.page(s)[o..o + n].copy_from_slice(&buf[done..done + n]);
+            self.dirty[s] = true;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// The engine's view of the device: the cache, shared with the server (single-threaded).
+pub struct Dev(pub alloc::rc::Rc<core::cell::RefCell<Cache>>);
+
+impl BlockDevice for Dev {
+    fn size(&self) -> u64 {
+        self.0.borrow().dev_pages * PAGE as u64
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), DevError> {
+        self.0.borrow_mut().read_at(offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), DevError> {
+        self.0.borrow_mut().write_at(offset, buf)
+    }
+    fn flush(&mut self) -> Result<(), DevError> {
+        self.0.borrow_mut().sync()
+    }
+}

@@ -1,0 +1,611 @@
+//! The ext2 physical file system (PFS) server.
+//!
+//! Runs the fs/ext2 engine over [`cache::Cache`], a write-back page cache in the PFS's own heap
+//! that the block driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it
+//! uses), `cache_kb=N`, optional `name=...` for messages. The first endpoint it provides is its
+//! manifest endpoint; the VFS calls `connect` there once and gets a capability to an endpoint
+//! the PFS created itself, which it serves from then on. Every capability it hands out is minted
+//! from that endpoint, so all of them fail at once when the PFS dies (nobody hangs).
+//!
+//! Badges on the served endpoint: [`VFS_BADGE`] (the VFS, trusted: it did the access checks),
+//! `SESSION_BASE + i` (a client session of protocol option 3, with the credentials the VFS gave:
+//! the PFS checks access itself), `FILE_BASE + i` (open file `i`: the badge indexes the table
+//! directly, no handle lookup).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod cache;
+
+use alloc::rc::Rc;
+use alloc::vec::Vec;
+use cache::{Cache, Dev, PAGE};
+use core::cell::RefCell;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use sawmill_abi::{map, rights, MapItem, ObjKind};
+use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr};
+use sawmill_interfaces::file::{self, MapOut, StatOut};
+use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
+use sawmill_interfaces::rpc::Bytes;
+use sawmill_interfaces::FsError;
+use sawmill_rt::{env, ipc, println, sys, thread};
+
+sawmill_rt::entry!(main);
+
+const VFS_BADGE: u64 = 1;
+const SESSION_BASE: u64 = 1 << 20;
+const FILE_BASE: u64 = 1 << 32;
+const O_READ: u32 = 1;
+const O_WRITE: u32 = 2;
+const O_TRUNC: u32 = 4;
+const O_CREATE: u32 = 8;
+const O_EXCL: u32 = 16;
+/// A fixed timestamp for changes: the system has no wall clock.
+const NOW: u32 = 1_700_000_000;
+
+/// Map items the current reply carries (set by `map`, added to the tag by the server loop).
+static PENDING_MAPS: AtomicUsize = AtomicUsize::new(0);
+
+fn err(e: E2) -> FsError {
+    match e {
+        E2::Io => FsError::Io,
+        E2::NotFound => FsError::NotFound,
+        E2::NotDir => FsError::NotDir,
+        E2::IsDir => FsError::IsDir,
+        E2::Exists => FsError::Exists,
+        E2::NotEmpty => FsError::NotEmpty,
+        E2::NoSpace => FsError::NoSpace,
+        E2::NameTooLong => FsError::NameTooLong,
+        E2::TooManyLinks => FsError::Invalid,
+        E2::FileTooLarge => FsError::TooLarge,
+        E2::Loop => FsError::Loop,
+        E2::ReadOnly => FsError::ReadOnly,
+        E2::Invalid(_) => FsError::Invalid,
+        E2::Corrupt(_) => FsError::Corrupt,
+        E2::Unsupported(_) => FsError::Invalid,
+    }
+}
+
+/// Whether credentials (uid, gid) may access an inode with `mode`/`uid`/`gid` for `want`
+/// (4 read, 2 write, 1 search/execute). uid 0 may do anything.
+pub fn may(mode: u32, fuid: u32, fgid: u32, uid: u32, gid: u32, want: u32) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    let bits = if uid == fuid { mode >> 6 } else if gid == fgid { mode >> 3 } else { mode };
+    bits & want == want
+}
+
+struct Open {
+    ino: u32,
+    flags: u32,
+    cap: u64,
+    /// Cache slots this open file has mapped into its client (pinned while open).
+    mapped: Vec<usize>,
+}
+
+struct Pfs {
+    fs: Fs<Dev>,
+    cache: Rc<RefCell<Cache>>,
+    ep: u64,
+    files: Vec<Option<Open>>,
+    free_files: Vec<usize>,
+    sessions: Vec<(u32, u32)>,
+    free_slots: Vec<u64>,
+    name: &'static str,
+}
+
+impl Pfs {
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    /// The caller's credentials: None for the VFS (trusted), Some for a session.
+    fn creds(&self, badge: u64) -> Result<Option<(u32, u32)>, FsError> {
+        if badge == VFS_BADGE {
+            return Ok(None);
+        }
+        if (SESSION_BASE..FILE_BASE).contains(&badge) {
+            if let Some(c) = self.sessions.get((badge - SESSION_BASE) as usize) {
+                return Ok(Some(*c));
+            }
+        }
+        Err(FsError::Denied)
+    }
+
+    fn check(&mut self, badge: u64, ino: u32, want: u32) -> Result<(), FsError> {
+        if let Some((uid, gid)) = self.creds(badge)? {
+            let st = self.fs.stat(ino).map_err(err)?;
+            if !may(st.mode as u32, st.uid, st.gid, uid, gid, want) {
+                return Err(FsError::Denied);
+            }
+        }
+        Ok(())
+    }
+
+    fn file(&mut self, badge: u64) -> Result<&mut Open, FsError> {
+        let i = badge.wrapping_sub(FILE_BASE) as usize;
+        self.files.get_mut(i).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
+    }
+
+    fn do_open(&mut self, ino: u32, flags: u32) -> Result<OpenOut, FsError> {
+        let st = self.fs.stat(ino).map_err(err)?;
+        if st.kind == FileKind::Dir && flags & (O_WRITE | O_TRUNC) != 0 {
+            return Err(FsError::IsDir);
+        }
+        if flags & O_TRUNC != 0 && st.kind == FileKind::Regular {
+            self.revoke_ino(ino);
+            self.fs.truncate(ino, 0).map_err(err)?;
+        }
+        let i = match self.free_files.pop() {
+            Some(i) => i,
+            None => {
+                self.files.push(None);
+                self.files.len() - 1
+            }
+        };
+        let cap = self.slot();
+        if sys::cap_mint(self.ep, cap, FILE_BASE + i as u64, rights::SEND).is_err() {
+            self.free_files.push(i);
+            return Err(FsError::NoSpace);
+        }
+        self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new() });
+        let size = if flags & O_TRUNC != 0 { 0 } else { st.size };
+        Ok(OpenOut { file: cap, size })
+    }
+
+    /// Takes back every client mapping of `ino`'s cached pages (truncate, unlink): the blocks
+    /// may be freed and reused for other data.
+    fn revoke_ino(&mut self, ino: u32) {
+        let mut c = self.cache.borrow_mut();
+        for f in self.files.iter_mut().flatten() {
+            if f.ino == ino {
+                for &s in &f.mapped {
+                    c.pinned[s] -= 1;
+                    if c.ever_mapped[s] {
+                        let _ = sys::unmap(c.addr(s), 1, 0);
+                        c.ever_mapped[s] = false;
+                    }
+                }
+                f.mapped.clear();
+            }
+        }
+    }
+
+    /// Device page holding file page `fp` of `ino`, if the page lies in one aligned run of
+    /// blocks on disk (always so with 4 KiB blocks; otherwise only when contiguous).
+    fn dev_page(&mut self, ino: u32, fp: u64) -> Option<u64> {
+        let bs = self.fs.block_size() as u64;
+        let k = PAGE as u64 / bs;
+        let b0 = self.fs.block_of(ino, fp * k).ok()? as u64;
+        if b0 == 0 || (b0 * bs) % PAGE as u64 != 0 {
+            return None;
+        }
+        for j in 1..k {
+            if self.fs.block_of(ino, fp * k + j).ok()? as u64 != b0 + j {
+                return None;
+            }
+        }
+        Some(b0 * bs / PAGE as u64)
+    }
+
+    fn lookup_in(&mut self, badge: u64, dir: u32, name: &[u8]) -> Result<u32, FsError> {
+        self.check(badge, dir, 1)?;
+        self.fs.lookup(dir, name).map_err(err)
+    }
+
+    /// Option 3 path walk inside this file system, with the session's credentials. Returns
+    /// (parent, inode or None, last name).
+    fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<u32>, Vec<u8>), FsError> {
+        let mut comps: Vec<Vec<u8>> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect();
+        comps.reverse();
+        let mut stack: Vec<u32> = alloc::vec![self.fs.root()];
+        let mut links = 0;
+        loop {
+            let Some(c) = comps.pop() else {
+                let cur = *stack.last().unwrap();
+                return Ok((cur, Some(cur), Vec::new()));
+            };
+            let dir = *stack.last().unwrap();
+            if c == b".." {
+                if stack.len() == 1 {
+                    return Err(FsError::Xdev);
+                }
+                stack.pop();
+                continue;
+            }
+            let last = comps.is_empty();
+            match self.lookup_in(badge, dir, &c) {
+                Err(FsError::NotFound) if last => return Ok((dir, None, c)),
+                Err(e) => return Err(e),
+                Ok(ino) => {
+                    let st = self.fs.stat(ino).map_err(err)?;
+                    if st.kind == FileKind::Symlink && (!last || follow_last) {
+                        links += 1;
+                        if links > 8 {
+                            return Err(FsError::Loop);
+                        }
+                        let t = self.fs.readlink(ino).map_err(err)?;
+                        if t.first() == Some(&b'/') {
+                            return Err(FsError::Xdev);
+                        }
+                        for p in t.split(|&c| c == b'/').rev().filter(|c| !c.is_empty() && *c != b".") {
+                            comps.push(p.to_vec());
+                        }
+                        continue;
+                    }
+                    if last {
+                        return Ok((dir, Some(ino), c));
+                    }
+                    if st.kind != FileKind::Dir {
+                        return Err(FsError::NotDir);
+                    }
+                    stack.push(ino);
+                }
+            }
+        }
+    }
+}
+
+impl pfs::Server for Pfs {
+    fn connect(&mut self, _badge: u64, _e: u64) -> Result<(), FsError> {
+        Err(FsError::Invalid)
+    }
+    fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
+        Err(FsError::Invalid)
+    }
+    fn root(&mut self, badge: u64) -> Result<u32, FsError> {
+        self.creds(badge)?;
+        Ok(self.fs.root())
+    }
+    fn lookup(&mut self, badge: u64, dir: u32, name: &[u8]) -> Result<LookupOut, FsError> {
+        let ino = self.lookup_in(badge, dir, name)?;
+        let st = self.fs.stat(ino).map_err(err)?;
+        Ok(LookupOut { ino, mode: st.mode as u32, uid: st.uid, gid: st.gid })
+    }
+    fn getattr(&mut self, badge: u64, ino: u32) -> Result<GetattrOut, FsError> {
+        self.creds(badge)?;
+        let st = self.fs.stat(ino).map_err(err)?;
+        Ok(GetattrOut { mode: st.mode as u32, nlink: st.nlink as u32, uid: st.uid, gid: st.gid, size: st.size, mtime: st.mtime })
+    }
+    fn open(&mut self, badge: u64, ino: u32, flags: u32) -> Result<OpenOut, FsError> {
+        let want = if flags & O_READ != 0 { 4 } else { 0 } | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 };
+        self.check(badge, ino, want)?;
+        self.do_open(ino, flags)
+    }
+    fn create(&mut self, badge: u64, dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<u32, FsError> {
+        self.check(badge, dir, 3)?;
+        let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
+        self.fs.create(dir, name, mode as u16 & 0o7777, uid, gid).map_err(err)
+    }
+    fn mkdir(&mut self, badge: u64, dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<u32, FsError> {
+        self.check(badge, dir, 3)?;
+        let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
+        self.fs.mkdir(dir, name, mode as u16 & 0o7777, uid, gid).map_err(err)
+    }
+    fn symlink(&mut self, badge: u64, dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<u32, FsError> {
+        self.check(badge, dir, 3)?;
+        let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
+        self.fs.symlink(dir, name, target, uid, gid).map_err(err)
+    }
+    fn readlink(&mut self, badge: u64, ino: u32) -> Result<Bytes<256>, FsError> {
+        self.creds(badge)?;
+        let t = self.fs.readlink(ino).map_err(err)?;
+        Bytes::from_slice(&t).ok_or(FsError::NameTooLong)
+    }
+    fn unlink(&mut self, badge: u64, dir: u32, name: &[u8]) -> Result<(), FsError> {
+        self.check(badge, dir, 3)?;
+        if let Ok(ino) = self.fs.lookup(dir, name) {
+            self.revoke_ino(ino);
+        }
+        self.fs.unlink(dir, name).map_err(err)
+    }
+    fn rmdir(&mut self, badge: u64, dir: u32, name: &[u8]) -> Result<(), FsError> {
+        self.check(badge, dir, 3)?;
+        self.fs.rmdir(dir, name).map_err(err)
+    }
+    fn rename(&mut self, badge: u64, sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> Result<(), FsError> {
+        self.check(badge, sdir, 3)?;
+        self.check(badge, ddir, 3)?;
+        if let Ok(ino) = self.fs.lookup(ddir, dname) {
+            self.revoke_ino(ino);
+        }
+        self.fs.rename(sdir, sname, ddir, dname).map_err(err)
+    }
+    fn setattr(&mut self, badge: u64, ino: u32, mode: u32, uid: u32, gid: u32, which: u32) -> Result<(), FsError> {
+        if let Some((cu, _)) = self.creds(badge)? {
+            let st = self.fs.stat(ino).map_err(err)?;
+            if cu != 0 && (cu != st.uid || which & 6 != 0) {
+                return Err(FsError::Denied);
+            }
+        }
+        let a = SetAttr {
+            perm: (which & 1 != 0).then_some(mode as u16 & 0o7777),
+            uid: (which & 2 != 0).then_some(uid),
+            gid: (which & 4 != 0).then_some(gid),
+            ..SetAttr::default()
+        };
+        self.fs.set_attr(ino, &a).map_err(err)
+    }
+    fn truncate(&mut self, badge: u64, ino: u32, size: u64) -> Result<(), FsError> {
+        self.check(badge, ino, 2)?;
+        self.revoke_ino(ino);
+        self.fs.truncate(ino, size).map_err(err)
+    }
+    fn readdir(&mut self, badge: u64, dir: u32, cookie: u64) -> Result<ReaddirOut, FsError> {
+        self.check(badge, dir, 4)?;
+        let ents = self.fs.readdir(dir).map_err(err)?;
+        let Some(e) = ents.get(cookie as usize) else {
+            return Ok(ReaddirOut { next: 0, ino: 0, kind: 0, name: Bytes::new() });
+        };
+        let kind = match e.kind {
+            FileKind::Regular => 1,
+            FileKind::Dir => 2,
+            FileKind::Symlink => 7,
+            _ => 0,
+        };
+        Ok(ReaddirOut { next: cookie + 1, ino: e.ino, kind, name: Bytes::from_slice(&e.name).ok_or(FsError::NameTooLong)? })
+    }
+    fn sync(&mut self, badge: u64) -> Result<(), FsError> {
+        self.creds(badge)?;
+        self.fs.flush().map_err(err)
+    }
+    fn session(&mut self, badge: u64, uid: u32, gid: u32) -> Result<u64, FsError> {
+        if badge != VFS_BADGE {
+            return Err(FsError::Denied);
+        }
+        let i = match self.sessions.iter().position(|&c| c == (uid, gid)) {
+            Some(i) => i,
+            None => {
+                self.sessions.push((uid, gid));
+                self.sessions.len() - 1
+            }
+        };
+        let s = self.slot();
+        sys::cap_mint(self.ep, s, SESSION_BASE + i as u64, rights::SEND).map_err(|_| FsError::NoSpace)?;
+        // Handed over in the reply; our copy goes with the next request (see the loop).
+        PENDING_DELETE.store(s as usize, Ordering::Relaxed);
+        Ok(s)
+    }
+    fn crash(&mut self, badge: u64) -> Result<(), FsError> {
+        if badge != VFS_BADGE {
+            return Err(FsError::Denied);
+        }
+        println!("ext2-pfs[{}]: crashing on request (fault injection)", self.name);
+        sawmill_rt::exit(0x99)
+    }
+    fn open_path(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenPathOut, FsError> {
+        let creds = self.creds(badge)?;
+        let (dir, ino, name) = self.walk(badge, path, true)?;
+        let ino = match ino {
+            Some(i) => {
+                if flags & O_CREATE != 0 && flags & O_EXCL != 0 {
+                    return Err(FsError::Exists);
+                }
+                i
+            }
+            None if flags & O_CREATE != 0 => {
+                let (uid, gid) = creds.unwrap_or((0, 0));
+                self.check(badge, dir, 3)?;
+                self.fs.create(dir, &name, mode as u16 & 0o7777, uid, gid).map_err(err)?
+            }
+            None => return Err(FsError::NotFound),
+        };
+        let o = pfs::Server::open(self, badge, ino, flags & (O_READ | O_WRITE | O_TRUNC))?;
+        Ok(OpenPathOut { file: o.file, size: o.size })
+    }
+}
+
+static PENDING_DELETE: AtomicUsize = AtomicUsize::new(0);
+
+impl file::Server for Pfs {
+    fn read(&mut self, badge: u64, off: u64, len: u32) -> Result<Bytes<480>, FsError> {
+        let f = self.file(badge)?;
+        if f.flags & O_READ == 0 {
+            return Err(FsError::BadFile);
+        }
+        let ino = f.ino;
+        let mut b = Bytes::<480>::new();
+        let n = (len as usize).min(480);
+        let got = self.fs.read(ino, off, &mut b.buf_mut()[..n]).map_err(err)?;
+        b.set_len(got);
+        Ok(b)
+    }
+    fn write(&mut self, badge: u64, off: u64, data: &[u8]) -> Result<u32, FsError> {
+        let f = self.file(badge)?;
+        if f.flags & O_WRITE == 0 {
+            return Err(FsError::BadFile);
+        }
+        let ino = f.ino;
+        self.fs.write(ino, off, data).map(|n| n as u32).map_err(err)
+    }
+    fn stat(&mut self, badge: u64) -> Result<StatOut, FsError> {
+        let ino = self.file(badge)?.ino;
+        let st = self.fs.stat(ino).map_err(err)?;
+        Ok(StatOut { ino, mode: st.mode as u32, nlink: st.nlink as u32, uid: st.uid, gid: st.gid, size: st.size, mtime: st.mtime })
+    }
+    fn truncate(&mut self, badge: u64, size: u64) -> Result<(), FsError> {
+        let f = self.file(badge)?;
+        if f.flags & O_WRITE == 0 {
+            return Err(FsError::BadFile);
+        }
+        let ino = f.ino;
+        self.revoke_ino(ino);
+        self.fs.truncate(ino, size).map_err(err)
+    }
+    fn fsync(&mut self, badge: u64) -> Result<(), FsError> {
+        self.file(badge)?;
+        self.fs.flush().map_err(err)
+    }
+    fn map(&mut self, badge: u64, page: u64, count: u32, dst: u64) -> Result<MapOut, FsError> {
+        let f = self.file(badge)?;
+        if f.flags & O_READ == 0 {
+            return Err(FsError::BadFile);
+        }
+        let ino = f.ino;
+        let size = self.fs.stat(ino).map_err(err)?.size;
+        let pages = size.div_ceil(PAGE as u64);
+        let mut n = 0usize;
+        let u = sawmill_rt::utcb();
+        while n < (count as usize).min(4) && page + (n as u64) < pages {
+            let Some(dp) = self.dev_page(ino, page + n as u64) else { break };
+            let s = {
+                let mut c = self.cache.borrow_mut();
+                let s = c.get(dp, false).map_err(|_| FsError::Io)?;
+                c.pinned[s] += 1;
+                c.ever_mapped[s] = true;
+                s
+            };
+            let addr = self.cache.borrow().addr(s);
+            self.file(badge)?.mapped.push(s);
+            u.map_items[n] = MapItem { src: addr, dst: dst + (n * PAGE) as u64, pages: 1, flags: map::READ };
+            n += 1;
+        }
+        PENDING_MAPS.store(n, Ordering::Relaxed);
+        Ok(MapOut { mapped: n as u32, size })
+    }
+    fn close(&mut self, badge: u64) -> Result<(), FsError> {
+        let i = badge.wrapping_sub(FILE_BASE) as usize;
+        let f = self.files.get_mut(i).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
+        {
+            let mut c = self.cache.borrow_mut();
+            for &s in &f.mapped {
+                c.pinned[s] -= 1;
+            }
+        }
+        // Every copy of the file capability goes (the client's included), then our own.
+        let _ = sys::cap_revoke(f.cap);
+        let _ = sys::cap_delete(f.cap);
+        self.free_slots.push(f.cap);
+        self.free_files.push(i);
+        Ok(())
+    }
+}
+
+/// Phase 1: serve the manifest endpoint until the VFS connects.
+struct Connect {
+    /// Where the VFS's endpoint is kept (a derived copy: the VFS can revoke it).
+    ep: u64,
+    done: bool,
+}
+
+macro_rules! refuse_all {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
+        $(fn $name(&mut self, _badge: u64, $($a: $t),*) -> Result<$r, FsError> { $(let _ = $a;)* Err(FsError::Invalid) })*
+    };
+}
+
+impl pfs::Server for Connect {
+    fn connect(&mut self, _badge: u64, e: u64) -> Result<(), FsError> {
+        // The received slot is emptied after this handler: keep a copy.
+        sys::cap_copy(e, self.ep).map_err(|_| FsError::Invalid)?;
+        self.done = true;
+        Ok(())
+    }
+    fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
+        Err(FsError::Invalid)
+    }
+    refuse_all! {
+        root() -> u32;
+        lookup(dir: u32, name: &[u8]) -> LookupOut;
+        getattr(ino: u32) -> GetattrOut;
+        open(ino: u32, flags: u32) -> OpenOut;
+        create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
+        mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
+        symlink(dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> u32;
+        readlink(ino: u32) -> Bytes<256>;
+        unlink(dir: u32, name: &[u8]) -> ();
+        rmdir(dir: u32, name: &[u8]) -> ();
+        rename(sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> ();
+        setattr(ino: u32, mode: u32, uid: u32, gid: u32, which: u32) -> ();
+        truncate(ino: u32, size: u64) -> ();
+        readdir(dir: u32, cookie: u64) -> ReaddirOut;
+        sync() -> ();
+        session(uid: u32, gid: u32) -> u64;
+        crash() -> ();
+        open_path(path: &[u8], flags: u32, mode: u32) -> OpenPathOut;
+    }
+}
+
+fn arg(key: &str) -> Option<&'static str> {
+    env::args().find_map(|a| a.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+fn main() {
+    let name = arg("name").unwrap_or("?");
+    let blk_ep = arg("blk").and_then(env::cap).expect("blk endpoint (argument blk=NAME)");
+    let cache_kb: usize = arg("cache_kb").and_then(|v| v.parse().ok()).unwrap_or(2048);
+    let manifest_ep = sawmill_rt::slots::FIRST_NAMED;
+    let cache = match Cache::new(blk_ep, cache_kb * 1024 / PAGE) {
+        Ok(c) => Rc::new(RefCell::new(c)),
+        Err(e) => {
+            println!("ext2-pfs[{}]: FAIL {}", name, e);
+            return;
+        }
+    };
+    let fs = Fs::open(Dev(cache.clone()));
+    let ep = thread::alloc_slot();
+    let rx = thread::alloc_slot();
+    let mut conn = Connect { ep, done: false };
+    sawmill_rt::utcb().caps_in[0] = rx;
+    let mut m = ipc::recv(manifest_ep, 0);
+    loop {
+        if m.err != 0 {
+            m = ipc::recv(manifest_ep, 0);
+            continue;
+        }
+        let r = pfs::dispatch(&mut conn, &m);
+        if conn.done {
+            // The manifest endpoint is left to the watch thread: it takes the VFS's watch call
+            // and never answers, so the VFS learns of our death from the kernel.
+            thread::spawn(1, 4096, move || {
+                let _ = ipc::recv(manifest_ep, 0);
+                let n = thread::create(ObjKind::Notification, 0).expect("notification");
+                loop {
+                    let _ = sys::notify_wait(n, 0);
+                }
+            })
+            .expect("watch thread");
+            // Reply to the VFS and from now on wait on its endpoint.
+            m = ipc::reply_recv(ep, r.tag, r.w);
+            break;
+        }
+        sawmill_rt::utcb().caps_in[0] = rx;
+        m = ipc::reply_recv(manifest_ep, r.tag, r.w);
+    }
+    let mut fs = match fs {
+        Ok(fs) => fs,
+        Err(e) => {
+            // A file system we cannot mount: answer every request with an error, never crash.
+            println!("ext2-pfs[{}]: cannot mount: {}", name, e);
+            loop {
+                let t = sawmill_abi::MsgTag::new(FsError::Corrupt as u16, 0);
+                let _ = ipc::reply_recv(ep, t, [0; 4]);
+            }
+        }
+    };
+    fs.set_time(NOW);
+    let st = fs.statfs();
+    println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
+    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), name };
+    loop {
+        if m.err != 0 {
+            m = ipc::recv(ep, 0);
+            continue;
+        }
+        let pd = PENDING_DELETE.swap(0, Ordering::Relaxed);
+        if pd != 0 {
+            let _ = sys::cap_delete(pd as u64);
+            p.free_slots.push(pd as u64);
+        }
+        if m.badge >= FILE_BASE {
+            m = file::dispatch_then(&mut p, &m, |r| {
+                let n = PENDING_MAPS.swap(0, Ordering::Relaxed);
+                ipc::reply_recv(ep, r.tag.with_maps(n as u8), r.w)
+            });
+        } else {
+            m = pfs::dispatch_then(&mut p, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
+        }
+    }
+}

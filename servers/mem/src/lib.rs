@@ -1,0 +1,434 @@
+//! The bookkeeping of the memory server `mem` (the binary is `src/main.rs`): which frames of its
+//! RAM pool are free, which dataspace holds which frame at which page, copy-on-write sharing,
+//! and how many pages each client (badge) is charged against its quota.
+//!
+//! Pure logic: it touches no memory and makes no system calls. What must happen to real memory
+//! (zeroing, copying a frame, revoking every mapping derived from a frame) is asked of a
+//! [`Backend`], which the server implements with its pool window and `unmap`, and the host tests
+//! with plain arrays. The logic is therefore tested on the host (`cargo test -p sawmill-mem`).
+//!
+//! Accounting rule: a client is charged one page for every page *present* in a dataspace it owns
+//! (allocated on first touch for anonymous dataspaces, at once for DMA ones). A copy-on-write copy
+//! is charged in full when made (its pages are present, if shared), so breaking the sharing later
+//! never needs quota; it may still fail if the pool itself is empty.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+pub const PAGE: u64 = 4096;
+
+/// What root and mem agree on: where the pool lies and how root describes it (see
+/// `servers/root`).
+pub mod boot {
+    /// Environment record kind of one RAM range: value = the pool address of its first page,
+    /// bytes = physical address and page count (two little-endian u64).
+    pub const KIND_RAM: u64 = 16;
+    /// mem's view of its pool: the ranges are mapped one after the other from here.
+    pub const POOL_BASE: u64 = 0x0000_0010_0000_0000;
+}
+
+/// Index of a frame of the pool (its address in mem is `POOL_BASE + f * PAGE`).
+pub type Frame = u32;
+
+/// The memory operations the logic needs done.
+pub trait Backend {
+    /// Fill frame `f` with zeroes.
+    fn zero(&mut self, f: Frame);
+    /// Copy frame `from` to frame `to`.
+    fn copy(&mut self, from: Frame, to: Frame);
+    /// Revoke every mapping derived from mem's own mapping of `f` (in all tasks).
+    fn revoke(&mut self, f: Frame);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemErr {
+    /// Argument out of range.
+    Invalid,
+    /// The owner's quota would be exceeded.
+    Quota,
+    /// The pool or a table is full.
+    NoMemory,
+    /// No such dataspace.
+    Gone,
+    /// The operation makes no sense for this dataspace (resize of a DMA one, phys of an
+    /// anonymous one).
+    Unsupported,
+}
+
+/// The RAM pool: ranges of physically contiguous frames, numbered consecutively.
+pub struct Frames {
+    /// (physical address, first frame, frames)
+    ranges: Vec<(u64, Frame, u32)>,
+    /// Reference count per frame: 0 = free; >1 = shared copy-on-write.
+    refs: Vec<u16>,
+    nfree: u32,
+    /// Where the next search for a free frame starts (so allocation is not quadratic).
+    hint: u32,
+}
+
+impl Frames {
+    /// `ranges`: (physical address, pages) in pool order.
+    pub fn new(ranges: &[(u64, u64)]) -> Frames {
+        let mut v = Vec::new();
+        let mut n: u32 = 0;
+        for &(pa, pages) in ranges {
+            let pages = pages.min((u32::MAX - n) as u64 / 2) as u32;
+            v.push((pa, n, pages));
+            n += pages;
+        }
+        Frames { ranges: v, refs: alloc::vec![0; n as usize], nfree: n, hint: 0 }
+    }
+    pub fn total(&self) -> u32 {
+        self.refs.len() as u32
+    }
+    pub fn free(&self) -> u32 {
+        self.nfree
+    }
+    pub fn refs(&self, f: Frame) -> u16 {
+        self.refs[f as usize]
+    }
+    /// Physical address of a frame.
+    pub fn paddr(&self, f: Frame) -> u64 {
+        for &(pa, first, n) in &self.ranges {
+            if f >= first && f < first + n {
+                return pa + (f - first) as u64 * PAGE;
+            }
+        }
+        0
+    }
+    pub fn alloc(&mut self) -> Option<Frame> {
+        let n = self.total();
+        if self.nfree == 0 {
+            return None;
+        }
+        for i in 0..n {
+            let f = (self.hint + i) % n;
+            if self.refs[f as usize] == 0 {
+                self.refs[f as usize] = 1;
+                self.nfree -= 1;
+                self.hint = (f + 1) % n;
+                return Some(f);
+            }
+        }
+        None
+    }
+    /// `n` physically contiguous frames (inside one range): the first.
+    pub fn alloc_contig(&mut self, n: u32) -> Option<Frame> {
+        if n == 0 || n > self.nfree {
+            return None;
+        }
+        for &(_, first, count) in &self.ranges {
+            let mut run = 0;
+            for f in first..first + count {
+                if self.refs[f as usize] == 0 {
+                    run += 1;
+                    if run == n {
+                        let start = f + 1 - n;
+                        for g in start..=f {
+                            self.refs[g as usize] = 1;
+                        }
+                        self.nfree -= n;
+                        return Some(start);
+                    }
+                } else {
+                    run = 0;
+                }
+            }
+        }
+        None
+    }
+    pub fn incref(&mut self, f: Frame) {
+        self.refs[f as usize] += 1;
+    }
+    /// Drops one reference; true if the frame became free.
+    pub fn decref(&mut self, f: Frame) -> bool {
+        let r = &mut self.refs[f as usize];
+        *r -= 1;
+        if *r == 0 {
+            self.nfree += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A client's account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Account {
+    /// Pages charged.
+    pub used: u64,
+    /// Most pages it may be charged.
+    pub quota: u64,
+    /// Dataspaces it owns.
+    pub dataspaces: u32,
+}
+
+/// One dataspace.
+#[derive(Clone, Debug)]
+pub struct Ds {
+    /// Badge of the client that created it (and pays for it).
+    pub owner: u64,
+    /// Size in pages.
+    pub size: u64,
+    /// Present pages (sparse: an untouched page costs nothing, not even here).
+    pub pages: BTreeMap<u64, Frame>,
+    /// Physically contiguous (DMA): all pages present from the start, never resized.
+    pub contig: bool,
+    /// Made by or copied from with `copy` (pages may be shared).
+    pub cow: bool,
+}
+
+/// Limits of the server.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Quota of a client not named otherwise, in pages.
+    pub default_quota: u64,
+    /// Dataspaces one client may own at once (they cost mem capability slots).
+    pub ds_per_client: u32,
+    /// Dataspaces in all.
+    pub ds_total: usize,
+}
+
+/// The whole state of the memory server.
+pub struct Mem {
+    pub frames: Frames,
+    ds: Vec<Option<Ds>>,
+    accounts: BTreeMap<u64, Account>,
+    quotas: BTreeMap<u64, u64>,
+    pub limits: Limits,
+}
+
+impl Mem {
+    pub fn new(frames: Frames, limits: Limits) -> Mem {
+        Mem { frames, ds: Vec::new(), accounts: BTreeMap::new(), quotas: BTreeMap::new(), limits }
+    }
+
+    /// Gives client `badge` a quota other than the default.
+    pub fn set_quota(&mut self, badge: u64, pages: u64) {
+        self.quotas.insert(badge, pages);
+        if let Some(a) = self.accounts.get_mut(&badge) {
+            a.quota = pages;
+        }
+    }
+
+    pub fn account(&mut self, badge: u64) -> &mut Account {
+        let q = *self.quotas.get(&badge).unwrap_or(&self.limits.default_quota);
+        self.accounts.entry(badge).or_insert(Account { used: 0, quota: q, dataspaces: 0 })
+    }
+
+    fn charge(&mut self, badge: u64, n: u64) -> Result<(), MemErr> {
+        let a = self.account(badge);
+        match a.used.checked_add(n) {
+            Some(u) if u <= a.quota => {
+                a.used = u;
+                Ok(())
+            }
+            _ => Err(MemErr::Quota),
+        }
+    }
+
+    fn uncharge(&mut self, badge: u64, n: u64) {
+        let a = self.account(badge);
+        a.used = a.used.saturating_sub(n);
+    }
+
+    pub fn get(&self, id: usize) -> Option<&Ds> {
+        self.ds.get(id).and_then(|d| d.as_ref())
+    }
+
+    /// Ids of the live dataspaces.
+    pub fn ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.ds.iter().enumerate().filter(|d| d.1.is_some()).map(|d| d.0)
+    }
+
+    fn new_ds(&mut self, ds: Ds) -> Result<usize, MemErr> {
+        let owner = ds.owner;
+        let per = self.limits.ds_per_client;
+        let a = self.account(owner);
+        if a.dataspaces >= per {
+            return Err(MemErr::NoMemory);
+        }
+        let id = match self.ds.iter().position(|d| d.is_none()) {
+            Some(i) => i,
+            None if self.ds.len() < self.limits.ds_total => {
+                self.ds.push(None);
+                self.ds.len() - 1
+            }
+            None => return Err(MemErr::NoMemory),
+        };
+        self.account(owner).dataspaces += 1;
+        self.ds[id] = Some(ds);
+        Ok(id)
+    }
+
+    fn pages_of(&self, bytes: u64) -> Result<u64, MemErr> {
+        let pages = bytes.checked_add(PAGE - 1).ok_or(MemErr::Invalid)? / PAGE;
+        // Nothing larger than the pool can ever be backed; refusing it also bounds offsets.
+        if pages == 0 || pages > self.frames.total() as u64 {
+            return Err(MemErr::Invalid);
+        }
+        Ok(pages)
+    }
+
+    /// A new anonymous dataspace of `bytes` (rounded up to pages), owned by `client`.
+    pub fn alloc(&mut self, client: u64, bytes: u64) -> Result<usize, MemErr> {
+        let size = self.pages_of(bytes)?;
+        self.new_ds(Ds { owner: client, size, pages: BTreeMap::new(), contig: false, cow: false })
+    }
+
+    /// A physically contiguous dataspace, all pages present and zeroed. Returns it and its
+    /// physical address.
+    pub fn alloc_dma(&mut self, b: &mut impl Backend, client: u64, pages: u64) -> Result<(usize, u64), MemErr> {
+        let n = self.pages_of(pages.checked_mul(PAGE).ok_or(MemErr::Invalid)?)?;
+        self.charge(client, n)?;
+        let Some(first) = self.frames.alloc_contig(n as u32) else {
+            self.uncharge(client, n);
+            return Err(MemErr::NoMemory);
+        };
+        let mut map = BTreeMap::new();
+        for i in 0..n {
+            b.zero(first + i as u32);
+            map.insert(i, first + i as u32);
+        }
+        match self.new_ds(Ds { owner: client, size: n, pages: map, contig: true, cow: false }) {
+            Ok(id) => Ok((id, self.frames.paddr(first))),
+            Err(e) => {
+                for i in 0..n {
+                    self.frames.decref(first + i as u32);
+                }
+                self.uncharge(client, n);
+                Err(e)
+            }
+        }
+    }
+
+    /// Resolves a fault on page `page` of dataspace `id`: the frame to map and whether it may be
+    /// mapped writable. `write` = the caller needs write access now (breaks copy-on-write
+    /// sharing). Allocates (and charges the owner) on first touch.
+    pub fn fault(&mut self, b: &mut impl Backend, id: usize, page: u64, write: bool) -> Result<(Frame, bool), MemErr> {
+        let ds = self.get(id).ok_or(MemErr::Gone)?;
+        if page >= ds.size {
+            return Err(MemErr::Invalid);
+        }
+        let owner = ds.owner;
+        match ds.pages.get(&page).copied() {
+            None => {
+                self.charge(owner, 1)?;
+                let Some(f) = self.frames.alloc() else {
+                    self.uncharge(owner, 1);
+                    return Err(MemErr::NoMemory);
+                };
+                b.zero(f);
+                self.ds[id].as_mut().unwrap().pages.insert(page, f);
+                Ok((f, true))
+            }
+            Some(f) if self.frames.refs(f) > 1 => {
+                if !write {
+                    return Ok((f, false));
+                }
+                // Break the sharing: this dataspace gets a private copy (already paid for). The
+                // shared frame's mappings go, so whoever mapped it through this dataspace faults
+                // again and finds the copy.
+                let nf = self.frames.alloc().ok_or(MemErr::NoMemory)?;
+                b.copy(f, nf);
+                b.revoke(f);
+                self.frames.decref(f);
+                self.ds[id].as_mut().unwrap().pages.insert(page, nf);
+                Ok((nf, true))
+            }
+            Some(f) => Ok((f, true)),
+        }
+    }
+
+    /// A copy-on-write copy of `id`, owned (and paid for) by `id`'s owner.
+    pub fn copy(&mut self, b: &mut impl Backend, id: usize) -> Result<usize, MemErr> {
+        let ds = self.get(id).ok_or(MemErr::Gone)?;
+        if ds.contig {
+            // Sharing would let a write move a DMA page away from its physical address.
+            return Err(MemErr::Unsupported);
+        }
+        let (owner, n) = (ds.owner, ds.pages.len() as u64);
+        let pages = ds.pages.clone();
+        let size = ds.size;
+        self.charge(owner, n)?;
+        let new = match self.new_ds(Ds { owner, size, pages: pages.clone(), contig: false, cow: true }) {
+            Ok(x) => x,
+            Err(e) => {
+                self.uncharge(owner, n);
+                return Err(e);
+            }
+        };
+        // Existing writable mappings of the now shared frames must fault on the next write.
+        for &f in pages.values() {
+            self.frames.incref(f);
+            b.revoke(f);
+        }
+        self.ds[id].as_mut().unwrap().cow = true;
+        Ok(new)
+    }
+
+    /// Physical address of page `page` of a contiguous dataspace.
+    pub fn phys(&self, id: usize, page: u64) -> Result<u64, MemErr> {
+        let ds = self.get(id).ok_or(MemErr::Gone)?;
+        if !ds.contig {
+            return Err(MemErr::Unsupported);
+        }
+        let f = *ds.pages.get(&page).ok_or(MemErr::Invalid)?;
+        Ok(self.frames.paddr(f))
+    }
+
+    fn drop_page(&mut self, b: &mut impl Backend, f: Frame) {
+        // Every mapping of the frame goes, in every task, before it can be reused or changes
+        // hands; other sharers of it simply fault it in again.
+        b.revoke(f);
+        self.frames.decref(f);
+    }
+
+    /// Grows or shrinks an anonymous dataspace to `bytes`.
+    pub fn resize(&mut self, b: &mut impl Backend, id: usize, bytes: u64) -> Result<(), MemErr> {
+        let size = self.pages_of(bytes)?;
+        let ds = self.get(id).ok_or(MemErr::Gone)?;
+        if ds.contig {
+            return Err(MemErr::Unsupported);
+        }
+        let owner = ds.owner;
+        let d = self.ds[id].as_mut().unwrap();
+        d.size = size;
+        let gone = d.pages.split_off(&size);
+        for (_, f) in gone.iter() {
+            self.drop_page(b, *f);
+        }
+        self.uncharge(owner, gone.len() as u64);
+        Ok(())
+    }
+
+    /// Ends a dataspace; its pages go back to the pool and its owner's quota.
+    pub fn free(&mut self, b: &mut impl Backend, id: usize) -> Result<(), MemErr> {
+        let ds = self.ds.get_mut(id).and_then(|d| d.take()).ok_or(MemErr::Gone)?;
+        for (_, f) in ds.pages.iter() {
+            self.drop_page(b, *f);
+        }
+        self.uncharge(ds.owner, ds.pages.len() as u64);
+        let a = self.account(ds.owner);
+        a.dataspaces = a.dataspaces.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Frees every dataspace `client` owns; returns their ids (the server revokes their
+    /// capabilities).
+    pub fn client_gone(&mut self, b: &mut impl Backend, client: u64) -> Vec<usize> {
+        let ids: Vec<usize> = self.ids().filter(|&i| self.get(i).unwrap().owner == client).collect();
+        for &i in &ids {
+            let _ = self.free(b, i);
+        }
+        self.accounts.remove(&client);
+        ids
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,302 @@
+//! The memory server: serves `mem` (interfaces/mem.idl) to its clients and `dataspace`
+//! (interfaces/dataspace.idl) for every dataspace it made, all on its one endpoint.
+//!
+//! It touches only its own task: the RAM pool root mapped at `POOL_BASE` (frames are zeroed,
+//! copied and revoked there), its own capability table (one minted capability per dataspace,
+//! plus one for its read-only variant) and the endpoint. Badges tell callers apart:
+//! - bit 63 set: a dataspace (`DS_BIT | [RO_BIT] | id`), minted here;
+//! - `u64::MAX`: root (may call `client_gone`);
+//! - anything else: a client, as the manifest's `uses` entry says; its pages are charged to it.
+//!
+//! Arguments: `quota_kb=N` (default quota of a client, KiB), `quota:BADGE=KB` (one client's).
+extern crate alloc;
+
+use alloc::vec::Vec;
+use sawmill_abi::{layout, map, rights};
+use sawmill_interfaces::rpc::Map;
+use sawmill_interfaces::{dataspace, mem, DsError, MemError};
+use sawmill_mem::{boot, Backend, Frame, Frames, Limits, Mem, MemErr, PAGE};
+use sawmill_rt::{env, ipc, println, sys, thread};
+
+sawmill_rt::entry!(main);
+
+const DS_BIT: u64 = 1 << 63;
+const RO_BIT: u64 = 1 << 62;
+const ROOT_BADGE: u64 = u64::MAX;
+/// `dataspace.map` flag: the caller needs write access now.
+const NEED_WRITE: u64 = 1 << 8;
+/// At most this many dataspaces at once (each costs up to two capability slots of our 1024).
+const DS_TOTAL: usize = 400;
+
+fn frame_va(f: Frame) -> u64 {
+    boot::POOL_BASE + f as u64 * PAGE
+}
+
+/// Real memory operations on the pool.
+struct Pool;
+
+impl Backend for Pool {
+    fn zero(&mut self, f: Frame) {
+        // SAFETY: the frame lies in the pool root mapped read-write for us alone.
+        unsafe { core::ptr::write_bytes(frame_va(f) as *mut u8, 0, PAGE as usize) };
+    }
+    fn copy(&mut self, from: Frame, to: Frame) {
+        // SAFETY: two distinct frames of the pool.
+        unsafe { core::ptr::copy_nonoverlapping(frame_va(from) as *const u8, frame_va(to) as *mut u8, PAGE as usize) };
+    }
+    fn revoke(&mut self, f: Frame) {
+        // Our own mapping stays; everything derived from it (in every task) goes.
+        let _ = sys::unmap(frame_va(f), 1, 0);
+    }
+}
+
+/// The capabilities of one dataspace.
+#[derive(Clone, Copy, Default)]
+struct Caps {
+    rw: u64,
+    ro: u64,
+}
+
+struct Srv {
+    mem: Mem,
+    pool: Pool,
+    ep: u64,
+    caps: Vec<Caps>,
+    free_slots: Vec<u64>,
+}
+
+fn ds_err(e: MemErr) -> DsError {
+    match e {
+        MemErr::Invalid => DsError::Invalid,
+        MemErr::Quota | MemErr::NoMemory => DsError::NoMemory,
+        MemErr::Gone => DsError::Gone,
+        MemErr::Unsupported => DsError::Unsupported,
+    }
+}
+
+fn mem_err(e: MemErr) -> MemError {
+    match e {
+        MemErr::Quota => MemError::Quota,
+        MemErr::NoMemory => MemError::NoMemory,
+        _ => MemError::Invalid,
+    }
+}
+
+impl Srv {
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    /// Mints the capability naming dataspace `id` (read-only if `ro`).
+    fn mint(&mut self, id: usize, ro: bool) -> Result<u64, MemErr> {
+        let s = self.slot();
+        let badge = DS_BIT | if ro { RO_BIT } else { 0 } | id as u64;
+        if sys::cap_mint(self.ep, s, badge, rights::SEND).is_err() {
+            self.free_slots.push(s);
+            return Err(MemErr::NoMemory);
+        }
+        if self.caps.len() <= id {
+            self.caps.resize(id + 1, Caps::default());
+        }
+        if ro {
+            self.caps[id].ro = s;
+        } else {
+            self.caps[id].rw = s;
+        }
+        Ok(s)
+    }
+
+    /// Revokes every capability to dataspace `id` (in every task) and recycles the slots.
+    fn unmint(&mut self, id: usize) {
+        let c = core::mem::take(&mut self.caps[id]);
+        for s in [c.rw, c.ro] {
+            if s != 0 {
+                let _ = sys::cap_revoke(s);
+                let _ = sys::cap_delete(s);
+                self.free_slots.push(s);
+            }
+        }
+    }
+
+    /// A new dataspace's capability, or the dataspace undone if none can be made.
+    fn publish(&mut self, id: usize) -> Result<u64, MemErr> {
+        match self.mint(id, false) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                let _ = self.mem.free(&mut self.pool, id);
+                Err(e)
+            }
+        }
+    }
+
+    /// The dataspace a badge names, if it is one and still exists.
+    fn ds(&self, badge: u64) -> Result<usize, DsError> {
+        if badge & DS_BIT == 0 || badge == ROOT_BADGE {
+            return Err(DsError::Invalid);
+        }
+        let id = (badge & 0xffff_ffff) as usize;
+        match self.mem.get(id) {
+            Some(_) => Ok(id),
+            None => Err(DsError::Gone),
+        }
+    }
+}
+
+impl mem::Server for Srv {
+    fn alloc(&mut self, badge: u64, size: u64, flags: u64) -> Result<u64, MemError> {
+        if flags != 0 {
+            return Err(MemError::Invalid);
+        }
+        let id = self.mem.alloc(badge, size).map_err(mem_err)?;
+        self.publish(id).map_err(mem_err)
+    }
+
+    fn alloc_dma(&mut self, badge: u64, pages: u64) -> Result<mem::AllocDmaOut, MemError> {
+        let (id, paddr) = self.mem.alloc_dma(&mut self.pool, badge, pages).map_err(mem_err)?;
+        let ds = self.publish(id).map_err(mem_err)?;
+        Ok(mem::AllocDmaOut { ds, paddr })
+    }
+
+    fn stats(&mut self, badge: u64) -> Result<mem::StatsOut, MemError> {
+        let free = self.mem.frames.free() as u64;
+        let a = self.mem.account(badge);
+        Ok(mem::StatsOut { used: a.used, quota: a.quota, free })
+    }
+
+    fn client_gone(&mut self, badge: u64, client: u64) -> Result<u64, MemError> {
+        if badge != ROOT_BADGE {
+            return Err(MemError::Denied);
+        }
+        let ids = self.mem.client_gone(&mut self.pool, client);
+        for &id in &ids {
+            self.unmint(id);
+        }
+        Ok(ids.len() as u64)
+    }
+}
+
+impl dataspace::Server for Srv {
+    fn info(&mut self, badge: u64) -> Result<dataspace::InfoOut, DsError> {
+        let id = self.ds(badge)?;
+        let d = self.mem.get(id).unwrap();
+        let flags = if badge & RO_BIT == 0 { 1 } else { 0 } | if d.contig { 2 } else { 0 } | if d.cow { 4 } else { 0 };
+        Ok(dataspace::InfoOut { size: d.size * PAGE, flags })
+    }
+
+    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: u64) -> Result<Map, DsError> {
+        let id = self.ds(badge)?;
+        if offset % PAGE != 0 || dst % PAGE != 0 || pages == 0 || dst >= layout::USER_END || flags & !(7 | NEED_WRITE) != 0 {
+            return Err(DsError::Invalid);
+        }
+        let ro = badge & RO_BIT != 0;
+        let need_write = flags & NEED_WRITE != 0;
+        if ro && need_write {
+            return Err(DsError::Denied);
+        }
+        let (f, writable) = self.mem.fault(&mut self.pool, id, offset / PAGE, need_write).map_err(ds_err)?;
+        let mut r = map::READ | flags & map::EXEC;
+        if writable && !ro && flags & map::WRITE != 0 {
+            r |= map::WRITE;
+        }
+        Ok(Map { src: frame_va(f), dst, pages: 1, flags: r })
+    }
+
+    fn copy(&mut self, badge: u64) -> Result<u64, DsError> {
+        let id = self.ds(badge)?;
+        let new = self.mem.copy(&mut self.pool, id).map_err(ds_err)?;
+        self.publish(new).map_err(ds_err)
+    }
+
+    fn phys(&mut self, badge: u64, offset: u64) -> Result<u64, DsError> {
+        let id = self.ds(badge)?;
+        if offset % PAGE != 0 {
+            return Err(DsError::Invalid);
+        }
+        self.mem.phys(id, offset / PAGE).map_err(ds_err)
+    }
+
+    fn read_only(&mut self, badge: u64) -> Result<u64, DsError> {
+        let id = self.ds(badge)?;
+        match self.caps[id].ro {
+            0 => self.mint(id, true).map_err(ds_err),
+            s => Ok(s),
+        }
+    }
+
+    fn resize(&mut self, badge: u64, size: u64) -> Result<(), DsError> {
+        let id = self.ds(badge)?;
+        if badge & RO_BIT != 0 {
+            return Err(DsError::Denied);
+        }
+        self.mem.resize(&mut self.pool, id, size).map_err(ds_err)
+    }
+
+    fn free(&mut self, badge: u64) -> Result<(), DsError> {
+        let id = self.ds(badge)?;
+        if badge & RO_BIT != 0 {
+            return Err(DsError::Denied);
+        }
+        self.mem.free(&mut self.pool, id).map_err(ds_err)?;
+        self.unmint(id);
+        Ok(())
+    }
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
+fn main() {
+    let ep = env::cap("mem").expect("mem endpoint");
+    // SAFETY: root maps the environment page read-only before we start; it stays.
+    let envp = unsafe { core::slice::from_raw_parts(sawmill_rt::layout::ENV as *const u8, 4096) };
+    let mut ranges = Vec::new();
+    let mut expect = boot::POOL_BASE;
+    for (kind, va, b) in env::records(envp) {
+        if kind != boot::KIND_RAM || b.len() != 16 {
+            continue;
+        }
+        let pa = u64::from_le_bytes(b[..8].try_into().unwrap());
+        let n = u64::from_le_bytes(b[8..].try_into().unwrap());
+        // Frames are numbered by pool address, so the ranges must follow each other.
+        if va != expect {
+            println!("mem: pool range at {:#x} out of order; ignored from here", va);
+            break;
+        }
+        ranges.push((pa, n));
+        expect += n * PAGE;
+    }
+    let frames = Frames::new(&ranges);
+    let mut default_quota = 1024 * 1024 / 4; // 1 GiB: no limit unless the manifest sets one
+    let mut quotas = Vec::new();
+    for a in env::args() {
+        if let Some(v) = a.strip_prefix("quota_kb=").and_then(parse_u64) {
+            default_quota = v / 4;
+        } else if let Some((b, kb)) = a.strip_prefix("quota:").and_then(|r| r.split_once('=')) {
+            if let (Some(b), Some(kb)) = (parse_u64(b), parse_u64(kb)) {
+                quotas.push((b, kb / 4));
+            }
+        } else {
+            println!("mem: unknown argument `{}`", a);
+        }
+    }
+    println!("mem: {} KiB of RAM in {} ranges, default quota {} KiB", frames.total() as u64 * 4, ranges.len(), default_quota * 4);
+    let mut m = Mem::new(frames, Limits { default_quota, ds_per_client: 64, ds_total: DS_TOTAL });
+    for (b, q) in quotas {
+        m.set_quota(b, q);
+    }
+    let mut srv = Srv { mem: m, pool: Pool, ep, caps: Vec::new(), free_slots: Vec::new() };
+    let mut msg = ipc::recv(ep, 0);
+    loop {
+        if msg.err != 0 {
+            msg = ipc::recv(ep, 0);
+            continue;
+        }
+        let r = if msg.badge & DS_BIT != 0 && msg.badge != ROOT_BADGE {
+            dataspace::dispatch(&mut srv, &msg)
+        } else {
+            mem::dispatch(&mut srv, &msg)
+        };
+        msg = ipc::reply_recv(ep, r.tag, r.w);
+    }
+}

@@ -1,0 +1,468 @@
+//! The VFS server: the name space of the system.
+//!
+//! Arguments: `mount=PREFIX:ENDPOINT` (a PFS's manifest endpoint, in mount order; the first must
+//! be `/`), `cred=BADGE:UID:GID` (the credentials of the client whose `vfs` capability carries
+//! BADGE; unknown badges are nobody, 65534:65534), `admin=BADGE` (may use fault injection).
+//!
+//! Path resolution walks component by component with `lookup` calls to the PFS that owns each
+//! directory, checking search permission with the caller's credentials; a component whose
+//! canonical path is a mount point continues in that mount's root, `..` pops back across it,
+//! and symbolic links (relative or absolute) are spliced into the remaining path, so they work
+//! across mounts too. `open` checks read/write permission and returns the capability of the
+//! PFS's open-file object itself (protocol option 2): reads and writes never pass the VFS.
+//! For option 3, `mount` gives a client a session capability to a PFS for its credentials.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use sawmill_abi::{rights, ObjKind};
+use sawmill_interfaces::rpc::{Bytes, Error as RpcError};
+use sawmill_interfaces::vfs::{self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut};
+use sawmill_interfaces::{pfs, FsError};
+use sawmill_rt::{env, ipc, println, sys, thread};
+
+sawmill_rt::entry!(main);
+
+const O_READ: u32 = 1;
+const O_WRITE: u32 = 2;
+const O_TRUNC: u32 = 4;
+const O_CREATE: u32 = 8;
+const O_EXCL: u32 = 16;
+const S_IFMT: u32 = 0o170000;
+const S_IFDIR: u32 = 0o040000;
+const S_IFLNK: u32 = 0o120000;
+
+/// A slot handed to the client in the current reply; deleted once the reply is out.
+static PENDING_DELETE: AtomicU64 = AtomicU64::new(0);
+const MAX_MOUNTS: usize = 8;
+/// Set by a mount's watch thread when its PFS died.
+static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_MOUNTS];
+
+/// Runs in its own thread per mount: the PFS never answers `watch`; the kernel does (GONE)
+/// when the PFS dies. Then revoking and deleting the endpoint we made for it destroys it:
+/// every capability the PFS handed out stops working and every caller blocked on it is woken
+/// with an error, so no client hangs on a dead file system.
+fn watch(m: usize, manifest_ep: u64, e: u64) {
+    let _ = pfs::Client::new(manifest_ep).watch();
+    DEAD[m].store(true, Ordering::SeqCst);
+    let _ = sys::cap_revoke(e);
+    let _ = sys::cap_delete(e);
+}
+
+struct Mount {
+    prefix: Vec<u8>,
+    /// Canonical components of the prefix.
+    comps: Vec<Vec<u8>>,
+    pfs: pfs::Client,
+    root: u32,
+    root_attr: (u32, u32, u32),
+    alive: bool,
+}
+
+/// A resolved position: mount, inode, and its (mode, uid, gid).
+#[derive(Clone, Copy)]
+struct Pos {
+    m: usize,
+    ino: u32,
+    attr: (u32, u32, u32),
+}
+
+struct Resolved {
+    parent: Pos,
+    /// None: the last component does not exist (name is in `name`).
+    node: Option<Pos>,
+    name: Vec<u8>,
+}
+
+struct Vfs {
+    mounts: Vec<Mount>,
+    creds: Vec<(u64, u32, u32)>,
+    admins: Vec<u64>,
+    version: u64,
+    free_slots: Vec<u64>,
+}
+
+fn may(attr: (u32, u32, u32), uid: u32, gid: u32, want: u32) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    let (mode, fu, fg) = attr;
+    let bits = if uid == fu { mode >> 6 } else if gid == fg { mode >> 3 } else { mode };
+    bits & want == want
+}
+
+impl Vfs {
+    fn cred(&self, badge: u64) -> (u32, u32) {
+        self.creds.iter().find(|c| c.0 == badge).map(|c| (c.1, c.2)).unwrap_or((65534, 65534))
+    }
+
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    fn fail(&mut self, m: usize, e: RpcError<FsError>) -> FsError {
+        match e {
+            RpcError::App(e) => e,
+            _ => {
+                // The PFS is gone (or broke protocol): the mount is dead from now on.
+                if self.mounts[m].alive {
+                    println!("vfs: mount {} lost its file system", core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?"));
+                    self.mounts[m].alive = false;
+                    self.version += 1;
+                }
+                FsError::Gone
+            }
+        }
+    }
+
+    fn pfs(&mut self, m: usize) -> Result<pfs::Client, FsError> {
+        if DEAD[m].load(Ordering::SeqCst) && self.mounts[m].alive {
+            println!("vfs: mount {} lost its file system", core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?"));
+            self.mounts[m].alive = false;
+            self.version += 1;
+        }
+        if self.mounts[m].alive { Ok(pfs::Client::new(self.mounts[m].pfs.ep)) } else { Err(FsError::Gone) }
+    }
+
+    fn root_pos(&self, m: usize) -> Pos {
+        Pos { m, ino: self.mounts[m].root, attr: self.mounts[m].root_attr }
+    }
+
+    /// The mount whose prefix is exactly `comps`, if any (the most recent one wins).
+    fn mount_at(&self, comps: &[Vec<u8>]) -> Option<usize> {
+        (0..self.mounts.len()).rev().find(|&i| self.mounts[i].comps == comps)
+    }
+
+    fn resolve(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<Resolved, FsError> {
+        let (uid, gid) = self.cred(badge);
+        if path.first() != Some(&b'/') {
+            return Err(FsError::Invalid);
+        }
+        let mut todo: Vec<Vec<u8>> = path.split(|&c| c == b'/').filter(|c| !c.is_empty()).map(|c| c.to_vec()).collect();
+        todo.reverse();
+        let root = self.root_pos(0);
+        let mut stack: Vec<Pos> = alloc::vec![root];
+        let mut canon: Vec<Vec<u8>> = Vec::new();
+        let mut links = 0;
+        let mut last_name = Vec::new();
+        loop {
+            let Some(c) = todo.pop() else {
+                let node = *stack.last().unwrap();
+                let parent = if stack.len() > 1 { stack[stack.len() - 2] } else { node };
+                return Ok(Resolved { parent, node: Some(node), name: last_name });
+            };
+            if c == b"." {
+                continue;
+            }
+            if c == b".." {
+                if stack.len() > 1 {
+                    stack.pop();
+                    canon.pop();
+                }
+                continue;
+            }
+            let cur = *stack.last().unwrap();
+            if cur.attr.0 & S_IFMT != S_IFDIR {
+                return Err(FsError::NotDir);
+            }
+            if !may(cur.attr, uid, gid, 1) {
+                return Err(FsError::Denied);
+            }
+            let last = todo.is_empty();
+            // A mount point need not exist as a directory in the file system below it.
+            canon.push(c.clone());
+            if let Some(m) = self.mount_at(&canon) {
+                if !self.mounts[m].alive {
+                    return Err(FsError::Gone);
+                }
+                stack.push(self.root_pos(m));
+                last_name = c;
+                continue;
+            }
+            canon.pop();
+            let p = self.pfs(cur.m)?;
+            let l = match p.lookup(cur.ino, &c) {
+                Ok(l) => l,
+                Err(RpcError::App(FsError::NotFound)) if last => return Ok(Resolved { parent: cur, node: None, name: c }),
+                Err(e) => return Err(self.fail(cur.m, e)),
+            };
+            if l.mode & S_IFMT == S_IFLNK && (!last || follow) {
+                links += 1;
+                if links > 16 {
+                    return Err(FsError::Loop);
+                }
+                let t = p.readlink(l.ino).map_err(|e| self.fail(cur.m, e))?;
+                if t.first() == Some(&b'/') {
+                    stack.truncate(1);
+                    canon.clear();
+                }
+                for part in t.split(|&c| c == b'/').rev().filter(|c| !c.is_empty()) {
+                    todo.push(part.to_vec());
+                }
+                continue;
+            }
+            canon.push(c.clone());
+            stack.push(Pos { m: cur.m, ino: l.ino, attr: (l.mode, l.uid, l.gid) });
+            last_name = c;
+        }
+    }
+
+    fn parent_for_change(&mut self, badge: u64, path: &[u8]) -> Result<Resolved, FsError> {
+        let r = self.resolve(badge, path, false)?;
+        let (uid, gid) = self.cred(badge);
+        if r.name.is_empty() {
+            return Err(FsError::Invalid);
+        }
+        if !may(r.parent.attr, uid, gid, 3) {
+            return Err(FsError::Denied);
+        }
+        Ok(r)
+    }
+}
+
+impl vfs::Server for Vfs {
+    fn open(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenOut, FsError> {
+        let (uid, gid) = self.cred(badge);
+        let r = self.resolve(badge, path, true)?;
+        let (pos, created) = match r.node {
+            Some(n) => {
+                if flags & O_CREATE != 0 && flags & O_EXCL != 0 {
+                    return Err(FsError::Exists);
+                }
+                (n, false)
+            }
+            None if flags & O_CREATE != 0 => {
+                if !may(r.parent.attr, uid, gid, 3) {
+                    return Err(FsError::Denied);
+                }
+                let p = self.pfs(r.parent.m)?;
+                let ino = p.create(r.parent.ino, &r.name, mode & 0o7777, uid, gid).map_err(|e| self.fail(r.parent.m, e))?;
+                (Pos { m: r.parent.m, ino, attr: (0o100000 | (mode & 0o7777), uid, gid) }, true)
+            }
+            None => return Err(FsError::NotFound),
+        };
+        let want = if flags & O_READ != 0 { 4 } else { 0 } | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 };
+        if !created && !may(pos.attr, uid, gid, want) {
+            return Err(FsError::Denied);
+        }
+        let rx = self.slot();
+        let p = self.pfs(pos.m)?;
+        match p.open(pos.ino, flags & (O_READ | O_WRITE | O_TRUNC), rx) {
+            Ok(o) => {
+                PENDING_DELETE.store(rx, Ordering::Relaxed);
+                Ok(OpenOut { file: o.file, size: o.size })
+            }
+            Err(e) => {
+                self.free_slots.push(rx);
+                Err(self.fail(pos.m, e))
+            }
+        }
+    }
+    fn stat(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<StatOut, FsError> {
+        let r = self.resolve(badge, path, follow)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        let a = self.pfs(n.m)?.getattr(n.ino).map_err(|e| self.fail(n.m, e))?;
+        Ok(StatOut { ino: n.ino, mode: a.mode, nlink: a.nlink, uid: a.uid, gid: a.gid, size: a.size, mount: n.m as u32 })
+    }
+    fn mkdir(&mut self, badge: u64, path: &[u8], mode: u32) -> Result<(), FsError> {
+        let (uid, gid) = self.cred(badge);
+        let r = self.parent_for_change(badge, path)?;
+        if r.node.is_some() {
+            return Err(FsError::Exists);
+        }
+        self.pfs(r.parent.m)?.mkdir(r.parent.ino, &r.name, mode & 0o7777, uid, gid).map(|_| ()).map_err(|e| self.fail(r.parent.m, e))
+    }
+    fn rmdir(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
+        let r = self.parent_for_change(badge, path)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        if n.m != r.parent.m {
+            return Err(FsError::Invalid); // a mount point
+        }
+        self.pfs(r.parent.m)?.rmdir(r.parent.ino, &r.name).map_err(|e| self.fail(r.parent.m, e))
+    }
+    fn unlink(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
+        let r = self.parent_for_change(badge, path)?;
+        r.node.ok_or(FsError::NotFound)?;
+        self.pfs(r.parent.m)?.unlink(r.parent.ino, &r.name).map_err(|e| self.fail(r.parent.m, e))
+    }
+    fn rename(&mut self, badge: u64, from: &[u8], to: &[u8]) -> Result<(), FsError> {
+        let a = self.parent_for_change(badge, from)?;
+        a.node.ok_or(FsError::NotFound)?;
+        let b = self.parent_for_change(badge, to)?;
+        if a.parent.m != b.parent.m {
+            return Err(FsError::Xdev);
+        }
+        self.pfs(a.parent.m)?.rename(a.parent.ino, &a.name, b.parent.ino, &b.name).map_err(|e| self.fail(a.parent.m, e))
+    }
+    fn symlink(&mut self, badge: u64, target: &[u8], path: &[u8]) -> Result<(), FsError> {
+        let (uid, gid) = self.cred(badge);
+        let r = self.parent_for_change(badge, path)?;
+        if r.node.is_some() {
+            return Err(FsError::Exists);
+        }
+        if r.name.len() > 200 {
+            return Err(FsError::NameTooLong);
+        }
+        self.pfs(r.parent.m)?.symlink(r.parent.ino, &r.name, target, uid, gid).map(|_| ()).map_err(|e| self.fail(r.parent.m, e))
+    }
+    fn readlink(&mut self, badge: u64, path: &[u8]) -> Result<Bytes<256>, FsError> {
+        let r = self.resolve(badge, path, false)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        self.pfs(n.m)?.readlink(n.ino).map_err(|e| self.fail(n.m, e))
+    }
+    fn chmod(&mut self, badge: u64, path: &[u8], mode: u32) -> Result<(), FsError> {
+        let (uid, _) = self.cred(badge);
+        let r = self.resolve(badge, path, true)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        if uid != 0 && uid != n.attr.1 {
+            return Err(FsError::Denied);
+        }
+        self.pfs(n.m)?.setattr(n.ino, mode & 0o7777, 0, 0, 1).map_err(|e| self.fail(n.m, e))
+    }
+    fn truncate(&mut self, badge: u64, path: &[u8], size: u64) -> Result<(), FsError> {
+        let (uid, gid) = self.cred(badge);
+        let r = self.resolve(badge, path, true)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        if !may(n.attr, uid, gid, 2) {
+            return Err(FsError::Denied);
+        }
+        self.pfs(n.m)?.truncate(n.ino, size).map_err(|e| self.fail(n.m, e))
+    }
+    fn readdir(&mut self, badge: u64, path: &[u8], cookie: u64) -> Result<ReaddirOut, FsError> {
+        let (uid, gid) = self.cred(badge);
+        let r = self.resolve(badge, path, true)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        if !may(n.attr, uid, gid, 4) {
+            return Err(FsError::Denied);
+        }
+        let o = self.pfs(n.m)?.readdir(n.ino, cookie).map_err(|e| self.fail(n.m, e))?;
+        Ok(ReaddirOut { next: o.next, ino: o.ino, kind: o.kind, name: o.name })
+    }
+    fn sync(&mut self, _badge: u64) -> Result<(), FsError> {
+        let mut res = Ok(());
+        for m in 0..self.mounts.len() {
+            if let Ok(p) = self.pfs(m) {
+                if let Err(e) = p.sync() {
+                    res = Err(self.fail(m, e));
+                }
+            }
+        }
+        res
+    }
+    fn mounts(&mut self, _badge: u64) -> Result<MountsOut, FsError> {
+        Ok(MountsOut { version: self.version, count: self.mounts.len() as u32 })
+    }
+    fn mount(&mut self, badge: u64, i: u32) -> Result<MountOut, FsError> {
+        let (uid, gid) = self.cred(badge);
+        let m = i as usize;
+        if m >= self.mounts.len() {
+            return Err(FsError::NotFound);
+        }
+        let rx = self.slot();
+        let p = self.pfs(m)?;
+        match p.session(uid, gid, rx) {
+            Ok(s) => {
+                PENDING_DELETE.store(rx, Ordering::Relaxed);
+                Ok(MountOut { version: self.version, prefix: Bytes::from_slice(&self.mounts[m].prefix).unwrap_or_default(), s })
+            }
+            Err(e) => {
+                self.free_slots.push(rx);
+                Err(self.fail(m, e))
+            }
+        }
+    }
+    fn crash(&mut self, badge: u64, mount: u32) -> Result<(), FsError> {
+        if !self.admins.contains(&badge) {
+            return Err(FsError::Denied);
+        }
+        let m = mount as usize;
+        if m >= self.mounts.len() {
+            return Err(FsError::NotFound);
+        }
+        let p = self.pfs(m)?;
+        // The PFS dies without answering: our call fails, and the mount is marked dead.
+        let e = p.crash().err();
+        if let Some(e) = e {
+            let _ = self.fail(m, e);
+        }
+        Ok(())
+    }
+}
+
+fn num(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
+fn main() {
+    let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new() };
+    for a in env::args() {
+        if let Some(m) = a.strip_prefix("mount=") {
+            let Some((prefix, ep_name)) = m.split_once(':') else { continue };
+            let Some(ep) = env::cap(ep_name) else {
+                println!("vfs: FAIL no endpoint {}", ep_name);
+                continue;
+            };
+            if v.mounts.len() >= MAX_MOUNTS {
+                println!("vfs: FAIL too many mounts");
+                break;
+            }
+            let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
+            let give = thread::alloc_slot();
+            sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
+            if let Err(e) = pfs::Client::new(ep).connect(give) {
+                println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
+                continue;
+            }
+            let _ = sys::cap_delete(give);
+            // Our own calls carry the VFS badge.
+            let conn_badged = thread::alloc_slot();
+            sys::cap_mint(conn, conn_badged, 1, rights::SEND | rights::GRANT).expect("mint");
+            let mi = v.mounts.len();
+            thread::spawn(200, 8192, move || watch(mi, ep, conn)).expect("watch thread");
+            let conn = conn_badged;
+            let p = pfs::Client::new(conn);
+            let (root, attr, alive) = match p.root().and_then(|r| p.getattr(r).map(|a| (r, a))) {
+                Ok((r, a)) => (r, (a.mode, a.uid, a.gid), true),
+                Err(e) => {
+                    println!("vfs: mount {} unusable: {:?}", prefix, e);
+                    (0, (0, 0, 0), false)
+                }
+            };
+            let comps = prefix.split('/').filter(|c| !c.is_empty()).map(|c| c.as_bytes().to_vec()).collect();
+            v.mounts.push(Mount { prefix: prefix.as_bytes().to_vec(), comps, pfs: p, root, root_attr: attr, alive });
+            println!("vfs: mounted {} ({})", prefix, ep_name);
+        } else if let Some(c) = a.strip_prefix("cred=") {
+            let p: Vec<u64> = c.split(':').filter_map(num).collect();
+            if p.len() == 3 {
+                v.creds.push((p[0], p[1] as u32, p[2] as u32));
+            }
+        } else if let Some(b) = a.strip_prefix("admin=") {
+            if let Some(b) = num(b) {
+                v.admins.push(b);
+            }
+        }
+    }
+    if v.mounts.first().map_or(true, |m| !m.comps.is_empty()) {
+        println!("vfs: FAIL the first mount must be /");
+        return;
+    }
+    let ep = env::cap("vfs").expect("vfs endpoint");
+    println!("vfs: ready, {} mounts", v.mounts.len());
+    let mut m = ipc::recv(ep, 0);
+    loop {
+        if m.err != 0 {
+            m = ipc::recv(ep, 0);
+            continue;
+        }
+        m = vfs::dispatch_then(&mut v, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
+        // The capability handed out in that reply now lives in the client: drop our copy.
+        let pd = PENDING_DELETE.swap(0, Ordering::Relaxed);
+        if pd != 0 {
+            let _ = sys::cap_delete(pd);
+            v.free_slots.push(pd);
+        }
+    }
+}

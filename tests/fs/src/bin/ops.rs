@@ -1,0 +1,180 @@
+//! The file-system scenarios other than full reads, selected by the first argument:
+//! - `write`: create, write, rename and delete a tree, then `sync` (the tool then runs e2fsck
+//!   and compares an export with tests/fs/expected/write).
+//! - `fsync`: write a file, fsync, print "fsync done" (the tool kills QEMU at once), then keep
+//!   writing without fsync.
+//! - `perm`: as an unprivileged uid, reading and writing files it may not is refused.
+//! - `multi NAME`: several of these run at once on their own files and one shared file.
+//! - `crash`: kill the PFS behind /data; /data then fails (no hang), / and the VFS still work.
+//! - `corrupt`: every file of a crafted corrupt image gives an error or data, never a hang.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use sawmill_fsclient::{Error, Files, O_CREATE, O_READ, O_TRUNC, O_WRITE};
+use sawmill_fstests::{check, files, read_file};
+use sawmill_rt::{env, println};
+
+sawmill_rt::entry!(main);
+
+fn ok<T>(r: Result<T, Error>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            println!("{}: FAIL {}: {:?}", env::name(), what, e);
+            sawmill_rt::exit(1)
+        }
+    }
+}
+
+fn write_file(f: &mut Files, path: &str, data: &[u8]) {
+    let fd = ok(f.open(path, O_WRITE | O_CREATE | O_TRUNC, 0o644), path);
+    check!(ok(f.write(fd, data), path) == data.len(), "{}: short write", path);
+    ok(f.close(fd), path);
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+fn write_test(f: &mut Files) {
+    ok(f.mkdir("/work", 0o755), "mkdir /work");
+    ok(f.mkdir("/work/sub", 0o755), "mkdir /work/sub");
+    let alpha: Vec<u8> = b"alpha\n".iter().copied().cycle().take(600).collect();
+    write_file(f, "/work/a.txt", &alpha);
+    write_file(f, "/work/sub/b.bin", &pattern(10000));
+    ok(f.rename("/work/a.txt", "/work/sub/a-renamed.txt"), "rename");
+    write_file(f, "/work/gone.txt", b"soon gone");
+    ok(f.unlink("/work/gone.txt"), "unlink");
+    ok(f.mkdir("/work/tmpdir", 0o700), "mkdir tmpdir");
+    ok(f.rmdir("/work/tmpdir"), "rmdir");
+    ok(f.symlink("sub/a-renamed.txt", "/work/link"), "symlink");
+    check!(ok(f.readlink("/work/link"), "readlink") == b"sub/a-renamed.txt", "readlink text");
+    let fd = ok(f.open("/work/sub/b.bin", O_READ | O_WRITE, 0), "open b.bin");
+    ok(f.ftruncate(fd, 5000), "ftruncate");
+    check!(ok(f.pwrite(fd, b"MIDDLE", 1000), "pwrite") == 6, "pwrite count");
+    let mut buf = [0u8; 16];
+    check!(ok(f.pread(fd, &mut buf, 998), "pread") == 16, "pread count");
+    check!(&buf[2..8] == b"MIDDLE", "pread sees the write: {:?}", &buf[..]);
+    check!(ok(f.lseek(fd, 0, 2), "lseek") == 5000, "size after truncate");
+    check!(ok(f.fstat(fd), "fstat").size == 5000, "fstat size");
+    ok(f.close(fd), "close");
+    // Reading through the symlink gives the renamed file.
+    check!(ok(read_file(f, "/work/link"), "read link") == alpha, "content through the symlink");
+    ok(f.unlink("/hello.txt"), "unlink hello");
+    check!(f.open("/hello.txt", O_READ, 0) == Err(Error::NotFound), "unlinked file still opens");
+    ok(f.chmod("/work/sub/a-renamed.txt", 0o600), "chmod");
+    check!(ok(f.stat("/work/sub/a-renamed.txt"), "stat").mode & 0o777 == 0o600, "chmod took");
+    // Across mounts: `..` from /data leads back to /, and a symlink on / into /data works.
+    write_file(f, "/data/x.txt", b"on the data disk\n");
+    check!(ok(read_file(f, "/data/../work/sub/../link"), "dotdot across mounts") == alpha, "dotdot path");
+    ok(f.symlink("/data/x.txt", "/work/to-data"), "symlink across mounts");
+    check!(ok(read_file(f, "/work/to-data"), "read across mounts") == b"on the data disk\n", "cross-mount symlink");
+    check!(f.rename("/work/sub/b.bin", "/data/b.bin") == Err(Error::Xdev), "rename across mounts refused");
+    check!(f.rmdir("/work") == Err(Error::NotEmpty), "rmdir of a non-empty directory");
+    ok(f.sync(), "sync");
+    println!("ops: PASS write tree done and synced");
+}
+
+fn fsync_test(f: &mut Files) {
+    let data = pattern(50000);
+    let fd = ok(f.open("/durable.bin", O_WRITE | O_CREATE | O_TRUNC, 0o644), "open");
+    ok(f.write(fd, &data), "write");
+    ok(f.fsync(fd), "fsync");
+    println!("ops: fsync done");
+    // Unsynced work after the acknowledged fsync; QEMU is killed meanwhile.
+    let mut i = 0u64;
+    loop {
+        let _ = f.pwrite(fd, b"late", 60000 + (i % 1000) * 4);
+        i += 1;
+    }
+}
+
+fn perm_test(f: &mut Files) {
+    // Set up by the disk's debugfs commands: /secret (0600, uid 0), /ro-dir (0755, uid 0),
+    // /public.txt (0644, uid 0), /mine.txt (0600, uid 1000).
+    check!(f.open("/secret", O_READ, 0) == Err(Error::Denied), "uid 1000 read a 0600 root file");
+    check!(f.open("/public.txt", O_WRITE, 0) == Err(Error::Denied), "uid 1000 wrote a 0644 root file");
+    check!(f.open("/ro-dir/new", O_WRITE | O_CREATE, 0o644) == Err(Error::Denied), "created in a root 0755 directory");
+    check!(f.unlink("/public.txt") == Err(Error::Denied), "unlinked in the root directory");
+    check!(f.chmod("/public.txt", 0o666) == Err(Error::Denied), "chmod of another's file");
+    check!(ok(read_file(f, "/public.txt"), "read public") == b"public\n", "public content");
+    check!(ok(read_file(f, "/mine.txt"), "read mine") == b"mine\n", "own file content");
+    // Option 3 opens at the PFS directly: the PFS's own checks must agree.
+    f.protocol = sawmill_fsclient::Protocol::Direct;
+    check!(f.open("/secret", O_READ, 0) == Err(Error::Denied), "direct open of /secret allowed");
+    f.protocol = sawmill_fsclient::Protocol::Vfs;
+    println!("ops: PASS permissions enforced for uid 1000");
+}
+
+fn multi_test(f: &mut Files) {
+    let me = env::arg(1).unwrap_or("x");
+    let id = me.bytes().next().unwrap_or(b'x');
+    let own = alloc::format!("/data/{}.txt", me);
+    let rec: Vec<u8> = (0..100).map(|i| id.wrapping_add(i as u8)).collect();
+    let shared = ok(f.open("/data/shared", O_READ | O_WRITE | O_CREATE, 0o666), "open shared");
+    for round in 0..20u64 {
+        write_file(f, &own, &rec);
+        check!(ok(read_file(f, &own), "read own") == rec, "own file content, round {}", round);
+        // Each client writes its own 100-byte records in the shared file (slot = id, round).
+        let off = (round * 8 + (id - b'a') as u64) * 100;
+        check!(ok(f.pwrite(shared, &rec, off), "pwrite shared") == 100, "shared write");
+        let mut back = [0u8; 100];
+        check!(ok(f.pread(shared, &mut back, off), "pread shared") == 100, "shared read count");
+        check!(back[..] == rec[..], "shared record torn in round {}", round);
+    }
+    ok(f.close(shared), "close shared");
+    println!("ops: PASS client {} done", me);
+}
+
+fn crash_test(f: &mut Files) {
+    write_file(f, "/data/before.txt", b"x");
+    let fd = ok(f.open("/data/before.txt", O_READ, 0), "open before crash");
+    ok(f.crash_mount(1), "crash request");
+    let mut b = [0u8; 8];
+    let r = f.pread(fd, &mut b, 0);
+    check!(r.is_err(), "read from a dead PFS succeeded");
+    let _ = f.close(fd);
+    check!(f.open("/data/before.txt", O_READ, 0) == Err(Error::Gone), "open on the dead mount");
+    f.protocol = sawmill_fsclient::Protocol::Direct;
+    check!(f.open("/data/before.txt", O_READ, 0).is_err(), "direct open on the dead mount");
+    // The root mount and the VFS carry on.
+    write_file(f, "/after-crash.txt", b"still here\n");
+    check!(ok(read_file(f, "/after-crash.txt"), "read after crash") == b"still here\n", "root mount after the crash");
+    check!(ok(read_file(f, "/hello.txt"), "hello") == b"hello, sawmill\n", "old file after the crash");
+    println!("ops: PASS /data died alone; / and the VFS keep working");
+}
+
+fn corrupt_test(f: &mut Files) {
+    // The disk at /data is damaged (see the scenario): every access ends in an answer.
+    let mut errors = 0;
+    for p in ["/data/hello.txt", "/data/docs/medium.bin", "/data/docs/odd-size.dat", "/data/docs/deep/er/leaf.txt"] {
+        match read_file(f, p) {
+            Ok(d) => println!("ops: {} read {} bytes", p, d.len()),
+            Err(e) => {
+                println!("ops: {} -> {:?}", p, e);
+                errors += 1;
+            }
+        }
+    }
+    let _ = f.readdir("/data/docs");
+    check!(errors > 0, "no error from the corrupt image");
+    check!(ok(read_file(f, "/hello.txt"), "root hello") == b"hello, sawmill\n", "root mount fine");
+    println!("ops: PASS corrupt image answered with errors");
+}
+
+fn main() {
+    let mut f = files();
+    f.protocol = sawmill_fsclient::Protocol::Vfs;
+    match env::arg(0).unwrap_or("") {
+        "write" => write_test(&mut f),
+        "fsync" => fsync_test(&mut f),
+        "perm" => perm_test(&mut f),
+        "multi" => multi_test(&mut f),
+        "crash" => crash_test(&mut f),
+        "corrupt" => corrupt_test(&mut f),
+        other => println!("ops: FAIL unknown mode `{}`", other),
+    }
+}

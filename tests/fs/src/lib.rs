@@ -1,0 +1,38 @@
+//! Helpers shared by the file-system test programs.
+#![no_std]
+
+extern crate alloc;
+
+/// Checks a condition; on failure prints `NAME: FAIL ...` (the scenarios reject FAIL) and ends
+/// the program with a non-zero status.
+#[macro_export]
+macro_rules! check {
+    ($c:expr, $($t:tt)*) => {
+        if !$c {
+            sawmill_rt::println!("{}: FAIL {}", sawmill_rt::env::name(), format_args!($($t)*));
+            sawmill_rt::exit(1);
+        }
+    };
+}
+
+/// The client library over the `vfs` capability the manifest gave us.
+pub fn files() -> sawmill_fsclient::Files {
+    let vfs = sawmill_rt::env::cap("vfs").expect("vfs endpoint");
+    sawmill_fsclient::Files::new(vfs)
+}
+
+/// Reads a whole file through the library.
+pub fn read_file(f: &mut sawmill_fsclient::Files, path: &str) -> Result<alloc::vec::Vec<u8>, sawmill_fsclient::Error> {
+    let fd = f.open(path, sawmill_fsclient::O_READ, 0)?;
+    let mut out = alloc::vec::Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = f.read(fd, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    f.close(fd)?;
+    Ok(out)
+}

@@ -560,7 +560,8 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
     for i in 0..pages {
         let sa = src + i * size;
         let da = dst + i * size;
-        let m = k().mapdb.lookup(s.id, sa).ok_or(Error::Fault)?;
+        let mut sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
+        let m = k().mapdb.get(sid);
         if huge && !m.huge {
             return Err(Error::Invalid);
         }
@@ -580,6 +581,8 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
             if k().mapdb.overlaps(d.id, da, size) {
                 return Err(Error::Busy);
             }
+            // Revocation may have freed and reused nodes: look the source up again.
+            sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
         }
         obj::charge(d.hdr.factory, NODE_BYTES as u64)?;
         if flags & map::GRANT != 0 && m.huge == huge {
@@ -591,7 +594,7 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
             let _ = k().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
             s.nodes = s.nodes.saturating_sub(1);
             obj::uncharge(s.hdr.factory, NODE_BYTES as u64);
-        } else if k().mapdb.insert_child(s.id, sa, Mapping { space: d.id, vaddr: da, paddr: pa, huge, rights: r }).is_err() {
+        } else if k().mapdb.insert_child_of(sid, Mapping { space: d.id, vaddr: da, paddr: pa, huge, rights: r }).is_err() {
             obj::uncharge(d.hdr.factory, NODE_BYTES as u64);
             return Err(Error::Busy);
         }

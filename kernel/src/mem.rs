@@ -105,106 +105,17 @@ impl Phys {
     }
 }
 
-/// The kernel heap: a first-fit free list over pool frames taken at boot. Small and exact: it
-/// reports how many bytes are in use so tests can see that destroyed objects return everything.
-pub struct Heap {
-    head: *mut FreeBlock,
-    pub used: usize,
-    pub size: usize,
-}
-
-struct FreeBlock {
-    size: usize,
-    next: *mut FreeBlock,
-}
-
-/// Every block and allocation is a multiple of this and aligned to it, so a split never leaves
-/// a fragment too small to hold a free-list node: accounting stays exact.
-const GRAIN: usize = 32;
-
-unsafe impl Sync for KernelAlloc {}
+/// The kernel heap: objects are allocated here; see `sawmill_kcore::heap`.
 pub struct KernelAlloc;
 
-pub static mut HEAP: Heap = Heap { head: core::ptr::null_mut(), used: 0, size: 0 };
+// SAFETY: single CPU, interrupts off in the kernel: the heap is never used concurrently.
+unsafe impl Sync for KernelAlloc {}
 
-fn heap() -> &'static mut Heap {
+pub static mut HEAP: sawmill_kcore::heap::Heap = sawmill_kcore::heap::Heap::new();
+
+fn heap() -> &'static mut sawmill_kcore::heap::Heap {
     // SAFETY: single CPU, interrupts off in the kernel.
     unsafe { &mut *core::ptr::addr_of_mut!(HEAP) }
-}
-
-impl Heap {
-    /// Adds a region to the heap.
-    pub fn add(&mut self, start: *mut u8, size: usize) {
-        let a = (start as usize + GRAIN - 1) & !(GRAIN - 1);
-        let size = (size - (a - start as usize)) & !(GRAIN - 1);
-        // SAFETY: the region is unused pool memory handed over for good.
-        unsafe { self.insert(a as *mut FreeBlock, size) };
-        self.size += size;
-    }
-
-    unsafe fn insert(&mut self, b: *mut FreeBlock, size: usize) {
-        // Keep the list address-ordered so neighbours coalesce.
-        let mut prev: *mut FreeBlock = core::ptr::null_mut();
-        let mut cur = self.head;
-        while !cur.is_null() && (cur as usize) < b as usize {
-            prev = cur;
-            cur = (*cur).next;
-        }
-        (*b).size = size;
-        (*b).next = cur;
-        if !cur.is_null() && b as usize + size == cur as usize {
-            (*b).size += (*cur).size;
-            (*b).next = (*cur).next;
-        }
-        if prev.is_null() {
-            self.head = b;
-        } else if prev as usize + (*prev).size == b as usize {
-            (*prev).size += (*b).size;
-            (*prev).next = (*b).next;
-        } else {
-            (*prev).next = b;
-        }
-    }
-
-    fn round(l: Layout) -> (usize, usize) {
-        ((l.size().max(1) + GRAIN - 1) & !(GRAIN - 1), l.align().max(GRAIN))
-    }
-
-    unsafe fn alloc(&mut self, l: Layout) -> *mut u8 {
-        let (size, align) = Self::round(l);
-        let mut prev: *mut FreeBlock = core::ptr::null_mut();
-        let mut cur = self.head;
-        while !cur.is_null() {
-            let start = cur as usize;
-            let end = start + (*cur).size;
-            let a = (start + align - 1) & !(align - 1);
-            if a + size <= end {
-                let next = (*cur).next;
-                if prev.is_null() {
-                    self.head = next;
-                } else {
-                    (*prev).next = next;
-                }
-                if a > start {
-                    self.insert(start as *mut FreeBlock, a - start);
-                }
-                if end > a + size {
-                    self.insert((a + size) as *mut FreeBlock, end - (a + size));
-                }
-                self.used += size;
-                return a as *mut u8;
-            }
-            prev = cur;
-            cur = (*cur).next;
-        }
-        core::ptr::null_mut()
-    }
-
-    unsafe fn dealloc(&mut self, p: *mut u8, l: Layout) {
-        let (size, _) = Self::round(l);
-        self.used -= size;
-        self.insert(p as *mut FreeBlock, size);
-    }
 }
 
 unsafe impl GlobalAlloc for KernelAlloc {
@@ -230,7 +141,8 @@ pub fn heap_init(frames: usize) {
     let mut added = 0;
     while added < frames {
         let Some(f) = p.alloc_frame() else { break };
-        heap().add(phys_to_virt(f), PAGE as usize);
+        // SAFETY: the frame is pool memory given to the heap for good.
+        unsafe { heap().add(phys_to_virt(f), PAGE as usize) };
         added += 1;
     }
 }

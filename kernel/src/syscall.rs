@@ -92,6 +92,12 @@ extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
         }
         _ => {}
     }
+    slow(cur)
+}
+
+/// Every system call but the IPC fast path: kept out of line so the hot path's frame stays small.
+#[inline(never)]
+fn slow(cur: *mut Thread) -> ! {
     let r = dispatch(cur);
     // SAFETY: the thread may have died during the call; only touch it if it is still current.
     if k().current == cur {
@@ -100,6 +106,22 @@ extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
         }
     }
     sched::finish()
+}
+
+/// `debug_write`: the 4 KiB bounce buffer lives only in this call's frame.
+#[inline(never)]
+fn debug_write(task: *mut Task, ptr: u64, len: u64) -> R {
+    if len > 4096 {
+        return Err(Error::Invalid);
+    }
+    let mut buf = [0u8; 4096];
+    // SAFETY: live task.
+    let pml4 = unsafe { (*task).pml4 };
+    if !paging::copy_from_user(pml4, ptr, &mut buf[..len as usize]) {
+        return Err(Error::Fault);
+    }
+    crate::serial::write(&buf[..len as usize]);
+    Ok(())
 }
 
 /// K42-style trap reflection: hand the foreign system call to the emulation entry point in the
@@ -151,16 +173,7 @@ fn dispatch(cur: *mut Thread) -> R {
             Ok(())
         }
         Sys::DebugWrite => {
-            if a1 > 4096 {
-                return Err(Error::Invalid);
-            }
-            let mut buf = [0u8; 4096];
-            // SAFETY: live task.
-            let pml4 = unsafe { (*task).pml4 };
-            if !paging::copy_from_user(pml4, a0, &mut buf[..a1 as usize]) {
-                return Err(Error::Fault);
-            }
-            crate::serial::write(&buf[..a1 as usize]);
+            debug_write(task, a0, a1)?;
             ok(cur)
         }
         Sys::CapCopy => {

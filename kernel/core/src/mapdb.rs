@@ -109,16 +109,46 @@ impl MapDb {
         }
     }
 
-    /// Whether anything in `space` overlaps `[vaddr, vaddr+len)`.
+    /// Whether anything in `space` overlaps `[vaddr, vaddr+len)`: a mapping starting inside the
+    /// range (one ordered probe) or a 2 MiB mapping starting before it that reaches into it. No
+    /// scan, whatever the number of mappings nearby.
     pub fn overlaps(&self, space: u32, vaddr: u64, len: u64) -> bool {
-        let start = vaddr.saturating_sub(0x1f_ffff);
-        for (&(_, v), &i) in self.index.range((space, start)..(space, vaddr.saturating_add(len))) {
-            let size = if self.nodes[i as usize].m.huge { 0x20_0000 } else { 0x1000 };
-            if v + size > vaddr {
-                return true;
+        let end = vaddr.saturating_add(len);
+        if self.index.range((space, vaddr)..(space, end)).next().is_some() {
+            return true;
+        }
+        let h = vaddr & !0x1f_ffff;
+        if h < vaddr {
+            if let Some(&i) = self.index.get(&(space, h)) {
+                return self.nodes[i as usize].m.huge;
             }
         }
         false
+    }
+
+    /// The node of the mapping covering `(space, vaddr)`, for `get` and `insert_child_of`.
+    pub fn find_id(&self, space: u32, vaddr: u64) -> Option<u32> {
+        self.find(space, vaddr)
+    }
+
+    /// The mapping of a node from `find_id`.
+    pub fn get(&self, id: u32) -> Mapping {
+        self.nodes[id as usize].m
+    }
+
+    /// Records `child` as derived from node `parent` (from `find_id`, still live).
+    pub fn insert_child_of(&mut self, parent: u32, child: Mapping) -> Result<(), MdbError> {
+        if !self.nodes.get(parent as usize).is_some_and(|n| n.live) {
+            return Err(MdbError::NotMapped);
+        }
+        if !self.has_room() {
+            return Err(MdbError::Full);
+        }
+        if self.overlaps(child.space, child.vaddr, if child.huge { 0x20_0000 } else { 0x1000 }) {
+            return Err(MdbError::Exists);
+        }
+        self.alloc(child, parent);
+        Ok(())
     }
 
     /// Records a kernel-made (root) mapping.
@@ -136,14 +166,7 @@ impl MapDb {
     /// Records `child` as derived from the mapping covering `(src_space, src_vaddr)`.
     pub fn insert_child(&mut self, src_space: u32, src_vaddr: u64, child: Mapping) -> Result<(), MdbError> {
         let p = self.find(src_space, src_vaddr).ok_or(MdbError::NotMapped)?;
-        if !self.has_room() {
-            return Err(MdbError::Full);
-        }
-        if self.overlaps(child.space, child.vaddr, if child.huge { 0x20_0000 } else { 0x1000 }) {
-            return Err(MdbError::Exists);
-        }
-        self.alloc(child, p);
-        Ok(())
+        self.insert_child_of(p, child)
     }
 
     fn unlink_free(&mut self, i: u32) {
@@ -272,6 +295,26 @@ mod tests {
         db.revoke(4, 0x8000, true, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(db.len(), 1);
+    }
+
+    #[test]
+    fn overlaps_finds_neighbours_without_scanning() {
+        let mut db = MapDb::new();
+        for p in 0..600u64 {
+            db.insert_root(m(0, 0x4000_0000 + p * 0x1000, 0)).unwrap();
+        }
+        assert!(db.overlaps(0, 0x4000_0000 + 599 * 0x1000, 0x1000));
+        assert!(!db.overlaps(0, 0x4000_0000 + 600 * 0x1000, 0x1000));
+        assert!(db.overlaps(0, 0x3fff_f000, 0x2000));
+        db.insert_root(Mapping { space: 1, vaddr: 0x20_0000, paddr: 0, huge: true, rights: 3 }).unwrap();
+        assert!(db.overlaps(1, 0x3f_f000, 0x1000));
+        assert!(!db.overlaps(1, 0x40_0000, 0x1000));
+        assert!(db.overlaps(1, 0x1f_f000, 0x2000));
+        assert!(!db.overlaps(1, 0x1f_f000, 0x1000));
+        let id = db.find_id(1, 0x21_0000).unwrap();
+        assert!(db.get(id).huge);
+        db.insert_child_of(id, m(2, 0x1000, 0x1_0000)).unwrap();
+        assert_eq!(db.insert_child_of(id, m(2, 0x1000, 0)), Err(MdbError::Exists));
     }
 
     #[test]

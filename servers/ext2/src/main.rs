@@ -560,7 +560,8 @@ fn main() {
             // The manifest endpoint is left to the watch thread: it takes the VFS's watch call
             // and never answers, so the VFS learns of our death from the kernel.
             thread::spawn(1, 4096, move || {
-                let _ = ipc::recv(manifest_ep, 0);
+                let w = ipc::recv(manifest_ep, 0);
+                println!("ext2-pfs: watch from badge {} label {} err {}", w.badge, w.tag.label(), w.err);
                 let n = thread::create(ObjKind::Notification, 0).expect("notification");
                 loop {
                     let _ = sys::notify_wait(n, 0);

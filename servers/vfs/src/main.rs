@@ -46,10 +46,11 @@ static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_M
 /// every capability the PFS handed out stops working and every caller blocked on it is woken
 /// with an error, so no client hangs on a dead file system.
 fn watch(m: usize, manifest_ep: u64, e: u64) {
-    let _ = pfs::Client::new(manifest_ep).watch();
+    let r = pfs::Client::new(manifest_ep).watch();
     DEAD[m].store(true, Ordering::SeqCst);
-    let _ = sys::cap_revoke(e);
-    let _ = sys::cap_delete(e);
+    let a = sys::cap_revoke(e);
+    let b = sys::cap_delete(e);
+    println!("vfs: watch {} ended ({:?}); endpoint revoked {:?} {:?}", m, r.err(), a, b);
 }
 
 struct Mount {

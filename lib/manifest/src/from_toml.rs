@@ -9,7 +9,7 @@ use toml::{Table, Value};
 
 const SERVER_KEYS: &[&str] = &[
     "name", "module", "priority", "args", "wait", "kmem_kb", "heap_kb", "provides", "uses", "irqs",
-    "ioports", "pager", "ram_kb",
+    "ioports", "pager", "ram_kb", "huge_pages",
 ];
 
 /// Parses a manifest. A top-level `[test]` table (scenario settings, read by the host tool) is
@@ -129,6 +129,9 @@ fn server(t: &Table, index: usize) -> Result<Server, String> {
     }
     if let Some(v) = t.get("pager") {
         s.pager = Some(string(v, "pager", &ctx)?);
+    }
+    if let Some(v) = t.get("huge_pages") {
+        s.huge_pages = int(v, "huge_pages", &ctx, 0, u32::MAX as i64)? as u32;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64)? as u32;

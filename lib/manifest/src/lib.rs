@@ -59,6 +59,9 @@ pub struct Server {
     /// 0 = none. Root maps it at a fixed address and lists the physical ranges in the
     /// environment (see `servers/mem`).
     pub ram_kb: u32,
+    /// 2 MiB pages root maps for this server at `sawmill_rt::layout::HUGE` (0 = none, at most
+    /// 64).
+    pub huge_pages: u32,
 }
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
@@ -78,6 +81,7 @@ impl Default for Server {
             ioports: Vec::new(),
             pager: None,
             ram_kb: 0,
+            huge_pages: 0,
         }
     }
 }
@@ -148,6 +152,7 @@ pub fn encode(sys: &System) -> Vec<u8> {
             }
         }
         put_u32(&mut w, s.ram_kb);
+        put_u32(&mut w, s.huge_pages);
     }
     w
 }
@@ -309,6 +314,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         }
         let pager = if r.bool()? { Some(r.string()?) } else { None };
         let ram_kb = r.u32()?;
+        let huge_pages = r.u32()?;
         servers.push(Server {
             name,
             module,
@@ -323,6 +329,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             ioports,
             pager,
             ram_kb,
+            huge_pages,
         });
     }
     if r.pos != bytes.len() {
@@ -434,6 +441,9 @@ pub fn validate(sys: &System) -> Result<(), String> {
     let mut pool: Option<&str> = None;
     for s in &sys.servers {
         let n = s.name.as_str();
+        if s.huge_pages > 64 {
+            return Err(format!("server `{n}`: huge_pages = {} is above 64", s.huge_pages));
+        }
         if s.ram_kb > 0 {
             if s.ram_kb > 1024 * 1024 {
                 return Err(format!("server `{n}`: ram_kb = {} is above 1 GiB", s.ram_kb));

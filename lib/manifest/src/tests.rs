@@ -31,6 +31,7 @@ fn sample() -> System {
                 }],
                 pager: Some("pong".into()),
                 ram_kb: 4096,
+                huge_pages: 3,
                 ..Server::default()
             },
         ],
@@ -42,6 +43,7 @@ fn badges_pools_and_mem_clients() {
     invalid(|s| s.servers[1].uses[0].badge = 1 << 63, "bit 63");
     invalid(|s| s.servers[0].ram_kb = 8, "only one server may have a RAM pool");
     invalid(|s| s.servers[1].ram_kb = 2 * 1024 * 1024, "above 1 GiB");
+    invalid(|s| s.servers[1].huge_pages = 65, "above 64");
     let mut s = sample();
     s.servers[0].provides.push("mem".into());
     s.servers[1].uses.push(Use { endpoint: "mem".into(), badge: 3 });

@@ -26,6 +26,8 @@ pub mod layout {
     pub const STACK_SIZE: u64 = 64 * 1024;
     /// UTCB of thread `i` is at `UTCB_BASE + i * 4096`; thread 0 is the main thread.
     pub const UTCB_BASE: u64 = 0x7100_0000;
+    /// Where root maps the 2 MiB pages a manifest's `huge_pages` asks for.
+    pub const HUGE: u64 = 0x4000_0000;
     pub const UTCB_MAX: u64 = 256;
 }
 

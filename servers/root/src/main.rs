@@ -85,6 +85,28 @@ impl Pages {
 
     /// `n` pages (not zeroed) as few physically contiguous runs as the bump region allows, then
     /// single pages from the free list: (physical address, pages) per run.
+    /// A zeroed, 2 MiB-aligned run of 512 pages (root's window maps such runs with 2 MiB pages).
+    /// Pages skipped to reach the alignment go to the free list.
+    fn alloc_huge(&mut self) -> Option<u64> {
+        loop {
+            let (_, e) = self.range(self.next)?;
+            let a = (self.cur + 0x1f_ffff) & !0x1f_ffff;
+            if a + 0x20_0000 <= e {
+                let mut p = self.cur;
+                while p < a {
+                    self.free.push(p);
+                    p += 4096;
+                }
+                self.cur = a + 0x20_0000;
+                // SAFETY: the run is user RAM in our window, owned by no one else now.
+                unsafe { core::ptr::write_bytes(win(a) as *mut u8, 0, 0x20_0000) };
+                return Some(a);
+            }
+            self.next += 1;
+            self.cur = self.range(self.next)?.0;
+        }
+    }
+
     fn alloc_runs(&mut self, mut n: u64) -> Option<Vec<(u64, u64)>> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
         while n > 0 {
@@ -278,6 +300,14 @@ impl Root {
         let rw = map::READ | map::WRITE;
         let heap_pages = (s.heap_kb as u64 * 1024 + 4095) / 4096;
         self.map_fresh(task, sawmill_rt::layout::HEAP, heap_pages, rw, &mut owned).unwrap_or_else(|e| fail("server heap", e));
+        for i in 0..s.huge_pages as u64 {
+            let Some(pa) = self.pages.alloc_huge() else { fail("huge pages", sawmill_abi::Error::NoMemory) };
+            for k in 0..512 {
+                owned.push(pa + k * 4096);
+            }
+            sys::task_map(task, win(pa), sawmill_rt::layout::HUGE + i * 0x20_0000, 1, rw | map::HUGE)
+                .unwrap_or_else(|e| fail("mapping a 2 MiB page", e));
+        }
         let stack_pages = sawmill_rt::layout::STACK_SIZE / 4096;
         self.map_fresh(task, sawmill_rt::layout::STACK_TOP - stack_pages * 4096, stack_pages, rw, &mut owned)
             .unwrap_or_else(|e| fail("server stack", e));
@@ -462,8 +492,29 @@ const EXC: [&str; 20] = [
     "machine check", "simd error",
 ];
 
+/// Checks the kernel's device-memory path once per boot: the VGA text buffer (device memory) can
+/// be mapped and written, RAM cannot be mapped as a device.
+fn check_device_memory(ram: u64) -> bool {
+    const AT: u64 = 0x0000_2000_0000_0000;
+    if sys::map_phys(root_slots::CONTROL, 0xb8000, AT, 1, map::UNCACHED).is_err() {
+        return false;
+    }
+    // SAFETY: AT now maps the VGA text buffer, device memory owned by nothing else.
+    let ok = unsafe {
+        let p = AT as *mut u16;
+        let old = core::ptr::read_volatile(p);
+        core::ptr::write_volatile(p, 0x0753);
+        let v = core::ptr::read_volatile(p);
+        core::ptr::write_volatile(p, old);
+        v == 0x0753
+    };
+    let _ = sys::unmap(AT, 1, sawmill_abi::UNMAP_SELF);
+    ok && sys::map_phys(root_slots::CONTROL, ram, AT, 1, 0) == Err(sawmill_abi::Error::Invalid)
+}
+
 fn main() {
     let mut pages = Pages::new();
+    let first_ram = pages.ranges[0].0;
     // Root's heap: 4 MiB of contiguous user RAM from the window.
     let heap = pages.alloc_run(1024).expect("root heap");
     // SAFETY: this RAM is ours alone and mapped read-write in the window.
@@ -481,6 +532,11 @@ fn main() {
         let _ = sys::shutdown(root_slots::CONTROL, 1);
     }
     println!("root: starting system '{}' ({} servers)", sys_.name, sys_.servers.len());
+    if check_device_memory(first_ram) {
+        println!("root: device memory maps, RAM is refused as device memory");
+    } else {
+        println!("root: FAIL device memory check");
+    }
     let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None };
     root.fault_ep = root.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
     // Kernel memory before any server exists; compared at shutdown.

@@ -4,13 +4,11 @@ use core::arch::{asm, global_asm};
 use core::mem::size_of;
 
 pub const KCODE: u16 = 0x08;
-pub const KDATA: u16 = 0x10;
 pub const UDATA: u16 = 0x18 | 3;
 pub const UCODE: u16 = 0x20 | 3;
 pub const TSS_SEL: u16 = 0x28;
 
-/// Vector number recorded in a frame that entered through `syscall`.
-pub const VEC_SYSCALL: u64 = 0x100;
+// A frame that entered through `syscall` records vector 0x100 (see `syscall_entry`).
 
 /// Registers of a thread as saved on kernel entry. The layout is fixed by the entry stubs.
 #[repr(C)]
@@ -61,14 +59,6 @@ pub fn wrmsr(msr: u32, v: u64) {
 }
 
 #[inline(always)]
-pub fn rdmsr(msr: u32) -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: reading an architectural MSR.
-    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, nomem)) }
-    (hi as u64) << 32 | lo as u64
-}
-
-#[inline(always)]
 pub fn write_cr3(v: u64) {
     // SAFETY: v is the physical address of a valid PML4 whose upper half maps the kernel.
     unsafe { asm!("mov cr3, {}", in(reg) v, options(nostack)) }
@@ -86,14 +76,6 @@ pub fn read_cr2() -> u64 {
 pub fn invlpg(va: u64) {
     // SAFETY: invalidating a TLB entry is always safe.
     unsafe { asm!("invlpg [{}]", in(reg) va, options(nostack)) }
-}
-
-#[inline(always)]
-pub fn rdtsc() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: rdtsc has no side effects.
-    unsafe { asm!("lfence; rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem)) }
-    (hi as u64) << 32 | lo as u64
 }
 
 pub const MSR_FS_BASE: u32 = 0xc000_0100;
@@ -229,8 +211,10 @@ pub fn init() {
 
         wrmsr(MSR_STAR, (KCODE as u64) << 32 | (0x10u64) << 48);
         wrmsr(MSR_LSTAR, syscall_entry as *const () as u64);
-        // Clear IF, TF, DF, AC on entry: the kernel runs with interrupts off.
-        wrmsr(MSR_FMASK, 0x4_0700);
+        // Clear TF, IF, DF, NT and AC on entry: the kernel runs with interrupts off, string
+        // instructions forward, and no nested-task flag (with NT set, the kernel's own iretq would
+        // fault: a user could otherwise crash the kernel by setting NT before `syscall`).
+        wrmsr(MSR_FMASK, 0x4_4700);
     }
 }
 
@@ -301,13 +285,14 @@ trap_common:
     push r14
     push r15
     mov rdi, rsp
+    // The interrupted code may have set DF; the kernel's code assumes it clear.
+    cld
     test qword ptr [rsp + 18*8], 3
     jz 1f
     mov rsp, [rip + KSTACK_TOP]
     call trap_from_user
     ud2
 1:
-    cld
     call trap_from_kernel
     pop r15
     pop r14

@@ -96,13 +96,6 @@ impl Phys {
         self.free_frames += 1;
     }
 
-    pub fn is_user(&self, p: u64) -> bool {
-        self.user[..self.nuser].iter().any(|r| p >= r.start && p < r.end)
-    }
-
-    pub fn is_ram(&self, p: u64, ranges_all: &[Range]) -> bool {
-        ranges_all.iter().any(|r| p >= r.start && p < r.end)
-    }
 }
 
 /// The kernel heap: objects are allocated here; see `sawmill_kcore::heap`.

@@ -10,7 +10,7 @@ use crate::mem::{phys, PAGE};
 use crate::paging;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use sawmill_abi::{rights, CapKind, Error};
+use sawmill_abi::Error;
 use sawmill_kcore::cspace::{CSpace, CsError, SlotId};
 use sawmill_kcore::mapdb::{MapDb, Mapping};
 
@@ -33,22 +33,6 @@ pub struct Cap {
     pub obj: Obj,
     pub rights: u64,
     pub badge: u64,
-}
-
-impl Cap {
-    pub fn kind(&self) -> CapKind {
-        match self.obj {
-            Obj::Task(_) => CapKind::Task,
-            Obj::Thread(_) => CapKind::Thread,
-            Obj::Endpoint(_) => CapKind::Endpoint,
-            Obj::Notification(_) => CapKind::Notification,
-            Obj::Factory(_) => CapKind::Factory,
-            Obj::Irq(_) => CapKind::Irq,
-            Obj::IrqControl => CapKind::IrqControl,
-            Obj::IoControl => CapKind::IoControl,
-            Obj::Control => CapKind::Control,
-        }
-    }
 }
 
 /// Common header: reference count and where the memory was charged.
@@ -695,4 +679,3 @@ pub fn has(c: &Cap, r: u64) -> bool {
     c.rights & r == r
 }
 
-pub const ALL: u64 = rights::ALL;

@@ -23,8 +23,8 @@ extern "C" {
 
 /// Physical address of the kernel's own PML4 (the boot one).
 pub fn kernel_pml4() -> u64 {
-    // SAFETY: taking the address of a linker symbol.
-    (unsafe { core::ptr::addr_of!(boot_pml4) } as u64) - 0xffff_ffff_8000_0000
+    // Taking the address of a linker symbol needs no unsafe.
+    (core::ptr::addr_of!(boot_pml4) as u64) - 0xffff_ffff_8000_0000
 }
 
 /// Creates a PML4 sharing the kernel half. Returns its physical address.

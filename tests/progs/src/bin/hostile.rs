@@ -25,6 +25,45 @@ fn arg(r: &mut Rng, heap: u64) -> u64 {
     }
 }
 
+/// A system call made with DF, NT and AC set in RFLAGS (restored to clear right after).
+fn raw_with_flags(n: u64, a: [u64; 6]) -> u64 {
+    let r;
+    // SAFETY: the flags are set only around the syscall and cleared before Rust code runs again.
+    unsafe {
+        core::arch::asm!(
+            "pushfq",
+            "or qword ptr [rsp], 0x44400",
+            "popfq",
+            "syscall",
+            "pushfq",
+            "and qword ptr [rsp], ~0x44400",
+            "popfq",
+            inlateout("rax") n => r,
+            inlateout("rdi") a[0] => _,
+            inlateout("rsi") a[1] => _,
+            inlateout("rdx") a[2] => _,
+            inlateout("r10") a[3] => _,
+            inlateout("r8") a[4] => _,
+            inlateout("r9") a[5] => _,
+            lateout("rcx") _, lateout("r11") _,
+        );
+    }
+    r
+}
+
+/// Spins with DF set while timer interrupts arrive: the kernel must clear DF itself.
+fn spin_backwards() {
+    let t0 = sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0);
+    let mut t = t0;
+    while t < t0 + 5 {
+        // SAFETY: DF is set only inside this block and cleared before it ends.
+        unsafe {
+            core::arch::asm!("std", "mov ecx, 200000", "2:", "dec ecx", "jnz 2b", "cld", out("ecx") _);
+        }
+        t = sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0);
+    }
+}
+
 fn main() {
     let seed: u64 = env::arg(0).and_then(|s| s.parse().ok()).unwrap_or(1);
     let n: u64 = env::arg(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
@@ -67,10 +106,13 @@ fn main() {
         if made == trace {
             println!("hostile: call {}: number {} args {:#x?}", made, num, a);
         }
-        let e = sys::raw_num(num, a);
+        // Every eighth call enters with hostile flags: DF (string direction), NT (nested task)
+        // and AC set; the kernel must neither misbehave nor fault on its way back.
+        let e = if made % 8 == 7 { raw_with_flags(num, a) } else { sys::raw_num(num, a) };
         errs[(e as usize).min(15)] += 1;
         made += 1;
     }
+    spin_backwards();
     println!("hostile: {} calls made; results by error code: {:?}", made, errs);
     println!("hostile: PASS still alive after {} random system calls (seed {})", made, seed);
 }

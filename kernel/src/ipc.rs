@@ -567,16 +567,21 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
         }
         let pa = if m.huge && !huge { m.paddr + (sa - m.vaddr) } else { m.paddr };
         let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights | (m.rights & map::UNCACHED);
-        // Replace what is there.
+        // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
+        // a 2 MiB destination, every 4 KiB mapping inside it. Nothing outside [da, da+size).
         if k().mapdb.overlaps(d.id, da, size) {
             let mut gone = alloc::vec::Vec::new();
-            let mut a = da;
-            while a < da + size {
-                k().mapdb.revoke(d.id, a, true, &mut gone);
-                a += 0x1000;
+            if let Some(id) = k().mapdb.find_id(d.id, da) {
+                let old = k().mapdb.get(id);
+                k().mapdb.revoke(d.id, old.vaddr, true, &mut gone);
             }
-            let start = da & !0x1f_ffff;
-            k().mapdb.revoke(d.id, start, true, &mut gone);
+            if huge {
+                let mut a = da;
+                while a < da + size {
+                    k().mapdb.revoke(d.id, a, true, &mut gone);
+                    a += 0x1000;
+                }
+            }
             obj::unmap_removed(&gone);
             if k().mapdb.overlaps(d.id, da, size) {
                 return Err(Error::Busy);
@@ -599,6 +604,17 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
             return Err(Error::Busy);
         }
         d.nodes += 1;
+        if huge {
+            // 4 KiB mappings that were here may have left an empty page table in the slot.
+            if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
+                crate::mem::phys().free_frame(pt);
+                d.pt_frames -= 1;
+                obj::uncharge(d.hdr.factory, crate::mem::PAGE);
+                if k().loaded_cr3 == d.pml4 {
+                    crate::arch::write_cr3(d.pml4);
+                }
+            }
+        }
         let mut alloc = || obj::pt_alloc(dt);
         if !paging::map(d.pml4, da, pa, paging::pte_flags(r, r & map::UNCACHED != 0), huge, &mut alloc) {
             let mut gone = alloc::vec::Vec::new();

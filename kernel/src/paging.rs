@@ -85,6 +85,24 @@ pub fn map(pml4: u64, va: u64, pa: u64, flags: u64, huge: bool, alloc: &mut dyn 
     true
 }
 
+/// If the 2 MiB slot of `va` holds a page table with no present entry, detaches it and returns
+/// its frame (the caller frees and uncharges it), so a 2 MiB page can take the slot.
+pub fn take_empty_pt(pml4: u64, va: u64) -> Option<u64> {
+    let mut none = || None;
+    let pd = walk(pml4, va, 2, &mut none)?;
+    let idx = ((va >> 21) & 511) as usize;
+    let e = table(pd)[idx];
+    if e & P == 0 || e & PS != 0 {
+        return None;
+    }
+    let pt = e & ADDR;
+    if table(pt).iter().any(|&x| x & P != 0) {
+        return None;
+    }
+    table(pd)[idx] = 0;
+    Some(pt)
+}
+
 /// Removes a mapping; returns whether one was there.
 pub fn unmap(pml4: u64, va: u64, huge: bool) -> bool {
     let mut none = || None;

@@ -210,6 +210,10 @@ impl Files {
     pub fn close(&mut self, fd: usize) -> Result<()> {
         let f = self.fds.get_mut(fd).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
         let r = file::Client::new(f.cap).close().map_err(e);
+        // Drop our mappings of the file's pages so the window starts empty for the next file.
+        if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
+            let _ = sys::unmap(WINDOWS + fd as u64 * WINDOW_SIZE, (last as u64 + 1) * 64, sawmill_abi::UNMAP_SELF);
+        }
         // The PFS revoked the capability; the slot is empty (or the PFS is gone: empty it).
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);

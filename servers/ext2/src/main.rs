@@ -559,9 +559,9 @@ fn main() {
         if conn.done {
             // The manifest endpoint is left to the watch thread: it takes the VFS's watch call
             // and never answers, so the VFS learns of our death from the kernel.
-            thread::spawn(1, 4096, move || {
+            thread::spawn(254, 8192, move || {
                 let w = ipc::recv(manifest_ep, 0);
-                println!("ext2-pfs: watch from badge {} label {} err {}", w.badge, w.tag.label(), w.err);
+                let _ = w;
                 let n = thread::create(ObjKind::Notification, 0).expect("notification");
                 loop {
                     let _ = sys::notify_wait(n, 0);

@@ -203,6 +203,8 @@ struct Running {
     mem_badge: Option<u64>,
     /// It provides `mem`.
     is_mem: bool,
+    /// Endpoints it serves (revoked when it ends).
+    provides: Vec<String>,
 }
 
 struct Root {
@@ -429,7 +431,18 @@ impl Root {
             sys::cap_mint(ep, m, ROOT_MEM_BADGE, rights::SEND).unwrap_or_else(|e| fail("minting", e));
             self.mem_cap = Some(m);
         }
-        self.servers.push(Running { name: String::from(name), wait: s.wait, task, caps, pages: owned, alive: true, status: 0, mem_badge, is_mem });
+        self.servers.push(Running {
+            name: String::from(name),
+            wait: s.wait,
+            task,
+            caps,
+            pages: owned,
+            alive: true,
+            status: 0,
+            mem_badge,
+            is_mem,
+            provides: s.provides.clone(),
+        });
     }
 
     fn endpoint(&mut self, name: &str) -> u64 {
@@ -449,6 +462,16 @@ impl Root {
         }
         r.alive = false;
         let _ = sys::task_kill(r.task);
+        // Its endpoints go too: every copy handed out is revoked and the endpoint destroyed, so
+        // a client calling it (or queued on it) gets an error at once instead of waiting forever.
+        for name in core::mem::take(&mut r.provides) {
+            if let Some(pos) = self.endpoints.iter().position(|e| e.0 == name) {
+                let (_, ep) = self.endpoints.remove(pos);
+                let _ = sys::cap_revoke(ep);
+                let _ = sys::cap_delete(ep);
+            }
+        }
+        let r = &mut self.servers[i];
         for &c in r.caps.iter().rev() {
             let _ = sys::cap_delete(c);
         }

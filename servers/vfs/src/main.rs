@@ -50,7 +50,7 @@ fn watch(m: usize, manifest_ep: u64, e: u64) {
     DEAD[m].store(true, Ordering::SeqCst);
     let a = sys::cap_revoke(e);
     let b = sys::cap_delete(e);
-    println!("vfs: watch {} ended ({:?}); endpoint revoked {:?} {:?}", m, r.err(), a, b);
+    println!("vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})", m, r.err(), a, b);
 }
 
 struct Mount {
@@ -422,7 +422,7 @@ fn main() {
             let conn_badged = thread::alloc_slot();
             sys::cap_mint(conn, conn_badged, 1, rights::SEND | rights::GRANT).expect("mint");
             let mi = v.mounts.len();
-            thread::spawn(200, 8192, move || watch(mi, ep, conn)).expect("watch thread");
+            thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
             let conn = conn_badged;
             let p = pfs::Client::new(conn);
             let (root, attr, alive) = match p.root().and_then(|r| p.getattr(r).map(|a| (r, a))) {

@@ -52,4 +52,18 @@ fn main() {
     sys::unmap(h, 1, 0).expect("unmap children");
     check!(sys::translate(MOVED) == Err(Error::Fault), "granted mapping escaped revocation");
     println!("huge: PASS grant moved the mapping and kept it under the original");
+
+    // Replacing a 4 KiB mapping touches nothing else: neighbours at the 2 MiB boundary below
+    // stay (a regression: the replacement once revoked the mapping at the boundary too).
+    const WIN: u64 = 0xc000_0000;
+    sys::task_map(slots::TASK, h + 0x1000, WIN, 1, rw).expect("piece A");
+    sys::task_map(slots::TASK, h + 0x2000, WIN + 0x1000, 1, rw).expect("piece B");
+    sys::task_map(slots::TASK, h + 0x3000, WIN + 0x1000, 1, rw).expect("replace piece B");
+    check!(sys::translate(WIN) == Ok(pa + 0x1000), "replacing a neighbour removed the page at {:#x}", WIN);
+    check!(sys::translate(WIN + 0x1000) == Ok(pa + 0x3000), "replacement did not take");
+    // And a 2 MiB mapping replaces every 4 KiB mapping inside it.
+    let r = sys::task_map(slots::TASK, h, WIN, 1, rw | map::HUGE);
+    check!(r.is_ok(), "2 MiB over 4 KiB pieces: {:?}", r);
+    check!(sys::translate(WIN + 0x1000) == Ok(pa + 0x1000), "2 MiB mapping did not replace the pieces");
+    println!("huge: PASS replacing a mapping leaves its neighbours alone");
 }

@@ -8,7 +8,7 @@ use sawmill_testprogs::check;
 sawmill_rt::entry!(main);
 
 fn main() {
-    let ep = env::cap("pong").expect("pong endpoint");
+    let ep = sawmill_testprogs::endpoint("pong");
     let badge: u64 = env::arg(0).and_then(|a| a.parse().ok()).unwrap_or(0);
     for i in 0..1000u64 {
         let r = ipc::call(ep, MsgTag::new(1, 2), [i, 2 * i, 0, 0]);

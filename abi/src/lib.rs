@@ -57,7 +57,8 @@ pub enum Sys {
     ThreadConfig = 15,
     /// `thread_start(thread=rdi, rip=rsi, rsp=rdx, arg=r10)`: arg lands in the thread's `rdi`.
     ThreadStart = 16,
-    /// `irq_get(irq_control=rdi, line=rsi, dst=rdx)`.
+    /// `irq_get(irq_control=rdi, line=rsi, dst=rdx)`. An IRQ-control capability minted with a
+    /// non-zero badge may only hand out the lines whose bits are set in it (else NoRights).
     IrqGet = 17,
     /// `irq_bind(irq=rdi, notification=rsi, bits=rdx)`.
     IrqBind = 18,
@@ -67,7 +68,9 @@ pub enum Sys {
     NotifySignal = 20,
     /// `notify_wait(notification=rdi, flags=rsi [NONBLOCK])` -> `rdi` = bits (cleared).
     NotifyWait = 21,
-    /// `ioport_give(io_control=rdi, task=rsi, base=rdx, count=r10)`.
+    /// `ioport_give(io_control=rdi, task=rsi, base=rdx, count=r10)`. An I/O-control capability
+    /// minted with a non-zero badge covers only the port window [`io_window`] decodes from it
+    /// (else NoRights): root hands such a capability to the PCI server for the PCI I/O range.
     IoPortGive = 22,
     /// `shutdown(control=rdi, code=rsi)`.
     Shutdown = 23,
@@ -382,6 +385,17 @@ pub mod kinfo {
 
 /// Flags of [`Sys::NotifyWait`].
 pub const NOTIFY_NONBLOCK: u64 = 1;
+
+/// The port window of a minted I/O-control capability: badge = `base | count << 16`
+/// (use [`io_badge`]); returns (base, count).
+pub const fn io_window(badge: u64) -> (u64, u64) {
+    (badge & 0xffff, (badge >> 16) & 0x1_ffff)
+}
+
+/// The badge that restricts an I/O-control capability to `[base, base + count)`.
+pub const fn io_badge(base: u16, count: u32) -> u64 {
+    base as u64 | (count as u64 & 0x1_ffff) << 16
+}
 
 /// Capability slots the root task finds filled at start.
 pub mod root_slots {

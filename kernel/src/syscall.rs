@@ -280,6 +280,10 @@ fn dispatch(cur: *mut Thread) -> R {
             if a1 >= 16 || a1 == 0 || a1 == 2 {
                 return Err(Error::Invalid);
             }
+            // A minted IRQ-control capability names the lines it may hand out (badge bit n).
+            if c.badge != 0 && c.badge & (1 << a1) == 0 {
+                return Err(Error::NoRights);
+            }
             obj::insert_root(task, a2, Cap { obj: Obj::Irq(a1 as u8), rights: rights::ALL, badge: 0 })?;
             ok(cur)
         }
@@ -341,6 +345,13 @@ fn dispatch(cur: *mut Thread) -> R {
             let tt = task_cap(task, a1)?;
             if a2 >= 65536 || a3 == 0 || a2 + a3 > 65536 {
                 return Err(Error::Invalid);
+            }
+            // A minted I/O-control capability covers only its port window (see abi::io_window).
+            if c.badge != 0 {
+                let (lo, n) = sawmill_abi::io_window(c.badge);
+                if a2 < lo || a2 + a3 > lo + n {
+                    return Err(Error::NoRights);
+                }
             }
             // SAFETY: live task.
             let tk = unsafe { &mut *tt };

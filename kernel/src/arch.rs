@@ -230,7 +230,7 @@ pub fn set_current_frame(frame: *mut Frame) {
 }
 
 extern "C" {
-    /// Restores `frame` and returns to user mode. Never returns.
+    /// Restores `frame` and returns to the mode it came from (user mode, or the idle loop).
     pub fn return_to_user(frame: *const Frame) -> !;
 }
 
@@ -294,23 +294,9 @@ trap_common:
     ud2
 1:
     call trap_from_kernel
-    pop r15
-    pop r14
-    pop r13
-    pop r12
-    pop r11
-    pop r10
-    pop r9
-    pop r8
-    pop rbp
-    pop rdi
-    pop rsi
-    pop rdx
-    pop rcx
-    pop rbx
-    pop rax
-    add rsp, 16
-    iretq
+    // Back to the idle loop through the same restore sequence (iretq to ring 0).
+    mov rdi, rsp
+    jmp return_to_user
 
 .global return_to_user
 return_to_user:

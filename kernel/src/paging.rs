@@ -171,43 +171,41 @@ pub fn user_range_ok(va: u64, len: u64) -> bool {
     va.checked_add(len).map_or(false, |e| e <= sawmill_abi::layout::USER_END)
 }
 
-/// Copies from user memory of the space `pml4` into `buf`; fails unless every byte is mapped
-/// user-readable.
-pub fn copy_from_user(pml4: u64, va: u64, buf: &mut [u8]) -> bool {
-    if !user_range_ok(va, buf.len() as u64) {
+/// Walks `[va, va+len)` of the user space `pml4` page by page, calling `f(direct-map pointer,
+/// offset into the range, bytes)`; fails (having called `f` for a prefix) unless every byte is
+/// mapped user-accessible (and writable, with `write`).
+fn user_chunks(pml4: u64, va: u64, len: usize, write: bool, mut f: impl FnMut(*mut u8, usize, usize)) -> bool {
+    if !user_range_ok(va, len as u64) {
         return false;
     }
     let mut done = 0;
-    while done < buf.len() {
+    while done < len {
         let a = va + done as u64;
-        let Some((pa, f)) = translate(pml4, a) else { return false };
-        if f & U == 0 {
+        let Some((pa, fl)) = translate(pml4, a) else { return false };
+        if fl & U == 0 || (write && fl & W == 0) {
             return false;
         }
-        let n = ((PAGE - (a & 0xfff)) as usize).min(buf.len() - done);
-        // SAFETY: pa..pa+n lies in one mapped user page, reachable through the direct map.
-        unsafe { core::ptr::copy_nonoverlapping(phys_to_virt(pa), buf[done..].as_mut_ptr(), n) };
+        let n = ((PAGE - (a & 0xfff)) as usize).min(len - done);
+        f(phys_to_virt(pa), done, n);
         done += n;
     }
     true
 }
 
+/// Copies from user memory of the space `pml4` into `buf`; fails unless every byte is mapped
+/// user-readable.
+pub fn copy_from_user(pml4: u64, va: u64, buf: &mut [u8]) -> bool {
+    let len = buf.len();
+    user_chunks(pml4, va, len, false, |p, off, n| {
+        // SAFETY: p..p+n lies in one mapped user page, reachable through the direct map.
+        unsafe { core::ptr::copy_nonoverlapping(p, buf[off..].as_mut_ptr(), n) }
+    })
+}
+
 /// Copies `buf` into user memory; fails unless every byte is mapped user-writable.
 pub fn copy_to_user(pml4: u64, va: u64, buf: &[u8]) -> bool {
-    if !user_range_ok(va, buf.len() as u64) {
-        return false;
-    }
-    let mut done = 0;
-    while done < buf.len() {
-        let a = va + done as u64;
-        let Some((pa, f)) = translate(pml4, a) else { return false };
-        if f & U == 0 || f & W == 0 {
-            return false;
-        }
-        let n = ((PAGE - (a & 0xfff)) as usize).min(buf.len() - done);
+    user_chunks(pml4, va, buf.len(), true, |p, off, n| {
         // SAFETY: as above, and the page is writable by the user, so not kernel data.
-        unsafe { core::ptr::copy_nonoverlapping(buf[done..].as_ptr(), phys_to_virt(pa), n) };
-        done += n;
-    }
-    true
+        unsafe { core::ptr::copy_nonoverlapping(buf[off..].as_ptr(), p, n) }
+    })
 }

@@ -5,12 +5,23 @@ use sawmill_abi::{Error, ObjKind, Sys};
 /// Raw system call with up to six arguments; returns (rax, rdi, rsi).
 #[inline(always)]
 pub fn raw(n: Sys, a: [u64; 6]) -> (u64, u64, u64) {
+    raw_any(n as u64, a)
+}
+
+/// A raw call with an arbitrary number (for tests of the kernel's checking); returns rax.
+#[inline(always)]
+pub fn raw_num(n: u64, a: [u64; 6]) -> u64 {
+    raw_any(n, a).0
+}
+
+#[inline(always)]
+fn raw_any(n: u64, a: [u64; 6]) -> (u64, u64, u64) {
     let (r, o1, o2);
     // SAFETY: system calls only read the argument registers and write the documented results;
-    // rcx and r11 are clobbered by `syscall`.
+    // rcx and r11 are clobbered by `syscall`; the kernel rejects unknown numbers.
     unsafe {
         asm!("syscall",
-            inlateout("rax") n as u64 => r,
+            inlateout("rax") n => r,
             inlateout("rdi") a[0] => o1,
             inlateout("rsi") a[1] => o2,
             inlateout("rdx") a[2] => _,
@@ -21,26 +32,6 @@ pub fn raw(n: Sys, a: [u64; 6]) -> (u64, u64, u64) {
             options(nostack));
     }
     (r, o1, o2)
-}
-
-/// A raw call with an arbitrary number (for tests of the kernel's checking).
-#[inline(always)]
-pub fn raw_num(n: u64, a: [u64; 6]) -> u64 {
-    let r;
-    // SAFETY: as in `raw`; the kernel rejects unknown numbers.
-    unsafe {
-        asm!("syscall",
-            inlateout("rax") n => r,
-            inlateout("rdi") a[0] => _,
-            inlateout("rsi") a[1] => _,
-            inlateout("rdx") a[2] => _,
-            inlateout("r10") a[3] => _,
-            inlateout("r8") a[4] => _,
-            inlateout("r9") a[5] => _,
-            lateout("rcx") _, lateout("r11") _,
-            options(nostack));
-    }
-    r
 }
 
 #[inline(always)]

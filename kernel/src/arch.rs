@@ -144,6 +144,7 @@ static mut USER_RSP_SCRATCH: u64 = 0;
 struct KStack([u8; 65536]);
 static mut KSTACK: KStack = KStack([0; 65536]);
 static mut DFSTACK: KStack = KStack([0; 65536]);
+static mut NMISTACK: KStack = KStack([0; 65536]);
 
 extern "C" {
     static trap_stubs: [u64; 256];
@@ -186,6 +187,9 @@ pub fn init() {
         tss.iomap_base = (size_of::<Tss>() - 8193) as u16;
         KSTACK_TOP = core::ptr::addr_of!(KSTACK) as u64 + 65536;
         tss.ist[0] = core::ptr::addr_of!(DFSTACK) as u64 + 65536;
+        // NMIs get their own stack: between restoring the user rsp and `sysretq` the kernel
+        // briefly runs on the user's stack.
+        tss.ist[1] = core::ptr::addr_of!(NMISTACK) as u64 + 65536;
         asm!("ltr {0:x}", in(reg) TSS_SEL, options(nostack));
 
         let idt = &mut *core::ptr::addr_of_mut!(IDT);
@@ -194,7 +198,11 @@ pub fn init() {
             *e = IdtEntry {
                 off_lo: a as u16,
                 sel: KCODE,
-                ist: if i == 8 { 1 } else { 0 },
+                ist: match i {
+                    8 => 1,
+                    2 => 2,
+                    _ => 0,
+                },
                 // Interrupt gate; only the breakpoint vector may be raised from user mode with
                 // `int3`. Other `int n` from user mode get #GP, which we report as an exception.
                 attr: if i == 3 { 0xee } else { 0x8e },
@@ -231,7 +239,26 @@ pub fn set_current_frame(frame: *mut Frame) {
 
 extern "C" {
     /// Restores `frame` and returns to the mode it came from (user mode, or the idle loop).
-    pub fn return_to_user(frame: *const Frame) -> !;
+    fn return_iret(frame: *const Frame) -> !;
+    /// Restores `frame` of a thread that entered through `syscall` and returns with `sysretq`
+    /// (rcx and r11 get rip and rflags, as the `syscall` ABI allows).
+    fn return_sysret(frame: *const Frame) -> !;
+}
+
+/// Returns to user mode with the thread's saved registers: `sysretq` after a `syscall` entry,
+/// `iretq` otherwise (a preempted or faulted thread keeps every register). A `syscall` executed
+/// at the very top of the user half would leave a non-canonical rip, on which `sysretq` faults
+/// in ring 0 (the classic sysret bug): such frames go back through `iretq`.
+#[inline(always)]
+pub fn return_to_user(frame: *const Frame) -> ! {
+    // SAFETY: the frame holds a valid user context saved by an entry stub or built by the
+    // kernel with user selectors and a checked rip.
+    unsafe {
+        if (*frame).vector == 0x100 && (*frame).rip < sawmill_abi::layout::USER_END {
+            return_sysret(frame)
+        }
+        return_iret(frame)
+    }
 }
 
 global_asm!(
@@ -296,10 +323,33 @@ trap_common:
     call trap_from_kernel
     // Back to the idle loop through the same restore sequence (iretq to ring 0).
     mov rdi, rsp
-    jmp return_to_user
+    jmp return_iret
 
-.global return_to_user
-return_to_user:
+.global return_sysret
+return_sysret:
+    // Frame offsets: r15 0, r14 8, r13 16, r12 24, r11 32, r10 40, r9 48, r8 56, rbp 64,
+    // rdi 72, rsi 80, rdx 88, rcx 96, rbx 104, rax 112, rip 136, rflags 152, rsp 160.
+    // rcx and r11 take rip and rflags; rdi goes last.
+    mov r15, [rdi]
+    mov r14, [rdi + 8]
+    mov r13, [rdi + 16]
+    mov r12, [rdi + 24]
+    mov r10, [rdi + 40]
+    mov r9, [rdi + 48]
+    mov r8, [rdi + 56]
+    mov rbp, [rdi + 64]
+    mov rsi, [rdi + 80]
+    mov rdx, [rdi + 88]
+    mov rbx, [rdi + 104]
+    mov rax, [rdi + 112]
+    mov rcx, [rdi + 136]
+    mov r11, [rdi + 152]
+    mov rsp, [rdi + 160]
+    mov rdi, [rdi + 72]
+    sysretq
+
+.global return_iret
+return_iret:
     mov rsp, rdi
     pop r15
     pop r14

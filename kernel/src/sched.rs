@@ -174,8 +174,7 @@ fn switch_to(t: *mut Thread) -> ! {
             kk.io_loaded = want_io;
         }
     }
-    // SAFETY: the frame holds a valid user context (user selectors, canonical user rip).
-    unsafe { return_to_user(&th.frame) }
+    return_to_user(&th.frame)
 }
 
 /// Runs `t` now (the IPC fast path has checked that nothing of higher priority is ready).

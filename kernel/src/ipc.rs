@@ -250,7 +250,9 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
                     let _ = map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
                 }
             }
-            if lbl == 0 {
+            // Resuming needs a usable return address; one past the user half (see
+            // syscall_dispatch) cannot be resumed, whatever the handler says.
+            if lbl == 0 && x.frame.rip < sawmill_abi::layout::USER_END {
                 x.state = State::Ready;
             } else {
                 obj::kill_thread(c);

@@ -153,6 +153,11 @@ fn page_fault(cur: *mut Thread) {
     }
 }
 
+/// Reports CPU exception `v` of the current thread to its handler (or ends the thread).
+pub fn user_exception(cur: *mut Thread, v: u64) {
+    exception(cur, v)
+}
+
 fn exception(cur: *mut Thread, v: u64) {
     // SAFETY: live current thread.
     let t = unsafe { &mut *cur };

@@ -8,6 +8,22 @@ sawmill_rt::entry!(main);
 
 static RODATA: [u64; 4] = [1, 2, 3, 4];
 
+// A `syscall` instruction in the last two bytes of a code page, to be aliased to the last page
+// of the user half.
+core::arch::global_asm!(
+    ".section .text.edge, \"ax\"",
+    ".balign 4096",
+    ".global edge_page",
+    "edge_page:",
+    ".skip 4094, 0x90",
+    "syscall",
+    ".text",
+);
+
+extern "C" {
+    static edge_page: u8;
+}
+
 fn main() {
     let what = env::arg(0).unwrap_or("");
     println!("faulter: about to {}", what);
@@ -27,6 +43,15 @@ fn main() {
             }
             "ioport" => core::arch::asm!("in al, dx", in("dx") 0x64u16, out("al") _),
             "priv" => core::arch::asm!("cli"),
+            "edge" => {
+                // Alias the page to the top of the user half and run the syscall there: its
+                // return address would be 0x8000_0000_0000, outside every address space.
+                let page = &edge_page as *const u8 as u64;
+                let top = sawmill_abi::layout::USER_END - 4096;
+                sawmill_rt::sys::task_map(sawmill_rt::slots::TASK, page, top, 1, sawmill_abi::map::READ | sawmill_abi::map::EXEC)
+                    .expect("alias the edge page");
+                core::arch::asm!("jmp rcx", in("rcx") top + 4094, in("eax") 0, options(noreturn));
+            }
             _ => {}
         }
     }

@@ -3,7 +3,7 @@
 #![no_std]
 #![no_main]
 use sawmill_abi::MsgTag;
-use sawmill_rt::{env, ipc, println};
+use sawmill_rt::{ipc, println};
 
 sawmill_rt::entry!(main);
 

@@ -289,71 +289,113 @@ fn run_next(r: *mut Thread) {
 
 // ---- fast path ---------------------------------------------------------------------------
 
-/// The IPC fast path (L4's): a register-only `call` to a waiting receiver, or a register-only
-/// `reply_recv` to a waiting caller with no sender queued, when no other thread is ready. It
-/// moves the message words and switches straight to the partner. Anything else returns and takes
-/// the general path, which gives the same result.
+// The IPC fast path (L4's): a register-only `call` or `send` to a waiting receiver, or a
+// register-only `reply_recv` to a waiting caller with no sender queued, when no other thread is
+// ready. It moves the message words and switches straight to the partner. Anything else returns
+// and takes the general path, which gives the same result.
+
+/// The common checks of the fast path: register-only message, blocking, nothing else ready, a
+/// valid endpoint capability. Returns the capability and its endpoint.
 #[inline(always)]
-pub fn fast_path(cur: *mut Thread) {
-    let t = th(cur);
-    let sys = t.frame.rax;
-    let tag = t.frame.rsi;
-    if tag & (TAG_SLOW | MsgTag::NONBLOCK) != 0 {
-        return;
+fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
+    if t.frame.rsi & (TAG_SLOW | MsgTag::NONBLOCK) != 0 {
+        return None;
     }
     let b = &k().ready_bits;
     if b[0] | b[1] | b[2] | b[3] != 0 {
-        return;
+        return None;
     }
-    let Ok(c) = obj::lookup(t.task, t.frame.rdi) else { return };
-    let Obj::Endpoint(ep) = c.obj else { return };
+    let c = obj::lookup(t.task, t.frame.rdi).ok()?;
+    match c.obj {
+        Obj::Endpoint(ep) => Some((c, ep)),
+        _ => None,
+    }
+}
+
+/// Moves the register words of `t`'s message into `r`'s frame.
+#[inline(always)]
+fn fast_copy(t: &Thread, r: &mut Thread, badge: u64) {
+    r.frame.rax = 0;
+    r.frame.rdi = badge;
+    r.frame.rsi = t.frame.rsi & 0x7f_ffff;
+    r.frame.rdx = t.frame.rdx;
+    r.frame.r10 = t.frame.r10;
+    r.frame.r8 = t.frame.r8;
+    r.frame.r9 = t.frame.r9;
+}
+
+/// Fast `call`: a waiting receiver takes the message and the CPU.
+#[inline(always)]
+pub fn fast_call(cur: *mut Thread) {
+    let t = th(cur);
+    let Some((c, ep)) = fast_check(t) else { return };
     // SAFETY: the capability holds the endpoint alive.
     let e = unsafe { &mut *ep };
-    if sys == sawmill_abi::Sys::Call as u64 {
-        let r = e.recv_head;
-        if c.rights & rights::SEND == 0 || r.is_null() {
-            return;
-        }
-        unlink(&mut e.recv_head, r);
-        let rt = th(r);
-        rt.ep = null_mut();
-        rt.frame.rax = 0;
-        rt.frame.rdi = c.badge;
-        rt.frame.rsi = tag & 0x7f_ffff;
-        rt.frame.rdx = t.frame.rdx;
-        rt.frame.r10 = t.frame.r10;
-        rt.frame.r8 = t.frame.r8;
-        rt.frame.r9 = t.frame.r9;
-        rt.state = State::Ready;
-        rt.caller = cur;
-        t.send_call = true;
-        t.state = State::AwaitReply;
-        t.server = r;
-        sched::switch_now(r)
-    } else if sys == sawmill_abi::Sys::ReplyRecv as u64 {
-        let cl = t.caller;
-        if c.rights & rights::RECV == 0 || cl.is_null() || !e.send_head.is_null() {
-            return;
-        }
-        let ct = th(cl);
-        if ct.kmsg.is_some() {
-            return;
-        }
-        ct.frame.rax = 0;
-        ct.frame.rdi = 0;
-        ct.frame.rsi = tag & 0x7f_ffff;
-        ct.frame.rdx = t.frame.rdx;
-        ct.frame.r10 = t.frame.r10;
-        ct.frame.r8 = t.frame.r8;
-        ct.frame.r9 = t.frame.r9;
-        ct.state = State::Ready;
-        ct.server = null_mut();
-        t.caller = null_mut();
-        t.state = State::Receiving;
-        t.ep = ep;
-        push(&mut e.recv_head, cur);
-        sched::switch_now(cl)
+    let r = e.recv_head;
+    if c.rights & rights::SEND == 0 || r.is_null() {
+        return;
     }
+    unlink(&mut e.recv_head, r);
+    let rt = th(r);
+    rt.ep = null_mut();
+    fast_copy(t, rt, c.badge);
+    rt.state = State::Ready;
+    rt.caller = cur;
+    t.send_call = true;
+    t.state = State::AwaitReply;
+    t.server = r;
+    sched::switch_now(r)
+}
+
+/// Fast `send`: a waiting receiver takes the message; it runs first if its priority is higher.
+#[inline(always)]
+pub fn fast_send(cur: *mut Thread) {
+    let t = th(cur);
+    let Some((c, ep)) = fast_check(t) else { return };
+    // SAFETY: the capability holds the endpoint alive.
+    let e = unsafe { &mut *ep };
+    let r = e.recv_head;
+    if c.rights & rights::SEND == 0 || r.is_null() {
+        return;
+    }
+    unlink(&mut e.recv_head, r);
+    let rt = th(r);
+    rt.ep = null_mut();
+    fast_copy(t, rt, c.badge);
+    rt.state = State::Ready;
+    t.frame.rax = 0;
+    if rt.prio > t.prio {
+        // No other thread is ready (checked): the sender simply waits its turn.
+        sched::enqueue(cur);
+        sched::switch_now(r)
+    }
+    sched::enqueue(r);
+    sched::switch_now(cur)
+}
+
+/// Fast `reply_recv`: the caller waiting for our reply gets it and the CPU; we wait on `ep`.
+#[inline(always)]
+pub fn fast_reply_recv(cur: *mut Thread) {
+    let t = th(cur);
+    let Some((c, ep)) = fast_check(t) else { return };
+    // SAFETY: the capability holds the endpoint alive.
+    let e = unsafe { &mut *ep };
+    let cl = t.caller;
+    if c.rights & rights::RECV == 0 || cl.is_null() || !e.send_head.is_null() {
+        return;
+    }
+    let ct = th(cl);
+    if ct.kmsg.is_some() {
+        return;
+    }
+    fast_copy(t, ct, 0);
+    ct.state = State::Ready;
+    ct.server = null_mut();
+    t.caller = null_mut();
+    t.state = State::Receiving;
+    t.ep = ep;
+    push(&mut e.recv_head, cur);
+    sched::switch_now(cl)
 }
 
 // ---- system calls ------------------------------------------------------------------------

@@ -85,18 +85,12 @@ extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
             sched::finish();
         }
     }
-    // The IPC calls go straight to their handlers (fast path first): they set their own results.
+    // The IPC calls try their fast path first; if it does not apply they take the general
+    // path like every other call.
     match t.frame.rax {
-        x if x == Sys::Call as u64 => {
-            ipc::fast_path(cur);
-            ipc::sys_call(cur);
-            sched::finish()
-        }
-        x if x == Sys::ReplyRecv as u64 => {
-            ipc::fast_path(cur);
-            ipc::sys_reply_recv(cur);
-            sched::finish()
-        }
+        1 => ipc::fast_call(cur),
+        2 => ipc::fast_reply_recv(cur),
+        3 => ipc::fast_send(cur),
         _ => {}
     }
     slow(cur)

@@ -41,21 +41,27 @@ pub struct Frame {
 #[inline(always)]
 pub fn outb(port: u16, v: u8) {
     // SAFETY: port I/O has no memory effects; callers choose ports the kernel owns.
-    unsafe { asm!("out dx, al", in("dx") port, in("al") v, options(nomem, nostack, preserves_flags)) }
+    unsafe {
+        asm!("out dx, al", in("dx") port, in("al") v, options(nomem, nostack, preserves_flags))
+    }
 }
 
 #[inline(always)]
 pub fn inb(port: u16) -> u8 {
     let v: u8;
     // SAFETY: as for outb.
-    unsafe { asm!("in al, dx", in("dx") port, out("al") v, options(nomem, nostack, preserves_flags)) }
+    unsafe {
+        asm!("in al, dx", in("dx") port, out("al") v, options(nomem, nostack, preserves_flags))
+    }
     v
 }
 
 #[inline(always)]
 pub fn wrmsr(msr: u32, v: u64) {
     // SAFETY: only called with architectural MSRs during setup or for FS/GS base.
-    unsafe { asm!("wrmsr", in("ecx") msr, in("eax") v as u32, in("edx") (v >> 32) as u32, options(nostack)) }
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") v as u32, in("edx") (v >> 32) as u32, options(nostack))
+    }
 }
 
 #[inline(always)]
@@ -129,7 +135,15 @@ struct IdtEntry {
     _r: u32,
 }
 
-static mut IDT: [IdtEntry; 256] = [IdtEntry { off_lo: 0, sel: 0, ist: 0, attr: 0, off_mid: 0, off_hi: 0, _r: 0 }; 256];
+static mut IDT: [IdtEntry; 256] = [IdtEntry {
+    off_lo: 0,
+    sel: 0,
+    ist: 0,
+    attr: 0,
+    off_mid: 0,
+    off_hi: 0,
+    _r: 0,
+}; 256];
 
 /// Top of the kernel stack used while handling any entry from user mode.
 #[no_mangle]
@@ -170,7 +184,13 @@ pub fn init() {
         g.0[6] = tss_addr >> 32;
         let ptr: [u16; 5] = {
             let base = g as *const Gdt as u64;
-            [(size_of::<Gdt>() - 1) as u16, base as u16, (base >> 16) as u16, (base >> 32) as u16, (base >> 48) as u16]
+            [
+                (size_of::<Gdt>() - 1) as u16,
+                base as u16,
+                (base >> 16) as u16,
+                (base >> 32) as u16,
+                (base >> 48) as u16,
+            ]
         };
         asm!("lgdt [{}]", in(reg) &ptr, options(nostack));
         asm!(
@@ -213,7 +233,13 @@ pub fn init() {
         }
         let iptr: [u16; 5] = {
             let base = idt.as_ptr() as u64;
-            [(256 * 16 - 1) as u16, base as u16, (base >> 16) as u16, (base >> 32) as u16, (base >> 48) as u16]
+            [
+                (256 * 16 - 1) as u16,
+                base as u16,
+                (base >> 16) as u16,
+                (base >> 32) as u16,
+                (base >> 48) as u16,
+            ]
         };
         asm!("lidt [{}]", in(reg) &iptr, options(nostack));
 

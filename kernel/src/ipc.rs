@@ -93,7 +93,10 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
     let s = th(src);
     let (tag, w) = match s.kmsg {
         Some(km) => (MsgTag::new(km.label, 4), km.w),
-        None => (MsgTag(s.frame.rsi), [s.frame.rdx, s.frame.r10, s.frame.r8, s.frame.r9]),
+        None => (
+            MsgTag(s.frame.rsi),
+            [s.frame.rdx, s.frame.r10, s.frame.r8, s.frame.r9],
+        ),
     };
     let words = tag.words().min(MAX_WORDS);
     let mut out = tag.label() as u64 | (words as u64) << 16;
@@ -109,7 +112,16 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
             let du = utcb(dst);
             let mut n = 0;
             for i in 0..ncaps {
-                if obj::derive(s.task, su.caps_out[i], th(dst).task, du.caps_in[i], None, rights::ALL).is_err() {
+                if obj::derive(
+                    s.task,
+                    su.caps_out[i],
+                    th(dst).task,
+                    du.caps_in[i],
+                    None,
+                    rights::ALL,
+                )
+                .is_err()
+                {
                     break;
                 }
                 n += 1;
@@ -124,7 +136,9 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
             let mut n = 0;
             for i in 0..nmaps {
                 let it = su.map_items[i];
-                if map_item_ok(&it, base, size) && map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags).is_ok() {
+                if map_item_ok(&it, base, size)
+                    && map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags).is_ok()
+                {
                     n += 1;
                 } else {
                     break;
@@ -144,13 +158,21 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
 }
 
 fn item_bytes(it: &sawmill_abi::MapItem) -> Option<u64> {
-    let size = if it.flags & map::HUGE != 0 { 0x20_0000 } else { 0x1000 };
+    let size = if it.flags & map::HUGE != 0 {
+        0x20_0000
+    } else {
+        0x1000
+    };
     it.pages.checked_mul(size)
 }
 
 fn map_item_ok(it: &sawmill_abi::MapItem, base: u64, size: u64) -> bool {
-    let Some(len) = item_bytes(it) else { return false };
-    let Some(end) = it.dst.checked_add(len) else { return false };
+    let Some(len) = item_bytes(it) else {
+        return false;
+    };
+    let Some(end) = it.dst.checked_add(len) else {
+        return false;
+    };
     size != 0 && it.dst >= base && end <= base.saturating_add(size)
 }
 
@@ -175,7 +197,14 @@ fn sender_done(s: *mut Thread, r: *mut Thread) {
 
 /// `s` sends on `ep`. Returns the receiver if one was waiting (it is made runnable but not
 /// queued: the caller decides whether to switch to it).
-fn send_to(ep: *mut Endpoint, s: *mut Thread, badge: u64, grant: bool, call: bool, nonblock: bool) -> Result<Option<*mut Thread>, Error> {
+fn send_to(
+    ep: *mut Endpoint,
+    s: *mut Thread,
+    badge: u64,
+    grant: bool,
+    call: bool,
+    nonblock: bool,
+) -> Result<Option<*mut Thread>, Error> {
     // SAFETY: ep is live (a capability or the sender's pager reference holds it).
     let e = unsafe { &mut *ep };
     let x = th(s);
@@ -269,7 +298,9 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
 
 fn ep_cap(t: *mut Task, slot: u64, need: u64) -> Result<(*mut Endpoint, Cap), Error> {
     let c = obj::lookup(t, slot)?;
-    let Obj::Endpoint(ep) = c.obj else { return Err(Error::WrongKind) };
+    let Obj::Endpoint(ep) = c.obj else {
+        return Err(Error::WrongKind);
+    };
     if !obj::has(&c, need) {
         return Err(Error::NoRights);
     }
@@ -407,7 +438,14 @@ pub fn sys_call(cur: *mut Thread) {
         Ok(v) => v,
         Err(e) => return x.frame.rax = e as u64,
     };
-    match send_to(ep, cur, c.badge, obj::has(&c, rights::GRANT), true, tag.is_nonblocking()) {
+    match send_to(
+        ep,
+        cur,
+        c.badge,
+        obj::has(&c, rights::GRANT),
+        true,
+        tag.is_nonblocking(),
+    ) {
         Ok(Some(r)) => run_next(r),
         Ok(None) => {}
         Err(e) => x.frame.rax = e as u64,
@@ -421,7 +459,14 @@ pub fn sys_send(cur: *mut Thread) {
         Ok(v) => v,
         Err(e) => return x.frame.rax = e as u64,
     };
-    match send_to(ep, cur, c.badge, obj::has(&c, rights::GRANT), false, tag.is_nonblocking()) {
+    match send_to(
+        ep,
+        cur,
+        c.badge,
+        obj::has(&c, rights::GRANT),
+        false,
+        tag.is_nonblocking(),
+    ) {
         Ok(Some(r)) => {
             sched::make_ready(r);
         }
@@ -481,7 +526,9 @@ pub fn sys_reply_recv(cur: *mut Thread) {
 /// verdict. Returns false if there is no usable handler (the caller then ends the thread).
 pub fn kernel_call(t: *mut Thread, handler: Option<Cap>, km: KMsg) -> bool {
     let Some(c) = handler else { return false };
-    let Obj::Endpoint(ep) = c.obj else { return false };
+    let Obj::Endpoint(ep) = c.obj else {
+        return false;
+    };
     let x = th(t);
     x.kmsg = Some(km);
     match send_to(ep, t, c.badge, false, true, false) {
@@ -500,9 +547,14 @@ pub fn kernel_call(t: *mut Thread, handler: Option<Cap>, km: KMsg) -> bool {
 /// Queues the EXIT message of an ended thread on its handler's endpoint (or hands it to a
 /// waiting receiver). The thread object carries the message until it is received.
 pub fn send_exit(t: *mut Thread, handler: Cap, status: u64) {
-    let Obj::Endpoint(ep) = handler.obj else { return };
+    let Obj::Endpoint(ep) = handler.obj else {
+        return;
+    };
     let x = th(t);
-    x.kmsg = Some(KMsg { label: label::EXIT, w: [status, 0, 0, 0] });
+    x.kmsg = Some(KMsg {
+        label: label::EXIT,
+        w: [status, 0, 0, 0],
+    });
     x.zombie = true;
     match send_to(ep, t, handler.badge, false, false, false) {
         Ok(Some(r)) => sched::make_ready(r),
@@ -583,7 +635,14 @@ pub fn endpoint_gone(ep: *mut Endpoint) {
 
 /// Maps `pages` pages of `st`'s address space at `src` into `dt` at `dst`, each derived from the
 /// source mapping in the mapping database. Existing mappings at the destination are replaced.
-pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, flags: u64) -> Result<(), Error> {
+pub fn map_pages(
+    st: *mut Task,
+    src: u64,
+    dt: *mut Task,
+    dst: u64,
+    pages: u64,
+    flags: u64,
+) -> Result<(), Error> {
     let huge = flags & map::HUGE != 0;
     let size: u64 = if huge { 0x20_0000 } else { 0x1000 };
     if pages == 0 || pages > (1 << 20) || src % size != 0 || dst % size != 0 {
@@ -609,8 +668,13 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
         if huge && !m.huge {
             return Err(Error::Invalid);
         }
-        let pa = if m.huge && !huge { m.paddr + (sa - m.vaddr) } else { m.paddr };
-        let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights | (m.rights & map::UNCACHED);
+        let pa = if m.huge && !huge {
+            m.paddr + (sa - m.vaddr)
+        } else {
+            m.paddr
+        };
+        let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights
+            | (m.rights & map::UNCACHED);
         // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
         // a 2 MiB destination, every 4 KiB mapping inside it. Nothing outside [da, da+size).
         if k().mapdb.overlaps(d.id, da, size) {
@@ -643,7 +707,20 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
             let _ = k().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
             s.nodes = s.nodes.saturating_sub(1);
             obj::uncharge(s.hdr.factory, NODE_BYTES as u64);
-        } else if k().mapdb.insert_child_of(sid, Mapping { space: d.id, vaddr: da, paddr: pa, huge, rights: r }).is_err() {
+        } else if k()
+            .mapdb
+            .insert_child_of(
+                sid,
+                Mapping {
+                    space: d.id,
+                    vaddr: da,
+                    paddr: pa,
+                    huge,
+                    rights: r,
+                },
+            )
+            .is_err()
+        {
             obj::uncharge(d.hdr.factory, NODE_BYTES as u64);
             return Err(Error::Busy);
         }
@@ -660,7 +737,14 @@ pub fn map_pages(st: *mut Task, src: u64, dt: *mut Task, dst: u64, pages: u64, f
             }
         }
         let mut alloc = || obj::pt_alloc(dt);
-        if !paging::map(d.pml4, da, pa, paging::pte_flags(r, r & map::UNCACHED != 0), huge, &mut alloc) {
+        if !paging::map(
+            d.pml4,
+            da,
+            pa,
+            paging::pte_flags(r, r & map::UNCACHED != 0),
+            huge,
+            &mut alloc,
+        ) {
             let mut gone = alloc::vec::Vec::new();
             k().mapdb.revoke(d.id, da, true, &mut gone);
             obj::unmap_removed(&gone);
@@ -676,17 +760,40 @@ pub fn map_root(t: *mut Task, va: u64, pa: u64, rights_: u64) -> Result<(), Erro
 }
 
 /// As `map_root`, with a 2 MiB page if `huge`.
-pub fn map_root_sized(t: *mut Task, va: u64, pa: u64, rights_: u64, huge: bool) -> Result<(), Error> {
+pub fn map_root_sized(
+    t: *mut Task,
+    va: u64,
+    pa: u64,
+    rights_: u64,
+    huge: bool,
+) -> Result<(), Error> {
     // SAFETY: live task.
     let task = unsafe { &mut *t };
     obj::charge(task.hdr.factory, NODE_BYTES as u64)?;
-    if k().mapdb.insert_root(Mapping { space: task.id, vaddr: va, paddr: pa, huge, rights: rights_ }).is_err() {
+    if k()
+        .mapdb
+        .insert_root(Mapping {
+            space: task.id,
+            vaddr: va,
+            paddr: pa,
+            huge,
+            rights: rights_,
+        })
+        .is_err()
+    {
         obj::uncharge(task.hdr.factory, NODE_BYTES as u64);
         return Err(Error::Busy);
     }
     task.nodes += 1;
     let mut alloc = || obj::pt_alloc(t);
-    if !paging::map(task.pml4, va, pa, paging::pte_flags(rights_, rights_ & map::UNCACHED != 0), huge, &mut alloc) {
+    if !paging::map(
+        task.pml4,
+        va,
+        pa,
+        paging::pte_flags(rights_, rights_ & map::UNCACHED != 0),
+        huge,
+        &mut alloc,
+    ) {
         let mut gone = alloc::vec::Vec::new();
         k().mapdb.revoke(task.id, va, true, &mut gone);
         obj::unmap_removed(&gone);

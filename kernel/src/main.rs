@@ -55,7 +55,10 @@ fn memory_map(out: &mut [Range; 64]) -> usize {
     let mut n = 0;
     let mut add = |start: u64, len: u64| {
         if n < out.len() {
-            out[n] = Range { start, end: start + len };
+            out[n] = Range {
+                start,
+                end: start + len,
+            };
             n += 1;
         }
     };
@@ -113,11 +116,17 @@ fn carve(r: &mut [Range; 64], n: &mut usize, s: u64, e: u64) {
             m += 1;
         } else {
             if x.start < s {
-                out[m] = Range { start: x.start, end: s };
+                out[m] = Range {
+                    start: x.start,
+                    end: s,
+                };
                 m += 1;
             }
             if x.end > e && m < 64 {
-                out[m] = Range { start: e, end: x.end };
+                out[m] = Range {
+                    start: e,
+                    end: x.end,
+                };
                 m += 1;
             }
         }
@@ -171,7 +180,8 @@ fn load_root_elf(t: *mut obj::Task, pa: u64, size: u64) -> u64 {
         if ty != 1 {
             continue;
         }
-        let (off, va, filesz, memsz): (u64, u64, u64, u64) = (rd(ph + 8), rd(ph + 16), rd(ph + 32), rd(ph + 40));
+        let (off, va, filesz, memsz): (u64, u64, u64, u64) =
+            (rd(ph + 8), rd(ph + 16), rd(ph + 32), rd(ph + 40));
         if off + filesz > size {
             panic!("root ELF segment outside the image");
         }
@@ -200,7 +210,11 @@ fn load_root_elf(t: *mut obj::Task, pa: u64, size: u64) -> u64 {
             if lo < hi {
                 // SAFETY: source is inside the archive, destination inside a fresh frame.
                 unsafe {
-                    core::ptr::copy_nonoverlapping(phys_to_virt(pa + off + (lo - va)), phys_to_virt(frame + (lo - page)), (hi - lo) as usize);
+                    core::ptr::copy_nonoverlapping(
+                        phys_to_virt(pa + off + (lo - va)),
+                        phys_to_virt(frame + (lo - page)),
+                        (hi - lo) as usize,
+                    );
                 }
             }
             page += PAGE;
@@ -233,10 +247,18 @@ extern "C" fn kmain() -> ! {
     let kend = unsafe { &__kernel_end as *const u8 as u64 } - KVB;
     // SAFETY: patched into the image by the host tool before boot.
     let bm = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(boot::SAWMILL_BOOTMODS)) };
-    let arch_ = Archive { pa: bm[1], len: bm[2] };
+    let arch_ = Archive {
+        pa: bm[1],
+        len: bm[2],
+    };
     carve(&mut ranges, &mut n, 0, 0x10_0000);
     carve(&mut ranges, &mut n, 0x10_0000, (kend + 0xfff) & !0xfff);
-    carve(&mut ranges, &mut n, bm[1] & !0xfff, (bm[1] + bm[2] + 0xfff) & !0xfff);
+    carve(
+        &mut ranges,
+        &mut n,
+        bm[1] & !0xfff,
+        (bm[1] + bm[2] + 0xfff) & !0xfff,
+    );
     carve(&mut ranges, &mut n, mem::DIRECT_MAP_SIZE, u64::MAX);
     for r in ranges[..n].iter_mut() {
         r.start = (r.start + 0xfff) & !0xfff;
@@ -270,7 +292,9 @@ extern "C" fn kmain() -> ! {
 }
 
 fn start_root(a: &Archive) {
-    let Some((rpa, rsize)) = a.find("root") else { panic!("boot archive has no `root` module") };
+    let Some((rpa, rsize)) = a.find("root") else {
+        panic!("boot archive has no `root` module")
+    };
     // Root's factory holds what the kernel pool has left, minus a reserve for the kernel's own
     // bookkeeping (mapping nodes of root's window, heap fragmentation).
     let reserve = 2 << 20;
@@ -279,7 +303,11 @@ fn start_root(a: &Archive) {
     let task = obj::new_task(fac, 1024, 255).expect("root task");
     k().root_task = task;
     let thread = obj::new_thread(fac).expect("root thread");
-    let c = |o| Cap { obj: o, rights: rights::ALL, badge: 0 };
+    let c = |o| Cap {
+        obj: o,
+        rights: rights::ALL,
+        badge: 0,
+    };
     obj::insert_root(task, root_slots::TASK, c(Obj::Task(task))).unwrap();
     obj::insert_root(task, root_slots::THREAD, c(Obj::Thread(thread))).unwrap();
     obj::insert_root(task, root_slots::FACTORY, c(Obj::Factory(fac))).unwrap();
@@ -290,7 +318,13 @@ fn start_root(a: &Archive) {
     // The boot archive, read-only: root maps server images straight out of it.
     let mut off = 0;
     while off < a.len {
-        ipc::map_root(task, layout::BOOT_ARCHIVE + off, (a.pa & !0xfff) + off, map::READ | map::EXEC).expect("mapping boot archive");
+        ipc::map_root(
+            task,
+            layout::BOOT_ARCHIVE + off,
+            (a.pa & !0xfff) + off,
+            map::READ | map::EXEC,
+        )
+        .expect("mapping boot archive");
         off += PAGE;
     }
     // All user RAM, in root's physical-memory window: 2 MiB pages where possible. Root hands out
@@ -301,7 +335,8 @@ fn start_root(a: &Archive) {
         let mut p = r.start;
         while p < r.end {
             if p & 0x1f_ffff == 0 && p + 0x20_0000 <= r.end {
-                ipc::map_root_sized(task, layout::PHYS_WINDOW + p, p, wr, true).expect("root window");
+                ipc::map_root_sized(task, layout::PHYS_WINDOW + p, p, wr, true)
+                    .expect("root window");
                 p += 0x20_0000;
             } else {
                 ipc::map_root(task, layout::PHYS_WINDOW + p, p, wr).expect("root window");
@@ -312,7 +347,13 @@ fn start_root(a: &Archive) {
     // Stack: 64 KiB.
     for i in 1..=16 {
         let f = phys().alloc_frame().expect("root stack");
-        ipc::map_root(task, layout::ROOT_STACK_TOP - i * PAGE, f, map::READ | map::WRITE).expect("root stack");
+        ipc::map_root(
+            task,
+            layout::ROOT_STACK_TOP - i * PAGE,
+            f,
+            map::READ | map::WRITE,
+        )
+        .expect("root stack");
     }
     // SAFETY: the thread is fresh; configure it directly (no capability checks for the kernel).
     let t = unsafe { &mut *thread };
@@ -320,7 +361,14 @@ fn start_root(a: &Archive) {
     // SAFETY: live task.
     let tk = unsafe { &mut *task };
     let mut alloc = || obj::pt_alloc(task);
-    assert!(paging::map(tk.pml4, layout::ROOT_UTCB, pa, paging::pte_flags(map::READ | map::WRITE, false), false, &mut alloc));
+    assert!(paging::map(
+        tk.pml4,
+        layout::ROOT_UTCB,
+        pa,
+        paging::pte_flags(map::READ | map::WRITE, false),
+        false,
+        &mut alloc
+    ));
     // SAFETY: fresh frame.
     unsafe { (*(phys_to_virt(pa) as *mut sawmill_abi::Utcb)).user[0] = layout::ROOT_UTCB };
     t.utcb_pa = pa;

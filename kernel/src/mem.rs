@@ -66,7 +66,10 @@ impl Phys {
                 p += PAGE;
             }
             if p < r.end && self.nuser < MAX_RANGES {
-                self.user[self.nuser] = Range { start: p, end: r.end };
+                self.user[self.nuser] = Range {
+                    start: p,
+                    end: r.end,
+                };
                 self.nuser += 1;
                 self.user_frames += (r.end - p) / PAGE;
             }
@@ -95,7 +98,6 @@ impl Phys {
         self.free_head = p;
         self.free_frames += 1;
     }
-
 }
 
 /// The kernel heap: objects are allocated here; see `sawmill_kcore::heap`.

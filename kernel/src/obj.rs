@@ -183,7 +183,11 @@ static mut KERNEL: Option<Kernel> = None;
 pub fn k() -> &'static mut Kernel {
     // SAFETY: uniprocessor kernel with interrupts disabled on every kernel path except the idle
     // loop, whose interrupt handlers run to completion before it looks at the state again.
-    unsafe { (*core::ptr::addr_of_mut!(KERNEL)).as_mut().unwrap_unchecked() }
+    unsafe {
+        (*core::ptr::addr_of_mut!(KERNEL))
+            .as_mut()
+            .unwrap_unchecked()
+    }
 }
 
 pub fn init_kernel() {
@@ -201,7 +205,11 @@ pub fn init_kernel() {
         loaded_gs: 0,
         loaded_cr3: 0,
         ticks: 0,
-        irqs: [IrqLine { notif: core::ptr::null_mut(), bits: 0, caps: 0 }; 16],
+        irqs: [IrqLine {
+            notif: core::ptr::null_mut(),
+            bits: 0,
+            caps: 0,
+        }; 16],
         release: Vec::with_capacity(8192),
         root_task: core::ptr::null_mut(),
         ram: [crate::mem::Range { start: 0, end: 0 }; crate::mem::MAX_RANGES],
@@ -214,8 +222,8 @@ pub fn init_kernel() {
 /// Maps capability-space errors to ABI errors.
 pub fn cs<T>(r: Result<T, CsError>) -> Result<T, Error> {
     r.map_err(|e| match e {
-            CsError::BadSlot | CsError::Empty => Error::BadCap,
-            CsError::Full => Error::SlotFull,
+        CsError::BadSlot | CsError::Empty => Error::BadCap,
+        CsError::Full => Error::SlotFull,
     })
 }
 
@@ -304,7 +312,11 @@ pub fn drain_release() {
                 crate::trap::pic_mask(l);
                 let n = core::mem::replace(&mut line.notif, core::ptr::null_mut());
                 if !n.is_null() {
-                    release(Cap { obj: Obj::Notification(n), rights: 0, badge: 0 });
+                    release(Cap {
+                        obj: Obj::Notification(n),
+                        rights: 0,
+                        badge: 0,
+                    });
                 }
             }
             continue;
@@ -387,7 +399,11 @@ fn destroy(o: Obj) {
 
 fn release_factory(f: *mut Factory) {
     if !f.is_null() {
-        release(Cap { obj: Obj::Factory(f), rights: 0, badge: 0 });
+        release(Cap {
+            obj: Obj::Factory(f),
+            rights: 0,
+            badge: 0,
+        });
     }
 }
 
@@ -397,13 +413,21 @@ fn hdr(f: *mut Factory, charge_: u64) -> Hdr {
     if !f.is_null() {
         incref(Obj::Factory(f));
     }
-    Hdr { refs: 0, factory: f, charge: charge_ }
+    Hdr {
+        refs: 0,
+        factory: f,
+        charge: charge_,
+    }
 }
 
 pub fn new_factory(parent: *mut Factory, limit: u64) -> Result<*mut Factory, Error> {
     let size = core::mem::size_of::<Factory>() as u64 + limit;
     charge(parent, size)?;
-    Ok(Box::into_raw(Box::new(Factory { hdr: hdr(parent, size), limit, used: 0 })))
+    Ok(Box::into_raw(Box::new(Factory {
+        hdr: hdr(parent, size),
+        limit,
+        used: 0,
+    })))
 }
 
 pub fn new_endpoint(f: *mut Factory) -> Result<*mut Endpoint, Error> {
@@ -419,16 +443,25 @@ pub fn new_endpoint(f: *mut Factory) -> Result<*mut Endpoint, Error> {
 pub fn new_notification(f: *mut Factory) -> Result<*mut Notification, Error> {
     let size = core::mem::size_of::<Notification>() as u64;
     charge(f, size)?;
-    Ok(Box::into_raw(Box::new(Notification { hdr: hdr(f, size), bits: 0, waiter: core::ptr::null_mut() })))
+    Ok(Box::into_raw(Box::new(Notification {
+        hdr: hdr(f, size),
+        bits: 0,
+        waiter: core::ptr::null_mut(),
+    })))
 }
 
 pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, Error> {
     if slots == 0 || slots > 4096 {
         return Err(Error::Invalid);
     }
-    let size = core::mem::size_of::<Task>() as u64 + CSpace::<Cap>::table_bytes(slots as usize) as u64 + PAGE + 64;
+    let size = core::mem::size_of::<Task>() as u64
+        + CSpace::<Cap>::table_bytes(slots as usize) as u64
+        + PAGE
+        + 64;
     charge(f, size)?;
-    if !k().cspace.has_room() || (k().tasks.len() >= MAX_TASKS && !k().tasks.iter().any(|t| t.is_null())) {
+    if !k().cspace.has_room()
+        || (k().tasks.len() >= MAX_TASKS && !k().tasks.iter().any(|t| t.is_null()))
+    {
         uncharge(f, size);
         return Err(Error::NoMemory);
     }
@@ -506,7 +539,10 @@ pub fn slot(t: *mut Task, s: u64) -> Result<SlotId, Error> {
     if s >= k().cspace.table_len(task.table) as u64 {
         return Err(Error::BadCap);
     }
-    Ok(SlotId { table: task.table, index: s as u32 })
+    Ok(SlotId {
+        table: task.table,
+        index: s as u32,
+    })
 }
 
 /// The capability in slot `s` of the current thread's task.
@@ -527,11 +563,26 @@ pub fn insert_root(t: *mut Task, s: u64, c: Cap) -> Result<(), Error> {
 
 /// Derives `src` of task `st` into `dst` of task `dt` with a badge (if the source has none) and
 /// a rights mask.
-pub fn derive(st: *mut Task, src: u64, dt: *mut Task, dst: u64, badge: Option<u64>, mask: u64) -> Result<(), Error> {
+pub fn derive(
+    st: *mut Task,
+    src: u64,
+    dt: *mut Task,
+    dst: u64,
+    badge: Option<u64>,
+    mask: u64,
+) -> Result<(), Error> {
     let s = slot(st, src)?;
     let d = slot(dt, dst)?;
     let c = *cs(k().cspace.get(s))?;
-    let nc = Cap { obj: c.obj, rights: c.rights & mask, badge: match badge { Some(b) if c.badge == 0 => b, Some(_) => return Err(Error::Invalid), None => c.badge } };
+    let nc = Cap {
+        obj: c.obj,
+        rights: c.rights & mask,
+        badge: match badge {
+            Some(b) if c.badge == 0 => b,
+            Some(_) => return Err(Error::Invalid),
+            None => c.badge,
+        },
+    };
     cs(k().cspace.insert_child(s, d, nc))?;
     incref(c.obj);
     Ok(())
@@ -656,7 +707,11 @@ pub fn kill_task(p: *mut Task) {
 /// charges.
 pub fn unmap_removed(v: &[Mapping]) {
     for m in v {
-        let t = k().tasks.get(m.space as usize).copied().unwrap_or(core::ptr::null_mut());
+        let t = k()
+            .tasks
+            .get(m.space as usize)
+            .copied()
+            .unwrap_or(core::ptr::null_mut());
         if t.is_null() {
             continue;
         }
@@ -678,4 +733,3 @@ pub fn unmap_removed(v: &[Mapping]) {
 pub fn has(c: &Cap, r: u64) -> bool {
     c.rights & r == r
 }
-

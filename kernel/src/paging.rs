@@ -74,9 +74,18 @@ fn walk(pml4: u64, va: u64, level: u32, alloc: &mut dyn FnMut() -> Option<u64>) 
 }
 
 /// Installs a 4 KiB (or 2 MiB with `huge`) mapping. The slot must be empty.
-pub fn map(pml4: u64, va: u64, pa: u64, flags: u64, huge: bool, alloc: &mut dyn FnMut() -> Option<u64>) -> bool {
+pub fn map(
+    pml4: u64,
+    va: u64,
+    pa: u64,
+    flags: u64,
+    huge: bool,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> bool {
     let level = if huge { 2 } else { 1 };
-    let Some(t) = walk(pml4, va, level, alloc) else { return false };
+    let Some(t) = walk(pml4, va, level, alloc) else {
+        return false;
+    };
     let idx = ((va >> if huge { 21 } else { 12 }) & 511) as usize;
     if table(t)[idx] & P != 0 {
         return false;
@@ -107,7 +116,9 @@ pub fn take_empty_pt(pml4: u64, va: u64) -> Option<u64> {
 pub fn unmap(pml4: u64, va: u64, huge: bool) -> bool {
     let mut none = || None;
     let level = if huge { 2 } else { 1 };
-    let Some(t) = walk(pml4, va, level, &mut none) else { return false };
+    let Some(t) = walk(pml4, va, level, &mut none) else {
+        return false;
+    };
     let idx = ((va >> if huge { 21 } else { 12 }) & 511) as usize;
     let was = table(t)[idx] & P != 0;
     table(t)[idx] = 0;
@@ -168,20 +179,29 @@ pub fn free_space(pml4: u64) -> u64 {
 
 /// Whether `[va, va+len)` is a valid range of user addresses.
 pub fn user_range_ok(va: u64, len: u64) -> bool {
-    va.checked_add(len).map_or(false, |e| e <= sawmill_abi::layout::USER_END)
+    va.checked_add(len)
+        .map_or(false, |e| e <= sawmill_abi::layout::USER_END)
 }
 
 /// Walks `[va, va+len)` of the user space `pml4` page by page, calling `f(direct-map pointer,
 /// offset into the range, bytes)`; fails (having called `f` for a prefix) unless every byte is
 /// mapped user-accessible (and writable, with `write`).
-fn user_chunks(pml4: u64, va: u64, len: usize, write: bool, mut f: impl FnMut(*mut u8, usize, usize)) -> bool {
+fn user_chunks(
+    pml4: u64,
+    va: u64,
+    len: usize,
+    write: bool,
+    mut f: impl FnMut(*mut u8, usize, usize),
+) -> bool {
     if !user_range_ok(va, len as u64) {
         return false;
     }
     let mut done = 0;
     while done < len {
         let a = va + done as u64;
-        let Some((pa, fl)) = translate(pml4, a) else { return false };
+        let Some((pa, fl)) = translate(pml4, a) else {
+            return false;
+        };
         if fl & U == 0 || (write && fl & W == 0) {
             return false;
         }

@@ -164,13 +164,20 @@ fn switch_to(t: *mut Thread) -> ! {
     // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the FPU
     // traps (#NM) and swaps the state then.
     crate::trap::set_fpu_trap(kk.fpu_owner != t);
-    let want_io = if task.io.is_some() { th.task } else { null_mut() };
+    let want_io = if task.io.is_some() {
+        th.task
+    } else {
+        null_mut()
+    };
     if kk.io_loaded != want_io {
         if want_io.is_null() {
             clear_io();
         } else {
             // SAFETY: as in clear_io.
-            unsafe { (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192].copy_from_slice(&task.io.as_ref().unwrap()[..]) };
+            unsafe {
+                (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192]
+                    .copy_from_slice(&task.io.as_ref().unwrap()[..])
+            };
             kk.io_loaded = want_io;
         }
     }

@@ -6,7 +6,10 @@ use crate::mem::{self, phys, phys_to_virt, PAGE};
 use crate::obj::{self, k, Cap, Notification, Obj, State, Task, Thread};
 use crate::paging;
 use crate::sched;
-use sawmill_abi::{kinfo, layout, map, rights, Error, ForeignFrame, ObjKind, Sys, Utcb, FOREIGN_REDZONE, NOTIFY_NONBLOCK, SYS_COUNT};
+use sawmill_abi::{
+    kinfo, layout, map, rights, Error, ForeignFrame, ObjKind, Sys, Utcb, FOREIGN_REDZONE,
+    NOTIFY_NONBLOCK, SYS_COUNT,
+};
 
 type R = Result<(), Error>;
 
@@ -132,9 +135,24 @@ fn reflect(cur: *mut Thread, entry: u64) {
     let t = unsafe { &mut *cur };
     let f = &mut t.frame;
     let ff = ForeignFrame {
-        rax: f.rax, rbx: f.rbx, rcx: f.rcx, rdx: f.rdx, rsi: f.rsi, rdi: f.rdi, rbp: f.rbp, rsp: f.rsp,
-        r8: f.r8, r9: f.r9, r10: f.r10, r11: f.r11, r12: f.r12, r13: f.r13, r14: f.r14, r15: f.r15,
-        rip: f.rip, rflags: f.r11,
+        rax: f.rax,
+        rbx: f.rbx,
+        rcx: f.rcx,
+        rdx: f.rdx,
+        rsi: f.rsi,
+        rdi: f.rdi,
+        rbp: f.rbp,
+        rsp: f.rsp,
+        r8: f.r8,
+        r9: f.r9,
+        r10: f.r10,
+        r11: f.r11,
+        r12: f.r12,
+        r13: f.r13,
+        r14: f.r14,
+        r15: f.r15,
+        rip: f.rip,
+        rflags: f.r11,
     };
     ipc::utcb(cur).foreign = ff;
     f.rip = entry;
@@ -182,7 +200,14 @@ fn dispatch(cur: *mut Thread) -> R {
             ok(cur)
         }
         Sys::CapMint => {
-            obj::derive(task, a0, task, a1, if a2 != 0 { Some(a2) } else { None }, a3)?;
+            obj::derive(
+                task,
+                a0,
+                task,
+                a1,
+                if a2 != 0 { Some(a2) } else { None },
+                a3,
+            )?;
             ok(cur)
         }
         Sys::CapDelete => {
@@ -195,7 +220,9 @@ fn dispatch(cur: *mut Thread) -> R {
         }
         Sys::FactoryCreate => {
             let c = cap_of(task, a0, rights::CONTROL)?;
-            let Obj::Factory(fac) = c.obj else { return Err(Error::WrongKind) };
+            let Obj::Factory(fac) = c.obj else {
+                return Err(Error::WrongKind);
+            };
             let dst = obj::slot(task, a2)?;
             if !obj::cs(k().cspace.is_free(dst))? {
                 return Err(Error::SlotFull);
@@ -215,7 +242,9 @@ fn dispatch(cur: *mut Thread) -> R {
                 }
                 x if x == ObjKind::Thread as u64 => Obj::Thread(obj::new_thread(fac)?),
                 x if x == ObjKind::Endpoint as u64 => Obj::Endpoint(obj::new_endpoint(fac)?),
-                x if x == ObjKind::Notification as u64 => Obj::Notification(obj::new_notification(fac)?),
+                x if x == ObjKind::Notification as u64 => {
+                    Obj::Notification(obj::new_notification(fac)?)
+                }
                 x if x == ObjKind::Factory as u64 => {
                     if a3 > (1 << 40) {
                         return Err(Error::Invalid);
@@ -224,7 +253,15 @@ fn dispatch(cur: *mut Thread) -> R {
                 }
                 _ => return Err(Error::Invalid),
             };
-            obj::insert_root(task, a2, Cap { obj: o, rights: rights::ALL, badge: 0 })?;
+            obj::insert_root(
+                task,
+                a2,
+                Cap {
+                    obj: o,
+                    rights: rights::ALL,
+                    badge: 0,
+                },
+            )?;
             ok(cur)
         }
         Sys::TaskCapPut => {
@@ -245,7 +282,12 @@ fn dispatch(cur: *mut Thread) -> R {
             let id = unsafe { (*task).id };
             let mut gone = alloc::vec::Vec::new();
             for i in 0..a1 {
-                k().mapdb.revoke(id, a0 + i * PAGE, a2 & sawmill_abi::UNMAP_SELF != 0, &mut gone);
+                k().mapdb.revoke(
+                    id,
+                    a0 + i * PAGE,
+                    a2 & sawmill_abi::UNMAP_SELF != 0,
+                    &mut gone,
+                );
             }
             obj::unmap_removed(&gone);
             ok(cur)
@@ -285,18 +327,34 @@ fn dispatch(cur: *mut Thread) -> R {
             if c.badge != 0 && c.badge & (1 << a1) == 0 {
                 return Err(Error::NoRights);
             }
-            obj::insert_root(task, a2, Cap { obj: Obj::Irq(a1 as u8), rights: rights::ALL, badge: 0 })?;
+            obj::insert_root(
+                task,
+                a2,
+                Cap {
+                    obj: Obj::Irq(a1 as u8),
+                    rights: rights::ALL,
+                    badge: 0,
+                },
+            )?;
             ok(cur)
         }
         Sys::IrqBind => {
             let c = obj::lookup(task, a0)?;
-            let Obj::Irq(line) = c.obj else { return Err(Error::WrongKind) };
+            let Obj::Irq(line) = c.obj else {
+                return Err(Error::WrongKind);
+            };
             let n = cap_of(task, a1, rights::SEND)?;
-            let Obj::Notification(np) = n.obj else { return Err(Error::WrongKind) };
+            let Obj::Notification(np) = n.obj else {
+                return Err(Error::WrongKind);
+            };
             obj::incref(n.obj);
             let old = k().irqs[line as usize].notif;
             if !old.is_null() {
-                obj::release(Cap { obj: Obj::Notification(old), rights: 0, badge: 0 });
+                obj::release(Cap {
+                    obj: Obj::Notification(old),
+                    rights: 0,
+                    badge: 0,
+                });
             }
             let l = &mut k().irqs[line as usize];
             l.notif = np;
@@ -306,20 +364,26 @@ fn dispatch(cur: *mut Thread) -> R {
         }
         Sys::IrqAck => {
             let c = obj::lookup(task, a0)?;
-            let Obj::Irq(line) = c.obj else { return Err(Error::WrongKind) };
+            let Obj::Irq(line) = c.obj else {
+                return Err(Error::WrongKind);
+            };
             crate::trap::pic_unmask(line);
             ok(cur)
         }
         Sys::NotifySignal => {
             let c = cap_of(task, a0, rights::SEND)?;
-            let Obj::Notification(n) = c.obj else { return Err(Error::WrongKind) };
+            let Obj::Notification(n) = c.obj else {
+                return Err(Error::WrongKind);
+            };
             t.frame.rax = 0;
             signal(n, a1);
             Ok(())
         }
         Sys::NotifyWait => {
             let c = cap_of(task, a0, rights::RECV)?;
-            let Obj::Notification(np) = c.obj else { return Err(Error::WrongKind) };
+            let Obj::Notification(np) = c.obj else {
+                return Err(Error::WrongKind);
+            };
             // SAFETY: live notification.
             let n = unsafe { &mut *np };
             if n.bits != 0 {
@@ -382,10 +446,20 @@ fn dispatch(cur: *mut Thread) -> R {
                 kinfo::KMEM_FREE => mem::kmem_free(),
                 kinfo::TICKS => k().ticks,
                 kinfo::USER_FRAMES => phys().user_frames,
-                x if (kinfo::USER_RANGES..kinfo::USER_RANGES + 2 * mem::MAX_RANGES as u64).contains(&x) => {
+                x if (kinfo::USER_RANGES..kinfo::USER_RANGES + 2 * mem::MAX_RANGES as u64)
+                    .contains(&x) =>
+                {
                     let i = ((x - kinfo::USER_RANGES) / 2) as usize;
-                    let r = if i < phys().nuser { phys().user[i] } else { mem::Range { start: 0, end: 0 } };
-                    if (x - kinfo::USER_RANGES) % 2 == 0 { r.start } else { r.end }
+                    let r = if i < phys().nuser {
+                        phys().user[i]
+                    } else {
+                        mem::Range { start: 0, end: 0 }
+                    };
+                    if (x - kinfo::USER_RANGES) % 2 == 0 {
+                        r.start
+                    } else {
+                        r.end
+                    }
                 }
                 _ => return Err(Error::Invalid),
             };
@@ -422,24 +496,40 @@ fn dispatch(cur: *mut Thread) -> R {
             if c.obj != Obj::Control {
                 return Err(Error::WrongKind);
             }
-            if a1 & 0xfff != 0 || a2 & 0xfff != 0 || a3 == 0 || a3 > 65536 || a1 >= (1 << 46) || !paging::user_range_ok(a2, a3 * PAGE) {
+            if a1 & 0xfff != 0
+                || a2 & 0xfff != 0
+                || a3 == 0
+                || a3 > 65536
+                || a1 >= (1 << 46)
+                || !paging::user_range_ok(a2, a3 * PAGE)
+            {
                 return Err(Error::Invalid);
             }
             for i in 0..a3 {
                 let pa = a1 + i * PAGE;
                 let kk = k();
-                if kk.ram[..kk.nram].iter().any(|r| pa >= r.start && pa < r.end) {
+                if kk.ram[..kk.nram]
+                    .iter()
+                    .any(|r| pa >= r.start && pa < r.end)
+                {
                     return Err(Error::Invalid);
                 }
             }
             for i in 0..a3 {
-                ipc::map_root(task, a2 + i * PAGE, a1 + i * PAGE, map::READ | map::WRITE | map::UNCACHED)?;
+                ipc::map_root(
+                    task,
+                    a2 + i * PAGE,
+                    a1 + i * PAGE,
+                    map::READ | map::WRITE | map::UNCACHED,
+                )?;
             }
             ok(cur)
         }
         Sys::FactoryInfo => {
             let c = obj::lookup(task, a0)?;
-            let Obj::Factory(fp) = c.obj else { return Err(Error::WrongKind) };
+            let Obj::Factory(fp) = c.obj else {
+                return Err(Error::WrongKind);
+            };
             // SAFETY: live factory.
             let fa = unsafe { &*fp };
             t.frame.rdi = fa.used;
@@ -458,12 +548,32 @@ fn dispatch(cur: *mut Thread) -> R {
             let x = unsafe { &*th };
             let f = &x.frame;
             let ff = ForeignFrame {
-                rax: f.rax, rbx: f.rbx, rcx: f.rcx, rdx: f.rdx, rsi: f.rsi, rdi: f.rdi, rbp: f.rbp, rsp: f.rsp,
-                r8: f.r8, r9: f.r9, r10: f.r10, r11: f.r11, r12: f.r12, r13: f.r13, r14: f.r14, r15: f.r15,
-                rip: f.rip, rflags: f.rflags,
+                rax: f.rax,
+                rbx: f.rbx,
+                rcx: f.rcx,
+                rdx: f.rdx,
+                rsi: f.rsi,
+                rdi: f.rdi,
+                rbp: f.rbp,
+                rsp: f.rsp,
+                r8: f.r8,
+                r9: f.r9,
+                r10: f.r10,
+                r11: f.r11,
+                r12: f.r12,
+                r13: f.r13,
+                r14: f.r14,
+                r15: f.r15,
+                rip: f.rip,
+                rflags: f.rflags,
             };
             // SAFETY: ForeignFrame is plain old data.
-            let bytes = unsafe { core::slice::from_raw_parts(&ff as *const _ as *const u8, core::mem::size_of::<ForeignFrame>()) };
+            let bytes = unsafe {
+                core::slice::from_raw_parts(
+                    &ff as *const _ as *const u8,
+                    core::mem::size_of::<ForeignFrame>(),
+                )
+            };
             // SAFETY: live task.
             if !paging::copy_to_user(unsafe { (*task).pml4 }, a1, bytes) {
                 return Err(Error::Fault);
@@ -487,7 +597,15 @@ fn dispatch(cur: *mut Thread) -> R {
     }
 }
 
-fn thread_config(cur: *mut Thread, th_slot: u64, task_slot: u64, utcb_va: u64, pager: u64, exc: u64, prio: u64) -> R {
+fn thread_config(
+    cur: *mut Thread,
+    th_slot: u64,
+    task_slot: u64,
+    utcb_va: u64,
+    pager: u64,
+    exc: u64,
+    prio: u64,
+) -> R {
     // SAFETY: live current thread.
     let me = unsafe { &mut *cur };
     let task = me.task;
@@ -514,7 +632,8 @@ fn thread_config(cur: *mut Thread, th_slot: u64, task_slot: u64, utcb_va: u64, p
         }
         // SAFETY: live task.
         let tk = unsafe { &mut *tt };
-        if k().mapdb.overlaps(tk.id, utcb_va, PAGE) || paging::translate(tk.pml4, utcb_va).is_some() {
+        if k().mapdb.overlaps(tk.id, utcb_va, PAGE) || paging::translate(tk.pml4, utcb_va).is_some()
+        {
             return Err(Error::Busy);
         }
         obj::charge(tk.hdr.factory, PAGE)?;
@@ -523,7 +642,14 @@ fn thread_config(cur: *mut Thread, th_slot: u64, task_slot: u64, utcb_va: u64, p
             return Err(Error::NoMemory);
         };
         let mut alloc = || obj::pt_alloc(tt);
-        if !paging::map(tk.pml4, utcb_va, pa, paging::pte_flags(map::READ | map::WRITE, false), false, &mut alloc) {
+        if !paging::map(
+            tk.pml4,
+            utcb_va,
+            pa,
+            paging::pte_flags(map::READ | map::WRITE, false),
+            false,
+            &mut alloc,
+        ) {
             phys().free_frame(pa);
             obj::uncharge(tk.hdr.factory, PAGE);
             return Err(Error::NoMemory);

@@ -3,7 +3,7 @@
 use crate::arch::{self, inb, outb, Frame};
 use crate::ipc;
 use crate::mem::phys_to_virt;
-use crate::obj::{self, k, KMsg, Obj, State, Thread};
+use crate::obj::{self, k, KMsg, Thread};
 use crate::sched;
 use sawmill_abi::label;
 
@@ -37,17 +37,25 @@ pub fn init_interrupts() {
     lapic_write(0x360, 0x400);
     lapic_write(0x3e0, 0xb); // divide by 1
     lapic_write(0x320, (1 << 17) | VEC_TIMER as u32); // periodic
-    // 10 ms at QEMU's 1 GHz APIC timer clock (under -icount shift=0, 10 M instructions).
+                                                      // 10 ms at QEMU's 1 GHz APIC timer clock (under -icount shift=0, 10 M instructions).
     lapic_write(0x380, 10_000_000);
 }
 
 pub fn pic_unmask(line: u8) {
-    let (port, bit) = if line < 8 { (0x21, line) } else { (0xa1, line - 8) };
+    let (port, bit) = if line < 8 {
+        (0x21, line)
+    } else {
+        (0xa1, line - 8)
+    };
     outb(port, inb(port) & !(1 << bit));
 }
 
 pub fn pic_mask(line: u8) {
-    let (port, bit) = if line < 8 { (0x21, line) } else { (0xa1, line - 8) };
+    let (port, bit) = if line < 8 {
+        (0x21, line)
+    } else {
+        (0xa1, line - 8)
+    };
     outb(port, inb(port) | (1 << bit));
 }
 
@@ -109,17 +117,39 @@ extern "C" fn trap_from_kernel(f: &mut Frame) {
         v if (VEC_PIC..VEC_PIC + 16).contains(&v) => device_irq((v - VEC_PIC) as u8),
         VEC_SPURIOUS => {}
         v => {
-            crate::kprintln!("KERNEL PANIC: exception {} in kernel at {:#x} err {:#x} cr2 {:#x}", v, f.rip, f.error, arch::read_cr2());
+            crate::kprintln!(
+                "KERNEL PANIC: exception {} in kernel at {:#x} err {:#x} cr2 {:#x}",
+                v,
+                f.rip,
+                f.error,
+                arch::read_cr2()
+            );
             crate::shutdown(0x0f);
         }
     }
 }
 
 const EXC_NAMES: [&str; 20] = [
-    "divide error", "debug", "nmi", "breakpoint", "overflow", "bound range", "invalid opcode",
-    "device not available", "double fault", "coprocessor", "invalid tss", "segment not present",
-    "stack fault", "general protection", "page fault", "reserved", "x87 error", "alignment check",
-    "machine check", "simd error",
+    "divide error",
+    "debug",
+    "nmi",
+    "breakpoint",
+    "overflow",
+    "bound range",
+    "invalid opcode",
+    "device not available",
+    "double fault",
+    "coprocessor",
+    "invalid tss",
+    "segment not present",
+    "stack fault",
+    "general protection",
+    "page fault",
+    "reserved",
+    "x87 error",
+    "alignment check",
+    "machine check",
+    "simd error",
 ];
 
 /// Entry from user mode through an interrupt or exception; the frame is the current thread's.
@@ -147,7 +177,10 @@ fn page_fault(cur: *mut Thread) {
     // SAFETY: live current thread.
     let t = unsafe { &mut *cur };
     let addr = arch::read_cr2();
-    let km = KMsg { label: label::PAGE_FAULT, w: [addr, t.frame.error & 0x1f, t.frame.rip, 0] };
+    let km = KMsg {
+        label: label::PAGE_FAULT,
+        w: [addr, t.frame.error & 0x1f, t.frame.rip, 0],
+    };
     if !ipc::kernel_call(cur, t.pager, km) {
         report_and_kill(cur, 14, addr);
     }
@@ -162,7 +195,10 @@ fn exception(cur: *mut Thread, v: u64) {
     // SAFETY: live current thread.
     let t = unsafe { &mut *cur };
     let cr2 = 0;
-    let km = KMsg { label: label::EXCEPTION, w: [v, t.frame.error, t.frame.rip, cr2] };
+    let km = KMsg {
+        label: label::EXCEPTION,
+        w: [v, t.frame.error, t.frame.rip, cr2],
+    };
     if !ipc::kernel_call(cur, t.exc, km) {
         report_and_kill(cur, v, cr2);
     }
@@ -174,12 +210,16 @@ fn report_and_kill(cur: *mut Thread, v: u64, addr: u64) {
     let name = EXC_NAMES.get(v as usize).copied().unwrap_or("exception");
     // SAFETY: a running thread is bound to a live task.
     let id = unsafe { (*t.task).id };
-    crate::kprintln!("kernel: task {} thread ended: {} at rip {:#x} addr {:#x} (no handler)", id, name, t.frame.rip, addr);
+    crate::kprintln!(
+        "kernel: task {} thread ended: {} at rip {:#x} addr {:#x} (no handler)",
+        id,
+        name,
+        t.frame.rip,
+        addr
+    );
     if t.task == k().root_task {
         crate::kprintln!("KERNEL PANIC: root task died");
         crate::shutdown(0x0e);
     }
     obj::kill_thread(cur);
-    let _ = State::Dead;
-    let _ = Obj::Control;
 }

@@ -24,7 +24,12 @@ struct Links {
     prev: Option<SlotId>,
 }
 
-const NO_LINKS: Links = Links { parent: None, first_child: None, next: None, prev: None };
+const NO_LINKS: Links = Links {
+    parent: None,
+    first_child: None,
+    next: None,
+    prev: None,
+};
 
 struct Slot<C> {
     cap: Option<C>,
@@ -57,12 +62,20 @@ impl<C: Clone> Default for CSpace<C> {
 
 impl<C: Clone> CSpace<C> {
     pub const fn new() -> Self {
-        CSpace { tables: Vec::new(), free_ids: Vec::new(), limit: usize::MAX }
+        CSpace {
+            tables: Vec::new(),
+            free_ids: Vec::new(),
+            limit: usize::MAX,
+        }
     }
 
     /// Room for `n` tables without growing (the kernel fixes its bookkeeping size at boot).
     pub fn with_capacity(n: usize) -> Self {
-        CSpace { tables: Vec::with_capacity(n), free_ids: Vec::with_capacity(n), limit: n }
+        CSpace {
+            tables: Vec::with_capacity(n),
+            free_ids: Vec::with_capacity(n),
+            limit: n,
+        }
     }
 
     /// Whether another table fits without growing.
@@ -79,7 +92,10 @@ impl<C: Clone> CSpace<C> {
     pub fn create_table(&mut self, slots: usize) -> u32 {
         let mut t = Vec::with_capacity(slots);
         for _ in 0..slots {
-            t.push(Slot { cap: None, links: NO_LINKS });
+            t.push(Slot {
+                cap: None,
+                links: NO_LINKS,
+            });
         }
         if let Some(id) = self.free_ids.pop() {
             self.tables[id as usize] = Some(t);
@@ -98,7 +114,10 @@ impl<C: Clone> CSpace<C> {
             _ => return out,
         };
         for i in 0..n {
-            if let Ok(c) = self.delete(SlotId { table, index: i as u32 }) {
+            if let Ok(c) = self.delete(SlotId {
+                table,
+                index: i as u32,
+            }) {
                 out.push(c);
             }
         }
@@ -115,11 +134,17 @@ impl<C: Clone> CSpace<C> {
     }
 
     fn slot(&self, s: SlotId) -> Option<&Slot<C>> {
-        self.tables.get(s.table as usize)?.as_ref()?.get(s.index as usize)
+        self.tables
+            .get(s.table as usize)?
+            .as_ref()?
+            .get(s.index as usize)
     }
 
     fn slot_mut(&mut self, s: SlotId) -> Option<&mut Slot<C>> {
-        self.tables.get_mut(s.table as usize)?.as_mut()?.get_mut(s.index as usize)
+        self.tables
+            .get_mut(s.table as usize)?
+            .as_mut()?
+            .get_mut(s.index as usize)
     }
 
     fn links(&self, s: SlotId) -> Links {
@@ -141,11 +166,19 @@ impl<C: Clone> CSpace<C> {
 
     /// The capability in a slot.
     pub fn get(&self, s: SlotId) -> Result<&C, CsError> {
-        self.slot(s).ok_or(CsError::BadSlot)?.cap.as_ref().ok_or(CsError::Empty)
+        self.slot(s)
+            .ok_or(CsError::BadSlot)?
+            .cap
+            .as_ref()
+            .ok_or(CsError::Empty)
     }
 
     pub fn get_mut(&mut self, s: SlotId) -> Result<&mut C, CsError> {
-        self.slot_mut(s).ok_or(CsError::BadSlot)?.cap.as_mut().ok_or(CsError::Empty)
+        self.slot_mut(s)
+            .ok_or(CsError::BadSlot)?
+            .cap
+            .as_mut()
+            .ok_or(CsError::Empty)
     }
 
     /// Whether the slot exists and is empty.
@@ -173,18 +206,37 @@ impl<C: Clone> CSpace<C> {
         let pl = self.links(parent);
         let old_first = pl.first_child;
         self.slot_mut(dst).unwrap().cap = Some(cap);
-        self.set_links(dst, Links { parent: Some(parent), first_child: None, next: old_first, prev: None });
+        self.set_links(
+            dst,
+            Links {
+                parent: Some(parent),
+                first_child: None,
+                next: old_first,
+                prev: None,
+            },
+        );
         if let Some(f) = old_first {
             let mut fl = self.links(f);
             fl.prev = Some(dst);
             self.set_links(f, fl);
         }
-        self.set_links(parent, Links { first_child: Some(dst), ..pl });
+        self.set_links(
+            parent,
+            Links {
+                first_child: Some(dst),
+                ..pl
+            },
+        );
         Ok(())
     }
 
     /// Derives a copy of `src` into `dst`, transformed by `f` (badge, reduced rights).
-    pub fn derive(&mut self, src: SlotId, dst: SlotId, f: impl FnOnce(&C) -> C) -> Result<(), CsError> {
+    pub fn derive(
+        &mut self,
+        src: SlotId,
+        dst: SlotId,
+        f: impl FnOnce(&C) -> C,
+    ) -> Result<(), CsError> {
         let c = f(self.get(src)?);
         self.insert_child(src, dst, c)
     }
@@ -230,11 +282,33 @@ impl<C: Clone> CSpace<C> {
                         fl.prev = Some(c);
                         self.set_links(f, fl);
                     }
-                    self.set_links(c, Links { parent: Some(p), first_child: cl.first_child, next: pl.first_child, prev: None });
-                    self.set_links(p, Links { first_child: Some(c), ..pl });
+                    self.set_links(
+                        c,
+                        Links {
+                            parent: Some(p),
+                            first_child: cl.first_child,
+                            next: pl.first_child,
+                            prev: None,
+                        },
+                    );
+                    self.set_links(
+                        p,
+                        Links {
+                            first_child: Some(c),
+                            ..pl
+                        },
+                    );
                 }
                 None => {
-                    self.set_links(c, Links { parent: None, first_child: cl.first_child, next: None, prev: None });
+                    self.set_links(
+                        c,
+                        Links {
+                            parent: None,
+                            first_child: cl.first_child,
+                            next: None,
+                            prev: None,
+                        },
+                    );
                 }
             }
         }
@@ -422,18 +496,30 @@ mod tests {
         let t = [cs.create_table(16), cs.create_table(16)];
         let mut seed = 12345u64;
         let mut rnd = |n: u32| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((seed >> 33) % n as u64) as u32
         };
         for step in 0..5000 {
             let a = s(t[rnd(2) as usize], rnd(16));
             let b = s(t[rnd(2) as usize], rnd(16));
             match rnd(5) {
-                0 => { let _ = cs.insert_root(a, step); }
-                1 => { let _ = cs.derive(a, b, |c| *c); }
-                2 => { let _ = cs.delete(a); }
-                3 => { let _ = cs.revoke(a); }
-                _ => { let _ = cs.move_cap(a, b); }
+                0 => {
+                    let _ = cs.insert_root(a, step);
+                }
+                1 => {
+                    let _ = cs.derive(a, b, |c| *c);
+                }
+                2 => {
+                    let _ = cs.delete(a);
+                }
+                3 => {
+                    let _ = cs.revoke(a);
+                }
+                _ => {
+                    let _ = cs.move_cap(a, b);
+                }
             }
             let mut total = 0;
             let mut reach = 0;

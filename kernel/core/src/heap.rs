@@ -23,7 +23,11 @@ unsafe impl Send for Heap {}
 
 impl Heap {
     pub const fn new() -> Heap {
-        Heap { head: core::ptr::null_mut(), used: 0, size: 0 }
+        Heap {
+            head: core::ptr::null_mut(),
+            used: 0,
+            size: 0,
+        }
     }
 
     /// Adds a region to the heap.
@@ -66,7 +70,10 @@ impl Heap {
     }
 
     fn round(l: Layout) -> (usize, usize) {
-        ((l.size().max(1) + GRAIN - 1) & !(GRAIN - 1), l.align().max(GRAIN))
+        (
+            (l.size().max(1) + GRAIN - 1) & !(GRAIN - 1),
+            l.align().max(GRAIN),
+        )
     }
 
     /// Allocates; null when nothing fits.
@@ -186,7 +193,11 @@ mod tests {
         }
         assert_eq!(h.used, 0);
         assert_eq!(h.size, total);
-        assert_eq!(h.free_blocks(), 1, "everything coalesced back into one block");
+        assert_eq!(
+            h.free_blocks(),
+            1,
+            "everything coalesced back into one block"
+        );
     }
 
     #[test]

@@ -29,7 +29,12 @@ fn key(space: u32, vaddr: u64) -> u64 {
 impl Index {
     fn new(slots: usize, fixed: bool) -> Index {
         let n = slots.next_power_of_two().max(16);
-        Index { keys: vec![EMPTY; n], vals: vec![0; n], len: 0, fixed }
+        Index {
+            keys: vec![EMPTY; n],
+            vals: vec![0; n],
+            len: 0,
+            fixed,
+        }
     }
 
     fn slot(&self, k: u64) -> usize {
@@ -97,7 +102,11 @@ impl Index {
                 break;
             }
             let home = self.slot(x);
-            let between = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            let between = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
             if !between {
                 self.keys[hole] = x;
                 self.vals[hole] = self.vals[j];
@@ -154,13 +163,28 @@ pub struct MapDb {
 
 impl MapDb {
     pub const fn new() -> Self {
-        MapDb { nodes: Vec::new(), free: Vec::new(), index: Index { keys: Vec::new(), vals: Vec::new(), len: 0, fixed: false }, limit: usize::MAX }
+        MapDb {
+            nodes: Vec::new(),
+            free: Vec::new(),
+            index: Index {
+                keys: Vec::new(),
+                vals: Vec::new(),
+                len: 0,
+                fixed: false,
+            },
+            limit: usize::MAX,
+        }
     }
 
     /// A database that never grows its arrays beyond `n` nodes, so its memory use is fixed up
     /// front (the kernel's free-memory figure then only moves with real allocations).
     pub fn with_capacity(n: usize) -> Self {
-        MapDb { nodes: Vec::with_capacity(n), free: Vec::with_capacity(n), index: Index::new(2 * n, true), limit: n }
+        MapDb {
+            nodes: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            index: Index::new(2 * n, true),
+            limit: n,
+        }
     }
 
     /// Whether another node can be added without growing the arrays.
@@ -169,7 +193,14 @@ impl MapDb {
     }
 
     fn alloc(&mut self, m: Mapping, parent: u32) -> u32 {
-        let n = Node { m, parent, first_child: NIL, next: NIL, prev: NIL, live: true };
+        let n = Node {
+            m,
+            parent,
+            first_child: NIL,
+            next: NIL,
+            prev: NIL,
+            live: true,
+        };
         let id = match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = n;
@@ -258,7 +289,11 @@ impl MapDb {
         if !self.has_room() {
             return Err(MdbError::Full);
         }
-        if self.overlaps(child.space, child.vaddr, if child.huge { 0x20_0000 } else { 0x1000 }) {
+        if self.overlaps(
+            child.space,
+            child.vaddr,
+            if child.huge { 0x20_0000 } else { 0x1000 },
+        ) {
             return Err(MdbError::Exists);
         }
         self.alloc(child, parent);
@@ -278,7 +313,12 @@ impl MapDb {
     }
 
     /// Records `child` as derived from the mapping covering `(src_space, src_vaddr)`.
-    pub fn insert_child(&mut self, src_space: u32, src_vaddr: u64, child: Mapping) -> Result<(), MdbError> {
+    pub fn insert_child(
+        &mut self,
+        src_space: u32,
+        src_vaddr: u64,
+        child: Mapping,
+    ) -> Result<(), MdbError> {
         let p = self.find(src_space, src_vaddr).ok_or(MdbError::NotMapped)?;
         self.insert_child_of(p, child)
     }
@@ -301,7 +341,9 @@ impl MapDb {
     /// Removes every mapping derived from the one covering `(space, vaddr)` and, if `with_self`,
     /// that mapping too. Returns the removed mappings so the caller clears page-table entries.
     pub fn revoke(&mut self, space: u32, vaddr: u64, with_self: bool, out: &mut Vec<Mapping>) {
-        let Some(top) = self.find(space, vaddr) else { return };
+        let Some(top) = self.find(space, vaddr) else {
+            return;
+        };
         // Post-order walk, resuming at the parent of each removed leaf: linear in the subtree.
         let mut cur = self.nodes[top as usize].first_child;
         while cur != NIL {
@@ -311,7 +353,11 @@ impl MapDb {
             let parent = self.nodes[cur as usize].parent;
             out.push(self.nodes[cur as usize].m);
             self.unlink_free(cur);
-            cur = if parent == top { self.nodes[top as usize].first_child } else { parent };
+            cur = if parent == top {
+                self.nodes[top as usize].first_child
+            } else {
+                parent
+            };
         }
         if with_self {
             out.push(self.nodes[top as usize].m);
@@ -320,7 +366,13 @@ impl MapDb {
     }
 
     /// Moves a mapping to another place keeping its position in the tree (grant).
-    pub fn move_mapping(&mut self, space: u32, vaddr: u64, to_space: u32, to_vaddr: u64) -> Result<(), MdbError> {
+    pub fn move_mapping(
+        &mut self,
+        space: u32,
+        vaddr: u64,
+        to_space: u32,
+        to_vaddr: u64,
+    ) -> Result<(), MdbError> {
         let i = self.find(space, vaddr).ok_or(MdbError::NotMapped)?;
         let m = self.nodes[i as usize].m;
         if self.overlaps(to_space, to_vaddr, if m.huge { 0x20_0000 } else { 0x1000 }) {
@@ -337,7 +389,11 @@ impl MapDb {
     pub fn remove_space(&mut self, space: u32, out: &mut Vec<Mapping>) {
         loop {
             // Task ends are rare: a pass over the node arena is fine here.
-            let first = self.nodes.iter().find(|n| n.live && n.m.space == space).map(|n| n.m.vaddr);
+            let first = self
+                .nodes
+                .iter()
+                .find(|n| n.live && n.m.space == space)
+                .map(|n| n.m.vaddr);
             match first {
                 Some(v) => self.revoke(space, v, true, out),
                 None => break,
@@ -356,7 +412,10 @@ impl MapDb {
 
     /// Mappings of one space, in address order.
     pub fn count_space(&self, space: u32) -> usize {
-        self.nodes.iter().filter(|n| n.live && n.m.space == space).count()
+        self.nodes
+            .iter()
+            .filter(|n| n.live && n.m.space == space)
+            .count()
     }
 }
 
@@ -366,7 +425,13 @@ mod tests {
     extern crate std;
 
     fn m(space: u32, vaddr: u64, paddr: u64) -> Mapping {
-        Mapping { space, vaddr, paddr, huge: false, rights: 3 }
+        Mapping {
+            space,
+            vaddr,
+            paddr,
+            huge: false,
+            rights: 3,
+        }
     }
 
     #[test]
@@ -387,11 +452,25 @@ mod tests {
     #[test]
     fn huge_parent_and_overlap() {
         let mut db = MapDb::new();
-        db.insert_root(Mapping { space: 0, vaddr: 0x20_0000, paddr: 0x40_0000, huge: true, rights: 3 }).unwrap();
+        db.insert_root(Mapping {
+            space: 0,
+            vaddr: 0x20_0000,
+            paddr: 0x40_0000,
+            huge: true,
+            rights: 3,
+        })
+        .unwrap();
         assert_eq!(db.insert_root(m(0, 0x20_1000, 0)), Err(MdbError::Exists));
-        db.insert_child(0, 0x20_3000, m(1, 0x1000, 0x40_3000)).unwrap();
-        assert_eq!(db.insert_child(0, 0x9000, m(1, 0x5000, 0)), Err(MdbError::NotMapped));
-        assert_eq!(db.insert_child(0, 0x20_3000, m(1, 0x1000, 0)), Err(MdbError::Exists));
+        db.insert_child(0, 0x20_3000, m(1, 0x1000, 0x40_3000))
+            .unwrap();
+        assert_eq!(
+            db.insert_child(0, 0x9000, m(1, 0x5000, 0)),
+            Err(MdbError::NotMapped)
+        );
+        assert_eq!(
+            db.insert_child(0, 0x20_3000, m(1, 0x1000, 0)),
+            Err(MdbError::Exists)
+        );
         let mut out = std::vec::Vec::new();
         db.remove_space(0, &mut out);
         assert_eq!(out.len(), 2);
@@ -421,7 +500,14 @@ mod tests {
         assert!(db.overlaps(0, 0x4000_0000 + 599 * 0x1000, 0x1000));
         assert!(!db.overlaps(0, 0x4000_0000 + 600 * 0x1000, 0x1000));
         assert!(db.overlaps(0, 0x3fff_f000, 0x2000));
-        db.insert_root(Mapping { space: 1, vaddr: 0x20_0000, paddr: 0, huge: true, rights: 3 }).unwrap();
+        db.insert_root(Mapping {
+            space: 1,
+            vaddr: 0x20_0000,
+            paddr: 0,
+            huge: true,
+            rights: 3,
+        })
+        .unwrap();
         assert!(db.overlaps(1, 0x3f_f000, 0x1000));
         assert!(!db.overlaps(1, 0x40_0000, 0x1000));
         assert!(db.overlaps(1, 0x1f_f000, 0x2000));
@@ -429,7 +515,10 @@ mod tests {
         let id = db.find_id(1, 0x21_0000).unwrap();
         assert!(db.get(id).huge);
         db.insert_child_of(id, m(2, 0x1000, 0x1_0000)).unwrap();
-        assert_eq!(db.insert_child_of(id, m(2, 0x1000, 0)), Err(MdbError::Exists));
+        assert_eq!(
+            db.insert_child_of(id, m(2, 0x1000, 0)),
+            Err(MdbError::Exists)
+        );
     }
 
     #[test]
@@ -441,7 +530,9 @@ mod tests {
         let mut model: BTreeMap<(u32, u64), bool> = BTreeMap::new();
         let mut seed = 7u64;
         let mut rnd = |n: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
         for _ in 0..40_000 {
@@ -463,7 +554,10 @@ mod tests {
         }
         for s in 0..3 {
             for p in 0..64u64 {
-                assert_eq!(db.lookup(s, p * 0x1000).is_some(), model.contains_key(&(s, p * 0x1000)));
+                assert_eq!(
+                    db.lookup(s, p * 0x1000).is_some(),
+                    model.contains_key(&(s, p * 0x1000))
+                );
             }
         }
     }
@@ -473,7 +567,10 @@ mod tests {
         let mut db = MapDb::with_capacity(2);
         db.insert_root(m(0, 0x1000, 0)).unwrap();
         db.insert_child(0, 0x1000, m(1, 0x1000, 0)).unwrap();
-        assert_eq!(db.insert_child(0, 0x1000, m(2, 0x1000, 0)), Err(MdbError::Full));
+        assert_eq!(
+            db.insert_child(0, 0x1000, m(2, 0x1000, 0)),
+            Err(MdbError::Full)
+        );
         let mut out = std::vec::Vec::new();
         db.revoke(0, 0x1000, false, &mut out);
         db.insert_child(0, 0x1000, m(2, 0x1000, 0)).unwrap();

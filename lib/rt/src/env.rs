@@ -24,7 +24,11 @@ impl<'a> Writer<'a> {
         buf[0..8].copy_from_slice(&MAGIC.to_le_bytes());
         buf[8..16].copy_from_slice(&heap_base.to_le_bytes());
         buf[16..24].copy_from_slice(&heap_size.to_le_bytes());
-        Writer { buf, pos: 32, count: 0 }
+        Writer {
+            buf,
+            pos: 32,
+            count: 0,
+        }
     }
 
     /// Adds a record; false if the page is full.
@@ -89,17 +93,24 @@ pub fn name() -> &'static str {
     if !PRESENT.load(core::sync::atomic::Ordering::Relaxed) {
         return "root";
     }
-    records(page()).find(|r| r.0 == KIND_NAME).and_then(|r| core::str::from_utf8(r.2).ok()).unwrap_or("?")
+    records(page())
+        .find(|r| r.0 == KIND_NAME)
+        .and_then(|r| core::str::from_utf8(r.2).ok())
+        .unwrap_or("?")
 }
 
 /// The slot of the capability the manifest named `name`.
 pub fn cap(name: &str) -> Option<u64> {
-    records(page()).find(|r| r.0 == KIND_CAP && r.2 == name.as_bytes()).map(|r| r.1)
+    records(page())
+        .find(|r| r.0 == KIND_CAP && r.2 == name.as_bytes())
+        .map(|r| r.1)
 }
 
 /// The arguments from the manifest.
 pub fn args() -> impl Iterator<Item = &'static str> {
-    records(page()).filter(|r| r.0 == KIND_ARG).filter_map(|r| core::str::from_utf8(r.2).ok())
+    records(page())
+        .filter(|r| r.0 == KIND_ARG)
+        .filter_map(|r| core::str::from_utf8(r.2).ok())
 }
 
 /// Argument `i`, if present.
@@ -118,5 +129,9 @@ pub fn heap() -> (u64, u64) {
 
 /// The highest capability slot root filled (new capabilities go above it).
 pub fn last_slot() -> u64 {
-    records(page()).filter(|r| r.0 == KIND_CAP).map(|r| r.1).max().unwrap_or(crate::slots::FIRST_NAMED)
+    records(page())
+        .filter(|r| r.0 == KIND_CAP)
+        .map(|r| r.1)
+        .max()
+        .unwrap_or(crate::slots::FIRST_NAMED)
 }

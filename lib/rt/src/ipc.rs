@@ -35,7 +35,12 @@ fn ipc(sys: Sys, ep: u64, tag: MsgTag, w: [u64; 4]) -> IpcResult {
             lateout("rcx") _, lateout("r11") _,
             options(nostack));
     }
-    IpcResult { err, badge, tag: MsgTag(tag_out), w: [w0, w1, w2, w3] }
+    IpcResult {
+        err,
+        badge,
+        tag: MsgTag(tag_out),
+        w: [w0, w1, w2, w3],
+    }
 }
 
 /// Send a request on endpoint slot `ep` and wait for the reply.

@@ -76,7 +76,10 @@ pub struct LineBuf {
 
 impl LineBuf {
     pub const fn new() -> Self {
-        LineBuf { buf: [0; 512], len: 0 }
+        LineBuf {
+            buf: [0; 512],
+            len: 0,
+        }
     }
     pub fn flush(&mut self) {
         write_bytes(&self.buf[..self.len]);
@@ -137,7 +140,8 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
 // ---- heap ------------------------------------------------------------------------------------
 
 #[global_allocator]
-static ALLOCATOR: talc::Talck<spin::Mutex<()>, talc::ErrOnOom> = talc::Talc::new(talc::ErrOnOom).lock();
+static ALLOCATOR: talc::Talck<spin::Mutex<()>, talc::ErrOnOom> =
+    talc::Talc::new(talc::ErrOnOom).lock();
 
 /// Gives `[base, base+size)` to the heap.
 ///
@@ -145,7 +149,9 @@ static ALLOCATOR: talc::Talck<spin::Mutex<()>, talc::ErrOnOom> = talc::Talc::new
 /// The range must be mapped read-write in this task and used for nothing else, for good.
 pub unsafe fn heap_add(base: u64, size: u64) {
     if size > 0 {
-        let _ = ALLOCATOR.lock().claim(talc::Span::from_base_size(base as *mut u8, size as usize));
+        let _ = ALLOCATOR
+            .lock()
+            .claim(talc::Span::from_base_size(base as *mut u8, size as usize));
     }
 }
 

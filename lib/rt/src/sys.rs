@@ -36,7 +36,11 @@ fn raw_any(n: u64, a: [u64; 6]) -> (u64, u64, u64) {
 
 #[inline(always)]
 fn res(r: u64) -> Result<(), Error> {
-    if r == 0 { Ok(()) } else { Err(Error::from_raw(r)) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(Error::from_raw(r))
+    }
 }
 
 #[inline(always)]
@@ -51,7 +55,10 @@ pub fn yield_now() {
     let _ = raw(Sys::Yield, [0; 6]);
 }
 pub fn debug_write(b: &[u8]) -> Result<(), Error> {
-    call(Sys::DebugWrite, [b.as_ptr() as u64, b.len() as u64, 0, 0, 0, 0])
+    call(
+        Sys::DebugWrite,
+        [b.as_ptr() as u64, b.len() as u64, 0, 0, 0, 0],
+    )
 }
 pub fn cap_copy(src: u64, dst: u64) -> Result<(), Error> {
     call(Sys::CapCopy, [src, dst, 0, 0, 0, 0])
@@ -78,7 +85,14 @@ pub fn unmap(vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::Unmap, [vaddr, pages, flags, 0, 0, 0])
 }
 /// `task` = u64::MAX to reconfigure an already bound thread; pager/exc = u64::MAX for none.
-pub fn thread_config(thread: u64, task: u64, utcb: u64, pager: u64, exc: u64, prio: u64) -> Result<(), Error> {
+pub fn thread_config(
+    thread: u64,
+    task: u64,
+    utcb: u64,
+    pager: u64,
+    exc: u64,
+    prio: u64,
+) -> Result<(), Error> {
     call(Sys::ThreadConfig, [thread, task, utcb, pager, exc, prio])
 }
 pub fn thread_start(thread: u64, rip: u64, rsp: u64, arg: u64) -> Result<(), Error> {

@@ -8,7 +8,10 @@ static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
 static NEXT_UTCB: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) fn init_main() {
-    NEXT_SLOT.store(env::last_slot().max(slots::FIRST_NAMED + 16) + 1, Ordering::Relaxed);
+    NEXT_SLOT.store(
+        env::last_slot().max(slots::FIRST_NAMED + 16) + 1,
+        Ordering::Relaxed,
+    );
 }
 
 /// A fresh capability slot of this task (slots are not reused: tasks have 1024).
@@ -42,7 +45,14 @@ pub fn spawn(prio: u64, stack: usize, f: impl FnOnce() + Send + 'static) -> Resu
     if idx >= layout::UTCB_MAX {
         return Err(Error::NoMemory);
     }
-    sys::thread_config(th, slots::TASK, layout::UTCB_BASE + idx * 4096, slots::PAGER, slots::THREAD_HANDLER, prio)?;
+    sys::thread_config(
+        th,
+        slots::TASK,
+        layout::UTCB_BASE + idx * 4096,
+        slots::PAGER,
+        slots::THREAD_HANDLER,
+        prio,
+    )?;
     let stack = alloc::vec![0u8; stack.max(4096)].leak();
     let top = (stack.as_ptr() as u64 + stack.len() as u64) & !15;
     let arg = Box::into_raw(Box::new(Start { f: Box::new(f) })) as u64;

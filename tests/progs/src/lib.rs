@@ -13,7 +13,11 @@ pub fn endpoint(default: &str) -> u64 {
     match sawmill_rt::env::cap(name) {
         Some(s) => s,
         None => {
-            sawmill_rt::println!("{}: FAIL no endpoint named {}", sawmill_rt::env::name(), name);
+            sawmill_rt::println!(
+                "{}: FAIL no endpoint named {}",
+                sawmill_rt::env::name(),
+                name
+            );
             sawmill_rt::exit(1)
         }
     }
@@ -32,7 +36,11 @@ impl Rng {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
     }
 }
 

@@ -78,9 +78,15 @@ fn main() {
     report("ipc.null_rpc.idl", idl);
     report("ipc.null_rpc.asm", raw);
     // Client: generated stub + its loop, minus the reference loop, plus the reference setup.
-    report("idl.client_stub.insn", (idl_client_raw_server + RAW_CLIENT_SETUP).saturating_sub(raw));
+    report(
+        "idl.client_stub.insn",
+        (idl_client_raw_server + RAW_CLIENT_SETUP).saturating_sub(raw),
+    );
     // Server: generated dispatch, minus the reference server's reply path, plus it back.
-    report("idl.server_dispatch.insn", (raw_idl_server + RAW_SERVER).saturating_sub(raw));
+    report(
+        "idl.server_dispatch.insn",
+        (raw_idl_server + RAW_SERVER).saturating_sub(raw),
+    );
 
     let ow = per(N, || {
         for i in 0..N {

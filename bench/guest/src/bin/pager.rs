@@ -21,7 +21,12 @@ fn main() {
             continue;
         }
         let u = utcb();
-        u.map_items[0] = MapItem { src: base + (next % pages) * 4096, dst: m.w[0] & !0xfff, pages: 1, flags: map::READ | map::WRITE };
+        u.map_items[0] = MapItem {
+            src: base + (next % pages) * 4096,
+            dst: m.w[0] & !0xfff,
+            pages: 1,
+            flags: map::READ | map::WRITE,
+        };
         next += 1;
         m = ipc::reply_recv(ep, MsgTag::new(0, 0).with_maps(1), [0; 4]);
     }

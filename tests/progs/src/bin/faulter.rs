@@ -35,7 +35,9 @@ fn main() {
                 println!("faulter: read {}", v);
             }
             "ud" => core::arch::asm!("ud2"),
-            "div" => core::arch::asm!("xor edx, edx", "xor ecx, ecx", "mov eax, 1", "div ecx", out("eax") _, out("edx") _, out("ecx") _),
+            "div" => {
+                core::arch::asm!("xor edx, edx", "xor ecx, ecx", "mov eax, 1", "div ecx", out("eax") _, out("edx") _, out("ecx") _)
+            }
             "ro" => core::ptr::write_volatile(RODATA.as_ptr() as *mut u64, 9),
             "kernel" => {
                 let v = core::ptr::read_volatile(0xffff_8000_0000_0000u64 as *const u64);
@@ -48,8 +50,14 @@ fn main() {
                 // return address would be 0x8000_0000_0000, outside every address space.
                 let page = &edge_page as *const u8 as u64;
                 let top = sawmill_abi::layout::USER_END - 4096;
-                sawmill_rt::sys::task_map(sawmill_rt::slots::TASK, page, top, 1, sawmill_abi::map::READ | sawmill_abi::map::EXEC)
-                    .expect("alias the edge page");
+                sawmill_rt::sys::task_map(
+                    sawmill_rt::slots::TASK,
+                    page,
+                    top,
+                    1,
+                    sawmill_abi::map::READ | sawmill_abi::map::EXEC,
+                )
+                .expect("alias the edge page");
                 core::arch::asm!("jmp rcx", in("rcx") top + 4094, in("eax") 0, options(noreturn));
             }
             _ => {}

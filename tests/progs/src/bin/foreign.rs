@@ -140,7 +140,13 @@ fn main() {
         println!("foreign: FAIL native code below the foreign section");
         sawmill_rt::exit(1);
     }
-    sys::thread_foreign(slots::THREAD, foreign_entry as *const () as u64, end, 0x1000_0000).expect("mark foreign");
+    sys::thread_foreign(
+        slots::THREAD,
+        foreign_entry as *const () as u64,
+        end,
+        0x1000_0000,
+    )
+    .expect("mark foreign");
     // A Linux-native `syscall` from native code must still be a sawmill call.
     let s = sys::null();
     if s != 0 {

@@ -91,14 +91,29 @@ fn main() {
         }
     }
     let ok = RESULT[0].load(Ordering::Relaxed) == 1 && RESULT[1].load(Ordering::Relaxed) == 1;
-    let ov = [OVERLAPS[0].load(Ordering::Relaxed), OVERLAPS[1].load(Ordering::Relaxed)];
+    let ov = [
+        OVERLAPS[0].load(Ordering::Relaxed),
+        OVERLAPS[1].load(Ordering::Relaxed),
+    ];
     if !ok {
-        println!("fpu: FAIL a thread saw foreign xmm or FS values ({:?})", [RESULT[0].load(Ordering::Relaxed), RESULT[1].load(Ordering::Relaxed)]);
+        println!(
+            "fpu: FAIL a thread saw foreign xmm or FS values ({:?})",
+            [
+                RESULT[0].load(Ordering::Relaxed),
+                RESULT[1].load(Ordering::Relaxed)
+            ]
+        );
         sawmill_rt::exit(1);
     }
     if ov[0] < 3 || ov[1] < 3 {
-        println!("fpu: FAIL the threads were not preempted during their checks ({:?})", ov);
+        println!(
+            "fpu: FAIL the threads were not preempted during their checks ({:?})",
+            ov
+        );
         sawmill_rt::exit(1);
     }
-    println!("fpu: PASS xmm0-7 and FS base kept per thread across {} and {} preemptions", ov[0], ov[1]);
+    println!(
+        "fpu: PASS xmm0-7 and FS base kept per thread across {} and {} preemptions",
+        ov[0], ov[1]
+    );
 }

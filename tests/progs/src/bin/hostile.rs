@@ -74,7 +74,11 @@ fn main() {
     let mut errs = [0u64; 16];
     let mut made = 0;
     while made < n {
-        let num = if r.below(20) == 0 { r.next() % 1000 } else { r.below(SYS_COUNT + 2) };
+        let num = if r.below(20) == 0 {
+            r.next() % 1000
+        } else {
+            r.below(SYS_COUNT + 2)
+        };
         let mut a = [0u64; 6];
         for x in a.iter_mut() {
             *x = arg(&mut r, heap);
@@ -82,7 +86,12 @@ fn main() {
         // Calls that would end, block or disarm this task by design (it asks for that), not
         // because the kernel failed: exiting, waiting without timeout, killing or unmapping
         // itself, re-pointing its own fault handler or foreign mode, printing its own memory.
-        let blocking_ipc = [Sys::Call as u64, Sys::ReplyRecv as u64, Sys::Send as u64, Sys::Recv as u64];
+        let blocking_ipc = [
+            Sys::Call as u64,
+            Sys::ReplyRecv as u64,
+            Sys::Send as u64,
+            Sys::Recv as u64,
+        ];
         if num == Sys::ThreadExit as u64
             || num == Sys::Unmap as u64
             || (num == Sys::TaskMap as u64 && a[0] == 0)
@@ -108,11 +117,21 @@ fn main() {
         }
         // Every eighth call enters with hostile flags: DF (string direction), NT (nested task)
         // and AC set; the kernel must neither misbehave nor fault on its way back.
-        let e = if made % 8 == 7 { raw_with_flags(num, a) } else { sys::raw_num(num, a) };
+        let e = if made % 8 == 7 {
+            raw_with_flags(num, a)
+        } else {
+            sys::raw_num(num, a)
+        };
         errs[(e as usize).min(15)] += 1;
         made += 1;
     }
     spin_backwards();
-    println!("hostile: {} calls made; results by error code: {:?}", made, errs);
-    println!("hostile: PASS still alive after {} random system calls (seed {})", made, seed);
+    println!(
+        "hostile: {} calls made; results by error code: {:?}",
+        made, errs
+    );
+    println!(
+        "hostile: PASS still alive after {} random system calls (seed {})",
+        made, seed
+    );
 }

@@ -24,9 +24,23 @@ fn main() {
         println!("{}: FAIL the server never went away", env::name());
         sawmill_rt::exit(1);
     };
-    check!(e == Error::PeerGone as u64 || e == Error::BadCap as u64, "unexpected error {}", e);
+    check!(
+        e == Error::PeerGone as u64 || e == Error::BadCap as u64,
+        "unexpected error {}",
+        e
+    );
     // Later calls fail at once too.
     let r = ipc::call(ep, MsgTag::new(1, 2), [0; 4]);
-    check!(r.err == Error::BadCap as u64 || r.err == Error::PeerGone as u64, "later call: {}", r.err);
-    println!("{}: PASS {} calls answered, then error {} ({})", env::name(), ok, e, Error::from_raw(e).name());
+    check!(
+        r.err == Error::BadCap as u64 || r.err == Error::PeerGone as u64,
+        "later call: {}",
+        r.err
+    );
+    println!(
+        "{}: PASS {} calls answered, then error {} ({})",
+        env::name(),
+        ok,
+        e,
+        Error::from_raw(e).name()
+    );
 }

@@ -16,10 +16,20 @@ fn main() {
         // send-only): root answers a request there with its "unknown request" label 0xffff.
         // Anything else that answers would be a capability we were never given.
         if r.err == 0 {
-            check!(r.tag.label() == 0xffff, "slot {} reached a server (label {})", slot, r.tag.label());
+            check!(
+                r.tag.label() == 0xffff,
+                "slot {} reached a server (label {})",
+                slot,
+                r.tag.label()
+            );
             continue;
         }
-        check!(r.err == Error::BadCap as u64 || r.err == Error::WrongKind as u64, "slot {} gave err {}", slot, r.err);
+        check!(
+            r.err == Error::BadCap as u64 || r.err == Error::WrongKind as u64,
+            "slot {} gave err {}",
+            slot,
+            r.err
+        );
         bad += 1;
     }
     println!("outsider: PASS {} slots refused without a capability", bad);

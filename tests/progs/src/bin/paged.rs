@@ -25,7 +25,12 @@ fn main() {
     // The pager revokes page 0 (its heap page index 0): our next access faults again and gets
     // a fresh page with the pattern, so our write is gone.
     let r = ipc::call(ctl, MsgTag::new(7, 1), [0, 0, 0, 0]);
-    check!(r.err == 0 && r.tag.label() == 0, "revoke request: {} {}", r.err, r.tag.label());
+    check!(
+        r.err == 0 && r.tag.label() == 0,
+        "revoke request: {} {}",
+        r.err,
+        r.tag.label()
+    );
     // SAFETY: as above.
     let v = unsafe { core::ptr::read_volatile(REGION as *const u64) };
     check!(v == REGION, "after revoke the page still held {:#x}", v);

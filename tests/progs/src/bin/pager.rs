@@ -33,9 +33,17 @@ fn main() {
                 for (i, x) in words.iter_mut().enumerate() {
                     *x = addr + i as u64 * 8;
                 }
-                utcb().map_items[0] = MapItem { src: page, dst: addr, pages: 1, flags: map::READ | map::WRITE };
+                utcb().map_items[0] = MapItem {
+                    src: page,
+                    dst: addr,
+                    pages: 1,
+                    flags: map::READ | map::WRITE,
+                };
                 if faults <= 3 || faults % 8 == 0 {
-                    println!("pager: fault {} at {:#x} (badge {}) resolved", faults, m.w[0], m.badge);
+                    println!(
+                        "pager: fault {} at {:#x} (badge {}) resolved",
+                        faults, m.w[0], m.badge
+                    );
                 }
                 (MsgTag::new(0, 0).with_maps(1), [0; 4])
             }

@@ -13,7 +13,17 @@ fn main() {
     for i in 0..1000u64 {
         let r = ipc::call(ep, MsgTag::new(1, 2), [i, 2 * i, 0, 0]);
         check!(r.err == 0, "call {} failed: {}", i, r.err);
-        check!(r.w[0] == 3 * i + badge, "call {}: got {} want {}", i, r.w[0], 3 * i + badge);
+        check!(
+            r.w[0] == 3 * i + badge,
+            "call {}: got {} want {}",
+            i,
+            r.w[0],
+            3 * i + badge
+        );
     }
-    println!("{}: PASS 1000 calls answered for badge {}", env::name(), badge);
+    println!(
+        "{}: PASS 1000 calls answered for badge {}",
+        env::name(),
+        badge
+    );
 }

@@ -11,10 +11,14 @@ fn main() {
     let ep = sawmill_testprogs::endpoint("pong");
     let mut seen = [0u64; 8];
     // With argument `crash-after=N` the server dereferences NULL while serving request N.
-    let crash_after: u64 = sawmill_testprogs::arg_value("crash-after").and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+    let crash_after: u64 = sawmill_testprogs::arg_value("crash-after")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
     let mut served = 0u64;
     // With `work=N`, spin N iterations per request, so that callers queue behind each other.
-    let work: u64 = sawmill_testprogs::arg_value("work").and_then(|n| n.parse().ok()).unwrap_or(0);
+    let work: u64 = sawmill_testprogs::arg_value("work")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let mut m = ipc::recv(ep, 0);
     loop {
         if m.err != 0 {

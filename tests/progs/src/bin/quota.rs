@@ -28,16 +28,34 @@ fn main() {
             break Error::Ok;
         }
     };
-    check!(err == Error::NoMemory, "loop ended with {:?} after {} objects", err, n);
+    check!(
+        err == Error::NoMemory,
+        "loop ended with {:?} after {} objects",
+        err,
+        n
+    );
     let (used1, _) = sys::factory_info(slots::FACTORY).unwrap();
-    println!("quota: PASS refused after {} objects ({} of {} bytes used)", n, used1, limit);
+    println!(
+        "quota: PASS refused after {} objects ({} of {} bytes used)",
+        n, used1, limit
+    );
     for i in 0..n {
         sys::cap_delete(first + i).expect("delete");
     }
     let (used2, _) = sys::factory_info(slots::FACTORY).unwrap();
     let k2 = sys::kernel_info(kinfo::KMEM_FREE).unwrap();
-    check!(used2 == used0, "quota not returned: {} used before, {} after", used0, used2);
-    check!(k2 == k0, "kernel memory not returned: {} free before, {} after", k0, k2);
+    check!(
+        used2 == used0,
+        "quota not returned: {} used before, {} after",
+        used0,
+        used2
+    );
+    check!(
+        k2 == k0,
+        "kernel memory not returned: {} free before, {} after",
+        k0,
+        k2
+    );
     // And it can create again.
     sys::factory_create(slots::FACTORY, ObjKind::Endpoint, first, 0).expect("create after free");
     println!("quota: PASS deleting the objects returned the quota and the kernel memory");

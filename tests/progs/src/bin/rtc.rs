@@ -59,8 +59,13 @@ fn main() {
         for _ in 0..16 {
             wait_irq(irq);
         }
-        check!(LOW.load(Ordering::Relaxed) > 0, "the low-priority spinner never ran");
-        println!("rtc: PASS high-priority thread got 16 interrupts while a low-priority thread spun");
+        check!(
+            LOW.load(Ordering::Relaxed) > 0,
+            "the low-priority spinner never ran"
+        );
+        println!(
+            "rtc: PASS high-priority thread got 16 interrupts while a low-priority thread spun"
+        );
         for i in 0..2 {
             thread::spawn(20, 8192, move || loop {
                 EQ[i].fetch_add(1, Ordering::Relaxed);
@@ -80,8 +85,15 @@ fn main() {
                 }
             }
         }
-        check!(rounds == 5, "equal-priority spinners did not both progress: {:?}", last);
-        println!("rtc: PASS two equal-priority spinners both progressed ({} and {})", last[0], last[1]);
+        check!(
+            rounds == 5,
+            "equal-priority spinners did not both progress: {:?}",
+            last
+        );
+        println!(
+            "rtc: PASS two equal-priority spinners both progressed ({} and {})",
+            last[0], last[1]
+        );
     } else {
         for i in 0..32 {
             wait_irq(irq);

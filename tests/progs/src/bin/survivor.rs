@@ -15,7 +15,13 @@ fn main() {
     }
     for i in 0..2000u64 {
         let r = ipc::call(ep, MsgTag::new(1, 2), [i, i, 0, 0]);
-        check!(r.err == 0 && r.w[0] == 2 * i + 5, "call {}: err {} value {}", i, r.err, r.w[0]);
+        check!(
+            r.err == 0 && r.w[0] == 2 * i + 5,
+            "call {}: err {} value {}",
+            i,
+            r.err,
+            r.w[0]
+        );
     }
     println!("survivor: PASS 2000 calls while other tasks faulted");
 }

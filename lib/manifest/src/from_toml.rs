@@ -9,7 +9,7 @@ use toml::{Table, Value};
 
 const SERVER_KEYS: &[&str] = &[
     "name", "module", "priority", "args", "wait", "kmem_kb", "heap_kb", "provides", "uses", "irqs",
-    "ioports", "pager", "ram_kb", "huge_pages",
+    "ioports", "pager", "ram_kb", "huge_pages", "io_window", "irq_lines",
 ];
 
 /// Parses a manifest. A top-level `[test]` table (scenario settings, read by the host tool) is
@@ -107,24 +107,18 @@ fn server(t: &Table, index: usize) -> Result<Server, String> {
             .as_array()
             .ok_or_else(|| format!("{ctx}: `ioports` must be an array"))?;
         for x in arr {
-            let r = x.as_table().ok_or_else(|| {
-                format!("{ctx}: `ioports` entries must be {{ base = ..., count = ... }}")
-            })?;
-            for k in r.keys() {
-                if k != "base" && k != "count" {
-                    return Err(format!("{ctx}: unknown key `{k}` in an `ioports` entry"));
-                }
-            }
-            let base = r
-                .get("base")
-                .ok_or_else(|| format!("{ctx}: ioports entry lacks `base`"))?;
-            let count = r
-                .get("count")
-                .ok_or_else(|| format!("{ctx}: ioports entry lacks `count`"))?;
-            s.ioports.push(IoRange {
-                base: int(base, "ioports.base", &ctx, 0, 0xffff)? as u16,
-                count: int(count, "ioports.count", &ctx, 0, 0xffff)? as u16,
-            });
+            s.ioports.push(io_range(x, "ioports", &ctx)?);
+        }
+    }
+    if let Some(v) = t.get("io_window") {
+        s.io_window = Some(io_range(v, "io_window", &ctx)?);
+    }
+    if let Some(v) = t.get("irq_lines") {
+        let arr = v
+            .as_array()
+            .ok_or_else(|| format!("{ctx}: `irq_lines` must be an array"))?;
+        for x in arr {
+            s.irq_lines.push(int(x, "irq_lines", &ctx, 0, 255)? as u8);
         }
     }
     if let Some(v) = t.get("pager") {
@@ -137,6 +131,28 @@ fn server(t: &Table, index: usize) -> Result<Server, String> {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64)? as u32;
     }
     Ok(s)
+}
+
+/// `{ base = ..., count = ... }` (an `ioports` entry or an `io_window`).
+fn io_range(x: &Value, key: &str, ctx: &str) -> Result<IoRange, String> {
+    let r = x
+        .as_table()
+        .ok_or_else(|| format!("{ctx}: `{key}` entries must be {{ base = ..., count = ... }}"))?;
+    for k in r.keys() {
+        if k != "base" && k != "count" {
+            return Err(format!("{ctx}: unknown key `{k}` in an `{key}` entry"));
+        }
+    }
+    let base = r
+        .get("base")
+        .ok_or_else(|| format!("{ctx}: {key} entry lacks `base`"))?;
+    let count = r
+        .get("count")
+        .ok_or_else(|| format!("{ctx}: {key} entry lacks `count`"))?;
+    Ok(IoRange {
+        base: int(base, &format!("{key}.base"), ctx, 0, 0xffff)? as u16,
+        count: int(count, &format!("{key}.count"), ctx, 0, 0xffff)? as u16,
+    })
 }
 
 /// A `uses` entry: `{ endpoint = "x", badge = 1 }`, or a bare endpoint name meaning badge 0.

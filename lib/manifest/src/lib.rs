@@ -62,6 +62,23 @@ pub struct Server {
     /// 2 MiB pages root maps for this server at `sawmill_rt::layout::HUGE` (0 = none, at most
     /// 64).
     pub huge_pages: u32,
+    /// Restricted I/O-port authority: root mints its I/O-control capability with the badge
+    /// `sawmill_abi::io_badge(base, count)` (slot named `sys:io-control`), so the server can grant
+    /// ports of this window to other tasks (`ioport_give`) and no others. For a platform server
+    /// such as `pci`, which hands device ports to drivers.
+    pub io_window: Option<IoRange>,
+    /// Restricted IRQ authority: root mints its IRQ-control capability with bit n set for each
+    /// line n listed (slot `sys:irq-control`); the server may `irq_get` these lines only.
+    pub irq_lines: Vec<u8>,
+}
+
+/// Environment record kinds root adds for restricted device authority (read with
+/// `sawmill_rt::env::records`): the value is the I/O window's badge / the IRQ line mask.
+pub mod env_kind {
+    /// Value = `sawmill_abi::io_badge(base, count)` of the server's `io_window`.
+    pub const IO_WINDOW: u64 = 17;
+    /// Value = bit mask of the server's `irq_lines`.
+    pub const IRQ_LINES: u64 = 18;
 }
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
@@ -82,6 +99,8 @@ impl Default for Server {
             pager: None,
             ram_kb: 0,
             huge_pages: 0,
+            io_window: None,
+            irq_lines: Vec::new(),
         }
     }
 }
@@ -153,6 +172,16 @@ pub fn encode(sys: &System) -> Vec<u8> {
         }
         put_u32(&mut w, s.ram_kb);
         put_u32(&mut w, s.huge_pages);
+        match &s.io_window {
+            None => w.push(0),
+            Some(r) => {
+                w.push(1);
+                w.extend_from_slice(&r.base.to_le_bytes());
+                w.extend_from_slice(&r.count.to_le_bytes());
+            }
+        }
+        put_u32(&mut w, s.irq_lines.len() as u32);
+        w.extend_from_slice(&s.irq_lines);
     }
     w
 }
@@ -276,8 +305,9 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
     }
     let name = r.string()?;
     // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
-    // the pager flag and the RAM pool size.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4)?;
+    // the pager flag, the RAM pool size, the huge pages, the I/O window flag and the IRQ-line
+    // list.
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -315,6 +345,15 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         let pager = if r.bool()? { Some(r.string()?) } else { None };
         let ram_kb = r.u32()?;
         let huge_pages = r.u32()?;
+        let io_window = if r.bool()? {
+            let base = r.u16()?;
+            let count = r.u16()?;
+            Some(IoRange { base, count })
+        } else {
+            None
+        };
+        let n = r.count(1)?;
+        let irq_lines = r.take(n)?.to_vec();
         servers.push(Server {
             name,
             module,
@@ -330,6 +369,8 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             pager,
             ram_kb,
             huge_pages,
+            io_window,
+            irq_lines,
         });
     }
     if r.pos != bytes.len() {
@@ -357,6 +398,10 @@ fn module_name_ok(m: &str) -> bool {
 ///   exactly one;
 /// - IRQ lines in 0..=15 except 0 (timer) and 2 (cascade), each given to at most one server;
 /// - I/O port ranges non-empty and not running past port 0xffff;
+/// - an `io_window` likewise, and overlapping neither another server's window nor any other
+///   server's `ioports` (ports in a window are granted only by its holder);
+/// - `irq_lines` valid lines like `irqs`, and counted with them: a line is either given to one
+///   server directly or held by one server's restricted IRQ control, never both or twice;
 /// - badges below 2^63 (badges with bit 63 are minted by servers themselves, e.g. mem's
 ///   dataspaces, and root's own to mem is `u64::MAX`), and distinct among the users of the `mem`
 ///   endpoint (mem charges memory per badge and frees it when that client dies);
@@ -409,7 +454,7 @@ pub fn validate(sys: &System) -> Result<(), String> {
                 ));
             }
         }
-        for &irq in &s.irqs {
+        for &irq in s.irqs.iter().chain(&s.irq_lines) {
             if irq > 15 || irq == 0 || irq == 2 {
                 return Err(format!(
                     "server `{n}`: IRQ {irq} cannot be delegated (valid: 1 and 3..=15)"
@@ -423,7 +468,7 @@ pub fn validate(sys: &System) -> Result<(), String> {
                 });
             }
         }
-        for r in &s.ioports {
+        for r in s.ioports.iter().chain(&s.io_window) {
             if r.count == 0 {
                 return Err(format!(
                     "server `{n}`: I/O port range at {:#x} is empty",
@@ -435,6 +480,22 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     "server `{n}`: I/O port range {:#x}+{} runs past port 0xffff",
                     r.base, r.count
                 ));
+            }
+        }
+    }
+    for s in &sys.servers {
+        let Some(w) = &s.io_window else { continue };
+        let (lo, hi) = (w.base as u32, w.base as u32 + w.count as u32);
+        for o in &sys.servers {
+            let ranges = o.ioports.iter().filter(|_| o.name != s.name);
+            let windows = o.io_window.iter().filter(|_| o.name != s.name);
+            for r in ranges.chain(windows) {
+                if (r.base as u32) < hi && lo < r.base as u32 + r.count as u32 {
+                    return Err(format!(
+                        "server `{}`: I/O ports {:#x}+{} overlap the I/O window of server `{}`",
+                        o.name, r.base, r.count, s.name
+                    ));
+                }
             }
         }
     }

@@ -32,6 +32,8 @@ fn sample() -> System {
                 pager: Some("pong".into()),
                 ram_kb: 4096,
                 huge_pages: 3,
+                io_window: Some(IoRange { base: 0xc000, count: 0x4000 }),
+                irq_lines: vec![10, 11],
                 ..Server::default()
             },
         ],
@@ -52,6 +54,35 @@ fn badges_pools_and_mem_clients() {
     assert!(e.contains("badge 3 on `mem` is already used by server `ping-a`"), "{e}");
     s.servers[2].uses[0].badge = 4;
     validate(&s).unwrap();
+}
+
+#[test]
+fn restricted_device_authority() {
+    // Window: non-empty, inside the port space, exclusive.
+    invalid(|s| s.servers[1].io_window = Some(IoRange { base: 0xc000, count: 0 }), "is empty");
+    invalid(|s| s.servers[1].io_window = Some(IoRange { base: 0xfff0, count: 0x11 }), "past port 0xffff");
+    invalid(
+        |s| s.servers[0].ioports.push(IoRange { base: 0xd000, count: 0x80 }),
+        "server `pong`: I/O ports 0xd000+128 overlap the I/O window of server `ping-a`",
+    );
+    invalid(
+        |s| s.servers[0].io_window = Some(IoRange { base: 0xbf00, count: 0x101 }),
+        "overlap the I/O window",
+    );
+    // The server's own `ioports` may lie inside its own window; touching the edges is fine.
+    let mut s = sample();
+    s.servers[1].ioports.push(IoRange { base: 0xc000, count: 8 });
+    s.servers[0].ioports.push(IoRange { base: 0xbff8, count: 8 });
+    s.servers[0].io_window = Some(IoRange { base: 0x1000, count: 0x100 });
+    validate(&s).unwrap();
+    // Lines: valid ones only, each held by one server, directly or through an IRQ control.
+    invalid(|s| s.servers[1].irq_lines.push(2), "server `ping-a`: IRQ 2 cannot be delegated");
+    invalid(|s| s.servers[1].irq_lines.push(0), "IRQ 0");
+    invalid(|s| s.servers[1].irq_lines.push(16), "IRQ 16");
+    invalid(|s| s.servers[1].irq_lines.push(10), "IRQ 10 listed twice");
+    invalid(|s| s.servers[1].irq_lines.push(8), "IRQ 8 listed twice");
+    invalid(|s| s.servers[0].irq_lines.push(11), "server `ping-a`: IRQ 11 is already given to server `pong`");
+    invalid(|s| s.servers[0].irqs.push(10), "IRQ 10 is already given to server `pong`");
 }
 
 #[test]
@@ -267,6 +298,25 @@ expect = ["x"]
             (100, 256, 0, false)
         );
         assert_eq!(decode(&encode(&s)).unwrap(), s);
+    }
+
+    #[test]
+    fn io_window_and_irq_lines() {
+        let t = "name = \"x\"\n[[server]]\nname = \"pci\"\nio_window = { base = 0xc000, count = 0x4000 }\nirq_lines = [10, 11]\n";
+        let s = from_toml(t).unwrap();
+        validate(&s).unwrap();
+        assert_eq!(s.servers[0].io_window, Some(IoRange { base: 0xc000, count: 0x4000 }));
+        assert_eq!(s.servers[0].irq_lines, vec![10, 11]);
+        assert_eq!(decode(&encode(&s)).unwrap(), s);
+        let e = from_toml(&t.replace("count = 0x4000", "size = 1")).unwrap_err();
+        assert!(e.contains("`size`") && e.contains("io_window"), "{e}");
+        let e = from_toml(&t.replace("count = 0x4000", "count = 0x10000")).unwrap_err();
+        assert!(e.contains("io_window.count"), "{e}");
+        let e = from_toml(&t.replace("[10, 11]", "10")).unwrap_err();
+        assert!(e.contains("`irq_lines` must be an array"), "{e}");
+        let e = from_toml(&t.replace("[10, 11]", "[2]")).and_then(|s| validate(&s)).unwrap_err();
+        assert!(e.contains("IRQ 2"), "{e}");
+        assert_eq!(from_toml(PINGPONG).unwrap().servers[1].io_window, None);
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! The virtio-blk driver server.
 //!
 //! Drives one virtio-blk-pci device through the legacy (transitional) virtio-pci interface: the
-//! device registers are I/O BAR 0 and the interrupt is a PCI INTx line, so the driver needs only
-//! an I/O-port range and an IRQ line from root, and asks the `pci` server (with its badge) which
-//! device is its own. Arguments: none; capabilities: `pci`, the endpoint it serves (`blkN`, the
-//! first provided endpoint) and `irq:N`.
+//! device registers are I/O BAR 0 and the interrupt is a PCI INTx line. The driver gets both from
+//! the `pci` server, never from root: it `claim`s its device (its badge on `pci` says which) with
+//! its own task capability, and pci grants it the BAR's ports and returns an Irq capability, which
+//! the driver binds to a notification it makes itself (so it needs `kmem_kb`). Its virtqueue and
+//! request headers live in a DMA dataspace of the memory server (`mem.alloc_dma`: physically
+//! contiguous, its bus address known), mapped into the driver with `dataspace.map`. Arguments:
+//! none; capabilities: `pci`, `mem`, the endpoint it serves (`blkN`, the first provided endpoint)
+//! and a factory.
 //!
 //! Data path (no copy in the driver): a client first maps a region of its own memory into the
 //! driver's receive window with the raw `SHARE` message; the driver records the physical address
@@ -22,8 +26,9 @@ use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
 use sawmill_abi::MsgTag;
+use sawmill_abi::ObjKind;
 use sawmill_interfaces::blk::{self, InfoOut};
-use sawmill_interfaces::{pci, BlkError};
+use sawmill_interfaces::{dataspace, mem, pci, BlkError};
 use sawmill_rt::{env, ipc, println, slots, sys};
 
 sawmill_rt::entry!(main);
@@ -58,7 +63,7 @@ const T_OUT: u32 = 1;
 const T_FLUSH: u32 = 4;
 
 fn outb(p: u16, v: u8) {
-    // SAFETY: root delegated the device's I/O BAR to this task (the manifest's `ioports`).
+    // SAFETY: pci granted the device's I/O BAR 0 to this task (`claim`).
     unsafe { core::arch::asm!("out dx, al", in("dx") p, in("al") v, options(nostack)) }
 }
 fn outw(p: u16, v: u16) {
@@ -88,19 +93,27 @@ fn inl(p: u16) -> u32 {
     v
 }
 
-/// Page-aligned, physically contiguous memory from the heap (root maps heap pages in order, so
-/// an aligned run normally is contiguous; checked, since the device needs it).
-fn dma_alloc(pages: usize) -> (*mut u8, u64) {
-    let layout = core::alloc::Layout::from_size_align(pages * 4096, 4096).unwrap();
-    // SAFETY: non-zero size; the memory is never freed (the driver owns it for good).
-    let p = unsafe { alloc::alloc::alloc_zeroed(layout) };
-    assert!(!p.is_null(), "out of heap for DMA memory");
-    let pa = sys::translate(p as u64).expect("translate");
-    for i in 1..pages {
-        let q = sys::translate(p as u64 + i as u64 * 4096).expect("translate");
-        assert!(q == pa + i as u64 * 4096, "DMA memory is not physically contiguous");
+/// Where the DMA dataspace is mapped in the driver.
+const DMA_AT: u64 = 0x3000_0000;
+
+/// `pages` of physically contiguous, zeroed memory for the device: a DMA dataspace of the memory
+/// server, mapped page by page at `DMA_AT` (the driver is paged by root and has no region
+/// manager; every page is mapped up front, so it never faults). Returns its address here and its
+/// bus address. The dataspace stays the driver's for good (mem frees it when the driver dies).
+fn dma_alloc(mem_ep: u64, ds_slot: u64, pages: u64) -> (*mut u8, u64) {
+    let out = match mem::Client::new(mem_ep).alloc_dma(pages, ds_slot) {
+        Ok(o) => o,
+        Err(e) => panic!("blk-virtio: no DMA memory from mem: {:?}", e),
+    };
+    let ds = dataspace::Client::new(out.ds);
+    let rw = sawmill_abi::map::READ | sawmill_abi::map::WRITE;
+    for i in 0..pages {
+        let va = DMA_AT + i * 4096;
+        ds.map(i * 4096, va, 1, rw | 0x100, [va, 4096]).expect("mapping the DMA dataspace");
+        // The device is told physical addresses: check mem's answer against the page tables.
+        assert!(sys::translate(va) == Ok(out.paddr + i * 4096), "DMA dataspace is not contiguous");
     }
-    (p, pa)
+    (DMA_AT as *mut u8, out.paddr)
 }
 
 #[repr(C)]
@@ -131,6 +144,8 @@ struct Region {
 struct Blk {
     io: u16,
     irq: u64,
+    /// The notification our Irq capability signals.
+    notif: u64,
     q: Queue,
     sectors: u64,
     /// Request headers (16 bytes each at `i * 16`) and status bytes (at `1024 + i`).
@@ -141,7 +156,7 @@ struct Blk {
 }
 
 impl Blk {
-    fn init(io: u16, irq: u64, line: u8) -> Blk {
+    fn init(io: u16, irq: u64, notif: u64, line: u8, mem_ep: u64, ds_slot: u64) -> Blk {
         outb(io + R_STATUS, 0);
         outb(io + R_STATUS, S_ACK);
         outb(io + R_STATUS, S_ACK | S_DRIVER);
@@ -156,17 +171,19 @@ impl Blk {
         let n = size as usize;
         let used_off = (16 * n + 6 + 2 * n + 4095) & !4095;
         let total = used_off + ((6 + 8 * n + 4095) & !4095);
-        let (mem, pa) = dma_alloc(total / 4096);
+        // One DMA dataspace: the queue, then a page of request headers and status bytes.
+        let (mem, pa) = dma_alloc(mem_ep, ds_slot, total as u64 / 4096 + 1);
         outl(io + R_QUEUE_PFN, (pa >> 12) as u32);
-        let (hdr, hdr_pa) = dma_alloc(1);
+        // SAFETY: the page after the queue, inside the dataspace just mapped.
+        let (hdr, hdr_pa) = (unsafe { mem.add(total) }, pa + total as u64);
         let sectors = inl(io + R_CONFIG) as u64 | (inl(io + R_CONFIG + 4) as u64) << 32;
         outb(io + R_STATUS, S_ACK | S_DRIVER | S_DRIVER_OK);
         // SAFETY: offsets inside the freshly allocated queue memory (layout of the legacy spec).
         let q = unsafe {
             Queue { size, desc: mem as *mut Desc, avail: mem.add(16 * n) as *mut u16, used: mem.add(used_off) as *const u16, avail_idx: 0, used_idx: 0 }
         };
-        println!("blk-virtio: io {:#x} irq {} queue {} capacity {} sectors{}", io, line, size, sectors, if host & F_BLK_FLUSH != 0 { ", flush" } else { "" });
-        Blk { io, irq, q, sectors, hdr, hdr_pa, regions: Vec::new(), next_window: WINDOW }
+        println!("blk-virtio: io {:#x} irq {} queue {} capacity {} sectors{} (queue in DMA memory at {:#x})", io, line, size, sectors, if host & F_BLK_FLUSH != 0 { ", flush" } else { "" }, pa);
+        Blk { io, irq, notif, q, sectors, hdr, hdr_pa, regions: Vec::new(), next_window: WINDOW }
     }
 
     fn set_desc(&mut self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
@@ -196,7 +213,7 @@ impl Blk {
             if idx == want {
                 break;
             }
-            let _ = sys::notify_wait(slots::IRQ_NOTIFY, 0);
+            let _ = sys::notify_wait(self.notif, 0);
             // Reading the ISR deasserts the (level-triggered) line; then unmask it.
             let _ = inb(self.io + R_ISR);
             let _ = sys::irq_ack(self.irq);
@@ -309,19 +326,29 @@ impl blk::Server for Blk {
 
 fn main() {
     let pci_ep = env::cap("pci").expect("pci endpoint");
-    let c = match pci::Client::new(pci_ep).claim(0) {
+    let Some(mem_ep) = env::cap("mem") else {
+        println!("blk-virtio: FAIL the manifest gives us no `mem` (DMA memory)");
+        return;
+    };
+    // Free slots above everything root gave us.
+    let free = env::last_slot() + 1;
+    let (irq, notif, ds_slot) = (free, free + 1, free + 2);
+    // Our ports and interrupt come from pci: it grants the ports to our task (we lend it our task
+    // capability for the call; pci deletes its copy) and returns the Irq capability.
+    let c = match pci::Client::new(pci_ep).claim(0, slots::TASK, irq) {
         Ok(c) => c,
         Err(e) => {
             println!("blk-virtio: FAIL no device from pci: {:?}", e);
             return;
         }
     };
-    let irq_name = alloc::format!("irq:{}", c.irq);
-    let Some(irq) = env::cap(&irq_name) else {
-        println!("blk-virtio: FAIL the device interrupts on line {} but the manifest gave us no {}", c.irq, irq_name);
+    if let Err(e) = sys::factory_create(slots::FACTORY, ObjKind::Notification, notif, 0)
+        .and_then(|_| sys::irq_bind(irq, notif, 1 << c.line))
+    {
+        println!("blk-virtio: FAIL binding irq {}: {}", c.line, e.name());
         return;
-    };
-    let mut b = Blk::init(c.io_base as u16, irq, c.irq);
+    }
+    let mut b = Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot);
     // Our endpoint: the first one the manifest says we provide.
     let ep = sawmill_rt::slots::FIRST_NAMED;
     let u = sawmill_rt::utcb();

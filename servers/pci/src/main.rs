@@ -1,13 +1,16 @@
-//! The PCI platform server.
+//! The PCI platform server: the authority over devices.
 //!
-//! Holds the configuration-space ports 0xCF8-0xCFF (mechanism #1) and nothing else. At start it
-//! enumerates bus 0 and prints what it finds. Its arguments assign devices to drivers:
-//! `assign=BADGE:VENDOR:DEVICE:N:IOBASE` gives the N-th device with that vendor/device id to the
-//! caller holding badge BADGE on the `pci` endpoint, and moves its I/O BAR 0 to IOBASE. Root
-//! delegates exactly those ports and the device's interrupt line to the same driver (the
-//! manifest names both; only root holds the I/O-port and IRQ control capabilities), so the
-//! driver can drive its device and no other. Only the assigned badge may `claim` a device; only
-//! then are its I/O decoding and bus mastering switched on, so an unclaimed device never DMAs.
+//! Holds the configuration-space ports 0xCF8-0xCFF (mechanism #1), an I/O-control capability
+//! root minted for the manifest's `io_window` (it can grant ports of that window and no others)
+//! and an IRQ-control capability for the manifest's `irq_lines`. At start it enumerates bus 0 and
+//! prints what it finds. Its arguments assign devices to drivers:
+//! `assign=BADGE:VENDOR:DEVICE:N[:IOBASE]` gives the N-th device with that vendor/device id to
+//! the caller holding badge BADGE on the `pci` endpoint and moves its I/O BAR 0 into the window
+//! (to IOBASE if given, else to the next free naturally aligned range). Decoding stays off until
+//! that badge `claim`s the device with its task capability: only then does pci grant the task
+//! the BAR's ports (`ioport_give`), make the Irq capability for the device's line (`irq_get`,
+//! returned as a cap item) and switch on I/O decoding and bus mastering. Any other badge is
+//! refused, so the device's ports and interrupt reach its driver and no one else.
 #![no_std]
 #![no_main]
 
@@ -16,7 +19,8 @@ extern crate alloc;
 use alloc::vec::Vec;
 use sawmill_interfaces::pci::{self, ClaimOut};
 use sawmill_interfaces::PciError;
-use sawmill_rt::{env, println};
+use sawmill_manifest::env_kind;
+use sawmill_rt::{env, ipc, println, sys};
 
 sawmill_rt::entry!(main);
 
@@ -61,6 +65,13 @@ struct Assign {
 struct Pci {
     devs: Vec<Dev>,
     assigned: Vec<Assign>,
+    /// Our restricted I/O-control and IRQ-control capabilities (0 = none).
+    io_ctl: u64,
+    irq_ctl: u64,
+    /// An empty slot for the Irq capability a claim returns; `irq_out` is set while the reply
+    /// still has to carry it (deleted once the reply is delivered: pci keeps no copy).
+    irq_slot: u64,
+    irq_out: bool,
 }
 
 fn num(s: &str) -> Option<u64> {
@@ -80,21 +91,46 @@ fn io_bar_size(bdf: u32) -> u32 {
 }
 
 impl pci::Server for Pci {
-    fn claim(&mut self, badge: u64, index: u32) -> Result<ClaimOut, PciError> {
+    fn claim(&mut self, badge: u64, index: u32, task: u64) -> Result<ClaimOut, PciError> {
         let a = self
             .assigned
             .iter_mut()
             .filter(|a| a.badge == badge)
             .nth(index as usize)
-            .ok_or(PciError::NotYours)?;
+            .ok_or_else(|| {
+                println!("pci: claim of device {} by badge {} refused: not assigned to it", index, badge);
+                PciError::NotYours
+            })?;
         let d = &self.devs[a.dev];
+        // The interrupt first (nothing granted yet if it fails), then the ports.
+        if sys::irq_get(self.irq_ctl, d.irq as u64, self.irq_slot).is_err() {
+            println!("pci: FAIL line {} of {:04x}:{:04x} is not among our irq_lines", d.irq, d.vendor, d.device);
+            return Err(PciError::NoIrq);
+        }
+        if let Err(e) = sys::ioport_give(self.io_ctl, task, a.io_base as u64, a.io_size as u64) {
+            println!("pci: granting ports {:#x}+{:#x} to badge {} failed: {}", a.io_base, a.io_size, badge, e.name());
+            let _ = sys::cap_delete(self.irq_slot);
+            return Err(PciError::BadTask);
+        }
+        self.irq_out = true;
         // I/O space and bus master on (memory space stays off: the driver has no BAR mappings).
         let cmd = cfg_read(d.bdf, 0x04) & 0xffff;
         cfg_write(d.bdf, 0x04, (cmd & !0x2) | 0x1 | 0x4);
         a.claimed = true;
-        println!("pci: {:02x}:{:02x}.{} {:04x}:{:04x} claimed by badge {}", d.bdf >> 8, d.bdf >> 3 & 31, d.bdf & 7, d.vendor, d.device, badge);
-        Ok(ClaimOut { vendor: d.vendor, device: d.device, bdf: d.bdf, io_base: a.io_base, io_size: a.io_size, irq: d.irq })
+        println!(
+            "pci: {:02x}:{:02x}.{} {:04x}:{:04x} claimed by badge {}: ports {:#x}+{:#x}, irq {}",
+            d.bdf >> 8, d.bdf >> 3 & 31, d.bdf & 7, d.vendor, d.device, badge, a.io_base, a.io_size, d.irq
+        );
+        // The task capability (`task`) is deleted by dispatch when we return: pci keeps none.
+        Ok(ClaimOut { vendor: d.vendor, device: d.device, bdf: d.bdf, io_base: a.io_base, io_size: a.io_size, line: d.irq, irq: self.irq_slot })
     }
+}
+
+/// A restriction record root put in our environment (see `sawmill_manifest::env_kind`).
+fn env_value(kind: u64) -> Option<u64> {
+    // SAFETY: root maps the environment page read-only at ENV for the task's lifetime.
+    let page = unsafe { core::slice::from_raw_parts(sawmill_rt::layout::ENV as *const u8, env::PAGE) };
+    env::records(page).find(|r| r.0 == kind).map(|r| r.1)
 }
 
 fn main() {
@@ -119,15 +155,23 @@ fn main() {
             }
         }
     }
+    let io_ctl = env::cap("sys:io-control").unwrap_or(0);
+    let irq_ctl = env::cap("sys:irq-control").unwrap_or(0);
+    let window = env_value(env_kind::IO_WINDOW).map(sawmill_abi::io_window);
     let mut assigned = Vec::new();
+    let mut next_free = window.map_or(0, |w| w.0 as u32);
     for a in env::args() {
         let Some(spec) = a.strip_prefix("assign=") else { continue };
         let p: Vec<u64> = spec.split(':').filter_map(num).collect();
-        if p.len() != 5 {
+        if p.len() != 4 && p.len() != 5 {
             println!("pci: FAIL bad argument `{}`", a);
             continue;
         }
-        let (badge, ven, did, n, base) = (p[0], p[1] as u16, p[2] as u16, p[3] as usize, p[4] as u32);
+        let Some((wlo, wn)) = window else {
+            println!("pci: FAIL `{}`: the manifest gives pci no io_window to place BARs in", a);
+            continue;
+        };
+        let (badge, ven, did, n) = (p[0], p[1] as u16, p[2] as u16, p[3] as usize);
         let Some(i) = (0..devs.len()).filter(|&i| devs[i].vendor == ven && devs[i].device == did).nth(n) else {
             println!("pci: no device {:04x}:{:04x} #{} for badge {}", ven, did, n, badge);
             continue;
@@ -140,12 +184,39 @@ fn main() {
         // Decoding off while the BAR moves, and until the driver claims the device.
         let cmd = cfg_read(bdf, 0x04) & 0xffff;
         cfg_write(bdf, 0x04, cmd & !0x7);
-        let size = io_bar_size(bdf);
+        let size = io_bar_size(bdf).max(4);
+        let base = match p.get(4) {
+            Some(&b) => b as u32,
+            None => (next_free + size - 1) & !(size - 1),
+        };
+        let inside = base as u64 >= wlo && base as u64 + size as u64 <= wlo + wn;
+        let overlaps = assigned.iter().any(|o: &Assign| base < o.io_base + o.io_size && o.io_base < base + size);
+        if !inside || overlaps || base % size != 0 {
+            println!("pci: FAIL BAR 0 of {:04x}:{:04x} at {:#x}+{:#x}: outside the window {:#x}+{:#x}, misaligned or taken", ven, did, base, size, wlo, wn);
+            continue;
+        }
+        next_free = next_free.max(base + size);
         cfg_write(bdf, 0x10, base | 1);
         assigned.push(Assign { badge, dev: i, io_base: base, io_size: size, claimed: false });
     }
     let ep = env::cap("pci").expect("pci endpoint");
     println!("pci: {} devices, {} assigned to drivers", devs.len(), assigned.len());
-    let mut srv = Pci { devs, assigned };
-    pci::serve(ep, &mut srv)
+    // Slots above every capability root gave us: where a claim's task capability lands, and
+    // where the Irq capability it returns is made.
+    let rx = env::last_slot() + 1;
+    let mut srv = Pci { devs, assigned, io_ctl, irq_ctl, irq_slot: rx + 1, irq_out: false };
+    sawmill_rt::utcb().caps_in[0] = rx;
+    let mut m = ipc::recv(ep, 0);
+    loop {
+        if m.err != 0 {
+            m = ipc::recv(ep, 0);
+            continue;
+        }
+        m = pci::dispatch_then(&mut srv, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
+        // The reply carrying the Irq capability has been delivered (or failed): drop ours.
+        if core::mem::take(&mut srv.irq_out) {
+            let _ = sys::cap_delete(srv.irq_slot);
+        }
+        sawmill_rt::utcb().caps_in[0] = rx;
+    }
 }

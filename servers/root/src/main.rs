@@ -408,6 +408,31 @@ impl Root {
         for r in &s.ioports {
             sys::ioport_give(root_slots::IO_CONTROL, task, r.base as u64, r.count as u64).unwrap_or_else(|e| fail("io ports", e));
         }
+        // Restricted device authority (a platform server such as pci): I/O control limited to a
+        // port window, IRQ control limited to some lines. The badge is what restricts them, so
+        // an empty window or line set (badge 0 = unrestricted) is never minted (the manifest
+        // validator refuses an empty window; an empty line list mints nothing).
+        if let Some(r) = s.io_window {
+            let b = sawmill_abi::io_badge(r.base, r.count as u32);
+            let m = self.slots.next();
+            sys::cap_mint(root_slots::IO_CONTROL, m, b, rights::ALL).unwrap_or_else(|e| fail("minting io control", e));
+            caps.push(m);
+            put(m, next);
+            w.add(env::KIND_CAP, next, b"sys:io-control");
+            w.add(sawmill_manifest::env_kind::IO_WINDOW, b, b"io-window");
+            next += 1;
+        }
+        let lines = s.irq_lines.iter().fold(0u64, |m, &l| m | 1 << l);
+        if lines != 0 {
+            let m = self.slots.next();
+            sys::cap_mint(root_slots::IRQ_CONTROL, m, lines, rights::ALL).unwrap_or_else(|e| fail("minting irq control", e));
+            caps.push(m);
+            put(m, next);
+            w.add(env::KIND_CAP, next, b"sys:irq-control");
+            w.add(sawmill_manifest::env_kind::IRQ_LINES, lines, b"irq-lines");
+            next += 1;
+        }
+        let _ = next;
         sys::task_map(task, win(env_page), sawmill_rt::layout::ENV, 1, map::READ).unwrap_or_else(|e| fail("env page", e));
 
         let pager = match &s.pager {

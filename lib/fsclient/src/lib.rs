@@ -13,6 +13,11 @@
 //!   window per open file): the first read of a page asks the PFS to map it (up to four pages a
 //!   call), every later read of it is a plain copy with no IPC at all. Pages the PFS cannot map
 //!   (holes, blocks not page-aligned on disk) are read through IPC.
+//! - **Mapping.** [`Files::mmap`] attaches an open file read-only with the region manager
+//!   (`sawmill_rm::init()` first): the file's capability is also a dataspace served by the PFS,
+//!   whose `map` hands out the cache pages, so touching the memory faults the pages in through
+//!   the region manager and later accesses are plain loads. Writes through the file interface
+//!   are seen in the mapping at once (it *is* the cache).
 //! - **Sizes** are cached per open file (from open, our own writes and `fstat`); a read at or
 //!   past the cached end asks the PFS for the current size first.
 #![no_std]
@@ -88,6 +93,9 @@ struct Fd {
     size: u64,
     /// One bit per page of the window: mapped.
     mapped: Vec<u64>,
+    /// Addresses where `mmap` attached this file (detached on close).
+    #[cfg_attr(not(target_os = "none"), allow(dead_code))]
+    attached: Vec<u64>,
 }
 
 struct MountEnt {
@@ -203,12 +211,16 @@ impl Files {
                 }
             }
         };
-        self.fds[i] = Some(Fd { cap, flags, off: 0, size, mapped: Vec::new() });
+        self.fds[i] = Some(Fd { cap, flags, off: 0, size, mapped: Vec::new(), attached: Vec::new() });
         Ok(i)
     }
 
     pub fn close(&mut self, fd: usize) -> Result<()> {
         let f = self.fds.get_mut(fd).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
+        #[cfg(target_os = "none")]
+        for &a in &f.attached {
+            let _ = sawmill_rm::detach(a);
+        }
         let r = file::Client::new(f.cap).close().map_err(e);
         // Drop our mappings of the file's pages so the window starts empty for the next file.
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
@@ -218,6 +230,46 @@ impl Files {
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
         r
+    }
+
+    /// Attaches the whole file `fd` (opened for reading) read-only anywhere in this task with
+    /// the region manager (`sawmill_rm::init()` must have been called) and returns (address,
+    /// file size in bytes). The file's capability is a dataspace of the PFS: touching a page
+    /// faults it in (region manager → `dataspace.map` at the PFS → its cache page, read-only).
+    /// Writes to the range are refused (the region manager reports the thread). The length
+    /// attached is the size now, rounded up to pages; bytes past the end of the file in the last
+    /// page read as zero (or the disk block's tail).
+    #[cfg(target_os = "none")]
+    pub fn mmap(&mut self, fd: usize) -> Result<(u64, u64)> {
+        let size = self.fstat(fd)?.size;
+        let f = self.fd(fd)?;
+        if f.flags & O_READ == 0 {
+            return Err(FsError::BadFile);
+        }
+        if size == 0 {
+            return Err(FsError::Invalid);
+        }
+        let len = size.div_ceil(PAGE) * PAGE;
+        let a = sawmill_rm::attach(f.cap, 0, len, None, sawmill_rm::READ).map_err(|x| match x {
+            sawmill_rm::RmError::NotReady => FsError::Invalid,
+            _ => FsError::NoSpace,
+        })?;
+        f.attached.push(a);
+        Ok((a, size))
+    }
+
+    /// Detaches a range `mmap` returned.
+    #[cfg(target_os = "none")]
+    pub fn munmap(&mut self, addr: u64) -> Result<()> {
+        let f = self.fds.iter_mut().flatten().find(|f| f.attached.contains(&addr)).ok_or(FsError::Invalid)?;
+        f.attached.retain(|&a| a != addr);
+        sawmill_rm::detach(addr).map(|_| ()).map_err(|_| FsError::Invalid)
+    }
+
+    /// The open file's capability: a `file` endpoint that is also a read-only `dataspace`
+    /// (interfaces/dataspace.idl). It stays the library's; valid until `close`.
+    pub fn file_cap(&mut self, fd: usize) -> Result<u64> {
+        Ok(self.fd(fd)?.cap)
     }
 
     /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how

@@ -2,15 +2,21 @@
 //!
 //! Runs the fs/ext2 engine over [`cache::Cache`], a write-back page cache in the PFS's own heap
 //! that the block driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it
-//! uses), `cache_kb=N`, optional `name=...` for messages. The first endpoint it provides is its
-//! manifest endpoint; the VFS calls `connect` there once and gets a capability to an endpoint
-//! the PFS created itself, which it serves from then on. Every capability it hands out is minted
-//! from that endpoint, so all of them fail at once when the PFS dies (nobody hangs).
+//! uses), `cache_kb=N`, `shadow_pages=N` (see [`MAX_SHADOWS`]), optional `name=...` for
+//! messages. The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
+//! there once and gets a capability to an endpoint the PFS created itself, which it serves from
+//! then on. Every capability it hands out is minted from that endpoint, so all of them fail at
+//! once when the PFS dies (nobody hangs).
 //!
 //! Badges on the served endpoint: [`VFS_BADGE`] (the VFS, trusted: it did the access checks),
 //! `SESSION_BASE + i` (a client session of protocol option 3, with the credentials the VFS gave:
 //! the PFS checks access itself), `FILE_BASE + i` (open file `i`: the badge indexes the table
-//! directly, no handle lookup).
+//! directly, no handle lookup); with [`FILE_RO`] set, the same open file through a capability that
+//! may only read (from `dataspace.read_only`).
+//!
+//! An open file's endpoint also answers the dataspace protocol (interfaces/dataspace.idl, opcodes
+//! 0xd01..; the loop dispatches by label): the open file *is* a read-only dataspace whose `map`
+//! hands out the cached pages themselves, so a client's region manager can attach the file.
 #![no_std]
 #![no_main]
 
@@ -27,8 +33,8 @@ use sawmill_abi::{map, rights, MapItem, ObjKind};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
-use sawmill_interfaces::rpc::Bytes;
-use sawmill_interfaces::FsError;
+use sawmill_interfaces::rpc::{Bytes, Map};
+use sawmill_interfaces::{dataspace, DsError, FsError};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -36,6 +42,13 @@ sawmill_rt::entry!(main);
 const VFS_BADGE: u64 = 1;
 const SESSION_BASE: u64 = 1 << 20;
 const FILE_BASE: u64 = 1 << 32;
+/// Badge bit of a file capability that may only read (`dataspace.read_only`).
+const FILE_RO: u64 = 1 << 62;
+/// `dataspace.map` flag: the caller needs write access now.
+const NEED_WRITE: u64 = 1 << 8;
+/// How many shadow pages ([`Shadow`]) a PFS keeps at most unless `shadow_pages=N` says
+/// otherwise; past that the oldest is revoked and reused (its client faults it in again).
+const MAX_SHADOWS: usize = 128;
 const O_READ: u32 = 1;
 const O_WRITE: u32 = 2;
 const O_TRUNC: u32 = 4;
@@ -83,6 +96,16 @@ struct Open {
     cap: u64,
     /// Cache slots this open file has mapped into its client (pinned while open).
     mapped: Vec<usize>,
+    /// Our copy of the read-only capability handed out by `dataspace.read_only` (0: none).
+    ro_cap: u64,
+}
+
+/// A private page holding file page `page` of `ino` (see [`MAX_SHADOWS`]); kept up to date by
+/// writes through the file interface, so mappings of it stay coherent.
+struct Shadow {
+    ino: u32,
+    page: u64,
+    addr: u64,
 }
 
 struct Pfs {
@@ -93,8 +116,15 @@ struct Pfs {
     free_files: Vec<usize>,
     sessions: Vec<(u32, u32)>,
     free_slots: Vec<u64>,
+    shadows: Vec<Shadow>,
+    max_shadows: usize,
     name: &'static str,
 }
+
+const SHADOW_LAYOUT: core::alloc::Layout = match core::alloc::Layout::from_size_align(PAGE, PAGE) {
+    Ok(l) => l,
+    Err(_) => panic!(),
+};
 
 impl Pfs {
     fn slot(&mut self) -> u64 {
@@ -125,7 +155,7 @@ impl Pfs {
     }
 
     fn file(&mut self, badge: u64) -> Result<&mut Open, FsError> {
-        let i = badge.wrapping_sub(FILE_BASE) as usize;
+        let i = (badge & !FILE_RO).wrapping_sub(FILE_BASE) as usize;
         self.files.get_mut(i).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
     }
 
@@ -150,7 +180,7 @@ impl Pfs {
             self.free_files.push(i);
             return Err(FsError::NoSpace);
         }
-        self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new() });
+        self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new(), ro_cap: 0 });
         let size = if flags & O_TRUNC != 0 { 0 } else { st.size };
         Ok(OpenOut { file: cap, size })
     }
@@ -170,6 +200,71 @@ impl Pfs {
                 }
                 f.mapped.clear();
             }
+        }
+        drop(c);
+        self.drop_shadows(ino);
+    }
+
+    /// Frees `ino`'s shadow pages, revoking every mapping of them first.
+    fn drop_shadows(&mut self, ino: u32) {
+        self.shadows.retain(|s| {
+            if s.ino != ino {
+                return true;
+            }
+            let _ = sys::unmap(s.addr, 1, 0);
+            // SAFETY: allocated in `shadow` with SHADOW_LAYOUT; no mapping of it is left.
+            unsafe { alloc::alloc::dealloc(s.addr as *mut u8, SHADOW_LAYOUT) };
+            false
+        });
+    }
+
+    /// Fills a shadow page with the file's current contents (zeros past the end).
+    fn fill_shadow(fs: &mut Fs<Dev>, ino: u32, page: u64, addr: u64) -> Result<(), FsError> {
+        // SAFETY: `addr` is a page of ours (SHADOW_LAYOUT); clients map it read-only.
+        let buf = unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, PAGE) };
+        buf.fill(0);
+        let mut done = 0;
+        while done < PAGE {
+            let n = fs.read(ino, page * PAGE as u64 + done as u64, &mut buf[done..]).map_err(err)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// The shadow page for file page `page` of `ino`, made if needed.
+    fn shadow(&mut self, ino: u32, page: u64) -> Result<u64, DsError> {
+        if let Some(s) = self.shadows.iter().find(|s| s.ino == ino && s.page == page) {
+            return Ok(s.addr);
+        }
+        let addr = if self.shadows.len() >= self.max_shadows.max(1) {
+            // Reuse the oldest: revoke its mappings (their region managers fault it back in).
+            let old = self.shadows.remove(0);
+            let _ = sys::unmap(old.addr, 1, 0);
+            old.addr
+        } else {
+            // SAFETY: a non-zero-sized layout.
+            unsafe { alloc::alloc::alloc(SHADOW_LAYOUT) as u64 }
+        };
+        if addr == 0 {
+            return Err(DsError::NoMemory);
+        }
+        if Self::fill_shadow(&mut self.fs, ino, page, addr).is_err() {
+            // SAFETY: just allocated, never mapped.
+            unsafe { alloc::alloc::dealloc(addr as *mut u8, SHADOW_LAYOUT) };
+            return Err(DsError::Gone);
+        }
+        self.shadows.push(Shadow { ino, page, addr });
+        Ok(addr)
+    }
+
+    /// After a write of [off, off + n) to `ino`: refresh the shadow pages it touched.
+    fn refresh_shadows(&mut self, ino: u32, off: u64, n: u64) {
+        let (first, last) = (off / PAGE as u64, (off + n.max(1) - 1) / PAGE as u64);
+        for s in self.shadows.iter().filter(|s| s.ino == ino && s.page >= first && s.page <= last) {
+            let _ = Self::fill_shadow(&mut self.fs, ino, s.page, s.addr);
         }
     }
 
@@ -414,11 +509,15 @@ impl file::Server for Pfs {
     }
     fn write(&mut self, badge: u64, off: u64, data: &[u8]) -> Result<u32, FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_WRITE == 0 {
+        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
-        self.fs.write(ino, off, data).map(|n| n as u32).map_err(err)
+        let n = self.fs.write(ino, off, data).map_err(err)?;
+        if !self.shadows.is_empty() {
+            self.refresh_shadows(ino, off, n as u64);
+        }
+        Ok(n as u32)
     }
     fn stat(&mut self, badge: u64) -> Result<StatOut, FsError> {
         let ino = self.file(badge)?.ino;
@@ -427,7 +526,7 @@ impl file::Server for Pfs {
     }
     fn truncate(&mut self, badge: u64, size: u64) -> Result<(), FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_WRITE == 0 {
+        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
@@ -466,6 +565,9 @@ impl file::Server for Pfs {
         Ok(MapOut { mapped: n as u32, size })
     }
     fn close(&mut self, badge: u64) -> Result<(), FsError> {
+        if badge & FILE_RO != 0 {
+            return Err(FsError::BadFile);
+        }
         let i = badge.wrapping_sub(FILE_BASE) as usize;
         let f = self.files.get_mut(i).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
         {
@@ -478,8 +580,98 @@ impl file::Server for Pfs {
         let _ = sys::cap_revoke(f.cap);
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
+        if f.ro_cap != 0 {
+            let _ = sys::cap_revoke(f.ro_cap);
+            let _ = sys::cap_delete(f.ro_cap);
+            self.free_slots.push(f.ro_cap);
+        }
         self.free_files.push(i);
+        // Shadow pages live while some open file of the inode may map them.
+        if !self.shadows.is_empty() && !self.files.iter().flatten().any(|o| o.ino == f.ino) {
+            self.drop_shadows(f.ino);
+        }
         Ok(())
+    }
+}
+
+fn fs_ds(e: FsError) -> DsError {
+    match e {
+        FsError::BadFile => DsError::Gone,
+        FsError::Denied => DsError::Denied,
+        FsError::Invalid => DsError::Invalid,
+        _ => DsError::NoMemory,
+    }
+}
+
+/// An open file as a dataspace: read-only, the size of the file rounded up to pages; `map`
+/// hands out the cache page itself (or a shadow copy, see [`Shadow`]), so writes through the
+/// file interface are seen at once, and truncate/unlink revoke the mappings.
+impl dataspace::Server for Pfs {
+    fn info(&mut self, badge: u64) -> Result<dataspace::InfoOut, DsError> {
+        let ino = self.file(badge).map_err(fs_ds)?.ino;
+        let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
+        Ok(dataspace::InfoOut { size: size.div_ceil(PAGE as u64) * PAGE as u64, flags: 0 })
+    }
+    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: u64) -> Result<Map, DsError> {
+        let f = self.file(badge).map_err(fs_ds)?;
+        if f.flags & O_READ == 0 {
+            return Err(DsError::Denied);
+        }
+        let ino = f.ino;
+        if offset % PAGE as u64 != 0 || dst % PAGE as u64 != 0 || pages == 0 || flags & !(7 | NEED_WRITE) != 0 {
+            return Err(DsError::Invalid);
+        }
+        if flags & (map::WRITE | NEED_WRITE) != 0 {
+            return Err(DsError::Denied);
+        }
+        let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
+        let fp = offset / PAGE as u64;
+        if fp >= size.div_ceil(PAGE as u64) {
+            return Err(DsError::Invalid);
+        }
+        let shadowed = self.shadows.iter().any(|s| s.ino == ino && s.page == fp);
+        let src = match (shadowed, self.dev_page(ino, fp)) {
+            (false, Some(dp)) => {
+                let s = {
+                    let mut c = self.cache.borrow_mut();
+                    let s = c.get(dp, false).map_err(|_| DsError::NoMemory)?;
+                    c.pinned[s] += 1;
+                    c.ever_mapped[s] = true;
+                    s
+                };
+                self.file(badge).map_err(fs_ds)?.mapped.push(s);
+                self.cache.borrow().addr(s)
+            }
+            _ => self.shadow(ino, fp)?,
+        };
+        Ok(Map { src, dst, pages: 1, flags: map::READ | flags & map::EXEC })
+    }
+    fn copy(&mut self, _badge: u64) -> Result<u64, DsError> {
+        Err(DsError::Unsupported)
+    }
+    fn phys(&mut self, _badge: u64, _offset: u64) -> Result<u64, DsError> {
+        Err(DsError::Unsupported)
+    }
+    fn read_only(&mut self, badge: u64) -> Result<u64, DsError> {
+        let i = (badge & !FILE_RO).wrapping_sub(FILE_BASE);
+        let ep = self.ep;
+        if self.file(badge).map_err(fs_ds)?.ro_cap == 0 {
+            let s = self.slot();
+            if sys::cap_mint(ep, s, FILE_BASE + i | FILE_RO, rights::SEND).is_err() {
+                self.free_slots.push(s);
+                return Err(DsError::NoMemory);
+            }
+            self.file(badge).map_err(fs_ds)?.ro_cap = s;
+        }
+        Ok(self.file(badge).map_err(fs_ds)?.ro_cap)
+    }
+    fn resize(&mut self, badge: u64, _size: u64) -> Result<(), DsError> {
+        self.file(badge).map_err(fs_ds)?;
+        Err(DsError::Denied)
+    }
+    fn free(&mut self, badge: u64) -> Result<(), DsError> {
+        self.file(badge).map_err(fs_ds)?;
+        Err(DsError::Denied)
     }
 }
 
@@ -536,6 +728,7 @@ fn main() {
     let name = arg("name").unwrap_or("?");
     let blk_ep = arg("blk").and_then(env::cap).expect("blk endpoint (argument blk=NAME)");
     let cache_kb: usize = arg("cache_kb").and_then(|v| v.parse().ok()).unwrap_or(2048);
+    let max_shadows: usize = arg("shadow_pages").and_then(|v| v.parse().ok()).unwrap_or(MAX_SHADOWS);
     let manifest_ep = sawmill_rt::slots::FIRST_NAMED;
     let cache = match Cache::new(blk_ep, cache_kb * 1024 / PAGE) {
         Ok(c) => Rc::new(RefCell::new(c)),
@@ -589,7 +782,7 @@ fn main() {
     fs.set_time(NOW);
     let st = fs.statfs();
     println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
-    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), name };
+    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), shadows: Vec::new(), max_shadows, name };
     loop {
         if m.err != 0 {
             m = ipc::recv(ep, 0);
@@ -600,7 +793,9 @@ fn main() {
             let _ = sys::cap_delete(pd as u64);
             p.free_slots.push(pd as u64);
         }
-        if m.badge >= FILE_BASE {
+        if m.badge >= FILE_BASE && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label()) {
+            m = dataspace::dispatch_then(&mut p, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
+        } else if m.badge >= FILE_BASE {
             m = file::dispatch_then(&mut p, &m, |r| {
                 let n = PENDING_MAPS.swap(0, Ordering::Relaxed);
                 ipc::reply_recv(ep, r.tag.with_maps(n as u8), r.w)

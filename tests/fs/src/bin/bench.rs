@@ -10,6 +10,12 @@
 //!   cache pages), `opt2` (opened through the VFS, reads straight to the PFS with mapped pages),
 //!   `opt3` (mount table cached in the client, opened at the PFS, mapped pages) and `ipc`
 //!   (option 3 but every record copied through a PFS read call: no mapping).
+//! - `fs.reread4k.mmap.<size>`: per 4 KiB record, copying a record out of the file attached as a
+//!   dataspace (`Files::mmap`, pages faulted in through the region manager on the warm pass).
+//! - `fs.read4k.first.{read,mmap}.1m`: per 4 KiB record, the first pass over a file that is in
+//!   the PFS's cache but not yet mapped in this client: `read` (the library maps 4 pages per
+//!   `file::MAP` call) against touching an attached dataspace (a page fault, the region
+//!   manager and one `dataspace.map` per page).
 #![no_std]
 #![no_main]
 
@@ -41,7 +47,53 @@ fn rec_cost(f: &mut Files, path: &str, flags: u32, passes: u64) -> u64 {
     t / (passes * recs)
 }
 
+/// Rereading through the file's dataspace attached with the region manager.
+fn mmap_cost(f: &mut Files, path: &str, passes: u64) -> u64 {
+    let fd = f.open(path, O_READ, 0).expect("open");
+    let (a, len) = f.mmap(fd).expect("mmap");
+    let recs = len / 4096;
+    let mut buf = alloc::vec![0u8; 4096];
+    // SAFETY: [a, a + len) is attached read-only; touching it faults the pages in.
+    let src = unsafe { core::slice::from_raw_parts(a as *const u8, len as usize) };
+    // Warm: fault every page in.
+    let f0 = sys::rdtsc();
+    for r in 0..recs as usize {
+        buf.copy_from_slice(&src[r * 4096..(r + 1) * 4096]);
+    }
+    let first = sys::rdtsc();
+    let t0 = sys::rdtsc();
+    for _ in 0..passes {
+        for r in 0..recs as usize {
+            buf.copy_from_slice(&src[r * 4096..(r + 1) * 4096]);
+            core::hint::black_box(&mut buf);
+        }
+    }
+    let t = sys::rdtsc() - t0;
+    f.munmap(a).expect("munmap");
+    f.close(fd).expect("close");
+    FIRST.store((first - f0) / recs, core::sync::atomic::Ordering::Relaxed);
+    t / (passes * recs)
+}
+
+/// Per record, the first (mapping) pass of the last `mmap_cost`.
+static FIRST: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Per record, the first `read` pass over a file cached at the PFS but not mapped here.
+fn first_read_cost(f: &mut Files, path: &str) -> u64 {
+    let fd = f.open(path, O_READ, 0).expect("open");
+    let mut buf = alloc::vec![0u8; 4096];
+    let mut recs = 0u64;
+    let t0 = sys::rdtsc();
+    while f.read(fd, &mut buf).expect("read") == 4096 {
+        recs += 1;
+    }
+    let t = sys::rdtsc() - t0;
+    f.close(fd).expect("close");
+    t / recs
+}
+
 fn main() {
+    sawmill_rm::init().expect("rm init");
     let mut f = files();
     let sizes = [("64k", 4u64), ("128k", 4), ("256k", 2), ("1m", 1), ("4m", 1)];
     // Open cost.
@@ -75,6 +127,17 @@ fn main() {
             }
             let c = rec_cost(&mut f, &alloc::format!("/b/{}", size), flags, passes);
             println!("BENCH fs.reread4k.{}.{} {} insn", cfg, size, c);
+        }
+    }
+    f.protocol = Protocol::Direct;
+    for (size, passes) in sizes {
+        let c = mmap_cost(&mut f, &alloc::format!("/b/{}", size), passes);
+        println!("BENCH fs.reread4k.mmap.{} {} insn", size, c);
+        if size == "1m" {
+            let first_mmap = FIRST.load(core::sync::atomic::Ordering::Relaxed);
+            let first_read = first_read_cost(&mut f, "/b/1m");
+            println!("BENCH fs.read4k.first.read.1m {} insn", first_read);
+            println!("BENCH fs.read4k.first.mmap.1m {} insn", first_mmap);
         }
     }
     println!("fs-bench: done");

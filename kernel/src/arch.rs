@@ -148,9 +148,6 @@ static mut IDT: [IdtEntry; 256] = [IdtEntry {
 /// Top of the kernel stack used while handling any entry from user mode.
 #[no_mangle]
 pub static mut KSTACK_TOP: u64 = 0;
-/// End of the current thread's saved frame: where `syscall` entry starts pushing.
-#[no_mangle]
-pub static mut CUR_FRAME_END: u64 = 0;
 #[no_mangle]
 static mut USER_RSP_SCRATCH: u64 = 0;
 
@@ -252,13 +249,13 @@ pub fn init() {
     }
 }
 
-/// Points the CPU's kernel-entry stacks at the end of `frame`, the current thread's save area.
+/// Points the CPU's kernel-entry stacks at the end of `frame`, the current thread's save area:
+/// TSS.rsp0 serves interrupts and exceptions (hardware) and `syscall` entry (which reads it).
 #[inline(always)]
 pub fn set_current_frame(frame: *mut Frame) {
     let end = frame as u64 + size_of::<Frame>() as u64;
     // SAFETY: single CPU; the TSS field is only read by hardware on the next entry.
     unsafe {
-        CUR_FRAME_END = end;
         core::ptr::write_unaligned(core::ptr::addr_of_mut!(TSS.rsp0), end);
     }
 }
@@ -272,15 +269,15 @@ extern "C" {
 }
 
 /// Returns to user mode with the thread's saved registers: `sysretq` after a `syscall` entry,
-/// `iretq` otherwise (a preempted or faulted thread keeps every register). A `syscall` executed
-/// at the very top of the user half would leave a non-canonical rip, on which `sysretq` faults
-/// in ring 0 (the classic sysret bug): such frames go back through `iretq`.
+/// `iretq` otherwise (a preempted or faulted thread keeps every register). The caller has made
+/// sure rip is below the end of the user half: a `syscall` executed at its very top leaves a
+/// non-canonical rip, on which `sysretq` and `iretq` fault in ring 0 (the classic sysret bug).
 #[inline(always)]
 pub fn return_to_user(frame: *const Frame) -> ! {
     // SAFETY: the frame holds a valid user context saved by an entry stub or built by the
-    // kernel with user selectors and a checked rip.
+    // kernel with user selectors, and a rip the caller checked.
     unsafe {
-        if (*frame).vector == 0x100 && (*frame).rip < sawmill_abi::layout::USER_END {
+        if (*frame).vector == 0x100 {
             return_sysret(frame)
         }
         return_iret(frame)
@@ -293,7 +290,7 @@ global_asm!(
 .global syscall_entry
 syscall_entry:
     mov [rip + USER_RSP_SCRATCH], rsp
-    mov rsp, [rip + CUR_FRAME_END]
+    mov rsp, [rip + {tss} + 4]
     push 0x1b
     push qword ptr [rip + USER_RSP_SCRATCH]
     push r11
@@ -423,5 +420,6 @@ trap_stubs:
     stubaddr %i
     .set i, i + 1
 .endr
-"#
+"#,
+    tss = sym TSS,
 );

@@ -332,8 +332,7 @@ fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
     if t.frame.rsi & (TAG_SLOW | MsgTag::NONBLOCK) != 0 {
         return None;
     }
-    let b = &k().ready_bits;
-    if b[0] | b[1] | b[2] | b[3] != 0 {
+    if k().ready_n != 0 {
         return None;
     }
     let c = obj::lookup(t.task, t.frame.rdi).ok()?;

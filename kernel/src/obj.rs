@@ -53,6 +53,8 @@ pub struct Task {
     pub id: u32,
     pub pml4: u64,
     pub table: u32,
+    /// Direct view of `table` for lookups (valid while the task lives; emptied when it dies).
+    pub slots: sawmill_kcore::cspace::TableView<Cap>,
     pub threads: Vec<*mut Thread>,
     pub io: Option<Box<[u8; 8192]>>,
     pub dead: bool,
@@ -164,6 +166,8 @@ pub struct Kernel {
     pub ready_head: [*mut Thread; NPRIO],
     pub ready_tail: [*mut Thread; NPRIO],
     pub ready_bits: [u64; 4],
+    /// Threads in the ready queues (not counting the current one): the IPC fast path's one test.
+    pub ready_n: u32,
     pub io_loaded: *mut Task,
     pub fpu_owner: *mut Thread,
     pub loaded_fs: u64,
@@ -199,6 +203,7 @@ pub fn init_kernel() {
         ready_head: [core::ptr::null_mut(); NPRIO],
         ready_tail: [core::ptr::null_mut(); NPRIO],
         ready_bits: [0; 4],
+        ready_n: 0,
         io_loaded: core::ptr::null_mut(),
         fpu_owner: core::ptr::null_mut(),
         loaded_fs: 0,
@@ -482,6 +487,7 @@ pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, 
         id,
         pml4,
         table,
+        slots: k().cspace.view(table),
         threads: Vec::new(),
         io: None,
         dead: false,
@@ -548,9 +554,8 @@ pub fn slot(t: *mut Task, s: u64) -> Result<SlotId, Error> {
 /// The capability in slot `s` of the current thread's task.
 #[inline(always)]
 pub fn lookup(t: *mut Task, s: u64) -> Result<Cap, Error> {
-    // SAFETY: live task.
-    let table = unsafe { (*t).table };
-    k().cspace.cap_at(table, s).copied().ok_or(Error::BadCap)
+    // SAFETY: live task, whose view is of its own live table (emptied before the table goes).
+    unsafe { (*t).slots.cap_at(s).copied().ok_or(Error::BadCap) }
 }
 
 /// Inserts an original capability; takes a reference.
@@ -683,6 +688,7 @@ pub fn kill_task(p: *mut Task) {
     unmap_removed(&gone);
 
     task.dead = true;
+    task.slots = sawmill_kcore::cspace::TableView::EMPTY;
     for c in k().cspace.destroy_table(task.table) {
         release(c);
     }

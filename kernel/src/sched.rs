@@ -41,6 +41,7 @@ pub fn enqueue(t: *mut Thread) {
         unsafe { (*th.prev).next = t };
     }
     k().ready_tail[p] = t;
+    k().ready_n += 1;
     set_bit(p);
 }
 
@@ -60,6 +61,7 @@ fn unlink_ready(t: *mut Thread) {
     }
     th.next = null_mut();
     th.prev = null_mut();
+    k().ready_n -= 1;
     if k().ready_head[p].is_null() {
         clear_bit(p);
     }
@@ -133,26 +135,61 @@ pub fn reload() {
     unsafe { LOADED = null_mut() };
 }
 
-/// Loads a thread's address space and per-thread state and returns to it.
+/// Loads a thread's address space and per-thread state and returns to it. Kept lean: it runs on
+/// every IPC switch, so what rarely changes (FS/GS base, the I/O bitmap) is compared here and
+/// loaded out of line.
 fn switch_to(t: *mut Thread) -> ! {
+    switch_inline(t)
+}
+
+#[inline(always)]
+fn switch_inline(t: *mut Thread) -> ! {
     let kk = k();
     kk.current = t;
-    // SAFETY: single CPU; LOADED is only used here.
+    // SAFETY: single CPU; LOADED is only used here. t is live and runnable, bound to a live task.
     unsafe {
-        if LOADED == t {
-            // Same thread as on entry (a system call that did not block): nothing to reload.
-            return_to_user(&(*t).frame);
+        if LOADED != t {
+            // Not the thread that entered (a system call that did not block needs no reload).
+            LOADED = t;
+            let th = &mut *t;
+            let task = &*th.task;
+            set_current_frame(&mut th.frame);
+            if kk.loaded_cr3 != task.pml4 {
+                arch::write_cr3(task.pml4);
+                kk.loaded_cr3 = task.pml4;
+            }
+            if kk.loaded_fs != th.fs_base || kk.loaded_gs != th.gs_base {
+                load_tls(th);
+            }
+            // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the
+            // FPU traps (#NM) and swaps the state then.
+            crate::trap::set_fpu_trap(kk.fpu_owner != t);
+            if !kk.io_loaded.is_null() || task.io.is_some() {
+                load_io(th.task);
+            }
         }
-        LOADED = t;
+        if (*t).frame.rip >= sawmill_abi::layout::USER_END {
+            off_the_end(t);
+        }
+        return_to_user(&(*t).frame)
     }
-    // SAFETY: t is live and runnable, bound to a live task.
-    let th = unsafe { &mut *t };
-    let task = unsafe { &mut *th.task };
-    set_current_frame(&mut th.frame);
-    if kk.loaded_cr3 != task.pml4 {
-        arch::write_cr3(task.pml4);
-        kk.loaded_cr3 = task.pml4;
-    }
+}
+
+/// The thread's return address is past the user half (it executed `syscall` in the last bytes
+/// of it): no return instruction can resume it, so it takes a general-protection fault of its
+/// own. Checked here, on the way out, rather than on every system call entry.
+#[cold]
+#[inline(never)]
+fn off_the_end(t: *mut Thread) -> ! {
+    crate::trap::user_exception(t, 13);
+    finish()
+}
+
+/// Loads the FS and GS base of the thread being switched to.
+#[cold]
+#[inline(never)]
+fn load_tls(th: &Thread) {
+    let kk = k();
     if kk.loaded_fs != th.fs_base {
         arch::wrmsr(arch::MSR_FS_BASE, th.fs_base);
         kk.loaded_fs = th.fs_base;
@@ -161,33 +198,36 @@ fn switch_to(t: *mut Thread) -> ! {
         arch::wrmsr(arch::MSR_GS_BASE, th.gs_base);
         kk.loaded_gs = th.gs_base;
     }
-    // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the FPU
-    // traps (#NM) and swaps the state then.
-    crate::trap::set_fpu_trap(kk.fpu_owner != t);
-    let want_io = if task.io.is_some() {
-        th.task
-    } else {
-        null_mut()
-    };
-    if kk.io_loaded != want_io {
-        if want_io.is_null() {
-            clear_io();
-        } else {
+}
+
+/// Makes the TSS I/O bitmap the one of `t` (all ports closed if it has none).
+#[cold]
+#[inline(never)]
+fn load_io(t: *mut crate::obj::Task) {
+    let kk = k();
+    // SAFETY: live task.
+    let task = unsafe { &*t };
+    let want = if task.io.is_some() { t } else { null_mut() };
+    if kk.io_loaded == want {
+        return;
+    }
+    match &task.io {
+        None => clear_io(),
+        Some(map) => {
             // SAFETY: as in clear_io.
             unsafe {
-                (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192]
-                    .copy_from_slice(&task.io.as_ref().unwrap()[..])
+                (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192].copy_from_slice(&map[..])
             };
-            kk.io_loaded = want_io;
+            kk.io_loaded = t;
         }
     }
-    return_to_user(&th.frame)
 }
 
 /// Runs `t` now (the IPC fast path has checked that nothing of higher priority is ready).
 #[inline(always)]
 pub fn switch_now(t: *mut Thread) -> ! {
-    switch_to(t)
+    // Inlined into the fast path: its frame and register saves are shared with the caller's.
+    switch_inline(t)
 }
 
 /// Leaves the kernel: continues the current thread if it is runnable and no higher-priority
@@ -201,8 +241,7 @@ pub fn finish() -> ! {
         // SAFETY: current is live (destroy clears it).
         let th = unsafe { &mut *cur };
         if th.state == State::Ready {
-            let b = &k().ready_bits;
-            if b[0] | b[1] | b[2] | b[3] == 0 {
+            if k().ready_n == 0 {
                 switch_to(cur);
             }
             match highest_ready() {

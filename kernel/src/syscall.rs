@@ -75,12 +75,8 @@ extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
     // SAFETY: the current thread is live; its frame was just saved by the entry stub.
     let t = unsafe { &mut *cur };
     // A `syscall` at the very end of the user half leaves a return address no return
-    // instruction can use (both sysretq and iretq fault on it in ring 0): the thread has run off
-    // its address space, which is a general-protection fault of its own.
-    if t.frame.rip >= sawmill_abi::layout::USER_END {
-        crate::trap::user_exception(cur, 13);
-        sched::finish();
-    }
+    // instruction can use: the switch back to the thread turns that into a general-protection
+    // fault of its own (sched::off_the_end), so the entry path need not test it.
     if let Some((entry, lo, hi)) = t.foreign {
         let rip = t.frame.rip;
         if rip < lo || rip >= hi {

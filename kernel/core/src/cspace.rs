@@ -36,6 +36,43 @@ struct Slot<C> {
     links: Links,
 }
 
+/// Direct access to one table's slots, for the lookup on every system call: a task keeps the
+/// view of its own table so that a lookup is one bounds check, not a walk through the table
+/// directory. A table never changes size, so the view stays valid until `destroy_table`.
+pub struct TableView<C> {
+    slots: *const Slot<C>,
+    len: usize,
+}
+
+impl<C> Clone for TableView<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C> Copy for TableView<C> {}
+
+impl<C> TableView<C> {
+    /// A view of no slots (every lookup fails).
+    pub const EMPTY: Self = TableView {
+        slots: core::ptr::null(),
+        len: 0,
+    };
+
+    /// The capability at `index`, if any.
+    ///
+    /// # Safety
+    /// The table the view was taken of must not have been destroyed, and no `&mut` to the
+    /// `CSpace` may be live while the result is used.
+    #[inline(always)]
+    pub unsafe fn cap_at<'a>(self, index: u64) -> Option<&'a C> {
+        if index >= self.len as u64 {
+            return None;
+        }
+        // SAFETY: in bounds of a live table (the caller's promise).
+        unsafe { (*self.slots.add(index as usize)).cap.as_ref() }
+    }
+}
+
 /// Errors of capability-space operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CsError {
@@ -162,6 +199,17 @@ impl<C: Clone> CSpace<C> {
     pub fn cap_at(&self, table: u32, index: u64) -> Option<&C> {
         let t = self.tables.get(table as usize)?.as_ref()?;
         t.get(usize::try_from(index).ok()?)?.cap.as_ref()
+    }
+
+    /// A direct view of `table`'s slots (see [`TableView`]); empty if there is no such table.
+    pub fn view(&self, table: u32) -> TableView<C> {
+        match self.tables.get(table as usize) {
+            Some(Some(t)) => TableView {
+                slots: t.as_ptr(),
+                len: t.len(),
+            },
+            _ => TableView::EMPTY,
+        }
     }
 
     /// The capability in a slot.
@@ -408,6 +456,26 @@ mod tests {
 
     fn s(t: u32, i: u32) -> SlotId {
         SlotId { table: t, index: i }
+    }
+
+    #[test]
+    fn table_view_sees_the_table() {
+        let mut cs: CSpace<u32> = CSpace::new();
+        let a = cs.create_table(4);
+        cs.insert_root(s(a, 2), 7).unwrap();
+        let v = cs.view(a);
+        // SAFETY: the table is live and no mutable borrow is held while the view is used.
+        unsafe {
+            assert_eq!(v.cap_at(2), Some(&7));
+            assert_eq!(v.cap_at(1), None);
+            assert_eq!(v.cap_at(4), None);
+            assert_eq!(v.cap_at(u64::MAX), None);
+        }
+        cs.delete(s(a, 2)).unwrap();
+        // SAFETY: as above; the view reflects later changes of the same table.
+        unsafe { assert_eq!(cs.view(a).cap_at(2), None) };
+        // SAFETY: an empty view touches nothing.
+        unsafe { assert_eq!(cs.view(99).cap_at(0), None) };
     }
 
     #[test]

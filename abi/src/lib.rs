@@ -419,8 +419,10 @@ pub mod layout {
     pub const ROOT_UTCB: u64 = 0x0000_2fff_ffff_0000;
     /// Root's initial stack top (64 KiB below it are mapped).
     pub const ROOT_STACK_TOP: u64 = 0x0000_2fff_fffe_0000;
-    /// Highest user address + 1.
-    pub const USER_END: u64 = 0x0000_8000_0000_0000;
+    /// Highest user address + 1. The last page of the canonical lower half is never mapped:
+    /// the return address of a `syscall` is then always canonical, so `sysretq` cannot fault
+    /// in ring 0 (the classic sysret bug) and the kernel's IPC path need not test it.
+    pub const USER_END: u64 = 0x0000_7fff_ffff_f000;
 }
 
 /// Reflection of `syscall` from a foreign thread: on entry to the handler `rsp` is the foreign

@@ -279,9 +279,9 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
                     let _ = map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
                 }
             }
-            // Resuming needs a usable return address; one past the user half (see
-            // syscall_dispatch) cannot be resumed, whatever the handler says.
-            if lbl == 0 && x.frame.rip < sawmill_abi::layout::USER_END {
+            // Resuming needs a return address a return instruction can use (see
+            // sched::off_the_end), whatever the handler says.
+            if lbl == 0 && x.frame.rip < crate::arch::CANONICAL_END {
                 x.state = State::Ready;
             } else {
                 obj::kill_thread(c);
@@ -335,9 +335,12 @@ fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
     if k().ready_n != 0 {
         return None;
     }
-    let c = obj::lookup(t.task, t.frame.rdi).ok()?;
-    match c.obj {
-        Obj::Endpoint(ep) => Some((c, ep)),
+    // SAFETY: t's task is live, its view of its own live table (see obj::lookup).
+    match unsafe { (*t.task).slots.cap_at(t.frame.rdi) } {
+        Some(&c @ Cap {
+            obj: Obj::Endpoint(ep),
+            ..
+        }) => Some((c, ep)),
         _ => None,
     }
 }
@@ -362,19 +365,18 @@ pub fn fast_call(cur: *mut Thread) {
     // SAFETY: the capability holds the endpoint alive.
     let e = unsafe { &mut *ep };
     let r = e.recv_head;
-    if c.rights & rights::SEND == 0 || r.is_null() {
+    if c.rights & rights::SEND == 0 || r.is_null() || !sched::can_take_msg(th(r)) {
         return;
     }
     unlink(&mut e.recv_head, r);
     let rt = th(r);
     rt.ep = null_mut();
-    fast_copy(t, rt, c.badge);
     rt.state = State::Ready;
     rt.caller = cur;
     t.send_call = true;
     t.state = State::AwaitReply;
     t.server = r;
-    sched::switch_now(r)
+    sched::switch_with_msg(r, &t.frame, c.badge)
 }
 
 /// Fast `send`: a waiting receiver takes the message; it runs first if its priority is higher.
@@ -415,17 +417,16 @@ pub fn fast_reply_recv(cur: *mut Thread) {
         return;
     }
     let ct = th(cl);
-    if ct.kmsg.is_some() {
+    if ct.kmsg.is_some() || !sched::can_take_msg(ct) {
         return;
     }
-    fast_copy(t, ct, 0);
     ct.state = State::Ready;
     ct.server = null_mut();
     t.caller = null_mut();
     t.state = State::Receiving;
     t.ep = ep;
     push(&mut e.recv_head, cur);
-    sched::switch_now(cl)
+    sched::switch_with_msg(cl, &t.frame, 0)
 }
 
 // ---- system calls ------------------------------------------------------------------------

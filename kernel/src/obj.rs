@@ -169,6 +169,9 @@ pub struct Kernel {
     /// Threads in the ready queues (not counting the current one): the IPC fast path's one test.
     pub ready_n: u32,
     pub io_loaded: *mut Task,
+    /// CR0.TS is clear or an I/O bitmap is loaded: a switch must look at both (kept by
+    /// `note_extra` wherever either changes, so that a switch tests one flag).
+    pub extra_loaded: bool,
     pub fpu_owner: *mut Thread,
     pub loaded_fs: u64,
     pub loaded_gs: u64,
@@ -182,6 +185,12 @@ pub struct Kernel {
 }
 
 static mut KERNEL: Option<Kernel> = None;
+
+/// Recomputes `Kernel::extra_loaded` after CR0.TS or the loaded I/O bitmap changed.
+pub fn note_extra() {
+    let kk = k();
+    kk.extra_loaded = !crate::trap::fpu_trap_on() || !kk.io_loaded.is_null();
+}
 
 /// The kernel state.
 pub fn k() -> &'static mut Kernel {
@@ -205,6 +214,7 @@ pub fn init_kernel() {
         ready_bits: [0; 4],
         ready_n: 0,
         io_loaded: core::ptr::null_mut(),
+        extra_loaded: false,
         fpu_owner: core::ptr::null_mut(),
         loaded_fs: 0,
         loaded_gs: 0,

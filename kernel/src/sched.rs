@@ -112,6 +112,7 @@ pub fn clear_io() {
     // SAFETY: single CPU; the TSS bitmap is only read by hardware in user mode.
     unsafe { (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192].fill(0xff) };
     k().io_loaded = null_mut();
+    crate::obj::note_extra();
 }
 
 /// The thread whose state (address space, FS/GS, TS, I/O bitmap, entry frame) is loaded.
@@ -144,40 +145,164 @@ fn switch_to(t: *mut Thread) -> ! {
 
 #[inline(always)]
 fn switch_inline(t: *mut Thread) -> ! {
-    let kk = k();
-    kk.current = t;
-    // SAFETY: single CPU; LOADED is only used here. t is live and runnable, bound to a live task.
+    load_context(t);
+    // SAFETY: t is live; its frame holds a user context.
     unsafe {
-        if LOADED != t {
-            // Not the thread that entered (a system call that did not block needs no reload).
-            LOADED = t;
-            let th = &mut *t;
-            let task = &*th.task;
-            set_current_frame(&mut th.frame);
-            if kk.loaded_cr3 != task.pml4 {
-                arch::write_cr3(task.pml4);
-                kk.loaded_cr3 = task.pml4;
-            }
-            if kk.loaded_fs != th.fs_base || kk.loaded_gs != th.gs_base {
-                load_tls(th);
-            }
-            // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the
-            // FPU traps (#NM) and swaps the state then.
-            crate::trap::set_fpu_trap(kk.fpu_owner != t);
-            if !kk.io_loaded.is_null() || task.io.is_some() {
-                load_io(th.task);
-            }
-        }
-        if (*t).frame.rip >= sawmill_abi::layout::USER_END {
+        // Cannot happen while the last user page stays unmapped (see layout::USER_END); kept
+        // on this general path as a second line against the sysret bug.
+        if (*t).frame.rip >= arch::CANONICAL_END {
             off_the_end(t);
         }
         return_to_user(&(*t).frame)
     }
 }
 
-/// The thread's return address is past the user half (it executed `syscall` in the last bytes
-/// of it): no return instruction can resume it, so it takes a general-protection fault of its
-/// own. Checked here, on the way out, rather than on every system call entry.
+/// Makes `t` current and loads what of its state is not loaded yet.
+#[inline(always)]
+fn load_context(t: *mut Thread) {
+    // SAFETY: single CPU; t is live and runnable.
+    unsafe {
+        if load_common(t) {
+            load_rest(t);
+        }
+    }
+}
+
+/// The part of loading `t` that every switch does: current thread, entry stack, address space.
+/// Returns whether the rest (FS/GS base, FPU trap, I/O bitmap) may differ and needs
+/// [`load_rest`]; compared here so that a switch between ordinary threads never calls out.
+///
+/// # Safety
+/// `t` is live and runnable, bound to a live task.
+#[inline(always)]
+unsafe fn load_common(t: *mut Thread) -> bool {
+    // SAFETY: single CPU; LOADED is only used here; the caller's promise.
+    unsafe {
+        if LOADED == t {
+            // The thread that entered (a system call that did not block): nothing to reload.
+            k().current = t;
+            return false;
+        }
+        load_other(t)
+    }
+}
+
+/// [`load_common`] for a thread other than the one whose state is loaded.
+///
+/// # Safety
+/// As for `load_common`, and `t` is not `LOADED`.
+#[inline(always)]
+unsafe fn load_other(t: *mut Thread) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { load_base(t) };
+    rest_differs(t)
+}
+
+/// Makes `t` (not `LOADED`) current: entry stack and address space.
+///
+/// # Safety
+/// As for `load_other`.
+#[inline(always)]
+unsafe fn load_base(t: *mut Thread) {
+    let kk = k();
+    kk.current = t;
+    // SAFETY: single CPU; the caller's promise.
+    unsafe {
+        LOADED = t;
+        let th = &mut *t;
+        set_current_frame(&mut th.frame);
+        let pml4 = (*th.task).pml4;
+        if kk.loaded_cr3 != pml4 {
+            kk.loaded_cr3 = pml4;
+            arch::write_cr3(pml4);
+        }
+    }
+}
+
+/// Whether the current thread `t` may need [`load_rest`]. Coarse but cheap: TS set and no I/O
+/// bitmap loaded (`extra_loaded` false) is what every thread but the FPU owner and the tasks
+/// with I/O ports wants, so the test is the FS/GS base, the owner, the flag and the task's map.
+#[inline(always)]
+fn rest_differs(t: *mut Thread) -> bool {
+    let kk = k();
+    // SAFETY: live thread bound to a live task.
+    let th = unsafe { &*t };
+    kk.loaded_fs != th.fs_base
+        || kk.loaded_gs != th.gs_base
+        || kk.fpu_owner == t
+        || kk.extra_loaded
+        // SAFETY: as above.
+        || unsafe { (*th.task).io.is_some() }
+}
+
+/// Loads the FS/GS base, the FPU trap and the I/O bitmap of the current thread `t`.
+#[cold]
+#[inline(never)]
+fn load_rest(t: *mut Thread) {
+    let kk = k();
+    // SAFETY: live thread.
+    let th = unsafe { &*t };
+    if kk.loaded_fs != th.fs_base || kk.loaded_gs != th.gs_base {
+        load_tls(th);
+    }
+    // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the FPU
+    // traps (#NM) and swaps the state then.
+    crate::trap::set_fpu_trap(kk.fpu_owner != t);
+    load_io(th.task);
+}
+
+/// Whether the IPC fast path may hand `t` a message in registers with [`switch_with_msg`]: it
+/// entered through `syscall`. Its rip is then the return address of a `syscall` in a mapped
+/// page, at most `layout::USER_END`, which is canonical.
+#[inline(always)]
+pub fn can_take_msg(t: &Thread) -> bool {
+    t.frame.vector == arch::SYSCALL_VECTOR
+}
+
+/// Runs `t` now, its registers carrying the message of the frame `from` with `badge` (the IPC
+/// fast path; [`can_take_msg`] holds for `t`, nothing of higher priority is ready). `t`'s frame
+/// is not updated with the message: it is rewritten on its next entry anyway.
+#[inline(always)]
+pub fn switch_with_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> ! {
+    // SAFETY: t is live and runnable; its frame a `syscall` frame with a usable rip
+    // (can_take_msg); `from` is a live thread's frame in kernel memory, mapped in every space.
+    unsafe {
+        // t waited in the kernel, so it is not the thread that entered, whose state is loaded.
+        load_base(t);
+        // The tests of rest_differs, each its own branch to an out-of-line load that does not
+        // come back (so no value lives across a call here, and the compiler does not fold the
+        // tests into a chain of flag computations).
+        let kk = k();
+        let th = &*t;
+        if kk.loaded_fs != th.fs_base {
+            load_rest_then_msg(t, from, badge);
+        }
+        if kk.loaded_gs != th.gs_base {
+            load_rest_then_msg(t, from, badge);
+        }
+        if kk.fpu_owner == t {
+            load_rest_then_msg(t, from, badge);
+        }
+        if kk.extra_loaded {
+            load_rest_then_msg(t, from, badge);
+        }
+        if (*th.task).io.is_some() {
+            load_rest_then_msg(t, from, badge);
+        }
+        arch::return_sysret_msg_to(&(*t).frame, from, badge)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn load_rest_then_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> ! {
+    load_rest(t);
+    // SAFETY: as in switch_with_msg.
+    unsafe { arch::return_sysret_msg_to(&(*t).frame, from, badge) }
+}
+
+/// The thread's return address is not canonical: no return instruction can resume it, so it
+/// takes a general-protection fault of its own.
 #[cold]
 #[inline(never)]
 fn off_the_end(t: *mut Thread) -> ! {
@@ -219,6 +344,7 @@ fn load_io(t: *mut crate::obj::Task) {
                 (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192].copy_from_slice(&map[..])
             };
             kk.io_loaded = t;
+            crate::obj::note_extra();
         }
     }
 }

@@ -70,10 +70,29 @@ pub fn signal(n: *mut Notification, bits: u64) {
 }
 
 #[no_mangle]
-extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
+extern "C" fn syscall_dispatch() -> ! {
     let cur = k().current;
     // SAFETY: the current thread is live; its frame was just saved by the entry stub.
-    let t = unsafe { &mut *cur };
+    let t = unsafe { &*cur };
+    // `call` and `reply_recv` of a native thread try the IPC fast path first, here, where no
+    // value lives across a call, so that the compiler need not save registers on this path.
+    if t.foreign.is_none() {
+        match t.frame.rax {
+            1 => ipc::fast_call(cur),
+            2 => ipc::fast_reply_recv(cur),
+            _ => {}
+        }
+    }
+    dispatch_rest()
+}
+
+/// Everything `syscall_dispatch` does not finish: reflection of foreign threads' system calls,
+/// the fast `send`, and the general path.
+#[inline(never)]
+fn dispatch_rest() -> ! {
+    let cur = k().current;
+    // SAFETY: as in syscall_dispatch.
+    let t = unsafe { &*cur };
     // A `syscall` at the very end of the user half leaves a return address no return
     // instruction can use: the switch back to the thread turns that into a general-protection
     // fault of its own (sched::off_the_end), so the entry path need not test it.
@@ -83,14 +102,15 @@ extern "C" fn syscall_dispatch(_f: &mut Frame) -> ! {
             reflect(cur, entry);
             sched::finish();
         }
+        // A foreign thread calling from inside its native range is treated as native.
+        match t.frame.rax {
+            1 => ipc::fast_call(cur),
+            2 => ipc::fast_reply_recv(cur),
+            _ => {}
+        }
     }
-    // The IPC calls try their fast path first; if it does not apply they take the general
-    // path like every other call.
-    match t.frame.rax {
-        1 => ipc::fast_call(cur),
-        2 => ipc::fast_reply_recv(cur),
-        3 => ipc::fast_send(cur),
-        _ => {}
+    if t.frame.rax == 3 {
+        ipc::fast_send(cur);
     }
     slow(cur)
 }

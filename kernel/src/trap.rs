@@ -62,6 +62,13 @@ pub fn pic_mask(line: u8) {
 /// Whether CR0.TS is set (kept here so a switch need not read CR0).
 static mut TS_ON: bool = false;
 
+/// Whether CR0.TS is set now.
+#[inline(always)]
+pub fn fpu_trap_on() -> bool {
+    // SAFETY: single CPU.
+    unsafe { TS_ON }
+}
+
 pub fn set_fpu_trap(on: bool) {
     // CR0.TS makes the next FPU/SSE instruction raise #NM.
     // SAFETY: single CPU; toggling TS only affects when #NM is raised.
@@ -70,6 +77,7 @@ pub fn set_fpu_trap(on: bool) {
             return;
         }
         TS_ON = on;
+        crate::obj::note_extra();
         let mut cr0: u64;
         core::arch::asm!("mov {}, cr0", out(reg) cr0, options(nostack, nomem));
         let want = if on { cr0 | 8 } else { cr0 & !8 };

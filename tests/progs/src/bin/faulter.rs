@@ -46,8 +46,19 @@ fn main() {
             "ioport" => core::arch::asm!("in al, dx", in("dx") 0x64u16, out("al") _),
             "priv" => core::arch::asm!("cli"),
             "edge" => {
-                // Alias the page to the top of the user half and run the syscall there: its
-                // return address would be 0x8000_0000_0000, outside every address space.
+                // The last page of the user half cannot be mapped...
+                let last = sawmill_abi::layout::USER_END;
+                let r = sawmill_rt::sys::task_map(
+                    sawmill_rt::slots::TASK,
+                    &edge_page as *const u8 as u64,
+                    last,
+                    1,
+                    sawmill_abi::map::READ | sawmill_abi::map::EXEC,
+                );
+                println!("faulter: mapping the last user page: {:?}", r);
+                // ...so a syscall at the very end of the highest page that can be returns to an
+                // address that is canonical but unmapped: an ordinary page fault of the task,
+                // never a fault of the kernel's return instruction.
                 let page = &edge_page as *const u8 as u64;
                 let top = sawmill_abi::layout::USER_END - 4096;
                 sawmill_rt::sys::task_map(

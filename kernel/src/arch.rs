@@ -38,6 +38,18 @@ pub struct Frame {
     pub ss: u64,
 }
 
+impl Frame {
+    /// The thread's rcx and r11 as user code sees them: after a `syscall` the CPU has put rip
+    /// and rflags there, and the entry path saves them only in those slots.
+    pub fn user_rcx_r11(&self) -> (u64, u64) {
+        if self.vector == SYSCALL_VECTOR {
+            (self.rip, self.rflags)
+        } else {
+            (self.rcx, self.r11)
+        }
+    }
+}
+
 #[inline(always)]
 pub fn outb(port: u16, v: u8) {
     // SAFETY: port I/O has no memory effects; callers choose ports the kernel owns.
@@ -312,30 +324,32 @@ global_asm!(
 .section .text
 .global syscall_entry
 syscall_entry:
+    // Saves the thread's registers into its frame (TSS.rsp0 is the frame's end). Only what a
+    // return by sysretq needs: the cs, ss and error slots stay as they were (a `syscall` frame
+    // never goes back through iretq), and rcx and r11, which the CPU has just overwritten with
+    // rip and rflags, are kept only in those slots (readers of a `syscall` frame take them from
+    // there, see Frame::user_rcx). Offsets as in return_sysret below.
     mov [rip + USER_RSP_SCRATCH], rsp
     mov rsp, [rip + {tss} + 4]
-    push 0x1b
-    push qword ptr [rip + USER_RSP_SCRATCH]
-    push r11
-    push 0x23
-    push rcx
-    push 0
-    push 0x100
-    push rax
-    push rbx
-    push rcx
-    push rdx
-    push rsi
-    push rdi
-    push rbp
-    push r8
-    push r9
-    push r10
-    push r11
-    push r12
-    push r13
-    push r14
-    push r15
+    sub rsp, 176
+    mov [rsp], r15
+    mov [rsp + 8], r14
+    mov [rsp + 16], r13
+    mov [rsp + 24], r12
+    mov [rsp + 40], r10
+    mov [rsp + 48], r9
+    mov [rsp + 56], r8
+    mov [rsp + 64], rbp
+    mov [rsp + 72], rdi
+    mov [rsp + 80], rsi
+    mov [rsp + 88], rdx
+    mov [rsp + 104], rbx
+    mov [rsp + 112], rax
+    mov qword ptr [rsp + 120], 0x100
+    mov [rsp + 136], rcx
+    mov [rsp + 152], r11
+    mov rax, [rip + USER_RSP_SCRATCH]
+    mov [rsp + 160], rax
     mov rsp, [rip + KSTACK_TOP]
     call syscall_dispatch
     ud2

@@ -306,6 +306,8 @@ fn load_rest_then_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> !
 #[cold]
 #[inline(never)]
 fn off_the_end(t: *mut Thread) -> ! {
+    // SAFETY: live thread; a `syscall` frame's error slot is not written on entry.
+    unsafe { (*t).frame.error = 0 };
     crate::trap::user_exception(t, 13);
     finish()
 }

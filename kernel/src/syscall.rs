@@ -144,16 +144,13 @@ fn debug_write(task: *mut Task, ptr: u64, len: u64) -> R {
     Ok(())
 }
 
-/// K42-style trap reflection: hand the foreign system call to the emulation entry point in the
-/// same task, with all registers saved in the UTCB.
-fn reflect(cur: *mut Thread, entry: u64) {
-    // SAFETY: live current thread with a UTCB.
-    let t = unsafe { &mut *cur };
-    let f = &mut t.frame;
-    let ff = ForeignFrame {
+/// A thread's user registers as the ABI hands them out.
+fn foreign_frame(f: &Frame) -> ForeignFrame {
+    let (rcx, r11) = f.user_rcx_r11();
+    ForeignFrame {
         rax: f.rax,
         rbx: f.rbx,
-        rcx: f.rcx,
+        rcx,
         rdx: f.rdx,
         rsi: f.rsi,
         rdi: f.rdi,
@@ -162,14 +159,23 @@ fn reflect(cur: *mut Thread, entry: u64) {
         r8: f.r8,
         r9: f.r9,
         r10: f.r10,
-        r11: f.r11,
+        r11,
         r12: f.r12,
         r13: f.r13,
         r14: f.r14,
         r15: f.r15,
         rip: f.rip,
-        rflags: f.r11,
-    };
+        rflags: f.rflags,
+    }
+}
+
+/// K42-style trap reflection: hand the foreign system call to the emulation entry point in the
+/// same task, with all registers saved in the UTCB.
+fn reflect(cur: *mut Thread, entry: u64) {
+    // SAFETY: live current thread with a UTCB.
+    let t = unsafe { &mut *cur };
+    let f = &mut t.frame;
+    let ff = foreign_frame(f);
     ipc::utcb(cur).foreign = ff;
     f.rip = entry;
     f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
@@ -562,27 +568,7 @@ fn dispatch(cur: *mut Thread) -> R {
             let th = thread_cap(task, a0)?;
             // SAFETY: live thread.
             let x = unsafe { &*th };
-            let f = &x.frame;
-            let ff = ForeignFrame {
-                rax: f.rax,
-                rbx: f.rbx,
-                rcx: f.rcx,
-                rdx: f.rdx,
-                rsi: f.rsi,
-                rdi: f.rdi,
-                rbp: f.rbp,
-                rsp: f.rsp,
-                r8: f.r8,
-                r9: f.r9,
-                r10: f.r10,
-                r11: f.r11,
-                r12: f.r12,
-                r13: f.r13,
-                r14: f.r14,
-                r15: f.r15,
-                rip: f.rip,
-                rflags: f.rflags,
-            };
+            let ff = foreign_frame(&x.frame);
             // SAFETY: ForeignFrame is plain old data.
             let bytes = unsafe {
                 core::slice::from_raw_parts(

@@ -136,9 +136,8 @@ pub fn reload() {
     unsafe { LOADED = null_mut() };
 }
 
-/// Loads a thread's address space and per-thread state and returns to it. Kept lean: it runs on
-/// every IPC switch, so what rarely changes (FS/GS base, the I/O bitmap) is compared here and
-/// loaded out of line.
+/// Loads a thread's address space and per-thread state and returns to it. What rarely changes
+/// (the I/O bitmap) is compared here and loaded out of line.
 fn switch_to(t: *mut Thread) -> ! {
     switch_inline(t)
 }
@@ -160,48 +159,28 @@ fn switch_inline(t: *mut Thread) -> ! {
 /// Makes `t` current and loads what of its state is not loaded yet.
 #[inline(always)]
 fn load_context(t: *mut Thread) {
-    // SAFETY: single CPU; t is live and runnable.
-    unsafe {
-        if load_common(t) {
-            load_rest(t);
-        }
-    }
-}
-
-/// The part of loading `t` that every switch does: current thread, entry stack, address space.
-/// Returns whether the rest (FS/GS base, FPU trap, I/O bitmap) may differ and needs
-/// [`load_rest`]; compared here so that a switch between ordinary threads never calls out.
-///
-/// # Safety
-/// `t` is live and runnable, bound to a live task.
-#[inline(always)]
-unsafe fn load_common(t: *mut Thread) -> bool {
-    // SAFETY: single CPU; LOADED is only used here; the caller's promise.
+    // SAFETY: single CPU; LOADED is only used here; t is live and runnable.
     unsafe {
         if LOADED == t {
             // The thread that entered (a system call that did not block): nothing to reload.
             k().current = t;
-            return false;
+            return;
         }
-        load_other(t)
+        load_base(t);
+        load_tls(&*t);
+        // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the
+        // FPU traps (#NM) and swaps the state then.
+        crate::trap::set_fpu_trap(k().fpu_owner != t);
+        if !k().io_loaded.is_null() || (*(*t).task).io.is_some() {
+            load_io((*t).task);
+        }
     }
-}
-
-/// [`load_common`] for a thread other than the one whose state is loaded.
-///
-/// # Safety
-/// As for `load_common`, and `t` is not `LOADED`.
-#[inline(always)]
-unsafe fn load_other(t: *mut Thread) -> bool {
-    // SAFETY: the caller's promise.
-    unsafe { load_base(t) };
-    rest_differs(t)
 }
 
 /// Makes `t` (not `LOADED`) current: entry stack and address space.
 ///
 /// # Safety
-/// As for `load_other`.
+/// `t` is live and runnable, bound to a live task, and not `LOADED`.
 #[inline(always)]
 unsafe fn load_base(t: *mut Thread) {
     let kk = k();
@@ -219,36 +198,19 @@ unsafe fn load_base(t: *mut Thread) {
     }
 }
 
-/// Whether the current thread `t` may need [`load_rest`]. Coarse but cheap: TS set and no I/O
-/// bitmap loaded (`extra_loaded` false) is what every thread but the FPU owner and the tasks
-/// with I/O ports wants, so the test is the FS/GS base, the owner, the flag and the task's map.
+/// Loads the FS and GS base of the thread being switched to (threads of one task differ at
+/// least in GS, which points at their UTCB).
 #[inline(always)]
-fn rest_differs(t: *mut Thread) -> bool {
+fn load_tls(th: &Thread) {
     let kk = k();
-    // SAFETY: live thread bound to a live task.
-    let th = unsafe { &*t };
-    kk.loaded_fs != th.fs_base
-        || kk.loaded_gs != th.gs_base
-        || kk.fpu_owner == t
-        || kk.extra_loaded
-        // SAFETY: as above.
-        || unsafe { (*th.task).io.is_some() }
-}
-
-/// Loads the FS/GS base, the FPU trap and the I/O bitmap of the current thread `t`.
-#[cold]
-#[inline(never)]
-fn load_rest(t: *mut Thread) {
-    let kk = k();
-    // SAFETY: live thread.
-    let th = unsafe { &*t };
-    if kk.loaded_fs != th.fs_base || kk.loaded_gs != th.gs_base {
-        load_tls(th);
+    if kk.loaded_fs != th.fs_base {
+        arch::wrmsr(arch::MSR_FS_BASE, th.fs_base);
+        kk.loaded_fs = th.fs_base;
     }
-    // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the FPU
-    // traps (#NM) and swaps the state then.
-    crate::trap::set_fpu_trap(kk.fpu_owner != t);
-    load_io(th.task);
+    if kk.loaded_gs != th.gs_base {
+        arch::wrmsr(arch::MSR_GS_BASE, th.gs_base);
+        kk.loaded_gs = th.gs_base;
+    }
 }
 
 /// Whether the IPC fast path may hand `t` a message in registers with [`switch_with_msg`]: it
@@ -269,34 +231,35 @@ pub fn switch_with_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> 
     unsafe {
         // t waited in the kernel, so it is not the thread that entered, whose state is loaded.
         load_base(t);
-        // The tests of rest_differs, each its own branch to an out-of-line load that does not
-        // come back (so no value lives across a call here, and the compiler does not fold the
-        // tests into a chain of flag computations).
+        load_tls(&*t);
+        // The FPU trap and the I/O bitmap: TS set and no bitmap loaded (`extra_loaded` false)
+        // is what every thread but the FPU owner and tasks with I/O ports wants. Each test is
+        // its own branch to an out-of-line load that does not come back, so no value lives
+        // across a call here and the compiler does not fold the tests into flag arithmetic.
         let kk = k();
-        let th = &*t;
-        if kk.loaded_fs != th.fs_base {
-            load_rest_then_msg(t, from, badge);
-        }
-        if kk.loaded_gs != th.gs_base {
-            load_rest_then_msg(t, from, badge);
-        }
         if kk.fpu_owner == t {
             load_rest_then_msg(t, from, badge);
         }
         if kk.extra_loaded {
             load_rest_then_msg(t, from, badge);
         }
-        if (*th.task).io.is_some() {
+        if (*(*t).task).io.is_some() {
             load_rest_then_msg(t, from, badge);
         }
         arch::return_sysret_msg_to(&(*t).frame, from, badge)
     }
 }
 
+/// The FPU trap and I/O bitmap part of a fast-path switch, then the return.
 #[cold]
 #[inline(never)]
 fn load_rest_then_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> ! {
-    load_rest(t);
+    crate::trap::set_fpu_trap(k().fpu_owner != t);
+    // SAFETY: live thread bound to a live task.
+    let task = unsafe { (*t).task };
+    if !k().io_loaded.is_null() || unsafe { (*task).io.is_some() } {
+        load_io(task);
+    }
     // SAFETY: as in switch_with_msg.
     unsafe { arch::return_sysret_msg_to(&(*t).frame, from, badge) }
 }
@@ -310,21 +273,6 @@ fn off_the_end(t: *mut Thread) -> ! {
     unsafe { (*t).frame.error = 0 };
     crate::trap::user_exception(t, 13);
     finish()
-}
-
-/// Loads the FS and GS base of the thread being switched to.
-#[cold]
-#[inline(never)]
-fn load_tls(th: &Thread) {
-    let kk = k();
-    if kk.loaded_fs != th.fs_base {
-        arch::wrmsr(arch::MSR_FS_BASE, th.fs_base);
-        kk.loaded_fs = th.fs_base;
-    }
-    if kk.loaded_gs != th.gs_base {
-        arch::wrmsr(arch::MSR_GS_BASE, th.gs_base);
-        kk.loaded_gs = th.gs_base;
-    }
 }
 
 /// Makes the TSS I/O bitmap the one of `t` (all ports closed if it has none).

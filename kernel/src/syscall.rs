@@ -115,8 +115,8 @@ fn dispatch_rest() -> ! {
     slow(cur)
 }
 
-/// Every system call but the IPC fast path: kept out of line so the hot path's frame stays small.
-#[inline(never)]
+/// Every system call but the IPC fast path (part of `dispatch_rest`, already out of line).
+#[inline(always)]
 fn slow(cur: *mut Thread) -> ! {
     let r = dispatch(cur);
     // SAFETY: the thread may have died during the call; only touch it if it is still current.

@@ -1,6 +1,6 @@
-//! The PFS's page cache: device pages (4 KiB) in a region of the PFS's own heap (its own
-//! memory, charged to it; no other PFS can read or evict it), shared with the block driver so
-//! the device DMAs straight into it. Write-back: writes dirty pages; `sync` writes them out in
+//! The PFS's page cache: device pages (4 KiB) in an anonymous dataspace of the memory server,
+//! charged to this PFS under its own quota (no other PFS can read or evict it), shared with the
+//! block driver so the device DMAs straight into it. Write-back: writes dirty pages; `sync` writes them out in
 //! batches (several requests in flight) and flushes the device.
 //!
 //! Pages mapped into clients are pinned while an open file holds them; a page that was ever
@@ -11,7 +11,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
 use sawmill_ext2::{BlockDevice, DevError};
-use sawmill_interfaces::blk;
+use sawmill_interfaces::{blk, dataspace, mem};
 use sawmill_rt::{ipc, sys};
 
 pub const PAGE: usize = 4096;
@@ -19,6 +19,8 @@ const FREE: u64 = u64::MAX;
 /// Raw SHARE label of the driver (servers/blk-virtio).
 const SHARE_LABEL: u16 = 0x7f00;
 const READAHEAD: usize = 8;
+/// Where the cache dataspace is mapped in the PFS (above the runtime's stack and UTCBs).
+pub const CACHE_AT: u64 = 0x8000_0000;
 
 pub struct Cache {
     blk: blk::Client,
@@ -36,19 +38,29 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Allocates `npages` of cache from the heap and shares them with the driver.
-    pub fn new(blk_ep: u64, npages: usize) -> Result<Cache, &'static str> {
+    /// Gets `npages` of cache as an anonymous dataspace of the memory server `mem_ep` (charged to
+    /// this PFS's account there, under its quota; mem frees it if the PFS dies), maps all of it
+    /// at [`CACHE_AT`] and shares it with the driver.
+    pub fn new(blk_ep: u64, mem_ep: u64, npages: usize) -> Result<Cache, &'static str> {
         let blk = blk::Client::new(blk_ep);
         let info = blk.info().map_err(|_| "driver info")?;
-        let layout = core::alloc::Layout::from_size_align(npages * PAGE, PAGE).map_err(|_| "layout")?;
-        // SAFETY: non-zero size; the cache lives as long as the server.
-        let base = unsafe { alloc::alloc::alloc_zeroed(layout) };
-        if base.is_null() {
-            return Err("no heap for the cache");
+        if npages == 0 || (npages * PAGE) as u64 > info.window_size {
+            return Err("cache empty or larger than the driver's window");
         }
-        if (npages * PAGE) as u64 > info.window_size {
-            return Err("cache larger than the driver's window");
+        let slot = sawmill_rt::thread::alloc_slot();
+        let ds = mem::Client::new(mem_ep)
+            .alloc((npages * PAGE) as u64, 0, slot)
+            .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
+        let ds = dataspace::Client::new(ds);
+        let rw = sawmill_abi::map::READ | sawmill_abi::map::WRITE;
+        for i in 0..npages as u64 {
+            // The PFS is paged by root and has no region manager: every page is mapped now
+            // (NEED_WRITE: writable, allocated and charged), so the cache never faults.
+            let va = CACHE_AT + i * PAGE as u64;
+            ds.map(i * PAGE as u64, va, 1, rw | 0x100, [va, PAGE as u64])
+                .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
         }
+        let base = CACHE_AT as *mut u8;
         let u = sawmill_rt::utcb();
         u.map_items[0] = sawmill_abi::MapItem { src: base as u64, dst: info.window, pages: npages as u64, flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE };
         let r = ipc::call(blk_ep, MsgTag::new(SHARE_LABEL, 1).with_maps(1), [npages as u64, 0, 0, 0]);

@@ -1,8 +1,8 @@
 //! The ext2 physical file system (PFS) server.
 //!
-//! Runs the fs/ext2 engine over [`cache::Cache`], a write-back page cache in the PFS's own heap
-//! that the block driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it
-//! uses), `cache_kb=N`, `shadow_pages=N` (see [`MAX_SHADOWS`]), optional `name=...` for
+//! Runs the fs/ext2 engine over [`cache::Cache`], a write-back page cache in a dataspace of the
+//! memory server (`mem`, which the manifest must give it; charged to this PFS) that the block
+//! driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it uses), `cache_kb=N`, `shadow_pages=N` (see [`MAX_SHADOWS`]), optional `name=...` for
 //! messages. The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
 //! there once and gets a capability to an endpoint the PFS created itself, which it serves from
 //! then on. Every capability it hands out is minted from that endpoint, so all of them fail at
@@ -730,7 +730,11 @@ fn main() {
     let cache_kb: usize = arg("cache_kb").and_then(|v| v.parse().ok()).unwrap_or(2048);
     let max_shadows: usize = arg("shadow_pages").and_then(|v| v.parse().ok()).unwrap_or(MAX_SHADOWS);
     let manifest_ep = sawmill_rt::slots::FIRST_NAMED;
-    let cache = match Cache::new(blk_ep, cache_kb * 1024 / PAGE) {
+    let Some(mem_ep) = env::cap("mem") else {
+        println!("ext2-pfs[{}]: FAIL the manifest gives us no `mem` (the cache's memory)", name);
+        return;
+    };
+    let cache = match Cache::new(blk_ep, mem_ep, cache_kb * 1024 / PAGE) {
         Ok(c) => Rc::new(RefCell::new(c)),
         Err(e) => {
             println!("ext2-pfs[{}]: FAIL {}", name, e);

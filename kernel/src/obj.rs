@@ -232,6 +232,8 @@ pub fn init_kernel() {
     };
     // SAFETY: called once at boot before anything reads KERNEL.
     unsafe { *core::ptr::addr_of_mut!(KERNEL) = Some(k) };
+    // CR0.TS starts clear: the flag must say so until the first switch sets it.
+    note_extra();
 }
 
 /// Maps capability-space errors to ABI errors.

@@ -93,9 +93,6 @@ fn dispatch_rest() -> ! {
     let cur = k().current;
     // SAFETY: as in syscall_dispatch.
     let t = unsafe { &*cur };
-    // A `syscall` at the very end of the user half leaves a return address no return
-    // instruction can use: the switch back to the thread turns that into a general-protection
-    // fault of its own (sched::off_the_end), so the entry path need not test it.
     if let Some((entry, lo, hi)) = t.foreign {
         let rip = t.frame.rip;
         if rip < lo || rip >= hi {

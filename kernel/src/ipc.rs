@@ -337,10 +337,12 @@ fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
     }
     // SAFETY: t's task is live, its view of its own live table (see obj::lookup).
     match unsafe { (*t.task).slots.cap_at(t.frame.rdi) } {
-        Some(&c @ Cap {
-            obj: Obj::Endpoint(ep),
-            ..
-        }) => Some((c, ep)),
+        Some(
+            &c @ Cap {
+                obj: Obj::Endpoint(ep),
+                ..
+            },
+        ) => Some((c, ep)),
         _ => None,
     }
 }
@@ -677,26 +679,28 @@ pub fn map_pages(
             | (m.rights & map::UNCACHED);
         // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
         // a 2 MiB destination, every 4 KiB mapping inside it. Nothing outside [da, da+size).
-        if k().mapdb.overlaps(d.id, da, size) {
-            let mut gone = alloc::vec::Vec::new();
-            if let Some(id) = k().mapdb.find_id(d.id, da) {
-                let old = k().mapdb.get(id);
-                k().mapdb.revoke(d.id, old.vaddr, true, &mut gone);
-            }
-            if huge {
-                let mut a = da;
-                while a < da + size {
-                    k().mapdb.revoke(d.id, a, true, &mut gone);
-                    a += 0x1000;
+        let vacant = match k().mapdb.vacant(d.id, da, size) {
+            Some(v) => v,
+            None => {
+                let mut gone = alloc::vec::Vec::new();
+                if let Some(id) = k().mapdb.find_id(d.id, da) {
+                    let old = k().mapdb.get(id);
+                    k().mapdb.revoke(d.id, old.vaddr, true, &mut gone);
                 }
+                if huge {
+                    let mut a = da;
+                    while a < da + size {
+                        k().mapdb.revoke(d.id, a, true, &mut gone);
+                        a += 0x1000;
+                    }
+                }
+                obj::unmap_removed(&gone);
+                let v = k().mapdb.vacant(d.id, da, size).ok_or(Error::Busy)?;
+                // Revocation may have freed and reused nodes: look the source up again.
+                sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
+                v
             }
-            obj::unmap_removed(&gone);
-            if k().mapdb.overlaps(d.id, da, size) {
-                return Err(Error::Busy);
-            }
-            // Revocation may have freed and reused nodes: look the source up again.
-            sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
-        }
+        };
         obj::charge(d.hdr.factory, NODE_BYTES as u64)?;
         if flags & map::GRANT != 0 && m.huge == huge {
             // Grant: the mapping moves, keeping what was derived from it.
@@ -709,7 +713,7 @@ pub fn map_pages(
             obj::uncharge(s.hdr.factory, NODE_BYTES as u64);
         } else if k()
             .mapdb
-            .insert_child_of(
+            .insert_child_into(
                 sid,
                 Mapping {
                     space: d.id,
@@ -718,6 +722,7 @@ pub fn map_pages(
                     huge,
                     rights: r,
                 },
+                vacant,
             )
             .is_err()
         {

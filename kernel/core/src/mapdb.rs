@@ -17,6 +17,19 @@ struct Index {
     vals: Vec<u32>,
     len: usize,
     fixed: bool,
+    /// Counts changes (insertions and removals), so a [`Vacant`] can tell it is still true.
+    gen: u64,
+}
+
+/// What [`MapDb::vacant`] found: `[vaddr, vaddr+len)` of `space` overlapped no mapping when the
+/// database was at generation `gen`. [`MapDb::insert_child_into`] trusts it only while nothing
+/// has changed since, which spares the IPC map path a second overlap probe.
+#[derive(Clone, Copy, Debug)]
+pub struct Vacant {
+    space: u32,
+    vaddr: u64,
+    len: u64,
+    gen: u64,
 }
 
 const EMPTY: u64 = u64::MAX;
@@ -34,6 +47,7 @@ impl Index {
             vals: vec![0; n],
             len: 0,
             fixed,
+            gen: 0,
         }
     }
 
@@ -57,6 +71,7 @@ impl Index {
     }
 
     fn insert(&mut self, k: u64, v: u32) {
+        self.gen += 1;
         if !self.fixed && (self.len + 1) * 2 > self.keys.len() {
             let mut bigger = Index::new(self.keys.len() * 2, false);
             for (i, &x) in self.keys.iter().enumerate() {
@@ -64,6 +79,7 @@ impl Index {
                     bigger.insert(x, self.vals[i]);
                 }
             }
+            bigger.gen = self.gen;
             *self = bigger;
         }
         let mask = self.keys.len() - 1;
@@ -79,6 +95,7 @@ impl Index {
     }
 
     fn remove(&mut self, k: u64) {
+        self.gen += 1;
         let mask = self.keys.len() - 1;
         let mut i = self.slot(k);
         loop {
@@ -171,6 +188,7 @@ impl MapDb {
                 vals: Vec::new(),
                 len: 0,
                 fixed: false,
+                gen: 0,
             },
             limit: usize::MAX,
         }
@@ -295,6 +313,45 @@ impl MapDb {
             if child.huge { 0x20_0000 } else { 0x1000 },
         ) {
             return Err(MdbError::Exists);
+        }
+        self.alloc(child, parent);
+        Ok(())
+    }
+
+    /// A [`Vacant`] if nothing in `space` overlaps `[vaddr, vaddr+len)` (see [`Self::overlaps`]).
+    pub fn vacant(&self, space: u32, vaddr: u64, len: u64) -> Option<Vacant> {
+        if self.overlaps(space, vaddr, len) {
+            return None;
+        }
+        Some(Vacant {
+            space,
+            vaddr,
+            len,
+            gen: self.index.gen,
+        })
+    }
+
+    /// [`Self::insert_child_of`] for a place `v` said was vacant: the overlap probe is skipped
+    /// if `v` is about exactly this place and nothing changed since (and made again otherwise).
+    pub fn insert_child_into(
+        &mut self,
+        parent: u32,
+        child: Mapping,
+        v: Vacant,
+    ) -> Result<(), MdbError> {
+        let len = if child.huge { 0x20_0000 } else { 0x1000 };
+        let fresh = v.gen == self.index.gen
+            && v.space == child.space
+            && v.vaddr == child.vaddr
+            && v.len == len;
+        if !fresh {
+            return self.insert_child_of(parent, child);
+        }
+        if !self.nodes.get(parent as usize).is_some_and(|n| n.live) {
+            return Err(MdbError::NotMapped);
+        }
+        if !self.has_room() {
+            return Err(MdbError::Full);
         }
         self.alloc(child, parent);
         Ok(())
@@ -447,6 +504,40 @@ mod tests {
         assert_eq!(db.len(), 1);
         assert!(db.lookup(2, 0x3000).is_none());
         assert!(db.lookup(0, 0x1abc).is_some());
+    }
+
+    #[test]
+    fn vacant_is_trusted_only_while_nothing_changed() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0x1000, 0x5000)).unwrap();
+        let p = db.find_id(0, 0x1000).unwrap();
+        // Fresh: inserted without a second probe.
+        let v = db.vacant(1, 0x2000, 0x1000).unwrap();
+        db.insert_child_into(p, m(1, 0x2000, 0x5000), v).unwrap();
+        assert!(db.lookup(1, 0x2000).is_some());
+        // Occupied now: no token.
+        assert!(db.vacant(1, 0x2000, 0x1000).is_none());
+        // A token taken before a change is checked again: the place was filled meanwhile.
+        let v = db.vacant(2, 0x3000, 0x1000).unwrap();
+        db.insert_child(0, 0x1000, m(2, 0x3000, 0x5000)).unwrap();
+        assert_eq!(
+            db.insert_child_into(p, m(2, 0x3000, 0x5000), v),
+            Err(MdbError::Exists)
+        );
+        // A token for another place is checked too.
+        let v = db.vacant(3, 0x4000, 0x1000).unwrap();
+        assert_eq!(
+            db.insert_child_into(p, m(1, 0x2000, 0x5000), v),
+            Err(MdbError::Exists)
+        );
+        // And the parent must still be live.
+        let v = db.vacant(3, 0x4000, 0x1000).unwrap();
+        let mut out = std::vec::Vec::new();
+        db.revoke(0, 0x1000, true, &mut out);
+        assert_eq!(
+            db.insert_child_into(p, m(3, 0x4000, 0x5000), v),
+            Err(MdbError::NotMapped)
+        );
     }
 
     #[test]

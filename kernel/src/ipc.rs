@@ -64,8 +64,12 @@ fn pop(head: &mut *mut Thread) -> Option<*mut Thread> {
 
 // ---- message transfer --------------------------------------------------------------------
 
-/// Tag bits that make a message more than registers: words beyond 4, capability and map items.
-const TAG_SLOW: u64 = (0x7c << 16) | (7 << 24) | (7 << 27);
+/// Whether a message is registers only: at most 4 words (rdx, r10, r8, r9), no capability or
+/// map items.
+#[inline(always)]
+fn regs_only(tag: u64) -> bool {
+    (tag >> 16) & 0x3f7f <= REG_WORDS as u64
+}
 
 /// Copies the message of `src` (its registers and UTCB, or its kernel message) into `dst`'s
 /// registers and UTCB. `badge` identifies the capability the sender used; `grant` allows
@@ -74,7 +78,7 @@ const TAG_SLOW: u64 = (0x7c << 16) | (7 << 24) | (7 << 27);
 fn deliver(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
     let s = th(src);
     // Fast path: a register-only message is six register moves.
-    if s.kmsg.is_none() && s.frame.rsi & TAG_SLOW == 0 {
+    if s.kmsg.is_none() && regs_only(s.frame.rsi) {
         let d = th(dst);
         d.frame.rax = 0;
         d.frame.rdi = badge;
@@ -329,7 +333,9 @@ fn run_next(r: *mut Thread) {
 /// valid endpoint capability. Returns the capability and its endpoint.
 #[inline(always)]
 fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
-    if t.frame.rsi & (TAG_SLOW | MsgTag::NONBLOCK) != 0 {
+    // Bits 16..48 of the tag as one number: at most 4 words, and no item counts, no
+    // non-blocking bit, no reserved bits (those go the general way, which ignores them).
+    if (t.frame.rsi >> 16) as u32 > REG_WORDS as u32 {
         return None;
     }
     if k().ready_n != 0 {

@@ -116,6 +116,8 @@ struct Pfs {
     free_files: Vec<usize>,
     sessions: Vec<(u32, u32)>,
     free_slots: Vec<u64>,
+    /// Where other file systems are mounted inside this one (paths from its root, by the VFS).
+    covered: Vec<Vec<Vec<u8>>>,
     shadows: Vec<Shadow>,
     max_shadows: usize,
     name: &'static str,
@@ -293,9 +295,11 @@ impl Pfs {
     /// Option 3 path walk inside this file system, with the session's credentials. Returns
     /// (parent, inode or None, last name).
     fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<u32>, Vec<u8>), FsError> {
-        let mut comps: Vec<Vec<u8>> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect();
+        let mut comps = components(path);
         comps.reverse();
         let mut stack: Vec<u32> = alloc::vec![self.fs.root()];
+        // The names of `stack[1..]`: where the walk is, to notice a mount point (`cover`).
+        let mut names: Vec<Vec<u8>> = Vec::new();
         let mut links = 0;
         loop {
             let Some(c) = comps.pop() else {
@@ -308,7 +312,17 @@ impl Pfs {
                     return Err(FsError::Xdev);
                 }
                 stack.pop();
+                names.pop();
                 continue;
+            }
+            // Another file system is mounted here: only the VFS may go on.
+            if !self.covered.is_empty() {
+                names.push(c.clone());
+                let hit = self.covered.contains(&names);
+                names.pop();
+                if hit {
+                    return Err(FsError::Xdev);
+                }
             }
             let last = comps.is_empty();
             match self.lookup_in(badge, dir, &c) {
@@ -325,8 +339,8 @@ impl Pfs {
                         if t.first() == Some(&b'/') {
                             return Err(FsError::Xdev);
                         }
-                        for p in t.split(|&c| c == b'/').rev().filter(|c| !c.is_empty() && *c != b".") {
-                            comps.push(p.to_vec());
+                        for p in components(&t).into_iter().rev() {
+                            comps.push(p);
                         }
                         continue;
                     }
@@ -337,6 +351,7 @@ impl Pfs {
                         return Err(FsError::NotDir);
                     }
                     stack.push(ino);
+                    names.push(c);
                 }
             }
         }
@@ -470,6 +485,19 @@ impl pfs::Server for Pfs {
         println!("ext2-pfs[{}]: crashing on request (fault injection)", self.name);
         sawmill_rt::exit(0x99)
     }
+    fn cover(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
+        if badge != VFS_BADGE {
+            return Err(FsError::Denied);
+        }
+        let comps = components(path);
+        if comps.is_empty() {
+            return Err(FsError::Invalid);
+        }
+        if !self.covered.contains(&comps) {
+            self.covered.push(comps);
+        }
+        Ok(())
+    }
     fn open_path(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenPathOut, FsError> {
         let creds = self.creds(badge)?;
         let (dir, ino, name) = self.walk(badge, path, true)?;
@@ -490,6 +518,11 @@ impl pfs::Server for Pfs {
         let o = pfs::Server::open(self, badge, ino, flags & (O_READ | O_WRITE | O_TRUNC))?;
         Ok(OpenPathOut { file: o.file, size: o.size })
     }
+}
+
+/// The components of a path, without empty ones and `.`.
+fn components(path: &[u8]) -> Vec<Vec<u8>> {
+    path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect()
 }
 
 static PENDING_DELETE: AtomicUsize = AtomicUsize::new(0);
@@ -717,6 +750,7 @@ impl pfs::Server for Connect {
         session(uid: u32, gid: u32) -> u64;
         crash() -> ();
         open_path(path: &[u8], flags: u32, mode: u32) -> OpenPathOut;
+        cover(path: &[u8]) -> ();
     }
 }
 
@@ -786,7 +820,7 @@ fn main() {
     fs.set_time(NOW);
     let st = fs.statfs();
     println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
-    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), shadows: Vec::new(), max_shadows, name };
+    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), shadows: Vec::new(), max_shadows, name };
     loop {
         if m.err != 0 {
             m = ipc::recv(ep, 0);

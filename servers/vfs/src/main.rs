@@ -450,6 +450,20 @@ fn main() {
         println!("vfs: FAIL the first mount must be /");
         return;
     }
+    // Tell each file system where others are mounted inside it: an option-3 walk at a PFS
+    // stops there (Xdev) and the client comes to us, who cross mounts exactly.
+    for i in 0..v.mounts.len() {
+        for j in 0..v.mounts.len() {
+            let (a, b) = (&v.mounts[i], &v.mounts[j]);
+            if i == j || !a.alive || b.comps.len() <= a.comps.len() || !b.comps.starts_with(&a.comps) {
+                continue;
+            }
+            let rel = b.comps[a.comps.len()..].join(&b'/');
+            if let Err(e) = a.pfs.cover(&rel) {
+                println!("vfs: FAIL telling mount {} about mount {}: {:?}", core::str::from_utf8(&a.prefix).unwrap_or("?"), core::str::from_utf8(&b.prefix).unwrap_or("?"), e);
+            }
+        }
+    }
     let ep = env::cap("vfs").expect("vfs endpoint");
     println!("vfs: ready, {} mounts", v.mounts.len());
     let mut m = ipc::recv(ep, 0);

@@ -72,6 +72,17 @@ fn write_test(f: &mut Files) {
     check!(ok(read_file(f, "/data/../work/sub/../link"), "dotdot across mounts") == alpha, "dotdot path");
     ok(f.symlink("/data/x.txt", "/work/to-data"), "symlink across mounts");
     check!(ok(read_file(f, "/work/to-data"), "read across mounts") == b"on the data disk\n", "cross-mount symlink");
+    // Relative symlinks that lead into the mount point: with protocol option 3 the walk starts
+    // at the PFS of /, which must hand it to the VFS when it reaches the mount point (the disk
+    // of / has no `data` directory, so a walk that went on there would fail).
+    ok(f.symlink("../data/x.txt", "/work/rel-to-data"), "relative symlink across mounts");
+    ok(f.symlink("../data", "/work/rel-dir"), "relative symlink to a mount point");
+    for proto in [sawmill_fsclient::Protocol::Vfs, sawmill_fsclient::Protocol::Direct] {
+        f.protocol = proto;
+        check!(ok(read_file(f, "/work/rel-to-data"), "read relative link") == b"on the data disk\n", "relative cross-mount symlink");
+        check!(ok(read_file(f, "/work/rel-dir/x.txt"), "read through a link to a mount") == b"on the data disk\n", "symlink to a mount point");
+    }
+    f.protocol = sawmill_fsclient::Protocol::Vfs;
     check!(f.rename("/work/sub/b.bin", "/data/b.bin") == Err(Error::Xdev), "rename across mounts refused");
     check!(f.rmdir("/work") == Err(Error::NotEmpty), "rmdir of a non-empty directory");
     ok(f.sync(), "sync");

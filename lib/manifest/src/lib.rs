@@ -403,9 +403,14 @@ fn module_name_ok(m: &str) -> bool {
 /// - `irq_lines` valid lines like `irqs`, and counted with them: a line is either given to one
 ///   server directly or held by one server's restricted IRQ control, never both or twice;
 /// - badges below 2^63 (badges with bit 63 are minted by servers themselves, e.g. mem's
-///   dataspaces, and root's own to mem is `u64::MAX`), and distinct among the users of the `mem`
-///   endpoint (mem charges memory per badge and frees it when that client dies);
+///   dataspaces, and root's own to mem is `u64::MAX`), and distinct among the users of an
+///   endpoint whose server keys authority by badge ([`BADGE_KEYED`]: mem charges memory per badge
+///   and frees it when that client dies; pci gives each badge the devices assigned to it);
 /// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB.
+/// Endpoints whose servers tell their clients' authority apart by badge alone, so two users may
+/// not share one: `mem` (memory accounting) and `pci` (device assignment).
+pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
+
 pub fn validate(sys: &System) -> Result<(), String> {
     if sys.name.is_empty() {
         return Err(String::from("system has no name"));
@@ -516,7 +521,7 @@ pub fn validate(sys: &System) -> Result<(), String> {
             }
         }
     }
-    let mut mem_badges: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut keyed: BTreeMap<(&str, u64), &str> = BTreeMap::new();
     // Second pass: uses may name endpoints of servers listed later.
     for s in &sys.servers {
         let n = s.name.as_str();
@@ -528,11 +533,11 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     u.badge, u.endpoint
                 ));
             }
-            if u.endpoint == "mem" {
-                if let Some(other) = mem_badges.insert(u.badge, n) {
+            if BADGE_KEYED.contains(&u.endpoint.as_str()) {
+                if let Some(other) = keyed.insert((u.endpoint.as_str(), u.badge), n) {
                     return Err(format!(
-                        "server `{n}`: badge {} on `mem` is already used by server `{other}`",
-                        u.badge
+                        "server `{n}`: badge {} on `{}` is already used by server `{other}`",
+                        u.badge, u.endpoint
                     ));
                 }
             }

@@ -54,6 +54,14 @@ fn badges_pools_and_mem_clients() {
     assert!(e.contains("badge 3 on `mem` is already used by server `ping-a`"), "{e}");
     s.servers[2].uses[0].badge = 4;
     validate(&s).unwrap();
+    // pci assigns devices by badge: two drivers may not share one.
+    s.servers[0].provides.push("pci".into());
+    s.servers[1].uses.push(Use { endpoint: "pci".into(), badge: 1 });
+    s.servers[2].uses.push(Use { endpoint: "pci".into(), badge: 1 });
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains("badge 1 on `pci` is already used by server `ping-a`"), "{e}");
+    s.servers[2].uses[1].badge = 2;
+    validate(&s).unwrap();
 }
 
 #[test]

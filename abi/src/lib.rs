@@ -32,7 +32,8 @@ pub enum Sys {
     Recv = 4,
     /// Give up the rest of the time slice.
     Yield = 5,
-    /// Write `rsi` bytes at `rdi` to the kernel debug console.
+    /// Write `rdx` bytes at `rsi` to the kernel debug console, through the console capability
+    /// in slot `rdi` (root holds it and hands copies to the servers it lets print).
     DebugWrite = 6,
     /// `cap_copy(src=rdi, dst=rsi)`: a derived copy in the caller's own table.
     CapCopy = 7,
@@ -405,6 +406,8 @@ pub mod root_slots {
     pub const IRQ_CONTROL: u64 = 3;
     pub const IO_CONTROL: u64 = 4;
     pub const CONTROL: u64 = 5;
+    /// The debug console (the same slot as `sawmill_rt::slots::CONSOLE` of every server).
+    pub const CONSOLE: u64 = 6;
     /// First free slot.
     pub const FIRST_FREE: u64 = 8;
 }

@@ -314,6 +314,7 @@ fn start_root(a: &Archive) {
     obj::insert_root(task, root_slots::IRQ_CONTROL, c(Obj::IrqControl)).unwrap();
     obj::insert_root(task, root_slots::IO_CONTROL, c(Obj::IoControl)).unwrap();
     obj::insert_root(task, root_slots::CONTROL, c(Obj::Control)).unwrap();
+    obj::insert_root(task, root_slots::CONSOLE, c(Obj::Console)).unwrap();
     let entry = load_root_elf(task, rpa, rsize);
     // The boot archive, read-only: root maps server images straight out of it.
     let mut off = 0;

@@ -26,6 +26,8 @@ pub enum Obj {
     IrqControl,
     IoControl,
     Control,
+    /// The kernel debug console: `DebugWrite` needs it.
+    Console,
 }
 
 #[derive(Clone, Copy, Debug)]

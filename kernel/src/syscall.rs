@@ -211,7 +211,11 @@ fn dispatch(cur: *mut Thread) -> R {
             Ok(())
         }
         Sys::DebugWrite => {
-            debug_write(task, a0, a1)?;
+            // The console is a capability like everything else: no task prints by default.
+            if obj::lookup(task, a0)?.obj != Obj::Console {
+                return Err(Error::WrongKind);
+            }
+            debug_write(task, a1, a2)?;
             ok(cur)
         }
         Sys::CapCopy => {

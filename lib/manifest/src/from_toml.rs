@@ -9,7 +9,7 @@ use toml::{Table, Value};
 
 const SERVER_KEYS: &[&str] = &[
     "name", "module", "priority", "args", "wait", "kmem_kb", "heap_kb", "provides", "uses", "irqs",
-    "ioports", "pager", "ram_kb", "huge_pages", "io_window", "irq_lines",
+    "ioports", "pager", "ram_kb", "huge_pages", "io_window", "irq_lines", "console",
 ];
 
 /// Parses a manifest. A top-level `[test]` table (scenario settings, read by the host tool) is
@@ -70,6 +70,11 @@ fn server(t: &Table, index: usize) -> Result<Server, String> {
     };
     if let Some(v) = t.get("args") {
         s.args = strings(v, "args", &ctx)?;
+    }
+    if let Some(v) = t.get("console") {
+        s.console = v
+            .as_bool()
+            .ok_or_else(|| format!("{ctx}: `console` must be true or false"))?;
     }
     if let Some(v) = t.get("wait") {
         s.wait = v

@@ -70,6 +70,9 @@ pub struct Server {
     /// Restricted IRQ authority: root mints its IRQ-control capability with bit n set for each
     /// line n listed (slot `sys:irq-control`); the server may `irq_get` these lines only.
     pub irq_lines: Vec<u8>,
+    /// Whether the server may write to the kernel debug console (root puts a copy of its console
+    /// capability in `sawmill_rt::slots::CONSOLE`); true unless the manifest says otherwise.
+    pub console: bool,
 }
 
 /// Environment record kinds root adds for restricted device authority (read with
@@ -101,6 +104,7 @@ impl Default for Server {
             huge_pages: 0,
             io_window: None,
             irq_lines: Vec::new(),
+            console: true,
         }
     }
 }
@@ -182,6 +186,7 @@ pub fn encode(sys: &System) -> Vec<u8> {
         }
         put_u32(&mut w, s.irq_lines.len() as u32);
         w.extend_from_slice(&s.irq_lines);
+        w.push(s.console as u8);
     }
     w
 }
@@ -354,6 +359,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         };
         let n = r.count(1)?;
         let irq_lines = r.take(n)?.to_vec();
+        let console = r.bool()?;
         servers.push(Server {
             name,
             module,
@@ -371,6 +377,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             huge_pages,
             io_window,
             irq_lines,
+            console,
         });
     }
     if r.pos != bytes.len() {

@@ -34,6 +34,7 @@ fn sample() -> System {
                 huge_pages: 3,
                 io_window: Some(IoRange { base: 0xc000, count: 0x4000 }),
                 irq_lines: vec![10, 11],
+                console: false,
                 ..Server::default()
             },
         ],
@@ -306,6 +307,17 @@ expect = ["x"]
             (100, 256, 0, false)
         );
         assert_eq!(decode(&encode(&s)).unwrap(), s);
+    }
+
+    #[test]
+    fn console_defaults_on_and_can_be_withheld() {
+        assert!(from_toml(PINGPONG).unwrap().servers.iter().all(|s| s.console));
+        let t = "name = \"x\"\n[[server]]\nname = \"mute\"\nconsole = false\n";
+        let s = from_toml(t).unwrap();
+        assert!(!s.servers[0].console);
+        assert_eq!(decode(&encode(&s)).unwrap(), s);
+        let e = from_toml(&t.replace("false", "0")).unwrap_err();
+        assert!(e.contains("`console` must be true or false"), "{e}");
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub mod slots {
     /// Root's endpoint for faults and exceptions of threads the server starts itself (their
     /// normal exit does not end the server).
     pub const THREAD_HANDLER: u64 = 5;
+    /// The kernel debug console (unless the manifest says `console = false`): `println!`.
+    pub const CONSOLE: u64 = 6;
     /// First slot root fills with named capabilities.
     pub const FIRST_NAMED: u64 = 8;
 }

@@ -54,10 +54,11 @@ pub fn null() -> u64 {
 pub fn yield_now() {
     let _ = raw(Sys::Yield, [0; 6]);
 }
+/// Writes to the kernel debug console through the console capability in `slots::CONSOLE`.
 pub fn debug_write(b: &[u8]) -> Result<(), Error> {
     call(
         Sys::DebugWrite,
-        [b.as_ptr() as u64, b.len() as u64, 0, 0, 0, 0],
+        [crate::slots::CONSOLE, b.as_ptr() as u64, b.len() as u64, 0, 0, 0],
     )
 }
 pub fn cap_copy(src: u64, dst: u64) -> Result<(), Error> {

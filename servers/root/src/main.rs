@@ -331,6 +331,10 @@ impl Root {
         sys::cap_mint(self.fault_ep, helper_cap, badge | SECONDARY, rights::SEND).unwrap_or_else(|e| fail("minting", e));
         caps.push(helper_cap);
         put(helper_cap, sslots::THREAD_HANDLER);
+        // The debug console is a capability too: only servers the manifest lets print get it.
+        if s.console {
+            put(sawmill_abi::root_slots::CONSOLE, sslots::CONSOLE);
+        }
         // The RAM pool: mapped at POOL_BASE, its physical ranges listed in the environment.
         let mut ram_runs = Vec::new();
         if ram_pages > 0 {
@@ -369,6 +373,9 @@ impl Root {
         w.add(env::KIND_CAP, sslots::THREAD, b"sys:thread");
         w.add(env::KIND_CAP, sslots::PAGER, b"sys:pager");
         w.add(env::KIND_CAP, sslots::THREAD_HANDLER, b"sys:thread-handler");
+        if s.console {
+            w.add(env::KIND_CAP, sslots::CONSOLE, b"sys:console");
+        }
         if s.kmem_kb > 0 {
             w.add(env::KIND_CAP, sslots::FACTORY, b"sys:factory");
         }

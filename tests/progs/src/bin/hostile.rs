@@ -102,7 +102,9 @@ fn main() {
             // ThreadConfig would end or re-point ourselves just as the direct slots would.
             || ((num == Sys::CapCopy as u64 || num == Sys::CapMint as u64) && a[0] <= 1)
             || (num == Sys::TaskCapPut as u64 && a[1] <= 1)
-            || (num == Sys::DebugWrite as u64 && a[0] < 0x8000_0000_0000)
+            || (num == Sys::DebugWrite as u64 && a[1] < 0x8000_0000_0000)
+            // Keep the console capability: the verdict is printed through it.
+            || (num == Sys::CapDelete as u64 && a[0] == sawmill_rt::slots::CONSOLE)
         {
             continue;
         }

@@ -158,6 +158,8 @@ pub struct Fs<D: BlockDevice> {
     writable: bool,
     now: u32,
     generation: u32,
+    /// One block of scratch space for directory scans (kept, so a scan allocates nothing).
+    scratch: Vec<u8>,
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -283,6 +285,7 @@ impl<D: BlockDevice> Fs<D> {
             writable: compat_ok,
             now: 0,
             generation: 0x5a11_0000,
+            scratch: vec![0u8; bs as usize],
         })
     }
 
@@ -1061,59 +1064,46 @@ impl<D: BlockDevice> Fs<D> {
     pub(crate) fn scan_dir<T>(
         &mut self,
         r: &RawInode,
-        mut f: impl FnMut(&Slot, &mut [u8]) -> Option<T>,
+        mut f: impl FnMut(&Slot, &[u8]) -> Option<T>,
     ) -> Result<Option<T>> {
         if !r.is_dir() {
             return Err(Error::NotDir);
         }
         self.check_mapping(r)?;
         let n = self.dir_nblocks(r)?;
+        // The scratch block is taken out for the scan (the device borrows `self` meanwhile) and
+        // put back whatever the outcome.
+        let mut scratch = core::mem::take(&mut self.scratch);
+        let out = self.scan_blocks(r, n, &mut scratch, &mut f);
+        self.scratch = scratch;
+        out
+    }
+
+    fn scan_blocks<T>(
+        &mut self,
+        r: &RawInode,
+        n: u64,
+        scratch: &mut Vec<u8>,
+        f: &mut impl FnMut(&Slot, &[u8]) -> Option<T>,
+    ) -> Result<Option<T>> {
         let bs = self.bs as usize;
-        let mut buf = vec![0u8; bs];
+        if scratch.len() < bs {
+            scratch.resize(bs, 0);
+        }
+        let (filetype, inodes_count) = (self.filetype, self.inodes_count);
         for lblk in 0..n {
             let phys = self.bmap(r, lblk)?;
             if phys == 0 {
                 return Err(Error::Corrupt("hole in a directory"));
             }
-            self.read_block(phys, &mut buf)?;
-            let mut off = 0usize;
-            let mut prev = None;
-            while off < bs {
-                if off + 8 > bs {
-                    return Err(Error::Corrupt("directory entry crosses the block end"));
-                }
-                let ino = le32(&buf, off);
-                let rec_len = le16(&buf, off + 4) as usize;
-                let (name_len, ftype) = if self.filetype {
-                    (buf[off + 6] as usize, buf[off + 7])
-                } else {
-                    (le16(&buf, off + 6) as usize, 0)
-                };
-                if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > bs {
-                    return Err(Error::Corrupt("bad directory entry length"));
-                }
-                if ino != 0 {
-                    if 8 + name_len > rec_len || name_len == 0 || name_len > NAME_MAX {
-                        return Err(Error::Corrupt("bad directory entry name length"));
-                    }
-                    if ino > self.inodes_count {
-                        return Err(Error::Corrupt("directory entry inode out of range"));
-                    }
-                }
-                let slot = Slot {
-                    phys,
-                    off,
-                    prev,
-                    ino,
-                    rec_len,
-                    name_len,
-                    ftype,
-                };
-                if let Some(t) = f(&slot, &mut buf) {
-                    return Ok(Some(t));
-                }
-                prev = Some(off);
-                off += rec_len;
+            self.check_blk(phys)?;
+            let off = self.boff(phys);
+            let mut res: Result<Option<T>> = Ok(None);
+            self.dev.read_with(off, bs, scratch, &mut |buf| {
+                res = scan_block(buf, phys, filetype, inodes_count, f);
+            })?;
+            if let Some(t) = res? {
+                return Ok(Some(t));
             }
         }
         Ok(None)
@@ -1688,4 +1678,56 @@ fn encode_rdev(major: u32, minor: u32) -> (u32, u32) {
     } else {
         (0, (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12))
     }
+}
+
+/// The entries of one directory block, checked as they are read: `f` sees each (live or not)
+/// until it returns something.
+fn scan_block<T>(
+    buf: &[u8],
+    phys: u32,
+    filetype: bool,
+    inodes_count: u32,
+    f: &mut impl FnMut(&Slot, &[u8]) -> Option<T>,
+) -> Result<Option<T>> {
+    let bs = buf.len();
+    let mut off = 0usize;
+    let mut prev = None;
+    while off < bs {
+        if off + 8 > bs {
+            return Err(Error::Corrupt("directory entry crosses the block end"));
+        }
+        let ino = le32(buf, off);
+        let rec_len = le16(buf, off + 4) as usize;
+        let (name_len, ftype) = if filetype {
+            (buf[off + 6] as usize, buf[off + 7])
+        } else {
+            (le16(buf, off + 6) as usize, 0)
+        };
+        if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > bs {
+            return Err(Error::Corrupt("bad directory entry length"));
+        }
+        if ino != 0 {
+            if 8 + name_len > rec_len || name_len == 0 || name_len > NAME_MAX {
+                return Err(Error::Corrupt("bad directory entry name length"));
+            }
+            if ino > inodes_count {
+                return Err(Error::Corrupt("directory entry inode out of range"));
+            }
+        }
+        let slot = Slot {
+            phys,
+            off,
+            prev,
+            ino,
+            rec_len,
+            name_len,
+            ftype,
+        };
+        if let Some(t) = f(&slot, buf) {
+            return Ok(Some(t));
+        }
+        prev = Some(off);
+        off += rec_len;
+    }
+    Ok(None)
 }

@@ -39,6 +39,21 @@ pub trait BlockDevice {
     fn flush(&mut self) -> core::result::Result<(), DevError> {
         Ok(())
     }
+    /// Hands `f` the `len` bytes at `offset`. By default they are read into `scratch` (at least
+    /// `len` long); a device that holds the data in memory (the PFS's cache) may lend them in
+    /// place, which spares a copy on every directory scan.
+    fn read_with(
+        &mut self,
+        offset: u64,
+        len: usize,
+        scratch: &mut [u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> core::result::Result<(), DevError> {
+        let b = scratch.get_mut(..len).ok_or(DevError)?;
+        self.read_at(offset, b)?;
+        f(b);
+        Ok(())
+    }
 }
 
 /// A device held in memory (tests, and images loaded whole).
@@ -52,6 +67,20 @@ impl BlockDevice for MemDevice {
         let start = usize::try_from(offset).map_err(|_| DevError)?;
         let end = start.checked_add(buf.len()).ok_or(DevError)?;
         buf.copy_from_slice(self.0.get(start..end).ok_or(DevError)?);
+        Ok(())
+    }
+    /// In memory: lent in place (the host tests cover this path and, through the tool's file
+    /// device, the copying default).
+    fn read_with(
+        &mut self,
+        offset: u64,
+        len: usize,
+        _scratch: &mut [u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> core::result::Result<(), DevError> {
+        let start = usize::try_from(offset).map_err(|_| DevError)?;
+        let end = start.checked_add(len).ok_or(DevError)?;
+        f(self.0.get(start..end).ok_or(DevError)?);
         Ok(())
     }
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> core::result::Result<(), DevError> {

@@ -6,7 +6,7 @@
 //! Pages mapped into clients are pinned while an open file holds them; a page that was ever
 //! mapped has its client mappings revoked before it is reused.
 
-use alloc::collections::BTreeMap;
+use core::hash::{BuildHasherDefault, Hasher};
 use alloc::vec;
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
@@ -22,6 +22,25 @@ const READAHEAD: usize = 8;
 /// Where the cache dataspace is mapped in the PFS (above the runtime's stack and UTCBs).
 pub const CACHE_AT: u64 = 0x8000_0000;
 
+/// Hashes device page numbers for the cache index (Fibonacci hashing: page numbers are dense,
+/// nobody chooses them to collide, and one multiply spreads them well).
+#[derive(Default)]
+pub struct PageHash(u64);
+
+impl Hasher for PageHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 pub struct Cache {
     blk: blk::Client,
     base: *mut u8,
@@ -32,7 +51,9 @@ pub struct Cache {
     refd: Vec<bool>,
     pub pinned: Vec<u32>,
     pub ever_mapped: Vec<bool>,
-    index: BTreeMap<u64, usize>,
+    index: hashbrown::HashMap<u64, usize, BuildHasherDefault<PageHash>>,
+    /// The slot of the last lookup (checked against `page_of`, so never stale).
+    last: usize,
     hand: usize,
     pub stats: [u64; 4],
 }
@@ -77,7 +98,8 @@ impl Cache {
             refd: vec![false; npages],
             pinned: vec![0; npages],
             ever_mapped: vec![false; npages],
-            index: BTreeMap::new(),
+            index: hashbrown::HashMap::with_capacity_and_hasher(npages, Default::default()),
+            last: 0,
             hand: 0,
             stats: [0; 4],
         })
@@ -132,9 +154,18 @@ impl Cache {
     /// The slot holding device page `p`, reading it (and up to READAHEAD-1 following uncached
     /// pages, all in flight at once) unless `overwrite` says the caller replaces it whole.
     pub fn get(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        // Consecutive accesses often hit the same page (an inode table block, a directory):
+        // `page_of` says whether the slot of the last hit still holds it.
+        let ls = self.last;
+        if self.page_of[ls] == p {
+            self.refd[ls] = true;
+            self.stats[0] += 1;
+            return Ok(ls);
+        }
         if let Some(&s) = self.index.get(&p) {
             self.refd[s] = true;
             self.stats[0] += 1;
+            self.last = s;
             return Ok(s);
         }
         if p >= self.dev_pages {
@@ -243,6 +274,21 @@ impl BlockDevice for Dev {
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), DevError> {
         self.0.borrow_mut().read_at(offset, buf)
+    }
+    /// A range inside one cache page is lent in place (directory scans read blocks this way);
+    /// anything else is copied into `scratch`.
+    fn read_with(&mut self, offset: u64, len: usize, scratch: &mut [u8], f: &mut dyn FnMut(&[u8])) -> Result<(), DevError> {
+        let (p, o) = (offset / PAGE as u64, (offset % PAGE as u64) as usize);
+        if o + len <= PAGE {
+            let mut c = self.0.borrow_mut();
+            let s = c.get(p, false)?;
+            f(&c.page(s)[o..o + len]);
+            return Ok(());
+        }
+        let b = scratch.get_mut(..len).ok_or(DevError)?;
+        self.read_at(offset, b)?;
+        f(b);
+        Ok(())
     }
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), DevError> {
         self.0.borrow_mut().write_at(offset, buf)

@@ -30,7 +30,7 @@ use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use sawmill_abi::{map, rights, MapItem, ObjKind};
-use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr};
+use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::rpc::{Bytes, Map};
@@ -163,6 +163,11 @@ impl Pfs {
 
     fn do_open(&mut self, ino: u32, flags: u32) -> Result<OpenOut, FsError> {
         let st = self.fs.stat(ino).map_err(err)?;
+        self.do_open_stat(ino, flags, st)
+    }
+
+    /// `do_open` with the inode's attributes already read.
+    fn do_open_stat(&mut self, ino: u32, flags: u32, st: Stat) -> Result<OpenOut, FsError> {
         if st.kind == FileKind::Dir && flags & (O_WRITE | O_TRUNC) != 0 {
             return Err(FsError::IsDir);
         }
@@ -293,20 +298,25 @@ impl Pfs {
     }
 
     /// Option 3 path walk inside this file system, with the session's credentials. Returns
-    /// (parent, inode or None, last name).
-    fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<u32>, Vec<u8>), FsError> {
+    /// (parent, the inode and its attributes or None, last name). Each directory's attributes
+    /// are read once, for both the permission check and the step into it.
+    fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<(u32, Stat)>, Vec<u8>), FsError> {
+        let creds = self.creds(badge)?;
         let mut comps = components(path);
         comps.reverse();
-        let mut stack: Vec<u32> = alloc::vec![self.fs.root()];
+        let root = self.fs.root();
+        let root_st = self.fs.stat(root).map_err(err)?;
+        // The directories walked through, with their attributes.
+        let mut stack: Vec<(u32, Stat)> = alloc::vec![(root, root_st)];
         // The names of `stack[1..]`: where the walk is, to notice a mount point (`cover`).
         let mut names: Vec<Vec<u8>> = Vec::new();
         let mut links = 0;
         loop {
             let Some(c) = comps.pop() else {
-                let cur = *stack.last().unwrap();
-                return Ok((cur, Some(cur), Vec::new()));
+                let (cur, st) = stack.pop().unwrap();
+                let parent = stack.last().map_or(cur, |p| p.0);
+                return Ok((parent, Some((cur, st)), Vec::new()));
             };
-            let dir = *stack.last().unwrap();
             if c == b".." {
                 if stack.len() == 1 {
                     return Err(FsError::Xdev);
@@ -324,8 +334,15 @@ impl Pfs {
                     return Err(FsError::Xdev);
                 }
             }
+            let (dir, dst) = stack.last().unwrap();
+            let dir = *dir;
+            if let Some((uid, gid)) = creds {
+                if !may(dst.mode as u32, dst.uid, dst.gid, uid, gid, 1) {
+                    return Err(FsError::Denied);
+                }
+            }
             let last = comps.is_empty();
-            match self.lookup_in(badge, dir, &c) {
+            match self.fs.lookup(dir, &c).map_err(err) {
                 Err(FsError::NotFound) if last => return Ok((dir, None, c)),
                 Err(e) => return Err(e),
                 Ok(ino) => {
@@ -345,12 +362,12 @@ impl Pfs {
                         continue;
                     }
                     if last {
-                        return Ok((dir, Some(ino), c));
+                        return Ok((dir, Some((ino, st)), c));
                     }
                     if st.kind != FileKind::Dir {
                         return Err(FsError::NotDir);
                     }
-                    stack.push(ino);
+                    stack.push((ino, st));
                     names.push(c);
                 }
             }
@@ -380,8 +397,7 @@ impl pfs::Server for Pfs {
         Ok(GetattrOut { mode: st.mode as u32, nlink: st.nlink as u32, uid: st.uid, gid: st.gid, size: st.size, mtime: st.mtime })
     }
     fn open(&mut self, badge: u64, ino: u32, flags: u32) -> Result<OpenOut, FsError> {
-        let want = if flags & O_READ != 0 { 4 } else { 0 } | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 };
-        self.check(badge, ino, want)?;
+        self.check(badge, ino, open_want(flags))?;
         self.do_open(ino, flags)
     }
     fn create(&mut self, badge: u64, dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<u32, FsError> {
@@ -500,24 +516,37 @@ impl pfs::Server for Pfs {
     }
     fn open_path(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenPathOut, FsError> {
         let creds = self.creds(badge)?;
-        let (dir, ino, name) = self.walk(badge, path, true)?;
-        let ino = match ino {
-            Some(i) => {
+        let (dir, found, name) = self.walk(badge, path, true)?;
+        let flags = flags & (O_READ | O_WRITE | O_TRUNC | O_CREATE | O_EXCL);
+        let o = match found {
+            Some((ino, st)) => {
                 if flags & O_CREATE != 0 && flags & O_EXCL != 0 {
                     return Err(FsError::Exists);
                 }
-                i
+                // The walk read its attributes: the permission check and the open use them.
+                let want = open_want(flags);
+                if let Some((uid, gid)) = creds {
+                    if !may(st.mode as u32, st.uid, st.gid, uid, gid, want) {
+                        return Err(FsError::Denied);
+                    }
+                }
+                self.do_open_stat(ino, flags & (O_READ | O_WRITE | O_TRUNC), st)?
             }
             None if flags & O_CREATE != 0 => {
                 let (uid, gid) = creds.unwrap_or((0, 0));
                 self.check(badge, dir, 3)?;
-                self.fs.create(dir, &name, mode as u16 & 0o7777, uid, gid).map_err(err)?
+                let ino = self.fs.create(dir, &name, mode as u16 & 0o7777, uid, gid).map_err(err)?;
+                pfs::Server::open(self, badge, ino, flags & (O_READ | O_WRITE | O_TRUNC))?
             }
             None => return Err(FsError::NotFound),
         };
-        let o = pfs::Server::open(self, badge, ino, flags & (O_READ | O_WRITE | O_TRUNC))?;
         Ok(OpenPathOut { file: o.file, size: o.size })
     }
+}
+
+/// The permission bits (4 read, 2 write) an open with `flags` needs.
+fn open_want(flags: u32) -> u32 {
+    (if flags & O_READ != 0 { 4 } else { 0 }) | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 }
 }
 
 /// The components of a path, without empty ones and `.`.

@@ -24,6 +24,7 @@ extern crate alloc;
 
 mod cache;
 
+use alloc::borrow::Cow;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
@@ -302,14 +303,17 @@ impl Pfs {
     /// are read once, for both the permission check and the step into it.
     fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<(u32, Stat)>, Vec<u8>), FsError> {
         let creds = self.creds(badge)?;
-        let mut comps = components(path);
-        comps.reverse();
+        // Components still to walk, last first: borrowed from `path`, owned when a symlink's
+        // target put them there.
+        let mut comps: Vec<Cow<[u8]>> = Vec::with_capacity(16);
+        comps.extend(path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").rev().map(Cow::Borrowed));
         let root = self.fs.root();
         let root_st = self.fs.stat(root).map_err(err)?;
         // The directories walked through, with their attributes.
-        let mut stack: Vec<(u32, Stat)> = alloc::vec![(root, root_st)];
+        let mut stack: Vec<(u32, Stat)> = Vec::with_capacity(16);
+        stack.push((root, root_st));
         // The names of `stack[1..]`: where the walk is, to notice a mount point (`cover`).
-        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mut names: Vec<Cow<[u8]>> = Vec::with_capacity(16);
         let mut links = 0;
         loop {
             let Some(c) = comps.pop() else {
@@ -317,7 +321,7 @@ impl Pfs {
                 let parent = stack.last().map_or(cur, |p| p.0);
                 return Ok((parent, Some((cur, st)), Vec::new()));
             };
-            if c == b".." {
+            if *c == *b".." {
                 if stack.len() == 1 {
                     return Err(FsError::Xdev);
                 }
@@ -326,13 +330,9 @@ impl Pfs {
                 continue;
             }
             // Another file system is mounted here: only the VFS may go on.
-            if !self.covered.is_empty() {
-                names.push(c.clone());
-                let hit = self.covered.contains(&names);
-                names.pop();
-                if hit {
-                    return Err(FsError::Xdev);
-                }
+            let n = names.len();
+            if self.covered.iter().any(|cv| cv.len() == n + 1 && cv[n] == *c && cv[..n].iter().zip(&names).all(|(a, b)| a[..] == b[..])) {
+                return Err(FsError::Xdev);
             }
             let (dir, dst) = stack.last().unwrap();
             let dir = *dir;
@@ -343,7 +343,7 @@ impl Pfs {
             }
             let last = comps.is_empty();
             match self.fs.lookup(dir, &c).map_err(err) {
-                Err(FsError::NotFound) if last => return Ok((dir, None, c)),
+                Err(FsError::NotFound) if last => return Ok((dir, None, c.into_owned())),
                 Err(e) => return Err(e),
                 Ok(ino) => {
                     let st = self.fs.stat(ino).map_err(err)?;
@@ -357,12 +357,12 @@ impl Pfs {
                             return Err(FsError::Xdev);
                         }
                         for p in components(&t).into_iter().rev() {
-                            comps.push(p);
+                            comps.push(Cow::Owned(p));
                         }
                         continue;
                     }
                     if last {
-                        return Ok((dir, Some((ino, st)), c));
+                        return Ok((dir, Some((ino, st)), c.into_owned()));
                     }
                     if st.kind != FileKind::Dir {
                         return Err(FsError::NotDir);

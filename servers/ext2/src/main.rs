@@ -41,6 +41,8 @@ use sawmill_rt::{env, ipc, println, sys, thread};
 sawmill_rt::entry!(main);
 
 const VFS_BADGE: u64 = 1;
+/// Mount points inside this file system the VFS may tell us about (`cover`).
+const MAX_COVERED: usize = 64;
 const SESSION_BASE: u64 = 1 << 20;
 const FILE_BASE: u64 = 1 << 32;
 /// Badge bit of a file capability that may only read (`dataspace.read_only`).
@@ -510,6 +512,10 @@ impl pfs::Server for Pfs {
             return Err(FsError::Invalid);
         }
         if !self.covered.contains(&comps) {
+            // As many as the VFS can have mounts; a table never grows without bound.
+            if self.covered.len() >= MAX_COVERED {
+                return Err(FsError::NoSpace);
+            }
             self.covered.push(comps);
         }
         Ok(())

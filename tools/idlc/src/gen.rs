@@ -515,16 +515,27 @@ fn gen_server(o: &mut String, it: &Interface) {
     let _ = writeln!(o, "    #[inline(always)]");
     let _ = writeln!(o, "    pub fn dispatch_then<S: Server + ?Sized, T>(__srv: &mut S, __m: &__rt::IpcResult, __k: impl FnOnce(__rt::Reply) -> T) -> T {{");
     let _ = writeln!(o, "        if __m.err != 0 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::RECV_FAILED)); }}");
-    let _ = writeln!(o, "        match __m.tag.label() {{");
-    for m in &it.methods {
+    // Methods whose message has a fixed shape are matched on opcode and shape in one compare;
+    // those carrying byte buffers (a variable number of words) by opcode, then their items.
+    let (fixed, varying): (Vec<&Method>, Vec<&Method>) =
+        it.methods.iter().partition(|m| !Layout::of(&m.ins).has_bytes);
+    for m in &fixed {
+        let li = Layout::of(&m.ins);
+        let _ = writeln!(
+            o,
+            "        const __T_{0}: u64 = op::{0} as u64 | {1} << 16 | {2} << 24;",
+            m.name.to_ascii_uppercase(),
+            li.fixed,
+            li.caps
+        );
+    }
+    let arm = |m: &Method| -> String {
+        let mut o = String::new();
         let li = Layout::of(&m.ins);
         let lo = Layout::of(&m.outs);
         let ind = "                ";
-        let _ = writeln!(o, "            op::{} => {{", m.name.to_ascii_uppercase());
         if li.has_bytes {
             let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != {} << 24 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps);
-        } else {
-            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::SHAPE_NOLABEL != {} << 16 | {} << 24 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.fixed, li.caps);
         }
         let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, __rt::proto::{c}));");
         let capf = |k: u32, _: &str| format!("__u.caps_in[{k}]");
@@ -556,7 +567,7 @@ fn gen_server(o: &mut String, it: &Interface) {
                 o,
                 "{ind}let () = __r;\n{ind}__k(__rt::Reply::EMPTY)\n            }}"
             );
-            continue;
+            return o;
         }
         let _ = writeln!(o, "{ind}match __r {{");
         let ind2 = "                        ";
@@ -600,8 +611,30 @@ fn gen_server(o: &mut String, it: &Interface) {
         let _ = writeln!(o, "{ind}    }}");
         let _ = writeln!(o, "{ind}    Err(e) => __k(__rt::Reply::error(&e)),");
         let _ = writeln!(o, "{ind}}}\n            }}");
+        o
+    };
+    let _ = writeln!(o, "        match __m.tag.0 & __rt::SHAPE {{");
+    for m in &fixed {
+        let _ = writeln!(o, "            __T_{} => {{", m.name.to_ascii_uppercase());
+        o.push_str(&arm(m));
     }
-    let _ = writeln!(o, "            _ => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE)),\n        }}\n    }}\n");
+    let _ = writeln!(o, "            _ => match __m.tag.label() {{");
+    for m in &varying {
+        let _ = writeln!(o, "            op::{} => {{", m.name.to_ascii_uppercase());
+        o.push_str(&arm(m));
+    }
+    if !fixed.is_empty() {
+        let labels: Vec<String> = fixed
+            .iter()
+            .map(|m| format!("op::{}", m.name.to_ascii_uppercase()))
+            .collect();
+        let _ = writeln!(
+            o,
+            "            {} => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)),",
+            labels.join(" | ")
+        );
+    }
+    let _ = writeln!(o, "            _ => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE)),\n            }},\n        }}\n    }}\n");
 
     let _ = writeln!(
         o,

@@ -5,6 +5,9 @@
 //! - `ipc.null_rpc.roundtrip`: call + reply, register-only, measured in the client, against the
 //!   hand-written server; client stub (`ipc::call`) and loop included.
 //! - `ipc.null_rpc.idl`: the same through the IDL-generated client stub and server loop.
+//! - `ipc.null_rpc.checked`: hand-written on both sides, with the checks the generated code
+//!   makes (client: error and reply shape; server: receive error, opcode, shape, cleared reply
+//!   words) — what `ipc.null_rpc.idl` is to be compared with.
 //! - `ipc.oneway`: a send to a waiting higher-priority receiver, until the sender runs again.
 //! - `pagefault.user_pager`: first touch of a page resolved by a pager in another task.
 //! - `idl.client_stub.insn`, `idl.server_dispatch.insn`: instructions the generated stubs spend
@@ -37,9 +40,22 @@ fn idl_add(c: &bench::Client, a: u64, b: u64) -> u64 {
     c.add(a, b).unwrap_or(u64::MAX)
 }
 
+/// The hand-written twin of `idl_add`: the same call and the same reply check (no error, label 0,
+/// exactly one word, no items), in the same never-inlined shape.
+#[inline(never)]
+fn checked_add(ep: u64, a: u64, b: u64, bad: &mut u64) -> u64 {
+    let r = ipc::call(ep, MsgTag(REQ), [a, b, 0, 0]);
+    if (r.err | (r.tag.0 & sawmill_interfaces::rpc::SHAPE ^ REP)) != 0 {
+        *bad += 1;
+        return u64::MAX;
+    }
+    r.w[0]
+}
+
 fn main() {
     let echo = env::cap("echo").expect("echo");
     let echo_idl = env::cap("echo-idl").expect("echo-idl");
+    let echo_checked = env::cap("echo-checked").expect("echo-checked");
     let sink = env::cap("sink").expect("sink");
     // Warm up every path once (first-touch effects are not what we measure).
     let _ = ipc::call(echo, MsgTag(REQ), [1, 2, 0, 0]);
@@ -88,6 +104,18 @@ fn main() {
         }
     });
     report("ipc.null_rpc.idl", idl);
+    let _ = ipc::call(echo_checked, MsgTag(REQ), [1, 2, 0, 0]);
+    let mut bad = 0u64;
+    let checked = per(N, || {
+        for i in 0..N {
+            core::hint::black_box(checked_add(echo_checked, i, 1, &mut bad));
+        }
+    });
+    if bad != 0 {
+        println!("bench-ipc: checked null RPC failed {} times", bad);
+        sys::thread_exit(1);
+    }
+    report("ipc.null_rpc.checked", checked);
     report("ipc.null_rpc.asm", raw);
     // Client: generated stub + its loop, minus the reference loop, plus the reference setup.
     report(

@@ -84,7 +84,13 @@ struct Vfs {
     admins: Vec<u64>,
     version: u64,
     free_slots: Vec<u64>,
+    /// PFS session capabilities we hold for opens on a client's behalf: (mount, uid, gid, slot).
+    sessions: Vec<(usize, u32, u32, u64)>,
 }
+
+/// At most this many cached sessions (mounts × distinct credentials); past it opens take the
+/// component-by-component way.
+const MAX_SESSIONS: usize = 64;
 
 fn may(attr: (u32, u32, u32), uid: u32, gid: u32, want: u32) -> bool {
     if uid == 0 {
@@ -211,6 +217,80 @@ impl Vfs {
         }
     }
 
+    /// A session capability of mount `m`'s PFS for these credentials (made once, then kept).
+    fn session(&mut self, m: usize, uid: u32, gid: u32) -> Option<u64> {
+        if let Some(s) = self.sessions.iter().find(|s| (s.0, s.1, s.2) == (m, uid, gid)) {
+            return Some(s.3);
+        }
+        if self.sessions.len() >= MAX_SESSIONS {
+            return None;
+        }
+        let rx = self.slot();
+        match self.pfs(m).ok()?.session(uid, gid, rx) {
+            Ok(s) => {
+                self.sessions.push((m, uid, gid, s));
+                Some(s)
+            }
+            Err(_) => {
+                self.free_slots.push(rx);
+                None
+            }
+        }
+    }
+
+    /// Opens an existing file in one call to the PFS that holds it: the PFS walks the path inside
+    /// its file system with the client's credentials (`open_path`, as protocol option 3 does
+    /// from the library). Anything it cannot finish alone — `..` in the path, a place where
+    /// another file system is mounted, an absolute or long symlink chain, a dead mount — comes
+    /// back as None, and the caller resolves exactly, component by component.
+    fn open_direct(&mut self, badge: u64, path: &[u8], flags: u32) -> Option<Result<OpenOut, FsError>> {
+        let (uid, gid) = self.cred(badge);
+        if path.first() != Some(&b'/') {
+            return None;
+        }
+        let comps: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+        if comps.iter().any(|c| *c == b"..") {
+            return None;
+        }
+        // The mount the path lies in: the longest prefix, the most recent of equal ones.
+        let mut best: Option<usize> = None;
+        for (i, mt) in self.mounts.iter().enumerate() {
+            let under = mt.comps.len() <= comps.len() && mt.comps.iter().zip(&comps).all(|(a, b)| a[..] == b[..]);
+            if under && best.is_none_or(|b| mt.comps.len() >= self.mounts[b].comps.len()) {
+                best = Some(i);
+            }
+        }
+        let m = best?;
+        if !self.mounts[m].alive {
+            return None;
+        }
+        // The directories passed on the way to that mount's root must be searchable: only mount
+        // roots (whose attributes we keep) are handled here.
+        for k in 0..self.mounts[m].comps.len() {
+            let pm = self.mount_at(&self.mounts[m].comps[..k])?;
+            if !may(self.mounts[pm].root_attr, uid, gid, 1) {
+                return Some(Err(FsError::Denied));
+            }
+        }
+        let s = self.session(m, uid, gid)?;
+        let rest = comps[self.mounts[m].comps.len()..].join(&b'/');
+        let rx = self.slot();
+        match pfs::Client::new(s).open_path(&rest, flags & (O_READ | O_WRITE | O_TRUNC), 0, rx) {
+            Ok(o) => {
+                PENDING_DELETE.store(rx, Ordering::Relaxed);
+                Some(Ok(OpenOut { file: o.file, size: o.size }))
+            }
+            Err(RpcError::App(e)) if e != FsError::Xdev && e != FsError::Loop => {
+                self.free_slots.push(rx);
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.free_slots.push(rx);
+                None
+            }
+        }
+    }
+
     fn parent_for_change(&mut self, badge: u64, path: &[u8]) -> Result<Resolved, FsError> {
         let r = self.resolve(badge, path, false)?;
         let (uid, gid) = self.cred(badge);
@@ -226,6 +306,11 @@ impl Vfs {
 
 impl vfs::Server for Vfs {
     fn open(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenOut, FsError> {
+        if flags & O_CREATE == 0 {
+            if let Some(r) = self.open_direct(badge, path, flags) {
+                return r;
+            }
+        }
         let (uid, gid) = self.cred(badge);
         let r = self.resolve(badge, path, true)?;
         let (pos, created) = match r.node {
@@ -398,7 +483,7 @@ fn num(s: &str) -> Option<u64> {
 }
 
 fn main() {
-    let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new() };
+    let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new(), sessions: Vec::new() };
     for a in env::args() {
         if let Some(m) = a.strip_prefix("mount=") {
             let Some((prefix, ep_name)) = m.split_once(':') else { continue };

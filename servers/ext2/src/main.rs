@@ -121,6 +121,8 @@ struct Pfs {
     free_slots: Vec<u64>,
     /// Where other file systems are mounted inside this one (paths from its root, by the VFS).
     covered: Vec<Vec<Vec<u8>>>,
+    /// The option-3 walk's stack of directories, kept so that a walk allocates nothing.
+    walk_stack: Vec<(u32, Stat)>,
     shadows: Vec<Shadow>,
     max_shadows: usize,
     name: &'static str,
@@ -304,24 +306,39 @@ impl Pfs {
     /// (parent, the inode and its attributes or None, last name). Each directory's attributes
     /// are read once, for both the permission check and the step into it.
     fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<(u32, Stat)>, Vec<u8>), FsError> {
+        // The stack of directories is kept between walks, so a walk allocates nothing.
+        let mut stack = core::mem::take(&mut self.walk_stack);
+        stack.clear();
+        let r = self.walk_with(badge, path, follow_last, &mut stack);
+        self.walk_stack = stack;
+        r
+    }
+
+    fn walk_with(&mut self, badge: u64, path: &[u8], follow_last: bool, stack: &mut Vec<(u32, Stat)>) -> Result<(u32, Option<(u32, Stat)>, Vec<u8>), FsError> {
         let creds = self.creds(badge)?;
-        // Components still to walk, last first: borrowed from `path`, owned when a symlink's
-        // target put them there.
-        let mut comps: Vec<Cow<[u8]>> = Vec::with_capacity(16);
-        comps.extend(path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").rev().map(Cow::Borrowed));
+        // The path's components, taken in order; a symlink's target goes to `pending` (last
+        // first) and is walked before the rest of the path.
+        let mut rest = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").peekable();
+        let mut pending: Vec<Vec<u8>> = Vec::new();
         let root = self.fs.root();
         let root_st = self.fs.stat(root).map_err(err)?;
-        // The directories walked through, with their attributes.
-        let mut stack: Vec<(u32, Stat)> = Vec::with_capacity(16);
         stack.push((root, root_st));
-        // The names of `stack[1..]`: where the walk is, to notice a mount point (`cover`).
-        let mut names: Vec<Cow<[u8]>> = Vec::with_capacity(16);
+        // The names of `stack[1..]`, kept only if another file system is mounted inside this
+        // one (`cover`): where the walk is, to notice such a mount point.
+        let track = !self.covered.is_empty();
+        let mut names: Vec<Vec<u8>> = Vec::new();
         let mut links = 0;
         loop {
-            let Some(c) = comps.pop() else {
-                let (cur, st) = stack.pop().unwrap();
-                let parent = stack.last().map_or(cur, |p| p.0);
-                return Ok((parent, Some((cur, st)), Vec::new()));
+            let c: Cow<[u8]> = match pending.pop() {
+                Some(p) => Cow::Owned(p),
+                None => match rest.next() {
+                    Some(x) => Cow::Borrowed(x),
+                    None => {
+                        let (cur, st) = stack.pop().unwrap();
+                        let parent = stack.last().map_or(cur, |p| p.0);
+                        return Ok((parent, Some((cur, st)), Vec::new()));
+                    }
+                },
             };
             if *c == *b".." {
                 if stack.len() == 1 {
@@ -332,9 +349,11 @@ impl Pfs {
                 continue;
             }
             // Another file system is mounted here: only the VFS may go on.
-            let n = names.len();
-            if self.covered.iter().any(|cv| cv.len() == n + 1 && cv[n] == *c && cv[..n].iter().zip(&names).all(|(a, b)| a[..] == b[..])) {
-                return Err(FsError::Xdev);
+            if track {
+                let n = names.len();
+                if self.covered.iter().any(|cv| cv.len() == n + 1 && cv[n] == *c && cv[..n] == names[..]) {
+                    return Err(FsError::Xdev);
+                }
             }
             let (dir, dst) = stack.last().unwrap();
             let dir = *dir;
@@ -343,7 +362,7 @@ impl Pfs {
                     return Err(FsError::Denied);
                 }
             }
-            let last = comps.is_empty();
+            let last = pending.is_empty() && rest.peek().is_none();
             match self.fs.lookup(dir, &c).map_err(err) {
                 Err(FsError::NotFound) if last => return Ok((dir, None, c.into_owned())),
                 Err(e) => return Err(e),
@@ -359,7 +378,7 @@ impl Pfs {
                             return Err(FsError::Xdev);
                         }
                         for p in components(&t).into_iter().rev() {
-                            comps.push(Cow::Owned(p));
+                            pending.push(p);
                         }
                         continue;
                     }
@@ -370,7 +389,9 @@ impl Pfs {
                         return Err(FsError::NotDir);
                     }
                     stack.push((ino, st));
-                    names.push(c);
+                    if track {
+                        names.push(c.into_owned());
+                    }
                 }
             }
         }
@@ -855,7 +876,7 @@ fn main() {
     fs.set_time(NOW);
     let st = fs.statfs();
     println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
-    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), shadows: Vec::new(), max_shadows, name };
+    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), walk_stack: Vec::with_capacity(16), shadows: Vec::new(), max_shadows, name };
     loop {
         if m.err != 0 {
             m = ipc::recv(ep, 0);

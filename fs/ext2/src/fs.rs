@@ -160,7 +160,14 @@ pub struct Fs<D: BlockDevice> {
     generation: u32,
     /// One block of scratch space for directory scans (kept, so a scan allocates nothing).
     scratch: Vec<u8>,
+    /// Recently used inodes, direct-mapped by number (`ino % ICACHE`): a path lookup reads the
+    /// same few inodes several times. Written through by `write_inode`, dropped by `new_inode`,
+    /// the only two writers of the inode table.
+    icache: Vec<(u32, RawInode)>,
 }
+
+/// Entries of the inode cache.
+const ICACHE: usize = 64;
 
 impl<D: BlockDevice> Fs<D> {
     /// Mounts the file system on `dev`, validating the superblock and group descriptors
@@ -286,6 +293,7 @@ impl<D: BlockDevice> Fs<D> {
             now: 0,
             generation: 0x5a11_0000,
             scratch: vec![0u8; bs as usize],
+            icache: vec![(0, RawInode([0; 128])); ICACHE],
         })
     }
 
@@ -563,13 +571,23 @@ impl<D: BlockDevice> Fs<D> {
     }
     pub(crate) fn read_inode(&mut self, ino: u32) -> Result<RawInode> {
         let off = self.inode_off(ino)?;
+        let e = &self.icache[ino as usize % ICACHE];
+        if e.0 == ino {
+            return Ok(e.1.clone());
+        }
         let mut r = RawInode([0; 128]);
         self.dev.read_at(off, &mut r.0)?;
+        self.icache[ino as usize % ICACHE] = (ino, r.clone());
         Ok(r)
     }
     fn write_inode(&mut self, ino: u32, r: &RawInode) -> Result<()> {
         let off = self.inode_off(ino)?;
-        Ok(self.dev.write_at(off, &r.0)?)
+        // Written to the device first: if that fails, the cache must not claim otherwise.
+        let e = ino as usize % ICACHE;
+        self.icache[e].0 = 0;
+        self.dev.write_at(off, &r.0)?;
+        self.icache[e] = (ino, r.clone());
+        Ok(())
     }
     /// Reads an inode that a directory entry or caller refers to: it must be in use.
     fn live_inode(&mut self, ino: u32) -> Result<RawInode> {
@@ -1308,6 +1326,8 @@ impl<D: BlockDevice> Fs<D> {
             // Room for the extra timestamp fields, as mke2fs and Linux lay them out.
             put16(&mut whole, I_EXTRA_ISIZE, 32);
         }
+        // The record is rewritten whole: whatever the cache held for this number is gone.
+        self.icache[ino as usize % ICACHE].0 = 0;
         self.dev.write_at(off, &whole)?;
         let mut r = RawInode([0; 128]);
         put16(&mut r.0, I_MODE, mode);

@@ -245,36 +245,38 @@ impl<C: Clone> CSpace<C> {
         Ok(())
     }
 
+    /// The links of `s`, changed in place (nothing if there is no such slot).
+    fn with_links(&mut self, s: SlotId, f: impl FnOnce(&mut Links)) {
+        if let Some(x) = self.slot_mut(s) {
+            f(&mut x.links);
+        }
+    }
+
     /// Puts `cap` into empty slot `dst` as a child of `parent` (which must hold a capability).
+    /// (Each link is changed in place: this runs on every mint and capability transfer.)
     pub fn insert_child(&mut self, parent: SlotId, dst: SlotId, cap: C) -> Result<(), CsError> {
-        self.get(parent)?;
-        if !self.is_free(dst)? {
+        let old_first = {
+            let p = self.slot(parent).ok_or(CsError::BadSlot)?;
+            if p.cap.is_none() {
+                return Err(CsError::Empty);
+            }
+            p.links.first_child
+        };
+        let d = self.slot_mut(dst).ok_or(CsError::BadSlot)?;
+        if d.cap.is_some() {
             return Err(CsError::Full);
         }
-        let pl = self.links(parent);
-        let old_first = pl.first_child;
-        self.slot_mut(dst).unwrap().cap = Some(cap);
-        self.set_links(
-            dst,
-            Links {
-                parent: Some(parent),
-                first_child: None,
-                next: old_first,
-                prev: None,
-            },
-        );
+        d.cap = Some(cap);
+        d.links = Links {
+            parent: Some(parent),
+            first_child: None,
+            next: old_first,
+            prev: None,
+        };
         if let Some(f) = old_first {
-            let mut fl = self.links(f);
-            fl.prev = Some(dst);
-            self.set_links(f, fl);
+            self.with_links(f, |l| l.prev = Some(dst));
         }
-        self.set_links(
-            parent,
-            Links {
-                first_child: Some(dst),
-                ..pl
-            },
-        );
+        self.with_links(parent, |l| l.first_child = Some(dst));
         Ok(())
     }
 
@@ -292,23 +294,15 @@ impl<C: Clone> CSpace<C> {
     fn unlink(&mut self, s: SlotId) {
         let l = self.links(s);
         match l.prev {
-            Some(p) => {
-                let mut pl = self.links(p);
-                pl.next = l.next;
-                self.set_links(p, pl);
-            }
+            Some(p) => self.with_links(p, |pl| pl.next = l.next),
             None => {
                 if let Some(par) = l.parent {
-                    let mut pl = self.links(par);
-                    pl.first_child = l.next;
-                    self.set_links(par, pl);
+                    self.with_links(par, |pl| pl.first_child = l.next);
                 }
             }
         }
         if let Some(n) = l.next {
-            let mut nl = self.links(n);
-            nl.prev = l.prev;
-            self.set_links(n, nl);
+            self.with_links(n, |nl| nl.prev = l.prev);
         }
     }
 
@@ -324,39 +318,29 @@ impl<C: Clone> CSpace<C> {
             child = cl.next;
             match l.parent {
                 Some(p) => {
-                    let pl = self.links(p);
-                    if let Some(f) = pl.first_child {
-                        let mut fl = self.links(f);
-                        fl.prev = Some(c);
-                        self.set_links(f, fl);
+                    let pfirst = self.links(p).first_child;
+                    if let Some(f) = pfirst {
+                        self.with_links(f, |fl| fl.prev = Some(c));
                     }
-                    self.set_links(
-                        c,
-                        Links {
+                    self.with_links(c, |x| {
+                        *x = Links {
                             parent: Some(p),
                             first_child: cl.first_child,
-                            next: pl.first_child,
+                            next: pfirst,
                             prev: None,
-                        },
-                    );
-                    self.set_links(
-                        p,
-                        Links {
-                            first_child: Some(c),
-                            ..pl
-                        },
-                    );
+                        }
+                    });
+                    self.with_links(p, |pl| pl.first_child = Some(c));
                 }
                 None => {
-                    self.set_links(
-                        c,
-                        Links {
+                    self.with_links(c, |x| {
+                        *x = Links {
                             parent: None,
                             first_child: cl.first_child,
                             next: None,
                             prev: None,
-                        },
-                    );
+                        }
+                    });
                 }
             }
         }

@@ -45,6 +45,12 @@ const PAGE: u64 = 4096;
 const WINDOWS: u64 = 0x8000_0000;
 const WINDOW_SIZE: u64 = 64 << 20;
 const MAX_FDS: usize = 64;
+/// Where each descriptor's write buffer (the PFS's, `file::write_buffer`) is mapped, after the
+/// read windows.
+const WBUFS: u64 = WINDOWS + MAX_FDS as u64 * WINDOW_SIZE;
+const WBUF_SIZE: u64 = 16 << 10;
+/// Writes longer than one message's 480 bytes go through the write buffer.
+const SMALL_WRITE: usize = 480;
 
 pub type Result<T> = core::result::Result<T, FsError>;
 
@@ -96,6 +102,9 @@ struct Fd {
     /// Addresses where `mmap` attached this file (detached on close).
     #[cfg_attr(not(target_os = "none"), allow(dead_code))]
     attached: Vec<u64>,
+    /// The PFS's write buffer is mapped at `WBUFS + fd * WBUF_SIZE` (asked for on the first
+    /// long write; the PFS takes it back on close).
+    wbuf: bool,
 }
 
 struct MountEnt {
@@ -211,7 +220,7 @@ impl Files {
                 }
             }
         };
-        self.fds[i] = Some(Fd { cap, flags, off: 0, size, mapped: Vec::new(), attached: Vec::new() });
+        self.fds[i] = Some(Fd { cap, flags, off: 0, size, mapped: Vec::new(), attached: Vec::new(), wbuf: false });
         Ok(i)
     }
 
@@ -362,8 +371,36 @@ impl Files {
         }
         let c = file::Client::new(f.cap);
         let mut done = 0;
+        if buf.len() > SMALL_WRITE {
+            // Through the PFS's write buffer, mapped here: copy in, one call per 16 KiB.
+            let at = WBUFS + fd as u64 * WBUF_SIZE;
+            if !f.wbuf {
+                c.write_buffer(at, [at, WBUF_SIZE]).map_err(e)?;
+                // Every page must really be here before we write to it.
+                if (0..WBUF_SIZE / PAGE).any(|i| sys::translate(at + i * PAGE).is_err()) {
+                    return Err(FsError::Io);
+                }
+                f.wbuf = true;
+            }
+            while done < buf.len() {
+                let chunk = &buf[done..(done + WBUF_SIZE as usize).min(buf.len())];
+                // The PFS takes the buffer back if it dies (its pages go): then there is nothing
+                // to write into, and the file is gone anyway.
+                if sys::translate(at).is_err() {
+                    return Err(FsError::Gone);
+                }
+                // SAFETY: the PFS mapped WBUF_SIZE writable bytes at `at` for this descriptor
+                // (checked above); only this descriptor's writes use them.
+                unsafe { core::ptr::copy_nonoverlapping(chunk.as_ptr(), at as *mut u8, chunk.len()) };
+                let n = c.write_from_buffer(off + done as u64, chunk.len() as u32).map_err(e)? as usize;
+                if n == 0 {
+                    break;
+                }
+                done += n;
+            }
+        }
         while done < buf.len() {
-            let chunk = &buf[done..(done + 480).min(buf.len())];
+            let chunk = &buf[done..(done + SMALL_WRITE).min(buf.len())];
             let n = c.write(off + done as u64, chunk).map_err(e)? as usize;
             if n == 0 {
                 break;

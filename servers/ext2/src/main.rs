@@ -101,6 +101,39 @@ struct Open {
     mapped: Vec<usize>,
     /// Our copy of the read-only capability handed out by `dataspace.read_only` (0: none).
     ro_cap: u64,
+    /// The write buffer shared with the client (`write_buffer`), if it asked for one.
+    wbuf: Option<WriteBuf>,
+}
+
+/// Size of an open file's write buffer.
+const WBUF: usize = 4 * PAGE;
+
+/// Page-aligned memory of ours that one client writes into: it can change the bytes, never take
+/// the pages away (the mapping it has is derived from ours), so reading them is always safe.
+struct WriteBuf(*mut u8);
+
+impl WriteBuf {
+    fn layout() -> core::alloc::Layout {
+        // A constant, valid size and alignment.
+        core::alloc::Layout::from_size_align(WBUF, PAGE).unwrap()
+    }
+    fn new() -> Option<WriteBuf> {
+        // SAFETY: non-zero size.
+        let p = unsafe { alloc::alloc::alloc_zeroed(Self::layout()) };
+        (!p.is_null()).then_some(WriteBuf(p))
+    }
+    fn addr(&self) -> u64 {
+        self.0 as u64
+    }
+}
+
+impl Drop for WriteBuf {
+    fn drop(&mut self) {
+        // The client's mapping goes first: nobody may see the pages once they are reused.
+        let _ = sys::unmap(self.addr(), (WBUF / PAGE) as u64, 0);
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { alloc::alloc::dealloc(self.0, Self::layout()) };
+    }
 }
 
 /// A private page holding file page `page` of `ino` (see [`MAX_SHADOWS`]); kept up to date by
@@ -161,6 +194,20 @@ impl Pfs {
         Ok(())
     }
 
+    /// Writes `data` at `off` into the file of `badge` (a writable open file).
+    fn write_data(&mut self, badge: u64, off: u64, data: &[u8]) -> Result<usize, FsError> {
+        let f = self.file(badge)?;
+        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
+            return Err(FsError::BadFile);
+        }
+        let ino = f.ino;
+        let n = self.fs.write(ino, off, data).map_err(err)?;
+        if !self.shadows.is_empty() {
+            self.refresh_shadows(ino, off, n as u64);
+        }
+        Ok(n)
+    }
+
     fn file(&mut self, badge: u64) -> Result<&mut Open, FsError> {
         let i = (badge & !FILE_RO).wrapping_sub(FILE_BASE) as usize;
         self.files.get_mut(i).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
@@ -192,7 +239,7 @@ impl Pfs {
             self.free_files.push(i);
             return Err(FsError::NoSpace);
         }
-        self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new(), ro_cap: 0 });
+        self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new(), ro_cap: 0, wbuf: None });
         let size = if flags & O_TRUNC != 0 { 0 } else { st.size };
         Ok(OpenOut { file: cap, size })
     }
@@ -584,6 +631,30 @@ fn components(path: &[u8]) -> Vec<Vec<u8>> {
 static PENDING_DELETE: AtomicUsize = AtomicUsize::new(0);
 
 impl file::Server for Pfs {
+    fn write_buffer(&mut self, badge: u64, dst: u64) -> Result<Map, FsError> {
+        let f = self.file(badge)?;
+        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
+            return Err(FsError::BadFile);
+        }
+        if f.wbuf.is_none() {
+            f.wbuf = Some(WriteBuf::new().ok_or(FsError::NoSpace)?);
+        }
+        let src = f.wbuf.as_ref().map_or(0, |w| w.addr());
+        Ok(Map { src, dst, pages: (WBUF / PAGE) as u64, flags: map::READ | map::WRITE })
+    }
+    fn write_from_buffer(&mut self, badge: u64, off: u64, len: u32) -> Result<u32, FsError> {
+        let f = self.file(badge)?;
+        let Some(w) = f.wbuf.as_ref() else { return Err(FsError::Invalid) };
+        if len as usize > WBUF {
+            return Err(FsError::Invalid);
+        }
+        let p = w.0;
+        // SAFETY: our own buffer, allocated and mapped for as long as the open file holds it; the
+        // client may change the bytes meanwhile, which only changes its own data. The slice ends
+        // before `write_data` can drop the buffer (it does not touch `wbuf`).
+        let data = unsafe { core::slice::from_raw_parts(p, len as usize) };
+        self.write_data(badge, off, data).map(|n| n as u32)
+    }
     fn read(&mut self, badge: u64, off: u64, len: u32) -> Result<Bytes<480>, FsError> {
         let f = self.file(badge)?;
         if f.flags & O_READ == 0 {
@@ -597,16 +668,7 @@ impl file::Server for Pfs {
         Ok(b)
     }
     fn write(&mut self, badge: u64, off: u64, data: &[u8]) -> Result<u32, FsError> {
-        let f = self.file(badge)?;
-        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
-            return Err(FsError::BadFile);
-        }
-        let ino = f.ino;
-        let n = self.fs.write(ino, off, data).map_err(err)?;
-        if !self.shadows.is_empty() {
-            self.refresh_shadows(ino, off, n as u64);
-        }
-        Ok(n as u32)
+        self.write_data(badge, off, data).map(|n| n as u32)
     }
     fn stat(&mut self, badge: u64) -> Result<StatOut, FsError> {
         let ino = self.file(badge)?.ino;
@@ -891,8 +953,11 @@ fn main() {
             m = dataspace::dispatch_then(&mut p, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
         } else if m.badge >= FILE_BASE {
             m = file::dispatch_then(&mut p, &m, |r| {
+                // `map` adds its items beside the generated reply; `write_buffer`'s reply
+                // carries its own.
                 let n = PENDING_MAPS.swap(0, Ordering::Relaxed);
-                ipc::reply_recv(ep, r.tag.with_maps(n as u8), r.w)
+                let tag = if n != 0 { r.tag.with_maps(n as u8) } else { r.tag };
+                ipc::reply_recv(ep, tag, r.w)
             });
         } else {
             m = pfs::dispatch_then(&mut p, &m, |r| ipc::reply_recv(ep, r.tag, r.w));

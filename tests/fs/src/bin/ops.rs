@@ -85,6 +85,25 @@ fn write_test(f: &mut Files) {
     f.protocol = sawmill_fsclient::Protocol::Vfs;
     check!(f.rename("/work/sub/b.bin", "/data/b.bin") == Err(Error::Xdev), "rename across mounts refused");
     check!(f.rmdir("/work") == Err(Error::NotEmpty), "rmdir of a non-empty directory");
+    // The bulk-write buffer refuses what it must: a read-only file, a write before the buffer
+    // exists, a length past it. Long writes went through it above (a.txt, b.bin).
+    {
+        use sawmill_interfaces::{file, rpc, FsError};
+        let fd = ok(f.open("/work/sub/a-renamed.txt", O_READ, 0), "open read-only");
+        let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+        check!(c.write_buffer(0x1_9000_0000, [0x1_9000_0000, 16384]).map(|_| ()) == Err(rpc::Error::App(FsError::BadFile)), "write buffer of a read-only file");
+        ok(f.close(fd), "close");
+        let fd = ok(f.open("/work/bulk.tmp", O_READ | O_WRITE | O_CREATE, 0o644), "create bulk.tmp");
+        let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+        check!(c.write_from_buffer(0, 10) == Err(rpc::Error::App(FsError::Invalid)), "write from a buffer never mapped");
+        let data = pattern(40000);
+        check!(ok(f.pwrite(fd, &data, 0), "long pwrite") == data.len(), "long pwrite count");
+        check!(c.write_from_buffer(0, 16385) == Err(rpc::Error::App(FsError::Invalid)), "write past the buffer");
+        let mut back = alloc::vec![0u8; data.len()];
+        check!(ok(f.pread(fd, &mut back, 0), "pread") == data.len() && back == data, "a 40000-byte write reads back");
+        ok(f.close(fd), "close");
+        ok(f.unlink("/work/bulk.tmp"), "unlink bulk.tmp");
+    }
     ok(f.sync(), "sync");
     println!("ops: PASS write tree done and synced");
 }

@@ -153,7 +153,7 @@ fn main() {
             f.pwrite(fd, &rec, i * 4096).expect("write");
         }
     }
-    println!("BENCH fs.write4k.64k {} insn", (sys::rdtsc() - t0) / 64);
+    println!("BENCH fs.write4k {} insn", (sys::rdtsc() - t0) / 64);
     f.close(fd).expect("close");
     println!("fs-bench: done");
 }

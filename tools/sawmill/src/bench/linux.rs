@@ -45,6 +45,7 @@ pub const EXPECTED: &[&str] = &[
     "linux.pipe.roundtrip",
     "linux.pagefault.anon",
     "linux.open",
+    "linux.write4k",
 ];
 
 /// Files on the benchmark disk: (name, size in bytes). `lbench` knows these names.

@@ -48,6 +48,13 @@ pub const RULES: &[Rule] = &[
         context: false,
     },
     Rule {
+        sawmill: "fs.write4k",
+        linux: "linux.write4k",
+        ratio: "ratio.write4k",
+        sized: false,
+        context: false,
+    },
+    Rule {
         sawmill: "ipc.null_rpc.roundtrip",
         linux: "linux.syscall.null",
         ratio: "ratio.null_rpc.vs_syscall",

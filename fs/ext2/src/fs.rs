@@ -945,7 +945,9 @@ impl<D: BlockDevice> Fs<D> {
         }
         let bs = self.bs as u64;
         let mut goal = self.group_first((ino - 1) / self.ipg);
-        let mut fresh = vec![0u8; bs as usize];
+        // The first contents of newly allocated blocks (made only when one is needed: a rewrite
+        // of allocated blocks goes straight to the device).
+        let mut fresh: Vec<u8> = Vec::new();
         let mut done = 0usize;
         let result = (|| -> Result<()> {
             while done < data.len() {
@@ -953,18 +955,29 @@ impl<D: BlockDevice> Fs<D> {
                 let lblk = pos / bs;
                 let boff = (pos % bs) as usize;
                 let chunk = (bs as usize - boff).min(data.len() - done);
+                let part = &data[done..done + chunk];
+                let existing = self.bmap(&r, lblk)?;
+                if existing != 0 {
+                    self.dev.write_at(self.boff(existing) + boff as u64, part)?;
+                    goal = existing + 1;
+                    done += chunk;
+                    continue;
+                }
                 if lblk > 0 {
                     let prev = self.bmap(&r, lblk - 1)?;
                     if prev != 0 {
                         goal = prev + 1;
                     }
                 }
-                fresh.fill(0);
-                fresh[boff..boff + chunk].copy_from_slice(&data[done..done + chunk]);
+                if fresh.is_empty() {
+                    fresh = vec![0u8; bs as usize];
+                } else {
+                    fresh.fill(0);
+                }
+                fresh[boff..boff + chunk].copy_from_slice(part);
                 let (b, new) = self.bmap_alloc(&mut r, lblk, goal, &fresh)?;
                 if !new {
-                    self.dev
-                        .write_at(self.boff(b) + boff as u64, &data[done..done + chunk])?;
+                    self.dev.write_at(self.boff(b) + boff as u64, part)?;
                 }
                 goal = b + 1;
                 done += chunk;

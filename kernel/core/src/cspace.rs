@@ -194,12 +194,6 @@ impl<C: Clone> CSpace<C> {
         }
     }
 
-    /// The capability at `index` of `table`, if any (one bounds check per level; the IPC path).
-    #[inline(always)]
-    pub fn cap_at(&self, table: u32, index: u64) -> Option<&C> {
-        let t = self.tables.get(table as usize)?.as_ref()?;
-        t.get(usize::try_from(index).ok()?)?.cap.as_ref()
-    }
 
     /// A direct view of `table`'s slots (see [`TableView`]); empty if there is no such table.
     pub fn view(&self, table: u32) -> TableView<C> {

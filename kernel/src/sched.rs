@@ -168,12 +168,20 @@ fn load_context(t: *mut Thread) {
         }
         load_base(t);
         load_tls(&*t);
-        // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the
-        // FPU traps (#NM) and swaps the state then.
-        crate::trap::set_fpu_trap(k().fpu_owner != t);
-        if !k().io_loaded.is_null() || (*(*t).task).io.is_some() {
-            load_io((*t).task);
-        }
+    }
+    load_fpu_io(t);
+}
+
+/// The FPU trap and the I/O bitmap for the current thread `t`.
+#[inline(always)]
+fn load_fpu_io(t: *mut Thread) {
+    // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the FPU
+    // traps (#NM) and swaps the state then.
+    crate::trap::set_fpu_trap(k().fpu_owner != t);
+    // SAFETY: live thread bound to a live task.
+    let task = unsafe { (*t).task };
+    if !k().io_loaded.is_null() || unsafe { (*task).io.is_some() } {
+        load_io(task);
     }
 }
 
@@ -254,12 +262,7 @@ pub fn switch_with_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> 
 #[cold]
 #[inline(never)]
 fn load_rest_then_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> ! {
-    crate::trap::set_fpu_trap(k().fpu_owner != t);
-    // SAFETY: live thread bound to a live task.
-    let task = unsafe { (*t).task };
-    if !k().io_loaded.is_null() || unsafe { (*task).io.is_some() } {
-        load_io(task);
-    }
+    load_fpu_io(t);
     // SAFETY: as in switch_with_msg.
     unsafe { arch::return_sysret_msg_to(&(*t).frame, from, badge) }
 }

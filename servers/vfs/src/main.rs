@@ -222,8 +222,9 @@ impl Vfs {
     /// Opens an existing file in one call to the PFS that holds it: the PFS walks the path inside
     /// its file system with the client's credentials (`open_path`, as protocol option 3 does
     /// from the library). Anything it cannot finish alone — `..` in the path, a place where
-    /// another file system is mounted, an absolute or long symlink chain, a dead mount — comes
-    /// back as None, and the caller resolves exactly, component by component.
+    /// another file system is mounted, an absolute symlink, a dead mount — comes back as None,
+    /// and the caller resolves exactly, component by component. Its other answers are final:
+    /// it walks with the same walker and limits as `resolve` (`sawmill_path`).
     fn open_direct(&mut self, badge: u64, path: &[u8], flags: u32) -> Option<Result<OpenOut, FsError>> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
@@ -254,14 +255,18 @@ impl Vfs {
             }
         }
         let s = self.session(m, uid, gid)?;
-        let rest = comps[self.mounts[m].comps.len()..].join(&b'/');
+        let mut rest = comps[self.mounts[m].comps.len()..].join(&b'/');
+        // A trailing slash says the path must name a directory: the PFS's walk checks that.
+        if path.ends_with(b"/") {
+            rest.push(b'/');
+        }
         let rx = self.slot();
         match pfs::Client::new(s).open_path(&rest, flags & (O_READ | O_WRITE | O_TRUNC), 0, rx) {
             Ok(o) => {
                 PENDING_DELETE.store(rx, Ordering::Relaxed);
                 Some(Ok(OpenOut { file: o.file, size: o.size }))
             }
-            Err(RpcError::App(e)) if e != FsError::Xdev && e != FsError::Loop => {
+            Err(RpcError::App(e)) if e != FsError::Xdev => {
                 self.free_slots.push(rx);
                 Some(Err(e))
             }

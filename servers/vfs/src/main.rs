@@ -4,13 +4,14 @@
 //! be `/`), `cred=BADGE:UID:GID` (the credentials of the client whose `vfs` capability carries
 //! BADGE; unknown badges are nobody, 65534:65534), `admin=BADGE` (may use fault injection).
 //!
-//! Path resolution walks component by component with `lookup` calls to the PFS that owns each
-//! directory, checking search permission with the caller's credentials; a component whose
-//! canonical path is a mount point continues in that mount's root, `..` pops back across it,
-//! and symbolic links (relative or absolute) are spliced into the remaining path, so they work
-//! across mounts too. `open` checks read/write permission and returns the capability of the
-//! PFS's open-file object itself (protocol option 2): reads and writes never pass the VFS.
-//! For option 3, `mount` gives a client a session capability to a PFS for its credentials.
+//! Path resolution (`sawmill_path`'s walker, the one the PFS uses too) walks component by
+//! component with `lookup` calls to the PFS that owns each directory, checking search permission
+//! with the caller's credentials; a component whose canonical path is a mount point continues in
+//! that mount's root, `..` pops back across it, and symbolic links (relative or absolute) are
+//! spliced into the remaining path, so they work across mounts too. `open` checks read/write
+//! permission and returns the capability of the PFS's open-file object itself (protocol option 2):
+//! reads and writes never pass the VFS. For option 3, `mount` gives a client a session capability
+//! to a PFS for its credentials.
 #![no_std]
 #![no_main]
 

@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 
 use crate::layout::*;
 use crate::{BlockDevice, Error, Result};
+use sawmill_path::{Attr, Error as WalkError, Tree, Walker};
 
 /// The type of an inode, from its mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +136,6 @@ pub(crate) struct Slot {
 }
 
 /// The most symbolic links one path resolution follows.
-const MAX_SYMLINKS: u32 = 40;
 
 pub struct Fs<D: BlockDevice> {
     pub(crate) dev: D,
@@ -1616,47 +1616,19 @@ impl<D: BlockDevice> Fs<D> {
 
     // ---- paths ---------------------------------------------------------------------------
 
-    /// Resolves an absolute path (leading `/` optional) from the root. Symlinks in the middle
-    /// are followed; the last component is followed only when `follow` is set.
+    /// Resolves an absolute path (leading `/` optional) from the root with the walker every
+    /// sawmill file system shares (`sawmill_path`: Linux's limits, at most 40 symlinks). Symlinks
+    /// in the middle are followed; the last component is followed only when `follow` is set
+    /// (or a `/` comes after it, which also requires a directory).
     pub fn resolve_path(&mut self, path: &[u8], follow: bool) -> Result<u32> {
-        let mut budget = MAX_SYMLINKS;
-        self.walk(ROOT_INO, path, follow, &mut budget)
+        let root = (ROOT_INO, attr_of(&self.live_inode(ROOT_INO)?));
+        let w = Walker::new().walk(self, root, path, follow, None)?;
+        w.node.map(|n| n.0).ok_or(Error::NotFound)
     }
 
     /// Resolves without following a final symlink (like lstat).
     pub fn resolve(&mut self, path: &[u8]) -> Result<u32> {
         self.resolve_path(path, false)
-    }
-
-    fn walk(&mut self, start: u32, path: &[u8], follow: bool, budget: &mut u32) -> Result<u32> {
-        let mut cur = if path.first() == Some(&b'/') {
-            ROOT_INO
-        } else {
-            start
-        };
-        let comps: Vec<&[u8]> = path
-            .split(|&c| c == b'/')
-            .filter(|c| !c.is_empty() && *c != b".")
-            .collect();
-        for (i, comp) in comps.iter().enumerate() {
-            if comp.len() > NAME_MAX {
-                return Err(Error::NameTooLong);
-            }
-            let next = self.lookup(cur, comp)?;
-            let last = i + 1 == comps.len();
-            let nr = self.live_inode(next)?;
-            if nr.is_symlink() && (!last || follow) {
-                if *budget == 0 {
-                    return Err(Error::Loop);
-                }
-                *budget -= 1;
-                let target = self.readlink(next)?;
-                cur = self.walk(cur, &target, true, budget)?;
-            } else {
-                cur = next;
-            }
-        }
-        Ok(cur)
     }
 
     /// Splits `path` into its (resolved) parent directory and final name.
@@ -1677,6 +1649,52 @@ impl<D: BlockDevice> Fs<D> {
         }
         let dir = self.resolve_path(parent, true)?;
         Ok((dir, name))
+    }
+}
+
+/// The engine's own paths (the host tool's, `resolve_path`): inodes with their attributes, no
+/// permission checks, absolute symlinks from this file system's root.
+impl<D: BlockDevice> Tree for Fs<D> {
+    type Node = (u32, Attr);
+    type Error = Error;
+    fn error(e: WalkError) -> Error {
+        match e {
+            WalkError::NotFound => Error::NotFound,
+            WalkError::NotDir => Error::NotDir,
+            WalkError::NameTooLong => Error::NameTooLong,
+            WalkError::Loop => Error::Loop,
+            // No credentials are given, so nothing is refused.
+            WalkError::Denied => Error::Invalid("permission denied"),
+        }
+    }
+    fn attr(&self, node: &(u32, Attr)) -> Attr {
+        node.1
+    }
+    fn lookup(
+        &mut self,
+        dir: &(u32, Attr),
+        name: &[u8],
+        _at: &[u8],
+    ) -> Result<Option<(u32, Attr)>> {
+        let ino = match Fs::lookup(self, dir.0, name) {
+            Ok(ino) => ino,
+            Err(Error::NotFound) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some((ino, attr_of(&self.live_inode(ino)?))))
+    }
+    fn read_link(&mut self, link: &(u32, Attr), target: &mut Vec<u8>) -> Result<()> {
+        target.extend_from_slice(&self.readlink(link.0)?);
+        Ok(())
+    }
+}
+
+/// What a path walk needs of an inode.
+fn attr_of(r: &RawInode) -> Attr {
+    Attr {
+        mode: r.mode() as u32,
+        uid: r.uid(),
+        gid: r.gid(),
     }
 }
 

@@ -73,6 +73,34 @@ fn symlink_loops_are_reported() {
 }
 
 #[test]
+fn resolve_path_has_linux_limits() {
+    let (_s, img) = small_image("crlimits");
+    let mut fs = load(&img);
+    let f = fs.create(2, b"f", 0o644, 0, 0).unwrap();
+    // /l1 -> l2 -> ... -> l41 -> f: 40 links from /l2, 41 from /l1.
+    for i in 1..=41 {
+        let next = if i == 41 {
+            "f".to_string()
+        } else {
+            format!("l{}", i + 1)
+        };
+        fs.symlink(2, format!("l{i}").as_bytes(), next.as_bytes(), 0, 0)
+            .unwrap();
+    }
+    assert_eq!(fs.resolve_path(b"/l2", true), Ok(f));
+    assert_eq!(fs.resolve_path(b"/l1", true), Err(Error::Loop));
+    let long = vec![b'n'; 255];
+    let n = fs.create(2, &long, 0o644, 0, 0).unwrap();
+    assert_eq!(fs.resolve_path(&[b"/", &long[..]].concat(), true), Ok(n));
+    assert_eq!(
+        fs.resolve_path(&[b"/", &long[..], b"n"].concat(), true),
+        Err(Error::NameTooLong)
+    );
+    assert_eq!(fs.resolve_path(b"/f/", true), Err(Error::NotDir));
+    assert_eq!(fs.resolve_path(b"/f/..", true), Err(Error::NotDir));
+}
+
+#[test]
 fn directory_cycles_are_reported_not_followed() {
     let (_s, img) = small_image("crcycle");
     let mut fs = load(&img);

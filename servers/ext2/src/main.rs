@@ -24,7 +24,6 @@ extern crate alloc;
 
 mod cache;
 
-use alloc::borrow::Cow;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
@@ -36,6 +35,7 @@ use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::rpc::{Bytes, Map};
 use sawmill_interfaces::{dataspace, DsError, FsError};
+use sawmill_path::{Attr, Cred, Error as WalkError, Walked, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -83,14 +83,64 @@ fn err(e: E2) -> FsError {
     }
 }
 
-/// Whether credentials (uid, gid) may access an inode with `mode`/`uid`/`gid` for `want`
-/// (4 read, 2 write, 1 search/execute). uid 0 may do anything.
-pub fn may(mode: u32, fuid: u32, fgid: u32, uid: u32, gid: u32, want: u32) -> bool {
-    if uid == 0 {
-        return true;
+/// What the permission check (`sawmill_path::may`) needs of an inode.
+fn attr(st: &Stat) -> Attr {
+    Attr { mode: st.mode as u32, uid: st.uid, gid: st.gid }
+}
+
+/// Whether a caller with `cred` may access an inode with `st` for `want` (`MAY_*` bits).
+fn may(st: &Stat, cred: (u32, u32), want: u32) -> bool {
+    sawmill_path::may(attr(st), Cred { uid: cred.0, gid: cred.1 }, want)
+}
+
+/// The option-3 walk's view of this file system (`sawmill_path::Tree`): nodes are inodes with
+/// their attributes, each read once for both the permission check and the step into it. The
+/// walk may not leave the file system: `..` at its root, an absolute symlink and a place
+/// another file system is mounted on (`covered`) answer `Xdev`, and the VFS goes on.
+struct Inodes<'a> {
+    fs: &'a mut Fs<Dev>,
+    covered: &'a [Vec<u8>],
+}
+
+impl sawmill_path::Tree for Inodes<'_> {
+    type Node = (u32, Stat);
+    type Error = FsError;
+    fn error(e: WalkError) -> FsError {
+        match e {
+            WalkError::NotFound => FsError::NotFound,
+            WalkError::Denied => FsError::Denied,
+            WalkError::NotDir => FsError::NotDir,
+            WalkError::NameTooLong => FsError::NameTooLong,
+            WalkError::Loop => FsError::Loop,
+        }
     }
-    let bits = if uid == fuid { mode >> 6 } else if gid == fgid { mode >> 3 } else { mode };
-    bits & want == want
+    fn attr(&self, node: &(u32, Stat)) -> Attr {
+        attr(&node.1)
+    }
+    fn lookup(&mut self, dir: &(u32, Stat), name: &[u8], at: &[u8]) -> Result<Option<(u32, Stat)>, FsError> {
+        // Another file system is mounted here: only the VFS may go on.
+        if !self.covered.is_empty() && self.covered.iter().any(|c| c[..] == *at) {
+            return Err(FsError::Xdev);
+        }
+        match self.fs.lookup(dir.0, name) {
+            Ok(ino) => Ok(Some((ino, self.fs.stat(ino).map_err(err)?))),
+            Err(E2::NotFound) => Ok(None),
+            Err(e) => Err(err(e)),
+        }
+    }
+    fn read_link(&mut self, link: &(u32, Stat), target: &mut Vec<u8>) -> Result<(), FsError> {
+        target.extend_from_slice(&self.fs.readlink(link.0).map_err(err)?);
+        Ok(())
+    }
+    fn above_root(&mut self) -> Result<(), FsError> {
+        Err(FsError::Xdev)
+    }
+    fn absolute_link(&mut self) -> Result<(), FsError> {
+        Err(FsError::Xdev)
+    }
+    fn track_path(&self) -> bool {
+        !self.covered.is_empty()
+    }
 }
 
 struct Open {
@@ -152,10 +202,11 @@ struct Pfs {
     free_files: Vec<usize>,
     sessions: Vec<(u32, u32)>,
     free_slots: Vec<u64>,
-    /// Where other file systems are mounted inside this one (paths from its root, by the VFS).
-    covered: Vec<Vec<Vec<u8>>>,
-    /// The option-3 walk's stack of directories, kept so that a walk allocates nothing.
-    walk_stack: Vec<(u32, Stat)>,
+    /// Where other file systems are mounted inside this one (paths from its root, by the VFS,
+    /// as the walk's canonical paths: names joined by `/`).
+    covered: Vec<Vec<u8>>,
+    /// The option-3 path walker; it keeps its buffers, so a walk allocates nothing.
+    walker: Walker<(u32, Stat)>,
     shadows: Vec<Shadow>,
     max_shadows: usize,
     name: &'static str,
@@ -187,7 +238,7 @@ impl Pfs {
     fn check(&mut self, badge: u64, ino: u32, want: u32) -> Result<(), FsError> {
         if let Some((uid, gid)) = self.creds(badge)? {
             let st = self.fs.stat(ino).map_err(err)?;
-            if !may(st.mode as u32, st.uid, st.gid, uid, gid, want) {
+            if !may(&st, (uid, gid), want) {
                 return Err(FsError::Denied);
             }
         }
@@ -349,99 +400,14 @@ impl Pfs {
         self.fs.lookup(dir, name).map_err(err)
     }
 
-    /// Option 3 path walk inside this file system, with the session's credentials. Returns
-    /// (parent, the inode and its attributes or None, last name). Each directory's attributes
-    /// are read once, for both the permission check and the step into it.
-    fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<(u32, Option<(u32, Stat)>, Vec<u8>), FsError> {
-        // The stack of directories is kept between walks, so a walk allocates nothing.
-        let mut stack = core::mem::take(&mut self.walk_stack);
-        stack.clear();
-        let r = self.walk_with(badge, path, follow_last, &mut stack);
-        self.walk_stack = stack;
-        r
-    }
-
-    fn walk_with(&mut self, badge: u64, path: &[u8], follow_last: bool, stack: &mut Vec<(u32, Stat)>) -> Result<(u32, Option<(u32, Stat)>, Vec<u8>), FsError> {
-        let creds = self.creds(badge)?;
-        // The path's components, taken in order; a symlink's target goes to `pending` (last
-        // first) and is walked before the rest of the path.
-        let mut rest = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").peekable();
-        let mut pending: Vec<Vec<u8>> = Vec::new();
+    /// Option 3 path walk inside this file system, with the session's credentials (none for
+    /// the VFS, which checked already). The last name of the path is `self.walker.name()`.
+    fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<Walked<(u32, Stat)>, FsError> {
+        let cred = self.creds(badge)?.map(|(uid, gid)| Cred { uid, gid });
         let root = self.fs.root();
         let root_st = self.fs.stat(root).map_err(err)?;
-        stack.push((root, root_st));
-        // The names of `stack[1..]`, kept only if another file system is mounted inside this
-        // one (`cover`): where the walk is, to notice such a mount point.
-        let track = !self.covered.is_empty();
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        let mut links = 0;
-        loop {
-            let c: Cow<[u8]> = match pending.pop() {
-                Some(p) => Cow::Owned(p),
-                None => match rest.next() {
-                    Some(x) => Cow::Borrowed(x),
-                    None => {
-                        let (cur, st) = stack.pop().unwrap();
-                        let parent = stack.last().map_or(cur, |p| p.0);
-                        return Ok((parent, Some((cur, st)), Vec::new()));
-                    }
-                },
-            };
-            if *c == *b".." {
-                if stack.len() == 1 {
-                    return Err(FsError::Xdev);
-                }
-                stack.pop();
-                names.pop();
-                continue;
-            }
-            // Another file system is mounted here: only the VFS may go on.
-            if track {
-                let n = names.len();
-                if self.covered.iter().any(|cv| cv.len() == n + 1 && cv[n] == *c && cv[..n] == names[..]) {
-                    return Err(FsError::Xdev);
-                }
-            }
-            let (dir, dst) = stack.last().unwrap();
-            let dir = *dir;
-            if let Some((uid, gid)) = creds {
-                if !may(dst.mode as u32, dst.uid, dst.gid, uid, gid, 1) {
-                    return Err(FsError::Denied);
-                }
-            }
-            let last = pending.is_empty() && rest.peek().is_none();
-            match self.fs.lookup(dir, &c).map_err(err) {
-                Err(FsError::NotFound) if last => return Ok((dir, None, c.into_owned())),
-                Err(e) => return Err(e),
-                Ok(ino) => {
-                    let st = self.fs.stat(ino).map_err(err)?;
-                    if st.kind == FileKind::Symlink && (!last || follow_last) {
-                        links += 1;
-                        if links > 8 {
-                            return Err(FsError::Loop);
-                        }
-                        let t = self.fs.readlink(ino).map_err(err)?;
-                        if t.first() == Some(&b'/') {
-                            return Err(FsError::Xdev);
-                        }
-                        for p in components(&t).into_iter().rev() {
-                            pending.push(p);
-                        }
-                        continue;
-                    }
-                    if last {
-                        return Ok((dir, Some((ino, st)), c.into_owned()));
-                    }
-                    if st.kind != FileKind::Dir {
-                        return Err(FsError::NotDir);
-                    }
-                    stack.push((ino, st));
-                    if track {
-                        names.push(c.into_owned());
-                    }
-                }
-            }
-        }
+        let mut tree = Inodes { fs: &mut self.fs, covered: &self.covered };
+        self.walker.walk(&mut tree, (root, root_st), path, follow_last, cred)
     }
 }
 
@@ -575,7 +541,8 @@ impl pfs::Server for Pfs {
         if badge != VFS_BADGE {
             return Err(FsError::Denied);
         }
-        let comps = components(path);
+        // Kept as the walk's canonical path of the place: its names joined by `/`.
+        let comps = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect::<Vec<_>>().join(&b'/');
         if comps.is_empty() {
             return Err(FsError::Invalid);
         }
@@ -590,9 +557,10 @@ impl pfs::Server for Pfs {
     }
     fn open_path(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenPathOut, FsError> {
         let creds = self.creds(badge)?;
-        let (dir, found, name) = self.walk(badge, path, true)?;
+        let w = self.walk(badge, path, true)?;
+        let dir = w.parent.0;
         let flags = flags & (O_READ | O_WRITE | O_TRUNC | O_CREATE | O_EXCL);
-        let o = match found {
+        let o = match w.node {
             Some((ino, st)) => {
                 if flags & O_CREATE != 0 && flags & O_EXCL != 0 {
                     return Err(FsError::Exists);
@@ -600,16 +568,18 @@ impl pfs::Server for Pfs {
                 // The walk read its attributes: the permission check and the open use them.
                 let want = open_want(flags);
                 if let Some((uid, gid)) = creds {
-                    if !may(st.mode as u32, st.uid, st.gid, uid, gid, want) {
+                    if !may(&st, (uid, gid), want) {
                         return Err(FsError::Denied);
                     }
                 }
                 self.do_open_stat(ino, flags & (O_READ | O_WRITE | O_TRUNC), st)?
             }
+            // A name with a slash after it may only become a directory.
+            None if flags & O_CREATE != 0 && w.dir_only => return Err(FsError::IsDir),
             None if flags & O_CREATE != 0 => {
                 let (uid, gid) = creds.unwrap_or((0, 0));
                 self.check(badge, dir, 3)?;
-                let ino = self.fs.create(dir, &name, mode as u16 & 0o7777, uid, gid).map_err(err)?;
+                let ino = self.fs.create(dir, self.walker.name(), mode as u16 & 0o7777, uid, gid).map_err(err)?;
                 pfs::Server::open(self, badge, ino, flags & (O_READ | O_WRITE | O_TRUNC))?
             }
             None => return Err(FsError::NotFound),
@@ -623,10 +593,6 @@ fn open_want(flags: u32) -> u32 {
     (if flags & O_READ != 0 { 4 } else { 0 }) | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 }
 }
 
-/// The components of a path, without empty ones and `.`.
-fn components(path: &[u8]) -> Vec<Vec<u8>> {
-    path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect()
-}
 
 static PENDING_DELETE: AtomicUsize = AtomicUsize::new(0);
 
@@ -938,7 +904,7 @@ fn main() {
     fs.set_time(NOW);
     let st = fs.statfs();
     println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
-    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), walk_stack: Vec::with_capacity(16), shadows: Vec::new(), max_shadows, name };
+    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), walker: Walker::new(), shadows: Vec::new(), max_shadows, name };
     loop {
         if m.err != 0 {
             m = ipc::recv(ep, 0);

@@ -4,13 +4,14 @@
 //! be `/`), `cred=BADGE:UID:GID` (the credentials of the client whose `vfs` capability carries
 //! BADGE; unknown badges are nobody, 65534:65534), `admin=BADGE` (may use fault injection).
 //!
-//! Path resolution walks component by component with `lookup` calls to the PFS that owns each
-//! directory, checking search permission with the caller's credentials; a component whose
-//! canonical path is a mount point continues in that mount's root, `..` pops back across it,
-//! and symbolic links (relative or absolute) are spliced into the remaining path, so they work
-//! across mounts too. `open` checks read/write permission and returns the capability of the
-//! PFS's open-file object itself (protocol option 2): reads and writes never pass the VFS.
-//! For option 3, `mount` gives a client a session capability to a PFS for its credentials.
+//! Path resolution (`sawmill_path`'s walker, the one the PFS uses too) walks component by
+//! component with `lookup` calls to the PFS that owns each directory, checking search permission
+//! with the caller's credentials; a component whose canonical path is a mount point continues in
+//! that mount's root, `..` pops back across it, and symbolic links (relative or absolute) are
+//! spliced into the remaining path, so they work across mounts too. `open` checks read/write
+//! permission and returns the capability of the PFS's open-file object itself (protocol option 2):
+//! reads and writes never pass the VFS. For option 3, `mount` gives a client a session capability
+//! to a PFS for its credentials.
 #![no_std]
 #![no_main]
 
@@ -22,6 +23,7 @@ use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{Bytes, Error as RpcError};
 use sawmill_interfaces::vfs::{self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut};
 use sawmill_interfaces::{pfs, FsError};
+use sawmill_path::{Attr, Cred, Error as WalkError, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -31,9 +33,6 @@ const O_WRITE: u32 = 2;
 const O_TRUNC: u32 = 4;
 const O_CREATE: u32 = 8;
 const O_EXCL: u32 = 16;
-const S_IFMT: u32 = 0o170000;
-const S_IFDIR: u32 = 0o040000;
-const S_IFLNK: u32 = 0o120000;
 
 /// A slot handed to the client in the current reply; deleted once the reply is out.
 static PENDING_DELETE: AtomicU64 = AtomicU64::new(0);
@@ -75,7 +74,10 @@ struct Resolved {
     parent: Pos,
     /// None: the last component does not exist (name is in `name`).
     node: Option<Pos>,
+    /// Empty for `/` and for a path ending in `.` or `..`.
     name: Vec<u8>,
+    /// The path ended in `/`: it names a directory (or may only create one).
+    dir_only: bool,
 }
 
 struct Vfs {
@@ -92,13 +94,54 @@ struct Vfs {
 /// component-by-component way.
 const MAX_SESSIONS: usize = 64;
 
+/// Whether (uid, gid) may access an inode with attributes (mode, uid, gid) for `want`
+/// (`sawmill_path::MAY_*` bits): the one permission check of the file-system servers.
 fn may(attr: (u32, u32, u32), uid: u32, gid: u32, want: u32) -> bool {
-    if uid == 0 {
-        return true;
+    sawmill_path::may(Attr { mode: attr.0, uid: attr.1, gid: attr.2 }, Cred { uid, gid }, want)
+}
+
+/// The name space as the path walker sees it (`sawmill_path::Tree`): a name whose canonical
+/// path is a mount point is that mount's root (a mount point need not exist in the file system
+/// below it); any other name is looked up at the PFS owning the directory. `..` above `/` stays
+/// at `/`, and absolute symlinks start again at `/`, so both work across mounts.
+impl sawmill_path::Tree for Vfs {
+    type Node = Pos;
+    type Error = FsError;
+    fn error(e: WalkError) -> FsError {
+        match e {
+            WalkError::NotFound => FsError::NotFound,
+            WalkError::Denied => FsError::Denied,
+            WalkError::NotDir => FsError::NotDir,
+            WalkError::NameTooLong => FsError::NameTooLong,
+            WalkError::Loop => FsError::Loop,
+        }
     }
-    let (mode, fu, fg) = attr;
-    let bits = if uid == fu { mode >> 6 } else if gid == fg { mode >> 3 } else { mode };
-    bits & want == want
+    fn attr(&self, node: &Pos) -> Attr {
+        Attr { mode: node.attr.0, uid: node.attr.1, gid: node.attr.2 }
+    }
+    fn lookup(&mut self, dir: &Pos, name: &[u8], at: &[u8]) -> Result<Option<Pos>, FsError> {
+        if let Some(m) = (0..self.mounts.len()).rev().find(|&i| self.mounts[i].comps.iter().map(|c| &c[..]).eq(at.split(|&c| c == b'/'))) {
+            if !self.mounts[m].alive {
+                return Err(FsError::Gone);
+            }
+            return Ok(Some(self.root_pos(m)));
+        }
+        let p = self.pfs(dir.m)?;
+        match p.lookup(dir.ino, name) {
+            Ok(l) => Ok(Some(Pos { m: dir.m, ino: l.ino, attr: (l.mode, l.uid, l.gid) })),
+            Err(RpcError::App(FsError::NotFound)) => Ok(None),
+            Err(e) => Err(self.fail(dir.m, e)),
+        }
+    }
+    fn read_link(&mut self, link: &Pos, target: &mut Vec<u8>) -> Result<(), FsError> {
+        let t = self.pfs(link.m)?.readlink(link.ino).map_err(|e| self.fail(link.m, e))?;
+        target.extend_from_slice(&t);
+        Ok(())
+    }
+    /// Only a name below `/` can be a mount point.
+    fn track_path(&self) -> bool {
+        self.mounts.len() > 1
+    }
 }
 
 impl Vfs {
@@ -143,78 +186,17 @@ impl Vfs {
         (0..self.mounts.len()).rev().find(|&i| self.mounts[i].comps == comps)
     }
 
+    /// Resolves an absolute path with the caller's credentials (search permission on every
+    /// directory on the way), across mounts (see the `Tree` impl).
     fn resolve(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<Resolved, FsError> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
             return Err(FsError::Invalid);
         }
-        let mut todo: Vec<Vec<u8>> = path.split(|&c| c == b'/').filter(|c| !c.is_empty()).map(|c| c.to_vec()).collect();
-        todo.reverse();
+        let mut w = Walker::new();
         let root = self.root_pos(0);
-        let mut stack: Vec<Pos> = alloc::vec![root];
-        let mut canon: Vec<Vec<u8>> = Vec::new();
-        let mut links = 0;
-        let mut last_name = Vec::new();
-        loop {
-            let Some(c) = todo.pop() else {
-                let node = *stack.last().unwrap();
-                let parent = if stack.len() > 1 { stack[stack.len() - 2] } else { node };
-                return Ok(Resolved { parent, node: Some(node), name: last_name });
-            };
-            if c == b"." {
-                continue;
-            }
-            if c == b".." {
-                if stack.len() > 1 {
-                    stack.pop();
-                    canon.pop();
-                }
-                continue;
-            }
-            let cur = *stack.last().unwrap();
-            if cur.attr.0 & S_IFMT != S_IFDIR {
-                return Err(FsError::NotDir);
-            }
-            if !may(cur.attr, uid, gid, 1) {
-                return Err(FsError::Denied);
-            }
-            let last = todo.is_empty();
-            // A mount point need not exist as a directory in the file system below it.
-            canon.push(c.clone());
-            if let Some(m) = self.mount_at(&canon) {
-                if !self.mounts[m].alive {
-                    return Err(FsError::Gone);
-                }
-                stack.push(self.root_pos(m));
-                last_name = c;
-                continue;
-            }
-            canon.pop();
-            let p = self.pfs(cur.m)?;
-            let l = match p.lookup(cur.ino, &c) {
-                Ok(l) => l,
-                Err(RpcError::App(FsError::NotFound)) if last => return Ok(Resolved { parent: cur, node: None, name: c }),
-                Err(e) => return Err(self.fail(cur.m, e)),
-            };
-            if l.mode & S_IFMT == S_IFLNK && (!last || follow) {
-                links += 1;
-                if links > 16 {
-                    return Err(FsError::Loop);
-                }
-                let t = p.readlink(l.ino).map_err(|e| self.fail(cur.m, e))?;
-                if t.first() == Some(&b'/') {
-                    stack.truncate(1);
-                    canon.clear();
-                }
-                for part in t.split(|&c| c == b'/').rev().filter(|c| !c.is_empty()) {
-                    todo.push(part.to_vec());
-                }
-                continue;
-            }
-            canon.push(c.clone());
-            stack.push(Pos { m: cur.m, ino: l.ino, attr: (l.mode, l.uid, l.gid) });
-            last_name = c;
-        }
+        let r = w.walk(self, root, path, follow, Some(Cred { uid, gid }))?;
+        Ok(Resolved { parent: r.parent, node: r.node, name: w.name().to_vec(), dir_only: r.dir_only })
     }
 
     /// A session capability of mount `m`'s PFS for these credentials (made once, then kept).
@@ -241,8 +223,9 @@ impl Vfs {
     /// Opens an existing file in one call to the PFS that holds it: the PFS walks the path inside
     /// its file system with the client's credentials (`open_path`, as protocol option 3 does
     /// from the library). Anything it cannot finish alone — `..` in the path, a place where
-    /// another file system is mounted, an absolute or long symlink chain, a dead mount — comes
-    /// back as None, and the caller resolves exactly, component by component.
+    /// another file system is mounted, an absolute symlink, a dead mount — comes back as None,
+    /// and the caller resolves exactly, component by component. Its other answers are final:
+    /// it walks with the same walker and limits as `resolve` (`sawmill_path`).
     fn open_direct(&mut self, badge: u64, path: &[u8], flags: u32) -> Option<Result<OpenOut, FsError>> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
@@ -273,14 +256,18 @@ impl Vfs {
             }
         }
         let s = self.session(m, uid, gid)?;
-        let rest = comps[self.mounts[m].comps.len()..].join(&b'/');
+        let mut rest = comps[self.mounts[m].comps.len()..].join(&b'/');
+        // A trailing slash says the path must name a directory: the PFS's walk checks that.
+        if path.ends_with(b"/") {
+            rest.push(b'/');
+        }
         let rx = self.slot();
         match pfs::Client::new(s).open_path(&rest, flags & (O_READ | O_WRITE | O_TRUNC), 0, rx) {
             Ok(o) => {
                 PENDING_DELETE.store(rx, Ordering::Relaxed);
                 Some(Ok(OpenOut { file: o.file, size: o.size }))
             }
-            Err(RpcError::App(e)) if e != FsError::Xdev && e != FsError::Loop => {
+            Err(RpcError::App(e)) if e != FsError::Xdev => {
                 self.free_slots.push(rx);
                 Some(Err(e))
             }
@@ -320,6 +307,8 @@ impl vfs::Server for Vfs {
                 }
                 (n, false)
             }
+            // A name with a slash after it may only become a directory.
+            None if flags & O_CREATE != 0 && r.dir_only => return Err(FsError::IsDir),
             None if flags & O_CREATE != 0 => {
                 if !may(r.parent.attr, uid, gid, 3) {
                     return Err(FsError::Denied);

@@ -98,7 +98,11 @@ pub fn check(file: &str, f: &File) -> Result<(), Diag> {
                     ));
                 }
                 if l.maps > 1 {
-                    let (what, who) = if dir == "request" { ("parameters", "a request") } else { ("results", "a reply") };
+                    let (what, who) = if dir == "request" {
+                        ("parameters", "a request")
+                    } else {
+                        ("results", "a reply")
+                    };
                     return Err(Diag::new(
                         file,
                         m.pos,

@@ -66,6 +66,9 @@ pub struct ErrorDecl {
     pub name: String,
     pub pos: Pos,
     pub variants: Vec<Variant>,
+    /// The variant marked `[invalid]`, if any (index into `variants`): what dispatch answers
+    /// when a flag-set or enum argument has a value its type does not declare.
+    pub invalid: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +82,8 @@ pub struct Variant {
 pub struct Attrs {
     pub trusted: bool,
     pub oneway: bool,
+    /// On an error variant: the interface's invalid-argument error.
+    pub invalid: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -169,6 +169,7 @@ fn decode(
     l: &Layout,
     ind: &str,
     trusted: bool,
+    invalid: &str,
     bad: &dyn Fn(&str) -> String,
     caps_from: &dyn Fn(u32, &str) -> String,
 ) -> String {
@@ -192,7 +193,7 @@ fn decode(
                         st,
                         "{ind}let {n} = match <{} as __rt::Wire>::dec({x}) {{ Some(v) => v, None => {{ {} }} }};",
                         s.rust(),
-                        bad("BAD_VALUE")
+                        bad("__rt::proto::BAD_VALUE")
                     );
                 }
             }
@@ -210,7 +211,7 @@ fn decode(
                         st,
                         "{ind}let {n} = match <{} as __rt::Wire>::dec({x}).and_then(super::{name}::from_bits) {{ Some(v) => v, None => {{ {} }} }};",
                         b.rust(),
-                        bad("BAD_VALUE")
+                        bad(invalid)
                     );
                 }
             }
@@ -222,7 +223,7 @@ fn decode(
                     st,
                     "{ind}let {n} = match <{} as __rt::Wire>::dec({x}).and_then(super::{name}::from_repr) {{ Some(v) => v, None => {{ {} }} }};",
                     b.rust(),
-                    bad("BAD_VALUE")
+                    bad(invalid)
                 );
             }
             Type::Array(s, len) => {
@@ -233,12 +234,12 @@ fn decode(
                     "{ind}let {n}: [{}; {len}] = match __rt::unpack(&[{}]) {{ Some(v) => v, None => {{ {} }} }};",
                     s.rust(),
                     ws.join(", "),
-                    bad("BAD_VALUE")
+                    bad("__rt::proto::BAD_VALUE")
                 );
             }
             Type::Bytes(max) => {
                 let _ = writeln!(st, "{ind}let __len_{n} = {};", word(w.unwrap()));
-                let _ = writeln!(st, "{ind}if __len_{n} > {max} {{ {} }}", bad("BAD_LENGTH"));
+                let _ = writeln!(st, "{ind}if __len_{n} > {max} {{ {} }}", bad("__rt::proto::BAD_LENGTH"));
             }
             Type::Cap => {
                 let _ = writeln!(st, "{ind}let {n}: u64 = {};", caps_from(c.unwrap(), n));
@@ -276,7 +277,7 @@ fn decode(
             let _ = writeln!(
                 st,
                 "{ind}if __m.tag.words() != {sum} {{ {} }}",
-                bad("BAD_SHAPE")
+                bad("__rt::proto::BAD_SHAPE")
             );
         }
         let _ = writeln!(st, "{ind}let mut __off: usize = {};", l.data_base);
@@ -287,7 +288,7 @@ fn decode(
                 let _ = writeln!(
                     st,
                     "{ind}if !{n}.fill(&__u.mr, __off, __len_{n} as usize) {{ {} }}",
-                    bad("BAD_LENGTH")
+                    bad("__rt::proto::BAD_LENGTH")
                 );
                 let _ = writeln!(st, "{ind}__off += __rt::words_for(__len_{n});");
             }
@@ -359,6 +360,9 @@ fn gen_flags(o: &mut String, d: &FlagsDecl) {
     );
     let _ = writeln!(o, "    /// `None` if `bits` has a bit no flag has.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits(bits: {b}) -> Option<{n}> {{\n        if bits & !Self::ALL.0 == 0 {{ Some({n}(bits)) }} else {{ None }}\n    }}");
+    let _ = writeln!(o, "    /// `bits` as they are, unknown bits included (raw values, tests of hostile input):");
+    let _ = writeln!(o, "    /// a receiver still rejects unknown bits.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits_retain(bits: {b}) -> {n} {{\n        {n}(bits)\n    }}");
     let _ = writeln!(o, "    /// `bits` without the bits no flag has.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits_truncate(bits: {b}) -> {n} {{\n        {n}(bits & Self::ALL.0)\n    }}");
     let _ = writeln!(o, "    /// Whether every bit of `other` is set in `self`.");
@@ -385,7 +389,8 @@ fn gen_flags(o: &mut String, d: &FlagsDecl) {
     for m in &d.members {
         let _ = writeln!(o, "        if self.contains({n}::{0}) {{\n            f.write_str(sep)?;\n            f.write_str(\"{0}\")?;\n            sep = \" | \";\n        }}", m.name);
     }
-    let _ = writeln!(o, "        let _ = sep;\n        f.write_str(\")\")\n    }}\n}}\n");
+    let _ = writeln!(o, "        if self.0 & !{n}::ALL.0 != 0 {{\n            write!(f, \"{{sep}}{{:#x}}\", self.0 & !{n}::ALL.0)?;\n        }}");
+    let _ = writeln!(o, "        f.write_str(\")\")\n    }}\n}}\n");
 }
 
 fn gen_enum(o: &mut String, d: &EnumDecl) {
@@ -611,7 +616,7 @@ fn gen_client(o: &mut String, f: &File, it: &Interface) {
         }
         let bad = |_: &str| "return Err(__rt::Error::BadReply);".to_string();
         let capf = |_: u32, n: &str| format!("{n}_rx");
-        o.push_str(&decode(f, &m.outs, &lo, ind, trusted, &bad, &capf));
+        o.push_str(&decode(f, &m.outs, &lo, ind, trusted, "", &bad, &capf));
         match m.outs.len() {
             0 => {
                 let _ = writeln!(o, "{ind}Ok(())");
@@ -635,6 +640,14 @@ fn gen_client(o: &mut String, f: &File, it: &Interface) {
 }
 
 fn gen_server(o: &mut String, f: &File, it: &Interface) {
+    // A flag-set or enum argument with an undeclared value: the interface's `[invalid]` error if
+    // its error type has one, else the protocol's BAD_VALUE.
+    let invalid = it
+        .raises
+        .as_ref()
+        .and_then(|r| f.errors.iter().find(|e| &e.name == r))
+        .and_then(|e| e.invalid.map(|i| format!("super::{}::{} as u16", e.name, e.variants[i].name)))
+        .unwrap_or_else(|| "__rt::proto::BAD_VALUE".to_string());
     let _ = writeln!(o, "    /// Server side: one handler per operation; `badge` identifies the caller's capability.");
     let _ = writeln!(o, "    /// Received capabilities are valid during the handler only (dispatch deletes them after");
     let _ = writeln!(o, "    /// it returns); copy them to keep them.");
@@ -699,9 +712,9 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
         if li.has_bytes {
             let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != ({} << 24 | {} << 27) {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps, li.maps);
         }
-        let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, __rt::proto::{c}));");
+        let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, {c}));");
         let capf = |k: u32, _: &str| format!("__u.caps_in[{k}]");
-        let mut dec = decode(f, &m.ins, &li, ind, false, &bad, &capf);
+        let mut dec = decode(f, &m.ins, &li, ind, false, &invalid, &bad, &capf);
         if li.caps > 0 && !dec.contains("let __u") {
             dec = format!("{ind}let __u = __rt::utcb();\n{dec}");
         }

@@ -230,7 +230,8 @@ impl<'a> Parser<'a> {
                 };
                 let flag = match name.as_str() {
                     "trusted" => &mut a.trusted,
-                    _ => &mut a.oneway,
+                    "oneway" => &mut a.oneway,
+                    _ => &mut a.invalid,
                 };
                 if *flag {
                     return Err(Diag::new(
@@ -494,7 +495,22 @@ impl<'a> Parser<'a> {
         self.fresh_top(&name, pos)?;
         self.punct("{", "to open the error variants")?;
         let mut variants: Vec<Variant> = Vec::new();
+        let mut invalid: Option<usize> = None;
         while !self.is_punct("}") {
+            let apos = self.pos();
+            if self.attrs(&["invalid"])?.invalid {
+                if let Some(i) = invalid {
+                    return Err(Diag::new(
+                        self.file,
+                        apos,
+                        format!(
+                            "`{}` is already the `invalid` variant of `{name}`",
+                            variants[i].name
+                        ),
+                    ));
+                }
+                invalid = Some(variants.len());
+            }
             let (vname, vpos) = self.ident("an error variant name or `}`")?;
             if !vname.starts_with(|c: char| c.is_ascii_uppercase()) {
                 return Err(Diag::new(
@@ -549,6 +565,7 @@ impl<'a> Parser<'a> {
             name,
             pos,
             variants,
+            invalid,
         })
     }
 

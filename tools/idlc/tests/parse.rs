@@ -118,6 +118,7 @@ fn accepts_constants_flags_and_enums() {
 const MAX_NAME: u32 = 255;
 const BIG: u64 = 0xffff_ffff_ffff_ffff;
 const SMALL: i8 = 127;
+error E { A = 1, [invalid] Bad = 2 }
 flags Open: u32 { READ = 1, WRITE = 2, RW = 3, }
 enum Kind: u8 { File = 1, Dir = 2, Symlink = 7, Zero = 0 }
 interface fs {
@@ -138,6 +139,7 @@ interface fs {
         }
     );
     assert_eq!(f.consts[1].value, u64::MAX);
+    assert_eq!(f.errors[0].invalid, Some(1));
     assert_eq!(f.consts[2].ty, Scalar::I8);
     assert_eq!(f.flags[0].name, "Open");
     assert_eq!(f.flags[0].base, Scalar::U32);
@@ -201,6 +203,8 @@ fn rejects_bad_constants_flags_and_enums() {
         ("interface x {\n  fn a(b: bytes<N>);\n}", "t.idl:2:17: expected a maximum byte count (a number or a constant declared above), found `N`"),
         ("const N: u32 = 600;\ninterface x {\n  fn a(b: [u8; N]);\n}", "t.idl:3:16: expected an array length (at most 512), found `N` = 600"),
         ("flags F: u8 { A = 1 }\ninterface x {\n  fn a(b: [F; 2]);\n}", "t.idl:3:12: expected an element type (u8..u64, i8..i64, bool), found `F`"),
+        ("error E { [invalid] A = 1, [invalid] B = 2 }", "t.idl:1:28: `A` is already the `invalid` variant of `E`"),
+        ("error E { [trusted] A = 1 }", "t.idl:1:12: expected attribute (`invalid`), found `trusted`"),
         ("interface x {\n  const NAME: u8 = 1;\n}", "t.idl:2:9: expected a constant name, found reserved name `NAME`"),
         ("interface x {\n  const A: u8 = 1;\n  const A: u8 = 1;\n}", "t.idl:3:9: `A` already declared at line 2"),
     ];

@@ -552,6 +552,8 @@ fn constants_flags_enums_and_request_maps() {
     assert_eq!(format!("{:?}", Perm::R | Perm::X), "Perm(R | X)");
     assert_eq!(format!("{:?}", Perm::RW), "Perm(R | W | RW)");
     assert_eq!(format!("{:?}", Perm::EMPTY), "Perm()");
+    assert_eq!(format!("{:?}", Perm::from_bits_retain(0x11)), "Perm(R | 0x10)");
+    assert_eq!(Perm::from_bits_retain(0x11).bits(), 0x11);
     assert_eq!(Shape::try_from(0xffu8), Ok(Shape::Box));
     assert_eq!(Shape::try_from(1u8), Err(1));
     assert_eq!(u8::from(Shape::Line), 2);
@@ -572,13 +574,19 @@ fn constants_flags_enums_and_request_maps() {
     assert_eq!((item.src, item.dst, item.pages, item.flags), (0x5000, 0x4000_0000, 6, 3));
     assert_eq!(srv.borrow().calls, 4);
 
-    // Hostile requests: unknown flag bits, undeclared enum values, values beyond the base type,
-    // a share without its map item, or with two. The handler never runs.
+    // Hostile requests: unknown flag bits, undeclared enum values, values beyond the base type
+    // (the interface's `[invalid]` error), a share without its map item, or with two. The handler
+    // never runs.
     let before = srv.borrow().calls;
-    assert_eq!(raw(typed::op::FLIP, &[8, 0, 0, 0], 0, 0), proto::BAD_VALUE);
-    assert_eq!(raw(typed::op::FLIP, &[0x1_0001, 0, 0, 0], 0, 0), proto::BAD_VALUE);
-    assert_eq!(raw(typed::op::FLIP, &[1, 1, 0, 0], 0, 0), proto::BAD_VALUE);
-    assert_eq!(raw(typed::op::FLIP, &[1, 0x1ff, 0, 0], 0, 0), proto::BAD_VALUE);
+    let bad = TypedError::Bad as u16;
+    assert_eq!(raw(typed::op::FLIP, &[8, 0, 0, 0], 0, 0), bad);
+    assert_eq!(raw(typed::op::FLIP, &[0x1_0001, 0, 0, 0], 0, 0), bad);
+    assert_eq!(raw(typed::op::FLIP, &[1, 1, 0, 0], 0, 0), bad);
+    assert_eq!(raw(typed::op::FLIP, &[1, 0x1ff, 0, 0], 0, 0), bad);
+    assert_eq!(
+        c.flip(Perm::from_bits_retain(0x10), Shape::Dot, b""),
+        Err(Error::App(TypedError::Bad))
+    );
     assert_eq!(raw(typed::op::FLIP, &[1, 0, 25, 0], 0, 0), proto::BAD_LENGTH);
     assert_eq!(raw(typed::op::FLIP, &[1, 0, 0, 0], 0, 1), proto::BAD_SHAPE);
     assert_eq!(raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 0), proto::BAD_SHAPE);

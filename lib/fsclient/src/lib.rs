@@ -27,7 +27,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags};
+use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags, S_IFDIR, S_IFMT};
 use sawmill_rt::{ipc, sys, thread};
 
 pub use sawmill_interfaces::FsError as Error;
@@ -84,7 +84,7 @@ pub struct Stat {
 
 impl Stat {
     pub fn is_dir(&self) -> bool {
-        self.mode & 0o170000 == 0o040000
+        self.mode & S_IFMT == S_IFDIR
     }
 }
 

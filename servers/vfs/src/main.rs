@@ -21,14 +21,11 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{Bytes, Error as RpcError};
 use sawmill_interfaces::vfs::{self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut};
-use sawmill_interfaces::{pfs, FsError, OpenFlags, SetAttrFields};
+use sawmill_interfaces::{pfs, FsError, OpenFlags, SetAttrFields, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
-const S_IFMT: u32 = 0o170000;
-const S_IFDIR: u32 = 0o040000;
-const S_IFLNK: u32 = 0o120000;
 
 /// A slot handed to the client in the current reply; deleted once the reply is out.
 static PENDING_DELETE: AtomicU64 = AtomicU64::new(0);
@@ -321,7 +318,7 @@ impl vfs::Server for Vfs {
                 }
                 let p = self.pfs(r.parent.m)?;
                 let ino = p.create(r.parent.ino, &r.name, mode & 0o7777, uid, gid).map_err(|e| self.fail(r.parent.m, e))?;
-                (Pos { m: r.parent.m, ino, attr: (0o100000 | (mode & 0o7777), uid, gid) }, true)
+                (Pos { m: r.parent.m, ino, attr: (S_IFREG | (mode & 0o7777), uid, gid) }, true)
             }
             None => return Err(FsError::NotFound),
         };

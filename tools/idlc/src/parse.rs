@@ -67,6 +67,8 @@ fn lex(file: &str, src: &str) -> Result<Vec<(Tok, Pos)>, Diag> {
             let text: String = src[s..i].chars().filter(|&c| c != '_').collect();
             let v = if let Some(h) = text.strip_prefix("0x") {
                 u64::from_str_radix(h, 16)
+            } else if let Some(o) = text.strip_prefix("0o") {
+                u64::from_str_radix(o, 8)
             } else {
                 text.parse::<u64>()
             };
@@ -77,7 +79,7 @@ fn lex(file: &str, src: &str) -> Result<Vec<(Tok, Pos)>, Diag> {
                         file,
                         pos,
                         format!(
-                            "expected a number (decimal or 0x hex, at most 2^64-1), found `{}`",
+                            "expected a number (decimal, 0x hex or 0o octal, at most 2^64-1), found `{}`",
                             &src[s..i]
                         ),
                     ))

@@ -103,7 +103,8 @@ fn rejects_with_exact_position() {
         ("interface x {\n  fn a(__m: u8);\n}", "t.idl:2:8: expected a parameter name or `)`, found reserved word `__m`"),
         ("interface x {\n  fn a(b: u8, b: u8);\n}", "t.idl:2:15: parameter `b` declared twice"),
         ("interface x {\n  fn a(b: u8) $\n}", "t.idl:2:15: unexpected character `$`"),
-        ("interface x {\n  fn a(b: [u8; 99999999999999999999]);\n}", "t.idl:2:16: expected a number (decimal or 0x hex, at most 2^64-1), found `99999999999999999999`"),
+        ("interface x {\n  fn a(b: [u8; 99999999999999999999]);\n}", "t.idl:2:16: expected a number (decimal, 0x hex or 0o octal, at most 2^64-1), found `99999999999999999999`"),
+        ("const M: u32 = 0o8;", "t.idl:1:16: expected a number (decimal, 0x hex or 0o octal, at most 2^64-1), found `0o8`"),
         ("interface x {\n  fn a();", "t.idl:2:10: expected `fn`, `const`, an attribute list or `}`, found end of file"),
         ("interface x {}\ninterface x {}", "t.idl:2:11: interface `x` declared twice"),
     ];
@@ -118,6 +119,7 @@ fn accepts_constants_flags_and_enums() {
 const MAX_NAME: u32 = 255;
 const BIG: u64 = 0xffff_ffff_ffff_ffff;
 const SMALL: i8 = 127;
+const MODE: u32 = 0o170_000;
 error E { A = 1, [invalid] Bad = 2 }
 flags Open: u32 { READ = 1, WRITE = 2, RW = 3, }
 enum Kind: u8 { File = 1, Dir = 2, Symlink = 7, Zero = 0 }
@@ -139,6 +141,7 @@ interface fs {
         }
     );
     assert_eq!(f.consts[1].value, u64::MAX);
+    assert_eq!(f.consts[3].value, 0o170000);
     assert_eq!(f.errors[0].invalid, Some(1));
     assert_eq!(f.consts[2].ty, Scalar::I8);
     assert_eq!(f.flags[0].name, "Open");

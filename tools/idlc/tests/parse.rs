@@ -159,7 +159,10 @@ interface fs {
     );
     let it = &f.interfaces[0];
     assert_eq!(
-        it.consts.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        it.consts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
         ["VFS_BADGE", "LATER"]
     );
     let open = &it.methods[0];
@@ -243,7 +246,11 @@ fn a_name_is_declared_in_one_file_only() {
     let dir = std::env::temp_dir().join(format!("idlc-dup-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("a.idl"), "flags F: u8 { A = 1 }\n").unwrap();
-    std::fs::write(dir.join("b.idl"), "// b\nconst X: u8 = 1;\nenum F: u8 { A = 1 }\n").unwrap();
+    std::fs::write(
+        dir.join("b.idl"),
+        "// b\nconst X: u8 = 1;\nenum F: u8 { A = 1 }\n",
+    )
+    .unwrap();
     let e = sawmill_idlc::compile_dir(&dir, &Default::default()).unwrap_err();
     let a = dir.join("a.idl").display().to_string();
     let b = dir.join("b.idl").display().to_string();

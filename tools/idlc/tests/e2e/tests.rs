@@ -521,13 +521,28 @@ fn constants_flags_enums_and_request_maps() {
                 Shape::Line => Shape::Box,
                 Shape::Box => Shape::Dot,
             };
-            let p = if p.contains(Perm::W) { p - Perm::W } else { p | Perm::W };
-            Ok(typed::FlipOut { p, s: next, n: name.len() as u32 })
+            let p = if p.contains(Perm::W) {
+                p - Perm::W
+            } else {
+                p | Perm::W
+            };
+            Ok(typed::FlipOut {
+                p,
+                s: next,
+                n: name.len() as u32,
+            })
         }
         fn share(&mut self, _: u64, r: rpc::Map, tag: u64) -> Result<typed::ShareOut, TypedError> {
             self.calls += 1;
-            assert_eq!((r.src, r.flags, tag), (0, 3, 77), "the sender's address is not sent");
-            Ok(typed::ShareOut { pages: r.pages, dst: r.dst })
+            assert_eq!(
+                (r.src, r.flags, tag),
+                (0, 3, 77),
+                "the sender's address is not sent"
+            );
+            Ok(typed::ShareOut {
+                pages: r.pages,
+                dst: r.dst,
+            })
         }
         fn loose(&mut self, _: u64) -> Result<Perm, TypedError> {
             Ok(Perm::ALL)
@@ -552,7 +567,10 @@ fn constants_flags_enums_and_request_maps() {
     assert_eq!(format!("{:?}", Perm::R | Perm::X), "Perm(R | X)");
     assert_eq!(format!("{:?}", Perm::RW), "Perm(R | W | RW)");
     assert_eq!(format!("{:?}", Perm::EMPTY), "Perm()");
-    assert_eq!(format!("{:?}", Perm::from_bits_retain(0x11)), "Perm(R | 0x10)");
+    assert_eq!(
+        format!("{:?}", Perm::from_bits_retain(0x11)),
+        "Perm(R | 0x10)"
+    );
     assert_eq!(Perm::from_bits_retain(0x11).bits(), 0x11);
     assert_eq!(Shape::try_from(0xffu8), Ok(Shape::Box));
     assert_eq!(Shape::try_from(1u8), Err(1));
@@ -564,14 +582,38 @@ fn constants_flags_enums_and_request_maps() {
     rpc::set_server(1, move |m| typed::dispatch(&mut *s2.borrow_mut(), m));
     let c = Client::new(1);
     let r = c.flip(Perm::R | Perm::HIGH, Shape::Box, b"abc").unwrap();
-    assert_eq!(r, typed::FlipOut { p: Perm::R | Perm::W | Perm::HIGH, s: Shape::Dot, n: 3 });
+    assert_eq!(
+        r,
+        typed::FlipOut {
+            p: Perm::R | Perm::W | Perm::HIGH,
+            s: Shape::Dot,
+            n: 3
+        }
+    );
     assert_eq!(c.flip(Perm::RW, Shape::Dot, b"").unwrap().p, Perm::R);
-    assert_eq!(c.flip(Perm::EMPTY, Shape::Line, b"no"), Err(Error::App(TypedError::Nope)));
+    assert_eq!(
+        c.flip(Perm::EMPTY, Shape::Line, b"no"),
+        Err(Error::App(TypedError::Nope))
+    );
     // Map item in the request: the item goes in the UTCB, what it maps in the words.
-    let m = rpc::Map { src: 0x5000, dst: 0x4000_0000, pages: 6, flags: 3 };
-    assert_eq!(c.share(m, 77), Ok(typed::ShareOut { pages: 6, dst: 0x4000_0000 }));
+    let m = rpc::Map {
+        src: 0x5000,
+        dst: 0x4000_0000,
+        pages: 6,
+        flags: 3,
+    };
+    assert_eq!(
+        c.share(m, 77),
+        Ok(typed::ShareOut {
+            pages: 6,
+            dst: 0x4000_0000
+        })
+    );
     let item = rpc::K.with(|k| unsafe { (*k.borrow().client).map_items[0] });
-    assert_eq!((item.src, item.dst, item.pages, item.flags), (0x5000, 0x4000_0000, 6, 3));
+    assert_eq!(
+        (item.src, item.dst, item.pages, item.flags),
+        (0x5000, 0x4000_0000, 6, 3)
+    );
     assert_eq!(srv.borrow().calls, 4);
 
     // Hostile requests: unknown flag bits, undeclared enum values, values beyond the base type
@@ -587,11 +629,23 @@ fn constants_flags_enums_and_request_maps() {
         c.flip(Perm::from_bits_retain(0x10), Shape::Dot, b""),
         Err(Error::App(TypedError::Bad))
     );
-    assert_eq!(raw(typed::op::FLIP, &[1, 0, 25, 0], 0, 0), proto::BAD_LENGTH);
+    assert_eq!(
+        raw(typed::op::FLIP, &[1, 0, 25, 0], 0, 0),
+        proto::BAD_LENGTH
+    );
     assert_eq!(raw(typed::op::FLIP, &[1, 0, 0, 0], 0, 1), proto::BAD_SHAPE);
-    assert_eq!(raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 0), proto::BAD_SHAPE);
-    assert_eq!(raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 2), proto::BAD_SHAPE);
-    assert_eq!(raw(typed::op::SHARE, &[0x4000_0000, 1, 3], 0, 1), proto::BAD_SHAPE);
+    assert_eq!(
+        raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 0),
+        proto::BAD_SHAPE
+    );
+    assert_eq!(
+        raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 2),
+        proto::BAD_SHAPE
+    );
+    assert_eq!(
+        raw(typed::op::SHARE, &[0x4000_0000, 1, 3], 0, 1),
+        proto::BAD_SHAPE
+    );
     assert_eq!(srv.borrow().calls, before);
     // Valid raw values still work.
     assert_eq!(raw(typed::op::FLIP, &[0x8004, 0xff, 0, 0], 0, 0), 0);
@@ -600,7 +654,10 @@ fn constants_flags_enums_and_request_maps() {
     // The client checks replies: an enum or flag value outside the type is a bad reply, except
     // that a trusted reply drops unknown flag bits.
     let set = |tag: u64, w: [u64; 4]| {
-        rpc::set_server(1, move |_| Reply { tag: MsgTag(tag), w });
+        rpc::set_server(1, move |_| Reply {
+            tag: MsgTag(tag),
+            w,
+        });
     };
     set(3 << 16, [0x10, 0, 0, 0]);
     assert_eq!(c.flip(Perm::R, Shape::Dot, b""), Err(Error::BadReply));

@@ -5,7 +5,7 @@
 //! copied and revoked there), its own capability table (one minted capability per dataspace,
 //! plus one for its read-only variant) and the endpoint. Badges tell callers apart:
 //! - bit 63 set: a dataspace (`DS_BIT | [RO_BIT] | id`), minted here;
-//! - `u64::MAX`: root (may call `client_gone`);
+//! - `mem::ROOT_BADGE` (`u64::MAX`, interfaces/mem.idl): root (may call `client_gone`);
 //! - anything else: a client, as the manifest's `uses` entry says; its pages are charged to it.
 //!
 //! Arguments: `quota_kb=N` (default quota of a client, KiB), `quota:BADGE=KB` (one client's).

@@ -59,7 +59,12 @@ fn main() {
     }
     let src = base as u64;
     let window = || c.info().unwrap_or_else(|_| fail("info")).window;
-    let item = |dst: u64, pages: u64| MapItem { src, dst, pages, flags: RW };
+    let item = |dst: u64, pages: u64| MapItem {
+        src,
+        dst,
+        pages,
+        flags: RW,
+    };
     let not_shared = BlkError::NotShared as u16;
 
     // No map item at all: dispatch refuses the shape.
@@ -86,12 +91,20 @@ fn main() {
     }
     // The real share, through the generated stub, then a second one.
     let w = window();
-    let region = Map { src, dst: w, pages: 3, flags: RW };
+    let region = Map {
+        src,
+        dst: w,
+        pages: 3,
+        flags: RW,
+    };
     if let Err(e) = c.share(region) {
         println!("blk-intruder: FAIL honest share: {:?}", e);
         sawmill_rt::exit(1);
     }
-    let again = Map { dst: window(), ..region };
+    let again = Map {
+        dst: window(),
+        ..region
+    };
     if c.share(again) != Err(RpcError::App(BlkError::NotShared)) {
         fail("second share accepted");
     }

@@ -6,3 +6,11 @@
 pub mod rpc;
 
 include!(concat!(env!("OUT_DIR"), "/interfaces.rs"));
+
+// `dataspace.map`'s rights are the kernel's map rights (interfaces/dataspace.idl): a manager
+// passes them on to the kernel's map item as they are.
+const _: () = assert!(
+    MapFlags::READ.bits() == sawmill_abi::map::READ
+        && MapFlags::WRITE.bits() == sawmill_abi::map::WRITE
+        && MapFlags::EXEC.bits() == sawmill_abi::map::EXEC
+);

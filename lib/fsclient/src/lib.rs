@@ -27,18 +27,22 @@ extern crate alloc;
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{file, pfs, vfs, FsError};
+use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags};
+use sawmill_path::{S_IFDIR, S_IFMT};
 use sawmill_rt::{ipc, sys, thread};
 
 pub use sawmill_interfaces::FsError as Error;
 
-pub const O_READ: u32 = 1;
-pub const O_WRITE: u32 = 2;
-pub const O_TRUNC: u32 = 4;
-pub const O_CREATE: u32 = 8;
-pub const O_EXCL: u32 = 16;
+// `open` flags in the style of open(2): the protocol's `OpenFlags` (interfaces/fs.idl) as bits,
+// plus this library's own O_NOMAP, which is never sent.
+pub const O_READ: u32 = OpenFlags::READ.bits();
+pub const O_WRITE: u32 = OpenFlags::WRITE.bits();
+pub const O_TRUNC: u32 = OpenFlags::TRUNC.bits();
+pub const O_CREATE: u32 = OpenFlags::CREATE.bits();
+pub const O_EXCL: u32 = OpenFlags::EXCL.bits();
 /// Read through IPC only (no mapped pages): for measuring the copy-through-the-server path.
 pub const O_NOMAP: u32 = 1 << 16;
+const _: () = assert!(O_NOMAP & OpenFlags::ALL.bits() == 0);
 
 const PAGE: u64 = 4096;
 /// Per-file mapping windows: file `fd` maps at `WINDOWS + fd * WINDOW_SIZE`.
@@ -81,14 +85,13 @@ pub struct Stat {
 
 impl Stat {
     pub fn is_dir(&self) -> bool {
-        self.mode & 0o170000 == 0o040000
+        self.mode & S_IFMT == S_IFDIR
     }
 }
 
 pub struct DirEntry {
     pub ino: u32,
-    /// 1 file, 2 directory, 7 symlink, 0 other.
-    pub kind: u8,
+    pub kind: EntryKind,
     pub name: Vec<u8>,
 }
 
@@ -165,7 +168,7 @@ impl Files {
     }
 
     /// Option 3: open at the PFS owning the path's longest mounted prefix. None = ask the VFS.
-    fn open_direct(&mut self, path: &[u8], flags: u32, mode: u32) -> Option<Result<(u64, u64)>> {
+    fn open_direct(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Option<Result<(u64, u64)>> {
         if path.first() != Some(&b'/') || path.split(|&c| c == b'/').any(|c| c == b"..") {
             return None;
         }
@@ -184,7 +187,7 @@ impl Files {
         let rest = &path[self.mounts[m].prefix.strip_suffix(b"/").unwrap_or(&self.mounts[m].prefix).len()..];
         // A mount point inside the rest (a deeper mount we know is dead) is the VFS's business.
         let rx = self.slot();
-        match pfs::Client::new(self.mounts[m].session).open_path(rest, flags & 0xffff, mode, rx) {
+        match pfs::Client::new(self.mounts[m].session).open_path(rest, flags, mode, rx) {
             Ok(o) => Some(Ok((o.file, o.size))),
             Err(RpcError::App(FsError::Xdev)) => {
                 self.free_slots.push(rx);
@@ -206,12 +209,13 @@ impl Files {
     pub fn open(&mut self, path: &str, flags: u32, mode: u32) -> Result<usize> {
         let i = self.fds.iter().position(|f| f.is_none()).ok_or(FsError::NoSpace)?;
         let p = path.as_bytes();
-        let direct = if self.protocol == Protocol::Direct && flags & O_CREATE == 0 { self.open_direct(p, flags, mode) } else { None };
+        let sent = OpenFlags::from_bits(flags & !O_NOMAP).ok_or(FsError::Invalid)?;
+        let direct = if self.protocol == Protocol::Direct && !sent.contains(OpenFlags::CREATE) { self.open_direct(p, sent, mode) } else { None };
         let (cap, size) = match direct {
             Some(r) => r?,
             None => {
                 let rx = self.slot();
-                match self.vfs.open(p, flags & 0xffff, mode, rx) {
+                match self.vfs.open(p, sent, mode, rx) {
                     Ok(o) => (o.file, o.size),
                     Err(x) => {
                         self.free_slots.push(rx);

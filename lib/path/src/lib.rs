@@ -33,8 +33,10 @@ pub const MAY_WRITE: u32 = 2;
 /// Execute, or search for a directory.
 pub const MAY_EXEC: u32 = 1;
 
-/// The type bits of a mode and the two types a walk cares about.
+/// The file-type bits of a mode (POSIX `st_mode`), the one definition every file-system server
+/// and client uses (fs.idl carries modes in this format).
 pub const S_IFMT: u32 = 0o170000;
+pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
 pub const S_IFLNK: u32 = 0o120000;
 

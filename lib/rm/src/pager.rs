@@ -4,7 +4,7 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sawmill_abi::{fault, label, map, rights, Error, MsgTag, ObjKind};
 use sawmill_interfaces::rpc;
-use sawmill_interfaces::{dataspace, mem, DsError};
+use sawmill_interfaces::{dataspace, mem, DsError, MapFlags};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
 pub use crate::regions::flags::{COW, EXEC, READ, WRITE};
@@ -15,8 +15,6 @@ pub const RM_BASE: u64 = 0x0000_0100_0000_0000;
 pub const RM_END: u64 = 0x0000_2000_0000_0000;
 /// The pager thread's scratch page (for copying copy-on-write pages), just below the range.
 const SCRATCH: u64 = RM_BASE - PAGE;
-/// `dataspace.map` flag: the caller needs write access now.
-pub const NEED_WRITE: u64 = 1 << 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RmError {
@@ -233,9 +231,9 @@ enum Unresolved {
 }
 
 fn ds_map(ds: u64, offset: u64, page: u64, rfl: u32, need_write: bool) -> Result<bool, Unresolved> {
-    let mut fl = (rfl & (READ | WRITE | EXEC)) as u64;
+    let mut fl = MapFlags::from_bits_truncate((rfl & (READ | WRITE | EXEC)) as u64);
     if need_write {
-        fl |= NEED_WRITE;
+        fl |= MapFlags::NEED_WRITE;
     }
     // READ/WRITE/EXEC have the values of sawmill_abi::map's.
     const _: () = assert!(READ as u64 == map::READ && WRITE as u64 == map::WRITE && EXEC as u64 == map::EXEC);

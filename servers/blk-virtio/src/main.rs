@@ -11,7 +11,7 @@
 //! and a factory.
 //!
 //! Data path (no copy in the driver): a client first maps a region of its own memory into the
-//! driver's receive window with the raw `SHARE` message; the driver records the physical address
+//! driver's receive window with `blk.share` (a map item); the driver records the physical address
 //! of every page (`translate`). Requests then name byte offsets into that region; each becomes a
 //! descriptor chain header → data pages → status, so the device DMAs straight into the client's
 //! pages. Offsets outside the caller's region are refused (`BadBuffer`): a client can only name
@@ -25,16 +25,14 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
-use sawmill_abi::MsgTag;
 use sawmill_abi::ObjKind;
 use sawmill_interfaces::blk::{self, InfoOut};
-use sawmill_interfaces::{dataspace, mem, pci, BlkError};
+use sawmill_interfaces::rpc::Map;
+use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags};
 use sawmill_rt::{env, ipc, println, slots, sys};
 
 sawmill_rt::entry!(main);
 
-/// Raw request label of SHARE (outside the IDL's opcode range): word 0 = pages; one map item.
-pub const SHARE_LABEL: u16 = 0x7f00;
 /// The receive window for shared regions.
 const WINDOW: u64 = 0x4000_0000;
 const WINDOW_SIZE: u64 = 0x1000_0000;
@@ -106,10 +104,10 @@ fn dma_alloc(mem_ep: u64, ds_slot: u64, pages: u64) -> (*mut u8, u64) {
         Err(e) => panic!("blk-virtio: no DMA memory from mem: {:?}", e),
     };
     let ds = dataspace::Client::new(out.ds);
-    let rw = sawmill_abi::map::READ | sawmill_abi::map::WRITE;
+    let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
     for i in 0..pages {
         let va = DMA_AT + i * 4096;
-        ds.map(i * 4096, va, 1, rw | 0x100, [va, 4096]).expect("mapping the DMA dataspace");
+        ds.map(i * 4096, va, 1, rw, [va, 4096]).expect("mapping the DMA dataspace");
         // The device is told physical addresses: check mem's answer against the page tables.
         assert!(sys::translate(va) == Ok(out.paddr + i * 4096), "DMA dataspace is not contiguous");
     }
@@ -276,23 +274,6 @@ impl Blk {
         Ok(())
     }
 
-    /// The raw SHARE request: the map item has already landed in our window.
-    /// `base`: where the region landed in our window.
-    fn share(&mut self, badge: u64, m: &ipc::IpcResult, base: u64) -> u16 {
-        let pages = m.w[0];
-        if m.tag.maps() != 1 || pages == 0 || pages > WINDOW_SIZE / 4096 || self.regions.iter().any(|r| r.badge == badge) {
-            return BlkError::NotShared as u16;
-        }
-        let mut phys = Vec::with_capacity(pages as usize);
-        for i in 0..pages {
-            match sys::translate(base + i * 4096) {
-                Ok(pa) => phys.push(pa),
-                Err(_) => return BlkError::NotShared as u16,
-            }
-        }
-        self.regions.push(Region { badge, phys });
-        0
-    }
 }
 
 impl blk::Server for Blk {
@@ -304,6 +285,28 @@ impl blk::Server for Blk {
     }
     fn write(&mut self, badge: u64, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
         self.rw(badge, true, n, sector, off, count)
+    }
+    /// The map item has already landed at the start of our window; `region` is what the client
+    /// says it mapped, which must be exactly the pages that arrived. The window then moves past
+    /// whatever arrived (accepted or not), so it only ever receives new shares.
+    fn share(&mut self, badge: u64, region: Map) -> Result<(), BlkError> {
+        let (base, end) = (self.next_window, WINDOW + WINDOW_SIZE);
+        let mut phys = Vec::new();
+        let mut va = base;
+        while va < end {
+            match sys::translate(va) {
+                Ok(pa) => phys.push(pa),
+                Err(_) => break,
+            }
+            va += 4096;
+        }
+        self.next_window = va;
+        sawmill_rt::utcb().map_window = [va, end - va];
+        if phys.is_empty() || region.dst != base || region.pages != phys.len() as u64 || self.regions.iter().any(|r| r.badge == badge) {
+            return Err(BlkError::NotShared);
+        }
+        self.regions.push(Region { badge, phys });
+        Ok(())
     }
     fn flush(&mut self, _badge: u64) -> Result<(), BlkError> {
         // SAFETY: header slot 0 and status byte 0.
@@ -357,17 +360,6 @@ fn main() {
     loop {
         if m.err != 0 {
             m = ipc::recv(ep, 0);
-            continue;
-        }
-        if m.tag.label() == SHARE_LABEL {
-            let base = b.next_window;
-            let r = b.share(m.badge, &m, base);
-            if r == 0 {
-                b.next_window += b.regions.last().map_or(0, |r| r.phys.len() as u64 * 4096);
-            }
-            // The window only ever receives shares; move it past what is taken.
-            sawmill_rt::utcb().map_window = [b.next_window, WINDOW + WINDOW_SIZE - b.next_window];
-            m = ipc::reply_recv(ep, MsgTag::new(r, 0), [0; 4]);
             continue;
         }
         m = blk::dispatch_then(&mut b, &m, |r| ipc::reply_recv(ep, r.tag, r.w));

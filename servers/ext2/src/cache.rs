@@ -9,15 +9,13 @@
 use core::hash::{BuildHasherDefault, Hasher};
 use alloc::vec;
 use alloc::vec::Vec;
-use sawmill_abi::MsgTag;
 use sawmill_ext2::{BlockDevice, DevError};
-use sawmill_interfaces::{blk, dataspace, mem};
-use sawmill_rt::{ipc, sys};
+use sawmill_interfaces::rpc::Map;
+use sawmill_interfaces::{blk, dataspace, mem, MapFlags};
+use sawmill_rt::sys;
 
 pub const PAGE: usize = 4096;
 const FREE: u64 = u64::MAX;
-/// Raw SHARE label of the driver (servers/blk-virtio).
-const SHARE_LABEL: u16 = 0x7f00;
 const READAHEAD: usize = 8;
 /// Where the cache dataspace is mapped in the PFS (above the runtime's stack and UTCBs).
 pub const CACHE_AT: u64 = 0x8000_0000;
@@ -73,21 +71,17 @@ impl Cache {
             .alloc((npages * PAGE) as u64, 0, slot)
             .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
         let ds = dataspace::Client::new(ds);
-        let rw = sawmill_abi::map::READ | sawmill_abi::map::WRITE;
+        let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
         for i in 0..npages as u64 {
             // The PFS is paged by root and has no region manager: every page is mapped now
             // (NEED_WRITE: writable, allocated and charged), so the cache never faults.
             let va = CACHE_AT + i * PAGE as u64;
-            ds.map(i * PAGE as u64, va, 1, rw | 0x100, [va, PAGE as u64])
+            ds.map(i * PAGE as u64, va, 1, rw, [va, PAGE as u64])
                 .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
         }
         let base = CACHE_AT as *mut u8;
-        let u = sawmill_rt::utcb();
-        u.map_items[0] = sawmill_abi::MapItem { src: base as u64, dst: info.window, pages: npages as u64, flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE };
-        let r = ipc::call(blk_ep, MsgTag::new(SHARE_LABEL, 1).with_maps(1), [npages as u64, 0, 0, 0]);
-        if r.err != 0 || r.tag.label() != 0 {
-            return Err("sharing the cache with the driver");
-        }
+        let region = Map { src: base as u64, dst: info.window, pages: npages as u64, flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE };
+        blk.share(region).map_err(|_| "sharing the cache with the driver")?;
         Ok(Cache {
             blk,
             base,

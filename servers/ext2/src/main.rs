@@ -34,29 +34,22 @@ use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::rpc::{Bytes, Map};
-use sawmill_interfaces::{dataspace, DsError, FsError};
+use sawmill_interfaces::pfs::VFS_BADGE;
+use sawmill_interfaces::{dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walked, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
-const VFS_BADGE: u64 = 1;
 /// Mount points inside this file system the VFS may tell us about (`cover`).
 const MAX_COVERED: usize = 64;
 const SESSION_BASE: u64 = 1 << 20;
 const FILE_BASE: u64 = 1 << 32;
 /// Badge bit of a file capability that may only read (`dataspace.read_only`).
 const FILE_RO: u64 = 1 << 62;
-/// `dataspace.map` flag: the caller needs write access now.
-const NEED_WRITE: u64 = 1 << 8;
 /// How many shadow pages ([`Shadow`]) a PFS keeps at most unless `shadow_pages=N` says
 /// otherwise; past that the oldest is revoked and reused (its client faults it in again).
 const MAX_SHADOWS: usize = 128;
-const O_READ: u32 = 1;
-const O_WRITE: u32 = 2;
-const O_TRUNC: u32 = 4;
-const O_CREATE: u32 = 8;
-const O_EXCL: u32 = 16;
 /// A fixed timestamp for changes: the system has no wall clock.
 const NOW: u32 = 1_700_000_000;
 
@@ -145,7 +138,7 @@ impl sawmill_path::Tree for Inodes<'_> {
 
 struct Open {
     ino: u32,
-    flags: u32,
+    flags: OpenFlags,
     cap: u64,
     /// Cache slots this open file has mapped into its client (pinned while open).
     mapped: Vec<usize>,
@@ -248,7 +241,7 @@ impl Pfs {
     /// Writes `data` at `off` into the file of `badge` (a writable open file).
     fn write_data(&mut self, badge: u64, off: u64, data: &[u8]) -> Result<usize, FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
+        if !f.flags.contains(OpenFlags::WRITE) || badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
@@ -264,17 +257,17 @@ impl Pfs {
         self.files.get_mut(i).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
     }
 
-    fn do_open(&mut self, ino: u32, flags: u32) -> Result<OpenOut, FsError> {
+    fn do_open(&mut self, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         let st = self.fs.stat(ino).map_err(err)?;
         self.do_open_stat(ino, flags, st)
     }
 
     /// `do_open` with the inode's attributes already read.
-    fn do_open_stat(&mut self, ino: u32, flags: u32, st: Stat) -> Result<OpenOut, FsError> {
-        if st.kind == FileKind::Dir && flags & (O_WRITE | O_TRUNC) != 0 {
+    fn do_open_stat(&mut self, ino: u32, flags: OpenFlags, st: Stat) -> Result<OpenOut, FsError> {
+        if st.kind == FileKind::Dir && flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
             return Err(FsError::IsDir);
         }
-        if flags & O_TRUNC != 0 && st.kind == FileKind::Regular {
+        if flags.contains(OpenFlags::TRUNC) && st.kind == FileKind::Regular {
             self.revoke_ino(ino);
             self.fs.truncate(ino, 0).map_err(err)?;
         }
@@ -291,7 +284,7 @@ impl Pfs {
             return Err(FsError::NoSpace);
         }
         self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new(), ro_cap: 0, wbuf: None });
-        let size = if flags & O_TRUNC != 0 { 0 } else { st.size };
+        let size = if flags.contains(OpenFlags::TRUNC) { 0 } else { st.size };
         Ok(OpenOut { file: cap, size })
     }
 
@@ -432,7 +425,7 @@ impl pfs::Server for Pfs {
         let st = self.fs.stat(ino).map_err(err)?;
         Ok(GetattrOut { mode: st.mode as u32, nlink: st.nlink as u32, uid: st.uid, gid: st.gid, size: st.size, mtime: st.mtime })
     }
-    fn open(&mut self, badge: u64, ino: u32, flags: u32) -> Result<OpenOut, FsError> {
+    fn open(&mut self, badge: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         self.check(badge, ino, open_want(flags))?;
         self.do_open(ino, flags)
     }
@@ -475,17 +468,17 @@ impl pfs::Server for Pfs {
         }
         self.fs.rename(sdir, sname, ddir, dname).map_err(err)
     }
-    fn setattr(&mut self, badge: u64, ino: u32, mode: u32, uid: u32, gid: u32, which: u32) -> Result<(), FsError> {
+    fn setattr(&mut self, badge: u64, ino: u32, mode: u32, uid: u32, gid: u32, which: SetAttrFields) -> Result<(), FsError> {
         if let Some((cu, _)) = self.creds(badge)? {
             let st = self.fs.stat(ino).map_err(err)?;
-            if cu != 0 && (cu != st.uid || which & 6 != 0) {
+            if cu != 0 && (cu != st.uid || which.intersects(SetAttrFields::UID | SetAttrFields::GID)) {
                 return Err(FsError::Denied);
             }
         }
         let a = SetAttr {
-            perm: (which & 1 != 0).then_some(mode as u16 & 0o7777),
-            uid: (which & 2 != 0).then_some(uid),
-            gid: (which & 4 != 0).then_some(gid),
+            perm: which.contains(SetAttrFields::MODE).then_some(mode as u16 & 0o7777),
+            uid: which.contains(SetAttrFields::UID).then_some(uid),
+            gid: which.contains(SetAttrFields::GID).then_some(gid),
             ..SetAttr::default()
         };
         self.fs.set_attr(ino, &a).map_err(err)
@@ -499,13 +492,17 @@ impl pfs::Server for Pfs {
         self.check(badge, dir, 4)?;
         let ents = self.fs.readdir(dir).map_err(err)?;
         let Some(e) = ents.get(cookie as usize) else {
-            return Ok(ReaddirOut { next: 0, ino: 0, kind: 0, name: Bytes::new() });
+            return Ok(ReaddirOut { next: 0, ino: 0, kind: EntryKind::Unknown, name: Bytes::new() });
         };
         let kind = match e.kind {
-            FileKind::Regular => 1,
-            FileKind::Dir => 2,
-            FileKind::Symlink => 7,
-            _ => 0,
+            FileKind::Regular => EntryKind::Regular,
+            FileKind::Dir => EntryKind::Dir,
+            FileKind::Symlink => EntryKind::Symlink,
+            FileKind::CharDev => EntryKind::CharDev,
+            FileKind::BlockDev => EntryKind::BlockDev,
+            FileKind::Fifo => EntryKind::Fifo,
+            FileKind::Socket => EntryKind::Socket,
+            FileKind::Unknown => EntryKind::Unknown,
         };
         Ok(ReaddirOut { next: cookie + 1, ino: e.ino, kind, name: Bytes::from_slice(&e.name).ok_or(FsError::NameTooLong)? })
     }
@@ -555,14 +552,14 @@ impl pfs::Server for Pfs {
         }
         Ok(())
     }
-    fn open_path(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenPathOut, FsError> {
+    fn open_path(&mut self, badge: u64, path: &[u8], flags: OpenFlags, mode: u32) -> Result<OpenPathOut, FsError> {
         let creds = self.creds(badge)?;
         let w = self.walk(badge, path, true)?;
         let dir = w.parent.0;
-        let flags = flags & (O_READ | O_WRITE | O_TRUNC | O_CREATE | O_EXCL);
+        let access = flags - (OpenFlags::CREATE | OpenFlags::EXCL);
         let o = match w.node {
             Some((ino, st)) => {
-                if flags & O_CREATE != 0 && flags & O_EXCL != 0 {
+                if flags.contains(OpenFlags::CREATE | OpenFlags::EXCL) {
                     return Err(FsError::Exists);
                 }
                 // The walk read its attributes: the permission check and the open use them.
@@ -572,15 +569,15 @@ impl pfs::Server for Pfs {
                         return Err(FsError::Denied);
                     }
                 }
-                self.do_open_stat(ino, flags & (O_READ | O_WRITE | O_TRUNC), st)?
+                self.do_open_stat(ino, access, st)?
             }
             // A name with a slash after it may only become a directory.
-            None if flags & O_CREATE != 0 && w.dir_only => return Err(FsError::IsDir),
-            None if flags & O_CREATE != 0 => {
+            None if flags.contains(OpenFlags::CREATE) && w.dir_only => return Err(FsError::IsDir),
+            None if flags.contains(OpenFlags::CREATE) => {
                 let (uid, gid) = creds.unwrap_or((0, 0));
                 self.check(badge, dir, 3)?;
                 let ino = self.fs.create(dir, self.walker.name(), mode as u16 & 0o7777, uid, gid).map_err(err)?;
-                pfs::Server::open(self, badge, ino, flags & (O_READ | O_WRITE | O_TRUNC))?
+                pfs::Server::open(self, badge, ino, access)?
             }
             None => return Err(FsError::NotFound),
         };
@@ -589,8 +586,8 @@ impl pfs::Server for Pfs {
 }
 
 /// The permission bits (4 read, 2 write) an open with `flags` needs.
-fn open_want(flags: u32) -> u32 {
-    (if flags & O_READ != 0 { 4 } else { 0 }) | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 }
+fn open_want(flags: OpenFlags) -> u32 {
+    (if flags.contains(OpenFlags::READ) { 4 } else { 0 }) | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) { 2 } else { 0 }
 }
 
 
@@ -599,7 +596,7 @@ static PENDING_DELETE: AtomicUsize = AtomicUsize::new(0);
 impl file::Server for Pfs {
     fn write_buffer(&mut self, badge: u64, dst: u64) -> Result<Map, FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
+        if !f.flags.contains(OpenFlags::WRITE) || badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
         if f.wbuf.is_none() {
@@ -623,7 +620,7 @@ impl file::Server for Pfs {
     }
     fn read(&mut self, badge: u64, off: u64, len: u32) -> Result<Bytes<480>, FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_READ == 0 {
+        if !f.flags.contains(OpenFlags::READ) {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
@@ -643,7 +640,7 @@ impl file::Server for Pfs {
     }
     fn truncate(&mut self, badge: u64, size: u64) -> Result<(), FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_WRITE == 0 || badge & FILE_RO != 0 {
+        if !f.flags.contains(OpenFlags::WRITE) || badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
@@ -656,7 +653,7 @@ impl file::Server for Pfs {
     }
     fn map(&mut self, badge: u64, page: u64, count: u32, dst: u64) -> Result<MapOut, FsError> {
         let f = self.file(badge)?;
-        if f.flags & O_READ == 0 {
+        if !f.flags.contains(OpenFlags::READ) {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
@@ -727,18 +724,18 @@ impl dataspace::Server for Pfs {
     fn info(&mut self, badge: u64) -> Result<dataspace::InfoOut, DsError> {
         let ino = self.file(badge).map_err(fs_ds)?.ino;
         let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
-        Ok(dataspace::InfoOut { size: size.div_ceil(PAGE as u64) * PAGE as u64, flags: 0 })
+        Ok(dataspace::InfoOut { size: size.div_ceil(PAGE as u64) * PAGE as u64, flags: DsFlags::EMPTY })
     }
-    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: u64) -> Result<Map, DsError> {
+    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: MapFlags) -> Result<Map, DsError> {
         let f = self.file(badge).map_err(fs_ds)?;
-        if f.flags & O_READ == 0 {
+        if !f.flags.contains(OpenFlags::READ) {
             return Err(DsError::Denied);
         }
         let ino = f.ino;
-        if offset % PAGE as u64 != 0 || dst % PAGE as u64 != 0 || pages == 0 || flags & !(7 | NEED_WRITE) != 0 {
+        if offset % PAGE as u64 != 0 || dst % PAGE as u64 != 0 || pages == 0 {
             return Err(DsError::Invalid);
         }
-        if flags & (map::WRITE | NEED_WRITE) != 0 {
+        if flags.intersects(MapFlags::WRITE | MapFlags::NEED_WRITE) {
             return Err(DsError::Denied);
         }
         let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
@@ -761,7 +758,7 @@ impl dataspace::Server for Pfs {
             }
             _ => self.shadow(ino, fp)?,
         };
-        Ok(Map { src, dst, pages: 1, flags: map::READ | flags & map::EXEC })
+        Ok(Map { src, dst, pages: 1, flags: map::READ | flags.bits() & map::EXEC })
     }
     fn copy(&mut self, _badge: u64) -> Result<u64, DsError> {
         Err(DsError::Unsupported)
@@ -819,7 +816,7 @@ impl pfs::Server for Connect {
         root() -> u32;
         lookup(dir: u32, name: &[u8]) -> LookupOut;
         getattr(ino: u32) -> GetattrOut;
-        open(ino: u32, flags: u32) -> OpenOut;
+        open(ino: u32, flags: OpenFlags) -> OpenOut;
         create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
         mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
         symlink(dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> u32;
@@ -827,13 +824,13 @@ impl pfs::Server for Connect {
         unlink(dir: u32, name: &[u8]) -> ();
         rmdir(dir: u32, name: &[u8]) -> ();
         rename(sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> ();
-        setattr(ino: u32, mode: u32, uid: u32, gid: u32, which: u32) -> ();
+        setattr(ino: u32, mode: u32, uid: u32, gid: u32, which: SetAttrFields) -> ();
         truncate(ino: u32, size: u64) -> ();
         readdir(dir: u32, cookie: u64) -> ReaddirOut;
         sync() -> ();
         session(uid: u32, gid: u32) -> u64;
         crash() -> ();
-        open_path(path: &[u8], flags: u32, mode: u32) -> OpenPathOut;
+        open_path(path: &[u8], flags: OpenFlags, mode: u32) -> OpenPathOut;
         cover(path: &[u8]) -> ();
     }
 }

@@ -5,7 +5,7 @@
 //! copied and revoked there), its own capability table (one minted capability per dataspace,
 //! plus one for its read-only variant) and the endpoint. Badges tell callers apart:
 //! - bit 63 set: a dataspace (`DS_BIT | [RO_BIT] | id`), minted here;
-//! - `u64::MAX`: root (may call `client_gone`);
+//! - `mem::ROOT_BADGE` (`u64::MAX`, interfaces/mem.idl): root (may call `client_gone`);
 //! - anything else: a client, as the manifest's `uses` entry says; its pages are charged to it.
 //!
 //! Arguments: `quota_kb=N` (default quota of a client, KiB), `quota:BADGE=KB` (one client's).
@@ -14,7 +14,8 @@ extern crate alloc;
 use alloc::vec::Vec;
 use sawmill_abi::{layout, map, rights};
 use sawmill_interfaces::rpc::Map;
-use sawmill_interfaces::{dataspace, mem, DsError, MemError};
+use sawmill_interfaces::mem::ROOT_BADGE;
+use sawmill_interfaces::{dataspace, mem, DsError, DsFlags, MapFlags, MemError};
 use sawmill_mem::{boot, Backend, Frame, Frames, Limits, Mem, MemErr, PAGE};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
@@ -22,9 +23,6 @@ sawmill_rt::entry!(main);
 
 const DS_BIT: u64 = 1 << 63;
 const RO_BIT: u64 = 1 << 62;
-const ROOT_BADGE: u64 = u64::MAX;
-/// `dataspace.map` flag: the caller needs write access now.
-const NEED_WRITE: u64 = 1 << 8;
 /// At most this many dataspaces at once (each costs up to two capability slots of our 1024).
 const DS_TOTAL: usize = 400;
 
@@ -179,23 +177,28 @@ impl dataspace::Server for Srv {
     fn info(&mut self, badge: u64) -> Result<dataspace::InfoOut, DsError> {
         let id = self.ds(badge)?;
         let d = self.mem.get(id).unwrap();
-        let flags = if badge & RO_BIT == 0 { 1 } else { 0 } | if d.contig { 2 } else { 0 } | if d.cow { 4 } else { 0 };
+        let mut flags = DsFlags::EMPTY;
+        for (yes, f) in [(badge & RO_BIT == 0, DsFlags::WRITABLE), (d.contig, DsFlags::CONTIGUOUS), (d.cow, DsFlags::COPY_ON_WRITE)] {
+            if yes {
+                flags |= f;
+            }
+        }
         Ok(dataspace::InfoOut { size: d.size * PAGE, flags })
     }
 
-    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: u64) -> Result<Map, DsError> {
+    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: MapFlags) -> Result<Map, DsError> {
         let id = self.ds(badge)?;
-        if offset % PAGE != 0 || dst % PAGE != 0 || pages == 0 || dst >= layout::USER_END || flags & !(7 | NEED_WRITE) != 0 {
+        if offset % PAGE != 0 || dst % PAGE != 0 || pages == 0 || dst >= layout::USER_END {
             return Err(DsError::Invalid);
         }
         let ro = badge & RO_BIT != 0;
-        let need_write = flags & NEED_WRITE != 0;
+        let need_write = flags.contains(MapFlags::NEED_WRITE);
         if ro && need_write {
             return Err(DsError::Denied);
         }
         let (f, writable) = self.mem.fault(&mut self.pool, id, offset / PAGE, need_write).map_err(ds_err)?;
-        let mut r = map::READ | flags & map::EXEC;
-        if writable && !ro && flags & map::WRITE != 0 {
+        let mut r = map::READ | flags.bits() & map::EXEC;
+        if writable && !ro && flags.contains(MapFlags::WRITE) {
             r |= map::WRITE;
         }
         Ok(Map { src: frame_va(f), dst, pages: 1, flags: r })

@@ -32,8 +32,8 @@ const BASE_KMEM: u64 = 256 * 1024;
 /// tables of the pool's window.
 const POOL_KMEM_PER_PAGE: u64 = 160;
 
-/// The badge of root's own capability to the memory server (no manifest badge has bit 63).
-const ROOT_MEM_BADGE: u64 = u64::MAX;
+// The badge of root's own capability to the memory server (no manifest badge has bit 63).
+use sawmill_interfaces::mem::ROOT_BADGE as ROOT_MEM_BADGE;
 
 struct Pages {
     /// Fixed-size: read before the heap exists.

@@ -22,17 +22,12 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{Bytes, Error as RpcError};
 use sawmill_interfaces::vfs::{self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut};
-use sawmill_interfaces::{pfs, FsError};
-use sawmill_path::{Attr, Cred, Error as WalkError, Walker};
+use sawmill_interfaces::{pfs, FsError, OpenFlags, SetAttrFields};
+use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFREG};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
-const O_READ: u32 = 1;
-const O_WRITE: u32 = 2;
-const O_TRUNC: u32 = 4;
-const O_CREATE: u32 = 8;
-const O_EXCL: u32 = 16;
 
 /// A slot handed to the client in the current reply; deleted once the reply is out.
 static PENDING_DELETE: AtomicU64 = AtomicU64::new(0);
@@ -226,7 +221,7 @@ impl Vfs {
     /// another file system is mounted, an absolute symlink, a dead mount — comes back as None,
     /// and the caller resolves exactly, component by component. Its other answers are final:
     /// it walks with the same walker and limits as `resolve` (`sawmill_path`).
-    fn open_direct(&mut self, badge: u64, path: &[u8], flags: u32) -> Option<Result<OpenOut, FsError>> {
+    fn open_direct(&mut self, badge: u64, path: &[u8], flags: OpenFlags) -> Option<Result<OpenOut, FsError>> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
             return None;
@@ -262,7 +257,7 @@ impl Vfs {
             rest.push(b'/');
         }
         let rx = self.slot();
-        match pfs::Client::new(s).open_path(&rest, flags & (O_READ | O_WRITE | O_TRUNC), 0, rx) {
+        match pfs::Client::new(s).open_path(&rest, flags - (OpenFlags::CREATE | OpenFlags::EXCL), 0, rx) {
             Ok(o) => {
                 PENDING_DELETE.store(rx, Ordering::Relaxed);
                 Some(Ok(OpenOut { file: o.file, size: o.size }))
@@ -292,8 +287,8 @@ impl Vfs {
 }
 
 impl vfs::Server for Vfs {
-    fn open(&mut self, badge: u64, path: &[u8], flags: u32, mode: u32) -> Result<OpenOut, FsError> {
-        if flags & O_CREATE == 0 {
+    fn open(&mut self, badge: u64, path: &[u8], flags: OpenFlags, mode: u32) -> Result<OpenOut, FsError> {
+        if !flags.contains(OpenFlags::CREATE) {
             if let Some(r) = self.open_direct(badge, path, flags) {
                 return r;
             }
@@ -302,30 +297,30 @@ impl vfs::Server for Vfs {
         let r = self.resolve(badge, path, true)?;
         let (pos, created) = match r.node {
             Some(n) => {
-                if flags & O_CREATE != 0 && flags & O_EXCL != 0 {
+                if flags.contains(OpenFlags::CREATE | OpenFlags::EXCL) {
                     return Err(FsError::Exists);
                 }
                 (n, false)
             }
             // A name with a slash after it may only become a directory.
-            None if flags & O_CREATE != 0 && r.dir_only => return Err(FsError::IsDir),
-            None if flags & O_CREATE != 0 => {
+            None if flags.contains(OpenFlags::CREATE) && r.dir_only => return Err(FsError::IsDir),
+            None if flags.contains(OpenFlags::CREATE) => {
                 if !may(r.parent.attr, uid, gid, 3) {
                     return Err(FsError::Denied);
                 }
                 let p = self.pfs(r.parent.m)?;
                 let ino = p.create(r.parent.ino, &r.name, mode & 0o7777, uid, gid).map_err(|e| self.fail(r.parent.m, e))?;
-                (Pos { m: r.parent.m, ino, attr: (0o100000 | (mode & 0o7777), uid, gid) }, true)
+                (Pos { m: r.parent.m, ino, attr: (S_IFREG | (mode & 0o7777), uid, gid) }, true)
             }
             None => return Err(FsError::NotFound),
         };
-        let want = if flags & O_READ != 0 { 4 } else { 0 } | if flags & (O_WRITE | O_TRUNC) != 0 { 2 } else { 0 };
+        let want = if flags.contains(OpenFlags::READ) { 4 } else { 0 } | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) { 2 } else { 0 };
         if !created && !may(pos.attr, uid, gid, want) {
             return Err(FsError::Denied);
         }
         let rx = self.slot();
         let p = self.pfs(pos.m)?;
-        match p.open(pos.ino, flags & (O_READ | O_WRITE | O_TRUNC), rx) {
+        match p.open(pos.ino, flags - (OpenFlags::CREATE | OpenFlags::EXCL), rx) {
             Ok(o) => {
                 PENDING_DELETE.store(rx, Ordering::Relaxed);
                 Ok(OpenOut { file: o.file, size: o.size })
@@ -395,7 +390,7 @@ impl vfs::Server for Vfs {
         if uid != 0 && uid != n.attr.1 {
             return Err(FsError::Denied);
         }
-        self.pfs(n.m)?.setattr(n.ino, mode & 0o7777, 0, 0, 1).map_err(|e| self.fail(n.m, e))
+        self.pfs(n.m)?.setattr(n.ino, mode & 0o7777, 0, 0, SetAttrFields::MODE).map_err(|e| self.fail(n.m, e))
     }
     fn truncate(&mut self, badge: u64, path: &[u8], size: u64) -> Result<(), FsError> {
         let (uid, gid) = self.cred(badge);
@@ -494,7 +489,7 @@ fn main() {
             let _ = sys::cap_delete(give);
             // Our own calls carry the VFS badge.
             let conn_badged = thread::alloc_slot();
-            sys::cap_mint(conn, conn_badged, 1, rights::SEND | rights::GRANT).expect("mint");
+            sys::cap_mint(conn, conn_badged, pfs::VFS_BADGE, rights::SEND | rights::GRANT).expect("mint");
             let mi = v.mounts.len();
             thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
             let conn = conn_badged;

@@ -10,7 +10,54 @@ pub struct Pos {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct File {
     pub errors: Vec<ErrorDecl>,
+    /// File-level constants (crate root).
+    pub consts: Vec<Const>,
+    pub flags: Vec<FlagsDecl>,
+    pub enums: Vec<EnumDecl>,
     pub interfaces: Vec<Interface>,
+}
+
+/// `const NAME: T = value;`: a protocol constant (an unsigned value of an integer type).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Const {
+    pub name: String,
+    pub pos: Pos,
+    pub ty: Scalar,
+    pub value: u64,
+}
+
+/// One named value of a flag set or enum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub name: String,
+    pub value: u64,
+    pub pos: Pos,
+}
+
+/// `flags Name: uN { A = 1, B = 2, ... }`: a set of bits; a value with a bit no member has is
+/// invalid on the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagsDecl {
+    pub name: String,
+    pub pos: Pos,
+    pub base: Scalar,
+    pub members: Vec<Member>,
+}
+
+impl FlagsDecl {
+    /// Every bit some member has.
+    pub fn all(&self) -> u64 {
+        self.members.iter().fold(0, |a, m| a | m.value)
+    }
+}
+
+/// `enum Name: uN { A = 1, B = 7, ... }`: one of a closed set of values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnumDecl {
+    pub name: String,
+    pub pos: Pos,
+    pub base: Scalar,
+    pub variants: Vec<Member>,
 }
 
 /// `error Name { Variant = code, ... }`: a typed error result shared by the interfaces of a file.
@@ -19,6 +66,9 @@ pub struct ErrorDecl {
     pub name: String,
     pub pos: Pos,
     pub variants: Vec<Variant>,
+    /// The variant marked `[invalid]`, if any (index into `variants`): what dispatch answers
+    /// when a flag-set or enum argument has a value its type does not declare.
+    pub invalid: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +82,8 @@ pub struct Variant {
 pub struct Attrs {
     pub trusted: bool,
     pub oneway: bool,
+    /// On an error variant: the interface's invalid-argument error.
+    pub invalid: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +93,8 @@ pub struct Interface {
     pub attrs: Attrs,
     /// The error type its methods return, if any.
     pub raises: Option<String>,
+    /// Constants of the interface (in its module).
+    pub consts: Vec<Const>,
     pub methods: Vec<Method>,
 }
 
@@ -90,6 +144,16 @@ impl Scalar {
             _ => return None,
         })
     }
+    /// Largest value of an unsigned type (`None` for signed types and `bool`).
+    pub fn unsigned_max(self) -> Option<u64> {
+        match self {
+            Scalar::U8 => Some(u8::MAX as u64),
+            Scalar::U16 => Some(u16::MAX as u64),
+            Scalar::U32 => Some(u32::MAX as u64),
+            Scalar::U64 => Some(u64::MAX),
+            _ => None,
+        }
+    }
     pub fn rust(self) -> &'static str {
         match self {
             Scalar::U8 => "u8",
@@ -126,9 +190,13 @@ pub enum Type {
     Cap,
     /// A capability item plus offset and size words.
     Dataspace,
-    /// A map item (results only): pages of the sender's address space mapped into the receiver's
-    /// receive window, plus its destination, page count and rights as three words so the receiver
-    /// learns what arrived.
+    /// A flag set declared in the file (`File::flags[index]`), one word of its base type.
+    Flags(Scalar, u16),
+    /// An enum declared in the file (`File::enums[index]`), one word of its base type.
+    Enum(Scalar, u16),
+    /// A map item (at most one per message): pages of the sender's address space mapped into the
+    /// receiver's receive window, plus its destination, page count and rights as three words so
+    /// the receiver learns what arrived.
     Map,
 }
 
@@ -136,7 +204,7 @@ impl Type {
     /// Words in the fixed part of the message.
     pub fn fixed_words(self) -> u32 {
         match self {
-            Type::Scalar(_) => 1,
+            Type::Scalar(_) | Type::Flags(..) | Type::Enum(..) => 1,
             Type::Array(s, n) => (n * s.size()).div_ceil(8),
             Type::Bytes(_) => 1,
             Type::Cap => 0,

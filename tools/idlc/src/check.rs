@@ -21,7 +21,7 @@ pub struct Layout {
     /// Largest possible word count.
     pub max_words: u32,
     pub caps: u32,
-    /// Map items (at most one, and only in replies: see `check`).
+    /// Map items (at most one: see `check`).
     pub maps: u32,
     pub has_bytes: bool,
 }
@@ -97,18 +97,16 @@ pub fn check(file: &str, f: &File) -> Result<(), Diag> {
                         format!("the {dir} of `{}` needs up to {} words; a message holds at most {MAX_WORDS}", m.name, l.max_words),
                     ));
                 }
-                if l.maps > 0 && dir == "request" {
-                    return Err(Diag::new(
-                        file,
-                        m.pos,
-                        format!("the request of `{}` has a `map` parameter; map items travel only in replies", m.name),
-                    ));
-                }
                 if l.maps > 1 {
+                    let (what, who) = if dir == "request" {
+                        ("parameters", "a request")
+                    } else {
+                        ("results", "a reply")
+                    };
                     return Err(Diag::new(
                         file,
                         m.pos,
-                        format!("the reply of `{}` has {} `map` results; a reply has one receive window, so at most one", m.name, l.maps),
+                        format!("the {dir} of `{}` has {} `map` {what}; {who} has one receive window, so at most one", m.name, l.maps),
                     ));
                 }
                 if l.caps > MAX_CAPS {

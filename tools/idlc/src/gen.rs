@@ -33,9 +33,12 @@ fn camel(s: &str) -> String {
         .collect()
 }
 
-fn in_ty(t: Type) -> String {
+/// The Rust type of a parameter, as named inside an interface module.
+fn in_ty(f: &File, t: Type) -> String {
     match t {
         Type::Scalar(s) => s.rust().to_string(),
+        Type::Flags(_, i) => format!("super::{}", f.flags[i as usize].name),
+        Type::Enum(_, i) => format!("super::{}", f.enums[i as usize].name),
         Type::Array(s, n) => format!("[{}; {n}]", s.rust()),
         Type::Bytes(_) => "&[u8]".to_string(),
         Type::Cap => "u64".to_string(),
@@ -44,17 +47,17 @@ fn in_ty(t: Type) -> String {
     }
 }
 
-fn out_ty(t: Type) -> String {
+fn out_ty(f: &File, t: Type) -> String {
     match t {
         Type::Bytes(n) => format!("__rt::Bytes<{n}>"),
-        _ => in_ty(t),
+        _ => in_ty(f, t),
     }
 }
 
-fn out_type(m: &Method) -> String {
+fn out_type(f: &File, m: &Method) -> String {
     match m.outs.len() {
         0 => "()".to_string(),
-        1 => out_ty(m.outs[0].ty),
+        1 => out_ty(f, m.outs[0].ty),
         _ => format!("{}Out", camel(&m.name)),
     }
 }
@@ -100,6 +103,12 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
         let n = &p.name;
         match p.ty {
             Type::Scalar(_) => put(&mut st, w.unwrap(), format!("__rt::Wire::enc({n})")),
+            Type::Flags(..) => put(&mut st, w.unwrap(), format!("__rt::Wire::enc({n}.bits())")),
+            Type::Enum(b, _) => put(
+                &mut st,
+                w.unwrap(),
+                format!("__rt::Wire::enc({n} as {})", b.rust()),
+            ),
             Type::Array(_, _) => {
                 let nw = p.ty.fixed_words();
                 let _ = writeln!(st, "{ind}let mut __a_{n} = [0u64; {nw}];");
@@ -118,7 +127,7 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
                 put(&mut st, w.unwrap() + 1, format!("{n}.size"));
             }
             Type::Map => {
-                // Only in replies (checked): the item itself, and what it maps as words.
+                // The item itself, and what it maps as words (at most one per message: checked).
                 let _ = writeln!(st, "{ind}__u.map_items[0] = {n}.item();");
                 put(&mut st, w.unwrap(), format!("{n}.dst"));
                 put(&mut st, w.unwrap() + 1, format!("{n}.pages"));
@@ -155,10 +164,12 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
 /// k-th received capability is. The caller has already checked the cap/map counts (and, without
 /// buffers, the word count).
 fn decode(
+    f: &File,
     ps: &[Param],
     l: &Layout,
     ind: &str,
     trusted: bool,
+    invalid: &str,
     bad: &dyn Fn(&str) -> String,
     caps_from: &dyn Fn(u32, &str) -> String,
 ) -> String {
@@ -182,9 +193,38 @@ fn decode(
                         st,
                         "{ind}let {n} = match <{} as __rt::Wire>::dec({x}) {{ Some(v) => v, None => {{ {} }} }};",
                         s.rust(),
-                        bad("BAD_VALUE")
+                        bad("__rt::proto::BAD_VALUE")
                     );
                 }
+            }
+            Type::Flags(b, i) => {
+                let x = word(w.unwrap());
+                let name = &f.flags[i as usize].name;
+                if trusted {
+                    let _ = writeln!(
+                        st,
+                        "{ind}let {n} = super::{name}::from_bits_truncate(<{} as __rt::Wire>::dec_trusted({x}));",
+                        b.rust()
+                    );
+                } else {
+                    let _ = writeln!(
+                        st,
+                        "{ind}let {n} = match <{} as __rt::Wire>::dec({x}).and_then(super::{name}::from_bits) {{ Some(v) => v, None => {{ {} }} }};",
+                        b.rust(),
+                        bad(invalid)
+                    );
+                }
+            }
+            Type::Enum(b, i) => {
+                // Checked even from a trusted peer: an enum with an undeclared value cannot exist.
+                let x = word(w.unwrap());
+                let name = &f.enums[i as usize].name;
+                let _ = writeln!(
+                    st,
+                    "{ind}let {n} = match <{} as __rt::Wire>::dec({x}).and_then(super::{name}::from_repr) {{ Some(v) => v, None => {{ {} }} }};",
+                    b.rust(),
+                    bad(invalid)
+                );
             }
             Type::Array(s, len) => {
                 let nw = p.ty.fixed_words();
@@ -194,12 +234,12 @@ fn decode(
                     "{ind}let {n}: [{}; {len}] = match __rt::unpack(&[{}]) {{ Some(v) => v, None => {{ {} }} }};",
                     s.rust(),
                     ws.join(", "),
-                    bad("BAD_VALUE")
+                    bad("__rt::proto::BAD_VALUE")
                 );
             }
             Type::Bytes(max) => {
                 let _ = writeln!(st, "{ind}let __len_{n} = {};", word(w.unwrap()));
-                let _ = writeln!(st, "{ind}if __len_{n} > {max} {{ {} }}", bad("BAD_LENGTH"));
+                let _ = writeln!(st, "{ind}if __len_{n} > {max} {{ {} }}", bad("__rt::proto::BAD_LENGTH"));
             }
             Type::Cap => {
                 let _ = writeln!(st, "{ind}let {n}: u64 = {};", caps_from(c.unwrap(), n));
@@ -237,7 +277,7 @@ fn decode(
             let _ = writeln!(
                 st,
                 "{ind}if __m.tag.words() != {sum} {{ {} }}",
-                bad("BAD_SHAPE")
+                bad("__rt::proto::BAD_SHAPE")
             );
         }
         let _ = writeln!(st, "{ind}let mut __off: usize = {};", l.data_base);
@@ -248,7 +288,7 @@ fn decode(
                 let _ = writeln!(
                     st,
                     "{ind}if !{n}.fill(&__u.mr, __off, __len_{n} as usize) {{ {} }}",
-                    bad("BAD_LENGTH")
+                    bad("__rt::proto::BAD_LENGTH")
                 );
                 let _ = writeln!(st, "{ind}__off += __rt::words_for(__len_{n});");
             }
@@ -262,13 +302,127 @@ fn decode(
 pub fn generate(f: &File, opts: &Options) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "// Generated by sawmill-idlc. Do not edit.\n");
+    for c in &f.consts {
+        gen_const(&mut o, c, "");
+    }
+    if !f.consts.is_empty() {
+        o.push('\n');
+    }
+    for d in &f.flags {
+        gen_flags(&mut o, d);
+    }
+    for d in &f.enums {
+        gen_enum(&mut o, d);
+    }
     for e in &f.errors {
         gen_error(&mut o, e, &opts.runtime);
     }
     for it in &f.interfaces {
-        gen_interface(&mut o, it, &opts.runtime);
+        gen_interface(&mut o, f, it, &opts.runtime);
     }
     o
+}
+
+fn gen_const(o: &mut String, c: &Const, ind: &str) {
+    let _ = writeln!(o, "{ind}/// Protocol constant (generated).");
+    let _ = writeln!(
+        o,
+        "{ind}pub const {}: {} = {:#x};",
+        c.name,
+        c.ty.rust(),
+        c.value
+    );
+}
+
+fn gen_flags(o: &mut String, d: &FlagsDecl) {
+    let (n, b) = (&d.name, d.base.rust());
+    let _ = writeln!(
+        o,
+        "/// Flag set `{n}` (generated): bits of a `{b}`; a value with other bits is invalid."
+    );
+    let _ = writeln!(
+        o,
+        "#[repr(transparent)]\n#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]\npub struct {n}({b});\n"
+    );
+    let _ = writeln!(o, "#[allow(dead_code)]\nimpl {n} {{");
+    for m in &d.members {
+        let _ = writeln!(o, "    pub const {}: {n} = {n}({:#x});", m.name, m.value);
+    }
+    let _ = writeln!(o, "    /// No flags.\n    pub const EMPTY: {n} = {n}(0);");
+    let _ = writeln!(
+        o,
+        "    /// Every flag.\n    pub const ALL: {n} = {n}({:#x});",
+        d.all()
+    );
+    let _ = writeln!(
+        o,
+        "    #[inline(always)]\n    pub const fn bits(self) -> {b} {{\n        self.0\n    }}"
+    );
+    let _ = writeln!(o, "    /// `None` if `bits` has a bit no flag has.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits(bits: {b}) -> Option<{n}> {{\n        if bits & !Self::ALL.0 == 0 {{ Some({n}(bits)) }} else {{ None }}\n    }}");
+    let _ = writeln!(o, "    /// `bits` as they are, unknown bits included (raw values, tests of hostile input):");
+    let _ = writeln!(o, "    /// a receiver still rejects unknown bits.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits_retain(bits: {b}) -> {n} {{\n        {n}(bits)\n    }}");
+    let _ = writeln!(o, "    /// `bits` without the bits no flag has.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits_truncate(bits: {b}) -> {n} {{\n        {n}(bits & Self::ALL.0)\n    }}");
+    let _ = writeln!(o, "    /// Whether every bit of `other` is set in `self`.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn contains(self, other: {n}) -> bool {{\n        self.0 & other.0 == other.0\n    }}");
+    let _ = writeln!(o, "    /// Whether `self` and `other` have a bit in common.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn intersects(self, other: {n}) -> bool {{\n        self.0 & other.0 != 0\n    }}");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn is_empty(self) -> bool {{\n        self.0 == 0\n    }}");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn union(self, other: {n}) -> {n} {{\n        {n}(self.0 | other.0)\n    }}");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn intersection(self, other: {n}) -> {n} {{\n        {n}(self.0 & other.0)\n    }}");
+    let _ = writeln!(o, "    /// `self` without the bits of `other`.");
+    let _ = writeln!(o, "    #[inline(always)]\n    pub const fn difference(self, other: {n}) -> {n} {{\n        {n}(self.0 & !other.0)\n    }}");
+    let _ = writeln!(o, "}}\n");
+    for (tr, f, e) in [
+        ("BitOr", "bitor", "self.0 | o.0"),
+        ("BitAnd", "bitand", "self.0 & o.0"),
+        ("Sub", "sub", "self.0 & !o.0"),
+    ] {
+        let _ = writeln!(o, "impl core::ops::{tr} for {n} {{\n    type Output = {n};\n    #[inline(always)]\n    fn {f}(self, o: {n}) -> {n} {{\n        {n}({e})\n    }}\n}}\n");
+        let _ = writeln!(o, "impl core::ops::{tr}Assign for {n} {{\n    #[inline(always)]\n    fn {f}_assign(&mut self, o: {n}) {{\n        self.0 = {e};\n    }}\n}}\n");
+    }
+    let _ = writeln!(o, "impl core::fmt::Debug for {n} {{");
+    let _ = writeln!(o, "    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{");
+    let _ = writeln!(o, "        f.write_str(\"{n}(\")?;\n        let mut sep = \"\";");
+    for m in &d.members {
+        let _ = writeln!(o, "        if self.contains({n}::{0}) {{\n            f.write_str(sep)?;\n            f.write_str(\"{0}\")?;\n            sep = \" | \";\n        }}", m.name);
+    }
+    let _ = writeln!(o, "        if self.0 & !{n}::ALL.0 != 0 {{\n            write!(f, \"{{sep}}{{:#x}}\", self.0 & !{n}::ALL.0)?;\n        }}");
+    let _ = writeln!(o, "        f.write_str(\")\")\n    }}\n}}\n");
+}
+
+fn gen_enum(o: &mut String, d: &EnumDecl) {
+    let (n, b) = (&d.name, d.base.rust());
+    let _ = writeln!(
+        o,
+        "/// Enum `{n}` (generated): one `{b}`; other values are invalid."
+    );
+    let _ = writeln!(
+        o,
+        "#[repr({b})]\n#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]\npub enum {n} {{"
+    );
+    for v in &d.variants {
+        let _ = writeln!(o, "    {} = {:#x},", v.name, v.value);
+    }
+    let _ = writeln!(o, "}}\n");
+    let _ = writeln!(o, "#[allow(dead_code)]\nimpl {n} {{");
+    let _ = writeln!(o, "    /// `None` if no variant has the value `v`.");
+    let _ = writeln!(
+        o,
+        "    #[inline]\n    pub const fn from_repr(v: {b}) -> Option<{n}> {{\n        match v {{"
+    );
+    for v in &d.variants {
+        let _ = writeln!(o, "            {:#x} => Some({n}::{}),", v.value, v.name);
+    }
+    let _ = writeln!(o, "            _ => None,\n        }}\n    }}");
+    let _ = writeln!(
+        o,
+        "    #[inline(always)]\n    pub const fn repr(self) -> {b} {{\n        self as {b}\n    }}\n}}\n"
+    );
+    let _ = writeln!(o, "impl core::convert::TryFrom<{b}> for {n} {{\n    type Error = {b};\n    /// The value back as the error if no variant has it.\n    #[inline]\n    fn try_from(v: {b}) -> Result<{n}, {b}> {{\n        match {n}::from_repr(v) {{\n            Some(x) => Ok(x),\n            None => Err(v),\n        }}\n    }}\n}}\n");
+    let _ = writeln!(o, "impl From<{n}> for {b} {{\n    #[inline(always)]\n    fn from(v: {n}) -> {b} {{\n        v as {b}\n    }}\n}}\n");
 }
 
 fn gen_error(o: &mut String, e: &ErrorDecl, rt: &str) {
@@ -296,7 +450,7 @@ fn gen_error(o: &mut String, e: &ErrorDecl, rt: &str) {
     let _ = writeln!(o, "            _ => None,\n        }}\n    }}\n}}\n");
 }
 
-fn gen_interface(o: &mut String, it: &Interface, rt: &str) {
+fn gen_interface(o: &mut String, f: &File, it: &Interface, rt: &str) {
     let _ = writeln!(o, "/// Interface `{}` (generated).", it.name);
     let _ = writeln!(o, "#[allow(unused_imports, unused_variables, unused_mut, unused_assignments, unreachable_code, clippy::all)]");
     let _ = writeln!(o, "pub mod {} {{", it.name);
@@ -306,6 +460,9 @@ fn gen_interface(o: &mut String, it: &Interface, rt: &str) {
         "    /// The interface name (the endpoint name in system manifests)."
     );
     let _ = writeln!(o, "    pub const NAME: &str = \"{}\";", it.name);
+    for c in &it.consts {
+        gen_const(o, c, "    ");
+    }
     match &it.raises {
         Some(r) => {
             let _ = writeln!(
@@ -332,17 +489,17 @@ fn gen_interface(o: &mut String, it: &Interface, rt: &str) {
         if m.outs.len() > 1 {
             let _ = writeln!(o, "    /// Results of `{}`.\n    #[derive(Clone, Copy, Debug, PartialEq, Eq)]\n    pub struct {}Out {{", m.name, camel(&m.name));
             for p in &m.outs {
-                let _ = writeln!(o, "        pub {}: {},", p.name, out_ty(p.ty));
+                let _ = writeln!(o, "        pub {}: {},", p.name, out_ty(f, p.ty));
             }
             let _ = writeln!(o, "    }}\n");
         }
     }
-    gen_client(o, it);
-    gen_server(o, it);
+    gen_client(o, f, it);
+    gen_server(o, f, it);
     let _ = writeln!(o, "}}\n");
 }
 
-fn gen_client(o: &mut String, it: &Interface) {
+fn gen_client(o: &mut String, f: &File, it: &Interface) {
     let _ = writeln!(o, "    /// Client handle: an endpoint capability slot.");
     let _ = writeln!(o, "    #[derive(Clone, Copy, Debug, PartialEq, Eq)]\n    pub struct Client {{\n        pub ep: u64,\n    }}\n");
     let _ = writeln!(o, "    impl Client {{");
@@ -354,7 +511,7 @@ fn gen_client(o: &mut String, it: &Interface) {
         let mut args: Vec<String> = m
             .ins
             .iter()
-            .map(|p| format!("{}: {}", p.name, in_ty(p.ty)))
+            .map(|p| format!("{}: {}", p.name, in_ty(f, p.ty)))
             .collect();
         for p in &m.outs {
             if p.ty.caps() > 0 {
@@ -367,7 +524,7 @@ fn gen_client(o: &mut String, it: &Interface) {
         let ret = if m.attrs.oneway {
             "()".to_string()
         } else {
-            out_type(m)
+            out_type(f, m)
         };
         let _ = writeln!(
             o,
@@ -426,8 +583,13 @@ fn gen_client(o: &mut String, it: &Interface) {
             }
             let _ = writeln!(o, "{ind}__u.map_window = {}_rx;", p.name);
         }
+        let maps = if enc.maps > 0 {
+            format!(" | {} << 27", enc.maps)
+        } else {
+            String::new()
+        };
         let tag = format!(
-            "__rt::MsgTag(op::{} as u64 | {} << 16 | {} << 24)",
+            "__rt::MsgTag(op::{} as u64 | {} << 16 | {} << 24{maps})",
             m.name.to_ascii_uppercase(),
             enc.words,
             enc.caps
@@ -454,7 +616,7 @@ fn gen_client(o: &mut String, it: &Interface) {
         }
         let bad = |_: &str| "return Err(__rt::Error::BadReply);".to_string();
         let capf = |_: u32, n: &str| format!("{n}_rx");
-        o.push_str(&decode(&m.outs, &lo, ind, trusted, &bad, &capf));
+        o.push_str(&decode(f, &m.outs, &lo, ind, trusted, "", &bad, &capf));
         match m.outs.len() {
             0 => {
                 let _ = writeln!(o, "{ind}Ok(())");
@@ -477,18 +639,26 @@ fn gen_client(o: &mut String, it: &Interface) {
     let _ = writeln!(o, "    }}\n");
 }
 
-fn gen_server(o: &mut String, it: &Interface) {
+fn gen_server(o: &mut String, f: &File, it: &Interface) {
+    // A flag-set or enum argument with an undeclared value: the interface's `[invalid]` error if
+    // its error type has one, else the protocol's BAD_VALUE.
+    let invalid = it
+        .raises
+        .as_ref()
+        .and_then(|r| f.errors.iter().find(|e| &e.name == r))
+        .and_then(|e| e.invalid.map(|i| format!("super::{}::{} as u16", e.name, e.variants[i].name)))
+        .unwrap_or_else(|| "__rt::proto::BAD_VALUE".to_string());
     let _ = writeln!(o, "    /// Server side: one handler per operation; `badge` identifies the caller's capability.");
     let _ = writeln!(o, "    /// Received capabilities are valid during the handler only (dispatch deletes them after");
     let _ = writeln!(o, "    /// it returns); copy them to keep them.");
     let _ = writeln!(o, "    pub trait Server {{");
     for m in &it.methods {
         let mut args = vec!["badge: u64".to_string()];
-        args.extend(m.ins.iter().map(|p| format!("{}: {}", p.name, in_ty(p.ty))));
+        args.extend(m.ins.iter().map(|p| format!("{}: {}", p.name, in_ty(f, p.ty))));
         let ret = if m.attrs.oneway {
             String::new()
         } else {
-            format!(" -> core::result::Result<{}, AppError>", out_type(m))
+            format!(" -> core::result::Result<{}, AppError>", out_type(f, m))
         };
         let _ = writeln!(
             o,
@@ -521,9 +691,14 @@ fn gen_server(o: &mut String, it: &Interface) {
         it.methods.iter().partition(|m| !Layout::of(&m.ins).has_bytes);
     for m in &fixed {
         let li = Layout::of(&m.ins);
+        let maps = if li.maps > 0 {
+            format!(" | {} << 27", li.maps)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "        const __T_{0}: u64 = op::{0} as u64 | {1} << 16 | {2} << 24;",
+            "        const __T_{0}: u64 = op::{0} as u64 | {1} << 16 | {2} << 24{maps};",
             m.name.to_ascii_uppercase(),
             li.fixed,
             li.caps
@@ -535,11 +710,11 @@ fn gen_server(o: &mut String, it: &Interface) {
         let lo = Layout::of(&m.outs);
         let ind = "                ";
         if li.has_bytes {
-            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != {} << 24 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps);
+            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != ({} << 24 | {} << 27) {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps, li.maps);
         }
-        let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, __rt::proto::{c}));");
+        let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, {c}));");
         let capf = |k: u32, _: &str| format!("__u.caps_in[{k}]");
-        let mut dec = decode(&m.ins, &li, ind, false, &bad, &capf);
+        let mut dec = decode(f, &m.ins, &li, ind, false, &invalid, &bad, &capf);
         if li.caps > 0 && !dec.contains("let __u") {
             dec = format!("{ind}let __u = __rt::utcb();\n{dec}");
         }

@@ -65,9 +65,31 @@ pub fn compile_dir(
         .collect();
     files.sort();
     let mut out = String::new();
+    // Every file's declarations share the crate root: a name may be declared in one file only.
+    let mut seen: Vec<(String, String)> = Vec::new();
     for f in &files {
-        let src = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
-        out += &compile_str(&f.display().to_string(), &src, opts).map_err(|d| d.to_string())?;
+        let name = f.display().to_string();
+        let src = std::fs::read_to_string(f).map_err(|e| format!("{name}: {e}"))?;
+        let ast = parse(&name, &src).map_err(|d| d.to_string())?;
+        for (n, pos) in top_level_names(&ast) {
+            if let Some((_, other)) = seen.iter().find(|(s, _)| *s == n) {
+                return Err(Diag::new(&name, pos, format!("`{n}` is already declared in {other}"))
+                    .to_string());
+            }
+            seen.push((n, name.clone()));
+        }
+        out += &gen::generate(&ast, opts);
     }
     Ok((out, files))
+}
+
+/// The names a file declares at the crate root, with their positions.
+fn top_level_names(f: &ast::File) -> Vec<(String, ast::Pos)> {
+    let mut v: Vec<(String, ast::Pos)> = Vec::new();
+    v.extend(f.errors.iter().map(|d| (d.name.clone(), d.pos)));
+    v.extend(f.consts.iter().map(|d| (d.name.clone(), d.pos)));
+    v.extend(f.flags.iter().map(|d| (d.name.clone(), d.pos)));
+    v.extend(f.enums.iter().map(|d| (d.name.clone(), d.pos)));
+    v.extend(f.interfaces.iter().map(|d| (d.name.clone(), d.pos)));
+    v
 }

@@ -67,6 +67,8 @@ fn lex(file: &str, src: &str) -> Result<Vec<(Tok, Pos)>, Diag> {
             let text: String = src[s..i].chars().filter(|&c| c != '_').collect();
             let v = if let Some(h) = text.strip_prefix("0x") {
                 u64::from_str_radix(h, 16)
+            } else if let Some(o) = text.strip_prefix("0o") {
+                u64::from_str_radix(o, 8)
             } else {
                 text.parse::<u64>()
             };
@@ -77,7 +79,7 @@ fn lex(file: &str, src: &str) -> Result<Vec<(Tok, Pos)>, Diag> {
                         file,
                         pos,
                         format!(
-                            "expected a number (decimal or 0x hex, at most 2^64-1), found `{}`",
+                            "expected a number (decimal, 0x hex or 0o octal, at most 2^64-1), found `{}`",
                             &src[s..i]
                         ),
                     ))
@@ -120,6 +122,25 @@ struct Parser<'a> {
     file: &'a str,
     toks: Vec<(Tok, Pos)>,
     at: usize,
+    /// The declarations so far (types and constants must be declared before they are used).
+    f: File,
+}
+
+fn empty_file() -> File {
+    File {
+        errors: Vec::new(),
+        consts: Vec::new(),
+        flags: Vec::new(),
+        enums: Vec::new(),
+        interfaces: Vec::new(),
+    }
+}
+
+/// `NEED_WRITE`, `O2`: upper-case letters, digits and underscores, starting with a letter.
+fn is_upper_snake(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_uppercase())
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 type R<T> = Result<T, Diag>;
@@ -211,7 +232,8 @@ impl<'a> Parser<'a> {
                 };
                 let flag = match name.as_str() {
                     "trusted" => &mut a.trusted,
-                    _ => &mut a.oneway,
+                    "oneway" => &mut a.oneway,
+                    _ => &mut a.invalid,
                 };
                 if *flag {
                     return Err(Diag::new(
@@ -233,34 +255,234 @@ impl<'a> Parser<'a> {
     }
 
     fn file(&mut self) -> R<File> {
-        let mut f = File {
-            errors: Vec::new(),
-            interfaces: Vec::new(),
-        };
         loop {
             if *self.peek() == Tok::Eof {
                 break;
             }
             let attr_pos = self.pos();
             let attrs = self.attrs(&["trusted"])?;
-            if self.is_word("error") {
-                if attrs != Attrs::default() {
-                    return Err(Diag::new(
-                        self.file,
-                        attr_pos,
-                        "attributes are not allowed on `error`".into(),
-                    ));
+            if self.is_word("interface") {
+                self.bump();
+                let it = self.interface(attrs)?;
+                self.f.interfaces.push(it);
+                continue;
+            }
+            let kw = match self.peek() {
+                Tok::Ident(w) if ["error", "const", "flags", "enum"].contains(&w.as_str()) => {
+                    w.clone()
                 }
-                self.bump();
-                f.errors.push(self.error_decl()?);
-            } else if self.is_word("interface") {
-                self.bump();
-                f.interfaces.push(self.interface(attrs)?);
-            } else {
-                return self.err("`interface` or `error`");
+                _ => return self.err("`interface`, `error`, `const`, `flags` or `enum`"),
+            };
+            if attrs != Attrs::default() {
+                return Err(Diag::new(
+                    self.file,
+                    attr_pos,
+                    format!("attributes are not allowed on `{kw}`"),
+                ));
+            }
+            self.bump();
+            match kw.as_str() {
+                "error" => {
+                    let e = self.error_decl()?;
+                    self.f.errors.push(e);
+                }
+                "const" => {
+                    let c = self.const_decl()?;
+                    self.fresh_top(&c.name, c.pos)?;
+                    self.f.consts.push(c);
+                }
+                "flags" => {
+                    let d = self.flags_decl()?;
+                    self.f.flags.push(d);
+                }
+                _ => {
+                    let d = self.enum_decl()?;
+                    self.f.enums.push(d);
+                }
             }
         }
-        Ok(f)
+        Ok(std::mem::replace(&mut self.f, empty_file()))
+    }
+
+    /// Fails if a file-level declaration already has the name `name`.
+    fn fresh_top(&self, name: &str, pos: Pos) -> R<()> {
+        let f = &self.f;
+        let prev = f
+            .errors
+            .iter()
+            .map(|e| (&e.name, e.pos))
+            .chain(f.consts.iter().map(|e| (&e.name, e.pos)))
+            .chain(f.flags.iter().map(|e| (&e.name, e.pos)))
+            .chain(f.enums.iter().map(|e| (&e.name, e.pos)))
+            .find(|(n, _)| *n == name);
+        match prev {
+            Some((_, p)) => Err(Diag::new(
+                self.file,
+                pos,
+                format!("`{name}` already declared at line {}", p.line),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `NAME: T = value;` after `const`. Constants are unsigned values of an integer type.
+    fn const_decl(&mut self) -> R<Const> {
+        let (name, pos) = self.ident("a constant name")?;
+        if !is_upper_snake(&name) {
+            return Err(Diag::new(
+                self.file,
+                pos,
+                format!("expected a constant name in UPPER_SNAKE_CASE, found `{name}`"),
+            ));
+        }
+        self.punct(":", "and a type after the constant name")?;
+        let ty = self.scalar("a constant type (u8..u64, i8..i64)")?;
+        if ty == Scalar::Bool {
+            return self.err_at(pos, "a constant type (u8..u64, i8..i64), found `bool`");
+        }
+        self.punct("=", "and a value after the constant type")?;
+        let max = match ty.unsigned_max() {
+            Some(m) => m,
+            // Signed: the non-negative part of the type.
+            None => (1u64 << (ty.size() * 8 - 1)) - 1,
+        };
+        let (value, _) = self.int(&format!("a value of type {}", ty.rust()), max)?;
+        self.punct(";", "after the constant")?;
+        Ok(Const {
+            name,
+            pos,
+            ty,
+            value,
+        })
+    }
+
+    fn err_at<T>(&self, pos: Pos, what: &str) -> R<T> {
+        Err(Diag::new(self.file, pos, format!("expected {what}")))
+    }
+
+    /// `Name: uN {` of a flag set or enum: the name (CamelCase, not yet declared) and base type.
+    fn typedef_head(&mut self, kw: &str) -> R<(String, Pos, Scalar)> {
+        let (name, pos) = self.ident(&format!("a {kw} type name"))?;
+        if !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return Err(Diag::new(
+                self.file,
+                pos,
+                format!("expected a {kw} type name in CamelCase, found `{name}`"),
+            ));
+        }
+        self.fresh_top(&name, pos)?;
+        self.punct(":", &format!("and a base type after the {kw} name"))?;
+        let bpos = self.pos();
+        let base = self.scalar("a base type (u8, u16, u32, u64)")?;
+        if base.unsigned_max().is_none() {
+            return self.err_at(
+                bpos,
+                &format!("a base type (u8, u16, u32, u64), found `{}`", base.rust()),
+            );
+        }
+        self.punct("{", &format!("to open the {kw} members"))?;
+        Ok((name, pos, base))
+    }
+
+    /// `NAME = value` members up to `}`; `upper`: names in UPPER_SNAKE_CASE (flags), else
+    /// CamelCase (enum variants).
+    fn members(&mut self, kw: &str, base: Scalar, upper: bool) -> R<Vec<Member>> {
+        let mut ms: Vec<Member> = Vec::new();
+        let max = base.unsigned_max().unwrap_or(u64::MAX);
+        while !self.is_punct("}") {
+            let (name, pos) = self.ident(&format!("a {kw} member name or `}}`"))?;
+            if upper && !is_upper_snake(&name) {
+                return Err(Diag::new(
+                    self.file,
+                    pos,
+                    format!("expected a flag name in UPPER_SNAKE_CASE, found `{name}`"),
+                ));
+            }
+            if upper && (name == "EMPTY" || name == "ALL") {
+                return Err(Diag::new(
+                    self.file,
+                    pos,
+                    format!("expected a flag name, found reserved name `{name}`"),
+                ));
+            }
+            if !upper && !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                return Err(Diag::new(
+                    self.file,
+                    pos,
+                    format!("expected a variant name in CamelCase, found `{name}`"),
+                ));
+            }
+            if ms.iter().any(|m| m.name == name) {
+                return Err(Diag::new(
+                    self.file,
+                    pos,
+                    format!("member `{name}` declared twice"),
+                ));
+            }
+            self.punct("=", "and a value after the member name")?;
+            let (value, vpos) = self.int(&format!("a value of type {}", base.rust()), max)?;
+            if upper && value == 0 {
+                return Err(Diag::new(
+                    self.file,
+                    vpos,
+                    "expected a flag value with at least one bit set, found 0".into(),
+                ));
+            }
+            if !upper {
+                if let Some(m) = ms.iter().find(|m| m.value == value) {
+                    return Err(Diag::new(
+                        self.file,
+                        vpos,
+                        format!("value {value} already used by `{}`", m.name),
+                    ));
+                }
+            }
+            ms.push(Member { name, value, pos });
+            if self.is_punct(",") {
+                self.bump();
+            } else if !self.is_punct("}") {
+                return self.err(&format!("`,` or `}}` after the {kw} member"));
+            }
+        }
+        Ok(ms)
+    }
+
+    fn flags_decl(&mut self) -> R<FlagsDecl> {
+        let (name, pos, base) = self.typedef_head("flags")?;
+        let members = self.members("flags", base, true)?;
+        self.bump();
+        if members.is_empty() {
+            return Err(Diag::new(
+                self.file,
+                pos,
+                format!("flag set `{name}` has no flags"),
+            ));
+        }
+        Ok(FlagsDecl {
+            name,
+            pos,
+            base,
+            members,
+        })
+    }
+
+    fn enum_decl(&mut self) -> R<EnumDecl> {
+        let (name, pos, base) = self.typedef_head("enum")?;
+        let variants = self.members("enum", base, false)?;
+        self.bump();
+        if variants.is_empty() {
+            return Err(Diag::new(
+                self.file,
+                pos,
+                format!("enum `{name}` has no variants"),
+            ));
+        }
+        Ok(EnumDecl {
+            name,
+            pos,
+            base,
+            variants,
+        })
     }
 
     fn error_decl(&mut self) -> R<ErrorDecl> {
@@ -272,9 +494,25 @@ impl<'a> Parser<'a> {
                 format!("expected an error type name in CamelCase, found `{name}`"),
             ));
         }
+        self.fresh_top(&name, pos)?;
         self.punct("{", "to open the error variants")?;
         let mut variants: Vec<Variant> = Vec::new();
+        let mut invalid: Option<usize> = None;
         while !self.is_punct("}") {
+            let apos = self.pos();
+            if self.attrs(&["invalid"])?.invalid {
+                if let Some(i) = invalid {
+                    return Err(Diag::new(
+                        self.file,
+                        apos,
+                        format!(
+                            "`{}` is already the `invalid` variant of `{name}`",
+                            variants[i].name
+                        ),
+                    ));
+                }
+                invalid = Some(variants.len());
+            }
             let (vname, vpos) = self.ident("an error variant name or `}`")?;
             if !vname.starts_with(|c: char| c.is_ascii_uppercase()) {
                 return Err(Diag::new(
@@ -329,6 +567,7 @@ impl<'a> Parser<'a> {
             name,
             pos,
             variants,
+            invalid,
         })
     }
 
@@ -351,8 +590,29 @@ impl<'a> Parser<'a> {
         };
         self.punct("{", "to open the interface body")?;
         let mut methods: Vec<Method> = Vec::new();
+        let mut consts: Vec<Const> = Vec::new();
         let mut next: u64 = 1;
         while !self.is_punct("}") {
+            if self.is_word("const") {
+                self.bump();
+                let c = self.const_decl()?;
+                if c.name == "NAME" {
+                    return Err(Diag::new(
+                        self.file,
+                        c.pos,
+                        "expected a constant name, found reserved name `NAME`".into(),
+                    ));
+                }
+                if let Some(o) = consts.iter().find(|o| o.name == c.name) {
+                    return Err(Diag::new(
+                        self.file,
+                        c.pos,
+                        format!("`{}` already declared at line {}", c.name, o.pos.line),
+                    ));
+                }
+                consts.push(c);
+                continue;
+            }
             let m = self.method(next)?;
             if let Some(o) = methods.iter().find(|o| o.name == m.name) {
                 return Err(Diag::new(
@@ -383,6 +643,7 @@ impl<'a> Parser<'a> {
             pos,
             attrs,
             raises: raises.map(|r| r.0),
+            consts,
             methods,
         })
     }
@@ -390,7 +651,7 @@ impl<'a> Parser<'a> {
     fn method(&mut self, auto: u64) -> R<Method> {
         let attrs = self.attrs(&["trusted", "oneway"])?;
         if !self.is_word("fn") {
-            return self.err("`fn`, an attribute list or `}`");
+            return self.err("`fn`, `const`, an attribute list or `}`");
         }
         self.bump();
         let (name, pos) = self.ident("a method name")?;
@@ -479,12 +740,12 @@ impl<'a> Parser<'a> {
     }
 
     fn ty(&mut self) -> R<Type> {
-        const WHAT: &str = "a type (u8..u64, i8..i64, bool, [T; N], bytes<N>, cap, dataspace, map)";
+        const WHAT: &str = "a type (u8..u64, i8..i64, bool, [T; N], bytes<N>, cap, dataspace, map, or a flags or enum name declared above)";
         if self.is_punct("[") {
             self.bump();
             let s = self.scalar("an element type (u8..u64, i8..i64, bool)")?;
             self.punct(";", "and a length after the array element type")?;
-            let (n, p) = self.int("an array length", 512)?;
+            let (n, p) = self.size("an array length", 512)?;
             if n == 0 {
                 return Err(Diag::new(
                     self.file,
@@ -499,7 +760,7 @@ impl<'a> Parser<'a> {
             Tok::Ident(w) if w == "bytes" => {
                 self.bump();
                 self.punct("<", "and a maximum length after `bytes`")?;
-                let (n, p) = self.int("a maximum byte count", 512)?;
+                let (n, p) = self.size("a maximum byte count", 512)?;
                 if n == 0 {
                     return Err(Diag::new(
                         self.file,
@@ -522,9 +783,40 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok(Type::Map)
             }
-            Tok::Ident(_) => Ok(Type::Scalar(self.scalar(WHAT)?)),
+            Tok::Ident(w) => {
+                if let Some(i) = self.f.flags.iter().position(|d| d.name == w) {
+                    self.bump();
+                    return Ok(Type::Flags(self.f.flags[i].base, i as u16));
+                }
+                if let Some(i) = self.f.enums.iter().position(|d| d.name == w) {
+                    self.bump();
+                    return Ok(Type::Enum(self.f.enums[i].base, i as u16));
+                }
+                Ok(Type::Scalar(self.scalar(WHAT)?))
+            }
             _ => self.err(WHAT),
         }
+    }
+
+    /// A size: a number or the name of a file-level constant declared above.
+    fn size(&mut self, what: &str, max: u64) -> R<(u64, Pos)> {
+        let Tok::Ident(w) = self.peek().clone() else {
+            return self.int(what, max);
+        };
+        let pos = self.pos();
+        let Some(c) = self.f.consts.iter().find(|c| c.name == w) else {
+            return self.err(&format!("{what} (a number or a constant declared above)"));
+        };
+        if c.value > max {
+            return Err(Diag::new(
+                self.file,
+                pos,
+                format!("expected {what} (at most {max}), found `{w}` = {}", c.value),
+            ));
+        }
+        let v = c.value;
+        self.bump();
+        Ok((v, pos))
     }
 
     fn scalar(&mut self, what: &str) -> R<Scalar> {
@@ -544,6 +836,11 @@ impl<'a> Parser<'a> {
 /// Parses and checks one file. Semantic checks (message sizes, error names) are in [`crate::check`].
 pub fn parse(file: &str, src: &str) -> Result<File, Diag> {
     let toks = lex(file, src)?;
-    let mut p = Parser { file, toks, at: 0 };
+    let mut p = Parser {
+        file,
+        toks,
+        at: 0,
+        f: empty_file(),
+    };
     p.file()
 }

@@ -73,3 +73,34 @@ fn runtime_path_is_configurable() {
     .unwrap();
     assert!(g.contains("use ::my::rt as __rt;"));
 }
+
+#[test]
+fn typed_parameters_are_checked_before_the_handler() {
+    let g = gen("flags F: u32 { A = 1, B = 4 }\nenum K: u8 { X = 1, Y = 7 }\n[trusted] interface t {\n const C: u64 = 0x10;\n fn f(a: F, k: K) -> (b: F, l: K);\n}");
+    assert!(g.contains("pub struct F(u32);"));
+    assert!(g.contains("pub const ALL: F = F(0x5);"));
+    assert!(g.contains("pub enum K {\n    X = 0x1,\n    Y = 0x7,\n}"));
+    assert!(g.contains("impl core::convert::TryFrom<u8> for K {"));
+    assert!(g.contains("    pub const C: u64 = 0x10;"));
+    let client = &g[g.find("impl Client").unwrap()..g.find("pub trait Server").unwrap()];
+    assert!(client.contains("[__rt::Wire::enc(a.bits()), __rt::Wire::enc(k as u8), 0, 0]"));
+    // A trusted reply may drop unknown flag bits, but an enum is checked whatever the trust.
+    assert!(client.contains("super::F::from_bits_truncate(<u32 as __rt::Wire>::dec_trusted(__m.w[0]))"));
+    assert!(client.contains("and_then(super::K::from_repr) { Some(v) => v, None => { return Err(__rt::Error::BadReply); } }"));
+    let server = &g[g.find("pub fn dispatch").unwrap()..];
+    assert!(server.contains("let a = match <u32 as __rt::Wire>::dec(__m.w[0]).and_then(super::F::from_bits) { Some(v) => v, None => { return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
+    assert!(server.contains("and_then(super::K::from_repr) { Some(v) => v, None => { return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
+    assert!(g.contains("fn f(&mut self, badge: u64, a: super::F, k: super::K) -> core::result::Result<FOut, AppError>;"));
+}
+
+#[test]
+fn a_map_parameter_is_a_map_item_in_the_request() {
+    let g = gen("interface t { fn share(r: map, n: u64) -> (); fn put(r: map, b: bytes<8>) -> (); }");
+    let client = &g[g.find("impl Client").unwrap()..g.find("pub trait Server").unwrap()];
+    assert!(client.contains("__u.map_items[0] = r.item();"));
+    assert!(client.contains("op::SHARE as u64 | 4 << 16 | 0 << 24 | 1 << 27"));
+    let server = &g[g.find("pub fn dispatch").unwrap()..];
+    assert!(server.contains("const __T_SHARE: u64 = op::SHARE as u64 | 4 << 16 | 0 << 24 | 1 << 27;"));
+    assert!(server.contains("let r = __rt::Map { src: 0, dst: __m.w[0], pages: __m.w[1], flags: __m.w[2] };"));
+    assert!(server.contains("if __m.tag.0 & __rt::ITEMS != (0 << 24 | 1 << 27) {"));
+}

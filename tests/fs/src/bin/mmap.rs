@@ -18,7 +18,7 @@ extern crate alloc;
 
 use sawmill_fsclient::{fnv64, Error, Files, O_CREATE, O_READ, O_TRUNC, O_WRITE};
 use sawmill_fstests::{check, files, read_file};
-use sawmill_interfaces::{dataspace, file, rpc, DsError};
+use sawmill_interfaces::{dataspace, file, rpc, DsError, DsFlags, MapFlags};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -165,7 +165,7 @@ fn perm(f: &mut Files) {
     check!(f.mmap(fd) == Err(Error::BadFile), "wonly: library mapped a write-only file");
     let cap = ok(f.file_cap(fd), "cap");
     let dst = 0x0000_0f00_0000_0000u64;
-    let r = dataspace::Client::new(cap).map(0, dst, 1, sawmill_abi::map::READ, [dst, 4096]);
+    let r = dataspace::Client::new(cap).map(0, dst, 1, MapFlags::READ, [dst, 4096]);
     check!(r == Err(rpc::Error::App(DsError::Denied)), "wonly: PFS map gave {:?}", r);
     check!(sys::translate(dst).is_err(), "wonly: something was mapped");
     ok(f.close(fd), "wonly close");
@@ -179,8 +179,8 @@ fn perm(f: &mut Files) {
     let cap = ok(f.file_cap(fd), "cap");
     let ds = dataspace::Client::new(cap);
     let info = ds.info();
-    check!(info.map(|i| (i.size, i.flags)) == Ok((len.div_ceil(4096) * 4096, 0)), "pub: info {:?}", info);
-    let r = ds.map(0, dst, 1, sawmill_abi::map::READ | sawmill_abi::map::WRITE, [dst, 4096]);
+    check!(info.map(|i| (i.size, i.flags)) == Ok((len.div_ceil(4096) * 4096, DsFlags::EMPTY)), "pub: info {:?}", info);
+    let r = ds.map(0, dst, 1, MapFlags::READ | MapFlags::WRITE, [dst, 4096]);
     check!(r == Err(rpc::Error::App(DsError::Denied)), "pub: writable map gave {:?}", r);
     check!(ds.copy(thread::alloc_slot()) == Err(rpc::Error::App(DsError::Unsupported)), "pub: copy");
     let ro = ds.read_only(thread::alloc_slot());
@@ -191,7 +191,7 @@ fn perm(f: &mut Files) {
             sawmill_rt::exit(1)
         }
     };
-    let m = dataspace::Client::new(ro).map(0, dst, 1, sawmill_abi::map::READ, [dst, 4096]);
+    let m = dataspace::Client::new(ro).map(0, dst, 1, MapFlags::READ, [dst, 4096]);
     check!(m.is_ok() && mem(dst, len.min(4096)) == &buf[..len.min(4096) as usize], "pub: read-only cap map {:?}", m);
     let _ = sys::unmap(dst, 1, sawmill_abi::UNMAP_SELF);
     let rf = file::Client::new(ro);

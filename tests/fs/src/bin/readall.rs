@@ -9,6 +9,7 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_fsclient::{fnv64, Files};
+use sawmill_interfaces::EntryKind;
 use sawmill_fstests::{check, files, read_file};
 use sawmill_rt::{env, println};
 
@@ -26,8 +27,8 @@ fn walk(f: &mut Files, dir: &str, out: &mut Vec<String>) {
         }
         let p = if dir == "/" { alloc::format!("/{}", name) } else { alloc::format!("{}/{}", dir, name) };
         match e.kind {
-            2 => walk(f, &p, out),
-            1 => out.push(p),
+            EntryKind::Dir => walk(f, &p, out),
+            EntryKind::Regular => out.push(p),
             _ => {}
         }
     }

@@ -16,7 +16,7 @@ use alloc::string::String;
 use sawmill_fsclient::{Error, Files, Protocol, O_CREATE, O_READ, O_WRITE};
 use sawmill_fstests::{check, files, read_file};
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{file, pfs, vfs, FsError};
+use sawmill_interfaces::{file, pfs, vfs, FsError, OpenFlags};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -55,7 +55,7 @@ impl Session {
     /// Opens `path` (relative to the PFS's root) for reading, closes it, and says how it went.
     fn open(&self, path: &str) -> Result<u64, FsError> {
         let rx = thread::alloc_slot();
-        match pfs::Client::new(self.0).open_path(path.as_bytes(), O_READ, 0, rx) {
+        match pfs::Client::new(self.0).open_path(path.as_bytes(), OpenFlags::READ, 0, rx) {
             Ok(o) => {
                 let _ = file::Client::new(o.file).close();
                 let _ = sys::cap_delete(o.file);

@@ -4,9 +4,9 @@
 #![no_std]
 #![no_main]
 extern crate alloc;
-use sawmill_abi::{map, MsgTag};
+use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{dataspace, DsError, MemError};
+use sawmill_interfaces::{dataspace, DsError, DsFlags, MapFlags, MemError};
 use sawmill_memtest::check;
 use sawmill_rm as rm;
 use sawmill_rt::{env, ipc, println, sys, thread, utcb};
@@ -34,7 +34,7 @@ fn main() {
     let ds = mem.alloc(16 * P, 0, thread::alloc_slot()).expect("alloc");
     let d = dataspace::Client::new(ds);
     let info = d.info().expect("info");
-    check!(info.size == 16 * P && info.flags & 1 != 0, "info {:?}", info);
+    check!(info.size == 16 * P && info.flags.contains(DsFlags::WRITABLE), "info {:?}", info);
     let a = rm::attach(ds, 0, 16 * P, Some(AT), rm::READ | rm::WRITE).expect("attach");
     check!(a == AT, "attached at {:#x}", a);
     for i in 0..16 {
@@ -62,7 +62,7 @@ fn main() {
     check!(r.err == 0 && r.tag.label() == 0 && r.w[0] == 0x1003, "peer read {:#x} (label {})", r.w[0], r.tag.label());
     check!(rd(a + 5 * P + 16) == 0x5eed, "peer's write through the shared dataspace not seen: {:#x}", rd(a + 5 * P + 16));
     // A read-only capability refuses writable mappings at the manager.
-    let e = dataspace::Client::new(ro).map(0, a, 1, map::READ | map::WRITE | rm::NEED_WRITE, [a, P]);
+    let e = dataspace::Client::new(ro).map(0, a, 1, MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE, [a, P]);
     check!(e == Err(RpcError::App(DsError::Denied)), "write map through read-only cap: {:?}", e);
     check!(dataspace::Client::new(ro).free() == Err(RpcError::App(DsError::Denied)), "free through read-only cap");
     // Revoke: freeing the dataspace unmaps it everywhere and kills every capability to it.
@@ -76,7 +76,7 @@ fn main() {
     // --- DMA -----------------------------------------------------------------------------
     let out = mem.alloc_dma(4, thread::alloc_slot()).expect("alloc_dma");
     let dd = dataspace::Client::new(out.ds);
-    check!(dd.info().unwrap().flags & 2 != 0, "dma ds not contiguous");
+    check!(dd.info().unwrap().flags.contains(DsFlags::CONTIGUOUS), "dma ds not contiguous");
     let a = rm::attach(out.ds, 0, 4 * P, None, rm::READ | rm::WRITE).unwrap();
     for i in 0..4 {
         wr(a + i * P, i);
@@ -131,15 +131,15 @@ fn main() {
     let ds = mem.alloc(2 * P, 0, slot).unwrap();
     let d = dataspace::Client::new(ds);
     let w = rm::RM_BASE + 0x4000_0000;
-    check!(d.map(1, w, 1, 1, [w, P]) == Err(RpcError::App(DsError::Invalid)), "misaligned offset");
-    check!(d.map(2 * P, w, 1, 1, [w, P]) == Err(RpcError::App(DsError::Invalid)), "offset past the end");
-    check!(d.map(u64::MAX & !0xfff, w, 1, 1, [w, P]) == Err(RpcError::App(DsError::Invalid)), "huge offset");
-    check!(d.map(0, w + 1, 1, 1, [w, P]) == Err(RpcError::App(DsError::Invalid)), "misaligned dst");
-    check!(d.map(0, 0xffff_8000_0000_0000, 1, 1, [w, P]) == Err(RpcError::App(DsError::Invalid)), "kernel dst");
-    check!(d.map(0, w, 0, 1, [w, P]) == Err(RpcError::App(DsError::Invalid)), "0 pages");
-    check!(d.map(0, w, 1, 1 << 20, [w, P]) == Err(RpcError::App(DsError::Invalid)), "unknown flags");
+    check!(d.map(1, w, 1, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)), "misaligned offset");
+    check!(d.map(2 * P, w, 1, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)), "offset past the end");
+    check!(d.map(u64::MAX & !0xfff, w, 1, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)), "huge offset");
+    check!(d.map(0, w + 1, 1, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)), "misaligned dst");
+    check!(d.map(0, 0xffff_8000_0000_0000, 1, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)), "kernel dst");
+    check!(d.map(0, w, 0, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)), "0 pages");
+    check!(d.map(0, w, 1, MapFlags::from_bits_retain(1 << 20), [w, P]) == Err(RpcError::App(DsError::Invalid)), "unknown flags");
     // A mapping outside the window we opened is dropped by the kernel: the reply is refused.
-    check!(d.map(0, w + P, 1, 1, [w, P]) == Err(RpcError::BadReply), "map outside the window");
+    check!(d.map(0, w + P, 1, MapFlags::READ, [w, P]) == Err(RpcError::BadReply), "map outside the window");
     check!(sys::translate(w + P).is_err(), "a page landed outside the window");
     check!(d.resize(0) == Err(RpcError::App(DsError::Invalid)), "resize 0");
     check!(d.resize(1 << 45) == Err(RpcError::App(DsError::Invalid)), "resize huge");

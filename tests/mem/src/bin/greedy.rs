@@ -3,7 +3,7 @@
 #![no_std]
 #![no_main]
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{dataspace, DsError, MemError};
+use sawmill_interfaces::{dataspace, DsError, MapFlags, MemError};
 use sawmill_memtest::check;
 use sawmill_rm as rm;
 use sawmill_rt::{println, thread};
@@ -22,7 +22,7 @@ fn main() {
     let d = dataspace::Client::new(ds);
     loop {
         let p = a + n * 4096;
-        match d.map(n * 4096, p, 1, 3, [p, 4096]) {
+        match d.map(n * 4096, p, 1, MapFlags::READ | MapFlags::WRITE, [p, 4096]) {
             Ok(_) => n += 1,
             Err(e) => {
                 check!(e == RpcError::App(DsError::NoMemory), "error at the limit: {:?}", e);
@@ -37,7 +37,7 @@ fn main() {
     // Giving back makes room again.
     d.resize(32 * 4096).unwrap();
     let p = a + 40 * 4096;
-    check!(d.map(40 * 4096, p, 1, 3, [p, 4096]) == Err(RpcError::App(DsError::Invalid)), "past the new end");
+    check!(d.map(40 * 4096, p, 1, MapFlags::READ | MapFlags::WRITE, [p, 4096]) == Err(RpcError::App(DsError::Invalid)), "past the new end");
     let ds2 = mem.alloc(4096, 0, thread::alloc_slot()).unwrap();
     let b = rm::attach(ds2, 0, 4096, None, rm::READ | rm::WRITE).unwrap();
     // SAFETY: attached read-write; the quota has room again.

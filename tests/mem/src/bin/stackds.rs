@@ -9,7 +9,7 @@
 #![no_main]
 use sawmill_abi::rights;
 use sawmill_interfaces::rpc::{Map, Reply};
-use sawmill_interfaces::{dataspace, DsError};
+use sawmill_interfaces::{dataspace, DsError, DsFlags, MapFlags};
 use sawmill_rm as rm;
 use sawmill_rt::{env, ipc, println, sys, thread, utcb};
 
@@ -26,13 +26,13 @@ struct Stacked {
 
 impl dataspace::Server for Stacked {
     fn info(&mut self, _: u64) -> Result<dataspace::InfoOut, DsError> {
-        Ok(dataspace::InfoOut { size: PAGES * 4096, flags: 0 })
+        Ok(dataspace::InfoOut { size: PAGES * 4096, flags: DsFlags::EMPTY })
     }
-    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: u64) -> Result<Map, DsError> {
+    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: MapFlags) -> Result<Map, DsError> {
         if badge != BADGE || offset % 4096 != 0 || offset >= PAGES * 4096 || dst % 4096 != 0 || pages == 0 {
             return Err(DsError::Invalid);
         }
-        if flags & (rm::NEED_WRITE | 2) != 0 {
+        if flags.intersects(MapFlags::NEED_WRITE | MapFlags::WRITE) {
             return Err(DsError::Denied);
         }
         // Our own copy of the page, from mem via our region manager.

@@ -495,3 +495,176 @@ fn trusted_and_plain_interfaces() {
     assert_eq!(c.maxbuf(&data[..479]).unwrap().as_slice(), &data[..479]);
     assert_eq!(c.poke(), Ok(()));
 }
+
+#[test]
+fn constants_flags_enums_and_request_maps() {
+    use crate::typed::{self, Client, Server};
+    use crate::{Perm, Shape, TypedError, LIMIT};
+    use core::convert::TryFrom;
+    struct T {
+        calls: u64,
+    }
+    impl Server for T {
+        fn flip(
+            &mut self,
+            _: u64,
+            p: Perm,
+            s: Shape,
+            name: &[u8],
+        ) -> Result<typed::FlipOut, TypedError> {
+            self.calls += 1;
+            if name == b"no" {
+                return Err(TypedError::Nope);
+            }
+            let next = match s {
+                Shape::Dot => Shape::Line,
+                Shape::Line => Shape::Box,
+                Shape::Box => Shape::Dot,
+            };
+            let p = if p.contains(Perm::W) {
+                p - Perm::W
+            } else {
+                p | Perm::W
+            };
+            Ok(typed::FlipOut {
+                p,
+                s: next,
+                n: name.len() as u32,
+            })
+        }
+        fn share(&mut self, _: u64, r: rpc::Map, tag: u64) -> Result<typed::ShareOut, TypedError> {
+            self.calls += 1;
+            assert_eq!(
+                (r.src, r.flags, tag),
+                (0, 3, 77),
+                "the sender's address is not sent"
+            );
+            Ok(typed::ShareOut {
+                pages: r.pages,
+                dst: r.dst,
+            })
+        }
+        fn loose(&mut self, _: u64) -> Result<Perm, TypedError> {
+            Ok(Perm::ALL)
+        }
+    }
+    // The generated types.
+    assert_eq!(LIMIT, 24);
+    assert_eq!(typed::TRUSTED_BADGE, 1 << 63 | 1);
+    assert_eq!(Perm::ALL.bits(), 0x8007);
+    assert_eq!(Perm::from_bits(0x8001), Some(Perm::R | Perm::HIGH));
+    assert_eq!(Perm::from_bits(8), None);
+    assert_eq!(Perm::from_bits_truncate(0xffff), Perm::ALL);
+    assert!(Perm::RW.contains(Perm::R) && !Perm::R.contains(Perm::RW));
+    assert!(Perm::RW.intersects(Perm::W) && !Perm::R.intersects(Perm::X));
+    assert!(Perm::EMPTY.is_empty() && Perm::default().is_empty());
+    let mut p = Perm::R;
+    p |= Perm::X;
+    p &= Perm::X | Perm::W;
+    assert_eq!(p, Perm::X);
+    p -= Perm::X;
+    assert_eq!(p, Perm::EMPTY);
+    assert_eq!(format!("{:?}", Perm::R | Perm::X), "Perm(R | X)");
+    assert_eq!(format!("{:?}", Perm::RW), "Perm(R | W | RW)");
+    assert_eq!(format!("{:?}", Perm::EMPTY), "Perm()");
+    assert_eq!(
+        format!("{:?}", Perm::from_bits_retain(0x11)),
+        "Perm(R | 0x10)"
+    );
+    assert_eq!(Perm::from_bits_retain(0x11).bits(), 0x11);
+    assert_eq!(Shape::try_from(0xffu8), Ok(Shape::Box));
+    assert_eq!(Shape::try_from(1u8), Err(1));
+    assert_eq!(u8::from(Shape::Line), 2);
+    assert_eq!(Shape::from_repr(0), Some(Shape::Dot));
+
+    let srv = Rc::new(RefCell::new(T { calls: 0 }));
+    let s2 = srv.clone();
+    rpc::set_server(1, move |m| typed::dispatch(&mut *s2.borrow_mut(), m));
+    let c = Client::new(1);
+    let r = c.flip(Perm::R | Perm::HIGH, Shape::Box, b"abc").unwrap();
+    assert_eq!(
+        r,
+        typed::FlipOut {
+            p: Perm::R | Perm::W | Perm::HIGH,
+            s: Shape::Dot,
+            n: 3
+        }
+    );
+    assert_eq!(c.flip(Perm::RW, Shape::Dot, b"").unwrap().p, Perm::R);
+    assert_eq!(
+        c.flip(Perm::EMPTY, Shape::Line, b"no"),
+        Err(Error::App(TypedError::Nope))
+    );
+    // Map item in the request: the item goes in the UTCB, what it maps in the words.
+    let m = rpc::Map {
+        src: 0x5000,
+        dst: 0x4000_0000,
+        pages: 6,
+        flags: 3,
+    };
+    assert_eq!(
+        c.share(m, 77),
+        Ok(typed::ShareOut {
+            pages: 6,
+            dst: 0x4000_0000
+        })
+    );
+    let item = rpc::K.with(|k| unsafe { (*k.borrow().client).map_items[0] });
+    assert_eq!(
+        (item.src, item.dst, item.pages, item.flags),
+        (0x5000, 0x4000_0000, 6, 3)
+    );
+    assert_eq!(srv.borrow().calls, 4);
+
+    // Hostile requests: unknown flag bits, undeclared enum values, values beyond the base type
+    // (the interface's `[invalid]` error), a share without its map item, or with two. The handler
+    // never runs.
+    let before = srv.borrow().calls;
+    let bad = TypedError::Bad as u16;
+    assert_eq!(raw(typed::op::FLIP, &[8, 0, 0, 0], 0, 0), bad);
+    assert_eq!(raw(typed::op::FLIP, &[0x1_0001, 0, 0, 0], 0, 0), bad);
+    assert_eq!(raw(typed::op::FLIP, &[1, 1, 0, 0], 0, 0), bad);
+    assert_eq!(raw(typed::op::FLIP, &[1, 0x1ff, 0, 0], 0, 0), bad);
+    assert_eq!(
+        c.flip(Perm::from_bits_retain(0x10), Shape::Dot, b""),
+        Err(Error::App(TypedError::Bad))
+    );
+    assert_eq!(
+        raw(typed::op::FLIP, &[1, 0, 25, 0], 0, 0),
+        proto::BAD_LENGTH
+    );
+    assert_eq!(raw(typed::op::FLIP, &[1, 0, 0, 0], 0, 1), proto::BAD_SHAPE);
+    assert_eq!(
+        raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 0),
+        proto::BAD_SHAPE
+    );
+    assert_eq!(
+        raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 2),
+        proto::BAD_SHAPE
+    );
+    assert_eq!(
+        raw(typed::op::SHARE, &[0x4000_0000, 1, 3], 0, 1),
+        proto::BAD_SHAPE
+    );
+    assert_eq!(srv.borrow().calls, before);
+    // Valid raw values still work.
+    assert_eq!(raw(typed::op::FLIP, &[0x8004, 0xff, 0, 0], 0, 0), 0);
+    assert_eq!(raw(typed::op::SHARE, &[0x4000_0000, 1, 3, 77], 0, 1), 0);
+
+    // The client checks replies: an enum or flag value outside the type is a bad reply, except
+    // that a trusted reply drops unknown flag bits.
+    let set = |tag: u64, w: [u64; 4]| {
+        rpc::set_server(1, move |_| Reply {
+            tag: MsgTag(tag),
+            w,
+        });
+    };
+    set(3 << 16, [0x10, 0, 0, 0]);
+    assert_eq!(c.flip(Perm::R, Shape::Dot, b""), Err(Error::BadReply));
+    set(3 << 16, [1, 3, 0, 0]);
+    assert_eq!(c.flip(Perm::R, Shape::Dot, b""), Err(Error::BadReply));
+    set(3 << 16, [1, 2, 0, 0]);
+    assert_eq!(c.flip(Perm::R, Shape::Dot, b"").unwrap().s, Shape::Line);
+    set(1 << 16, [0xffff, 0, 0, 0]);
+    assert_eq!(c.loose(), Ok(Perm::ALL));
+}

@@ -29,6 +29,13 @@ pub trait ImageSource {
     /// Makes the page at `off` (page aligned, inside the image) present in the caller and
     /// returns its address.
     fn page(&self, off: u64) -> Result<u64, SpawnError>;
+    /// Whether the source's pages may be mapped into the new task. A mapping has at most the
+    /// rights of the caller's, so a source whose pages are not executable for the caller
+    /// (e.g. the ext2 PFS's shadow pages of a 1 KiB-block file system) must say false: then
+    /// every page is copied.
+    fn maps_straight(&self) -> bool {
+        true
+    }
 }
 
 /// An image visible at a fixed place of the caller: resident (root's boot archive) or paged in on
@@ -38,20 +45,27 @@ pub struct MappedImage {
     addr: u64,
     len: u64,
     demand: bool,
+    /// Set by [`MappedImage::copied`].
+    copy: bool,
 }
 
 impl MappedImage {
     /// # Safety
     /// `[addr, addr + len)` is mapped readable in this task and stays so while the image is used.
     pub unsafe fn resident(addr: u64, len: u64) -> MappedImage {
-        MappedImage { addr, len, demand: false }
+        MappedImage { addr, len, demand: false, copy: false }
     }
 
     /// # Safety
     /// `[addr, addr + len)` is attached readable in this task (its pages fault in on touch) and
     /// stays so while the image is used.
     pub unsafe fn on_demand(addr: u64, len: u64) -> MappedImage {
-        MappedImage { addr, len, demand: true }
+        MappedImage { addr, len, demand: true, copy: false }
+    }
+
+    /// The same image, every page of it copied rather than mapped.
+    pub fn copied(self) -> MappedImage {
+        MappedImage { copy: true, ..self }
     }
 }
 
@@ -62,6 +76,9 @@ impl ImageSource for MappedImage {
     }
     fn base(&self) -> u64 {
         self.addr
+    }
+    fn maps_straight(&self) -> bool {
+        !self.copy
     }
     fn page(&self, off: u64) -> Result<u64, SpawnError> {
         if off % PAGE != 0 || off >= self.len {
@@ -250,7 +267,8 @@ pub fn prepare(p: &Program, image: &impl ImageSource, res: &mut impl Resources) 
     if extra.iter().any(|r| r.start.checked_add(r.len).is_none()) {
         return Err(SpawnError::BadRegion("mapped range"));
     }
-    let pl = plan::plan(image.bytes(), image.base(), &p.layout, &p.sizes, &extra)?;
+    let base = if image.maps_straight() { Some(image.base()) } else { None };
+    let pl = plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)?;
     let mut fixed = alloc::vec![Some(slots::TASK), Some(slots::THREAD)];
     if p.give_factory {
         fixed.push(Some(slots::FACTORY));

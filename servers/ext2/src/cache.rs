@@ -73,7 +73,9 @@ impl Cache {
             .alloc((npages * PAGE) as u64, 0, slot)
             .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
         let ds = dataspace::Client::new(ds);
-        let rw = sawmill_abi::map::READ | sawmill_abi::map::WRITE;
+        // Executable too: a client's mapping of a file page has at most our rights, and a
+        // program started from a file maps its text straight from these pages (lib/spawn).
+        let rw = sawmill_abi::map::READ | sawmill_abi::map::WRITE | sawmill_abi::map::EXEC;
         for i in 0..npages as u64 {
             // The PFS is paged by root and has no region manager: every page is mapped now
             // (NEED_WRITE: writable, allocated and charged), so the cache never faults.

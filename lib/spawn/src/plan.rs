@@ -77,7 +77,11 @@ pub struct Plan {
 impl Plan {
     /// Image pages mapped straight from the source, and pages copied.
     pub fn counts(&self) -> (usize, usize) {
-        let direct = self.image.iter().filter(|p| matches!(p, PagePlan::Direct { .. })).count();
+        let direct = self
+            .image
+            .iter()
+            .filter(|p| matches!(p, PagePlan::Direct { .. }))
+            .count();
         (direct, self.image.len() - direct)
     }
 }
@@ -139,7 +143,10 @@ fn pages_of(bytes: u64) -> Option<u64> {
 }
 
 fn check(r: &Region, user_end: u64) -> Result<(), SpawnError> {
-    let ok = r.start % PAGE == 0 && r.len % PAGE == 0 && r.start >= PAGE && r.start.checked_add(r.len).is_some_and(|e| e <= user_end);
+    let ok = r.start % PAGE == 0
+        && r.len % PAGE == 0
+        && r.start >= PAGE
+        && r.start.checked_add(r.len).is_some_and(|e| e <= user_end);
     if ok {
         Ok(())
     } else {
@@ -151,25 +158,66 @@ fn check(r: &Region, user_end: u64) -> Result<(), SpawnError> {
 /// `image_base` (modulo a page: pages can map straight only where file offset and address agree;
 /// None: the source's pages cannot be mapped into the task, every page is copied); `extra` are
 /// further ranges the caller maps into the new task (they must not collide either).
-pub fn plan(image: &[u8], image_base: Option<u64>, layout: &Layout, sizes: &Sizes, extra: &[Region]) -> Result<Plan, SpawnError> {
+pub fn plan(
+    image: &[u8],
+    image_base: Option<u64>,
+    layout: &Layout,
+    sizes: &Sizes,
+    extra: &[Region],
+) -> Result<Plan, SpawnError> {
     let heap_len = pages_of(sizes.heap_bytes).ok_or(SpawnError::BadRegion("heap"))?;
-    let stack_len = pages_of(sizes.stack_bytes).filter(|&l| l > 0).ok_or(SpawnError::BadRegion("stack"))?;
-    let huge_len = sizes.huge_pages.checked_mul(HUGE_PAGE).ok_or(SpawnError::BadRegion("huge pages"))?;
+    let stack_len = pages_of(sizes.stack_bytes)
+        .filter(|&l| l > 0)
+        .ok_or(SpawnError::BadRegion("stack"))?;
+    let huge_len = sizes
+        .huge_pages
+        .checked_mul(HUGE_PAGE)
+        .ok_or(SpawnError::BadRegion("huge pages"))?;
     if sizes.huge_pages > 0 && layout.huge % HUGE_PAGE != 0 {
         return Err(SpawnError::BadRegion("huge pages"));
     }
-    let stack_base = layout.stack_top.checked_sub(stack_len).ok_or(SpawnError::BadRegion("stack"))?;
-    let env = Region { what: "environment", start: layout.env, len: PAGE };
-    let heap = Region { what: "heap", start: layout.heap, len: heap_len };
-    let stack = Region { what: "stack", start: stack_base, len: stack_len };
-    let utcb = Region { what: "UTCB", start: layout.utcb, len: PAGE };
-    let huge = Region { what: "huge pages", start: layout.huge, len: huge_len };
-    let mut regions: Vec<Region> = [env, heap, stack, utcb, huge].into_iter().chain(extra.iter().copied()).filter(|r| r.len > 0).collect();
+    let stack_base = layout
+        .stack_top
+        .checked_sub(stack_len)
+        .ok_or(SpawnError::BadRegion("stack"))?;
+    let env = Region {
+        what: "environment",
+        start: layout.env,
+        len: PAGE,
+    };
+    let heap = Region {
+        what: "heap",
+        start: layout.heap,
+        len: heap_len,
+    };
+    let stack = Region {
+        what: "stack",
+        start: stack_base,
+        len: stack_len,
+    };
+    let utcb = Region {
+        what: "UTCB",
+        start: layout.utcb,
+        len: PAGE,
+    };
+    let huge = Region {
+        what: "huge pages",
+        start: layout.huge,
+        len: huge_len,
+    };
+    let mut regions: Vec<Region> = [env, heap, stack, utcb, huge]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .filter(|r| r.len > 0)
+        .collect();
     for r in &regions {
         check(r, layout.user_end)?;
     }
     let (entry, segs) = sawmill_loader::segments(image, layout.user_end)?;
-    if !segs.iter().any(|s| s.rights & sawmill_loader::X != 0 && s.vaddr <= entry && entry < s.vaddr + s.memsz) {
+    if !segs
+        .iter()
+        .any(|s| s.rights & sawmill_loader::X != 0 && s.vaddr <= entry && entry < s.vaddr + s.memsz)
+    {
         return Err(SpawnError::BadEntry);
     }
     for s in &segs {
@@ -179,7 +227,11 @@ pub fn plan(image: &[u8], image_base: Option<u64>, layout: &Layout, sizes: &Size
         if start < PAGE {
             return Err(SpawnError::BadSegment);
         }
-        regions.push(Region { what: "image", start, len: end - start });
+        regions.push(Region {
+            what: "image",
+            start,
+            len: end - start,
+        });
     }
     for (i, a) in regions.iter().enumerate() {
         for b in &regions[i + 1..] {
@@ -192,12 +244,30 @@ pub fn plan(image: &[u8], image_base: Option<u64>, layout: &Layout, sizes: &Size
     let mut image = sawmill_loader::plan(&segs, image_base.unwrap_or(0) % PAGE);
     if image_base.is_none() {
         for p in &mut image {
-            if let PagePlan::Direct { vaddr, file_off, rights } = *p {
-                *p = PagePlan::Fresh { vaddr, rights, copies: alloc::vec![(0, file_off, PAGE)] };
+            if let PagePlan::Direct {
+                vaddr,
+                file_off,
+                rights,
+            } = *p
+            {
+                *p = PagePlan::Fresh {
+                    vaddr,
+                    rights,
+                    copies: alloc::vec![(0, file_off, PAGE)],
+                };
             }
         }
     }
-    Ok(Plan { entry, image, env, heap, stack, utcb, huge, sp: layout.stack_top - 8 })
+    Ok(Plan {
+        entry,
+        image,
+        env,
+        heap,
+        stack,
+        utcb,
+        huge,
+        sp: layout.stack_top - 8,
+    })
 }
 
 /// The slot of each capability to place: its fixed slot, or the next free one from `first`
@@ -228,9 +298,19 @@ pub fn assign_slots(fixed: &[Option<u64>], first: u64, slots: u64) -> Result<Vec
 mod tests {
     use super::*;
 
-    const LAYOUT: Layout =
-        Layout { env: 0x1000_0000, heap: 0x2000_0000, stack_top: 0x7000_0000, utcb: 0x7100_0000, huge: 0x4000_0000, user_end: 0x7fff_ffff_f000 };
-    const SIZES: Sizes = Sizes { heap_bytes: 0x10000, stack_bytes: 0x10000, huge_pages: 0 };
+    const LAYOUT: Layout = Layout {
+        env: 0x1000_0000,
+        heap: 0x2000_0000,
+        stack_top: 0x7000_0000,
+        utcb: 0x7100_0000,
+        huge: 0x4000_0000,
+        user_end: 0x7fff_ffff_f000,
+    };
+    const SIZES: Sizes = Sizes {
+        heap_bytes: 0x10000,
+        stack_bytes: 0x10000,
+        huge_pages: 0,
+    };
 
     /// An ELF with entry `entry` and the given (type, flags, offset, vaddr, filesz, memsz)
     /// program headers.
@@ -256,104 +336,317 @@ mod tests {
 
     /// Text (2 pages, R X) and data (R W, part file, part bss), as a linker lays out a program.
     fn program() -> Vec<u8> {
-        elf(0x201000, &[(1, 5, 0x1000, 0x201000, 0x2000, 0x2000), (1, 6, 0x3000, 0x203000, 0x800, 0x1800)], 0x4000)
+        elf(
+            0x201000,
+            &[
+                (1, 5, 0x1000, 0x201000, 0x2000, 0x2000),
+                (1, 6, 0x3000, 0x203000, 0x800, 0x1800),
+            ],
+            0x4000,
+        )
     }
 
     #[test]
     fn plans_every_part() {
         let p = plan(&program(), Some(0), &LAYOUT, &SIZES, &[]).unwrap();
         assert_eq!(p.entry, 0x201000);
-        assert_eq!(p.counts(), (2, 2), "text maps straight, data and bss are copied");
-        assert_eq!(p.heap, Region { what: "heap", start: 0x2000_0000, len: 0x10000 });
-        assert_eq!(p.stack, Region { what: "stack", start: 0x7000_0000 - 0x10000, len: 0x10000 });
-        assert_eq!((p.env.start, p.utcb.start, p.sp), (0x1000_0000, 0x7100_0000, 0x7000_0000 - 8));
+        assert_eq!(
+            p.counts(),
+            (2, 2),
+            "text maps straight, data and bss are copied"
+        );
+        assert_eq!(
+            p.heap,
+            Region {
+                what: "heap",
+                start: 0x2000_0000,
+                len: 0x10000
+            }
+        );
+        assert_eq!(
+            p.stack,
+            Region {
+                what: "stack",
+                start: 0x7000_0000 - 0x10000,
+                len: 0x10000
+            }
+        );
+        assert_eq!(
+            (p.env.start, p.utcb.start, p.sp),
+            (0x1000_0000, 0x7100_0000, 0x7000_0000 - 8)
+        );
         assert_eq!(p.huge.len, 0);
         // Sizes round up to pages; an image shown at an odd address can map nothing straight.
-        let p = plan(&program(), Some(0x800), &LAYOUT, &Sizes { heap_bytes: 1, stack_bytes: 4097, huge_pages: 2 }, &[]).unwrap();
-        assert_eq!((p.heap.len, p.stack.len, p.huge.len), (PAGE, 2 * PAGE, 2 * HUGE_PAGE));
+        let p = plan(
+            &program(),
+            Some(0x800),
+            &LAYOUT,
+            &Sizes {
+                heap_bytes: 1,
+                stack_bytes: 4097,
+                huge_pages: 2,
+            },
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (p.heap.len, p.stack.len, p.huge.len),
+            (PAGE, 2 * PAGE, 2 * HUGE_PAGE)
+        );
         assert_eq!(p.counts(), (0, 4));
         // A source that cannot lend its pages: all copied, whole pages from the file.
         let p = plan(&program(), None, &LAYOUT, &SIZES, &[]).unwrap();
         assert_eq!(p.counts(), (0, 4));
-        assert!(p.image.contains(&PagePlan::Fresh { vaddr: 0x202000, rights: sawmill_loader::R | sawmill_loader::X, copies: vec![(0, 0x2000, PAGE)] }));
+        assert!(p.image.contains(&PagePlan::Fresh {
+            vaddr: 0x202000,
+            rights: sawmill_loader::R | sawmill_loader::X,
+            copies: vec![(0, 0x2000, PAGE)]
+        }));
     }
 
     #[test]
     fn parts_may_not_overlap() {
         // A segment reaching into the environment page.
-        let img = elf(0x0fff_f000, &[(1, 5, 0x1000, 0x0fff_f000, 0x1000, 0x2000)], 0x2000);
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::Overlap("image", "environment")));
+        let img = elf(
+            0x0fff_f000,
+            &[(1, 5, 0x1000, 0x0fff_f000, 0x1000, 0x2000)],
+            0x2000,
+        );
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::Overlap("image", "environment"))
+        );
         // A heap that runs into the 2 MiB pages.
-        let s = Sizes { heap_bytes: 0x2000_0001, huge_pages: 1, ..SIZES };
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &s, &[]).err(), Some(SpawnError::Overlap("huge pages", "heap")));
+        let s = Sizes {
+            heap_bytes: 0x2000_0001,
+            huge_pages: 1,
+            ..SIZES
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &LAYOUT, &s, &[]).err(),
+            Some(SpawnError::Overlap("huge pages", "heap"))
+        );
         // A stack so big it reaches down over the heap.
-        let s = Sizes { stack_bytes: 0x5000_0000, ..SIZES };
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &s, &[]).err(), Some(SpawnError::Overlap("stack", "heap")));
+        let s = Sizes {
+            stack_bytes: 0x5000_0000,
+            ..SIZES
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &LAYOUT, &s, &[]).err(),
+            Some(SpawnError::Overlap("stack", "heap"))
+        );
         // A caller's extra range over the stack.
-        let pool = Region { what: "pool", start: 0x6fff_0000, len: 0x2000 };
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &SIZES, &[pool]).err(), Some(SpawnError::Overlap("pool", "stack")));
+        let pool = Region {
+            what: "pool",
+            start: 0x6fff_0000,
+            len: 0x2000,
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &LAYOUT, &SIZES, &[pool]).err(),
+            Some(SpawnError::Overlap("pool", "stack"))
+        );
         // A UTCB inside the stack.
-        let l = Layout { utcb: 0x6fff_f000, ..LAYOUT };
-        assert_eq!(plan(&program(), Some(0), &l, &SIZES, &[]).err(), Some(SpawnError::Overlap("UTCB", "stack")));
+        let l = Layout {
+            utcb: 0x6fff_f000,
+            ..LAYOUT
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &l, &SIZES, &[]).err(),
+            Some(SpawnError::Overlap("UTCB", "stack"))
+        );
         // Segments sharing a page are fine (the loader copies it once).
-        let img = elf(0x200000, &[(1, 5, 0, 0x200000, 0x800, 0x800), (1, 4, 0x800, 0x200800, 0x900, 0x900)], 0x2000);
+        let img = elf(
+            0x200000,
+            &[
+                (1, 5, 0, 0x200000, 0x800, 0x800),
+                (1, 4, 0x800, 0x200800, 0x900, 0x900),
+            ],
+            0x2000,
+        );
         assert!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).is_ok());
     }
 
     #[test]
     fn bounds_and_alignment() {
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &Sizes { stack_bytes: 0, ..SIZES }, &[]).err(), Some(SpawnError::BadRegion("stack")));
-        let s = Sizes { heap_bytes: u64::MAX, ..SIZES };
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &s, &[]).err(), Some(SpawnError::BadRegion("heap")));
-        let s = Sizes { huge_pages: u64::MAX / 2, ..SIZES };
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &s, &[]).err(), Some(SpawnError::BadRegion("huge pages")));
-        let l = Layout { huge: 0x4000_1000, ..LAYOUT };
-        assert_eq!(plan(&program(), Some(0), &l, &Sizes { huge_pages: 1, ..SIZES }, &[]).err(), Some(SpawnError::BadRegion("huge pages")));
-        let l = Layout { env: 0x1000_0800, ..LAYOUT };
-        assert_eq!(plan(&program(), Some(0), &l, &SIZES, &[]).err(), Some(SpawnError::BadRegion("environment")));
-        let l = Layout { stack_top: 0x8000, ..LAYOUT };
-        assert_eq!(plan(&program(), Some(0), &l, &SIZES, &[]).err(), Some(SpawnError::BadRegion("stack")));
-        let l = Layout { utcb: LAYOUT.user_end, ..LAYOUT };
-        assert_eq!(plan(&program(), Some(0), &l, &SIZES, &[]).err(), Some(SpawnError::BadRegion("UTCB")));
-        let far = Region { what: "pool", start: LAYOUT.user_end - PAGE, len: 2 * PAGE };
-        assert_eq!(plan(&program(), Some(0), &LAYOUT, &SIZES, &[far]).err(), Some(SpawnError::BadRegion("pool")));
+        assert_eq!(
+            plan(
+                &program(),
+                Some(0),
+                &LAYOUT,
+                &Sizes {
+                    stack_bytes: 0,
+                    ..SIZES
+                },
+                &[]
+            )
+            .err(),
+            Some(SpawnError::BadRegion("stack"))
+        );
+        let s = Sizes {
+            heap_bytes: u64::MAX,
+            ..SIZES
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &LAYOUT, &s, &[]).err(),
+            Some(SpawnError::BadRegion("heap"))
+        );
+        let s = Sizes {
+            huge_pages: u64::MAX / 2,
+            ..SIZES
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &LAYOUT, &s, &[]).err(),
+            Some(SpawnError::BadRegion("huge pages"))
+        );
+        let l = Layout {
+            huge: 0x4000_1000,
+            ..LAYOUT
+        };
+        assert_eq!(
+            plan(
+                &program(),
+                Some(0),
+                &l,
+                &Sizes {
+                    huge_pages: 1,
+                    ..SIZES
+                },
+                &[]
+            )
+            .err(),
+            Some(SpawnError::BadRegion("huge pages"))
+        );
+        let l = Layout {
+            env: 0x1000_0800,
+            ..LAYOUT
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &l, &SIZES, &[]).err(),
+            Some(SpawnError::BadRegion("environment"))
+        );
+        let l = Layout {
+            stack_top: 0x8000,
+            ..LAYOUT
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &l, &SIZES, &[]).err(),
+            Some(SpawnError::BadRegion("stack"))
+        );
+        let l = Layout {
+            utcb: LAYOUT.user_end,
+            ..LAYOUT
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &l, &SIZES, &[]).err(),
+            Some(SpawnError::BadRegion("UTCB"))
+        );
+        let far = Region {
+            what: "pool",
+            start: LAYOUT.user_end - PAGE,
+            len: 2 * PAGE,
+        };
+        assert_eq!(
+            plan(&program(), Some(0), &LAYOUT, &SIZES, &[far]).err(),
+            Some(SpawnError::BadRegion("pool"))
+        );
     }
 
     #[test]
     fn malformed_images() {
-        assert_eq!(plan(b"\x7fELF", Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::NotElf));
-        assert_eq!(plan(&[0u8; 4096], Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::NotElf));
+        assert_eq!(
+            plan(b"\x7fELF", Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::NotElf)
+        );
+        assert_eq!(
+            plan(&[0u8; 4096], Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::NotElf)
+        );
         let mut img = program();
         img[4] = 1; // 32-bit
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::NotElf));
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::NotElf)
+        );
         // Truncated: the text segment's bytes are cut off.
-        assert_eq!(plan(&program()[..0x2000], Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadSegment));
+        assert_eq!(
+            plan(&program()[..0x2000], Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadSegment)
+        );
         // Program headers past the end of the file.
         let mut img = program();
         img[32..40].copy_from_slice(&0x3fe0u64.to_le_bytes());
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadSegment));
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadSegment)
+        );
         // A segment past user space, and one wrapping around.
-        let img = elf(0x201000, &[(1, 5, 0, LAYOUT.user_end - PAGE, 0x1000, 0x2000)], 0x2000);
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadSegment));
-        let img = elf(0x201000, &[(1, 5, 0, u64::MAX - 0xfff, 0x1000, 0x1000)], 0x2000);
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadSegment));
+        let img = elf(
+            0x201000,
+            &[(1, 5, 0, LAYOUT.user_end - PAGE, 0x1000, 0x2000)],
+            0x2000,
+        );
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadSegment)
+        );
+        let img = elf(
+            0x201000,
+            &[(1, 5, 0, u64::MAX - 0xfff, 0x1000, 0x1000)],
+            0x2000,
+        );
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadSegment)
+        );
         // A segment on page 0.
         let img = elf(0x10, &[(1, 5, 0, 0, 0x1000, 0x1000)], 0x2000);
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadSegment));
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadSegment)
+        );
         // The entry in data, past every segment, or with no segment at all.
-        let img = elf(0x203000, &[(1, 5, 0x1000, 0x201000, 0x2000, 0x2000), (1, 6, 0x3000, 0x203000, 0x800, 0x1800)], 0x4000);
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadEntry));
-        let img = elf(0x900000, &[(1, 5, 0x1000, 0x201000, 0x2000, 0x2000)], 0x4000);
-        assert_eq!(plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadEntry));
-        assert_eq!(plan(&elf(0x201000, &[], 64), Some(0), &LAYOUT, &SIZES, &[]).err(), Some(SpawnError::BadEntry));
+        let img = elf(
+            0x203000,
+            &[
+                (1, 5, 0x1000, 0x201000, 0x2000, 0x2000),
+                (1, 6, 0x3000, 0x203000, 0x800, 0x1800),
+            ],
+            0x4000,
+        );
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadEntry)
+        );
+        let img = elf(
+            0x900000,
+            &[(1, 5, 0x1000, 0x201000, 0x2000, 0x2000)],
+            0x4000,
+        );
+        assert_eq!(
+            plan(&img, Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadEntry)
+        );
+        assert_eq!(
+            plan(&elf(0x201000, &[], 64), Some(0), &LAYOUT, &SIZES, &[]).err(),
+            Some(SpawnError::BadEntry)
+        );
     }
 
     #[test]
     fn slots_fixed_then_in_order() {
-        assert_eq!(assign_slots(&[Some(6), None, Some(8), None], 8, 1024), Ok(vec![6, 9, 8, 10]));
+        assert_eq!(
+            assign_slots(&[Some(6), None, Some(8), None], 8, 1024),
+            Ok(vec![6, 9, 8, 10])
+        );
         assert_eq!(assign_slots(&[None, None], 8, 1024), Ok(vec![8, 9]));
-        assert_eq!(assign_slots(&[Some(6), Some(6)], 8, 1024), Err(SpawnError::BadSlot));
+        assert_eq!(
+            assign_slots(&[Some(6), Some(6)], 8, 1024),
+            Err(SpawnError::BadSlot)
+        );
         assert_eq!(assign_slots(&[None, None], 8, 9), Err(SpawnError::BadSlot));
-        assert_eq!(assign_slots(&[Some(1024)], 8, 1024), Err(SpawnError::BadSlot));
+        assert_eq!(
+            assign_slots(&[Some(1024)], 8, 1024),
+            Err(SpawnError::BadSlot)
+        );
     }
 }

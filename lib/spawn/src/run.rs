@@ -15,7 +15,14 @@ impl Layout {
     /// The runtime's layout (`sawmill_rt::layout`), which every sawmill program expects.
     pub fn standard() -> Layout {
         use sawmill_rt::layout as l;
-        Layout { env: l::ENV, heap: l::HEAP, stack_top: l::STACK_TOP, utcb: l::UTCB_BASE, huge: l::HUGE, user_end: sawmill_abi::layout::USER_END }
+        Layout {
+            env: l::ENV,
+            heap: l::HEAP,
+            stack_top: l::STACK_TOP,
+            utcb: l::UTCB_BASE,
+            huge: l::HUGE,
+            user_end: sawmill_abi::layout::USER_END,
+        }
     }
 }
 
@@ -53,14 +60,24 @@ impl MappedImage {
     /// # Safety
     /// `[addr, addr + len)` is mapped readable in this task and stays so while the image is used.
     pub unsafe fn resident(addr: u64, len: u64) -> MappedImage {
-        MappedImage { addr, len, demand: false, copy: false }
+        MappedImage {
+            addr,
+            len,
+            demand: false,
+            copy: false,
+        }
     }
 
     /// # Safety
     /// `[addr, addr + len)` is attached readable in this task (its pages fault in on touch) and
     /// stays so while the image is used.
     pub unsafe fn on_demand(addr: u64, len: u64) -> MappedImage {
-        MappedImage { addr, len, demand: true, copy: false }
+        MappedImage {
+            addr,
+            len,
+            demand: true,
+            copy: false,
+        }
     }
 
     /// The same image, every page of it copied rather than mapped.
@@ -123,10 +140,18 @@ pub struct Cap {
 
 impl Cap {
     pub fn named(name: &str, src: u64) -> Cap {
-        Cap { name: String::from(name), src, slot: None }
+        Cap {
+            name: String::from(name),
+            src,
+            slot: None,
+        }
     }
     pub fn at(name: &str, src: u64, slot: u64) -> Cap {
-        Cap { name: String::from(name), src, slot: Some(slot) }
+        Cap {
+            name: String::from(name),
+            src,
+            slot: Some(slot),
+        }
     }
 }
 
@@ -191,7 +216,11 @@ impl Program {
             priority,
             cap_slots: 1024,
             layout: Layout::standard(),
-            sizes: Sizes { heap_bytes: 0, stack_bytes: sawmill_rt::layout::STACK_SIZE, huge_pages: 0 },
+            sizes: Sizes {
+                heap_bytes: 0,
+                stack_bytes: sawmill_rt::layout::STACK_SIZE,
+                huge_pages: 0,
+            },
             caps: Vec::new(),
             records: Vec::new(),
             maps: Vec::new(),
@@ -226,7 +255,8 @@ pub struct Child {
 impl Child {
     /// Starts the main thread at the entry point with the environment's address as argument.
     pub fn start(&self) -> Result<(), SpawnError> {
-        sys::thread_start(self.thread, self.entry, self.sp, self.env).map_err(|e| SpawnError::Sys("starting the thread", e))
+        sys::thread_start(self.thread, self.entry, self.sp, self.env)
+            .map_err(|e| SpawnError::Sys("starting the thread", e))
     }
 
     /// Ends the program if it still runs and releases everything made for it: its objects (the
@@ -255,19 +285,35 @@ impl Child {
 /// environment and the thread's configuration; it is not started yet (the caller may add what
 /// only it can, such as I/O ports, then calls [`Child::start`]). On an error everything made so
 /// far is released.
-pub fn prepare(p: &Program, image: &impl ImageSource, res: &mut impl Resources) -> Result<Child, SpawnError> {
+pub fn prepare(
+    p: &Program,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+) -> Result<Child, SpawnError> {
     let extra: Vec<Region> = p
         .maps
         .iter()
         .map(|m| {
-            let unit = if m.flags & map::HUGE != 0 { HUGE_PAGE } else { PAGE };
-            Region { what: m.what, start: m.dst, len: m.pages.saturating_mul(unit) }
+            let unit = if m.flags & map::HUGE != 0 {
+                HUGE_PAGE
+            } else {
+                PAGE
+            };
+            Region {
+                what: m.what,
+                start: m.dst,
+                len: m.pages.saturating_mul(unit),
+            }
         })
         .collect();
     if extra.iter().any(|r| r.start.checked_add(r.len).is_none()) {
         return Err(SpawnError::BadRegion("mapped range"));
     }
-    let base = if image.maps_straight() { Some(image.base()) } else { None };
+    let base = if image.maps_straight() {
+        Some(image.base())
+    } else {
+        None
+    };
     let pl = plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)?;
     let mut fixed = alloc::vec![Some(slots::TASK), Some(slots::THREAD)];
     if p.give_factory {
@@ -305,7 +351,14 @@ fn sys_err(what: &'static str) -> impl Fn(sawmill_abi::Error) -> SpawnError {
 
 /// Creates an object from `fac` into a fresh caller slot recorded in `child` (recorded first, so
 /// that a failed creation still gives the slot back).
-fn create(fac: u64, kind: ObjKind, arg: u64, res: &mut impl Resources, child: &mut Child, what: &'static str) -> Result<u64, SpawnError> {
+fn create(
+    fac: u64,
+    kind: ObjKind,
+    arg: u64,
+    res: &mut impl Resources,
+    child: &mut Child,
+    what: &'static str,
+) -> Result<u64, SpawnError> {
     let s = res.slot()?;
     child.slots.push(s);
     sys::factory_create(fac, kind, s, arg).map_err(sys_err(what))?;
@@ -313,39 +366,84 @@ fn create(fac: u64, kind: ObjKind, arg: u64, res: &mut impl Resources, child: &m
 }
 
 /// A fresh page of the caller (recorded in `child`) mapped at `va` of the task.
-fn fresh(task: u64, va: u64, flags: u64, res: &mut impl Resources, child: &mut Child, what: &'static str) -> Result<u64, SpawnError> {
+fn fresh(
+    task: u64,
+    va: u64,
+    flags: u64,
+    res: &mut impl Resources,
+    child: &mut Child,
+    what: &'static str,
+) -> Result<u64, SpawnError> {
     let a = res.page()?;
     child.pages.push(a);
     sys::task_map(task, a, va, 1, flags).map_err(sys_err(what))?;
     Ok(a)
 }
 
-fn build(p: &Program, pl: &Plan, placed: &[u64], image: &impl ImageSource, res: &mut impl Resources, child: &mut Child) -> Result<(), SpawnError> {
-    let fac = create(p.factory, ObjKind::Factory, p.kmem, res, child, "creating the factory")?;
+fn build(
+    p: &Program,
+    pl: &Plan,
+    placed: &[u64],
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+    child: &mut Child,
+) -> Result<(), SpawnError> {
+    let fac = create(
+        p.factory,
+        ObjKind::Factory,
+        p.kmem,
+        res,
+        child,
+        "creating the factory",
+    )?;
     child.factory = fac;
-    let task = create(fac, ObjKind::Task, p.cap_slots | (p.priority as u64) << 32, res, child, "creating the task")?;
+    let task = create(
+        fac,
+        ObjKind::Task,
+        p.cap_slots | (p.priority as u64) << 32,
+        res,
+        child,
+        "creating the task",
+    )?;
     child.task = task;
     child.thread = create(fac, ObjKind::Thread, 0, res, child, "creating the thread")?;
 
     load_image(task, pl, image, res, child)?;
     let rw = map::READ | map::WRITE;
     for i in 0..pl.heap.pages() {
-        fresh(task, pl.heap.start + i * PAGE, rw, res, child, "mapping the heap")?;
+        fresh(
+            task,
+            pl.heap.start + i * PAGE,
+            rw,
+            res,
+            child,
+            "mapping the heap",
+        )?;
     }
     for i in 0..pl.stack.pages() {
-        fresh(task, pl.stack.start + i * PAGE, rw, res, child, "mapping the stack")?;
+        fresh(
+            task,
+            pl.stack.start + i * PAGE,
+            rw,
+            res,
+            child,
+            "mapping the stack",
+        )?;
     }
     for i in 0..pl.huge.len / HUGE_PAGE {
         let a = res.huge_page()?;
         child.huge.push(a);
-        sys::task_map(task, a, pl.huge.start + i * HUGE_PAGE, 1, rw | map::HUGE).map_err(sys_err("mapping a 2 MiB page"))?;
+        sys::task_map(task, a, pl.huge.start + i * HUGE_PAGE, 1, rw | map::HUGE)
+            .map_err(sys_err("mapping a 2 MiB page"))?;
     }
     for m in &p.maps {
         sys::task_map(task, m.src, m.dst, m.pages, m.flags).map_err(sys_err(m.what))?;
     }
 
     // Capabilities: ours first (task, thread, factory), then the caller's, in `placed` order.
-    let put = |src: u64, dst: u64| sys::task_cap_put(task, src, dst).map_err(sys_err("placing a capability"));
+    let put = |src: u64, dst: u64| {
+        sys::task_cap_put(task, src, dst).map_err(sys_err("placing a capability"))
+    };
     put(task, placed[0])?;
     put(child.thread, placed[1])?;
     let own = if p.give_factory { 3 } else { 2 };
@@ -367,8 +465,15 @@ fn build(p: &Program, pl: &Plan, placed: &[u64], image: &impl ImageSource, res: 
     for a in &p.args {
         ok &= w.add(env::KIND_ARG, 0, a.as_bytes());
     }
-    let ours: &[&str] = if p.give_factory { &[CAP_TASK, CAP_THREAD, CAP_FACTORY] } else { &[CAP_TASK, CAP_THREAD] };
-    let names = ours.iter().map(|n| n.as_bytes()).chain(p.caps.iter().map(|c| c.name.as_bytes()));
+    let ours: &[&str] = if p.give_factory {
+        &[CAP_TASK, CAP_THREAD, CAP_FACTORY]
+    } else {
+        &[CAP_TASK, CAP_THREAD]
+    };
+    let names = ours
+        .iter()
+        .map(|n| n.as_bytes())
+        .chain(p.caps.iter().map(|c| c.name.as_bytes()));
     for (name, &slot) in names.zip(placed) {
         if !name.is_empty() {
             ok &= w.add(env::KIND_CAP, slot, name);
@@ -385,13 +490,28 @@ fn build(p: &Program, pl: &Plan, placed: &[u64], image: &impl ImageSource, res: 
     if !ok {
         return Err(SpawnError::EnvFull);
     }
-    sys::task_map(task, env_page, pl.env.start, 1, map::READ).map_err(sys_err("mapping the environment"))?;
+    sys::task_map(task, env_page, pl.env.start, 1, map::READ)
+        .map_err(sys_err("mapping the environment"))?;
 
-    sys::thread_config(child.thread, task, pl.utcb.start, p.pager, p.exception_handler, p.priority as u64).map_err(sys_err("configuring the thread"))
+    sys::thread_config(
+        child.thread,
+        task,
+        pl.utcb.start,
+        p.pager,
+        p.exception_handler,
+        p.priority as u64,
+    )
+    .map_err(sys_err("configuring the thread"))
 }
 
 /// Maps and copies the image pages as planned.
-fn load_image(task: u64, pl: &Plan, image: &impl ImageSource, res: &mut impl Resources, child: &mut Child) -> Result<(), SpawnError> {
+fn load_image(
+    task: u64,
+    pl: &Plan,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+    child: &mut Child,
+) -> Result<(), SpawnError> {
     struct Loader<'a, I, R> {
         task: u64,
         image: &'a I,
@@ -410,7 +530,8 @@ fn load_image(task: u64, pl: &Plan, image: &impl ImageSource, res: &mut impl Res
     impl<I: ImageSource, R: Resources> sawmill_loader::Backend for Loader<'_, I, R> {
         fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
             let a = self.image.page(off).map_err(|e| self.fail(e))?;
-            sys::task_map(self.task, a, va, 1, r).map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+            sys::task_map(self.task, a, va, 1, r)
+                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
         }
         fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
             let a = self.res.page().map_err(|e| self.fail(e))?;
@@ -420,10 +541,18 @@ fn load_image(task: u64, pl: &Plan, image: &impl ImageSource, res: &mut impl Res
             Ok(unsafe { core::slice::from_raw_parts_mut(a as *mut u8, PAGE as usize) })
         }
         fn map_fresh(&mut self, va: u64, r: u64) -> Result<(), &'static str> {
-            sys::task_map(self.task, self.cur, va, 1, r).map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+            sys::task_map(self.task, self.cur, va, 1, r)
+                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
         }
     }
-    let mut l = Loader { task, image, res, child, cur: 0, err: None };
+    let mut l = Loader {
+        task,
+        image,
+        res,
+        child,
+        cur: 0,
+        err: None,
+    };
     match sawmill_loader::apply(image.bytes(), &pl.image, &mut l) {
         Ok(()) => Ok(()),
         Err(e) => Err(l.err.take().unwrap_or(SpawnError::from(e))),

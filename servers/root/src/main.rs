@@ -281,6 +281,7 @@ impl Root {
         let mut caps = Vec::new();
         let ram_pages = s.ram_kb as u64 / 4;
         let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024 + ram_pages * POOL_KMEM_PER_PAGE + (ram_pages / 512 + 8) * 4096;
+        // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
         let mut p = Program::new(name, root_slots::FACTORY, kmem, s.priority);
         p.args = s.args.clone();
         p.give_factory = s.kmem_kb > 0;

@@ -75,27 +75,42 @@ impl Resources for Pool {
 }
 
 fn used() -> u64 {
-    sys::factory_info(slots::FACTORY).map(|u| u.0).unwrap_or_else(|e| fail(format_args!("factory_info: {}", e.name())))
+    sys::factory_info(slots::FACTORY)
+        .map(|u| u.0)
+        .unwrap_or_else(|e| fail(format_args!("factory_info: {}", e.name())))
 }
 
 /// Opens `path` and attaches it read-only and executable: (fd, address, size).
 fn attach(fs: &mut Files, path: &str) -> (usize, u64, u64) {
-    let fd = fs.open(path, O_READ, 0).unwrap_or_else(|e| fail(format_args!("open {}: {:?}", path, e)));
-    let size = fs.fstat(fd).unwrap_or_else(|e| fail(format_args!("fstat {}: {:?}", path, e))).size;
-    let cap = fs.file_cap(fd).unwrap_or_else(|e| fail(format_args!("file_cap: {:?}", e)));
+    let fd = fs
+        .open(path, O_READ, 0)
+        .unwrap_or_else(|e| fail(format_args!("open {}: {:?}", path, e)));
+    let size = fs
+        .fstat(fd)
+        .unwrap_or_else(|e| fail(format_args!("fstat {}: {:?}", path, e)))
+        .size;
+    let cap = fs
+        .file_cap(fd)
+        .unwrap_or_else(|e| fail(format_args!("file_cap: {:?}", e)));
     let len = size.div_ceil(PAGE) * PAGE;
-    let at = sawmill_rm::attach(cap, 0, len, None, sawmill_rm::READ | sawmill_rm::EXEC).unwrap_or_else(|e| fail(format_args!("attach {}: {:?}", path, e)));
+    let at = sawmill_rm::attach(cap, 0, len, None, sawmill_rm::READ | sawmill_rm::EXEC)
+        .unwrap_or_else(|e| fail(format_args!("attach {}: {:?}", path, e)));
     // Our own mappings of the file cost page tables and mapping nodes from our quota: make them
     // all now, so that what `prepare` charges stands out.
-    sawmill_rm::populate(at, len, false).unwrap_or_else(|e| fail(format_args!("populate {}: {:?}", path, e)));
+    sawmill_rm::populate(at, len, false)
+        .unwrap_or_else(|e| fail(format_args!("populate {}: {:?}", path, e)));
     (fd, at, size)
 }
 
 fn program(kmem: u64, handler: u64) -> Program {
     let mut p = Program::new("spawn-child", slots::FACTORY, kmem, 100);
     p.args.push(alloc::string::String::from("spawn-exec"));
-    p.sizes = Sizes { heap_bytes: 64 * 1024, ..p.sizes };
-    p.caps.push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
+    p.sizes = Sizes {
+        heap_bytes: 64 * 1024,
+        ..p.sizes
+    };
+    p.caps
+        .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
     p.pager = handler;
     p.exception_handler = handler;
     p
@@ -105,16 +120,31 @@ fn main() {
     sawmill_rm::init().unwrap_or_else(|e| fail(format_args!("rm init: {:?}", e)));
     let mut fs = Files::new(env::cap("vfs").unwrap_or_else(|| fail(format_args!("no vfs"))));
     let mem = sawmill_rm::mem().unwrap_or_else(|| fail(format_args!("no mem")));
-    let ds = mem.alloc(POOL, 0, thread::alloc_slot()).unwrap_or_else(|e| fail(format_args!("mem.alloc: {:?}", e)));
-    let base = sawmill_rm::attach(ds, 0, POOL, None, sawmill_rm::READ | sawmill_rm::WRITE | sawmill_rm::EXEC)
-        .unwrap_or_else(|e| fail(format_args!("attach pool: {:?}", e)));
+    let ds = mem
+        .alloc(POOL, 0, thread::alloc_slot())
+        .unwrap_or_else(|e| fail(format_args!("mem.alloc: {:?}", e)));
+    let base = sawmill_rm::attach(
+        ds,
+        0,
+        POOL,
+        None,
+        sawmill_rm::READ | sawmill_rm::WRITE | sawmill_rm::EXEC,
+    )
+    .unwrap_or_else(|e| fail(format_args!("attach pool: {:?}", e)));
     // Mapped now, from this thread: children's mappings are derived from ours.
-    sawmill_rm::populate(base, POOL, true).unwrap_or_else(|e| fail(format_args!("populate pool: {:?}", e)));
-    let mut pool = Pool { base, next: 0, free: Vec::new() };
+    sawmill_rm::populate(base, POOL, true)
+        .unwrap_or_else(|e| fail(format_args!("populate pool: {:?}", e)));
+    let mut pool = Pool {
+        base,
+        next: 0,
+        free: Vec::new(),
+    };
     // The child's faults, exceptions and exit come here.
-    let ep = thread::create(ObjKind::Endpoint, 0).unwrap_or_else(|e| fail(format_args!("endpoint: {}", e.name())));
+    let ep = thread::create(ObjKind::Endpoint, 0)
+        .unwrap_or_else(|e| fail(format_args!("endpoint: {}", e.name())));
     let handler = thread::alloc_slot();
-    sys::cap_mint(ep, handler, 1, rights::SEND).unwrap_or_else(|e| fail(format_args!("mint: {}", e.name())));
+    sys::cap_mint(ep, handler, 1, rights::SEND)
+        .unwrap_or_else(|e| fail(format_args!("mint: {}", e.name())));
 
     // Refusals: nothing may stay behind (quota, pages, slots' objects).
     let (fd, at, size) = attach(&mut fs, "/bin/not-elf");
@@ -122,8 +152,16 @@ fn main() {
     let img = unsafe { MappedImage::on_demand(at, size) };
     let used0 = used();
     match prepare(&program(CHILD_KMEM, handler), &img, &mut pool) {
-        Err(SpawnError::NotElf) if used() == used0 && pool.in_use() == 0 => println!("spawn-exec: PASS a file that is not an ELF is refused, nothing kept"),
-        r => fail(format_args!("not an ELF: {:?}, {} bytes used (was {}), {} pages kept", r.map(|_| ()), used(), used0, pool.in_use())),
+        Err(SpawnError::NotElf) if used() == used0 && pool.in_use() == 0 => {
+            println!("spawn-exec: PASS a file that is not an ELF is refused, nothing kept")
+        }
+        r => fail(format_args!(
+            "not an ELF: {:?}, {} bytes used (was {}), {} pages kept",
+            r.map(|_| ()),
+            used(),
+            used0,
+            pool.in_use()
+        )),
     }
     let _ = sawmill_rm::detach(at);
     let _ = fs.close(fd);
@@ -133,29 +171,61 @@ fn main() {
     let img = unsafe { MappedImage::on_demand(at, size) };
     let used0 = used();
     match prepare(&program(8 * 1024, handler), &img, &mut pool) {
-        Err(e @ SpawnError::Sys(..)) if used() == used0 && pool.in_use() == 0 => println!("spawn-exec: PASS a quota too small is refused, the quota returns ({})", e),
-        r => fail(format_args!("small quota: {:?}, {} bytes used (was {}), {} pages kept", r.map(|_| ()), used(), used0, pool.in_use())),
+        Err(e @ SpawnError::Sys(..)) if used() == used0 && pool.in_use() == 0 => println!(
+            "spawn-exec: PASS a quota too small is refused, the quota returns ({})",
+            e
+        ),
+        r => fail(format_args!(
+            "small quota: {:?}, {} bytes used (was {}), {} pages kept",
+            r.map(|_| ()),
+            used(),
+            used0,
+            pool.in_use()
+        )),
     }
 
-    let child = prepare(&program(CHILD_KMEM, handler), &img, &mut pool).unwrap_or_else(|e| fail(format_args!("prepare: {}", e)));
+    let child = prepare(&program(CHILD_KMEM, handler), &img, &mut pool)
+        .unwrap_or_else(|e| fail(format_args!("prepare: {}", e)));
     CHILD_TASK.store(child.task, Ordering::Relaxed);
     if child.direct_pages == 0 {
-        fail(format_args!("no page mapped straight from the file ({} copied)", child.copied_pages));
+        fail(format_args!(
+            "no page mapped straight from the file ({} copied)",
+            child.copied_pages
+        ));
     }
-    println!("spawn-exec: {} image pages mapped from the file, {} copied", child.direct_pages, child.copied_pages);
-    child.start().unwrap_or_else(|e| fail(format_args!("start: {}", e)));
+    println!(
+        "spawn-exec: {} image pages mapped from the file, {} copied",
+        child.direct_pages, child.copied_pages
+    );
+    child
+        .start()
+        .unwrap_or_else(|e| fail(format_args!("start: {}", e)));
     let m = ipc::recv(ep, 0);
     match m.tag.label() {
         _ if m.err != 0 => fail(format_args!("recv: {}", m.err)),
-        label::EXIT if m.w[0] == 0x5a => println!("spawn-exec: PASS the child ran and exited with status {:#x}", m.w[0]),
+        label::EXIT if m.w[0] == 0x5a => println!(
+            "spawn-exec: PASS the child ran and exited with status {:#x}",
+            m.w[0]
+        ),
         label::EXIT => fail(format_args!("child exited with status {:#x}", m.w[0])),
-        label::PAGE_FAULT => fail(format_args!("child page fault at {:#x}, rip {:#x}", m.w[0], m.w[2])),
-        l => fail(format_args!("child: message {} ({:#x} {:#x} {:#x})", l, m.w[0], m.w[1], m.w[2])),
+        label::PAGE_FAULT => fail(format_args!(
+            "child page fault at {:#x}, rip {:#x}",
+            m.w[0], m.w[2]
+        )),
+        l => fail(format_args!(
+            "child: message {} ({:#x} {:#x} {:#x})",
+            l, m.w[0], m.w[1], m.w[2]
+        )),
     }
     child.destroy(&mut pool);
     CHILD_TASK.store(u64::MAX, Ordering::Relaxed);
     if used() != used0 || pool.in_use() != 0 {
-        fail(format_args!("after the child: {} bytes used (was {}), {} pages kept", used(), used0, pool.in_use()));
+        fail(format_args!(
+            "after the child: {} bytes used (was {}), {} pages kept",
+            used(),
+            used0,
+            pool.in_use()
+        ));
     }
     println!("spawn-exec: PASS the child's quota and pages returned");
     let _ = sawmill_rm::detach(at);

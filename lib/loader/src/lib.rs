@@ -4,10 +4,10 @@
 //! dataspace); everything else (writable data, the partial pages at segment edges, .bss) goes to
 //! fresh zeroed pages the backend provides, filled from the file here.
 //!
-//! Used by root for the boot modules (backend: its physical-memory window and the boot
-//! archive); an exec server uses it with dataspaces (the image attached read-only through its
-//! region manager, fresh pages from an anonymous mem dataspace). Stack, environment and thread
-//! start are the caller's (they depend on what it hands the new task).
+//! Used by lib/spawn, which starts programs for root (backend: root's physical-memory window and
+//! the boot archive) and for any other task (e.g. the image attached read-only through its region
+//! manager, fresh pages from an anonymous mem dataspace). Stack, environment and thread start are
+//! lib/spawn's.
 //!
 //! Pure logic, no system calls: it touches only the image bytes and the pages the backend gives
 //! it. Host-tested.

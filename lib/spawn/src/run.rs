@@ -306,9 +306,6 @@ pub fn prepare(
             }
         })
         .collect();
-    if extra.iter().any(|r| r.start.checked_add(r.len).is_none()) {
-        return Err(SpawnError::BadRegion("mapped range"));
-    }
     let base = if image.maps_straight() {
         Some(image.base())
     } else {

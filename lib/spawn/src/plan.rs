@@ -143,8 +143,8 @@ fn pages_of(bytes: u64) -> Option<u64> {
 }
 
 fn check(r: &Region, user_end: u64) -> Result<(), SpawnError> {
-    let ok = r.start % PAGE == 0
-        && r.len % PAGE == 0
+    let ok = r.start.is_multiple_of(PAGE)
+        && r.len.is_multiple_of(PAGE)
         && r.start >= PAGE
         && r.start.checked_add(r.len).is_some_and(|e| e <= user_end);
     if ok {
@@ -173,7 +173,7 @@ pub fn plan(
         .huge_pages
         .checked_mul(HUGE_PAGE)
         .ok_or(SpawnError::BadRegion("huge pages"))?;
-    if sizes.huge_pages > 0 && layout.huge % HUGE_PAGE != 0 {
+    if sizes.huge_pages > 0 && !layout.huge.is_multiple_of(HUGE_PAGE) {
         return Err(SpawnError::BadRegion("huge pages"));
     }
     let stack_base = layout

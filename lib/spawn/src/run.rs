@@ -98,7 +98,7 @@ impl ImageSource for MappedImage {
         !self.copy
     }
     fn page(&self, off: u64) -> Result<u64, SpawnError> {
-        if off % PAGE != 0 || off >= self.len {
+        if !off.is_multiple_of(PAGE) || off >= self.len {
             return Err(SpawnError::Image("page outside the image"));
         }
         let a = self.addr + off;

@@ -3,7 +3,8 @@
 //! read-only and executable, so its whole read-only pages map straight from the PFS's cache),
 //! takes fresh pages from a mem dataspace of its own, serves as the child's pager and exception
 //! handler, and checks that the child's quota returns once it is destroyed. First it checks the
-//! refusals: a file that is not an ELF, and a quota too small, leave nothing behind.
+//! refusals: a file that is not an ELF, and every quota too small (each fails at some step of
+//! building the child), leave nothing behind.
 #![no_std]
 #![no_main]
 
@@ -169,21 +170,44 @@ fn main() {
     let (fd, at, size) = attach(&mut fs, "/bin/spawn-child");
     // SAFETY: attached readable above; detached only after the child is destroyed.
     let img = unsafe { MappedImage::on_demand(at, size) };
-    let used0 = used();
-    match prepare(&program(8 * 1024, handler), &img, &mut pool) {
-        Err(e @ SpawnError::Sys(..)) if used() == used0 && pool.in_use() == 0 => println!(
-            "spawn-exec: PASS a quota too small is refused, the quota returns ({})",
-            e
-        ),
-        r => fail(format_args!(
-            "small quota: {:?}, {} bytes used (was {}), {} pages kept",
-            r.map(|_| ()),
-            used(),
-            used0,
-            pool.in_use()
-        )),
+    // Every quota from one page up until one fits: each fails at some step (creating an object,
+    // a page table or mapping node for some mapping) and must leave nothing behind.
+    let mut steps: Vec<&'static str> = Vec::new();
+    let mut kmem = PAGE;
+    let fits = loop {
+        let used0 = used();
+        match prepare(&program(kmem, handler), &img, &mut pool) {
+            Ok(c) => break c,
+            Err(SpawnError::Sys(what, _)) if used() == used0 && pool.in_use() == 0 => {
+                if !steps.contains(&what) {
+                    steps.push(what);
+                }
+            }
+            r => fail(format_args!(
+                "quota {}: {:?}, {} bytes used (was {}), {} pages kept",
+                kmem,
+                r.map(|_| ()),
+                used(),
+                used0,
+                pool.in_use()
+            )),
+        }
+        kmem += PAGE;
+        if kmem > CHILD_KMEM {
+            fail(format_args!("no quota up to {} fits", CHILD_KMEM));
+        }
+    };
+    if steps.len() < 3 {
+        fail(format_args!("quotas too small failed only at {:?}", steps));
     }
+    fits.destroy(&mut pool);
+    println!(
+        "spawn-exec: PASS a quota too small is refused at every step, nothing kept ({} KiB fits; {})",
+        kmem / 1024,
+        steps.join(", ")
+    );
 
+    let used0 = used();
     let child = prepare(&program(CHILD_KMEM, handler), &img, &mut pool)
         .unwrap_or_else(|e| fail(format_args!("prepare: {}", e)));
     CHILD_TASK.store(child.task, Ordering::Relaxed);

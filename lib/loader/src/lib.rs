@@ -4,10 +4,10 @@
 //! dataspace); everything else (writable data, the partial pages at segment edges, .bss) goes to
 //! fresh zeroed pages the backend provides, filled from the file here.
 //!
-//! Used by root for the boot modules (backend: its physical-memory window and the boot
-//! archive); an exec server uses it with dataspaces (the image attached read-only through its
-//! region manager, fresh pages from an anonymous mem dataspace). Stack, environment and thread
-//! start are the caller's (they depend on what it hands the new task).
+//! Used by lib/spawn, which starts programs for root (backend: root's physical-memory window and
+//! the boot archive) and for any other task (e.g. the image attached read-only through its region
+//! manager, fresh pages from an anonymous mem dataspace). Stack, environment and thread start are
+//! lib/spawn's.
 //!
 //! Pure logic, no system calls: it touches only the image bytes and the pages the backend gives
 //! it. Host-tested.
@@ -144,19 +144,32 @@ pub trait Backend {
 /// into the new task. Segments must lie below `limit`. Returns the entry point.
 pub fn load(image: &[u8], image_align: u64, limit: u64, b: &mut impl Backend) -> Result<u64, LoadError> {
     let (entry, segs) = segments(image, limit)?;
-    for p in plan(&segs, image_align) {
+    apply(image, &plan(&segs, image_align), b)?;
+    Ok(entry)
+}
+
+/// Carries out a page plan made by [`plan`] for `image`: maps the direct pages and fills and maps
+/// the fresh ones through the backend. A copy the plan names outside the image is refused
+/// ([`LoadError::BadSegment`]) before the page is filled, so a plan for another image cannot
+/// read past this one.
+pub fn apply(image: &[u8], pages: &[PagePlan], b: &mut impl Backend) -> Result<(), LoadError> {
+    for p in pages {
         match p {
-            PagePlan::Direct { vaddr, file_off, rights } => b.map_image(file_off, vaddr, rights).map_err(LoadError::Backend)?,
+            &PagePlan::Direct { vaddr, file_off, rights } => b.map_image(file_off, vaddr, rights).map_err(LoadError::Backend)?,
             PagePlan::Fresh { vaddr, rights, copies } => {
+                let fits = |&(at, off, len): &(u64, u64, u64)| at.checked_add(len).is_some_and(|e| e <= PAGE) && off.checked_add(len).is_some_and(|e| e <= image.len() as u64);
+                if !copies.iter().all(fits) {
+                    return Err(LoadError::BadSegment);
+                }
                 let page = b.fresh().map_err(LoadError::Backend)?;
-                for (at, off, len) in copies {
+                for &(at, off, len) in copies {
                     page[at as usize..(at + len) as usize].copy_from_slice(&image[off as usize..(off + len) as usize]);
                 }
-                b.map_fresh(vaddr, rights).map_err(LoadError::Backend)?;
+                b.map_fresh(*vaddr, *rights).map_err(LoadError::Backend)?;
             }
         }
     }
-    Ok(entry)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -231,6 +244,18 @@ mod tests {
         let img = elf(&[(1, 5, 0x1000, 0x200000, 0x1000, 0x1000)], 0x2000);
         let p = plan(&segments(&img, 0x1000_0000).unwrap().1, 8);
         assert!(matches!(p[0], PagePlan::Fresh { .. }));
+    }
+
+    #[test]
+    fn apply_refuses_a_plan_that_reads_past_the_image() {
+        let img = elf(&[(1, 6, 0x100, 0x200100, 0x80, 0x80)], 0x200);
+        let p = plan(&segments(&img, 0x1000_0000).unwrap().1, 0);
+        let mut f = Fake { direct: vec![], fresh: vec![], cur: vec![] };
+        assert_eq!(apply(&img, &p, &mut f), Ok(()));
+        assert_eq!(f.fresh[0].2[0x100..0x180], img[0x100..0x180]);
+        let mut f = Fake { direct: vec![], fresh: vec![], cur: vec![] };
+        assert_eq!(apply(&img[..0x150], &p, &mut f), Err(LoadError::BadSegment));
+        assert!(f.fresh.is_empty(), "nothing mapped");
     }
 
     #[test]

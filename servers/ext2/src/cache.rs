@@ -59,8 +59,8 @@ pub struct Cache {
 impl Cache {
     /// Gets `npages` of cache as an anonymous dataspace of the memory server `mem_ep` (charged to
     /// this PFS's account there, under its quota; mem frees it if the PFS dies), maps all of it
-    /// at [`CACHE_AT`] and shares it with the driver.
-    pub fn new(blk_ep: u64, mem_ep: u64, npages: usize) -> Result<Cache, &'static str> {
+    /// at [`CACHE_AT`] (`exec`: executable too) and shares it with the driver.
+    pub fn new(blk_ep: u64, mem_ep: u64, npages: usize, exec: bool) -> Result<Cache, &'static str> {
         let blk = blk::Client::new(blk_ep);
         let info = blk.info().map_err(|_| "driver info")?;
         if npages == 0 || (npages * PAGE) as u64 > info.window_size {
@@ -71,7 +71,12 @@ impl Cache {
             .alloc((npages * PAGE) as u64, 0, slot)
             .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
         let ds = dataspace::Client::new(ds);
-        let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
+        // A client's mapping of a file page has at most our rights: for a program started from
+        // a file to map its text straight from these pages (lib/spawn), they must be executable.
+        let mut rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
+        if exec {
+            rw = rw | MapFlags::EXEC;
+        }
         for i in 0..npages as u64 {
             // The PFS is paged by root and has no region manager: every page is mapped now
             // (NEED_WRITE: writable, allocated and charged), so the cache never faults.

@@ -2,7 +2,8 @@
 //!
 //! Runs the fs/ext2 engine over [`cache::Cache`], a write-back page cache in a dataspace of the
 //! memory server (`mem`, which the manifest must give it; charged to this PFS) that the block
-//! driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it uses), `cache_kb=N`, `shadow_pages=N` (see [`MAX_SHADOWS`]), optional `name=...` for
+//! driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it uses), `cache_kb=N`, `shadow_pages=N` (see [`MAX_SHADOWS`]), `exec` (cache pages
+//! mapped executable, so programs can run straight from files), optional `name=...` for
 //! messages. The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
 //! there once and gets a capability to an endpoint the PFS created itself, which it serves from
 //! then on. Every capability it hands out is minted from that endpoint, so all of them fail at
@@ -849,7 +850,9 @@ fn main() {
         println!("ext2-pfs[{}]: FAIL the manifest gives us no `mem` (the cache's memory)", name);
         return;
     };
-    let cache = match Cache::new(blk_ep, mem_ep, cache_kb * 1024 / PAGE) {
+    // `exec`: programs may run straight from this file system's pages (lib/spawn).
+    let exec = env::args().any(|a| a == "exec");
+    let cache = match Cache::new(blk_ep, mem_ep, cache_kb * 1024 / PAGE, exec) {
         Ok(c) => Rc::new(RefCell::new(c)),
         Err(e) => {
             println!("ext2-pfs[{}]: FAIL {}", name, e);

@@ -17,7 +17,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, MsgTag, ObjKind};
 use sawmill_manifest::{System, Server};
-use sawmill_rt::{env, ipc, println, slots as sslots, sys};
+use sawmill_rt::{ipc, println, slots as sslots, sys};
+use sawmill_spawn::{self as spawn, Cap, Child, MappedImage, Map, Program, Record, Resources, SpawnError};
 
 sawmill_rt::entry!(main);
 
@@ -181,6 +182,31 @@ impl Archive {
     }
 }
 
+/// What lib/spawn builds servers from: root's slots, and pages of user RAM through the window.
+struct RootResources<'a> {
+    pages: &'a mut Pages,
+    slots: &'a mut Slots,
+}
+
+impl Resources for RootResources<'_> {
+    fn slot(&mut self) -> Result<u64, SpawnError> {
+        Ok(self.slots.next())
+    }
+    fn page(&mut self) -> Result<u64, SpawnError> {
+        self.pages.alloc().map(win).ok_or(SpawnError::NoMemory)
+    }
+    fn free_page(&mut self, addr: u64) {
+        self.pages.free.push(addr - layout::PHYS_WINDOW);
+    }
+    fn huge_page(&mut self) -> Result<u64, SpawnError> {
+        self.pages.alloc_huge().map(win).ok_or(SpawnError::NoMemory)
+    }
+    fn free_huge_page(&mut self, addr: u64) {
+        let pa = addr - layout::PHYS_WINDOW;
+        self.pages.free.extend((0..512).map(|k| pa + k * 4096));
+    }
+}
+
 struct Slots(u64);
 impl Slots {
     fn next(&mut self) -> u64 {
@@ -194,8 +220,11 @@ struct Running {
     name: String,
     wait: bool,
     task: u64,
+    /// Its task, thread, factory and the pages lib/spawn built it from (released when it ends).
+    child: Option<Child>,
     /// Root's own capability slots made for this server (deleted when it ends).
     caps: Vec<u64>,
+    /// Its RAM pool (physical addresses).
     pages: Vec<u64>,
     alive: bool,
     status: u64,
@@ -231,189 +260,67 @@ impl Root {
         Ok(s)
     }
 
-    /// Maps fresh zeroed pages into `task` at `[va, va + n*4096)`, recording them for reclaim.
-    fn map_fresh(&mut self, task: u64, va: u64, n: u64, flags: u64, owned: &mut Vec<u64>) -> Result<(), sawmill_abi::Error> {
-        for i in 0..n {
-            let p = self.pages.alloc().ok_or(sawmill_abi::Error::NoMemory)?;
-            owned.push(p);
-            sys::task_map(task, win(p), va + i * 4096, 1, flags)?;
-        }
-        Ok(())
+    /// Mints a capability to `src` with `badge` and `r` into a fresh slot recorded in `caps`.
+    fn mint(&mut self, src: u64, badge: u64, r: u64, caps: &mut Vec<u64>) -> u64 {
+        let m = self.slots.next();
+        sys::cap_mint(src, m, badge, r).unwrap_or_else(|e| fail("minting", e));
+        caps.push(m);
+        m
     }
 
-    /// Loads an ELF image from the boot archive into `task` with the task loader
-    /// (lib/loader): read-only whole pages map straight from the archive, the rest is copied
-    /// into fresh pages of our window (recorded in `owned` for reclaim).
-    fn load_elf(&mut self, task: u64, img: u64, size: u64, owned: &mut Vec<u64>) -> Result<u64, &'static str> {
-        struct Boot<'a> {
-            pages: &'a mut Pages,
-            owned: &'a mut Vec<u64>,
-            task: u64,
-            img: u64,
-            cur: u64,
-        }
-        impl sawmill_loader::Backend for Boot<'_> {
-            fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
-                sys::task_map(self.task, self.img + off, va, 1, r).map_err(|_| "mapping an image page")
-            }
-            fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
-                let p = self.pages.alloc().ok_or("out of memory")?;
-                self.owned.push(p);
-                self.cur = p;
-                // SAFETY: a fresh zeroed page of user RAM in our window, ours alone.
-                Ok(unsafe { core::slice::from_raw_parts_mut(win(p) as *mut u8, 4096) })
-            }
-            fn map_fresh(&mut self, va: u64, r: u64) -> Result<(), &'static str> {
-                sys::task_map(self.task, win(self.cur), va, 1, r).map_err(|_| "mapping an image page")
-            }
-        }
-        // SAFETY: the module lies inside the read-only archive mapping.
-        let b = unsafe { core::slice::from_raw_parts(img as *const u8, size as usize) };
-        let mut be = Boot { pages: &mut self.pages, owned, task, img, cur: 0 };
-        // Images live below the environment page (sawmill_rt::layout::ENV).
-        sawmill_loader::load(b, img % 4096, sawmill_rt::layout::ENV, &mut be).map_err(|e| e.text())
-    }
-
+    /// Starts server `idx` of the manifest: decides what it gets (quota, capabilities,
+    /// environment records, RAM pool) and has lib/spawn build it from the boot archive.
     fn start(&mut self, idx: usize, s: &Server, arch: &Archive) {
         let name = s.name.as_str();
         let badge = idx as u64 + 1;
-        let mut caps = Vec::new();
-        let mut owned = Vec::new();
-        let ram_pages = s.ram_kb as u64 / 4;
-        let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024 + ram_pages * POOL_KMEM_PER_PAGE + (ram_pages / 512 + 8) * 4096;
-        let fac = self.create(root_slots::FACTORY, ObjKind::Factory, kmem).unwrap_or_else(|e| fail("server factory", e));
-        caps.push(fac);
-        // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
-        let task = self.create(fac, ObjKind::Task, 1024 | (s.priority as u64) << 32).unwrap_or_else(|e| fail("server task", e));
-        caps.push(task);
-        let thread = self.create(fac, ObjKind::Thread, 0).unwrap_or_else(|e| fail("server thread", e));
-        caps.push(thread);
         let Some((img, size)) = arch.find(&s.module) else {
             println!("root: FAIL {}: module {} not in the boot archive", name, s.module);
             return;
         };
-        let entry = match self.load_elf(task, img, size, &mut owned) {
-            Ok(e) => e,
-            Err(e) => {
-                println!("root: FAIL {}: {}", name, e);
-                return;
-            }
-        };
-        let rw = map::READ | map::WRITE;
-        let heap_pages = (s.heap_kb as u64 * 1024 + 4095) / 4096;
-        self.map_fresh(task, sawmill_rt::layout::HEAP, heap_pages, rw, &mut owned).unwrap_or_else(|e| fail("server heap", e));
-        for i in 0..s.huge_pages as u64 {
-            let Some(pa) = self.pages.alloc_huge() else { fail("huge pages", sawmill_abi::Error::NoMemory) };
-            for k in 0..512 {
-                owned.push(pa + k * 4096);
-            }
-            sys::task_map(task, win(pa), sawmill_rt::layout::HUGE + i * 0x20_0000, 1, rw | map::HUGE)
-                .unwrap_or_else(|e| fail("mapping a 2 MiB page", e));
-        }
-        let stack_pages = sawmill_rt::layout::STACK_SIZE / 4096;
-        self.map_fresh(task, sawmill_rt::layout::STACK_TOP - stack_pages * 4096, stack_pages, rw, &mut owned)
-            .unwrap_or_else(|e| fail("server stack", e));
+        // Root's own capabilities made for this server (deleted when it ends).
+        let mut caps = Vec::new();
+        let ram_pages = s.ram_kb as u64 / 4;
+        let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024 + ram_pages * POOL_KMEM_PER_PAGE + (ram_pages / 512 + 8) * 4096;
+        // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
+        let mut p = Program::new(name, root_slots::FACTORY, kmem, s.priority);
+        p.args = s.args.clone();
+        p.give_factory = s.kmem_kb > 0;
+        p.sizes.heap_bytes = s.heap_kb as u64 * 1024;
+        p.sizes.huge_pages = s.huge_pages as u64;
 
-        // Capabilities: fixed slots first, then the named ones.
-        let put = |src: u64, dst: u64| sys::task_cap_put(task, src, dst).unwrap_or_else(|e| fail("giving a capability", e));
-        put(task, sslots::TASK);
-        put(thread, sslots::THREAD);
-        if s.kmem_kb > 0 {
-            put(fac, sslots::FACTORY);
-        }
-        let pager_cap = self.slots.next();
-        sys::cap_mint(self.fault_ep, pager_cap, badge, rights::SEND).unwrap_or_else(|e| fail("minting", e));
-        caps.push(pager_cap);
-        put(pager_cap, sslots::PAGER);
+        // Fixed slots carry a `sys:` prefix so they never clash with manifest endpoint names.
+        let pager_cap = self.mint(self.fault_ep, badge, rights::SEND, &mut caps);
+        p.caps.push(Cap::at("sys:pager", pager_cap, sslots::PAGER));
         // Threads the server starts itself report here: their faults end the server like the
         // main thread's, but their normal exit does not.
-        let helper_cap = self.slots.next();
-        sys::cap_mint(self.fault_ep, helper_cap, badge | SECONDARY, rights::SEND).unwrap_or_else(|e| fail("minting", e));
-        caps.push(helper_cap);
-        put(helper_cap, sslots::THREAD_HANDLER);
+        let helper_cap = self.mint(self.fault_ep, badge | SECONDARY, rights::SEND, &mut caps);
+        p.caps.push(Cap::at("sys:thread-handler", helper_cap, sslots::THREAD_HANDLER));
         // The debug console is a capability too: only servers the manifest lets print get it.
         if s.console {
-            put(sawmill_abi::root_slots::CONSOLE, sslots::CONSOLE);
+            p.caps.push(Cap::at("sys:console", root_slots::CONSOLE, sslots::CONSOLE));
         }
-        // The RAM pool: mapped at POOL_BASE, its physical ranges listed in the environment.
-        let mut ram_runs = Vec::new();
-        if ram_pages > 0 {
-            let Some(runs) = self.pages.alloc_runs(ram_pages) else { fail("RAM pool", sawmill_abi::Error::NoMemory) };
-            let mut va = sawmill_mem::boot::POOL_BASE;
-            for &(pa, n) in &runs {
-                for k in 0..n {
-                    owned.push(pa + k * 4096);
-                }
-                sys::task_map(task, win(pa), va, n, rw).unwrap_or_else(|e| fail("mapping the RAM pool", e));
-                ram_runs.push((va, pa, n));
-                va += n * 4096;
-            }
-        }
-        let env_page = self.pages.alloc().expect("env page");
-        owned.push(env_page);
-        // SAFETY: fresh page in our window.
-        let buf = unsafe { core::slice::from_raw_parts_mut(win(env_page) as *mut u8, 4096) };
-        let mut w = env::Writer::new(buf, sawmill_rt::layout::HEAP, heap_pages * 4096);
-        w.add(env::KIND_NAME, 0, name.as_bytes());
-        for a in &s.args {
-            w.add(env::KIND_ARG, 0, a.as_bytes());
-        }
-        for &(va, pa, n) in &ram_runs {
-            let mut b = [0u8; 16];
-            b[..8].copy_from_slice(&pa.to_le_bytes());
-            b[8..].copy_from_slice(&n.to_le_bytes());
-            if !w.add(sawmill_mem::boot::KIND_RAM, va, &b) {
-                // The environment page is full: the rest of the pool stays unused by mem.
-                println!("root: {}: only part of the RAM pool fits in the environment", name);
-                break;
-            }
-        }
-        // Fixed slots carry a `sys:` prefix so they never clash with manifest endpoint names.
-        w.add(env::KIND_CAP, sslots::TASK, b"sys:task");
-        w.add(env::KIND_CAP, sslots::THREAD, b"sys:thread");
-        w.add(env::KIND_CAP, sslots::PAGER, b"sys:pager");
-        w.add(env::KIND_CAP, sslots::THREAD_HANDLER, b"sys:thread-handler");
-        if s.console {
-            w.add(env::KIND_CAP, sslots::CONSOLE, b"sys:console");
-        }
-        if s.kmem_kb > 0 {
-            w.add(env::KIND_CAP, sslots::FACTORY, b"sys:factory");
-        }
-        let mut next = sslots::FIRST_NAMED;
-        for p in &s.provides {
-            let ep = self.endpoint(p);
-            put(ep, next);
-            w.add(env::KIND_CAP, next, p.as_bytes());
-            next += 1;
+        for e in &s.provides {
+            let ep = self.endpoint(e);
+            p.caps.push(Cap::named(e, ep));
         }
         for u in &s.uses {
             let ep = self.endpoint(&u.endpoint);
-            let m = self.slots.next();
-            sys::cap_mint(ep, m, u.badge, rights::SEND | rights::GRANT).unwrap_or_else(|e| fail("minting", e));
-            caps.push(m);
-            put(m, next);
-            w.add(env::KIND_CAP, next, u.endpoint.as_bytes());
-            next += 1;
+            let m = self.mint(ep, u.badge, rights::SEND | rights::GRANT, &mut caps);
+            p.caps.push(Cap::named(&u.endpoint, m));
         }
         if !s.irqs.is_empty() {
             let n = self.create(root_slots::FACTORY, ObjKind::Notification, 0).unwrap_or_else(|e| fail("notification", e));
             caps.push(n);
-            put(n, sslots::IRQ_NOTIFY);
-            w.add(env::KIND_CAP, sslots::IRQ_NOTIFY, b"sys:irq-notify");
+            p.caps.push(Cap::at("sys:irq-notify", n, sslots::IRQ_NOTIFY));
             for &line in &s.irqs {
                 let irq = self.slots.next();
                 sys::irq_get(root_slots::IRQ_CONTROL, line as u64, irq).unwrap_or_else(|e| fail("irq", e));
                 sys::irq_bind(irq, n, 1 << line).unwrap_or_else(|e| fail("irq bind", e));
                 caps.push(irq);
-                put(irq, next);
                 let mut nm = String::from("irq:");
                 push_num(&mut nm, line as u64);
-                w.add(env::KIND_CAP, next, nm.as_bytes());
-                next += 1;
+                p.caps.push(Cap::named(&nm, irq));
             }
-        }
-        for r in &s.ioports {
-            sys::ioport_give(root_slots::IO_CONTROL, task, r.base as u64, r.count as u64).unwrap_or_else(|e| fail("io ports", e));
         }
         // Restricted device authority (a platform server such as pci): I/O control limited to a
         // port window, IRQ control limited to some lines. The badge is what restricts them, so
@@ -421,40 +328,75 @@ impl Root {
         // validator refuses an empty window; an empty line list mints nothing).
         if let Some(r) = s.io_window {
             let b = sawmill_abi::io_badge(r.base, r.count as u32);
-            let m = self.slots.next();
-            sys::cap_mint(root_slots::IO_CONTROL, m, b, rights::ALL).unwrap_or_else(|e| fail("minting io control", e));
-            caps.push(m);
-            put(m, next);
-            w.add(env::KIND_CAP, next, b"sys:io-control");
-            w.add(sawmill_manifest::env_kind::IO_WINDOW, b, b"io-window");
-            next += 1;
+            let m = self.mint(root_slots::IO_CONTROL, b, rights::ALL, &mut caps);
+            p.caps.push(Cap::named("sys:io-control", m));
+            p.records.push(Record { kind: sawmill_manifest::env_kind::IO_WINDOW, value: b, bytes: b"io-window".to_vec(), optional: false });
         }
         let lines = s.irq_lines.iter().fold(0u64, |m, &l| m | 1 << l);
         if lines != 0 {
-            let m = self.slots.next();
-            sys::cap_mint(root_slots::IRQ_CONTROL, m, lines, rights::ALL).unwrap_or_else(|e| fail("minting irq control", e));
-            caps.push(m);
-            put(m, next);
-            w.add(env::KIND_CAP, next, b"sys:irq-control");
-            w.add(sawmill_manifest::env_kind::IRQ_LINES, lines, b"irq-lines");
-            next += 1;
+            let m = self.mint(root_slots::IRQ_CONTROL, lines, rights::ALL, &mut caps);
+            p.caps.push(Cap::named("sys:irq-control", m));
+            p.records.push(Record { kind: sawmill_manifest::env_kind::IRQ_LINES, value: lines, bytes: b"irq-lines".to_vec(), optional: false });
         }
-        let _ = next;
-        sys::task_map(task, win(env_page), sawmill_rt::layout::ENV, 1, map::READ).unwrap_or_else(|e| fail("env page", e));
-
-        let pager = match &s.pager {
-            Some(p) => {
-                let ep = self.endpoint(p);
-                let m = self.slots.next();
-                sys::cap_mint(ep, m, badge, rights::SEND).unwrap_or_else(|e| fail("minting", e));
-                caps.push(m);
-                m
+        // The RAM pool: mapped at POOL_BASE, its physical ranges listed in the environment
+        // (last, and optional: what does not fit stays unused by mem).
+        let mut pool = Vec::new();
+        if ram_pages > 0 {
+            let Some(runs) = self.pages.alloc_runs(ram_pages) else { fail("RAM pool", sawmill_abi::Error::NoMemory) };
+            let mut va = sawmill_mem::boot::POOL_BASE;
+            for &(pa, n) in &runs {
+                pool.extend((0..n).map(|k| pa + k * 4096));
+                // Executable too, so that mem can hand out executable memory (a program loaded
+                // into a dataspace): a mapping derived from the pool has at most these rights.
+                p.maps.push(Map { what: "RAM pool", src: win(pa), dst: va, pages: n, flags: map::READ | map::WRITE | map::EXEC });
+                let mut b = Vec::with_capacity(16);
+                b.extend_from_slice(&pa.to_le_bytes());
+                b.extend_from_slice(&n.to_le_bytes());
+                p.records.push(Record { kind: sawmill_mem::boot::KIND_RAM, value: va, bytes: b, optional: true });
+                va += n * 4096;
+            }
+        }
+        p.pager = match &s.pager {
+            Some(e) => {
+                let ep = self.endpoint(e);
+                self.mint(ep, badge, rights::SEND, &mut caps)
             }
             None => pager_cap,
         };
-        sys::thread_config(thread, task, sawmill_rt::layout::UTCB_BASE, pager, pager_cap, s.priority as u64)
-            .unwrap_or_else(|e| fail("thread config", e));
-        sys::thread_start(thread, entry, sawmill_rt::layout::STACK_TOP - 8, sawmill_rt::layout::ENV).unwrap_or_else(|e| fail("thread start", e));
+        p.exception_handler = pager_cap;
+
+        // SAFETY: the module lies inside the read-only boot archive mapping, which stays.
+        let image = unsafe { MappedImage::resident(img, size) };
+        let mut res = RootResources { pages: &mut self.pages, slots: &mut self.slots };
+        let started = spawn::prepare(&p, &image, &mut res).and_then(|child| {
+            for r in &s.ioports {
+                if let Err(e) = sys::ioport_give(root_slots::IO_CONTROL, child.task, r.base as u64, r.count as u64) {
+                    child.destroy(&mut res);
+                    return Err(SpawnError::Sys("giving I/O ports", e));
+                }
+            }
+            match child.start() {
+                Ok(()) => Ok(child),
+                Err(e) => {
+                    child.destroy(&mut res);
+                    Err(e)
+                }
+            }
+        });
+        let child = match started {
+            Ok(c) => c,
+            Err(e) => {
+                println!("root: FAIL {}: {}", name, e);
+                for &c in caps.iter().rev() {
+                    let _ = sys::cap_delete(c);
+                }
+                self.pages.free.extend(pool);
+                return;
+            }
+        };
+        if child.env_dropped > 0 {
+            println!("root: {}: only part of the RAM pool fits in the environment", name);
+        }
         let mem_badge = s.uses.iter().find(|u| u.endpoint == "mem").map(|u| u.badge);
         let is_mem = s.provides.iter().any(|p| p == "mem");
         if is_mem && self.mem_cap.is_none() {
@@ -466,9 +408,10 @@ impl Root {
         self.servers.push(Running {
             name: String::from(name),
             wait: s.wait,
-            task,
+            task: child.task,
+            child: Some(child),
             caps,
-            pages: owned,
+            pages: pool,
             alive: true,
             status: 0,
             mem_badge,
@@ -508,8 +451,12 @@ impl Root {
             let _ = sys::cap_delete(c);
         }
         r.caps.clear();
+        let child = r.child.take();
         let pages = core::mem::take(&mut r.pages);
         let mem_badge = r.mem_badge;
+        if let Some(c) = child {
+            c.destroy(&mut RootResources { pages: &mut self.pages, slots: &mut self.slots });
+        }
         self.pages.free.extend(pages);
         // Its dataspaces go back to the memory server's pool. Root trusts mem to answer (mem is
         // never paged on demand, so it cannot be waiting for root).

@@ -132,7 +132,8 @@ pub mod disk {
 
     /// One `[test] disks` entry, e.g.
     /// `{ tree = "tests/fs/trees/basic", size_mb = 16, block_size = 1024, checksums = true,
-    ///    gen = [{ path = "big/1m", size = 1048576 }], debugfs = ["sif /x uid 1000"] }`.
+    ///    gen = [{ path = "big/1m", size = 1048576 }], debugfs = ["sif /x uid 1000"],
+    ///    bins = [{ path = "bin/child", module = "spawn-child" }] }`.
     #[derive(Debug, Clone, PartialEq)]
     pub struct DiskSpec {
         /// Host tree (relative to the repository) copied into the image; none = empty.
@@ -141,6 +142,9 @@ pub mod disk {
         pub block_size: u32,
         /// Files of pseudo-random content added to the tree: (path in the image, size).
         pub gen: Vec<(String, u64)>,
+        /// Guest binaries copied into the image: (path in the image, binary name as a manifest's
+        /// `module` names it), for programs that start programs from the file system.
+        pub bins: Vec<(String, String)>,
         /// Write `/CHECKSUMS` listing `fnv64 size path` of every regular file, so a guest
         /// program can check everything it reads against the host's view.
         pub checksums: bool,
@@ -148,7 +152,7 @@ pub mod disk {
         pub debugfs: Vec<String>,
     }
 
-    const KEYS: &[&str] = &["tree", "size_mb", "block_size", "gen", "checksums", "debugfs"];
+    const KEYS: &[&str] = &["tree", "size_mb", "block_size", "gen", "bins", "checksums", "debugfs"];
 
     pub fn parse(t: &toml::Table) -> Result<DiskSpec, String> {
         for k in t.keys() {
@@ -161,6 +165,7 @@ pub mod disk {
             size_mb: 16,
             block_size: 4096,
             gen: Vec::new(),
+            bins: Vec::new(),
             checksums: false,
             debugfs: Vec::new(),
         };
@@ -188,6 +193,18 @@ pub mod disk {
                         d.gen.push((p.trim_start_matches('/').to_string(), n as u64))
                     }
                     _ => return Err("`gen` entries are { path = \"...\", size = N }".into()),
+                }
+            }
+        }
+        if let Some(v) = t.get("bins") {
+            for b in v.as_array().ok_or("`bins` must be an array")? {
+                let path = b.get("path").and_then(|p| p.as_str());
+                let module = b.get("module").and_then(|p| p.as_str());
+                match (path, module) {
+                    (Some(p), Some(m)) if !p.contains("..") && !m.is_empty() && !m.contains('/') => {
+                        d.bins.push((p.trim_start_matches('/').to_string(), m.to_string()))
+                    }
+                    _ => return Err("`bins` entries are { path = \"...\", module = \"NAME\" }".into()),
                 }
             }
         }
@@ -324,6 +341,14 @@ pub mod disk {
                 }
                 std::fs::write(&f, gen_content(p, *size)).map_err(|e| format!("{}: {e}", f.display()))?;
             }
+            for (p, module) in &d.bins {
+                let f = stage.join(p);
+                if let Some(parent) = f.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                }
+                let bin = crate::repo::Repo { root: repo.to_path_buf() }.guest_bin(module);
+                std::fs::copy(&bin, &f).map_err(|e| format!("disk binary `{module}` ({}): {e}", bin.display()))?;
+            }
             if d.checksums {
                 let mut lines = Vec::new();
                 checksum_lines(&stage, "", &mut lines)?;
@@ -451,7 +476,7 @@ pub mod disk {
         #[test]
         fn parses_disks_and_posts() {
             let t: toml::Table = r#"
-                disks = [{ tree = "tests/fs/trees/basic", size_mb = 8, block_size = 1024, checksums = true, gen = [{ path = "/big/1m", size = 1048576 }], debugfs = ["sif /a uid 5"] }, {}]
+                disks = [{ tree = "tests/fs/trees/basic", size_mb = 8, block_size = 1024, checksums = true, gen = [{ path = "/big/1m", size = 1048576 }], debugfs = ["sif /a uid 5"], bins = [{ path = "/bin/x", module = "spawn-child" }] }, {}]
                 post = ["fsck:0", "export-matches:1:tests/fs/expected/x"]
                 kill_after = "fsync done"
             "#
@@ -460,10 +485,15 @@ pub mod disk {
             let s = super::super::parse(Some(&t)).unwrap();
             assert_eq!(s.disks.len(), 2);
             assert_eq!(s.disks[0].gen, vec![("big/1m".to_string(), 1048576)]);
+            assert_eq!(s.disks[0].bins, vec![("bin/x".to_string(), "spawn-child".to_string())]);
             assert_eq!(s.disks[1].block_size, 4096);
             assert_eq!(s.kill_after.as_deref(), Some("fsync done"));
             let bad: toml::Table = "disks = [{ sise_mb = 3 }]".parse().unwrap();
             assert!(super::super::parse(Some(&bad)).is_err());
+            let bad: toml::Table = "disks = [{ bins = [{ path = \"x\" }] }]".parse().unwrap();
+            assert!(super::super::parse(Some(&bad)).is_err(), "a binary needs its module");
+            let bad: toml::Table = "disks = [{ bins = [{ path = \"x\", module = \"../kernel\" }] }]".parse().unwrap();
+            assert!(super::super::parse(Some(&bad)).is_err(), "a module is a name, not a path");
             let bad: toml::Table = "post = [\"fsck:1\"]".parse().unwrap();
             assert!(super::super::parse(Some(&bad)).is_err());
             assert_eq!(gen_content("a", 20), gen_content("a", 20));

@@ -1,0 +1,557 @@
+//! The mechanics of starting a program: the system calls that carry out a [`Plan`].
+
+use crate::plan::{self, Layout, Plan, Region, Sizes, SpawnError, HUGE_PAGE, PAGE};
+use alloc::string::String;
+use alloc::vec::Vec;
+use sawmill_abi::{map, ObjKind};
+use sawmill_rt::{env, slots, sys};
+
+/// Names under which the environment lists the capabilities `prepare` places itself.
+pub const CAP_TASK: &str = "sys:task";
+pub const CAP_THREAD: &str = "sys:thread";
+pub const CAP_FACTORY: &str = "sys:factory";
+
+impl Layout {
+    /// The runtime's layout (`sawmill_rt::layout`), which every sawmill program expects.
+    pub fn standard() -> Layout {
+        use sawmill_rt::layout as l;
+        Layout {
+            env: l::ENV,
+            heap: l::HEAP,
+            stack_top: l::STACK_TOP,
+            utcb: l::UTCB_BASE,
+            huge: l::HUGE,
+            user_end: sawmill_abi::layout::USER_END,
+        }
+    }
+}
+
+/// Where the ELF image comes from: readable in the caller's address space, and able to make any
+/// of its pages present there so that a mapping into the new task can be derived from it.
+pub trait ImageSource {
+    /// The whole image.
+    fn bytes(&self) -> &[u8];
+    /// The caller's address of the image's byte 0.
+    fn base(&self) -> u64;
+    /// Makes the page at `off` (page aligned, inside the image) present in the caller and
+    /// returns its address.
+    fn page(&self, off: u64) -> Result<u64, SpawnError>;
+    /// Whether the source's pages may be mapped into the new task. A mapping has at most the
+    /// rights of the caller's, so a source whose pages are not executable for the caller
+    /// (e.g. the ext2 PFS's shadow pages of a 1 KiB-block file system) must say false: then
+    /// every page is copied.
+    fn maps_straight(&self) -> bool {
+        true
+    }
+}
+
+/// An image visible at a fixed place of the caller: resident (root's boot archive) or paged in on
+/// first touch (a file's dataspace attached through the region manager, read-only and, for its
+/// text to map straight, executable).
+pub struct MappedImage {
+    addr: u64,
+    len: u64,
+    demand: bool,
+    /// Set by [`MappedImage::copied`].
+    copy: bool,
+}
+
+impl MappedImage {
+    /// # Safety
+    /// `[addr, addr + len)` is mapped readable in this task and stays so while the image is used.
+    pub unsafe fn resident(addr: u64, len: u64) -> MappedImage {
+        MappedImage {
+            addr,
+            len,
+            demand: false,
+            copy: false,
+        }
+    }
+
+    /// # Safety
+    /// `[addr, addr + len)` is attached readable in this task (its pages fault in on touch) and
+    /// stays so while the image is used.
+    pub unsafe fn on_demand(addr: u64, len: u64) -> MappedImage {
+        MappedImage {
+            addr,
+            len,
+            demand: true,
+            copy: false,
+        }
+    }
+
+    /// The same image, every page of it copied rather than mapped.
+    pub fn copied(self) -> MappedImage {
+        MappedImage { copy: true, ..self }
+    }
+}
+
+impl ImageSource for MappedImage {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the constructor's contract: the range is readable for as long as `self` lives.
+        unsafe { core::slice::from_raw_parts(self.addr as *const u8, self.len as usize) }
+    }
+    fn base(&self) -> u64 {
+        self.addr
+    }
+    fn maps_straight(&self) -> bool {
+        !self.copy
+    }
+    fn page(&self, off: u64) -> Result<u64, SpawnError> {
+        if !off.is_multiple_of(PAGE) || off >= self.len {
+            return Err(SpawnError::Image("page outside the image"));
+        }
+        let a = self.addr + off;
+        if self.demand {
+            // SAFETY: inside the readable range (constructor's contract); the read faults the
+            // page in through this task's pager.
+            unsafe { core::ptr::read_volatile(a as *const u8) };
+        }
+        Ok(a)
+    }
+}
+
+/// The caller's resources the new program is built from.
+pub trait Resources {
+    /// An empty capability slot of the caller.
+    fn slot(&mut self) -> Result<u64, SpawnError>;
+    /// A slot `slot` gave is empty again.
+    fn free_slot(&mut self, _slot: u64) {}
+    /// A zeroed page, mapped read-write (and executable, for copied text) in the caller; its
+    /// address.
+    fn page(&mut self) -> Result<u64, SpawnError>;
+    /// A page `page` gave is no longer used by the program (the program's task is gone).
+    fn free_page(&mut self, addr: u64);
+    /// A zeroed, 2 MiB-aligned 2 MiB page mapped read-write with a 2 MiB mapping in the caller.
+    fn huge_page(&mut self) -> Result<u64, SpawnError> {
+        Err(SpawnError::NoMemory)
+    }
+    fn free_huge_page(&mut self, _addr: u64) {}
+}
+
+/// A capability to place in the new task: the caller's slot `src`, copied to slot `slot` (or the
+/// next free one from `slots::FIRST_NAMED`) and listed in the environment as `name` (unless empty).
+#[derive(Clone, Debug)]
+pub struct Cap {
+    pub name: String,
+    pub src: u64,
+    pub slot: Option<u64>,
+}
+
+impl Cap {
+    pub fn named(name: &str, src: u64) -> Cap {
+        Cap {
+            name: String::from(name),
+            src,
+            slot: None,
+        }
+    }
+    pub fn at(name: &str, src: u64, slot: u64) -> Cap {
+        Cap {
+            name: String::from(name),
+            src,
+            slot: Some(slot),
+        }
+    }
+}
+
+/// A further environment record (`sawmill_rt::env`). An `optional` one that no longer fits is
+/// left out (counted in [`Child::env_dropped`]); a required one that does not fit is an error.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub kind: u64,
+    pub value: u64,
+    pub bytes: Vec<u8>,
+    pub optional: bool,
+}
+
+/// A range of the caller's memory mapped into the new task as it is (e.g. root's RAM pool for the
+/// memory server). The pages stay the caller's.
+#[derive(Clone, Copy, Debug)]
+pub struct Map {
+    pub what: &'static str,
+    pub src: u64,
+    pub dst: u64,
+    pub pages: u64,
+    /// `sawmill_abi::map` flags.
+    pub flags: u64,
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The name in its environment (`sawmill_rt::env::name`).
+    pub name: String,
+    pub args: Vec<String>,
+    /// The caller's factory the new one is made from, and the new one's quota in bytes (for the
+    /// task's page tables, UTCBs and mapping nodes, and anything the program creates itself).
+    pub factory: u64,
+    pub kmem: u64,
+    /// Give the program its factory (slot `slots::FACTORY`, `sys:factory`).
+    pub give_factory: bool,
+    /// The task's priority ceiling and the main thread's priority.
+    pub priority: u8,
+    /// Size of its capability table.
+    pub cap_slots: u64,
+    pub layout: Layout,
+    pub sizes: Sizes,
+    pub caps: Vec<Cap>,
+    pub records: Vec<Record>,
+    pub maps: Vec<Map>,
+    /// The caller's endpoint slots the main thread's page faults and its exceptions and exit go
+    /// to (`u64::MAX` = none).
+    pub pager: u64,
+    pub exception_handler: u64,
+}
+
+impl Program {
+    /// A program with the standard layout, a 64 KiB stack, no heap, and nothing placed.
+    pub fn new(name: &str, factory: u64, kmem: u64, priority: u8) -> Program {
+        Program {
+            name: String::from(name),
+            args: Vec::new(),
+            factory,
+            kmem,
+            give_factory: false,
+            priority,
+            cap_slots: 1024,
+            layout: Layout::standard(),
+            sizes: Sizes {
+                heap_bytes: 0,
+                stack_bytes: sawmill_rt::layout::STACK_SIZE,
+                huge_pages: 0,
+            },
+            caps: Vec::new(),
+            records: Vec::new(),
+            maps: Vec::new(),
+            pager: u64::MAX,
+            exception_handler: u64::MAX,
+        }
+    }
+}
+
+/// A prepared (then started) program. The caller keeps it while the program runs and calls
+/// [`Child::destroy`] when it is done with it.
+#[derive(Debug)]
+pub struct Child {
+    /// The caller's slots of the program's factory, task and main thread.
+    pub factory: u64,
+    pub task: u64,
+    pub thread: u64,
+    pub entry: u64,
+    /// Image pages mapped straight from the source, and copied.
+    pub direct_pages: usize,
+    pub copied_pages: usize,
+    /// Optional environment records left out for want of room.
+    pub env_dropped: usize,
+    sp: u64,
+    env: u64,
+    /// Caller slots made for the program (factory, task, thread), in creation order.
+    slots: Vec<u64>,
+    pages: Vec<u64>,
+    huge: Vec<u64>,
+}
+
+impl Child {
+    /// Starts the main thread at the entry point with the environment's address as argument.
+    pub fn start(&self) -> Result<(), SpawnError> {
+        sys::thread_start(self.thread, self.entry, self.sp, self.env)
+            .map_err(|e| SpawnError::Sys("starting the thread", e))
+    }
+
+    /// Ends the program if it still runs and releases everything made for it: its objects (the
+    /// factory's quota returns to the caller's factory once no capability to it is left), the
+    /// caller's slots and pages.
+    pub fn destroy(self, res: &mut impl Resources) {
+        if !self.slots.is_empty() && self.task != u64::MAX {
+            // Its own capability table holds capabilities to the task, thread and factory:
+            // killing the task empties it, so ours are the last references.
+            let _ = sys::task_kill(self.task);
+        }
+        for &s in self.slots.iter().rev() {
+            let _ = sys::cap_delete(s);
+            res.free_slot(s);
+        }
+        for &p in &self.pages {
+            res.free_page(p);
+        }
+        for &h in &self.huge {
+            res.free_huge_page(h);
+        }
+    }
+}
+
+/// Builds the program described by `p` from `image`: every object, mapping and capability, the
+/// environment and the thread's configuration; it is not started yet (the caller may add what
+/// only it can, such as I/O ports, then calls [`Child::start`]). On an error everything made so
+/// far is released.
+pub fn prepare(
+    p: &Program,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+) -> Result<Child, SpawnError> {
+    let extra: Vec<Region> = p
+        .maps
+        .iter()
+        .map(|m| {
+            let unit = if m.flags & map::HUGE != 0 {
+                HUGE_PAGE
+            } else {
+                PAGE
+            };
+            Region {
+                what: m.what,
+                start: m.dst,
+                len: m.pages.saturating_mul(unit),
+            }
+        })
+        .collect();
+    let base = if image.maps_straight() {
+        Some(image.base())
+    } else {
+        None
+    };
+    let pl = plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)?;
+    let mut fixed = alloc::vec![Some(slots::TASK), Some(slots::THREAD)];
+    if p.give_factory {
+        fixed.push(Some(slots::FACTORY));
+    }
+    fixed.extend(p.caps.iter().map(|c| c.slot));
+    let placed = plan::assign_slots(&fixed, slots::FIRST_NAMED, p.cap_slots)?;
+    let (direct_pages, copied_pages) = pl.counts();
+    let mut child = Child {
+        factory: u64::MAX,
+        task: u64::MAX,
+        thread: u64::MAX,
+        entry: pl.entry,
+        direct_pages,
+        copied_pages,
+        env_dropped: 0,
+        sp: pl.sp,
+        env: pl.env.start,
+        slots: Vec::new(),
+        pages: Vec::new(),
+        huge: Vec::new(),
+    };
+    match build(p, &pl, &placed, image, res, &mut child) {
+        Ok(()) => Ok(child),
+        Err(e) => {
+            child.destroy(res);
+            Err(e)
+        }
+    }
+}
+
+fn sys_err(what: &'static str) -> impl Fn(sawmill_abi::Error) -> SpawnError {
+    move |e| SpawnError::Sys(what, e)
+}
+
+/// Creates an object from `fac` into a fresh caller slot recorded in `child` (recorded first, so
+/// that a failed creation still gives the slot back).
+fn create(
+    fac: u64,
+    kind: ObjKind,
+    arg: u64,
+    res: &mut impl Resources,
+    child: &mut Child,
+    what: &'static str,
+) -> Result<u64, SpawnError> {
+    let s = res.slot()?;
+    child.slots.push(s);
+    sys::factory_create(fac, kind, s, arg).map_err(sys_err(what))?;
+    Ok(s)
+}
+
+/// A fresh page of the caller (recorded in `child`) mapped at `va` of the task.
+fn fresh(
+    task: u64,
+    va: u64,
+    flags: u64,
+    res: &mut impl Resources,
+    child: &mut Child,
+    what: &'static str,
+) -> Result<u64, SpawnError> {
+    let a = res.page()?;
+    child.pages.push(a);
+    sys::task_map(task, a, va, 1, flags).map_err(sys_err(what))?;
+    Ok(a)
+}
+
+fn build(
+    p: &Program,
+    pl: &Plan,
+    placed: &[u64],
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+    child: &mut Child,
+) -> Result<(), SpawnError> {
+    let fac = create(
+        p.factory,
+        ObjKind::Factory,
+        p.kmem,
+        res,
+        child,
+        "creating the factory",
+    )?;
+    child.factory = fac;
+    let task = create(
+        fac,
+        ObjKind::Task,
+        p.cap_slots | (p.priority as u64) << 32,
+        res,
+        child,
+        "creating the task",
+    )?;
+    child.task = task;
+    child.thread = create(fac, ObjKind::Thread, 0, res, child, "creating the thread")?;
+
+    load_image(task, pl, image, res, child)?;
+    let rw = map::READ | map::WRITE;
+    for i in 0..pl.heap.pages() {
+        fresh(
+            task,
+            pl.heap.start + i * PAGE,
+            rw,
+            res,
+            child,
+            "mapping the heap",
+        )?;
+    }
+    for i in 0..pl.stack.pages() {
+        fresh(
+            task,
+            pl.stack.start + i * PAGE,
+            rw,
+            res,
+            child,
+            "mapping the stack",
+        )?;
+    }
+    for i in 0..pl.huge.len / HUGE_PAGE {
+        let a = res.huge_page()?;
+        child.huge.push(a);
+        sys::task_map(task, a, pl.huge.start + i * HUGE_PAGE, 1, rw | map::HUGE)
+            .map_err(sys_err("mapping a 2 MiB page"))?;
+    }
+    for m in &p.maps {
+        sys::task_map(task, m.src, m.dst, m.pages, m.flags).map_err(sys_err(m.what))?;
+    }
+
+    // Capabilities: ours first (task, thread, factory), then the caller's, in `placed` order.
+    let put = |src: u64, dst: u64| {
+        sys::task_cap_put(task, src, dst).map_err(sys_err("placing a capability"))
+    };
+    put(task, placed[0])?;
+    put(child.thread, placed[1])?;
+    let own = if p.give_factory { 3 } else { 2 };
+    if p.give_factory {
+        put(fac, placed[2])?;
+    }
+    for (c, &slot) in p.caps.iter().zip(&placed[own..]) {
+        put(c.src, slot)?;
+    }
+
+    // The environment: name and arguments, every placed capability by name, then the caller's
+    // records.
+    let env_page = res.page()?;
+    child.pages.push(env_page);
+    // SAFETY: a fresh page of the caller, mapped read-write there and used by nothing else.
+    let buf = unsafe { core::slice::from_raw_parts_mut(env_page as *mut u8, PAGE as usize) };
+    let mut w = env::Writer::new(buf, pl.heap.start, pl.heap.len);
+    let mut ok = w.add(env::KIND_NAME, 0, p.name.as_bytes());
+    for a in &p.args {
+        ok &= w.add(env::KIND_ARG, 0, a.as_bytes());
+    }
+    let ours: &[&str] = if p.give_factory {
+        &[CAP_TASK, CAP_THREAD, CAP_FACTORY]
+    } else {
+        &[CAP_TASK, CAP_THREAD]
+    };
+    let names = ours
+        .iter()
+        .map(|n| n.as_bytes())
+        .chain(p.caps.iter().map(|c| c.name.as_bytes()));
+    for (name, &slot) in names.zip(placed) {
+        if !name.is_empty() {
+            ok &= w.add(env::KIND_CAP, slot, name);
+        }
+    }
+    for r in &p.records {
+        if !w.add(r.kind, r.value, &r.bytes) {
+            if !r.optional {
+                ok = false;
+            }
+            child.env_dropped += 1;
+        }
+    }
+    if !ok {
+        return Err(SpawnError::EnvFull);
+    }
+    sys::task_map(task, env_page, pl.env.start, 1, map::READ)
+        .map_err(sys_err("mapping the environment"))?;
+
+    sys::thread_config(
+        child.thread,
+        task,
+        pl.utcb.start,
+        p.pager,
+        p.exception_handler,
+        p.priority as u64,
+    )
+    .map_err(sys_err("configuring the thread"))
+}
+
+/// Maps and copies the image pages as planned.
+fn load_image(
+    task: u64,
+    pl: &Plan,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+    child: &mut Child,
+) -> Result<(), SpawnError> {
+    struct Loader<'a, I, R> {
+        task: u64,
+        image: &'a I,
+        res: &'a mut R,
+        child: &'a mut Child,
+        cur: u64,
+        /// The full reason of a backend failure (the loader passes on only a text).
+        err: Option<SpawnError>,
+    }
+    impl<I: ImageSource, R: Resources> Loader<'_, I, R> {
+        fn fail(&mut self, e: SpawnError) -> &'static str {
+            self.err = Some(e);
+            "backend"
+        }
+    }
+    impl<I: ImageSource, R: Resources> sawmill_loader::Backend for Loader<'_, I, R> {
+        fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
+            let a = self.image.page(off).map_err(|e| self.fail(e))?;
+            sys::task_map(self.task, a, va, 1, r)
+                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+        }
+        fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
+            let a = self.res.page().map_err(|e| self.fail(e))?;
+            self.child.pages.push(a);
+            self.cur = a;
+            // SAFETY: a fresh zeroed page of the caller, mapped read-write there, ours alone.
+            Ok(unsafe { core::slice::from_raw_parts_mut(a as *mut u8, PAGE as usize) })
+        }
+        fn map_fresh(&mut self, va: u64, r: u64) -> Result<(), &'static str> {
+            sys::task_map(self.task, self.cur, va, 1, r)
+                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+        }
+    }
+    let mut l = Loader {
+        task,
+        image,
+        res,
+        child,
+        cur: 0,
+        err: None,
+    };
+    match sawmill_loader::apply(image.bytes(), &pl.image, &mut l) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(l.err.take().unwrap_or(SpawnError::from(e))),
+    }
+}

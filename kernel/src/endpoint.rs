@@ -1,0 +1,814 @@
+//! Synchronous IPC through endpoints: call, send, receive, reply-and-receive; message transfer
+//! (registers, UTCB words, capability items, map items); the kernel's fault and exception
+//! messages; and mapping between address spaces (shared with `task_map`).
+use crate::mem::phys_to_virt;
+use crate::obj::{self, k, Cap, Endpoint, KMsg, Obj, State, Task, Thread};
+use crate::paging;
+use crate::sched;
+use core::ptr::null_mut;
+use sawmill_abi::{label, map, rights, Error, MsgTag, Utcb, MAX_ITEMS, MAX_WORDS, REG_WORDS};
+use sawmill_kcore::mapdb::{Mapping, NODE_BYTES};
+
+pub fn utcb(t: *mut Thread) -> &'static mut Utcb {
+    // SAFETY: only called for configured threads, whose UTCB frame is a live pool page.
+    unsafe { &mut *(phys_to_virt((*t).utcb_pa) as *mut Utcb) }
+}
+
+fn th(t: *mut Thread) -> &'static mut Thread {
+    // SAFETY: callers pass live threads.
+    unsafe { &mut *t }
+}
+
+// ---- endpoint queues ---------------------------------------------------------------------
+
+fn push(head: &mut *mut Thread, t: *mut Thread) {
+    // Append at the tail (FIFO) of a circular doubly linked list.
+    let x = th(t);
+    if head.is_null() {
+        x.next = t;
+        x.prev = t;
+        *head = t;
+    } else {
+        let h = th(*head);
+        let tail = h.prev;
+        x.next = *head;
+        x.prev = tail;
+        th(tail).next = t;
+        h.prev = t;
+    }
+}
+
+fn unlink(head: &mut *mut Thread, t: *mut Thread) {
+    let x = th(t);
+    if x.next == t {
+        *head = null_mut();
+    } else {
+        th(x.prev).next = x.next;
+        th(x.next).prev = x.prev;
+        if *head == t {
+            *head = x.next;
+        }
+    }
+    x.next = null_mut();
+    x.prev = null_mut();
+}
+
+fn pop(head: &mut *mut Thread) -> Option<*mut Thread> {
+    let h = *head;
+    if h.is_null() {
+        return None;
+    }
+    unlink(head, h);
+    Some(h)
+}
+
+// ---- message transfer --------------------------------------------------------------------
+
+/// Whether a message is registers only: at most 4 words (rdx, r10, r8, r9), no capability or
+/// map items.
+#[inline(always)]
+fn regs_only(tag: u64) -> bool {
+    (tag >> 16) & 0x3f7f <= REG_WORDS as u64
+}
+
+/// Copies the message of `src` (its registers and UTCB, or its kernel message) into `dst`'s
+/// registers and UTCB. `badge` identifies the capability the sender used; `grant` allows
+/// capability items.
+#[inline(always)]
+fn deliver(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
+    let s = th(src);
+    // Fast path: a register-only message is six register moves.
+    if s.kmsg.is_none() && regs_only(s.frame.rsi) {
+        let d = th(dst);
+        d.frame.rax = 0;
+        d.frame.rdi = badge;
+        d.frame.rsi = s.frame.rsi & 0x7f_ffff;
+        d.frame.rdx = s.frame.rdx;
+        d.frame.r10 = s.frame.r10;
+        d.frame.r8 = s.frame.r8;
+        d.frame.r9 = s.frame.r9;
+        return;
+    }
+    deliver_slow(src, dst, badge, grant)
+}
+
+#[inline(never)]
+fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
+    let s = th(src);
+    let (tag, w) = match s.kmsg {
+        Some(km) => (MsgTag::new(km.label, 4), km.w),
+        None => (
+            MsgTag(s.frame.rsi),
+            [s.frame.rdx, s.frame.r10, s.frame.r8, s.frame.r9],
+        ),
+    };
+    let words = tag.words().min(MAX_WORDS);
+    let mut out = tag.label() as u64 | (words as u64) << 16;
+    if words > REG_WORDS && s.kmsg.is_none() {
+        let su = utcb(src);
+        let du = utcb(dst);
+        du.mr[REG_WORDS..words].copy_from_slice(&su.mr[REG_WORDS..words]);
+    }
+    if s.kmsg.is_none() {
+        let ncaps = tag.caps().min(MAX_ITEMS);
+        if ncaps > 0 && grant {
+            let su = utcb(src);
+            let du = utcb(dst);
+            let mut n = 0;
+            for i in 0..ncaps {
+                if obj::derive(
+                    s.task,
+                    su.caps_out[i],
+                    th(dst).task,
+                    du.caps_in[i],
+                    None,
+                    rights::ALL,
+                )
+                .is_err()
+                {
+                    break;
+                }
+                n += 1;
+            }
+            out |= (n as u64) << 24;
+        }
+        let nmaps = tag.maps().min(MAX_ITEMS);
+        if nmaps > 0 {
+            let su = utcb(src);
+            let du = utcb(dst);
+            let (base, size) = (du.map_window[0], du.map_window[1]);
+            let mut n = 0;
+            for i in 0..nmaps {
+                let it = su.map_items[i];
+                if map_item_ok(&it, base, size)
+                    && map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags).is_ok()
+                {
+                    n += 1;
+                } else {
+                    break;
+                }
+            }
+            out |= (n as u64) << 27;
+        }
+    }
+    let d = &mut th(dst).frame;
+    d.rax = 0;
+    d.rdi = badge;
+    d.rsi = out;
+    d.rdx = w[0];
+    d.r10 = w[1];
+    d.r8 = w[2];
+    d.r9 = w[3];
+}
+
+fn item_bytes(it: &sawmill_abi::MapItem) -> Option<u64> {
+    let size = if it.flags & map::HUGE != 0 {
+        0x20_0000
+    } else {
+        0x1000
+    };
+    it.pages.checked_mul(size)
+}
+
+fn map_item_ok(it: &sawmill_abi::MapItem, base: u64, size: u64) -> bool {
+    let Some(len) = item_bytes(it) else {
+        return false;
+    };
+    let Some(end) = it.dst.checked_add(len) else {
+        return false;
+    };
+    size != 0 && it.dst >= base && end <= base.saturating_add(size)
+}
+
+/// The sender finished handing over its message: it now awaits the reply, ends (exit message),
+/// or continues.
+fn sender_done(s: *mut Thread, r: *mut Thread) {
+    let x = th(s);
+    x.ep = null_mut();
+    if x.send_call {
+        x.state = State::AwaitReply;
+        x.server = r;
+        th(r).caller = s;
+    } else if x.zombie {
+        // The EXIT message of an ended thread is delivered: nothing of it remains.
+        x.kmsg = None;
+        x.zombie = false;
+        x.state = State::Dead;
+    } else {
+        sched::wake_with(s, 0);
+    }
+}
+
+/// `s` sends on `ep`. Returns the receiver if one was waiting (it is made runnable but not
+/// queued: the caller decides whether to switch to it).
+fn send_to(
+    ep: *mut Endpoint,
+    s: *mut Thread,
+    badge: u64,
+    grant: bool,
+    call: bool,
+    nonblock: bool,
+) -> Result<Option<*mut Thread>, Error> {
+    // SAFETY: ep is live (a capability or the sender's pager reference holds it).
+    let e = unsafe { &mut *ep };
+    let x = th(s);
+    x.send_call = call;
+    match pop(&mut e.recv_head) {
+        Some(r) => {
+            th(r).ep = null_mut();
+            deliver(s, r, badge, grant);
+            th(r).state = State::Ready;
+            sender_done(s, r);
+            Ok(Some(r))
+        }
+        None => {
+            if nonblock {
+                return Err(Error::WouldBlock);
+            }
+            x.state = State::Sending;
+            x.ep = ep;
+            x.send_badge = badge;
+            x.send_grant = grant;
+            push(&mut e.send_head, s);
+            Ok(None)
+        }
+    }
+}
+
+/// `r` receives on `ep`. Returns true if a message arrived at once.
+fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, Error> {
+    // SAFETY: ep is live.
+    let e = unsafe { &mut *ep };
+    match pop(&mut e.send_head) {
+        Some(s) => {
+            let x = th(s);
+            x.ep = null_mut();
+            deliver(s, r, x.send_badge, x.send_grant);
+            sender_done(s, r);
+            Ok(true)
+        }
+        None => {
+            if nonblock {
+                return Err(Error::WouldBlock);
+            }
+            let y = th(r);
+            y.state = State::Receiving;
+            y.ep = ep;
+            push(&mut e.recv_head, r);
+            Ok(false)
+        }
+    }
+}
+
+/// Replies to the caller `r` is serving, if any. Returns the caller, now runnable but not yet
+/// queued: the system call decides whether to switch to it directly or queue it.
+fn reply(r: *mut Thread) -> Option<*mut Thread> {
+    let y = th(r);
+    let c = y.caller;
+    if c.is_null() {
+        return None;
+    }
+    y.caller = null_mut();
+    let x = th(c);
+    x.server = null_mut();
+    match x.kmsg.take() {
+        Some(km) => {
+            let lbl = MsgTag(y.frame.rsi).label();
+            if km.label == label::PAGE_FAULT {
+                // Map items resolve the fault; the whole faulting space is the window.
+                let tag = MsgTag(y.frame.rsi);
+                let u = utcb(r);
+                for i in 0..tag.maps().min(MAX_ITEMS) {
+                    let it = u.map_items[i];
+                    let _ = map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
+                }
+            }
+            // Resuming needs a return address a return instruction can use (see
+            // sched::off_the_end), whatever the handler says.
+            if lbl == 0 && x.frame.rip < crate::arch::CANONICAL_END {
+                x.state = State::Ready;
+            } else {
+                obj::kill_thread(c);
+                return None;
+            }
+        }
+        None => {
+            deliver(r, c, 0, true);
+            x.state = State::Ready;
+        }
+    }
+    Some(c)
+}
+
+fn ep_cap(t: *mut Task, slot: u64, need: u64) -> Result<(*mut Endpoint, Cap), Error> {
+    let c = obj::lookup(t, slot)?;
+    let Obj::Endpoint(ep) = c.obj else {
+        return Err(Error::WrongKind);
+    };
+    if !obj::has(&c, need) {
+        return Err(Error::NoRights);
+    }
+    Ok((ep, c))
+}
+
+/// Runs `r` next if it may: the current thread is blocked and nothing of higher priority waits.
+fn run_next(r: *mut Thread) {
+    let cur = k().current;
+    if th(cur).state != State::Ready {
+        // Direct switch: r takes over the CPU without going through the ready queue.
+        k().current = r;
+    } else {
+        sched::make_ready(r);
+    }
+}
+
+// ---- fast path ---------------------------------------------------------------------------
+
+// The IPC fast path (L4's): a register-only `call` or `send` to a waiting receiver, or a
+// register-only `reply_recv` to a waiting caller with no sender queued, when no other thread is
+// ready. It moves the message words and switches straight to the partner. Anything else returns
+// and takes the general path, which gives the same result.
+
+/// The common checks of the fast path: register-only message, blocking, nothing else ready, a
+/// valid endpoint capability. Returns the capability and its endpoint.
+#[inline(always)]
+fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
+    // Bits 16..48 of the tag as one number: at most 4 words, and no item counts, no
+    // non-blocking bit, no reserved bits (those go the general way, which ignores them).
+    if (t.frame.rsi >> 16) as u32 > REG_WORDS as u32 {
+        return None;
+    }
+    if k().ready_n != 0 {
+        return None;
+    }
+    // SAFETY: t's task is live, its view of its own live table (see obj::lookup).
+    match unsafe { (*t.task).slots.cap_at(t.frame.rdi) } {
+        Some(
+            &c @ Cap {
+                obj: Obj::Endpoint(ep),
+                ..
+            },
+        ) => Some((c, ep)),
+        _ => None,
+    }
+}
+
+/// Moves the register words of `t`'s message into `r`'s frame.
+#[inline(always)]
+fn fast_copy(t: &Thread, r: &mut Thread, badge: u64) {
+    r.frame.rax = 0;
+    r.frame.rdi = badge;
+    r.frame.rsi = t.frame.rsi & 0x7f_ffff;
+    r.frame.rdx = t.frame.rdx;
+    r.frame.r10 = t.frame.r10;
+    r.frame.r8 = t.frame.r8;
+    r.frame.r9 = t.frame.r9;
+}
+
+/// Fast `call`: a waiting receiver takes the message and the CPU.
+#[inline(always)]
+pub fn fast_call(cur: *mut Thread) {
+    let t = th(cur);
+    let Some((c, ep)) = fast_check(t) else { return };
+    // SAFETY: the capability holds the endpoint alive.
+    let e = unsafe { &mut *ep };
+    let r = e.recv_head;
+    if c.rights & rights::SEND == 0 || r.is_null() || !sched::can_take_msg(th(r)) {
+        return;
+    }
+    unlink(&mut e.recv_head, r);
+    let rt = th(r);
+    rt.ep = null_mut();
+    rt.state = State::Ready;
+    rt.caller = cur;
+    t.send_call = true;
+    t.state = State::AwaitReply;
+    t.server = r;
+    sched::switch_with_msg(r, &t.frame, c.badge)
+}
+
+/// Fast `send`: a waiting receiver takes the message; it runs first if its priority is higher.
+#[inline(always)]
+pub fn fast_send(cur: *mut Thread) {
+    let t = th(cur);
+    let Some((c, ep)) = fast_check(t) else { return };
+    // SAFETY: the capability holds the endpoint alive.
+    let e = unsafe { &mut *ep };
+    let r = e.recv_head;
+    if c.rights & rights::SEND == 0 || r.is_null() {
+        return;
+    }
+    unlink(&mut e.recv_head, r);
+    let rt = th(r);
+    rt.ep = null_mut();
+    fast_copy(t, rt, c.badge);
+    rt.state = State::Ready;
+    t.frame.rax = 0;
+    if rt.prio > t.prio {
+        // No other thread is ready (checked): the sender simply waits its turn.
+        sched::enqueue(cur);
+        sched::switch_now(r)
+    }
+    sched::enqueue(r);
+    sched::switch_now(cur)
+}
+
+/// Fast `reply_recv`: the caller waiting for our reply gets it and the CPU; we wait on `ep`.
+#[inline(always)]
+pub fn fast_reply_recv(cur: *mut Thread) {
+    let t = th(cur);
+    let Some((c, ep)) = fast_check(t) else { return };
+    // SAFETY: the capability holds the endpoint alive.
+    let e = unsafe { &mut *ep };
+    let cl = t.caller;
+    if c.rights & rights::RECV == 0 || cl.is_null() || !e.send_head.is_null() {
+        return;
+    }
+    let ct = th(cl);
+    if ct.kmsg.is_some() || !sched::can_take_msg(ct) {
+        return;
+    }
+    ct.state = State::Ready;
+    ct.server = null_mut();
+    t.caller = null_mut();
+    t.state = State::Receiving;
+    t.ep = ep;
+    push(&mut e.recv_head, cur);
+    sched::switch_with_msg(cl, &t.frame, 0)
+}
+
+// ---- system calls ------------------------------------------------------------------------
+
+pub fn sys_call(cur: *mut Thread) {
+    let x = th(cur);
+    let tag = MsgTag(x.frame.rsi);
+    let (ep, c) = match ep_cap(x.task, x.frame.rdi, rights::SEND) {
+        Ok(v) => v,
+        Err(e) => return x.frame.rax = e as u64,
+    };
+    match send_to(
+        ep,
+        cur,
+        c.badge,
+        obj::has(&c, rights::GRANT),
+        true,
+        tag.is_nonblocking(),
+    ) {
+        Ok(Some(r)) => run_next(r),
+        Ok(None) => {}
+        Err(e) => x.frame.rax = e as u64,
+    }
+}
+
+pub fn sys_send(cur: *mut Thread) {
+    let x = th(cur);
+    let tag = MsgTag(x.frame.rsi);
+    let (ep, c) = match ep_cap(x.task, x.frame.rdi, rights::SEND) {
+        Ok(v) => v,
+        Err(e) => return x.frame.rax = e as u64,
+    };
+    match send_to(
+        ep,
+        cur,
+        c.badge,
+        obj::has(&c, rights::GRANT),
+        false,
+        tag.is_nonblocking(),
+    ) {
+        Ok(Some(r)) => {
+            sched::make_ready(r);
+        }
+        Ok(None) => {}
+        Err(e) => x.frame.rax = e as u64,
+    }
+}
+
+pub fn sys_recv(cur: *mut Thread) {
+    let x = th(cur);
+    let nonblock = MsgTag(x.frame.rsi).is_nonblocking();
+    let (ep, _) = match ep_cap(x.task, x.frame.rdi, rights::RECV) {
+        Ok(v) => v,
+        Err(e) => return x.frame.rax = e as u64,
+    };
+    if let Err(e) = recv_from(ep, cur, nonblock) {
+        x.frame.rax = e as u64;
+    }
+}
+
+pub fn sys_reply_recv(cur: *mut Thread) {
+    let x = th(cur);
+    let nonblock = MsgTag(x.frame.rsi).is_nonblocking();
+    let (ep, _) = match ep_cap(x.task, x.frame.rdi, rights::RECV) {
+        Ok(v) => v,
+        Err(e) => {
+            // Still deliver the reply: the caller must not hang because we misnamed our endpoint.
+            if let Some(c) = reply(cur) {
+                sched::make_ready(c);
+            }
+            return x.frame.rax = e as u64;
+        }
+    };
+    let woken = reply(cur);
+    match recv_from(ep, cur, nonblock) {
+        Ok(true) => {
+            if let Some(c) = woken {
+                sched::make_ready(c);
+            }
+        }
+        Ok(false) => {
+            if let Some(c) = woken {
+                // We block: hand the CPU straight to the client we answered.
+                run_next(c);
+            }
+        }
+        Err(e) => {
+            if let Some(c) = woken {
+                sched::make_ready(c);
+            }
+            x.frame.rax = e as u64;
+        }
+    }
+}
+
+/// A thread raised a fault or exception: send the kernel message to `handler` and wait for the
+/// verdict. Returns false if there is no usable handler (the caller then ends the thread).
+pub fn kernel_call(t: *mut Thread, handler: Option<Cap>, km: KMsg) -> bool {
+    let Some(c) = handler else { return false };
+    let Obj::Endpoint(ep) = c.obj else {
+        return false;
+    };
+    let x = th(t);
+    x.kmsg = Some(km);
+    match send_to(ep, t, c.badge, false, true, false) {
+        Ok(Some(r)) => {
+            run_next(r);
+            true
+        }
+        Ok(None) => true,
+        Err(_) => {
+            x.kmsg = None;
+            false
+        }
+    }
+}
+
+/// Queues the EXIT message of an ended thread on its handler's endpoint (or hands it to a
+/// waiting receiver). The thread object carries the message until it is received.
+pub fn send_exit(t: *mut Thread, handler: Cap, status: u64) {
+    let Obj::Endpoint(ep) = handler.obj else {
+        return;
+    };
+    let x = th(t);
+    x.kmsg = Some(KMsg {
+        label: label::EXIT,
+        w: [status, 0, 0, 0],
+    });
+    x.zombie = true;
+    match send_to(ep, t, handler.badge, false, false, false) {
+        Ok(Some(r)) => sched::make_ready(r),
+        Ok(None) => {}
+        Err(_) => {
+            x.kmsg = None;
+            x.zombie = false;
+            x.state = State::Dead;
+        }
+    }
+}
+
+/// The thread ends itself.
+pub fn exit_thread(t: *mut Thread, status: u64) {
+    obj::end_thread(t, status, true);
+}
+
+/// Removes a dying thread from every IPC relationship.
+pub fn detach(t: *mut Thread) {
+    let x = th(t);
+    match x.state {
+        State::Sending | State::Receiving if !x.ep.is_null() => {
+            // SAFETY: a queued thread's ep is live.
+            let e = unsafe { &mut *x.ep };
+            if x.state == State::Sending {
+                unlink(&mut e.send_head, t);
+            } else {
+                unlink(&mut e.recv_head, t);
+            }
+            x.ep = null_mut();
+        }
+        State::Notify if !x.notif.is_null() => {
+            // SAFETY: live notification.
+            unsafe { (*x.notif).waiter = null_mut() };
+            x.notif = null_mut();
+        }
+        _ => {}
+    }
+    if !x.server.is_null() {
+        th(x.server).caller = null_mut();
+        x.server = null_mut();
+    }
+    if !x.caller.is_null() {
+        let c = x.caller;
+        x.caller = null_mut();
+        th(c).server = null_mut();
+        if th(c).kmsg.is_none() {
+            sched::wake_with(c, Error::PeerGone as u64);
+        }
+        // A faulting thread whose pager died stays blocked: it cannot continue without its page.
+    }
+    x.kmsg = None;
+}
+
+/// An endpoint is destroyed: everyone waiting on it learns so.
+pub fn endpoint_gone(ep: *mut Endpoint) {
+    // SAFETY: ep is being destroyed; its queues hold live threads.
+    let e = unsafe { &mut *ep };
+    while let Some(t) = pop(&mut e.send_head) {
+        th(t).ep = null_mut();
+        if th(t).zombie {
+            th(t).zombie = false;
+            th(t).kmsg = None;
+            th(t).state = State::Dead;
+        } else if th(t).kmsg.is_none() {
+            sched::wake_with(t, Error::PeerGone as u64);
+        } else {
+            th(t).state = State::AwaitReply;
+        }
+    }
+    while let Some(t) = pop(&mut e.recv_head) {
+        th(t).ep = null_mut();
+        sched::wake_with(t, Error::PeerGone as u64);
+    }
+}
+
+// ---- mapping -----------------------------------------------------------------------------
+
+/// Maps `pages` pages of `st`'s address space at `src` into `dt` at `dst`, each derived from the
+/// source mapping in the mapping database. Existing mappings at the destination are replaced.
+pub fn map_pages(
+    st: *mut Task,
+    src: u64,
+    dt: *mut Task,
+    dst: u64,
+    pages: u64,
+    flags: u64,
+) -> Result<(), Error> {
+    let huge = flags & map::HUGE != 0;
+    let size: u64 = if huge { 0x20_0000 } else { 0x1000 };
+    if pages == 0 || pages > (1 << 20) || src % size != 0 || dst % size != 0 {
+        return Err(Error::Invalid);
+    }
+    let len = pages.checked_mul(size).ok_or(Error::Invalid)?;
+    if !paging::user_range_ok(src, len) || !paging::user_range_ok(dst, len) {
+        return Err(Error::Invalid);
+    }
+    // SAFETY: both tasks are live (held by capabilities or current).
+    let (s, d) = unsafe { (&mut *st, &mut *dt) };
+    if s.dead || d.dead {
+        return Err(Error::PeerGone);
+    }
+    if st == dt && src < dst + len && dst < src + len {
+        return Err(Error::Invalid);
+    }
+    for i in 0..pages {
+        let sa = src + i * size;
+        let da = dst + i * size;
+        let mut sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
+        let m = k().mapdb.get(sid);
+        if huge && !m.huge {
+            return Err(Error::Invalid);
+        }
+        let pa = if m.huge && !huge {
+            m.paddr + (sa - m.vaddr)
+        } else {
+            m.paddr
+        };
+        let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights
+            | (m.rights & map::UNCACHED);
+        // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
+        // a 2 MiB destination, every 4 KiB mapping inside it. Nothing outside [da, da+size).
+        let vacant = match k().mapdb.vacant(d.id, da, size) {
+            Some(v) => v,
+            None => {
+                let mut gone = alloc::vec::Vec::new();
+                if let Some(id) = k().mapdb.find_id(d.id, da) {
+                    let old = k().mapdb.get(id);
+                    k().mapdb.revoke(d.id, old.vaddr, true, &mut gone);
+                }
+                if huge {
+                    let mut a = da;
+                    while a < da + size {
+                        k().mapdb.revoke(d.id, a, true, &mut gone);
+                        a += 0x1000;
+                    }
+                }
+                obj::unmap_removed(&gone);
+                let v = k().mapdb.vacant(d.id, da, size).ok_or(Error::Busy)?;
+                // Revocation may have freed and reused nodes: look the source up again.
+                sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
+                v
+            }
+        };
+        obj::charge(d.hdr.factory, NODE_BYTES as u64)?;
+        if flags & map::GRANT != 0 && m.huge == huge {
+            // Grant: the mapping moves, keeping what was derived from it.
+            paging::unmap(s.pml4, m.vaddr, m.huge);
+            if k().loaded_cr3 == s.pml4 {
+                crate::arch::invlpg(m.vaddr);
+            }
+            let _ = k().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
+            s.nodes = s.nodes.saturating_sub(1);
+            obj::uncharge(s.hdr.factory, NODE_BYTES as u64);
+        } else if k()
+            .mapdb
+            .insert_child_into(
+                sid,
+                Mapping {
+                    space: d.id,
+                    vaddr: da,
+                    paddr: pa,
+                    huge,
+                    rights: r,
+                },
+                vacant,
+            )
+            .is_err()
+        {
+            obj::uncharge(d.hdr.factory, NODE_BYTES as u64);
+            return Err(Error::Busy);
+        }
+        d.nodes += 1;
+        if huge {
+            // 4 KiB mappings that were here may have left an empty page table in the slot.
+            if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
+                crate::mem::phys().free_frame(pt);
+                d.pt_frames -= 1;
+                obj::uncharge(d.hdr.factory, crate::mem::PAGE);
+                if k().loaded_cr3 == d.pml4 {
+                    crate::arch::write_cr3(d.pml4);
+                }
+            }
+        }
+        let mut alloc = || obj::pt_alloc(dt);
+        if !paging::map(
+            d.pml4,
+            da,
+            pa,
+            paging::pte_flags(r, r & map::UNCACHED != 0),
+            huge,
+            &mut alloc,
+        ) {
+            let mut gone = alloc::vec::Vec::new();
+            k().mapdb.revoke(d.id, da, true, &mut gone);
+            obj::unmap_removed(&gone);
+            return Err(Error::NoMemory);
+        }
+    }
+    Ok(())
+}
+
+/// Records and installs a kernel-made (root) mapping.
+pub fn map_root(t: *mut Task, va: u64, pa: u64, rights_: u64) -> Result<(), Error> {
+    map_root_sized(t, va, pa, rights_, false)
+}
+
+/// As `map_root`, with a 2 MiB page if `huge`.
+pub fn map_root_sized(
+    t: *mut Task,
+    va: u64,
+    pa: u64,
+    rights_: u64,
+    huge: bool,
+) -> Result<(), Error> {
+    // SAFETY: live task.
+    let task = unsafe { &mut *t };
+    obj::charge(task.hdr.factory, NODE_BYTES as u64)?;
+    if k()
+        .mapdb
+        .insert_root(Mapping {
+            space: task.id,
+            vaddr: va,
+            paddr: pa,
+            huge,
+            rights: rights_,
+        })
+        .is_err()
+    {
+        obj::uncharge(task.hdr.factory, NODE_BYTES as u64);
+        return Err(Error::Busy);
+    }
+    task.nodes += 1;
+    let mut alloc = || obj::pt_alloc(t);
+    if !paging::map(
+        task.pml4,
+        va,
+        pa,
+        paging::pte_flags(rights_, rights_ & map::UNCACHED != 0),
+        huge,
+        &mut alloc,
+    ) {
+        let mut gone = alloc::vec::Vec::new();
+        k().mapdb.revoke(task.id, va, true, &mut gone);
+        obj::unmap_removed(&gone);
+        return Err(Error::NoMemory);
+    }
+    Ok(())
+}

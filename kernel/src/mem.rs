@@ -119,6 +119,7 @@ unsafe impl GlobalAlloc for KernelAlloc {
         // SAFETY: the heap's regions are pool frames given to it for good (`heap_init`).
         unsafe { heap().alloc(l) }
     }
+    // SAFETY (of the call): as for `alloc`.
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         // SAFETY: `p` came from `alloc` with this layout (GlobalAlloc's contract).
         unsafe { heap().dealloc(p, l) }

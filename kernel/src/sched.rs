@@ -53,11 +53,13 @@ fn unlink_ready(t: *mut Thread) {
     if th.prev.is_null() {
         kernel().ready_head[p] = th.next;
     } else {
+        // SAFETY: queue neighbours are live threads.
         unsafe { (*th.prev).next = th.next };
     }
     if th.next.is_null() {
         kernel().ready_tail[p] = th.prev;
     } else {
+        // SAFETY: as above.
         unsafe { (*th.next).prev = th.prev };
     }
     th.next = null_mut();

@@ -3,7 +3,7 @@
 //! fault, exception and exit messages; and what happens to waiters when a thread or an endpoint
 //! goes away.
 use crate::cap;
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::obj::{self, th, utcb, Cap, Endpoint, KMsg, Obj, State, Task, Thread};
 use crate::sched;
 use crate::state::kernel;
@@ -447,12 +447,14 @@ fn endpoint_of(
     t: *mut Task,
     slot: u64,
     need: u64,
-) -> Result<(*mut Endpoint, Cap), crate::error::Rejected> {
+) -> Result<(*mut Endpoint, Cap), crate::error::Rejection> {
     ep_cap(t, slot, need).map_err(|e| match e {
-        Error::NoRights if need == rights::SEND => reject(e, "endpoint capability lacks SEND"),
-        Error::NoRights => reject(e, "endpoint capability lacks RECV"),
-        Error::WrongKind => reject(e, "not an endpoint"),
-        _ => reject(e, "no capability in the endpoint slot"),
+        Error::NoRights if need == rights::SEND => {
+            reject!(Error::NoRights, "endpoint capability lacks SEND")
+        }
+        Error::NoRights => reject!(Error::NoRights, "endpoint capability lacks RECV"),
+        Error::WrongKind => reject!(Error::WrongKind, "not an endpoint"),
+        _ => reject!(Error::BadCap, "no capability in the endpoint slot"),
     })
 }
 

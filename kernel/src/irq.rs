@@ -4,7 +4,7 @@
 //! unbound.
 use crate::arch::{inb, outb};
 use crate::cap;
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::notification;
 use crate::obj::{Cap, Obj, Task};
 use crate::state::kernel;
@@ -44,17 +44,17 @@ pub fn device_irq(line: u8) {
 /// `irq_get`: a capability for `line` from the IRQ-control capability `ctl`, into slot `dst`.
 pub fn get(task: *mut Task, ctl: Cap, line: u64, dst: u64) -> SysResult {
     if ctl.obj != Obj::IrqControl {
-        return Err(reject(Error::WrongKind, "not the IRQ-control capability"));
+        return Err(reject!(Error::WrongKind, "not the IRQ-control capability"));
     }
     if line >= 16 || line == 0 || line == 2 {
-        return Err(reject(
+        return Err(reject!(
             Error::Invalid,
             "no such line (timer and cascade stay the kernel's)",
         ));
     }
     // A minted IRQ-control capability names the lines it may hand out (badge bit n).
     if ctl.badge != 0 && ctl.badge & (1 << line) == 0 {
-        return Err(reject(
+        return Err(reject!(
             Error::NoRights,
             "line outside the IRQ-control capability's set",
         ));
@@ -74,7 +74,7 @@ pub fn get(task: *mut Task, ctl: Cap, line: u64, dst: u64) -> SysResult {
 /// `irq_bind`: the line signals `bits` on notification `n` from now on; unmasks it.
 pub fn bind(line: u8, n: Cap, bits: u64) -> SysResult {
     let Obj::Notification(np) = n.obj else {
-        return Err(reject(Error::WrongKind, "not a notification"));
+        return Err(reject!(Error::WrongKind, "not a notification"));
     };
     cap::incref(n.obj);
     let old = kernel().irqs[line as usize].notif;

@@ -17,6 +17,7 @@ mod mem;
 mod paging;
 mod serial;
 // State and the error path:
+#[macro_use]
 mod error;
 mod obj;
 mod state;

@@ -1,5 +1,5 @@
 //! Notifications: a word of signal bits and at most one waiter. Interrupts arrive as signals.
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::factory::{charge, hdr};
 use crate::obj::{Notification, State, Thread};
 use crate::sched;
@@ -47,7 +47,7 @@ pub fn wait(cur: *mut Thread, np: *mut Notification, flags: u64) -> SysResult {
         return Err(Error::WouldBlock.into());
     }
     if !n.waiter.is_null() {
-        return Err(reject(
+        return Err(reject!(
             Error::Busy,
             "another thread waits on the notification",
         ));

@@ -5,7 +5,7 @@
 //! work list rather than recursion.
 use crate::cap;
 use crate::endpoint;
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::factory::{charge, hdr, new_factory, uncharge};
 use crate::irq;
 use crate::notification;
@@ -32,9 +32,10 @@ pub fn new_endpoint(f: *mut Factory) -> Result<*mut Endpoint, Error> {
 pub fn create(task: *mut Task, fac: *mut Factory, kind: u64, dst: u64, arg: u64) -> SysResult {
     let d = cap::slot(task, dst)?;
     if !cap::cs(kernel().cspace.is_free(d))? {
-        return Err(reject(Error::SlotFull, "destination slot occupied"));
+        return Err(reject!(Error::SlotFull, "destination slot occupied"));
     }
-    let kind = ObjKind::try_from(kind).map_err(|e| reject(e, "no such object kind"))?;
+    let kind =
+        ObjKind::try_from(kind).map_err(|_| reject!(Error::Invalid, "no such object kind"))?;
     let o = match kind {
         ObjKind::Task => {
             // arg: slots in bits 0..32, the new task's priority ceiling in bits 32..40 (0 =
@@ -44,11 +45,11 @@ pub fn create(task: *mut Task, fac: *mut Factory, kind: u64, dst: u64, arg: u64)
             let want = ((arg >> 32) & 0xff) as u8;
             let mp = if want == 0 { mine } else { want.min(mine) };
             if arg >> 40 != 0 {
-                return Err(reject(Error::Invalid, "task argument has bits above 40"));
+                return Err(reject!(Error::Invalid, "task argument has bits above 40"));
             }
             let slots = arg & 0xffff_ffff;
             if slots == 0 || slots > 4096 {
-                return Err(reject(Error::Invalid, "task table not 1..4096 slots"));
+                return Err(reject!(Error::Invalid, "task table not 1..4096 slots"));
             }
             Obj::Task(task::new_task(fac, slots, mp)?)
         }
@@ -57,7 +58,7 @@ pub fn create(task: *mut Task, fac: *mut Factory, kind: u64, dst: u64, arg: u64)
         ObjKind::Notification => Obj::Notification(notification::new_notification(fac)?),
         ObjKind::Factory => {
             if arg > (1 << 40) {
-                return Err(reject(Error::Invalid, "factory quota above 1 TiB"));
+                return Err(reject!(Error::Invalid, "factory quota above 1 TiB"));
             }
             Obj::Factory(new_factory(fac, arg)?)
         }

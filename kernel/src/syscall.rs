@@ -6,7 +6,7 @@
 //! the general way.
 use crate::cap::{self, cap_of, task_cap, thread_cap};
 use crate::endpoint::{self, Replied};
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
@@ -70,12 +70,12 @@ fn slow(cur: *mut Thread) -> ! {
     let n = unsafe { (*cur).frame.rax };
     let r = match Sys::try_from(n) {
         Ok(sys) => dispatch(cur, sys),
-        Err(e) => Err(reject(e, "unknown system call number")),
+        Err(_) => Err(reject!(Error::NoSys, "unknown system call number")),
     };
     let rax = match r {
         Ok(()) => 0,
         Err(e) => {
-            trace::rejected(cur, n, &e);
+            trace::rejected(cur, n, e);
             e.err as u64
         }
     };
@@ -92,16 +92,16 @@ fn debug_write(cur: *mut Thread, console: u64, ptr: u64, len: u64) -> SysResult 
     let task = unsafe { (*cur).task };
     // The console is a capability like everything else: no task prints by default.
     if cap::lookup(task, console)?.obj != Obj::Console {
-        return Err(reject(Error::WrongKind, "not the console capability"));
+        return Err(reject!(Error::WrongKind, "not the console capability"));
     }
     if len > 4096 {
-        return Err(reject(Error::Invalid, "more than 4096 bytes"));
+        return Err(reject!(Error::Invalid, "more than 4096 bytes"));
     }
     let mut buf = [0u8; 4096];
     // SAFETY: live task.
     let pml4 = unsafe { (*task).pml4 };
     if !paging::copy_from_user(pml4, ptr, &mut buf[..len as usize]) {
-        return Err(reject(Error::Fault, "buffer not mapped readable"));
+        return Err(reject!(Error::Fault, "buffer not mapped readable"));
     }
     crate::serial::write(&buf[..len as usize]);
     Ok(())
@@ -168,7 +168,9 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         Sys::CapMint => {
             let badge = if a2 != 0 { Some(a2) } else { None };
             cap::derive(task, a0, task, a1, badge, a3).map_err(|e| match e {
-                Error::Invalid => reject(e, "the source capability has a badge already"),
+                Error::Invalid => {
+                    reject!(Error::Invalid, "the source capability has a badge already")
+                }
                 e => e.into(),
             })
         }
@@ -176,7 +178,7 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         Sys::CapRevoke => Ok(cap::revoke(task, a0)?),
         Sys::FactoryCreate => {
             let Obj::Factory(fac) = cap_of(task, a0, rights::CONTROL)?.obj else {
-                return Err(reject(Error::WrongKind, "not a factory"));
+                return Err(reject!(Error::WrongKind, "not a factory"));
             };
             object::create(task, fac, a1, a2, a3)
         }
@@ -187,57 +189,59 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         Sys::TaskMap => {
             let tt = task_cap(task, a0)?;
             vm::map_pages(task, a1, tt, a2, a3, a4).map_err(|e| match e {
-                Error::Fault => reject(e, "source page not mapped"),
-                Error::Invalid => reject(e, "bad address, size, alignment or overlap"),
+                Error::Fault => reject!(Error::Fault, "source page not mapped"),
+                Error::Invalid => {
+                    reject!(Error::Invalid, "bad address, size, alignment or overlap")
+                }
                 e => e.into(),
             })
         }
         Sys::Unmap => vm::unmap_range(task, a0, a1, a2 & sawmill_abi::UNMAP_SELF != 0)
-            .map_err(|e| reject(e, "range unaligned or outside user space")),
+            .map_err(|_| reject!(Error::Invalid, "range unaligned or outside user space")),
         Sys::ThreadConfig => thread::config(cur, a0, a1, a2, a3, a4, a5),
         Sys::ThreadStart => thread::start(thread_cap(task, a0)?, a1, a2, a3),
         Sys::IrqGet => irq::get(task, cap::lookup(task, a0)?, a1, a2),
         Sys::IrqBind => {
             let Obj::Irq(line) = cap::lookup(task, a0)?.obj else {
-                return Err(reject(Error::WrongKind, "not an IRQ capability"));
+                return Err(reject!(Error::WrongKind, "not an IRQ capability"));
             };
             irq::bind(line, cap_of(task, a1, rights::SEND)?, a2)
         }
         Sys::IrqAck => {
             let Obj::Irq(line) = cap::lookup(task, a0)?.obj else {
-                return Err(reject(Error::WrongKind, "not an IRQ capability"));
+                return Err(reject!(Error::WrongKind, "not an IRQ capability"));
             };
             irq::pic_unmask(line);
             Ok(())
         }
         Sys::NotifySignal => {
             let Obj::Notification(n) = cap_of(task, a0, rights::SEND)?.obj else {
-                return Err(reject(Error::WrongKind, "not a notification"));
+                return Err(reject!(Error::WrongKind, "not a notification"));
             };
             notification::signal(n, a1);
             Ok(())
         }
         Sys::NotifyWait => {
             let Obj::Notification(n) = cap_of(task, a0, rights::RECV)?.obj else {
-                return Err(reject(Error::WrongKind, "not a notification"));
+                return Err(reject!(Error::WrongKind, "not a notification"));
             };
             notification::wait(cur, n, a1)
         }
         Sys::IoPortGive => {
             let io = cap::lookup(task, a0)?;
             if io.obj != Obj::IoControl {
-                return Err(reject(Error::WrongKind, "not the I/O-control capability"));
+                return Err(reject!(Error::WrongKind, "not the I/O-control capability"));
             }
             task::io_port_give(io, task_cap(task, a1)?, a2, a3)
         }
         Sys::Shutdown => {
             if cap::lookup(task, a0)?.obj != Obj::Control {
-                return Err(reject(Error::WrongKind, "not the control capability"));
+                return Err(reject!(Error::WrongKind, "not the control capability"));
             }
             crate::shutdown((a1 & 0xf) as u8)
         }
         Sys::KernelInfo => {
-            t.frame.rdi = kernel_info(a0).map_err(|e| reject(e, "no such figure"))?;
+            t.frame.rdi = kernel_info(a0).map_err(|_| reject!(Error::Invalid, "no such figure"))?;
             Ok(())
         }
         Sys::ThreadExit => {
@@ -248,16 +252,18 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         Sys::ThreadForeign => thread::set_foreign(task, thread_cap(task, a0)?, a1, a2, a3),
         Sys::MapPhys => {
             if cap::lookup(task, a0)?.obj != Obj::Control {
-                return Err(reject(Error::WrongKind, "not the control capability"));
+                return Err(reject!(Error::WrongKind, "not the control capability"));
             }
             vm::map_device(task, a1, a2, a3).map_err(|e| match e {
-                Error::Invalid => reject(e, "bad range, or RAM named as device memory"),
+                Error::Invalid => {
+                    reject!(Error::Invalid, "bad range, or RAM named as device memory")
+                }
                 e => e.into(),
             })
         }
         Sys::FactoryInfo => {
             let Obj::Factory(fp) = cap::lookup(task, a0)?.obj else {
-                return Err(reject(Error::WrongKind, "not a factory"));
+                return Err(reject!(Error::WrongKind, "not a factory"));
             };
             (t.frame.rdi, t.frame.rsi) = factory::info(fp);
             Ok(())
@@ -271,10 +277,10 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             // SAFETY: live task.
             let pml4 = unsafe { (*task).pml4 };
             if !paging::user_range_ok(a0, 1) {
-                return Err(reject(Error::Invalid, "address outside user space"));
+                return Err(reject!(Error::Invalid, "address outside user space"));
             }
             let Some((pa, _)) = paging::translate(pml4, a0) else {
-                return Err(reject(Error::Fault, "address not mapped"));
+                return Err(reject!(Error::Fault, "address not mapped"));
             };
             t.frame.rdi = pa;
             Ok(())

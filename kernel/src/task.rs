@@ -1,7 +1,7 @@
 //! Tasks: an address space and a capability table, the threads bound to them, an optional I/O
 //! port bitmap and a priority ceiling.
 use crate::cap;
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::factory::{self, charge, hdr};
 use crate::mem::PAGE;
 use crate::obj::{Cap, Factory, Task};
@@ -100,13 +100,13 @@ pub fn kill_task(p: *mut Task) {
 /// I/O-control capability `io`.
 pub fn io_port_give(io: Cap, tt: *mut Task, base: u64, count: u64) -> SysResult {
     if base >= 65536 || count == 0 || base + count > 65536 {
-        return Err(reject(Error::Invalid, "port range empty or beyond 65535"));
+        return Err(reject!(Error::Invalid, "port range empty or beyond 65535"));
     }
     // A minted I/O-control capability covers only its port window (see abi::io_window).
     if io.badge != 0 {
         let (lo, n) = sawmill_abi::io_window(io.badge);
         if base < lo || base + count > lo + n {
-            return Err(reject(
+            return Err(reject!(
                 Error::NoRights,
                 "ports outside the I/O-control window",
             ));

@@ -4,7 +4,7 @@
 use crate::arch::Frame;
 use crate::cap;
 use crate::endpoint;
-use crate::error::{reject, SysResult};
+use crate::error::SysResult;
 use crate::factory::{self, charge, hdr};
 use crate::mem::{phys, phys_to_virt, PAGE};
 use crate::obj::{utcb, Factory, FxArea, State, Task, Thread, EXIT_KILLED};
@@ -123,10 +123,10 @@ pub fn start(th: *mut Thread, rip: u64, rsp: u64, arg: u64) -> SysResult {
     // SAFETY: live thread (a capability holds it).
     let x = unsafe { &mut *th };
     if x.task.is_null() || x.state != State::Inactive {
-        return Err(reject(Error::Busy, "thread unbound or already started"));
+        return Err(reject!(Error::Busy, "thread unbound or already started"));
     }
     if !paging::user_range_ok(rip, 1) || !paging::user_range_ok(rsp, 0) {
-        return Err(reject(Error::Invalid, "rip or rsp outside user space"));
+        return Err(reject!(Error::Invalid, "rip or rsp outside user space"));
     }
     x.frame = Frame::default();
     x.frame.rip = rip;
@@ -143,7 +143,7 @@ pub fn start(th: *mut Thread, rip: u64, rsp: u64, arg: u64) -> SysResult {
 /// `set_tls` for the calling thread.
 pub fn set_tls(cur: *mut Thread, fs: u64, gs: u64) -> SysResult {
     if fs >= layout::USER_END || gs >= layout::USER_END {
-        return Err(reject(Error::Invalid, "FS or GS base outside user space"));
+        return Err(reject!(Error::Invalid, "FS or GS base outside user space"));
     }
     // SAFETY: live current thread.
     let t = unsafe { &mut *cur };
@@ -156,7 +156,7 @@ pub fn set_tls(cur: *mut Thread, fs: u64, gs: u64) -> SysResult {
 /// `thread_foreign`: thread `th` of task `task` runs foreign code outside `[lo, hi)`.
 pub fn set_foreign(task: *mut Task, th: *mut Thread, entry: u64, lo: u64, hi: u64) -> SysResult {
     if !paging::user_range_ok(entry, 1) || lo > hi || !paging::user_range_ok(lo, hi - lo) {
-        return Err(reject(
+        return Err(reject!(
             Error::Invalid,
             "entry or native range outside user space",
         ));
@@ -164,7 +164,7 @@ pub fn set_foreign(task: *mut Task, th: *mut Thread, entry: u64, lo: u64, hi: u6
     // SAFETY: live thread.
     let x = unsafe { &mut *th };
     if x.task != task || x.utcb_pa == 0 {
-        return Err(reject(
+        return Err(reject!(
             Error::Invalid,
             "thread not bound to the caller's task",
         ));
@@ -187,7 +187,7 @@ pub fn regs(task: *mut Task, th: *mut Thread, out: u64) -> SysResult {
     };
     // SAFETY: live task.
     if !paging::copy_to_user(unsafe { (*task).pml4 }, out, bytes) {
-        return Err(reject(Error::Fault, "output buffer not mapped writable"));
+        return Err(reject!(Error::Fault, "output buffer not mapped writable"));
     }
     Ok(())
 }
@@ -248,20 +248,20 @@ pub fn config(
     // SAFETY: live task.
     let maxp = unsafe { (*task).max_prio } as u64;
     if prio > 255 {
-        return Err(reject(Error::Invalid, "priority above 255"));
+        return Err(reject!(Error::Invalid, "priority above 255"));
     }
     // SAFETY: live thread.
     let x = unsafe { &mut *th };
     if x.state == State::Dead {
-        return Err(reject(Error::PeerGone, "thread has ended"));
+        return Err(reject!(Error::PeerGone, "thread has ended"));
     }
     if task_slot != u64::MAX {
         if !x.task.is_null() {
-            return Err(reject(Error::Busy, "thread already bound to a task"));
+            return Err(reject!(Error::Busy, "thread already bound to a task"));
         }
         let tt = cap::task_cap(task, task_slot)?;
         if utcb_va & 0xfff != 0 || !paging::user_range_ok(utcb_va, PAGE) {
-            return Err(reject(
+            return Err(reject!(
                 Error::Invalid,
                 "UTCB address unaligned or outside user space",
             ));
@@ -271,7 +271,7 @@ pub fn config(
         if kernel().mapdb.overlaps(tk.id, utcb_va, PAGE)
             || paging::translate(tk.pml4, utcb_va).is_some()
         {
-            return Err(reject(Error::Busy, "UTCB address already mapped"));
+            return Err(reject!(Error::Busy, "UTCB address already mapped"));
         }
         charge(tk.hdr.factory, PAGE)?;
         let Some(pa) = phys().alloc_frame() else {
@@ -299,7 +299,7 @@ pub fn config(
         x.task = tt;
         tk.threads.push(th);
     } else if x.task.is_null() {
-        return Err(reject(Error::Invalid, "thread bound to no task"));
+        return Err(reject!(Error::Invalid, "thread bound to no task"));
     }
     if let Some(c) = pg {
         cap::incref(c.obj);

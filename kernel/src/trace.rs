@@ -2,7 +2,7 @@
 //! line, every system call that returns an error is logged with the call, the caller and the
 //! reason (as seL4's `userError` does). Off by default: a refused call then costs nothing more
 //! than its error code, and scenarios that make many bad calls stay quiet.
-use crate::error::Rejected;
+use crate::error::Rejection;
 use crate::obj::Thread;
 use crate::state::kernel;
 use sawmill_abi::{Error, Sys};
@@ -20,7 +20,7 @@ pub fn init(cmdline: &[u8]) {
 
 /// Logs a rejected call of thread `cur` (system-call number `n`) if the trace is on.
 #[inline(always)]
-pub fn rejected(cur: *mut Thread, n: u64, r: &Rejected) {
+pub fn rejected(cur: *mut Thread, n: u64, r: Rejection) {
     // A non-blocking IPC that finds no partner is a normal answer, not a refusal.
     if kernel().trace_rejected && r.err != Error::WouldBlock {
         log(cur, n, r);
@@ -29,7 +29,7 @@ pub fn rejected(cur: *mut Thread, n: u64, r: &Rejected) {
 
 #[cold]
 #[inline(never)]
-fn log(cur: *mut Thread, n: u64, r: &Rejected) {
+fn log(cur: *mut Thread, n: u64, r: Rejection) {
     // SAFETY: the thread that made the call is live until the release queue drains, after this.
     let t = unsafe { &*cur };
     let task = if t.task.is_null() {

@@ -99,7 +99,10 @@ fn client() {
     utcb().map_window = [WINDOW, WINDOW_SIZE];
     // "File A": server pages 0..4 at window pages 0..4.
     for p in 0..4 {
-        check!(remote_map(ep, p, WINDOW + p * PAGE) == 1, "map item refused");
+        check!(
+            remote_map(ep, p, WINDOW + p * PAGE) == 1,
+            "map item refused"
+        );
     }
     for p in 0..4 {
         let got = word(WINDOW + p * PAGE, 0);
@@ -107,7 +110,10 @@ fn client() {
     }
     // "File B" in the same window: server pages 4..8 over the old ones, one page at a time.
     for j in 0..4 {
-        check!(remote_map(ep, 4 + j, WINDOW + j * PAGE) == 1, "replacing map item refused");
+        check!(
+            remote_map(ep, 4 + j, WINDOW + j * PAGE) == 1,
+            "replacing map item refused"
+        );
         for p in 0..4 {
             let want = if p <= j { 0x5e04 + p } else { 0x5e00 + p };
             let got = word(WINDOW + p * PAGE, 0);
@@ -132,7 +138,10 @@ fn client() {
         sys::translate(WINDOW + WINDOW_SIZE) == Err(Error::Fault),
         "page mapped outside the window"
     );
-    check!(word(WINDOW, 0) == 0x5e04, "refused item disturbed the window");
+    check!(
+        word(WINDOW, 0) == 0x5e04,
+        "refused item disturbed the window"
+    );
     utcb().map_window = [0, 0];
     println!("remap: PASS a map item outside the window is refused");
 

@@ -106,6 +106,24 @@ pub enum Sys {
 /// Number of system calls; anything at or above is [`Error::NoSys`].
 pub const SYS_COUNT: u64 = 33;
 
+/// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
+impl TryFrom<u64> for Sys {
+    type Error = Error;
+
+    fn try_from(n: u64) -> Result<Sys, Error> {
+        use Sys::*;
+        const ALL: [Sys; SYS_COUNT as usize] = [
+            Null, Call, ReplyRecv, Send, Recv, Yield, DebugWrite, CapCopy, CapMint, CapDelete,
+            CapRevoke, FactoryCreate, TaskCapPut, TaskMap, Unmap, ThreadConfig, ThreadStart, IrqGet,
+            IrqBind, IrqAck, NotifySignal, NotifyWait, IoPortGive, Shutdown, KernelInfo, ThreadExit,
+            SetTls, ThreadForeign, MapPhys, FactoryInfo, TaskKill, ThreadRegs, Translate,
+        ];
+        ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
+            .copied()
+            .ok_or(Error::NoSys)
+    }
+}
+
 /// Error codes returned in `rax`.
 #[repr(u64)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +205,22 @@ pub enum ObjKind {
     Notification = 4,
     /// A sub-factory; `arg` = its quota in bytes, charged to the parent.
     Factory = 5,
+}
+
+/// The object kind a number names ([`Error::Invalid`] for none).
+impl TryFrom<u64> for ObjKind {
+    type Error = Error;
+
+    fn try_from(n: u64) -> Result<ObjKind, Error> {
+        match n {
+            1 => Ok(ObjKind::Task),
+            2 => Ok(ObjKind::Thread),
+            3 => Ok(ObjKind::Endpoint),
+            4 => Ok(ObjKind::Notification),
+            5 => Ok(ObjKind::Factory),
+            _ => Err(Error::Invalid),
+        }
+    }
 }
 
 /// What a capability refers to (reported by the kernel in debugging output).
@@ -435,3 +469,34 @@ pub const FOREIGN_REDZONE: u64 = 128;
 /// `0x10 | code` is written to the isa-debug-exit port on shutdown, so QEMU exits with
 /// `((0x10 | code) << 1) | 1`: 33 for code 0.
 pub const DEBUG_EXIT_PORT: u16 = 0xf4;
+
+#[cfg(test)]
+mod conversion_tests {
+    use super::*;
+
+    #[test]
+    fn every_sys_number_round_trips_and_others_are_nosys() {
+        for n in 0..SYS_COUNT {
+            assert_eq!(Sys::try_from(n).map(|s| s as u64), Ok(n));
+        }
+        for n in [SYS_COUNT, SYS_COUNT + 1, 1 << 32, u64::MAX] {
+            assert_eq!(Sys::try_from(n), Err(Error::NoSys));
+        }
+    }
+
+    #[test]
+    fn obj_kinds_convert_and_others_are_invalid() {
+        for k in [
+            ObjKind::Task,
+            ObjKind::Thread,
+            ObjKind::Endpoint,
+            ObjKind::Notification,
+            ObjKind::Factory,
+        ] {
+            assert_eq!(ObjKind::try_from(k as u64), Ok(k));
+        }
+        for n in [0, 6, u64::MAX] {
+            assert_eq!(ObjKind::try_from(n), Err(Error::Invalid));
+        }
+    }
+}

@@ -96,6 +96,34 @@ pub fn invlpg(va: u64) {
     unsafe { asm!("invlpg [{}]", in(reg) va, options(nostack)) }
 }
 
+/// Sets or clears CR0.TS: with it set, the next FPU/SSE instruction raises #NM.
+pub fn set_cr0_ts(on: bool) {
+    let mut cr0: u64;
+    // SAFETY: reading CR0 has no side effects.
+    unsafe { asm!("mov {}, cr0", out(reg) cr0, options(nostack, nomem)) };
+    let want = if on { cr0 | 8 } else { cr0 & !8 };
+    // SAFETY: toggling TS only changes when #NM is raised.
+    unsafe { asm!("mov cr0, {}", in(reg) want, options(nostack)) };
+}
+
+/// Saves the FPU/SSE state into `area`.
+///
+/// # Safety
+/// `area` points at a 16-byte aligned, writable 512-byte buffer.
+pub unsafe fn fxsave(area: *mut u8) {
+    // SAFETY: the caller's promise.
+    unsafe { asm!("fxsave64 [{}]", in(reg) area, options(nostack)) }
+}
+
+/// Loads the FPU/SSE state from `area`.
+///
+/// # Safety
+/// `area` points at a 16-byte aligned 512-byte buffer holding a valid FXSAVE image.
+pub unsafe fn fxrstor(area: *const u8) {
+    // SAFETY: the caller's promise.
+    unsafe { asm!("fxrstor64 [{}]", in(reg) area, options(nostack)) }
+}
+
 pub const MSR_FS_BASE: u32 = 0xc000_0100;
 pub const MSR_GS_BASE: u32 = 0xc000_0101;
 const MSR_STAR: u32 = 0xc000_0081;

@@ -5,23 +5,43 @@
 //! runs in user-level servers started by the root task. See docs/ARCHITECTURE.md.
 #![no_std]
 #![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
+// Layers, lowest first; a module uses only modules of lower layers (docs/ARCHITECTURE.md 3).
+// Hardware and memory:
 mod arch;
 mod boot;
-mod ipc;
 mod mem;
-mod obj;
 mod paging;
-mod sched;
 mod serial;
+// State and the error path:
+#[macro_use]
+mod error;
+mod obj;
+mod state;
+mod trace;
+// Capabilities, quotas, scheduling, mapping:
+mod cap;
+mod factory;
+mod sched;
+mod vm;
+// One module per kernel object; each may use those above it in this list:
+mod endpoint;
+mod irq;
+mod notification;
+mod task;
+mod thread;
+// Lifetimes across kinds, then the entries and exits:
+mod object;
 mod syscall;
 mod trap;
 
 use mem::{phys, phys_to_virt, Range, PAGE};
-use obj::{k, Cap, Obj};
+use obj::{Cap, Obj};
 use sawmill_abi::{layout, map, rights, root_slots};
+use state::kernel;
 
 extern "C" {
     static __kernel_end: u8;
@@ -106,6 +126,38 @@ fn memory_map(out: &mut [Range; 64]) -> usize {
     n
 }
 
+/// The kernel command line from the loader (QEMU's `-append`), up to 255 bytes; empty if none.
+fn cmdline() -> [u8; 256] {
+    let mut out = [0u8; 256];
+    // SAFETY: written once by the boot code.
+    let (kind, info) = unsafe { (boot::BOOT_KIND, boot::BOOT_INFO as u64) };
+    let mut at = 0;
+    if kind == 1 {
+        // PVH start info: cmdline_paddr at offset 24 (0 = none).
+        at = rd::<u64>(info + 24);
+    } else if kind == 2 {
+        // Multiboot2: tag type 1 holds the string itself.
+        let total: u32 = rd(info);
+        let mut p = info + 8;
+        while p < info + total as u64 {
+            let (ty, size): (u32, u32) = (rd(p), rd(p + 4));
+            if ty == 0 {
+                break;
+            }
+            if ty == 1 {
+                at = p + 8;
+                break;
+            }
+            p += (size as u64 + 7) & !7;
+        }
+    }
+    if at != 0 && at + 256 <= mem::DIRECT_MAP_SIZE {
+        out = rd(at);
+        out[255] = 0;
+    }
+    out
+}
+
 /// Removes `[s, e)` from the ranges.
 fn carve(r: &mut [Range; 64], n: &mut usize, s: u64, e: u64) {
     let mut out = [Range { start: 0, end: 0 }; 64];
@@ -155,7 +207,7 @@ impl Archive {
             let l = nm.iter().position(|&b| b == 0).unwrap_or(48);
             if &nm[..l] == name.as_bytes() {
                 let (off, size): (u64, u64) = (rd(e + 48), rd(e + 56));
-                if off.checked_add(size).map_or(true, |x| x > self.len) {
+                if off.checked_add(size).is_none_or(|x| x > self.len) {
                     return None;
                 }
                 return Some((self.pa + off, size));
@@ -200,7 +252,7 @@ fn load_root_elf(t: *mut obj::Task, pa: u64, size: u64) -> u64 {
                 Some((f, _)) => f,
                 None => {
                     let f = phys().alloc_frame().expect("out of memory loading root");
-                    ipc::map_root(t, page, f, r | map::WRITE).expect("mapping root image");
+                    vm::map_root(t, page, f, r | map::WRITE).expect("mapping root image");
                     f
                 }
             };
@@ -231,7 +283,7 @@ extern "C" fn kmain() -> ! {
     // SAFETY: boot page tables are ours; interrupts are off.
     unsafe {
         let pml4 = phys_to_virt(paging::kernel_pml4()) as *mut u64;
-        let pdpt_low = (*pml4.add(256) & paging::ADDR) as u64;
+        let pdpt_low = *pml4.add(256) & paging::ADDR;
         let pd3 = (*(phys_to_virt(pdpt_low) as *mut u64).add(3)) & paging::ADDR;
         let pd3 = phys_to_virt(pd3) as *mut u64;
         *pd3.add(502) |= paging::PCD | paging::PWT;
@@ -241,6 +293,8 @@ extern "C" fn kmain() -> ! {
     }
     let mut ranges = [Range { start: 0, end: 0 }; 64];
     let mut n = memory_map(&mut ranges);
+    // Read before the frame pool may reuse the loader's memory.
+    let cmdline = cmdline();
     let all_ram = ranges;
     let nall = n;
     // SAFETY: linker symbol.
@@ -268,9 +322,10 @@ extern "C" fn kmain() -> ! {
     let pool = phys().pool_frames;
     mem::heap_init((pool / 2) as usize);
     arch::init();
-    obj::init_kernel();
+    state::init();
+    trace::init(&cmdline);
     {
-        let kk = k();
+        let kk = kernel();
         for (i, r) in all_ram[..nall.min(mem::MAX_RANGES)].iter().enumerate() {
             kk.ram[i] = *r;
         }
@@ -280,15 +335,15 @@ extern "C" fn kmain() -> ! {
     trap::init_interrupts();
     kprintln!(
         "sawmill kernel: {} MiB kernel pool, {} MiB user RAM, boot archive {} KiB",
-        pool * PAGE >> 20,
-        phys().user_frames * PAGE >> 20,
+        (pool * PAGE) >> 20,
+        (phys().user_frames * PAGE) >> 20,
         bm[2] >> 10
     );
     if bm[0] != u64::from_le_bytes(*b"BOOTMODS") || bm[2] == 0 {
         panic!("no boot archive: build the image with `sawmill image`");
     }
     start_root(&arch_);
-    sched::finish()
+    trap::leave()
 }
 
 fn start_root(a: &Archive) {
@@ -299,27 +354,27 @@ fn start_root(a: &Archive) {
     // bookkeeping (mapping nodes of root's window, heap fragmentation).
     let reserve = 2 << 20;
     let limit = mem::kmem_free().saturating_sub(reserve);
-    let fac = obj::new_factory(core::ptr::null_mut(), limit).expect("root factory");
-    let task = obj::new_task(fac, 1024, 255).expect("root task");
-    k().root_task = task;
-    let thread = obj::new_thread(fac).expect("root thread");
+    let fac = factory::new_factory(core::ptr::null_mut(), limit).expect("root factory");
+    let task = task::new_task(fac, 1024, 255).expect("root task");
+    kernel().root_task = task;
+    let thread = thread::new_thread(fac).expect("root thread");
     let c = |o| Cap {
         obj: o,
         rights: rights::ALL,
         badge: 0,
     };
-    obj::insert_root(task, root_slots::TASK, c(Obj::Task(task))).unwrap();
-    obj::insert_root(task, root_slots::THREAD, c(Obj::Thread(thread))).unwrap();
-    obj::insert_root(task, root_slots::FACTORY, c(Obj::Factory(fac))).unwrap();
-    obj::insert_root(task, root_slots::IRQ_CONTROL, c(Obj::IrqControl)).unwrap();
-    obj::insert_root(task, root_slots::IO_CONTROL, c(Obj::IoControl)).unwrap();
-    obj::insert_root(task, root_slots::CONTROL, c(Obj::Control)).unwrap();
-    obj::insert_root(task, root_slots::CONSOLE, c(Obj::Console)).unwrap();
+    cap::insert_root(task, root_slots::TASK, c(Obj::Task(task))).unwrap();
+    cap::insert_root(task, root_slots::THREAD, c(Obj::Thread(thread))).unwrap();
+    cap::insert_root(task, root_slots::FACTORY, c(Obj::Factory(fac))).unwrap();
+    cap::insert_root(task, root_slots::IRQ_CONTROL, c(Obj::IrqControl)).unwrap();
+    cap::insert_root(task, root_slots::IO_CONTROL, c(Obj::IoControl)).unwrap();
+    cap::insert_root(task, root_slots::CONTROL, c(Obj::Control)).unwrap();
+    cap::insert_root(task, root_slots::CONSOLE, c(Obj::Console)).unwrap();
     let entry = load_root_elf(task, rpa, rsize);
     // The boot archive, read-only: root maps server images straight out of it.
     let mut off = 0;
     while off < a.len {
-        ipc::map_root(
+        vm::map_root(
             task,
             layout::BOOT_ARCHIVE + off,
             (a.pa & !0xfff) + off,
@@ -336,11 +391,11 @@ fn start_root(a: &Archive) {
         let mut p = r.start;
         while p < r.end {
             if p & 0x1f_ffff == 0 && p + 0x20_0000 <= r.end {
-                ipc::map_root_sized(task, layout::PHYS_WINDOW + p, p, wr, true)
+                vm::map_root_sized(task, layout::PHYS_WINDOW + p, p, wr, true)
                     .expect("root window");
                 p += 0x20_0000;
             } else {
-                ipc::map_root(task, layout::PHYS_WINDOW + p, p, wr).expect("root window");
+                vm::map_root(task, layout::PHYS_WINDOW + p, p, wr).expect("root window");
                 p += PAGE;
             }
         }
@@ -348,7 +403,7 @@ fn start_root(a: &Archive) {
     // Stack: 64 KiB.
     for i in 1..=16 {
         let f = phys().alloc_frame().expect("root stack");
-        ipc::map_root(
+        vm::map_root(
             task,
             layout::ROOT_STACK_TOP - i * PAGE,
             f,
@@ -361,7 +416,7 @@ fn start_root(a: &Archive) {
     let pa = phys().alloc_frame().expect("root utcb");
     // SAFETY: live task.
     let tk = unsafe { &mut *task };
-    let mut alloc = || obj::pt_alloc(task);
+    let mut alloc = || factory::pt_alloc(task);
     assert!(paging::map(
         tk.pml4,
         layout::ROOT_UTCB,

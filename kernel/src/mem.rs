@@ -113,12 +113,16 @@ fn heap() -> &'static mut sawmill_kcore::heap::Heap {
     unsafe { &mut *core::ptr::addr_of_mut!(HEAP) }
 }
 
+// SAFETY: the heap hands out disjoint blocks of memory it owns, aligned as asked.
 unsafe impl GlobalAlloc for KernelAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        heap().alloc(l)
+        // SAFETY: the heap's regions are pool frames given to it for good (`heap_init`).
+        unsafe { heap().alloc(l) }
     }
+    // SAFETY (of the call): as for `alloc`.
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        heap().dealloc(p, l)
+        // SAFETY: `p` came from `alloc` with this layout (GlobalAlloc's contract).
+        unsafe { heap().dealloc(p, l) }
     }
 }
 

@@ -180,7 +180,7 @@ pub fn free_space(pml4: u64) -> u64 {
 /// Whether `[va, va+len)` is a valid range of user addresses.
 pub fn user_range_ok(va: u64, len: u64) -> bool {
     va.checked_add(len)
-        .map_or(false, |e| e <= sawmill_abi::layout::USER_END)
+        .is_some_and(|e| e <= sawmill_abi::layout::USER_END)
 }
 
 /// Walks `[va, va+len)` of the user space `pml4` page by page, calling `f(direct-map pointer,

@@ -4,21 +4,22 @@
 //! time slices. IPC may switch directly to a partner (the scheduler is not consulted) as long as
 //! no higher-priority thread is ready: `finish` checks that on every exit from the kernel.
 use crate::arch::{self, return_to_user, set_current_frame};
-use crate::obj::{k, State, Thread};
+use crate::obj::{State, Task, Thread};
+use crate::state::{kernel, note_extra};
 use core::ptr::null_mut;
 
 /// Timer ticks per time slice.
 pub const SLICE: u32 = 2;
 
 fn set_bit(p: usize) {
-    k().ready_bits[p / 64] |= 1 << (p % 64);
+    kernel().ready_bits[p / 64] |= 1 << (p % 64);
 }
 fn clear_bit(p: usize) {
-    k().ready_bits[p / 64] &= !(1 << (p % 64));
+    kernel().ready_bits[p / 64] &= !(1 << (p % 64));
 }
 
 pub fn highest_ready() -> Option<usize> {
-    let b = &k().ready_bits;
+    let b = &kernel().ready_bits;
     for i in (0..4).rev() {
         if b[i] != 0 {
             return Some(i * 64 + 63 - b[i].leading_zeros() as usize);
@@ -33,15 +34,15 @@ pub fn enqueue(t: *mut Thread) {
     let th = unsafe { &mut *t };
     let p = th.prio as usize;
     th.next = null_mut();
-    th.prev = k().ready_tail[p];
+    th.prev = kernel().ready_tail[p];
     if th.prev.is_null() {
-        k().ready_head[p] = t;
+        kernel().ready_head[p] = t;
     } else {
         // SAFETY: queue members are live.
         unsafe { (*th.prev).next = t };
     }
-    k().ready_tail[p] = t;
-    k().ready_n += 1;
+    kernel().ready_tail[p] = t;
+    kernel().ready_n += 1;
     set_bit(p);
 }
 
@@ -50,19 +51,21 @@ fn unlink_ready(t: *mut Thread) {
     let th = unsafe { &mut *t };
     let p = th.prio as usize;
     if th.prev.is_null() {
-        k().ready_head[p] = th.next;
+        kernel().ready_head[p] = th.next;
     } else {
+        // SAFETY: queue neighbours are live threads.
         unsafe { (*th.prev).next = th.next };
     }
     if th.next.is_null() {
-        k().ready_tail[p] = th.prev;
+        kernel().ready_tail[p] = th.prev;
     } else {
+        // SAFETY: as above.
         unsafe { (*th.next).prev = th.prev };
     }
     th.next = null_mut();
     th.prev = null_mut();
-    k().ready_n -= 1;
-    if k().ready_head[p].is_null() {
+    kernel().ready_n -= 1;
+    if kernel().ready_head[p].is_null() {
         clear_bit(p);
     }
 }
@@ -70,7 +73,7 @@ fn unlink_ready(t: *mut Thread) {
 fn in_ready_queue(t: *mut Thread) -> bool {
     // SAFETY: live thread.
     let th = unsafe { &*t };
-    th.state == State::Ready && (k().ready_head[th.prio as usize] == t || !th.prev.is_null())
+    th.state == State::Ready && (kernel().ready_head[th.prio as usize] == t || !th.prev.is_null())
 }
 
 /// Removes a thread from whatever scheduling queue it is in (endpoint queues are handled by IPC).
@@ -82,7 +85,7 @@ pub fn dequeue_any(t: *mut Thread) {
 
 fn pop_ready() -> Option<*mut Thread> {
     let p = highest_ready()?;
-    let t = k().ready_head[p];
+    let t = kernel().ready_head[p];
     unlink_ready(t);
     Some(t)
 }
@@ -103,7 +106,7 @@ pub fn make_ready(t: *mut Thread) {
         return;
     }
     th.state = State::Ready;
-    if t != k().current && !in_ready_queue(t) {
+    if t != kernel().current && !in_ready_queue(t) {
         enqueue(t);
     }
 }
@@ -111,61 +114,60 @@ pub fn make_ready(t: *mut Thread) {
 pub fn clear_io() {
     // SAFETY: single CPU; the TSS bitmap is only read by hardware in user mode.
     unsafe { (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192].fill(0xff) };
-    k().io_loaded = null_mut();
-    crate::obj::note_extra();
+    kernel().io_loaded = null_mut();
+    note_extra();
 }
 
-/// The thread whose state (address space, FS/GS, TS, I/O bitmap, entry frame) is loaded.
-static mut LOADED: *mut Thread = null_mut();
+/// Sets or clears CR0.TS, which makes the next FPU/SSE instruction raise #NM.
+pub fn set_fpu_trap(on: bool) {
+    let k = kernel();
+    if k.fpu_trap == on {
+        return;
+    }
+    k.fpu_trap = on;
+    note_extra();
+    arch::set_cr0_ts(on);
+}
 
 /// A thread object is freed: its memory may be reused for another thread, whose state must then
 /// be loaded in full.
 pub fn forget(t: *mut Thread) {
-    // SAFETY: single CPU.
-    unsafe {
-        if LOADED == t {
-            LOADED = null_mut();
-        }
+    let k = kernel();
+    if k.loaded_thread == t {
+        k.loaded_thread = null_mut();
     }
 }
 
 /// Forces a full reload of the current thread's state on the way out (its FS/GS base or its
 /// task's I/O bitmap changed).
 pub fn reload() {
-    // SAFETY: single CPU.
-    unsafe { LOADED = null_mut() };
+    kernel().loaded_thread = null_mut();
 }
 
 /// Loads a thread's address space and per-thread state and returns to it. What rarely changes
-/// (the I/O bitmap) is compared here and loaded out of line.
-fn switch_to(t: *mut Thread) -> ! {
+/// (the I/O bitmap) is compared here and loaded out of line. The caller has checked that the
+/// thread's rip is one a return instruction can use (`trap::leave`).
+pub fn switch_to(t: *mut Thread) -> ! {
     switch_inline(t)
 }
 
 #[inline(always)]
 fn switch_inline(t: *mut Thread) -> ! {
     load_context(t);
-    // SAFETY: t is live; its frame holds a user context.
-    unsafe {
-        // Cannot happen while the last user page stays unmapped (see layout::USER_END); kept
-        // on this general path as a second line against the sysret bug.
-        if (*t).frame.rip >= arch::CANONICAL_END {
-            off_the_end(t);
-        }
-        return_to_user(&(*t).frame)
-    }
+    // SAFETY: t is live; its frame holds a user context with a usable rip.
+    unsafe { return_to_user(&(*t).frame) }
 }
 
 /// Makes `t` current and loads what of its state is not loaded yet.
 #[inline(always)]
 fn load_context(t: *mut Thread) {
-    // SAFETY: single CPU; LOADED is only used here; t is live and runnable.
+    if kernel().loaded_thread == t {
+        // The thread that entered (a system call that did not block): nothing to reload.
+        kernel().current = t;
+        return;
+    }
+    // SAFETY: t is live and runnable, bound to a live task, and not the loaded thread.
     unsafe {
-        if LOADED == t {
-            // The thread that entered (a system call that did not block): nothing to reload.
-            k().current = t;
-            return;
-        }
         load_base(t);
         load_tls(&*t);
     }
@@ -177,25 +179,25 @@ fn load_context(t: *mut Thread) {
 fn load_fpu_io(t: *mut Thread) {
     // Lazy FPU switch: the first FPU/SSE instruction of a thread that does not own the FPU
     // traps (#NM) and swaps the state then.
-    crate::trap::set_fpu_trap(k().fpu_owner != t);
+    set_fpu_trap(kernel().fpu_owner != t);
     // SAFETY: live thread bound to a live task.
     let task = unsafe { (*t).task };
-    if !k().io_loaded.is_null() || unsafe { (*task).io.is_some() } {
+    if !kernel().io_loaded.is_null() || unsafe { (*task).io.is_some() } {
         load_io(task);
     }
 }
 
-/// Makes `t` (not `LOADED`) current: entry stack and address space.
+/// Makes `t` (not the loaded thread) current: entry stack and address space.
 ///
 /// # Safety
-/// `t` is live and runnable, bound to a live task, and not `LOADED`.
+/// `t` is live and runnable, bound to a live task, and not `Kernel::loaded_thread`.
 #[inline(always)]
 unsafe fn load_base(t: *mut Thread) {
-    let kk = k();
+    let kk = kernel();
     kk.current = t;
-    // SAFETY: single CPU; the caller's promise.
+    kk.loaded_thread = t;
+    // SAFETY: the caller's promise.
     unsafe {
-        LOADED = t;
         let th = &mut *t;
         set_current_frame(&mut th.frame);
         let pml4 = (*th.task).pml4;
@@ -210,7 +212,7 @@ unsafe fn load_base(t: *mut Thread) {
 /// least in GS, which points at their UTCB).
 #[inline(always)]
 fn load_tls(th: &Thread) {
-    let kk = k();
+    let kk = kernel();
     if kk.loaded_fs != th.fs_base {
         arch::wrmsr(arch::MSR_FS_BASE, th.fs_base);
         kk.loaded_fs = th.fs_base;
@@ -244,7 +246,7 @@ pub fn switch_with_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> 
         // is what every thread but the FPU owner and tasks with I/O ports wants. Each test is
         // its own branch to an out-of-line load that does not come back, so no value lives
         // across a call here and the compiler does not fold the tests into flag arithmetic.
-        let kk = k();
+        let kk = kernel();
         if kk.fpu_owner == t {
             load_rest_then_msg(t, from, badge);
         }
@@ -267,22 +269,11 @@ fn load_rest_then_msg(t: *mut Thread, from: *const arch::Frame, badge: u64) -> !
     unsafe { arch::return_sysret_msg_to(&(*t).frame, from, badge) }
 }
 
-/// The thread's return address is not canonical: no return instruction can resume it, so it
-/// takes a general-protection fault of its own.
-#[cold]
-#[inline(never)]
-fn off_the_end(t: *mut Thread) -> ! {
-    // SAFETY: live thread; a `syscall` frame's error slot is not written on entry.
-    unsafe { (*t).frame.error = 0 };
-    crate::trap::user_exception(t, 13);
-    finish()
-}
-
 /// Makes the TSS I/O bitmap the one of `t` (all ports closed if it has none).
 #[cold]
 #[inline(never)]
-fn load_io(t: *mut crate::obj::Task) {
-    let kk = k();
+fn load_io(t: *mut Task) {
+    let kk = kernel();
     // SAFETY: live task.
     let task = unsafe { &*t };
     let want = if task.io.is_some() { t } else { null_mut() };
@@ -297,7 +288,7 @@ fn load_io(t: *mut crate::obj::Task) {
                 (&mut (*core::ptr::addr_of_mut!(arch::TSS)).iomap)[..8192].copy_from_slice(&map[..])
             };
             kk.io_loaded = t;
-            crate::obj::note_extra();
+            note_extra();
         }
     }
 }
@@ -309,32 +300,31 @@ pub fn switch_now(t: *mut Thread) -> ! {
     switch_inline(t)
 }
 
-/// Leaves the kernel: continues the current thread if it is runnable and no higher-priority
-/// thread is ready; otherwise runs the best ready thread, idling until there is one.
-pub fn finish() -> ! {
-    if !k().release.is_empty() {
-        crate::obj::drain_release();
-    }
-    let cur = k().current;
+/// The thread to run next: the current one if it is runnable and no higher-priority thread is
+/// ready; otherwise the best ready thread (made current), idling until there is one.
+#[inline(always)]
+pub fn next() -> *mut Thread {
+    let cur = kernel().current;
     if !cur.is_null() {
         // SAFETY: current is live (destroy clears it).
         let th = unsafe { &mut *cur };
         if th.state == State::Ready {
-            if k().ready_n == 0 {
-                switch_to(cur);
+            if kernel().ready_n == 0 {
+                return cur;
             }
             match highest_ready() {
                 Some(p) if p > th.prio as usize => {
                     enqueue(cur);
                 }
-                _ => switch_to(cur),
+                _ => return cur,
             }
         }
     }
-    k().current = null_mut();
+    kernel().current = null_mut();
     loop {
         if let Some(t) = pop_ready() {
-            switch_to(t);
+            kernel().current = t;
+            return t;
         }
         idle();
     }
@@ -342,7 +332,7 @@ pub fn finish() -> ! {
 
 /// Current thread used up its slice: round robin among equals.
 pub fn preempt_tick() {
-    let cur = k().current;
+    let cur = kernel().current;
     if cur.is_null() {
         return;
     }
@@ -355,7 +345,7 @@ pub fn preempt_tick() {
     if th.slice == 0 {
         th.slice = SLICE;
         enqueue(cur);
-        k().current = null_mut();
+        kernel().current = null_mut();
     }
 }
 

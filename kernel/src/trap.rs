@@ -1,10 +1,15 @@
-//! Interrupts and exceptions: the timer, device interrupts (to notifications), the lazy FPU
-//! switch, and user faults turned into messages to pagers and exception handlers.
-use crate::arch::{self, inb, outb, Frame};
-use crate::ipc;
+//! Entries other than `syscall`, and the way out: the timer, device interrupts (to `irq`), the
+//! lazy FPU switch, user faults turned into messages to pagers and exception handlers, and
+//! [`leave`], which every kernel exit but the IPC fast path goes through.
+use crate::arch::{self, outb, Frame};
+use crate::endpoint;
+use crate::irq;
 use crate::mem::phys_to_virt;
-use crate::obj::{self, k, KMsg, Thread};
+use crate::obj::{KMsg, Thread};
+use crate::object;
 use crate::sched;
+use crate::state::kernel;
+use crate::thread;
 use sawmill_abi::label;
 
 pub const VEC_TIMER: u64 = 0x20;
@@ -41,80 +46,25 @@ pub fn init_interrupts() {
     lapic_write(0x380, 10_000_000);
 }
 
-pub fn pic_unmask(line: u8) {
-    let (port, bit) = if line < 8 {
-        (0x21, line)
-    } else {
-        (0xa1, line - 8)
-    };
-    outb(port, inb(port) & !(1 << bit));
-}
-
-pub fn pic_mask(line: u8) {
-    let (port, bit) = if line < 8 {
-        (0x21, line)
-    } else {
-        (0xa1, line - 8)
-    };
-    outb(port, inb(port) | (1 << bit));
-}
-
-/// Whether CR0.TS is set (kept here so a switch need not read CR0).
-static mut TS_ON: bool = false;
-
-/// Whether CR0.TS is set now.
-#[inline(always)]
-pub fn fpu_trap_on() -> bool {
-    // SAFETY: single CPU.
-    unsafe { TS_ON }
-}
-
-pub fn set_fpu_trap(on: bool) {
-    // CR0.TS makes the next FPU/SSE instruction raise #NM.
-    // SAFETY: single CPU; toggling TS only affects when #NM is raised.
-    unsafe {
-        if TS_ON == on {
-            return;
-        }
-        TS_ON = on;
-        crate::obj::note_extra();
-        let mut cr0: u64;
-        core::arch::asm!("mov {}, cr0", out(reg) cr0, options(nostack, nomem));
-        let want = if on { cr0 | 8 } else { cr0 & !8 };
-        core::arch::asm!("mov cr0, {}", in(reg) want, options(nostack));
-    }
-}
-
+/// `#NM`: the current thread touched the FPU without owning it; swap the state.
 fn fpu_switch() {
-    let kk = k();
-    let cur = kk.current;
-    set_fpu_trap(false);
-    // SAFETY: fx areas are 16-byte aligned 512-byte buffers inside live threads.
+    sched::set_fpu_trap(false);
+    let k = kernel();
+    let (cur, owner) = (k.current, k.fpu_owner);
+    // SAFETY: fx areas are 16-byte aligned 512-byte buffers inside live threads; the owner's
+    // holds the state it saved or the default image.
     unsafe {
-        if !kk.fpu_owner.is_null() {
-            core::arch::asm!("fxsave64 [{}]", in(reg) (*kk.fpu_owner).fx.0.as_mut_ptr(), options(nostack));
+        if !owner.is_null() {
+            arch::fxsave((*owner).fx.0.as_mut_ptr());
         }
-        core::arch::asm!("fxrstor64 [{}]", in(reg) (*cur).fx.0.as_ptr(), options(nostack));
+        arch::fxrstor((*cur).fx.0.as_ptr());
     }
-    kk.fpu_owner = cur;
-}
-
-/// Handles a device interrupt: mask the line, acknowledge it, signal the bound notification.
-fn device_irq(line: u8) {
-    pic_mask(line);
-    if line >= 8 {
-        outb(0xa0, 0x20);
-    }
-    outb(0x20, 0x20);
-    let l = k().irqs[line as usize];
-    if !l.notif.is_null() {
-        crate::syscall::signal(l.notif, l.bits);
-    }
+    kernel().fpu_owner = cur;
 }
 
 fn timer() {
     lapic_write(0xb0, 0);
-    k().ticks += 1;
+    kernel().ticks += 1;
 }
 
 /// Interrupt while the kernel idles (the only time interrupts are enabled in kernel mode).
@@ -122,7 +72,7 @@ fn timer() {
 extern "C" fn trap_from_kernel(f: &mut Frame) {
     match f.vector {
         VEC_TIMER => timer(),
-        v if (VEC_PIC..VEC_PIC + 16).contains(&v) => device_irq((v - VEC_PIC) as u8),
+        v if (VEC_PIC..VEC_PIC + 16).contains(&v) => irq::device_irq((v - VEC_PIC) as u8),
         VEC_SPURIOUS => {}
         v => {
             crate::kprintln!(
@@ -163,7 +113,7 @@ const EXC_NAMES: [&str; 20] = [
 /// Entry from user mode through an interrupt or exception; the frame is the current thread's.
 #[no_mangle]
 extern "C" fn trap_from_user(_f: &mut Frame) -> ! {
-    let cur = k().current;
+    let cur = kernel().current;
     // SAFETY: entries from user mode always belong to the live current thread.
     let t = unsafe { &mut *cur };
     match t.frame.vector {
@@ -171,14 +121,14 @@ extern "C" fn trap_from_user(_f: &mut Frame) -> ! {
             timer();
             sched::preempt_tick();
         }
-        v if (VEC_PIC..VEC_PIC + 16).contains(&v) => device_irq((v - VEC_PIC) as u8),
+        v if (VEC_PIC..VEC_PIC + 16).contains(&v) => irq::device_irq((v - VEC_PIC) as u8),
         VEC_SPURIOUS => {}
         7 => fpu_switch(),
         14 => page_fault(cur),
         v if v < 32 => exception(cur, v),
         _ => {}
     }
-    sched::finish()
+    leave()
 }
 
 fn page_fault(cur: *mut Thread) {
@@ -189,14 +139,9 @@ fn page_fault(cur: *mut Thread) {
         label: label::PAGE_FAULT,
         w: [addr, t.frame.error & 0x1f, t.frame.rip, 0],
     };
-    if !ipc::kernel_call(cur, t.pager, km) {
+    if !endpoint::kernel_call(cur, t.pager, km) {
         report_and_kill(cur, 14, addr);
     }
-}
-
-/// Reports CPU exception `v` of the current thread to its handler (or ends the thread).
-pub fn user_exception(cur: *mut Thread, v: u64) {
-    exception(cur, v)
 }
 
 fn exception(cur: *mut Thread, v: u64) {
@@ -207,7 +152,7 @@ fn exception(cur: *mut Thread, v: u64) {
         label: label::EXCEPTION,
         w: [v, t.frame.error, t.frame.rip, cr2],
     };
-    if !ipc::kernel_call(cur, t.exc, km) {
+    if !endpoint::kernel_call(cur, t.exc, km) {
         report_and_kill(cur, v, cr2);
     }
 }
@@ -225,9 +170,35 @@ fn report_and_kill(cur: *mut Thread, v: u64, addr: u64) {
         t.frame.rip,
         addr
     );
-    if t.task == k().root_task {
+    if t.task == kernel().root_task {
         crate::kprintln!("KERNEL PANIC: root task died");
         crate::shutdown(0x0e);
     }
-    obj::kill_thread(cur);
+    thread::kill_thread(cur);
+}
+
+/// Leaves the kernel: accounts for dropped references, then continues the current thread if it
+/// is runnable and no higher-priority thread is ready, or runs the best ready thread (idling
+/// until there is one). Every exit but the IPC fast path's direct switches comes through here.
+pub fn leave() -> ! {
+    loop {
+        object::reap();
+        let t = sched::next();
+        // SAFETY: `next` returns a live, runnable thread.
+        if unsafe { (*t).frame.rip } < arch::CANONICAL_END {
+            sched::switch_to(t)
+        }
+        off_the_end(t);
+    }
+}
+
+/// The thread's return address is not canonical: no return instruction can resume it, so it
+/// takes a general-protection fault of its own. Cannot happen while the last user page stays
+/// unmapped (see layout::USER_END); kept as a second line against the sysret bug.
+#[cold]
+#[inline(never)]
+fn off_the_end(t: *mut Thread) {
+    // SAFETY: live thread; a `syscall` frame's error slot is not written on entry.
+    unsafe { (*t).frame.error = 0 };
+    exception(t, 13);
 }

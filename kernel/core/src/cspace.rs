@@ -194,7 +194,6 @@ impl<C: Clone> CSpace<C> {
         }
     }
 
-
     /// A direct view of `table`'s slots (see [`TableView`]); empty if there is no such table.
     pub fn view(&self, table: u32) -> TableView<C> {
         match self.tables.get(table as usize) {

@@ -36,36 +36,46 @@ impl Heap {
     /// `[start, start+size)` must be writable memory used for nothing else, for as long as the
     /// heap is used.
     pub unsafe fn add(&mut self, start: *mut u8, size: usize) {
-        let a = (start as usize + GRAIN - 1) & !(GRAIN - 1);
-        if size < (a - start as usize) + GRAIN {
-            return;
+        // SAFETY: the caller's promise: the region is ours alone and stays valid.
+        unsafe {
+            let a = (start as usize + GRAIN - 1) & !(GRAIN - 1);
+            if size < (a - start as usize) + GRAIN {
+                return;
+            }
+            let size = (size - (a - start as usize)) & !(GRAIN - 1);
+            self.insert(a as *mut FreeBlock, size);
+            self.size += size;
         }
-        let size = (size - (a - start as usize)) & !(GRAIN - 1);
-        self.insert(a as *mut FreeBlock, size);
-        self.size += size;
     }
 
+    /// Links free block `b` into the address-ordered list, merging neighbours.
+    ///
+    /// # Safety
+    /// `b` is `size` bytes of the heap's regions, `GRAIN`-aligned, used by nothing else.
     unsafe fn insert(&mut self, b: *mut FreeBlock, size: usize) {
-        // Keep the list address-ordered so neighbours coalesce.
-        let mut prev: *mut FreeBlock = core::ptr::null_mut();
-        let mut cur = self.head;
-        while !cur.is_null() && (cur as usize) < b as usize {
-            prev = cur;
-            cur = (*cur).next;
-        }
-        (*b).size = size;
-        (*b).next = cur;
-        if !cur.is_null() && b as usize + size == cur as usize {
-            (*b).size += (*cur).size;
-            (*b).next = (*cur).next;
-        }
-        if prev.is_null() {
-            self.head = b;
-        } else if prev as usize + (*prev).size == b as usize {
-            (*prev).size += (*b).size;
-            (*prev).next = (*b).next;
-        } else {
-            (*prev).next = b;
+        // SAFETY: `b` is a free, unlinked block of `size` bytes inside the heap's regions (the caller's promise); list nodes are free blocks there.
+        unsafe {
+            // Keep the list address-ordered so neighbours coalesce.
+            let mut prev: *mut FreeBlock = core::ptr::null_mut();
+            let mut cur = self.head;
+            while !cur.is_null() && (cur as usize) < b as usize {
+                prev = cur;
+                cur = (*cur).next;
+            }
+            (*b).size = size;
+            (*b).next = cur;
+            if !cur.is_null() && b as usize + size == cur as usize {
+                (*b).size += (*cur).size;
+                (*b).next = (*cur).next;
+            }
+            if prev.is_null() {
+                self.head = b;
+            } else if prev as usize + (*prev).size == b as usize {
+                (*prev).size += (*b).size;
+                (*prev).next = (*b).next;
+            } else {
+                (*prev).next = b;
+            }
         }
     }
 
@@ -81,33 +91,36 @@ impl Heap {
     /// # Safety
     /// The heap's regions must still be valid (see `add`).
     pub unsafe fn alloc(&mut self, l: Layout) -> *mut u8 {
-        let (size, align) = Self::round(l);
-        let mut prev: *mut FreeBlock = core::ptr::null_mut();
-        let mut cur = self.head;
-        while !cur.is_null() {
-            let start = cur as usize;
-            let end = start + (*cur).size;
-            let a = (start + align - 1) & !(align - 1);
-            if a + size <= end {
-                let next = (*cur).next;
-                if prev.is_null() {
-                    self.head = next;
-                } else {
-                    (*prev).next = next;
+        // SAFETY: list nodes are free blocks inside the heap's regions, valid by the caller's promise.
+        unsafe {
+            let (size, align) = Self::round(l);
+            let mut prev: *mut FreeBlock = core::ptr::null_mut();
+            let mut cur = self.head;
+            while !cur.is_null() {
+                let start = cur as usize;
+                let end = start + (*cur).size;
+                let a = (start + align - 1) & !(align - 1);
+                if a + size <= end {
+                    let next = (*cur).next;
+                    if prev.is_null() {
+                        self.head = next;
+                    } else {
+                        (*prev).next = next;
+                    }
+                    if a > start {
+                        self.insert(start as *mut FreeBlock, a - start);
+                    }
+                    if end > a + size {
+                        self.insert((a + size) as *mut FreeBlock, end - (a + size));
+                    }
+                    self.used += size;
+                    return a as *mut u8;
                 }
-                if a > start {
-                    self.insert(start as *mut FreeBlock, a - start);
-                }
-                if end > a + size {
-                    self.insert((a + size) as *mut FreeBlock, end - (a + size));
-                }
-                self.used += size;
-                return a as *mut u8;
+                prev = cur;
+                cur = (*cur).next;
             }
-            prev = cur;
-            cur = (*cur).next;
+            core::ptr::null_mut()
         }
-        core::ptr::null_mut()
     }
 
     /// Frees a block from `alloc` with the same layout.
@@ -115,9 +128,12 @@ impl Heap {
     /// # Safety
     /// `p` must come from `alloc(l)` on this heap and not be freed yet.
     pub unsafe fn dealloc(&mut self, p: *mut u8, l: Layout) {
-        let (size, _) = Self::round(l);
-        self.used -= size;
-        self.insert(p as *mut FreeBlock, size);
+        // SAFETY: `p` is an allocated block of this layout (the caller's promise), free to become a list node.
+        unsafe {
+            let (size, _) = Self::round(l);
+            self.used -= size;
+            self.insert(p as *mut FreeBlock, size);
+        }
     }
 
     /// Number of free blocks (for tests: a fully freed heap over one region is one block).
@@ -162,7 +178,7 @@ mod tests {
         for step in 0..20_000 {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
             let r = (seed >> 33) as usize;
-            if r % 3 != 0 || live.is_empty() {
+            if !r.is_multiple_of(3) || live.is_empty() {
                 let size = 1 + r % 3000;
                 let align = 1 << (r % 8);
                 let l = Layout::from_size_align(size, align).unwrap();
@@ -209,7 +225,7 @@ mod tests {
         while !unsafe { h.alloc(l) }.is_null() {
             n += 1;
         }
-        assert!(n >= 3 && n <= 4);
+        assert!((3..=4).contains(&n));
         let big = Layout::from_size_align(1 << 20, 8).unwrap();
         // SAFETY: valid heap.
         assert!(unsafe { h.alloc(big) }.is_null());

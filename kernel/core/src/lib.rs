@@ -1,9 +1,12 @@
 //! Kernel data structures that are pure logic: the capability space with its derivation tree
-//! ([`cspace`]), the mapping database ([`mapdb`]) and the heap allocator ([`heap`]). They know nothing of hardware or of what a
+//! ([`cspace`]), the mapping database ([`mapdb`]), the heap allocator ([`heap`]) and the reading
+//! of the kernel command line ([`cmdline`]). They know nothing of hardware or of what a
 //! capability points to, so they run and are tested on the host; the kernel instantiates them.
 #![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
 extern crate alloc;
 
+pub mod cmdline;
 pub mod cspace;
 pub mod heap;
 pub mod mapdb;

@@ -178,6 +178,12 @@ pub struct MapDb {
     limit: usize,
 }
 
+impl Default for MapDb {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl MapDb {
     pub const fn new() -> Self {
         MapDb {

@@ -4,6 +4,7 @@
 //! through the kernel debug console, the environment root wrote for this server (capability slots
 //! by name, arguments; [`env`]) and threads ([`thread`]). It touches only its own task.
 #![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
@@ -151,9 +152,12 @@ static ALLOCATOR: talc::Talck<spin::Mutex<()>, talc::ErrOnOom> =
 /// The range must be mapped read-write in this task and used for nothing else, for good.
 pub unsafe fn heap_add(base: u64, size: u64) {
     if size > 0 {
-        let _ = ALLOCATOR
-            .lock()
-            .claim(talc::Span::from_base_size(base as *mut u8, size as usize));
+        // SAFETY: the caller's promise: the range is ours alone, mapped read-write, for good.
+        let _ = unsafe {
+            ALLOCATOR
+                .lock()
+                .claim(talc::Span::from_base_size(base as *mut u8, size as usize))
+        };
     }
 }
 

@@ -1,23 +1,15 @@
-//! Synchronous IPC through endpoints: call, send, receive, reply-and-receive; message transfer
-//! (registers, UTCB words, capability items, map items); the kernel's fault and exception
-//! messages; and mapping between address spaces (shared with `task_map`).
-use crate::mem::phys_to_virt;
-use crate::obj::{self, k, Cap, Endpoint, KMsg, Obj, State, Task, Thread};
-use crate::paging;
+//! Endpoints: synchronous IPC. Call, send, receive and reply; message transfer (registers,
+//! UTCB words, capability items, map items through `vm`); the IPC fast path; the kernel's
+//! fault, exception and exit messages; and what happens to waiters when a thread or an endpoint
+//! goes away.
+use crate::cap;
+use crate::error::SysResult;
+use crate::obj::{self, th, utcb, Cap, Endpoint, KMsg, Obj, State, Task, Thread};
 use crate::sched;
+use crate::state::kernel;
+use crate::vm;
 use core::ptr::null_mut;
-use sawmill_abi::{label, map, rights, Error, MsgTag, Utcb, MAX_ITEMS, MAX_WORDS, REG_WORDS};
-use sawmill_kcore::mapdb::{Mapping, NODE_BYTES};
-
-pub fn utcb(t: *mut Thread) -> &'static mut Utcb {
-    // SAFETY: only called for configured threads, whose UTCB frame is a live pool page.
-    unsafe { &mut *(phys_to_virt((*t).utcb_pa) as *mut Utcb) }
-}
-
-fn th(t: *mut Thread) -> &'static mut Thread {
-    // SAFETY: callers pass live threads.
-    unsafe { &mut *t }
-}
+use sawmill_abi::{label, map, rights, Error, MsgTag, MAX_ITEMS, MAX_WORDS, REG_WORDS};
 
 // ---- endpoint queues ---------------------------------------------------------------------
 
@@ -116,7 +108,7 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
             let du = utcb(dst);
             let mut n = 0;
             for i in 0..ncaps {
-                if obj::derive(
+                if cap::derive(
                     s.task,
                     su.caps_out[i],
                     th(dst).task,
@@ -141,7 +133,8 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
             for i in 0..nmaps {
                 let it = su.map_items[i];
                 if map_item_ok(&it, base, size)
-                    && map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags).is_ok()
+                    && vm::map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags)
+                        .is_ok()
                 {
                     n += 1;
                 } else {
@@ -236,7 +229,7 @@ fn send_to(
 }
 
 /// `r` receives on `ep`. Returns true if a message arrived at once.
-fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, Error> {
+pub fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, Error> {
     // SAFETY: ep is live.
     let e = unsafe { &mut *ep };
     match pop(&mut e.send_head) {
@@ -260,13 +253,24 @@ fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, 
     }
 }
 
-/// Replies to the caller `r` is serving, if any. Returns the caller, now runnable but not yet
-/// queued: the system call decides whether to switch to it directly or queue it.
-fn reply(r: *mut Thread) -> Option<*mut Thread> {
+/// What a reply did to the caller.
+pub enum Replied {
+    /// Nobody was waiting for our reply.
+    NoCaller,
+    /// The caller is runnable but not yet queued: the system call decides whether to switch to
+    /// it directly or queue it.
+    Woken(*mut Thread),
+    /// The caller sent a fault or exception message and the verdict ends it: the system call
+    /// kills it (a layer above this one).
+    Refused(*mut Thread),
+}
+
+/// Replies to the caller `r` is serving, if any.
+pub fn reply(r: *mut Thread) -> Replied {
     let y = th(r);
     let c = y.caller;
     if c.is_null() {
-        return None;
+        return Replied::NoCaller;
     }
     y.caller = null_mut();
     let x = th(c);
@@ -280,7 +284,7 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
                 let u = utcb(r);
                 for i in 0..tag.maps().min(MAX_ITEMS) {
                     let it = u.map_items[i];
-                    let _ = map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
+                    let _ = vm::map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
                 }
             }
             // Resuming needs a return address a return instruction can use (see
@@ -288,8 +292,7 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
             if lbl == 0 && x.frame.rip < crate::arch::CANONICAL_END {
                 x.state = State::Ready;
             } else {
-                obj::kill_thread(c);
-                return None;
+                return Replied::Refused(c);
             }
         }
         None => {
@@ -297,11 +300,12 @@ fn reply(r: *mut Thread) -> Option<*mut Thread> {
             x.state = State::Ready;
         }
     }
-    Some(c)
+    Replied::Woken(c)
 }
 
-fn ep_cap(t: *mut Task, slot: u64, need: u64) -> Result<(*mut Endpoint, Cap), Error> {
-    let c = obj::lookup(t, slot)?;
+/// The endpoint in slot `slot` of task `t`, with the right `need`.
+pub fn ep_cap(t: *mut Task, slot: u64, need: u64) -> Result<(*mut Endpoint, Cap), Error> {
+    let c = cap::lookup(t, slot)?;
     let Obj::Endpoint(ep) = c.obj else {
         return Err(Error::WrongKind);
     };
@@ -312,11 +316,11 @@ fn ep_cap(t: *mut Task, slot: u64, need: u64) -> Result<(*mut Endpoint, Cap), Er
 }
 
 /// Runs `r` next if it may: the current thread is blocked and nothing of higher priority waits.
-fn run_next(r: *mut Thread) {
-    let cur = k().current;
+pub fn run_next(r: *mut Thread) {
+    let cur = kernel().current;
     if th(cur).state != State::Ready {
         // Direct switch: r takes over the CPU without going through the ready queue.
-        k().current = r;
+        kernel().current = r;
     } else {
         sched::make_ready(r);
     }
@@ -338,10 +342,10 @@ fn fast_check(t: &Thread) -> Option<(Cap, *mut Endpoint)> {
     if (t.frame.rsi >> 16) as u32 > REG_WORDS as u32 {
         return None;
     }
-    if k().ready_n != 0 {
+    if kernel().ready_n != 0 {
         return None;
     }
-    // SAFETY: t's task is live, its view of its own live table (see obj::lookup).
+    // SAFETY: t's task is live, its view of its own live table (see cap::lookup).
     match unsafe { (*t.task).slots.cap_at(t.frame.rdi) } {
         Some(
             &c @ Cap {
@@ -439,95 +443,63 @@ pub fn fast_reply_recv(cur: *mut Thread) {
 
 // ---- system calls ------------------------------------------------------------------------
 
-pub fn sys_call(cur: *mut Thread) {
+fn endpoint_of(
+    t: *mut Task,
+    slot: u64,
+    need: u64,
+) -> Result<(*mut Endpoint, Cap), crate::error::Rejection> {
+    ep_cap(t, slot, need).map_err(|e| match e {
+        Error::NoRights if need == rights::SEND => {
+            reject!(Error::NoRights, "endpoint capability lacks SEND")
+        }
+        Error::NoRights => reject!(Error::NoRights, "endpoint capability lacks RECV"),
+        Error::WrongKind => reject!(Error::WrongKind, "not an endpoint"),
+        _ => reject!(Error::BadCap, "no capability in the endpoint slot"),
+    })
+}
+
+/// `call` and `send` on the general path.
+pub fn sys_send(cur: *mut Thread, call: bool) -> SysResult {
     let x = th(cur);
     let tag = MsgTag(x.frame.rsi);
-    let (ep, c) = match ep_cap(x.task, x.frame.rdi, rights::SEND) {
-        Ok(v) => v,
-        Err(e) => return x.frame.rax = e as u64,
-    };
+    let (ep, c) = endpoint_of(x.task, x.frame.rdi, rights::SEND)?;
     match send_to(
         ep,
         cur,
         c.badge,
         obj::has(&c, rights::GRANT),
-        true,
+        call,
         tag.is_nonblocking(),
-    ) {
-        Ok(Some(r)) => run_next(r),
-        Ok(None) => {}
-        Err(e) => x.frame.rax = e as u64,
+    )? {
+        Some(r) if call => run_next(r),
+        Some(r) => sched::make_ready(r),
+        None => {}
     }
+    Ok(())
 }
 
-pub fn sys_send(cur: *mut Thread) {
-    let x = th(cur);
-    let tag = MsgTag(x.frame.rsi);
-    let (ep, c) = match ep_cap(x.task, x.frame.rdi, rights::SEND) {
-        Ok(v) => v,
-        Err(e) => return x.frame.rax = e as u64,
-    };
-    match send_to(
-        ep,
-        cur,
-        c.badge,
-        obj::has(&c, rights::GRANT),
-        false,
-        tag.is_nonblocking(),
-    ) {
-        Ok(Some(r)) => {
-            sched::make_ready(r);
-        }
-        Ok(None) => {}
-        Err(e) => x.frame.rax = e as u64,
-    }
-}
-
-pub fn sys_recv(cur: *mut Thread) {
+/// `recv` on the general path.
+pub fn sys_recv(cur: *mut Thread) -> SysResult {
     let x = th(cur);
     let nonblock = MsgTag(x.frame.rsi).is_nonblocking();
-    let (ep, _) = match ep_cap(x.task, x.frame.rdi, rights::RECV) {
-        Ok(v) => v,
-        Err(e) => return x.frame.rax = e as u64,
-    };
-    if let Err(e) = recv_from(ep, cur, nonblock) {
-        x.frame.rax = e as u64;
-    }
+    let (ep, _) = endpoint_of(x.task, x.frame.rdi, rights::RECV)?;
+    recv_from(ep, cur, nonblock)?;
+    Ok(())
 }
 
-pub fn sys_reply_recv(cur: *mut Thread) {
+/// The receive half of `reply_recv` after the reply went out (`woken`: the caller it woke).
+pub fn recv_after_reply(cur: *mut Thread, woken: Option<*mut Thread>) -> SysResult {
     let x = th(cur);
     let nonblock = MsgTag(x.frame.rsi).is_nonblocking();
-    let (ep, _) = match ep_cap(x.task, x.frame.rdi, rights::RECV) {
-        Ok(v) => v,
-        Err(e) => {
-            // Still deliver the reply: the caller must not hang because we misnamed our endpoint.
-            if let Some(c) = reply(cur) {
-                sched::make_ready(c);
-            }
-            return x.frame.rax = e as u64;
-        }
-    };
-    let woken = reply(cur);
-    match recv_from(ep, cur, nonblock) {
-        Ok(true) => {
-            if let Some(c) = woken {
-                sched::make_ready(c);
-            }
-        }
-        Ok(false) => {
-            if let Some(c) = woken {
-                // We block: hand the CPU straight to the client we answered.
-                run_next(c);
-            }
-        }
-        Err(e) => {
-            if let Some(c) = woken {
-                sched::make_ready(c);
-            }
-            x.frame.rax = e as u64;
-        }
+    let got = endpoint_of(x.task, x.frame.rdi, rights::RECV)
+        .and_then(|(ep, _)| Ok(recv_from(ep, cur, nonblock)?));
+    match (got, woken) {
+        // We block: hand the CPU straight to the client we answered.
+        (Ok(false), Some(c)) => run_next(c),
+        (_, Some(c)) => sched::make_ready(c),
+        _ => {}
     }
+    got.map(|_| ())
 }
 
 /// A thread raised a fault or exception: send the kernel message to `handler` and wait for the
@@ -573,11 +545,6 @@ pub fn send_exit(t: *mut Thread, handler: Cap, status: u64) {
             x.state = State::Dead;
         }
     }
-}
-
-/// The thread ends itself.
-pub fn exit_thread(t: *mut Thread, status: u64) {
-    obj::end_thread(t, status, true);
 }
 
 /// Removes a dying thread from every IPC relationship.
@@ -637,178 +604,4 @@ pub fn endpoint_gone(ep: *mut Endpoint) {
         th(t).ep = null_mut();
         sched::wake_with(t, Error::PeerGone as u64);
     }
-}
-
-// ---- mapping -----------------------------------------------------------------------------
-
-/// Maps `pages` pages of `st`'s address space at `src` into `dt` at `dst`, each derived from the
-/// source mapping in the mapping database. Existing mappings at the destination are replaced.
-pub fn map_pages(
-    st: *mut Task,
-    src: u64,
-    dt: *mut Task,
-    dst: u64,
-    pages: u64,
-    flags: u64,
-) -> Result<(), Error> {
-    let huge = flags & map::HUGE != 0;
-    let size: u64 = if huge { 0x20_0000 } else { 0x1000 };
-    if pages == 0 || pages > (1 << 20) || src % size != 0 || dst % size != 0 {
-        return Err(Error::Invalid);
-    }
-    let len = pages.checked_mul(size).ok_or(Error::Invalid)?;
-    if !paging::user_range_ok(src, len) || !paging::user_range_ok(dst, len) {
-        return Err(Error::Invalid);
-    }
-    // SAFETY: both tasks are live (held by capabilities or current).
-    let (s, d) = unsafe { (&mut *st, &mut *dt) };
-    if s.dead || d.dead {
-        return Err(Error::PeerGone);
-    }
-    if st == dt && src < dst + len && dst < src + len {
-        return Err(Error::Invalid);
-    }
-    for i in 0..pages {
-        let sa = src + i * size;
-        let da = dst + i * size;
-        let mut sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
-        let m = k().mapdb.get(sid);
-        if huge && !m.huge {
-            return Err(Error::Invalid);
-        }
-        let pa = if m.huge && !huge {
-            m.paddr + (sa - m.vaddr)
-        } else {
-            m.paddr
-        };
-        let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights
-            | (m.rights & map::UNCACHED);
-        // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
-        // a 2 MiB destination, every 4 KiB mapping inside it. Nothing outside [da, da+size).
-        let vacant = match k().mapdb.vacant(d.id, da, size) {
-            Some(v) => v,
-            None => {
-                let mut gone = alloc::vec::Vec::new();
-                if let Some(id) = k().mapdb.find_id(d.id, da) {
-                    let old = k().mapdb.get(id);
-                    k().mapdb.revoke(d.id, old.vaddr, true, &mut gone);
-                }
-                if huge {
-                    let mut a = da;
-                    while a < da + size {
-                        k().mapdb.revoke(d.id, a, true, &mut gone);
-                        a += 0x1000;
-                    }
-                }
-                obj::unmap_removed(&gone);
-                let v = k().mapdb.vacant(d.id, da, size).ok_or(Error::Busy)?;
-                // Revocation may have freed and reused nodes: look the source up again.
-                sid = k().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
-                v
-            }
-        };
-        obj::charge(d.hdr.factory, NODE_BYTES as u64)?;
-        if flags & map::GRANT != 0 && m.huge == huge {
-            // Grant: the mapping moves, keeping what was derived from it.
-            paging::unmap(s.pml4, m.vaddr, m.huge);
-            if k().loaded_cr3 == s.pml4 {
-                crate::arch::invlpg(m.vaddr);
-            }
-            let _ = k().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
-            s.nodes = s.nodes.saturating_sub(1);
-            obj::uncharge(s.hdr.factory, NODE_BYTES as u64);
-        } else if k()
-            .mapdb
-            .insert_child_into(
-                sid,
-                Mapping {
-                    space: d.id,
-                    vaddr: da,
-                    paddr: pa,
-                    huge,
-                    rights: r,
-                },
-                vacant,
-            )
-            .is_err()
-        {
-            obj::uncharge(d.hdr.factory, NODE_BYTES as u64);
-            return Err(Error::Busy);
-        }
-        d.nodes += 1;
-        if huge {
-            // 4 KiB mappings that were here may have left an empty page table in the slot.
-            if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
-                crate::mem::phys().free_frame(pt);
-                d.pt_frames -= 1;
-                obj::uncharge(d.hdr.factory, crate::mem::PAGE);
-                if k().loaded_cr3 == d.pml4 {
-                    crate::arch::write_cr3(d.pml4);
-                }
-            }
-        }
-        let mut alloc = || obj::pt_alloc(dt);
-        if !paging::map(
-            d.pml4,
-            da,
-            pa,
-            paging::pte_flags(r, r & map::UNCACHED != 0),
-            huge,
-            &mut alloc,
-        ) {
-            let mut gone = alloc::vec::Vec::new();
-            k().mapdb.revoke(d.id, da, true, &mut gone);
-            obj::unmap_removed(&gone);
-            return Err(Error::NoMemory);
-        }
-    }
-    Ok(())
-}
-
-/// Records and installs a kernel-made (root) mapping.
-pub fn map_root(t: *mut Task, va: u64, pa: u64, rights_: u64) -> Result<(), Error> {
-    map_root_sized(t, va, pa, rights_, false)
-}
-
-/// As `map_root`, with a 2 MiB page if `huge`.
-pub fn map_root_sized(
-    t: *mut Task,
-    va: u64,
-    pa: u64,
-    rights_: u64,
-    huge: bool,
-) -> Result<(), Error> {
-    // SAFETY: live task.
-    let task = unsafe { &mut *t };
-    obj::charge(task.hdr.factory, NODE_BYTES as u64)?;
-    if k()
-        .mapdb
-        .insert_root(Mapping {
-            space: task.id,
-            vaddr: va,
-            paddr: pa,
-            huge,
-            rights: rights_,
-        })
-        .is_err()
-    {
-        obj::uncharge(task.hdr.factory, NODE_BYTES as u64);
-        return Err(Error::Busy);
-    }
-    task.nodes += 1;
-    let mut alloc = || obj::pt_alloc(t);
-    if !paging::map(
-        task.pml4,
-        va,
-        pa,
-        paging::pte_flags(rights_, rights_ & map::UNCACHED != 0),
-        huge,
-        &mut alloc,
-    ) {
-        let mut gone = alloc::vec::Vec::new();
-        k().mapdb.revoke(task.id, va, true, &mut gone);
-        obj::unmap_removed(&gone);
-        return Err(Error::NoMemory);
-    }
-    Ok(())
 }

@@ -1,0 +1,129 @@
+//! Tasks: an address space and a capability table, the threads bound to them, an optional I/O
+//! port bitmap and a priority ceiling.
+use crate::cap;
+use crate::error::SysResult;
+use crate::factory::{self, charge, hdr};
+use crate::mem::PAGE;
+use crate::obj::{Cap, Factory, Task};
+use crate::paging;
+use crate::sched;
+use crate::state::{kernel, MAX_TASKS};
+use crate::thread;
+use crate::vm;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use sawmill_abi::Error;
+use sawmill_kcore::cspace::CSpace;
+
+pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, Error> {
+    if slots == 0 || slots > 4096 {
+        return Err(Error::Invalid);
+    }
+    let size = core::mem::size_of::<Task>() as u64
+        + CSpace::<Cap>::table_bytes(slots as usize) as u64
+        + PAGE
+        + 64;
+    charge(f, size)?;
+    if !kernel().cspace.has_room()
+        || (kernel().tasks.len() >= MAX_TASKS && !kernel().tasks.iter().any(|t| t.is_null()))
+    {
+        factory::uncharge(f, size);
+        return Err(Error::NoMemory);
+    }
+    let Some(pml4) = paging::new_space() else {
+        factory::uncharge(f, size);
+        return Err(Error::NoMemory);
+    };
+    let table = kernel().cspace.create_table(slots as usize);
+    let id = match kernel().tasks.iter().position(|t| t.is_null()) {
+        Some(i) => i as u32,
+        None => {
+            kernel().tasks.push(core::ptr::null_mut());
+            (kernel().tasks.len() - 1) as u32
+        }
+    };
+    let t = Box::into_raw(Box::new(Task {
+        hdr: hdr(f, size),
+        id,
+        pml4,
+        table,
+        slots: kernel().cspace.view(table),
+        threads: Vec::new(),
+        io: None,
+        dead: false,
+        pt_frames: 0,
+        nodes: 0,
+        max_prio,
+    }));
+    kernel().tasks[id as usize] = t;
+    Ok(t)
+}
+
+/// Ends a task: kills its threads, deletes its capabilities, removes its mappings (and all
+/// derived from them) and frees its page tables. The object itself lives on while referenced.
+pub fn kill_task(p: *mut Task) {
+    // SAFETY: p is a live task.
+    let task = unsafe { &mut *p };
+    if task.dead {
+        return;
+    }
+    while let Some(&th) = task.threads.last() {
+        thread::kill_thread(th);
+    }
+    let mut gone = Vec::new();
+    kernel().mapdb.remove_space(task.id, &mut gone);
+    vm::unmap_removed(&gone);
+
+    task.dead = true;
+    task.slots = sawmill_kcore::cspace::TableView::EMPTY;
+    for c in kernel().cspace.destroy_table(task.table) {
+        cap::release(c);
+    }
+    if kernel().io_loaded == p {
+        sched::clear_io();
+    }
+    if let Some(io) = task.io.take() {
+        drop(io);
+        factory::uncharge(task.hdr.factory, 8192);
+    }
+    if kernel().loaded_cr3 == task.pml4 {
+        crate::arch::write_cr3(paging::kernel_pml4());
+        kernel().loaded_cr3 = paging::kernel_pml4();
+    }
+    let n = paging::free_space(task.pml4);
+    // The PML4 itself was part of the task's own charge.
+    factory::uncharge(task.hdr.factory, (n - 1) * PAGE);
+    task.pt_frames = 0;
+}
+
+/// `ioport_give`: opens ports `[base, base + count)` to task `tt`, within the window of the
+/// I/O-control capability `io`.
+pub fn io_port_give(io: Cap, tt: *mut Task, base: u64, count: u64) -> SysResult {
+    if base >= 65536 || count == 0 || base + count > 65536 {
+        return Err(reject!(Error::Invalid, "port range empty or beyond 65535"));
+    }
+    // A minted I/O-control capability covers only its port window (see abi::io_window).
+    if io.badge != 0 {
+        let (lo, n) = sawmill_abi::io_window(io.badge);
+        if base < lo || base + count > lo + n {
+            return Err(reject!(
+                Error::NoRights,
+                "ports outside the I/O-control window",
+            ));
+        }
+    }
+    // SAFETY: live task.
+    let tk = unsafe { &mut *tt };
+    if tk.io.is_none() {
+        charge(tk.hdr.factory, 8192)?;
+    }
+    let bm = tk.io.get_or_insert_with(|| Box::new([0xff; 8192]));
+    for p in base..base + count {
+        bm[(p / 8) as usize] &= !(1 << (p % 8));
+    }
+    if kernel().io_loaded == tt {
+        sched::clear_io();
+    }
+    sched::reload();
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! Memory mapping between address spaces: map items and `task_map` (each page derived from its
+//! source in the mapping database), replacement of what a destination held, the kernel's own
+//! (root) mappings, device memory, and clearing the page tables of revoked mappings.
+use crate::factory;
+use crate::mem::PAGE;
+use crate::obj::Task;
+use crate::paging;
+use crate::state::kernel;
+use sawmill_abi::{map, Error};
+use sawmill_kcore::mapdb::{Mapping, NODE_BYTES};
+
+/// Clears the page-table entries of mappings removed from the database and returns their node
+/// charges.
+pub fn unmap_removed(v: &[Mapping]) {
+    for m in v {
+        let t = kernel()
+            .tasks
+            .get(m.space as usize)
+            .copied()
+            .unwrap_or(core::ptr::null_mut());
+        if t.is_null() {
+            continue;
+        }
+        // SAFETY: live task (tasks[] holds only live ones).
+        let task = unsafe { &mut *t };
+        if !task.dead {
+            paging::unmap(task.pml4, m.vaddr, m.huge);
+            if kernel().loaded_cr3 == task.pml4 {
+                crate::arch::invlpg(m.vaddr);
+            }
+        }
+        if task.nodes > 0 {
+            task.nodes -= 1;
+            factory::uncharge(task.hdr.factory, NODE_BYTES as u64);
+        }
+    }
+}
+
+/// `unmap`: revokes what was derived from each page of `[va, va + pages)` of task `t` (and the
+/// pages themselves with `with_self`).
+pub fn unmap_range(t: *mut Task, va: u64, pages: u64, with_self: bool) -> Result<(), Error> {
+    if pages > (1 << 20) || va & 0xfff != 0 || !paging::user_range_ok(va, pages * PAGE) {
+        return Err(Error::Invalid);
+    }
+    // SAFETY: live task.
+    let id = unsafe { (*t).id };
+    let mut gone = alloc::vec::Vec::new();
+    for i in 0..pages {
+        kernel()
+            .mapdb
+            .revoke(id, va + i * PAGE, with_self, &mut gone);
+    }
+    unmap_removed(&gone);
+    Ok(())
+}
+
+/// `map_phys`: device memory (never RAM) at `va` of task `t`, uncached.
+pub fn map_device(t: *mut Task, pa: u64, va: u64, pages: u64) -> Result<(), Error> {
+    if pa & 0xfff != 0
+        || va & 0xfff != 0
+        || pages == 0
+        || pages > 65536
+        || pa >= (1 << 46)
+        || !paging::user_range_ok(va, pages * PAGE)
+    {
+        return Err(Error::Invalid);
+    }
+    for i in 0..pages {
+        let p = pa + i * PAGE;
+        let k = kernel();
+        if k.ram[..k.nram].iter().any(|r| p >= r.start && p < r.end) {
+            return Err(Error::Invalid);
+        }
+    }
+    for i in 0..pages {
+        map_root(
+            t,
+            va + i * PAGE,
+            pa + i * PAGE,
+            map::READ | map::WRITE | map::UNCACHED,
+        )?;
+    }
+    Ok(())
+}
+
+/// Maps `pages` pages of `st`'s address space at `src` into `dt` at `dst`, each derived from the
+/// source mapping in the mapping database. Existing mappings at the destination are replaced.
+pub fn map_pages(
+    st: *mut Task,
+    src: u64,
+    dt: *mut Task,
+    dst: u64,
+    pages: u64,
+    flags: u64,
+) -> Result<(), Error> {
+    let huge = flags & map::HUGE != 0;
+    let size: u64 = if huge { 0x20_0000 } else { 0x1000 };
+    if pages == 0 || pages > (1 << 20) || !src.is_multiple_of(size) || !dst.is_multiple_of(size) {
+        return Err(Error::Invalid);
+    }
+    let len = pages.checked_mul(size).ok_or(Error::Invalid)?;
+    if !paging::user_range_ok(src, len) || !paging::user_range_ok(dst, len) {
+        return Err(Error::Invalid);
+    }
+    // SAFETY: both tasks are live (held by capabilities or current).
+    let (s, d) = unsafe { (&mut *st, &mut *dt) };
+    if s.dead || d.dead {
+        return Err(Error::PeerGone);
+    }
+    if st == dt && src < dst + len && dst < src + len {
+        return Err(Error::Invalid);
+    }
+    for i in 0..pages {
+        let sa = src + i * size;
+        let da = dst + i * size;
+        let mut sid = kernel().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
+        let m = kernel().mapdb.get(sid);
+        if huge && !m.huge {
+            return Err(Error::Invalid);
+        }
+        let pa = if m.huge && !huge {
+            m.paddr + (sa - m.vaddr)
+        } else {
+            m.paddr
+        };
+        let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights
+            | (m.rights & map::UNCACHED);
+        // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
+        // a 2 MiB destination, every 4 KiB mapping inside it; no other 4 KiB mapping. (Revoking
+        // also the mapping at `da`'s 2 MiB boundary, as this once did, took a neighbour with it:
+        // scenario `remap`, docs/ARCHITECTURE.md 3.6.)
+        let vacant = match kernel().mapdb.vacant(d.id, da, size) {
+            Some(v) => v,
+            None => {
+                let mut gone = alloc::vec::Vec::new();
+                if let Some(id) = kernel().mapdb.find_id(d.id, da) {
+                    let old = kernel().mapdb.get(id);
+                    kernel().mapdb.revoke(d.id, old.vaddr, true, &mut gone);
+                }
+                if huge {
+                    let mut a = da;
+                    while a < da + size {
+                        kernel().mapdb.revoke(d.id, a, true, &mut gone);
+                        a += 0x1000;
+                    }
+                }
+                unmap_removed(&gone);
+                let v = kernel().mapdb.vacant(d.id, da, size).ok_or(Error::Busy)?;
+                // Revocation may have freed and reused nodes: look the source up again.
+                sid = kernel().mapdb.find_id(s.id, sa).ok_or(Error::Fault)?;
+                v
+            }
+        };
+        factory::charge(d.hdr.factory, NODE_BYTES as u64)?;
+        if flags & map::GRANT != 0 && m.huge == huge {
+            // Grant: the mapping moves, keeping what was derived from it.
+            paging::unmap(s.pml4, m.vaddr, m.huge);
+            if kernel().loaded_cr3 == s.pml4 {
+                crate::arch::invlpg(m.vaddr);
+            }
+            let _ = kernel().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
+            s.nodes = s.nodes.saturating_sub(1);
+            factory::uncharge(s.hdr.factory, NODE_BYTES as u64);
+        } else if kernel()
+            .mapdb
+            .insert_child_into(
+                sid,
+                Mapping {
+                    space: d.id,
+                    vaddr: da,
+                    paddr: pa,
+                    huge,
+                    rights: r,
+                },
+                vacant,
+            )
+            .is_err()
+        {
+            factory::uncharge(d.hdr.factory, NODE_BYTES as u64);
+            return Err(Error::Busy);
+        }
+        d.nodes += 1;
+        if huge {
+            // 4 KiB mappings that were here may have left an empty page table in the slot.
+            if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
+                crate::mem::phys().free_frame(pt);
+                d.pt_frames -= 1;
+                factory::uncharge(d.hdr.factory, crate::mem::PAGE);
+                if kernel().loaded_cr3 == d.pml4 {
+                    crate::arch::write_cr3(d.pml4);
+                }
+            }
+        }
+        let mut alloc = || factory::pt_alloc(dt);
+        if !paging::map(
+            d.pml4,
+            da,
+            pa,
+            paging::pte_flags(r, r & map::UNCACHED != 0),
+            huge,
+            &mut alloc,
+        ) {
+            let mut gone = alloc::vec::Vec::new();
+            kernel().mapdb.revoke(d.id, da, true, &mut gone);
+            unmap_removed(&gone);
+            return Err(Error::NoMemory);
+        }
+    }
+    Ok(())
+}
+
+/// Records and installs a kernel-made (root) mapping.
+pub fn map_root(t: *mut Task, va: u64, pa: u64, rights_: u64) -> Result<(), Error> {
+    map_root_sized(t, va, pa, rights_, false)
+}
+
+/// As `map_root`, with a 2 MiB page if `huge`.
+pub fn map_root_sized(
+    t: *mut Task,
+    va: u64,
+    pa: u64,
+    rights_: u64,
+    huge: bool,
+) -> Result<(), Error> {
+    // SAFETY: live task.
+    let task = unsafe { &mut *t };
+    factory::charge(task.hdr.factory, NODE_BYTES as u64)?;
+    if kernel()
+        .mapdb
+        .insert_root(Mapping {
+            space: task.id,
+            vaddr: va,
+            paddr: pa,
+            huge,
+            rights: rights_,
+        })
+        .is_err()
+    {
+        factory::uncharge(task.hdr.factory, NODE_BYTES as u64);
+        return Err(Error::Busy);
+    }
+    task.nodes += 1;
+    let mut alloc = || factory::pt_alloc(t);
+    if !paging::map(
+        task.pml4,
+        va,
+        pa,
+        paging::pte_flags(rights_, rights_ & map::UNCACHED != 0),
+        huge,
+        &mut alloc,
+    ) {
+        let mut gone = alloc::vec::Vec::new();
+        kernel().mapdb.revoke(task.id, va, true, &mut gone);
+        unmap_removed(&gone);
+        return Err(Error::NoMemory);
+    }
+    Ok(())
+}

@@ -882,5 +882,16 @@ fn cmd_import(host: &Path, image: &str) -> CmdResult {
         links: HashMap::new(),
     };
     im.dir(host, root, "/", 0)?;
+    // The root takes the tree's own attributes, after it was filled (as `tar` restores `.`):
+    // otherwise its mtime is whenever the last entry went in.
+    let t = |s: i64| s.clamp(0, u32::MAX as i64) as u32;
+    let attr = SetAttr {
+        perm: Some((md.mode() & 0o7777) as u16),
+        uid: Some(md.uid()),
+        gid: Some(md.gid()),
+        atime: Some(t(md.atime())),
+        mtime: Some(t(md.mtime())),
+    };
+    fs.set_attr(root, &attr).map_err(|e| format!("/: {e}"))?;
     finish(fs, image)
 }

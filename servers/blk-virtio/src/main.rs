@@ -25,11 +25,11 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
-use sawmill_abi::MsgTag;
 use sawmill_abi::ObjKind;
 use sawmill_interfaces::blk::{self, InfoOut};
+use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next, Reply};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError};
-use sawmill_rt::{env, ipc, println, slots, sys};
+use sawmill_rt::{env, println, slots, sys};
 
 sawmill_rt::entry!(main);
 
@@ -278,7 +278,7 @@ impl Blk {
 
     /// The raw SHARE request: the map item has already landed in our window.
     /// `base`: where the region landed in our window.
-    fn share(&mut self, badge: u64, m: &ipc::IpcResult, base: u64) -> u16 {
+    fn share(&mut self, badge: u64, m: &IpcResult, base: u64) -> u16 {
         let pages = m.w[0];
         if m.tag.maps() != 1 || pages == 0 || pages > WINDOW_SIZE / 4096 || self.regions.iter().any(|r| r.badge == badge) {
             return BlkError::NotShared as u16;
@@ -324,6 +324,33 @@ impl blk::Server for Blk {
     }
 }
 
+/// The driver as the loop serves it: `blk` requests, and the raw SHARE request whose map item
+/// lands in the receive window the loop arms before every receive.
+struct Driver {
+    b: Blk,
+    after: AfterReply,
+}
+
+impl rpc::Serve for Driver {
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.tag.label() != SHARE_LABEL {
+            return blk::dispatch_then(&mut self.b, m, |_, r| next.reply_after(&mut self.after, r));
+        }
+        let b = &mut self.b;
+        let base = b.next_window;
+        let r = b.share(m.badge, m, base);
+        if r == 0 {
+            b.next_window += b.regions.last().map_or(0, |r| r.phys.len() as u64 * 4096);
+        }
+        // The window only ever receives shares; move it past what is taken.
+        self.after.receive_window(b.next_window, WINDOW + WINDOW_SIZE - b.next_window);
+        next.reply(self, Reply::label(r))
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+}
+
 fn main() {
     let pci_ep = env::cap("pci").expect("pci endpoint");
     let Some(mem_ep) = env::cap("mem") else {
@@ -348,28 +375,10 @@ fn main() {
         println!("blk-virtio: FAIL binding irq {}: {}", c.line, e.name());
         return;
     }
-    let mut b = Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot);
+    let b = Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot);
     // Our endpoint: the first one the manifest says we provide.
     let ep = sawmill_rt::slots::FIRST_NAMED;
-    let u = sawmill_rt::utcb();
-    u.map_window = [b.next_window, WINDOW + WINDOW_SIZE - b.next_window];
-    let mut m = ipc::recv(ep, 0);
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        }
-        if m.tag.label() == SHARE_LABEL {
-            let base = b.next_window;
-            let r = b.share(m.badge, &m, base);
-            if r == 0 {
-                b.next_window += b.regions.last().map_or(0, |r| r.phys.len() as u64 * 4096);
-            }
-            // The window only ever receives shares; move it past what is taken.
-            sawmill_rt::utcb().map_window = [b.next_window, WINDOW + WINDOW_SIZE - b.next_window];
-            m = ipc::reply_recv(ep, MsgTag::new(r, 0), [0; 4]);
-            continue;
-        }
-        m = blk::dispatch_then(&mut b, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
-    }
+    let mut d = Driver { after: AfterReply::new(), b };
+    d.after.receive_window(d.b.next_window, WINDOW + WINDOW_SIZE - d.b.next_window);
+    let _ = rpc::serve(ep, &mut d);
 }

@@ -22,7 +22,9 @@ const HANDED_OFF: u64 = 1 << 62;
 /// `dispatch_then` (or `handle`) of the interface it is for.
 pub trait Serve {
     /// Handles one message whose receive succeeded and answers it through `next` (every path ends
-    /// in one of `next`'s methods, which return the next message).
+    /// in one of `next`'s methods, which return the next message). Mark it `#[inline(always)]`:
+    /// inlined into the loop, the next message stays in registers; called, it goes through
+    /// memory (about 30 instructions per message more).
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult;
 
     /// The server's post-reply list. The default (none) costs nothing on the loop's path.
@@ -35,6 +37,59 @@ pub trait Serve {
     #[inline(always)]
     fn slot_freed(&mut self, slot: u64) {
         let _ = slot;
+    }
+}
+
+/// What the generated `dispatch_then` hands each reply to, with the server. Every arm calls it,
+/// so the implementations the loop uses ([`Next`], [`ReplyAfter`]) are `#[inline(always)]`: each
+/// arm then issues its own reply system call with the registers computed in place (a closure
+/// would be outlined once a dispatch has many arms). Any `FnOnce(&mut S, Reply) -> T` closure is
+/// one too (give its parameter types: `|s: &mut S, r: Reply| ...`).
+pub trait Answer<S: ?Sized> {
+    type Out;
+    fn answer(self, srv: &mut S, r: Reply) -> Self::Out;
+}
+
+impl<S: ?Sized, T, F: FnOnce(&mut S, Reply) -> T> Answer<S> for F {
+    type Out = T;
+    #[inline(always)]
+    fn answer(self, srv: &mut S, r: Reply) -> T {
+        self(srv, r)
+    }
+}
+
+impl<S: Serve + ?Sized> Answer<S> for Next {
+    type Out = IpcResult;
+    #[inline(always)]
+    fn answer(self, srv: &mut S, r: Reply) -> IpcResult {
+        self.reply(srv, r)
+    }
+}
+
+/// [`Next`] with an [`AfterReply`] that is not the dispatched server's own (e.g. a field beside
+/// the state `dispatch_then` gets): [`Next::with`].
+pub struct ReplyAfter<'a> {
+    next: Next,
+    after: &'a mut AfterReply,
+}
+
+impl<S: ?Sized> Answer<S> for ReplyAfter<'_> {
+    type Out = IpcResult;
+    #[inline(always)]
+    fn answer(self, _srv: &mut S, r: Reply) -> IpcResult {
+        self.next.reply_after(self.after, r)
+    }
+}
+
+/// [`Next`] for a server without an [`AfterReply`] of any kind: [`Next::plain`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReplyPlain(Next);
+
+impl<S: ?Sized> Answer<S> for ReplyPlain {
+    type Out = IpcResult;
+    #[inline(always)]
+    fn answer(self, _srv: &mut S, r: Reply) -> IpcResult {
+        self.0.reply_plain(r)
     }
 }
 
@@ -59,6 +114,18 @@ impl Next {
             Some(a) => self.reply_after(a, r),
             None => self.reply_plain(r),
         }
+    }
+
+    /// Answers without post-reply work, whatever the dispatched server is.
+    #[inline(always)]
+    pub fn plain(self) -> ReplyPlain {
+        ReplyPlain(self)
+    }
+
+    /// Answers through `after`, which is not the dispatched server's (see [`ReplyAfter`]).
+    #[inline(always)]
+    pub fn with(self, after: &mut AfterReply) -> ReplyAfter<'_> {
+        ReplyAfter { next: self, after }
     }
 
     /// [`Next::reply`] with the [`AfterReply`] given directly (e.g. a field beside the one
@@ -117,10 +184,12 @@ pub const AFTER_MAX: usize = 4;
 /// pages to unmap once the reply is delivered (filled by handlers, emptied by the loop).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AfterReply {
+    /// The receive slots (unused entries 0, which the kernel ignores past a message's count).
     rx: [u64; AFTER_MAX],
-    nrx: u8,
-    window: Option<[u64; 2]>,
-    maps: [MapItem; AFTER_MAX],
+    arm_rx: bool,
+    window: [u64; 2],
+    arm_window: bool,
+    /// Map items staged for the current reply (in the UTCB's `map_items[..nmaps]`).
     nmaps: u8,
     deletes: [u64; AFTER_MAX],
     ndel: u8,
@@ -132,14 +201,9 @@ impl AfterReply {
     pub const fn new() -> AfterReply {
         AfterReply {
             rx: [0; AFTER_MAX],
-            nrx: 0,
-            window: None,
-            maps: [MapItem {
-                src: 0,
-                dst: 0,
-                pages: 0,
-                flags: 0,
-            }; AFTER_MAX],
+            arm_rx: false,
+            window: [0; 2],
+            arm_window: false,
             nmaps: 0,
             deletes: [0; AFTER_MAX],
             ndel: 0,
@@ -156,21 +220,26 @@ impl AfterReply {
         if slots.len() > AFTER_MAX {
             return false;
         }
+        self.rx = [0; AFTER_MAX];
         self.rx[..slots.len()].copy_from_slice(slots);
-        self.nrx = slots.len() as u8;
+        self.arm_rx = !slots.is_empty();
         true
     }
 
     /// Map items sent to the server may land in `[base, base + size)`; armed before every
     /// receive until changed (`size` 0 closes it).
     pub fn receive_window(&mut self, base: u64, size: u64) {
-        self.window = Some([base, size]);
+        self.window = [base, size];
+        self.arm_window = true;
     }
 
     /// Adds `item` to the current reply if it succeeds (label 0; an error reply maps nothing).
-    /// Returns false when the reply already carries 4.
+    /// Returns false when the reply already carries 4. The item is staged at once in the UTCB's
+    /// map items (the reply's own staging area, so it is written once), which leaves two rules:
+    /// not for a method with a `map` result (that item takes the first place), and no call that
+    /// sends map items between staging and the reply.
     pub fn map(&mut self, item: MapItem) -> bool {
-        match self.maps.get_mut(self.nmaps as usize) {
+        match utcb().map_items.get_mut(self.nmaps as usize) {
             Some(m) => {
                 *m = item;
                 self.nmaps += 1;
@@ -218,67 +287,45 @@ impl AfterReply {
         self.nmaps as usize
     }
 
-    /// Before a reply: adds the pending map items to a success reply (dropping them otherwise)
-    /// and arms the receive slots and window.
-    #[inline]
+    /// Before a reply: adds the staged map items to a success reply without map items of its
+    /// own (dropping them otherwise) and arms the receive slots and window.
+    #[inline(always)]
     pub fn prepare(&mut self, mut r: Reply) -> Reply {
         if self.nmaps != 0 {
-            let n = core::mem::take(&mut self.nmaps) as usize;
-            let have = r.tag.maps();
-            if r.tag.label() == 0 && have + n <= AFTER_MAX {
-                let u = utcb();
-                for (i, it) in self.maps.iter().take(n).enumerate() {
-                    if let Some(slot) = u.map_items.get_mut(have + i) {
-                        *slot = *it;
-                    }
-                }
-                r.tag = r.tag.with_maps((have + n) as u8);
+            let n = core::mem::take(&mut self.nmaps);
+            if r.tag.label() == 0 && r.tag.maps() == 0 {
+                r.tag = r.tag.with_maps(n);
             }
         }
         self.arm();
         r
     }
 
-    /// Before a receive: the receive slots and window.
-    #[inline]
+    /// Before a receive: the receive slots and window (a few stores).
+    #[inline(always)]
     pub fn arm(&self) {
-        if self.nrx != 0 || self.window.is_some() {
-            let u = utcb();
-            for (i, s) in self.rx.iter().take(self.nrx as usize).enumerate() {
-                if let Some(c) = u.caps_in.get_mut(i) {
-                    *c = *s;
-                }
-            }
-            if let Some(w) = self.window {
-                u.map_window = w;
-            }
+        if self.arm_rx {
+            utcb().caps_in = self.rx;
+        }
+        if self.arm_window {
+            utcb().map_window = self.window;
         }
     }
 
-    /// Takes the work of the delivered reply out of the list (the receive settings stay).
-    fn take_pending(&mut self) -> AfterReply {
-        let p = AfterReply {
-            deletes: self.deletes,
-            ndel: self.ndel,
-            unmaps: self.unmaps,
-            nunmap: self.nunmap,
-            ..AfterReply::new()
-        };
-        self.ndel = 0;
-        self.nunmap = 0;
-        p
-    }
 }
 
-/// The post-reply step: runs the deletes and unmaps the handlers asked for.
+/// The post-reply step: runs the unmaps and deletes the handlers asked for (reading the lists in
+/// place: a copy of the whole list would cost more than the work).
 #[inline(never)]
 fn after<S: Serve + ?Sized>(srv: &mut S) {
     let Some(a) = srv.after_reply() else { return };
-    let p = a.take_pending();
-    for u in p.unmaps.iter().take(p.nunmap as usize) {
+    let nu = core::mem::take(&mut a.nunmap) as usize;
+    for u in a.unmaps.iter().take(nu) {
         let _ = unmap(u[0], u[1], u[2]);
     }
-    for &s in p.deletes.iter().take(p.ndel as usize) {
+    let nd = core::mem::take(&mut a.ndel) as usize;
+    for i in 0..nd.min(AFTER_MAX) {
+        let Some(s) = srv.after_reply().map(|a| a.deletes[i]) else { return };
         if cap_delete(s) == 0 {
             srv.slot_freed(s);
         }

@@ -306,6 +306,7 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
 struct Pager;
 
 impl rpc::Serve for Pager {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         let l = if m.tag.label() == label::PAGE_FAULT {
             handle(m.badge, m.w[0], m.w[1], m.w[2])

@@ -332,9 +332,10 @@ struct Driver {
 }
 
 impl rpc::Serve for Driver {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.tag.label() != SHARE_LABEL {
-            return blk::dispatch_then(&mut self.b, m, |_, r| next.reply_after(&mut self.after, r));
+            return blk::dispatch_then(&mut self.b, m, next.with(&mut self.after));
         }
         let b = &mut self.b;
         let base = b.next_window;

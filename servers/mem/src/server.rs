@@ -244,6 +244,7 @@ impl dataspace::Server for Srv {
 
 /// One endpoint, two interfaces: a dataspace capability's badge says which.
 impl rpc::Serve for Srv {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.badge & DS_BIT != 0 && m.badge != ROOT_BADGE {
             dataspace::handle(self, m, next)

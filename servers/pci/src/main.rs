@@ -129,6 +129,7 @@ impl pci::Server for Pci {
 }
 
 impl rpc::Serve for Pci {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         pci::handle(self, m, next)
     }

@@ -479,6 +479,7 @@ impl vfs::Server for Vfs {
 }
 
 impl rpc::Serve for Vfs {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         vfs::handle(self, m, next)
     }

@@ -27,13 +27,13 @@ fn two_scalar_call_is_one_register_message() {
             "fn add(&mut self, badge: u64, a: u64, b: u64) -> core::result::Result<u64, AppError>;"
         )
     );
-    assert!(server.contains("_ => __k(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"));
+    assert!(server.contains("_ => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"));
     assert!(g.contains("pub type AppError = core::convert::Infallible;"));
     assert!(g.contains("pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> !"));
     // The continuation gets the server back, so the loop's reply can use its post-reply list.
-    assert!(g.contains("__k: impl FnOnce(&mut S, __rt::Reply) -> T) -> T {"));
+    assert!(g.contains("__k: K) -> K::Out {"));
     assert!(g.contains("pub fn handle<S: Server + __rt::Serve + ?Sized>(srv: &mut S, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {"));
-    assert!(g.contains("dispatch_then(srv, m, |s, r| next.reply(s, r))"));
+    assert!(g.contains("dispatch_then(srv, m, next)"));
     // The generated serve is the runtime's loop.
     assert!(g.contains("__rt::serve(ep, &mut Only(&mut *srv))"));
 }
@@ -52,7 +52,7 @@ fn long_messages_use_the_utcb_and_oneway_uses_send() {
     assert!(g.contains("__rt::send(self.ep"));
     assert!(g.contains("fn g(&mut self, badge: u64, v: bool);"));
     assert!(
-        g.contains("None => { return __k(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); }")
+        g.contains("None => { return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); }")
     );
 }
 

@@ -144,6 +144,7 @@ impl idltest::Server for Srv {
 }
 
 impl rpc::Serve for Srv {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         idltest::handle(self, m, next)
     }

@@ -27,6 +27,7 @@ struct Stacked {
 }
 
 impl rpc::Serve for Stacked {
+    #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.badge == BADGE {
             return dataspace::handle(self, m, next);

@@ -643,9 +643,11 @@ fn after_reply_lists_are_bounded() {
     assert!(!a.map(ITEM), "a reply carries at most 4 map items");
     assert!(a.pending());
     assert_eq!(a.maps_pending(), 4);
-    // A reply that already carries map items of its own: the extra ones would exceed 4 and are
-    // dropped rather than overwriting them.
+    // A reply that carries a map item of its own (a `map` result) gets none of the staged ones.
     let r = a.prepare(Reply { tag: MsgTag::new(0, 0).with_maps(1), w: [0; 4] });
     assert_eq!(r.tag.maps(), 1);
     assert_eq!(a.maps_pending(), 0);
+    // Staged items go out with a plain success reply.
+    assert!(a.map(ITEM));
+    assert_eq!(a.prepare(Reply::EMPTY).tag.maps(), 1);
 }

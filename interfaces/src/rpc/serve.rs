@@ -311,7 +311,6 @@ impl AfterReply {
             utcb().map_window = self.window;
         }
     }
-
 }
 
 /// The post-reply step: runs the unmaps and deletes the handlers asked for (reading the lists in
@@ -325,7 +324,9 @@ fn after<S: Serve + ?Sized>(srv: &mut S) {
     }
     let nd = core::mem::take(&mut a.ndel) as usize;
     for i in 0..nd.min(AFTER_MAX) {
-        let Some(s) = srv.after_reply().map(|a| a.deletes[i]) else { return };
+        let Some(s) = srv.after_reply().map(|a| a.deletes[i]) else {
+            return;
+        };
         if cap_delete(s) == 0 {
             srv.slot_freed(s);
         }

@@ -511,7 +511,12 @@ const MAP_THEN_FAIL: u16 = 0x7003;
 /// Re-points `caps_in[0]` as a client stub called from a handler would.
 const CLOBBER: u16 = 0x7004;
 
-const ITEM: MapItem = MapItem { src: 0x5000, dst: 0x9000, pages: 1, flags: 1 };
+const ITEM: MapItem = MapItem {
+    src: 0x5000,
+    dst: 0x9000,
+    pages: 1,
+    flags: 1,
+};
 
 struct Looper {
     after: AfterReply,
@@ -526,7 +531,14 @@ impl plain::Server for Looper {
         assert!(self.after.map(ITEM));
         Ok(())
     }
-    fn caps4(&mut self, _: u64, a: u64, b: u64, c: u64, d: u64) -> Result<u64, core::convert::Infallible> {
+    fn caps4(
+        &mut self,
+        _: u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        d: u64,
+    ) -> Result<u64, core::convert::Infallible> {
         Ok(a + b + c + d)
     }
     fn big(&mut self, _: u64, x: [u64; 60]) -> Result<[u64; 60], core::convert::Infallible> {
@@ -564,11 +576,19 @@ impl Serve for Looper {
 }
 
 fn msg(label: u16) -> IpcResult {
-    IpcResult { err: 0, badge: 3, tag: MsgTag::new(label, 0), w: [0; 4] }
+    IpcResult {
+        err: 0,
+        badge: 3,
+        tag: MsgTag::new(label, 0),
+        w: [0; 4],
+    }
 }
 
 fn looper() -> Looper {
-    let mut l = Looper { after: AfterReply::new(), freed: vec![] };
+    let mut l = Looper {
+        after: AfterReply::new(),
+        freed: vec![],
+    };
     assert!(l.after.receive_into(&[200, 201]));
     l.after.receive_window(0x4000_0000, 0x1000);
     l
@@ -578,18 +598,35 @@ fn looper() -> Looper {
 fn loop_replies_then_runs_the_post_reply_step() {
     let mut l = looper();
     let failed = IpcResult { err: 5, ..msg(0) };
-    let script = vec![failed, msg(plain::op::NOTHING), msg(plain::op::NOTHING), msg(STOP)];
+    let script = vec![
+        failed,
+        msg(plain::op::NOTHING),
+        msg(plain::op::NOTHING),
+        msg(STOP),
+    ];
     let (r, log) = rpc::run_loop(script, || rpc::serve(8, &mut l));
     assert!(r.is_none(), "stopped, nothing handed off");
     let armed = |ev: &Ev| match ev {
-        Ev::Recv { caps_in, window, .. } | Ev::Reply { caps_in, window, .. } => {
-            caps_in[..2] == [200, 201] && *window == [0x4000_0000, 0x1000]
+        Ev::Recv {
+            caps_in, window, ..
         }
+        | Ev::Reply {
+            caps_in, window, ..
+        } => caps_in[..2] == [200, 201] && *window == [0x4000_0000, 0x1000],
         _ => true,
     };
-    assert!(log.iter().all(armed), "receive slots and window armed before every receive: {log:?}");
+    assert!(
+        log.iter().all(armed),
+        "receive slots and window armed before every receive: {log:?}"
+    );
     let ok = |ev: &Ev| match ev {
-        Ev::Reply { ep: 8, tag, maps, .. } => tag.label() == 0 && tag.maps() == 1 && maps[0] == [ITEM.src, ITEM.dst, ITEM.pages, ITEM.flags],
+        Ev::Reply {
+            ep: 8, tag, maps, ..
+        } => {
+            tag.label() == 0
+                && tag.maps() == 1
+                && maps[0] == [ITEM.src, ITEM.dst, ITEM.pages, ITEM.flags]
+        }
         _ => false,
     };
     // First receive; the failed one is not answered (a second receive); then each request is
@@ -599,7 +636,11 @@ fn loop_replies_then_runs_the_post_reply_step() {
     assert!(ok(&log[2]), "{:?}", log[2]);
     assert_eq!(log[3], Ev::Unmap(0x1000, 2, 0));
     assert_eq!(log[4], Ev::Delete(500));
-    assert!(ok(&log[5]), "the list was emptied and filled again: {:?}", log[5]);
+    assert!(
+        ok(&log[5]),
+        "the list was emptied and filled again: {:?}",
+        log[5]
+    );
     assert_eq!(log[6], Ev::Unmap(0x1000, 2, 0));
     assert_eq!(log[7], Ev::Delete(500));
     // The stop answers nothing.
@@ -612,16 +653,37 @@ fn loop_rearms_drops_maps_of_failed_replies_skips_and_hands_off() {
     let mut l = looper();
     let mut after = msg(plain::op::NOTHING);
     after.badge = 42;
-    let script = vec![msg(MAP_THEN_FAIL), msg(CLOBBER), msg(SKIP), msg(HAND_OFF), after];
+    let script = vec![
+        msg(MAP_THEN_FAIL),
+        msg(CLOBBER),
+        msg(SKIP),
+        msg(HAND_OFF),
+        after,
+    ];
     let (r, log) = rpc::run_loop(script, || rpc::serve(8, &mut l));
-    let replies: Vec<&Ev> = log.iter().filter(|e| matches!(e, Ev::Reply { .. })).collect();
+    let replies: Vec<&Ev> = log
+        .iter()
+        .filter(|e| matches!(e, Ev::Reply { .. }))
+        .collect();
     // The failed reply carries no map item, and the item does not linger for the next reply.
-    assert!(matches!(replies[0], Ev::Reply { tag, maps, .. } if tag.label() == 9 && maps.is_empty()));
-    assert!(matches!(replies[1], Ev::Reply { tag, maps, caps_in, .. } if tag.maps() == 0 && maps.is_empty() && caps_in[0] == 200), "caps_in re-armed after a handler re-pointed it: {:?}", replies[1]);
+    assert!(
+        matches!(replies[0], Ev::Reply { tag, maps, .. } if tag.label() == 9 && maps.is_empty())
+    );
+    assert!(
+        matches!(replies[1], Ev::Reply { tag, maps, caps_in, .. } if tag.maps() == 0 && maps.is_empty() && caps_in[0] == 200),
+        "caps_in re-armed after a handler re-pointed it: {:?}",
+        replies[1]
+    );
     // SKIP: a receive without a reply.
-    assert!(matches!(log[log.len() - 2], Ev::Recv { ep: 8, .. }), "{log:?}");
+    assert!(
+        matches!(log[log.len() - 2], Ev::Recv { ep: 8, .. }),
+        "{log:?}"
+    );
     // HAND_OFF: the reply goes out and the next message is received on endpoint 99, returned.
-    assert!(matches!(log[log.len() - 1], Ev::Reply { ep: 99, .. }), "{log:?}");
+    assert!(
+        matches!(log[log.len() - 1], Ev::Reply { ep: 99, .. }),
+        "{log:?}"
+    );
     let m = r.expect("handed off");
     assert_eq!((m.err, m.badge, m.tag.label()), (0, 42, plain::op::NOTHING));
     // The next loop starts with that message.
@@ -644,7 +706,10 @@ fn after_reply_lists_are_bounded() {
     assert!(a.pending());
     assert_eq!(a.maps_pending(), 4);
     // A reply that carries a map item of its own (a `map` result) gets none of the staged ones.
-    let r = a.prepare(Reply { tag: MsgTag::new(0, 0).with_maps(1), w: [0; 4] });
+    let r = a.prepare(Reply {
+        tag: MsgTag::new(0, 0).with_maps(1),
+        w: [0; 4],
+    });
     assert_eq!(r.tag.maps(), 1);
     assert_eq!(a.maps_pending(), 0);
     // Staged items go out with a plain success reply.

@@ -1,4 +1,4 @@
-//! The one server loop of sawmill (docs/idl.md §2, "The server loop"): receive, dispatch by
+//! The one server loop of sawmill (docs/idl.md §2.1): receive, dispatch by
 //! interface, reply, then the post-reply step.
 //!
 //! A server's state implements [`Serve`]: `handle` picks the interface a message is for (by

@@ -3,7 +3,7 @@ use crate::regions::{Fault, RegionErr, Regions, PAGE};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sawmill_abi::{fault, label, map, rights, Error, MsgTag, ObjKind};
-use sawmill_interfaces::rpc;
+use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{dataspace, mem, DsError, MapFlags};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
@@ -299,20 +299,24 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
     }
 }
 
-fn pager_loop(ep: u64) -> ! {
-    let mut m = ipc::recv(ep, 0);
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        }
+/// The pager thread as the runtime's loop serves it: the kernel's `PAGE_FAULT` messages of the
+/// threads it pages (the badge names the thread).
+struct Pager;
+
+impl rpc::Serve for Pager {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         let l = if m.tag.label() == label::PAGE_FAULT {
             handle(m.badge, m.w[0], m.w[1], m.w[2])
         } else {
             rpc::proto::BAD_OPCODE
         };
-        m = ipc::reply_recv(ep, MsgTag::new(l, 0), [0; 4]);
+        next.reply_plain(Reply::label(l))
     }
+}
+
+fn pager_loop(ep: u64) {
+    let _ = rpc::serve(ep, &mut Pager);
 }
 
 /// Resolves one fault; the reply label (0 resumes the thread).

@@ -27,9 +27,9 @@ use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
 use sawmill_abi::ObjKind;
 use sawmill_interfaces::blk::{self, InfoOut};
-use sawmill_interfaces::rpc::Map;
+use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags};
-use sawmill_rt::{env, ipc, println, slots, sys};
+use sawmill_rt::{env, println, slots, sys};
 
 sawmill_rt::entry!(main);
 
@@ -151,6 +151,8 @@ struct Blk {
     hdr_pa: u64,
     regions: Vec<Region>,
     next_window: u64,
+    /// Post-reply work of the shared loop: the receive window, moved past every share.
+    after: AfterReply,
 }
 
 impl Blk {
@@ -181,7 +183,7 @@ impl Blk {
             Queue { size, desc: mem as *mut Desc, avail: mem.add(16 * n) as *mut u16, used: mem.add(used_off) as *const u16, avail_idx: 0, used_idx: 0 }
         };
         println!("blk-virtio: io {:#x} irq {} queue {} capacity {} sectors{} (queue in DMA memory at {:#x})", io, line, size, sectors, if host & F_BLK_FLUSH != 0 { ", flush" } else { "" }, pa);
-        Blk { io, irq, notif, q, sectors, hdr, hdr_pa, regions: Vec::new(), next_window: WINDOW }
+        Blk { io, irq, notif, q, sectors, hdr, hdr_pa, regions: Vec::new(), next_window: WINDOW, after: AfterReply::new() }
     }
 
     fn set_desc(&mut self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
@@ -301,7 +303,7 @@ impl blk::Server for Blk {
             va += 4096;
         }
         self.next_window = va;
-        sawmill_rt::utcb().map_window = [va, end - va];
+        self.after.receive_window(va, end - va);
         if phys.is_empty() || region.dst != base || region.pages != phys.len() as u64 || self.regions.iter().any(|r| r.badge == badge) {
             return Err(BlkError::NotShared);
         }
@@ -324,6 +326,18 @@ impl blk::Server for Blk {
             return Err(BlkError::Io);
         }
         Ok(())
+    }
+}
+
+/// The driver as the loop serves it: `blk` requests, and the raw SHARE request whose map item
+/// lands in the receive window the loop arms before every receive.
+impl rpc::Serve for Blk {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        blk::handle(self, m, next)
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
     }
 }
 
@@ -354,14 +368,6 @@ fn main() {
     let mut b = Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot);
     // Our endpoint: the first one the manifest says we provide.
     let ep = sawmill_rt::slots::FIRST_NAMED;
-    let u = sawmill_rt::utcb();
-    u.map_window = [b.next_window, WINDOW + WINDOW_SIZE - b.next_window];
-    let mut m = ipc::recv(ep, 0);
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        }
-        m = blk::dispatch_then(&mut b, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
-    }
+    b.after.receive_window(b.next_window, WINDOW + WINDOW_SIZE - b.next_window);
+    let _ = rpc::serve(ep, &mut b);
 }

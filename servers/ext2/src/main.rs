@@ -29,13 +29,12 @@ use alloc::rc::Rc;
 use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use sawmill_abi::{map, rights, MapItem, ObjKind};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
-use sawmill_interfaces::rpc::{Bytes, Map};
 use sawmill_interfaces::pfs::VFS_BADGE;
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next, Reply};
 use sawmill_interfaces::{dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walked, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
@@ -53,9 +52,6 @@ const FILE_RO: u64 = 1 << 62;
 const MAX_SHADOWS: usize = 128;
 /// A fixed timestamp for changes: the system has no wall clock.
 const NOW: u32 = 1_700_000_000;
-
-/// Map items the current reply carries (set by `map`, added to the tag by the server loop).
-static PENDING_MAPS: AtomicUsize = AtomicUsize::new(0);
 
 fn err(e: E2) -> FsError {
     match e {
@@ -204,6 +200,9 @@ struct Pfs {
     shadows: Vec<Shadow>,
     max_shadows: usize,
     name: &'static str,
+    /// The receive slot, and per reply: the cache pages `file.map` hands out, the session
+    /// capability `session` handed over (our copy goes once the reply is out).
+    after: AfterReply,
 }
 
 const SHADOW_LAYOUT: core::alloc::Layout = match core::alloc::Layout::from_size_align(PAGE, PAGE) {
@@ -524,8 +523,8 @@ impl pfs::Server for Pfs {
         };
         let s = self.slot();
         sys::cap_mint(self.ep, s, SESSION_BASE + i as u64, rights::SEND).map_err(|_| FsError::NoSpace)?;
-        // Handed over in the reply; our copy goes with the next request (see the loop).
-        PENDING_DELETE.store(s as usize, Ordering::Relaxed);
+        // Handed over in the reply; our copy goes once the reply is delivered.
+        self.after.delete(s);
         Ok(s)
     }
     fn crash(&mut self, badge: u64) -> Result<(), FsError> {
@@ -591,8 +590,6 @@ fn open_want(flags: OpenFlags) -> u32 {
     (if flags.contains(OpenFlags::READ) { 4 } else { 0 }) | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) { 2 } else { 0 }
 }
 
-
-static PENDING_DELETE: AtomicUsize = AtomicUsize::new(0);
 
 impl file::Server for Pfs {
     fn write_buffer(&mut self, badge: u64, dst: u64) -> Result<Map, FsError> {
@@ -661,7 +658,6 @@ impl file::Server for Pfs {
         let size = self.fs.stat(ino).map_err(err)?.size;
         let pages = size.div_ceil(PAGE as u64);
         let mut n = 0usize;
-        let u = sawmill_rt::utcb();
         while n < (count as usize).min(4) && page + (n as u64) < pages {
             let Some(dp) = self.dev_page(ino, page + n as u64) else { break };
             let s = {
@@ -673,10 +669,10 @@ impl file::Server for Pfs {
             };
             let addr = self.cache.borrow().addr(s);
             self.file(badge)?.mapped.push(s);
-            u.map_items[n] = MapItem { src: addr, dst: dst + (n * PAGE) as u64, pages: 1, flags: map::READ };
+            // Added to the reply beside the generated words (only if it succeeds).
+            self.after.map(MapItem { src: addr, dst: dst + (n * PAGE) as u64, pages: 1, flags: map::READ });
             n += 1;
         }
-        PENDING_MAPS.store(n, Ordering::Relaxed);
         Ok(MapOut { mapped: n as u32, size })
     }
     fn close(&mut self, badge: u64) -> Result<(), FsError> {
@@ -790,11 +786,60 @@ impl dataspace::Server for Pfs {
     }
 }
 
+/// Phase 2: every request of the VFS, its sessions and the open files, on our own endpoint.
+impl rpc::Serve for Pfs {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.badge >= FILE_BASE && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label()) {
+            dataspace::handle(self, m, next)
+        } else if m.badge >= FILE_BASE {
+            file::handle(self, m, next)
+        } else {
+            pfs::handle(self, m, next)
+        }
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+    fn slot_freed(&mut self, slot: u64) {
+        self.free_slots.push(slot);
+    }
+}
+
 /// Phase 1: serve the manifest endpoint until the VFS connects.
 struct Connect {
     /// Where the VFS's endpoint is kept (a derived copy: the VFS can revoke it).
     ep: u64,
     done: bool,
+    /// The receive slot for the VFS's endpoint capability.
+    after: AfterReply,
+}
+
+impl rpc::Serve for Connect {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        // After `connect`, the reply goes out and we wait on the VFS's endpoint instead.
+        pfs::dispatch_then(self, m, |s: &mut Connect, r: Reply| {
+            if s.done {
+                let ep = s.ep;
+                next.hand_off(s, ep, r)
+            } else {
+                next.reply(s, r)
+            }
+        })
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+}
+
+/// A file system we cannot mount: every request is answered with an error, never a crash.
+struct Unmountable;
+
+impl rpc::Serve for Unmountable {
+    fn handle(&mut self, _m: &IpcResult, next: Next) -> IpcResult {
+        next.reply_plain(Reply::error(&FsError::Corrupt))
+    }
 }
 
 macro_rules! refuse_all {
@@ -862,71 +907,40 @@ fn main() {
     let fs = Fs::open(Dev(cache.clone()));
     let ep = thread::alloc_slot();
     let rx = thread::alloc_slot();
-    let mut conn = Connect { ep, done: false };
-    sawmill_rt::utcb().caps_in[0] = rx;
-    let mut m = ipc::recv(manifest_ep, 0);
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(manifest_ep, 0);
-            continue;
+    let mut conn = Connect { ep, done: false, after: AfterReply::new() };
+    conn.after.receive_into(&[rx]);
+    let Some(first) = rpc::serve(manifest_ep, &mut conn) else { return };
+    // The manifest endpoint is left to the watch thread: it takes the VFS's watch call and never
+    // answers, so the VFS learns of our death from the kernel.
+    thread::spawn(254, 8192, move || {
+        let w = ipc::recv(manifest_ep, 0);
+        let _ = w;
+        let n = thread::create(ObjKind::Notification, 0).expect("notification");
+        loop {
+            let _ = sys::notify_wait(n, 0);
         }
-        let r = pfs::dispatch(&mut conn, &m);
-        if conn.done {
-            // The manifest endpoint is left to the watch thread: it takes the VFS's watch call
-            // and never answers, so the VFS learns of our death from the kernel.
-            thread::spawn(254, 8192, move || {
-                let w = ipc::recv(manifest_ep, 0);
-                let _ = w;
-                let n = thread::create(ObjKind::Notification, 0).expect("notification");
-                loop {
-                    let _ = sys::notify_wait(n, 0);
-                }
-            })
-            .expect("watch thread");
-            // Reply to the VFS and from now on wait on its endpoint.
-            m = ipc::reply_recv(ep, r.tag, r.w);
-            break;
-        }
-        sawmill_rt::utcb().caps_in[0] = rx;
-        m = ipc::reply_recv(manifest_ep, r.tag, r.w);
-    }
+    })
+    .expect("watch thread");
     let mut fs = match fs {
         Ok(fs) => fs,
         Err(e) => {
-            // A file system we cannot mount: answer every request with an error, never crash.
             println!("ext2-pfs[{}]: cannot mount: {}", name, e);
-            loop {
-                let t = sawmill_abi::MsgTag::new(FsError::Corrupt as u16, 0);
-                let _ = ipc::reply_recv(ep, t, [0; 4]);
-            }
+            let _ = rpc::serve_from(ep, first, &mut Unmountable);
+            return;
         }
     };
     fs.set_time(NOW);
     let st = fs.statfs();
     println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
-    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), walker: Walker::new(), shadows: Vec::new(), max_shadows, name };
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        }
-        let pd = PENDING_DELETE.swap(0, Ordering::Relaxed);
-        if pd != 0 {
-            let _ = sys::cap_delete(pd as u64);
-            p.free_slots.push(pd as u64);
-        }
-        if m.badge >= FILE_BASE && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label()) {
-            m = dataspace::dispatch_then(&mut p, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
-        } else if m.badge >= FILE_BASE {
-            m = file::dispatch_then(&mut p, &m, |r| {
-                // `map` adds its items beside the generated reply; `write_buffer`'s reply
-                // carries its own.
-                let n = PENDING_MAPS.swap(0, Ordering::Relaxed);
-                let tag = if n != 0 { r.tag.with_maps(n as u8) } else { r.tag };
-                ipc::reply_recv(ep, tag, r.w)
-            });
-        } else {
-            m = pfs::dispatch_then(&mut p, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
-        }
-    }
+    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), walker: Walker::new(), shadows: Vec::new(), max_shadows, name, after: AfterReply::new() };
+    // No receive slot here: only `connect` takes a capability, and phase 2 refuses it (arming
+    // one before every receive would cost each request about 10 instructions).
+    serve_pfs(&mut p, ep, first);
+}
+
+/// Phase 2's loop, a function of its own so that the handlers are inlined into it (inside `main`,
+/// beside phase 1's loop, LLVM left them out of line).
+#[inline(never)]
+fn serve_pfs(p: &mut Pfs, ep: u64, first: IpcResult) {
+    let _ = rpc::serve_from(ep, first, p);
 }

@@ -13,11 +13,11 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use sawmill_abi::{layout, map, rights};
-use sawmill_interfaces::rpc::Map;
 use sawmill_interfaces::mem::ROOT_BADGE;
+use sawmill_interfaces::rpc::{self, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, DsError, DsFlags, MapFlags, MemError};
 use sawmill_mem::{boot, Backend, Frame, Frames, Limits, Mem, MemErr, PAGE};
-use sawmill_rt::{env, ipc, println, sys, thread};
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
@@ -245,6 +245,18 @@ impl dataspace::Server for Srv {
     }
 }
 
+/// One endpoint, two interfaces: a dataspace capability's badge says which.
+impl rpc::Serve for Srv {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.badge & DS_BIT != 0 && m.badge != ROOT_BADGE {
+            dataspace::handle(self, m, next)
+        } else {
+            mem::handle(self, m, next)
+        }
+    }
+}
+
 fn parse_u64(s: &str) -> Option<u64> {
     s.parse().ok()
 }
@@ -289,17 +301,5 @@ fn main() {
         m.set_quota(b, q);
     }
     let mut srv = Srv { mem: m, pool: Pool, ep, caps: Vec::new(), free_slots: Vec::new() };
-    let mut msg = ipc::recv(ep, 0);
-    loop {
-        if msg.err != 0 {
-            msg = ipc::recv(ep, 0);
-            continue;
-        }
-        let r = if msg.badge & DS_BIT != 0 && msg.badge != ROOT_BADGE {
-            dataspace::dispatch(&mut srv, &msg)
-        } else {
-            mem::dispatch(&mut srv, &msg)
-        };
-        msg = ipc::reply_recv(ep, r.tag, r.w);
-    }
+    let _ = rpc::serve(ep, &mut srv);
 }

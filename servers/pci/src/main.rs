@@ -18,9 +18,10 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use sawmill_interfaces::pci::{self, ClaimOut};
+use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next};
 use sawmill_interfaces::PciError;
 use sawmill_manifest::env_kind;
-use sawmill_rt::{env, ipc, println, sys};
+use sawmill_rt::{env, println, sys};
 
 sawmill_rt::entry!(main);
 
@@ -68,10 +69,11 @@ struct Pci {
     /// Our restricted I/O-control and IRQ-control capabilities (0 = none).
     io_ctl: u64,
     irq_ctl: u64,
-    /// An empty slot for the Irq capability a claim returns; `irq_out` is set while the reply
-    /// still has to carry it (deleted once the reply is delivered: pci keeps no copy).
+    /// An empty slot for the Irq capability a claim returns (deleted once the reply carrying it
+    /// is delivered: pci keeps no copy).
     irq_slot: u64,
-    irq_out: bool,
+    /// The receive slot for a claim's task capability, and the Irq capability's deletion.
+    after: AfterReply,
 }
 
 fn num(s: &str) -> Option<u64> {
@@ -112,7 +114,7 @@ impl pci::Server for Pci {
             let _ = sys::cap_delete(self.irq_slot);
             return Err(PciError::BadTask);
         }
-        self.irq_out = true;
+        self.after.delete(self.irq_slot);
         // I/O space and bus master on (memory space stays off: the driver has no BAR mappings).
         let cmd = cfg_read(d.bdf, 0x04) & 0xffff;
         cfg_write(d.bdf, 0x04, (cmd & !0x2) | 0x1 | 0x4);
@@ -123,6 +125,16 @@ impl pci::Server for Pci {
         );
         // The task capability (`task`) is deleted by dispatch when we return: pci keeps none.
         Ok(ClaimOut { vendor: d.vendor, device: d.device, bdf: d.bdf, io_base: a.io_base, io_size: a.io_size, line: d.irq, irq: self.irq_slot })
+    }
+}
+
+impl rpc::Serve for Pci {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        pci::handle(self, m, next)
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
     }
 }
 
@@ -204,19 +216,7 @@ fn main() {
     // Slots above every capability root gave us: where a claim's task capability lands, and
     // where the Irq capability it returns is made.
     let rx = env::last_slot() + 1;
-    let mut srv = Pci { devs, assigned, io_ctl, irq_ctl, irq_slot: rx + 1, irq_out: false };
-    sawmill_rt::utcb().caps_in[0] = rx;
-    let mut m = ipc::recv(ep, 0);
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        }
-        m = pci::dispatch_then(&mut srv, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
-        // The reply carrying the Irq capability has been delivered (or failed): drop ours.
-        if core::mem::take(&mut srv.irq_out) {
-            let _ = sys::cap_delete(srv.irq_slot);
-        }
-        sawmill_rt::utcb().caps_in[0] = rx;
-    }
+    let mut srv = Pci { devs, assigned, io_ctl, irq_ctl, irq_slot: rx + 1, after: AfterReply::new() };
+    srv.after.receive_into(&[rx]);
+    let _ = rpc::serve(ep, &mut srv);
 }

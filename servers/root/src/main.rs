@@ -15,9 +15,10 @@ extern crate alloc;
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, MsgTag, ObjKind};
+use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, ObjKind};
 use sawmill_manifest::{System, Server};
-use sawmill_rt::{ipc, println, slots as sslots, sys};
+use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
+use sawmill_rt::{println, slots as sslots, sys};
 use sawmill_spawn::{self as spawn, Cap, Child, MappedImage, Map, Program, Record, Resources, SpawnError};
 
 sawmill_rt::entry!(main);
@@ -514,6 +515,72 @@ fn check_device_memory(ram: u64) -> bool {
     ok && sys::map_phys(root_slots::CONTROL, ram, AT, 1, 0) == Err(sawmill_abi::Error::Invalid)
 }
 
+/// Root's fault endpoint as the runtime's loop serves it: the kernel's messages about the
+/// servers (faults, exceptions, exits; the badge names the server). Ends the loop once every
+/// `wait` server is done.
+struct Supervisor<'a> {
+    root: &'a mut Root,
+    waiting: usize,
+    failed: bool,
+}
+
+impl rpc::Serve for Supervisor<'_> {
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        let root = &mut *self.root;
+        let secondary = m.badge & SECONDARY != 0;
+        let idx = (m.badge & !SECONDARY) as usize;
+        if idx == 0 || idx > root.servers.len() {
+            return next.skip(self);
+        }
+        if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
+            // A thread the server started ended by itself: the server goes on.
+            return next.skip(self);
+        }
+        let i = idx - 1;
+        if !root.servers[i].alive {
+            // Late messages of a server already reaped (the EXIT of each of its threads).
+            return next.skip(self);
+        }
+        let name = root.servers[i].name.clone();
+        match m.tag.label() {
+            label::EXIT => {
+                if m.w[0] == u64::MAX {
+                    println!("root: {} was killed", name);
+                } else if m.w[0] != 0 {
+                    println!("root: {} exited with status {:#x}", name, m.w[0]);
+                } else {
+                    println!("root: {} exited", name);
+                }
+                root.servers[i].status = m.w[0];
+            }
+            label::EXCEPTION => {
+                let v = m.w[0] as usize;
+                println!("root: {} killed: {} at rip {:#x}", name, EXC.get(v).copied().unwrap_or("exception"), m.w[2]);
+                root.servers[i].status = 0x100 + v as u64;
+            }
+            label::PAGE_FAULT => {
+                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 { "write" } else { "read" };
+                println!("root: {} killed: page fault ({}) at {:#x}, rip {:#x}", name, what, m.w[0], m.w[2]);
+                root.servers[i].status = 0x10e;
+            }
+            _ => return next.reply(self, Reply::label(0xffff)),
+        }
+        if root.servers[i].wait {
+            self.waiting -= 1;
+            if root.servers[i].status != 0 {
+                self.failed = true;
+            }
+        }
+        // No reply: killing the task ends the faulting thread anyway.
+        root.reap(i);
+        if self.waiting == 0 {
+            next.stop()
+        } else {
+            next.skip(self)
+        }
+    }
+}
+
 fn main() {
     let mut pages = Pages::new();
     let first_ram = pages.ranges[0].0;
@@ -546,79 +613,16 @@ fn main() {
     for (i, s) in sys_.servers.iter().enumerate() {
         root.start(i, s, &arch);
     }
-    let mut waiting = root.servers.iter().filter(|r| r.wait).count();
-    let mut failed = false;
+    let waiting = root.servers.iter().filter(|r| r.wait).count();
     if waiting == 0 {
         println!("root: no server to wait for; idling");
     }
-    let mut reply = None::<u16>;
-    loop {
-        if waiting == 0 && !root.servers.is_empty() {
-            break;
-        }
-        let m = match reply.take() {
-            Some(l) => ipc::reply_recv(root.fault_ep, MsgTag::new(l, 0), [0; 4]),
-            None => ipc::recv(root.fault_ep, 0),
-        };
-        if m.err != 0 {
-            continue;
-        }
-        let secondary = m.badge & SECONDARY != 0;
-        let idx = (m.badge & !SECONDARY) as usize;
-        if idx == 0 || idx > root.servers.len() {
-            continue;
-        }
-        if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
-            // A thread the server started ended by itself: the server goes on.
-            continue;
-        }
-        let i = idx - 1;
-        if !root.servers[i].alive {
-            // Late messages of a server already reaped (the EXIT of each of its threads).
-            continue;
-        }
-        let name = root.servers[i].name.clone();
-        match m.tag.label() {
-            label::EXIT => {
-                if m.w[0] == u64::MAX {
-                    println!("root: {} was killed", name);
-                } else if m.w[0] != 0 {
-                    println!("root: {} exited with status {:#x}", name, m.w[0]);
-                } else {
-                    println!("root: {} exited", name);
-                }
-                root.servers[i].status = m.w[0];
-            }
-            label::EXCEPTION => {
-                let v = m.w[0] as usize;
-                println!("root: {} killed: {} at rip {:#x}", name, EXC.get(v).copied().unwrap_or("exception"), m.w[2]);
-                root.servers[i].status = 0x100 + v as u64;
-                reply = Some(1);
-            }
-            label::PAGE_FAULT => {
-                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 { "write" } else { "read" };
-                println!("root: {} killed: page fault ({}) at {:#x}, rip {:#x}", name, what, m.w[0], m.w[2]);
-                root.servers[i].status = 0x10e;
-                reply = Some(1);
-            }
-            _ => {
-                reply = Some(0xffff);
-                continue;
-            }
-        }
-        if root.servers[i].alive {
-            if root.servers[i].wait {
-                waiting -= 1;
-                if root.servers[i].status != 0 {
-                    failed = true;
-                }
-            }
-            // The fault reply must reach the kernel before the task goes away; killing the task
-            // ends the thread anyway, so drop the pending reply.
-            reply = None;
-            root.reap(i);
-        }
+    let mut sup = Supervisor { root: &mut root, waiting, failed: false };
+    if waiting != 0 || sup.root.servers.is_empty() {
+        let ep = sup.root.fault_ep;
+        let _ = rpc::serve(ep, &mut sup);
     }
+    let mut failed = sup.failed;
     // Every waited-for server is done: end the rest and check that the kernel got back every
     // byte the servers' objects, page tables and mappings used.
     for i in 0..root.servers.len() {

@@ -18,19 +18,17 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 use sawmill_abi::{rights, ObjKind};
-use sawmill_interfaces::rpc::{Bytes, Error as RpcError};
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, Error as RpcError, IpcResult, Next};
 use sawmill_interfaces::vfs::{self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut};
 use sawmill_interfaces::{pfs, FsError, OpenFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFREG};
-use sawmill_rt::{env, ipc, println, sys, thread};
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
 
-/// A slot handed to the client in the current reply; deleted once the reply is out.
-static PENDING_DELETE: AtomicU64 = AtomicU64::new(0);
 const MAX_MOUNTS: usize = 8;
 /// Set by a mount's watch thread when its PFS died.
 static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_MOUNTS];
@@ -83,6 +81,8 @@ struct Vfs {
     free_slots: Vec<u64>,
     /// PFS session capabilities we hold for opens on a client's behalf: (mount, uid, gid, slot).
     sessions: Vec<(usize, u32, u32, u64)>,
+    /// The slot handed to the client in the current reply, deleted once the reply is out.
+    after: AfterReply,
 }
 
 /// At most this many cached sessions (mounts × distinct credentials); past it opens take the
@@ -259,7 +259,7 @@ impl Vfs {
         let rx = self.slot();
         match pfs::Client::new(s).open_path(&rest, flags - (OpenFlags::CREATE | OpenFlags::EXCL), 0, rx) {
             Ok(o) => {
-                PENDING_DELETE.store(rx, Ordering::Relaxed);
+                self.after.delete(rx);
                 Some(Ok(OpenOut { file: o.file, size: o.size }))
             }
             Err(RpcError::App(e)) if e != FsError::Xdev => {
@@ -322,7 +322,7 @@ impl vfs::Server for Vfs {
         let p = self.pfs(pos.m)?;
         match p.open(pos.ino, flags - (OpenFlags::CREATE | OpenFlags::EXCL), rx) {
             Ok(o) => {
-                PENDING_DELETE.store(rx, Ordering::Relaxed);
+                self.after.delete(rx);
                 Ok(OpenOut { file: o.file, size: o.size })
             }
             Err(e) => {
@@ -435,7 +435,7 @@ impl vfs::Server for Vfs {
         let p = self.pfs(m)?;
         match p.session(uid, gid, rx) {
             Ok(s) => {
-                PENDING_DELETE.store(rx, Ordering::Relaxed);
+                self.after.delete(rx);
                 Ok(MountOut { version: self.version, prefix: Bytes::from_slice(&self.mounts[m].prefix).unwrap_or_default(), s })
             }
             Err(e) => {
@@ -462,12 +462,25 @@ impl vfs::Server for Vfs {
     }
 }
 
+impl rpc::Serve for Vfs {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        vfs::handle(self, m, next)
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+    fn slot_freed(&mut self, slot: u64) {
+        self.free_slots.push(slot);
+    }
+}
+
 fn num(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
 fn main() {
-    let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new(), sessions: Vec::new() };
+    let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new(), sessions: Vec::new(), after: AfterReply::new() };
     for a in env::args() {
         if let Some(m) = a.strip_prefix("mount=") {
             let Some((prefix, ep_name)) = m.split_once(':') else { continue };
@@ -535,18 +548,5 @@ fn main() {
     }
     let ep = env::cap("vfs").expect("vfs endpoint");
     println!("vfs: ready, {} mounts", v.mounts.len());
-    let mut m = ipc::recv(ep, 0);
-    loop {
-        if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        }
-        m = vfs::dispatch_then(&mut v, &m, |r| ipc::reply_recv(ep, r.tag, r.w));
-        // The capability handed out in that reply now lives in the client: drop our copy.
-        let pd = PENDING_DELETE.swap(0, Ordering::Relaxed);
-        if pd != 0 {
-            let _ = sys::cap_delete(pd);
-            v.free_slots.push(pd);
-        }
-    }
+    let _ = rpc::serve(ep, &mut v);
 }

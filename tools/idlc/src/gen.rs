@@ -679,12 +679,13 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
     );
     let _ = writeln!(o, "    #[inline]");
     let _ = writeln!(o, "    pub fn dispatch<S: Server + ?Sized>(srv: &mut S, m: &__rt::IpcResult) -> __rt::Reply {{");
-    let _ = writeln!(o, "        dispatch_then(srv, m, |r| r)\n    }}\n");
-    let _ = writeln!(o, "    /// [`dispatch`] handing the reply to `__k` in each arm (so [`serve`] can issue the reply");
-    let _ = writeln!(o, "    /// system call with the reply's registers computed in place).");
+    let _ = writeln!(o, "        dispatch_then(srv, m, |_: &mut S, r: __rt::Reply| r)\n    }}\n");
+    let _ = writeln!(o, "    /// [`dispatch`] handing the server and the reply to `__k` in each arm (`__rt::Answer`), so");
+    let _ = writeln!(o, "    /// the loop's `__rt::Next` issues the reply system call with the reply's registers computed");
+    let _ = writeln!(o, "    /// in place, after the handler's post-reply work is known.");
     let _ = writeln!(o, "    #[inline(always)]");
-    let _ = writeln!(o, "    pub fn dispatch_then<S: Server + ?Sized, T>(__srv: &mut S, __m: &__rt::IpcResult, __k: impl FnOnce(__rt::Reply) -> T) -> T {{");
-    let _ = writeln!(o, "        if __m.err != 0 {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::RECV_FAILED)); }}");
+    let _ = writeln!(o, "    pub fn dispatch_then<S: Server + ?Sized, K: __rt::Answer<S>>(__srv: &mut S, __m: &__rt::IpcResult, __k: K) -> K::Out {{");
+    let _ = writeln!(o, "        if __m.err != 0 {{ return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::RECV_FAILED)); }}");
     // Methods whose message has a fixed shape are matched on opcode and shape in one compare;
     // those carrying byte buffers (a variable number of words) by opcode, then their items.
     let (fixed, varying): (Vec<&Method>, Vec<&Method>) =
@@ -710,9 +711,9 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
         let lo = Layout::of(&m.outs);
         let ind = "                ";
         if li.has_bytes {
-            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != ({} << 24 | {} << 27) {{ return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps, li.maps);
+            let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != ({} << 24 | {} << 27) {{ return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps, li.maps);
         }
-        let bad = |c: &str| format!("return __k(__rt::reject(__m.err, __m.tag, {c}));");
+        let bad = |c: &str| format!("return __k.answer(__srv, __rt::reject(__m.err, __m.tag, {c}));");
         let capf = |k: u32, _: &str| format!("__u.caps_in[{k}]");
         let mut dec = decode(f, &m.ins, &li, ind, false, &invalid, &bad, &capf);
         if li.caps > 0 && !dec.contains("let __u") {
@@ -734,13 +735,23 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
             m.name,
             args.join(", ")
         );
-        if li.caps > 0 {
-            let _ = writeln!(o, "{ind}__rt::drop_caps({});", li.caps);
+        // The received capabilities were the handler's to use (or copy): delete them, by the slots
+        // they landed in (a client call in the handler may have re-pointed `caps_in`).
+        for p in &m.ins {
+            match p.ty {
+                Type::Cap => {
+                    let _ = writeln!(o, "{ind}let _ = __rt::cap_delete({});", p.name);
+                }
+                Type::Dataspace => {
+                    let _ = writeln!(o, "{ind}let _ = __rt::cap_delete({}.cap);", p.name);
+                }
+                _ => {}
+            }
         }
         if m.attrs.oneway {
             let _ = writeln!(
                 o,
-                "{ind}let () = __r;\n{ind}__k(__rt::Reply::EMPTY)\n            }}"
+                "{ind}let () = __r;\n{ind}__k.answer(__srv, __rt::Reply::EMPTY)\n            }}"
             );
             return o;
         }
@@ -768,7 +779,7 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
         if enc.maps > 0 {
             let _ = writeln!(
                 o,
-                "{ind2}__k(__rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24 | {} << 27), w: [{}] }})",
+                "{ind2}__k.answer(__srv, __rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24 | {} << 27), w: [{}] }})",
                 enc.words,
                 enc.caps,
                 enc.maps,
@@ -777,14 +788,14 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
         } else {
             let _ = writeln!(
                 o,
-                "{ind2}__k(__rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24), w: [{}] }})",
+                "{ind2}__k.answer(__srv, __rt::Reply {{ tag: __rt::MsgTag({} << 16 | {} << 24), w: [{}] }})",
                 enc.words,
                 enc.caps,
                 enc.regs.join(", ")
             );
         }
         let _ = writeln!(o, "{ind}    }}");
-        let _ = writeln!(o, "{ind}    Err(e) => __k(__rt::Reply::error(&e)),");
+        let _ = writeln!(o, "{ind}    Err(e) => __k.answer(__srv, __rt::Reply::error(&e)),");
         let _ = writeln!(o, "{ind}}}\n            }}");
         o
     };
@@ -805,24 +816,25 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
             .collect();
         let _ = writeln!(
             o,
-            "            {} => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)),",
+            "            {} => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)),",
             labels.join(" | ")
         );
     }
-    let _ = writeln!(o, "            _ => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE)),\n            }},\n        }}\n    }}\n");
+    let _ = writeln!(o, "            _ => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE)),\n            }},\n        }}\n    }}\n");
 
-    let _ = writeln!(
-        o,
-        "    /// The server loop: receive, dispatch, reply and receive the next request, forever."
-    );
-    let _ = writeln!(
-        o,
-        "    pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> ! {{"
-    );
-    let _ = writeln!(o, "        let mut m = __rt::recv(ep, 0);");
-    let _ = writeln!(o, "        loop {{");
-    let _ = writeln!(o, "            // After a failed IPC there is no caller to answer: just wait again.");
-    let _ = writeln!(o, "            let failed = m.err != 0;");
-    let _ = writeln!(o, "            m = dispatch_then(srv, &m, |r| if failed {{ __rt::recv(ep, 0) }} else {{ __rt::reply_recv(ep, r.tag, r.w) }});");
-    let _ = writeln!(o, "        }}\n    }}");
+    let _ = writeln!(o, "    /// Dispatches one message to `srv` and answers through `next` (see `__rt::Serve::handle`):");
+    let _ = writeln!(o, "    /// what a server's `handle` calls for the messages of this interface.");
+    let _ = writeln!(o, "    #[inline(always)]");
+    let _ = writeln!(o, "    pub fn handle<S: Server + __rt::Serve + ?Sized>(srv: &mut S, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {{");
+    let _ = writeln!(o, "        dispatch_then(srv, m, next)\n    }}\n");
+    let _ = writeln!(o, "    /// A server of this interface alone, without post-reply work.");
+    let _ = writeln!(o, "    struct Only<'a, S: ?Sized>(&'a mut S);\n");
+    let _ = writeln!(o, "    impl<S: Server + ?Sized> __rt::Serve for Only<'_, S> {{");
+    let _ = writeln!(o, "        #[inline(always)]");
+    let _ = writeln!(o, "        fn handle(&mut self, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {{");
+    let _ = writeln!(o, "            dispatch_then(&mut *self.0, m, next.plain())\n        }}\n    }}\n");
+    let _ = writeln!(o, "    /// Serves `ep` with `srv` forever through the runtime's loop (`__rt::serve`). A server");
+    let _ = writeln!(o, "    /// with several interfaces or post-reply work implements `__rt::Serve` itself instead.");
+    let _ = writeln!(o, "    pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> ! {{");
+    let _ = writeln!(o, "        loop {{\n            let _ = __rt::serve(ep, &mut Only(&mut *srv));\n        }}\n    }}");
 }

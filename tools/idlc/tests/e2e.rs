@@ -1,6 +1,7 @@
 //! End-to-end host test: generate code for `interfaces/idltest.idl` and `tests/e2e/extra.idl`,
-//! build it in a scratch crate against the real runtime (`interfaces/src/rpc/wire.rs`) and a
-//! loop-back mock kernel (`tests/e2e/mock.rs`), and run `tests/e2e/tests.rs` there.
+//! build it in a scratch crate against the real runtime (`interfaces/src/rpc/wire.rs` and the
+//! server loop `serve.rs`) and a loop-back mock kernel (`tests/e2e/mock.rs`), and run
+//! `tests/e2e/tests.rs` there.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,6 +24,7 @@ fn generated_code_builds_and_works() {
     }
     let cp = |from: &Path, to: &str| std::fs::copy(from, src.join(to)).unwrap();
     cp(&root.join("interfaces/src/rpc/wire.rs"), "rpc/wire.rs");
+    cp(&root.join("interfaces/src/rpc/serve.rs"), "rpc/serve.rs");
     cp(&here.join("tests/e2e/mock.rs"), "rpc/mod.rs");
     cp(&here.join("tests/e2e/tests.rs"), "tests.rs");
     std::fs::write(src.join("generated.rs"), gen).unwrap();

@@ -27,9 +27,15 @@ fn two_scalar_call_is_one_register_message() {
             "fn add(&mut self, badge: u64, a: u64, b: u64) -> core::result::Result<u64, AppError>;"
         )
     );
-    assert!(server.contains("_ => __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"));
+    assert!(server.contains("_ => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"));
     assert!(g.contains("pub type AppError = core::convert::Infallible;"));
     assert!(g.contains("pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> !"));
+    // The continuation gets the server back, so the loop's reply can use its post-reply list.
+    assert!(g.contains("__k: K) -> K::Out {"));
+    assert!(g.contains("pub fn handle<S: Server + __rt::Serve + ?Sized>(srv: &mut S, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {"));
+    assert!(g.contains("dispatch_then(srv, m, next)"));
+    // The generated serve is the runtime's loop.
+    assert!(g.contains("__rt::serve(ep, &mut Only(&mut *srv))"));
 }
 
 #[test]
@@ -39,12 +45,14 @@ fn long_messages_use_the_utcb_and_oneway_uses_send() {
     assert!(g.contains("pub type AppError = super::E;"));
     assert!(g.contains("__u.mr[4] = __rt::Wire::enc(e);"));
     assert!(g.contains("__u.caps_out[0] = x;"));
-    assert!(g.contains("__rt::drop_caps(1);"));
+    // The received capability is deleted after the handler, from the slot it was decoded from.
+    assert!(g.contains("let x: u64 = __u.caps_in[0];"));
+    assert!(g.contains("let _ = __rt::cap_delete(x);"));
     assert!(g.contains("if __len_y > 9 {"));
     assert!(g.contains("__rt::send(self.ep"));
     assert!(g.contains("fn g(&mut self, badge: u64, v: bool);"));
     assert!(
-        g.contains("None => { return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); }")
+        g.contains("None => { return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); }")
     );
 }
 
@@ -88,8 +96,8 @@ fn typed_parameters_are_checked_before_the_handler() {
     assert!(client.contains("super::F::from_bits_truncate(<u32 as __rt::Wire>::dec_trusted(__m.w[0]))"));
     assert!(client.contains("and_then(super::K::from_repr) { Some(v) => v, None => { return Err(__rt::Error::BadReply); } }"));
     let server = &g[g.find("pub fn dispatch").unwrap()..];
-    assert!(server.contains("let a = match <u32 as __rt::Wire>::dec(__m.w[0]).and_then(super::F::from_bits) { Some(v) => v, None => { return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
-    assert!(server.contains("and_then(super::K::from_repr) { Some(v) => v, None => { return __k(__rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
+    assert!(server.contains("let a = match <u32 as __rt::Wire>::dec(__m.w[0]).and_then(super::F::from_bits) { Some(v) => v, None => { return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
+    assert!(server.contains("and_then(super::K::from_repr) { Some(v) => v, None => { return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
     assert!(g.contains("fn f(&mut self, badge: u64, a: super::F, k: super::K) -> core::result::Result<FOut, AppError>;"));
 }
 

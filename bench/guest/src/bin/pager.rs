@@ -1,5 +1,7 @@
 //! Minimal user-level pager for the page-fault benchmark: answers each fault with a map item of
-//! the next page of a pre-touched pool (the mechanism's cost, no page clearing).
+//! the next page of a pre-touched pool (the mechanism's cost, no page clearing). Its own loop,
+//! not the runtime's `rpc::serve`, so that the figure is the kernel's path with the least user
+//! code around it.
 #![no_std]
 #![no_main]
 extern crate alloc;

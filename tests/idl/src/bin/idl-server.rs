@@ -1,10 +1,11 @@
-//! Serves `idltest` (interfaces/idltest.idl) through the generated `serve` loop.
+//! Serves `idltest` (interfaces/idltest.idl) through the runtime's loop (`rpc::serve`), with its
+//! receive slots in an `AfterReply` the loop re-arms before every receive.
 #![no_std]
 #![no_main]
 
 use sawmill_idltest::free_slot;
 use sawmill_interfaces::idltest::{self, ArraysOut, DsOut, EchoOut, NotesOut, ScalarsOut};
-use sawmill_interfaces::rpc::{Bytes, Dataspace};
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, Dataspace, IpcResult, Next};
 use sawmill_interfaces::TestError;
 use sawmill_rt::{println, sys};
 
@@ -18,6 +19,7 @@ struct Srv {
     keep: u64,
     have_keep: bool,
     keep_ds: u64,
+    after: AfterReply,
 }
 
 impl idltest::Server for Srv {
@@ -141,13 +143,21 @@ impl idltest::Server for Srv {
     }
 }
 
+impl rpc::Serve for Srv {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        idltest::handle(self, m, next)
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+}
+
 fn main() {
     let Some(ep) = sawmill_rt::env::cap(idltest::NAME) else {
         println!("idl-server: FAIL: no `{}` endpoint", idltest::NAME);
         sawmill_rt::exit(1)
     };
-    // Empty slots where capabilities sent to us land.
-    sawmill_rt::utcb().caps_in = [free_slot(0), free_slot(1), free_slot(2), free_slot(3)];
     let mut srv = Srv {
         notes: 0,
         note_sum: 0,
@@ -155,7 +165,10 @@ fn main() {
         keep: free_slot(4),
         have_keep: false,
         keep_ds: free_slot(5),
+        after: AfterReply::new(),
     };
+    // Empty slots where capabilities sent to us land.
+    srv.after.receive_into(&[free_slot(0), free_slot(1), free_slot(2), free_slot(3)]);
     println!("idl-server: serving on slot {ep}");
-    idltest::serve(ep, &mut srv)
+    let _ = rpc::serve(ep, &mut srv);
 }

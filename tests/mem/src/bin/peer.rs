@@ -1,5 +1,6 @@
 //! mem-peer: the other side of mem-basic's sharing test. Attaches the dataspace it is sent,
-//! reads and writes through it, and later confirms that revoking it removed it here too.
+//! reads and writes through it, and later confirms that revoking it removed it here too. A test
+//! peer speaking raw labels, so it keeps its own few-line loop rather than `rpc::serve`.
 #![no_std]
 #![no_main]
 use sawmill_abi::MsgTag;

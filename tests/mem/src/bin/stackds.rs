@@ -8,10 +8,10 @@
 #![no_std]
 #![no_main]
 use sawmill_abi::rights;
-use sawmill_interfaces::rpc::{Map, Reply};
+use sawmill_interfaces::rpc::{self, IpcResult, Map, Next, Reply};
 use sawmill_interfaces::{dataspace, DsError, DsFlags, MapFlags};
 use sawmill_rm as rm;
-use sawmill_rt::{env, ipc, println, sys, thread, utcb};
+use sawmill_rt::{env, println, sys, thread, utcb};
 
 sawmill_rt::entry!(main);
 
@@ -22,6 +22,26 @@ struct Stacked {
     base: u64,
     backing: u64,
     served: u64,
+    /// The dataspace capability label 0x100 hands out.
+    dscap: u64,
+}
+
+impl rpc::Serve for Stacked {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.badge == BADGE {
+            return dataspace::handle(self, m, next);
+        }
+        let r = match m.tag.label() {
+            0x100 => {
+                utcb().caps_out[0] = self.dscap;
+                Reply { tag: sawmill_abi::MsgTag::new(0, 0).with_caps(1), w: [0; 4] }
+            }
+            0x101 => Reply::label(if dataspace::Client::new(self.backing).free().is_ok() { 0 } else { 1 }),
+            _ => Reply::label(rpc::proto::BAD_OPCODE),
+        };
+        next.reply(self, r)
+    }
 }
 
 impl dataspace::Server for Stacked {
@@ -73,23 +93,6 @@ fn main() {
     }
     let dscap = thread::alloc_slot();
     sys::cap_mint(ep, dscap, BADGE, rights::SEND).expect("mint");
-    let mut srv = Stacked { base, backing, served: 0 };
-    let mut m = ipc::recv(ep, 0);
-    loop {
-        let r = if m.err != 0 {
-            m = ipc::recv(ep, 0);
-            continue;
-        } else if m.badge == BADGE {
-            dataspace::dispatch(&mut srv, &m)
-        } else if m.tag.label() == 0x100 {
-            utcb().caps_out[0] = dscap;
-            Reply { tag: sawmill_abi::MsgTag::new(0, 0).with_caps(1), w: [0; 4] }
-        } else if m.tag.label() == 0x101 {
-            let ok = dataspace::Client::new(srv.backing).free().is_ok();
-            Reply::label(if ok { 0 } else { 1 })
-        } else {
-            Reply::label(0xffe0)
-        };
-        m = ipc::reply_recv(ep, r.tag, r.w);
-    }
+    let mut srv = Stacked { base, backing, served: 0, dscap };
+    let _ = rpc::serve(ep, &mut srv);
 }

@@ -1,5 +1,7 @@
 //! Scenario 3, the pager: resolves page faults of another task by mapping pages of its own heap,
-//! filled with a pattern derived from the fault address; on request revokes one mapping.
+//! filled with a pattern derived from the fault address; on request revokes one mapping. Written
+//! against the raw kernel protocol with its own loop on purpose: the scenario tests the kernel's
+//! pager mechanism, not the runtime.
 #![no_std]
 #![no_main]
 extern crate alloc;

@@ -1,13 +1,29 @@
 //! A loop-back mock of the kernel's IPC for host tests of generated code: `call`/`send` copy the
 //! message (words 4.. and capability items through the two UTCBs) to a registered server
 //! function on the same thread and copy its reply back, as the real kernel does between threads.
+//! For the server loop (`serve.rs`), `recv`/`reply_recv` take messages from a script and log what
+//! the loop did.
 use std::cell::RefCell;
+use std::collections::VecDeque;
 
 pub use sawmill_abi::{MsgTag, Utcb};
 
 #[path = "wire.rs"]
 mod wire;
 pub use wire::*;
+
+#[path = "serve.rs"]
+mod serve;
+pub use serve::*;
+
+/// What the server loop did, in order (with the receive slots and window armed at the time).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ev {
+    Recv { ep: u64, caps_in: [u64; 4], window: [u64; 2] },
+    Reply { ep: u64, tag: MsgTag, w: [u64; 4], maps: Vec<[u64; 4]>, caps_in: [u64; 4], window: [u64; 2] },
+    Delete(u64),
+    Unmap(u64, u64, u64),
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct IpcResult {
@@ -35,6 +51,10 @@ pub struct Kernel {
     pub requests: u64,
     /// Error the next call fails with before reaching the server (0 = none).
     pub fail_next: u64,
+    /// The messages the server loop receives next.
+    pub inbox: VecDeque<IpcResult>,
+    /// What the server loop did.
+    pub log: Vec<Ev>,
 }
 
 thread_local! {
@@ -53,7 +73,7 @@ impl Kernel {
         let server = new_utcb();
         // SAFETY: freshly allocated.
         unsafe { (*server).caps_in = [100, 101, 102, 103] };
-        Kernel { client, server, cur: client, badge: 0, sent: vec![], returned: vec![], deleted: vec![], requests: 0, fail_next: 0 }
+        Kernel { client, server, cur: client, badge: 0, sent: vec![], returned: vec![], deleted: vec![], requests: 0, fail_next: 0, inbox: VecDeque::new(), log: vec![] }
     }
 }
 
@@ -76,8 +96,44 @@ pub fn utcb() -> &'static mut Utcb {
 }
 
 pub fn cap_delete(slot: u64) -> u64 {
-    K.with(|k| k.borrow_mut().deleted.push(slot));
+    K.with(|k| {
+        let mut k = k.borrow_mut();
+        k.deleted.push(slot);
+        k.log.push(Ev::Delete(slot));
+    });
     0
+}
+
+pub fn unmap(addr: u64, pages: u64, flags: u64) -> u64 {
+    K.with(|k| k.borrow_mut().log.push(Ev::Unmap(addr, pages, flags)));
+    0
+}
+
+/// Runs `f` as the server thread with `script` as the messages it receives; returns what the
+/// loop did. Receiving past the end of the script is a test failure.
+pub fn run_loop<T>(script: Vec<IpcResult>, f: impl FnOnce() -> T) -> (T, Vec<Ev>) {
+    K.with(|k| {
+        let mut k = k.borrow_mut();
+        k.inbox = script.into();
+        k.log.clear();
+        k.cur = k.server;
+    });
+    let r = f();
+    K.with(|k| {
+        let mut k = k.borrow_mut();
+        k.cur = k.client;
+        assert!(k.inbox.is_empty(), "the loop stopped before its script ended");
+        (r, std::mem::take(&mut k.log))
+    })
+}
+
+fn next_msg() -> IpcResult {
+    K.with(|k| k.borrow_mut().inbox.pop_front()).expect("the loop received past its script")
+}
+
+fn armed() -> ([u64; 4], [u64; 2]) {
+    let u = utcb();
+    (u.caps_in, u.map_window)
 }
 
 fn transfer(from: *mut Utcb, to: *mut Utcb, tag: MsgTag) -> Vec<(u64, u64)> {
@@ -132,10 +188,15 @@ pub fn send(_ep: u64, tag: MsgTag, w: [u64; 4]) -> u64 {
     }
 }
 
-pub fn recv(_ep: u64, _flags: u64) -> IpcResult {
-    unimplemented!("the mock has no server threads")
+pub fn recv(ep: u64, _flags: u64) -> IpcResult {
+    let (caps_in, window) = armed();
+    K.with(|k| k.borrow_mut().log.push(Ev::Recv { ep, caps_in, window }));
+    next_msg()
 }
 
-pub fn reply_recv(_ep: u64, _tag: MsgTag, _w: [u64; 4]) -> IpcResult {
-    unimplemented!("the mock has no server threads")
+pub fn reply_recv(ep: u64, tag: MsgTag, w: [u64; 4]) -> IpcResult {
+    let (caps_in, window) = armed();
+    let maps = utcb().map_items[..tag.maps().min(4)].iter().map(|m| [m.src, m.dst, m.pages, m.flags]).collect();
+    K.with(|k| k.borrow_mut().log.push(Ev::Reply { ep, tag, w, maps, caps_in, window }));
+    next_msg()
 }

@@ -668,3 +668,225 @@ fn constants_flags_enums_and_request_maps() {
     set(1 << 16, [0xffff, 0, 0, 0]);
     assert_eq!(c.loose(), Ok(Perm::ALL));
 }
+
+
+// ---- the server loop (`rpc::serve`, serve.rs) ---------------------------------------------------
+
+use crate::plain;
+use crate::rpc::{AfterReply, Ev, IpcResult, Next, Serve};
+use sawmill_abi::MapItem;
+
+/// Raw labels of the loop test: what the handler does besides `plain`'s methods.
+const STOP: u16 = 0x7000;
+const SKIP: u16 = 0x7001;
+const HAND_OFF: u16 = 0x7002;
+/// Attaches a map item, then fails: the item must not go out.
+const MAP_THEN_FAIL: u16 = 0x7003;
+/// Re-points `caps_in[0]` as a client stub called from a handler would.
+const CLOBBER: u16 = 0x7004;
+
+const ITEM: MapItem = MapItem {
+    src: 0x5000,
+    dst: 0x9000,
+    pages: 1,
+    flags: 1,
+};
+
+struct Looper {
+    after: AfterReply,
+    freed: Vec<u64>,
+}
+
+impl plain::Server for Looper {
+    fn nothing(&mut self, _: u64) -> Result<(), core::convert::Infallible> {
+        // A capability handed over, a page lent, a map item beside the generated reply.
+        assert!(self.after.delete(500));
+        assert!(self.after.unmap(0x1000, 2, 0));
+        assert!(self.after.map(ITEM));
+        Ok(())
+    }
+    fn caps4(
+        &mut self,
+        _: u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        d: u64,
+    ) -> Result<u64, core::convert::Infallible> {
+        Ok(a + b + c + d)
+    }
+    fn big(&mut self, _: u64, x: [u64; 60]) -> Result<[u64; 60], core::convert::Infallible> {
+        Ok(x)
+    }
+    fn maxbuf(&mut self, _: u64, b: &[u8]) -> Result<Bytes<480>, core::convert::Infallible> {
+        Ok(Bytes::from_slice(b).unwrap_or_default())
+    }
+    fn poke(&mut self, _: u64) {}
+}
+
+impl Serve for Looper {
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        match m.tag.label() {
+            STOP => next.stop(),
+            SKIP => next.skip(self),
+            HAND_OFF => next.hand_off(self, 99, Reply::label(0)),
+            MAP_THEN_FAIL => {
+                assert!(self.after.map(ITEM));
+                next.reply(self, Reply::label(9))
+            }
+            CLOBBER => {
+                rpc::utcb().caps_in[0] = 777;
+                next.reply(self, Reply::EMPTY)
+            }
+            _ => plain::handle(self, m, next),
+        }
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+    fn slot_freed(&mut self, slot: u64) {
+        self.freed.push(slot);
+    }
+}
+
+fn msg(label: u16) -> IpcResult {
+    IpcResult {
+        err: 0,
+        badge: 3,
+        tag: MsgTag::new(label, 0),
+        w: [0; 4],
+    }
+}
+
+fn looper() -> Looper {
+    let mut l = Looper {
+        after: AfterReply::new(),
+        freed: vec![],
+    };
+    assert!(l.after.receive_into(&[200, 201]));
+    l.after.receive_window(0x4000_0000, 0x1000);
+    l
+}
+
+#[test]
+fn loop_replies_then_runs_the_post_reply_step() {
+    let mut l = looper();
+    let failed = IpcResult { err: 5, ..msg(0) };
+    let script = vec![
+        failed,
+        msg(plain::op::NOTHING),
+        msg(plain::op::NOTHING),
+        msg(STOP),
+    ];
+    let (r, log) = rpc::run_loop(script, || rpc::serve(8, &mut l));
+    assert!(r.is_none(), "stopped, nothing handed off");
+    let armed = |ev: &Ev| match ev {
+        Ev::Recv {
+            caps_in, window, ..
+        }
+        | Ev::Reply {
+            caps_in, window, ..
+        } => caps_in[..2] == [200, 201] && *window == [0x4000_0000, 0x1000],
+        _ => true,
+    };
+    assert!(
+        log.iter().all(armed),
+        "receive slots and window armed before every receive: {log:?}"
+    );
+    let ok = |ev: &Ev| match ev {
+        Ev::Reply {
+            ep: 8, tag, maps, ..
+        } => {
+            tag.label() == 0
+                && tag.maps() == 1
+                && maps[0] == [ITEM.src, ITEM.dst, ITEM.pages, ITEM.flags]
+        }
+        _ => false,
+    };
+    // First receive; the failed one is not answered (a second receive); then each request is
+    // answered with the map item, and only then are the capability deleted and the page unmapped.
+    assert!(matches!(log[0], Ev::Recv { ep: 8, .. }));
+    assert!(matches!(log[1], Ev::Recv { ep: 8, .. }));
+    assert!(ok(&log[2]), "{:?}", log[2]);
+    assert_eq!(log[3], Ev::Unmap(0x1000, 2, 0));
+    assert_eq!(log[4], Ev::Delete(500));
+    assert!(
+        ok(&log[5]),
+        "the list was emptied and filled again: {:?}",
+        log[5]
+    );
+    assert_eq!(log[6], Ev::Unmap(0x1000, 2, 0));
+    assert_eq!(log[7], Ev::Delete(500));
+    // The stop answers nothing.
+    assert_eq!(log.len(), 8, "{log:?}");
+    assert_eq!(l.freed, vec![500, 500]);
+}
+
+#[test]
+fn loop_rearms_drops_maps_of_failed_replies_skips_and_hands_off() {
+    let mut l = looper();
+    let mut after = msg(plain::op::NOTHING);
+    after.badge = 42;
+    let script = vec![
+        msg(MAP_THEN_FAIL),
+        msg(CLOBBER),
+        msg(SKIP),
+        msg(HAND_OFF),
+        after,
+    ];
+    let (r, log) = rpc::run_loop(script, || rpc::serve(8, &mut l));
+    let replies: Vec<&Ev> = log
+        .iter()
+        .filter(|e| matches!(e, Ev::Reply { .. }))
+        .collect();
+    // The failed reply carries no map item, and the item does not linger for the next reply.
+    assert!(
+        matches!(replies[0], Ev::Reply { tag, maps, .. } if tag.label() == 9 && maps.is_empty())
+    );
+    assert!(
+        matches!(replies[1], Ev::Reply { tag, maps, caps_in, .. } if tag.maps() == 0 && maps.is_empty() && caps_in[0] == 200),
+        "caps_in re-armed after a handler re-pointed it: {:?}",
+        replies[1]
+    );
+    // SKIP: a receive without a reply.
+    assert!(
+        matches!(log[log.len() - 2], Ev::Recv { ep: 8, .. }),
+        "{log:?}"
+    );
+    // HAND_OFF: the reply goes out and the next message is received on endpoint 99, returned.
+    assert!(
+        matches!(log[log.len() - 1], Ev::Reply { ep: 99, .. }),
+        "{log:?}"
+    );
+    let m = r.expect("handed off");
+    assert_eq!((m.err, m.badge, m.tag.label()), (0, 42, plain::op::NOTHING));
+    // The next loop starts with that message.
+    let (r, log) = rpc::run_loop(vec![msg(STOP)], || rpc::serve_from(99, m, &mut l));
+    assert!(r.is_none());
+    assert!(matches!(&log[0], Ev::Reply { ep: 99, maps, .. } if maps.len() == 1));
+}
+
+#[test]
+fn after_reply_lists_are_bounded() {
+    let mut a = AfterReply::new();
+    assert!(!a.receive_into(&[1, 2, 3, 4, 5]), "at most 4 receive slots");
+    assert!(a.receive_into(&[1, 2, 3, 4]));
+    for i in 0..4 {
+        assert!(a.delete(i) && a.unmap(i, 1, 0) && a.map(ITEM));
+    }
+    assert!(!a.delete(9), "a reply hands over at most 4 capabilities");
+    assert!(!a.unmap(9, 1, 0));
+    assert!(!a.map(ITEM), "a reply carries at most 4 map items");
+    assert!(a.pending());
+    assert_eq!(a.maps_pending(), 4);
+    // A reply that carries a map item of its own (a `map` result) gets none of the staged ones.
+    let r = a.prepare(Reply {
+        tag: MsgTag::new(0, 0).with_maps(1),
+        w: [0; 4],
+    });
+    assert_eq!(r.tag.maps(), 1);
+    assert_eq!(a.maps_pending(), 0);
+    // Staged items go out with a plain success reply.
+    assert!(a.map(ITEM));
+    assert_eq!(a.prepare(Reply::EMPTY).tag.maps(), 1);
+}

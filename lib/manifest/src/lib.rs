@@ -18,10 +18,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+pub mod config;
 #[cfg(feature = "toml")]
 mod from_toml;
 #[cfg(feature = "toml")]
-pub use from_toml::from_toml;
+pub use from_toml::{from_toml, from_toml_file, schema, HostConfig, NoSchemas, Schemas};
 
 /// A whole system: a name and the servers root starts, in manifest order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -73,15 +74,10 @@ pub struct Server {
     /// Whether the server may write to the kernel debug console (root puts a copy of its console
     /// capability in `sawmill_rt::slots::CONSOLE`); true unless the manifest says otherwise.
     pub console: bool,
-}
-
-/// Environment record kinds root adds for restricted device authority (read with
-/// `sawmill_rt::env::records`): the value is the I/O window's badge / the IRQ line mask.
-pub mod env_kind {
-    /// Value = `sawmill_abi::io_badge(base, count)` of the server's `io_window`.
-    pub const IO_WINDOW: u64 = 17;
-    /// Value = bit mask of the server's `irq_lines`.
-    pub const IRQ_LINES: u64 = 18;
+    /// The server's typed configuration (its `config` table), encoded by the host tool with the
+    /// schema of its module (see [`config`]); empty if the module has no schema. Root passes it
+    /// on unread in the environment, where the server decodes it (`sawmill_rt::env::config`).
+    pub config: Vec<u8>,
 }
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
@@ -105,6 +101,7 @@ impl Default for Server {
             io_window: None,
             irq_lines: Vec::new(),
             console: true,
+            config: Vec::new(),
         }
     }
 }
@@ -187,6 +184,8 @@ pub fn encode(sys: &System) -> Vec<u8> {
         put_u32(&mut w, s.irq_lines.len() as u32);
         w.extend_from_slice(&s.irq_lines);
         w.push(s.console as u8);
+        put_u32(&mut w, s.config.len() as u32);
+        w.extend_from_slice(&s.config);
     }
     w
 }
@@ -310,9 +309,9 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
     }
     let name = r.string()?;
     // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
-    // the pager flag, the RAM pool size, the huge pages, the I/O window flag and the IRQ-line
-    // list.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4)?;
+    // the pager flag, the RAM pool size, the huge pages, the I/O window flag, the IRQ-line
+    // list, the console flag and the configuration.
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4 + 1 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -360,6 +359,8 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         let n = r.count(1)?;
         let irq_lines = r.take(n)?.to_vec();
         let console = r.bool()?;
+        let n = r.count(1)?;
+        let config = r.take(n)?.to_vec();
         servers.push(Server {
             name,
             module,
@@ -378,6 +379,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             io_window,
             irq_lines,
             console,
+            config,
         });
     }
     if r.pos != bytes.len() {

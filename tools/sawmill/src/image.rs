@@ -15,7 +15,8 @@ pub struct ManifestFile {
 pub fn load(path: &Path) -> Result<ManifestFile, String> {
     let ctx = |e: String| format!("{}: {e}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| ctx(e.to_string()))?;
-    let system = sawmill_manifest::from_toml(&text).map_err(ctx)?;
+    let system =
+        sawmill_manifest::from_toml_file(&path.display().to_string(), &text, &crate::configs::Servers)?;
     sawmill_manifest::validate(&system).map_err(ctx)?;
     let top: toml::Table = text
         .parse()

@@ -199,9 +199,9 @@ struct Running {
     pages: Vec<u64>,
     alive: bool,
     status: u64,
-    /// Its badge on the `mem` endpoint, if it uses the memory server.
+    /// Its badge on the memory server's endpoint, if it uses the memory server.
     mem_badge: Option<u64>,
-    /// It provides `mem`.
+    /// It is the memory server (the one with a RAM pool).
     is_mem: bool,
     /// Endpoints it serves (revoked when it ends).
     provides: Vec<String>,
@@ -216,6 +216,8 @@ struct Root {
     servers: Vec<Running>,
     /// Root's capability to the memory server (badge ROOT_MEM_BADGE), once one runs.
     mem_cap: Option<u64>,
+    /// The memory server's endpoint: the one the server with a RAM pool (`ram_kb`) provides.
+    mem_endpoint: Option<String>,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -339,7 +341,7 @@ impl Root {
         let mut ram_runs = Vec::new();
         if ram_pages > 0 {
             let Some(runs) = self.pages.alloc_runs(ram_pages) else { fail("RAM pool", sawmill_abi::Error::NoMemory) };
-            let mut va = sawmill_mem::boot::POOL_BASE;
+            let mut va = sawmill_mem_api::POOL_BASE;
             for &(pa, n) in &runs {
                 for k in 0..n {
                     owned.push(pa + k * 4096);
@@ -358,11 +360,16 @@ impl Root {
         for a in &s.args {
             w.add(env::KIND_ARG, 0, a.as_bytes());
         }
+        // The typed configuration, checked and encoded by the host tool: passed on unread.
+        if !s.config.is_empty() && !w.add(env::KIND_CONFIG, 0, &s.config) {
+            println!("root: FAIL {}: its configuration does not fit in the environment", name);
+            return;
+        }
         for &(va, pa, n) in &ram_runs {
             let mut b = [0u8; 16];
             b[..8].copy_from_slice(&pa.to_le_bytes());
             b[8..].copy_from_slice(&n.to_le_bytes());
-            if !w.add(sawmill_mem::boot::KIND_RAM, va, &b) {
+            if !w.add(env::KIND_RAM, va, &b) {
                 // The environment page is full: the rest of the pool stays unused by mem.
                 println!("root: {}: only part of the RAM pool fits in the environment", name);
                 break;
@@ -383,7 +390,7 @@ impl Root {
         for p in &s.provides {
             let ep = self.endpoint(p);
             put(ep, next);
-            w.add(env::KIND_CAP, next, p.as_bytes());
+            w.add(env::KIND_PROVIDES, next, p.as_bytes());
             next += 1;
         }
         for u in &s.uses {
@@ -426,7 +433,7 @@ impl Root {
             caps.push(m);
             put(m, next);
             w.add(env::KIND_CAP, next, b"sys:io-control");
-            w.add(sawmill_manifest::env_kind::IO_WINDOW, b, b"io-window");
+            w.add(env::KIND_IO_WINDOW, b, b"io-window");
             next += 1;
         }
         let lines = s.irq_lines.iter().fold(0u64, |m, &l| m | 1 << l);
@@ -436,7 +443,7 @@ impl Root {
             caps.push(m);
             put(m, next);
             w.add(env::KIND_CAP, next, b"sys:irq-control");
-            w.add(sawmill_manifest::env_kind::IRQ_LINES, lines, b"irq-lines");
+            w.add(env::KIND_IRQ_LINES, lines, b"irq-lines");
             next += 1;
         }
         let _ = next;
@@ -455,10 +462,11 @@ impl Root {
         sys::thread_config(thread, task, sawmill_rt::layout::UTCB_BASE, pager, pager_cap, s.priority as u64)
             .unwrap_or_else(|e| fail("thread config", e));
         sys::thread_start(thread, entry, sawmill_rt::layout::STACK_TOP - 8, sawmill_rt::layout::ENV).unwrap_or_else(|e| fail("thread start", e));
-        let mem_badge = s.uses.iter().find(|u| u.endpoint == "mem").map(|u| u.badge);
-        let is_mem = s.provides.iter().any(|p| p == "mem");
-        if is_mem && self.mem_cap.is_none() {
-            let ep = self.endpoint("mem");
+        let mem_ep = self.mem_endpoint.clone();
+        let mem_badge = s.uses.iter().find(|u| Some(&u.endpoint) == mem_ep.as_ref()).map(|u| u.badge);
+        let is_mem = s.ram_kb > 0;
+        if let (true, None, Some(mem_ep)) = (is_mem, self.mem_cap, &mem_ep) {
+            let ep = self.endpoint(mem_ep);
             let m = self.slots.next();
             sys::cap_mint(ep, m, ROOT_MEM_BADGE, rights::SEND).unwrap_or_else(|e| fail("minting", e));
             self.mem_cap = Some(m);
@@ -592,7 +600,9 @@ fn main() {
     } else {
         println!("root: FAIL device memory check");
     }
-    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None };
+    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None, mem_endpoint: None };
+    // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
+    root.mem_endpoint = sys_.servers.iter().find(|s| s.ram_kb > 0).and_then(|s| s.provides.first()).cloned();
     root.fault_ep = root.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
     // Kernel memory before any server exists; compared at shutdown.
     let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);

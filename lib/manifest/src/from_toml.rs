@@ -20,8 +20,24 @@ use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
 const SERVER_KEYS: &[&str] = &[
-    "name", "module", "priority", "args", "wait", "kmem_kb", "heap_kb", "provides", "uses", "irqs",
-    "ioports", "pager", "ram_kb", "huge_pages", "io_window", "irq_lines", "console", "config",
+    "name",
+    "module",
+    "priority",
+    "args",
+    "wait",
+    "kmem_kb",
+    "heap_kb",
+    "provides",
+    "uses",
+    "irqs",
+    "ioports",
+    "pager",
+    "ram_kb",
+    "huge_pages",
+    "io_window",
+    "irq_lines",
+    "console",
+    "config",
 ];
 
 /// The configuration schemas the host tool knows: module name → the `Config` type of its
@@ -45,8 +61,14 @@ impl Schemas for NoSchemas {
     fn has(&self, _: &str) -> bool {
         false
     }
-    fn decode<'de, D: Deserializer<'de>>(&self, m: &str, _: D) -> Result<Box<dyn HostConfig>, D::Error> {
-        Err(serde::de::Error::custom(format!("module `{m}` has no configuration schema")))
+    fn decode<'de, D: Deserializer<'de>>(
+        &self,
+        m: &str,
+        _: D,
+    ) -> Result<Box<dyn HostConfig>, D::Error> {
+        Err(serde::de::Error::custom(format!(
+            "module `{m}` has no configuration schema"
+        )))
     }
 }
 
@@ -108,7 +130,10 @@ fn line_col(text: &str, at: usize) -> (usize, usize) {
     let at = at.min(text.len());
     let before = &text[..at];
     let line = before.matches('\n').count() + 1;
-    let col = before[before.rfind('\n').map_or(0, |i| i + 1)..].chars().count() + 1;
+    let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
     (line, col)
 }
 
@@ -177,10 +202,13 @@ fn parse<S: Schemas>(text: &str, schemas: &S) -> Result<System, Located> {
                 })?;
                 for (i, s) in arr.iter().enumerate() {
                     let t = s.as_table().ok_or_else(|| {
-                        Located::new(spans.server(i, None), format!("server #{}: not a table", i + 1))
+                        Located::new(
+                            spans.server(i, None),
+                            format!("server #{}: not a table", i + 1),
+                        )
                     })?;
-                    let (s, imp) =
-                        server(t, i).map_err(|(k, m)| Located::new(spans.server(i, k.as_deref()), m))?;
+                    let (s, imp) = server(t, i)
+                        .map_err(|(k, m)| Located::new(spans.server(i, k.as_deref()), m))?;
                     if t.contains_key("config") && !schemas.has(&s.module) {
                         return Err(Located::new(
                             spans.server(i, Some("config")),
@@ -222,7 +250,9 @@ fn assign_badges(servers: &mut [Server], implicit: &[(usize, usize)]) {
         }
     }
     for &(i, j) in implicit {
-        let t = taken.entry(servers[i].uses[j].endpoint.clone()).or_default();
+        let t = taken
+            .entry(servers[i].uses[j].endpoint.clone())
+            .or_default();
         let b = (1..).find(|b| !t.contains(b)).unwrap_or(1);
         t.push(b);
         servers[i].uses[j].badge = b;
@@ -257,9 +287,10 @@ fn configure<S: Schemas>(
         found: &found,
     };
     let in_server = |i: usize, m: &str| format!("server `{}`: config: {m}", names[i]);
-    seed.deserialize(toml::Deserializer::new(text)).map_err(|e: toml::de::Error| {
-        Located::new(e.span(), in_server(current.get(), e.message()))
-    })?;
+    seed.deserialize(toml::Deserializer::new(text))
+        .map_err(|e: toml::de::Error| {
+            Located::new(e.span(), in_server(current.get(), e.message()))
+        })?;
     let mut configs: Vec<Option<Box<dyn HostConfig>>> = sys.servers.iter().map(|_| None).collect();
     for (i, c) in found.into_inner() {
         configs[i] = Some(c);
@@ -289,7 +320,10 @@ fn configure<S: Schemas>(
         if bytes.len() > MAX_CONFIG_BYTES {
             return Err(Located::new(
                 spans.server(i, Some("config")),
-                in_server(i, &format!("encodes to {} bytes, above {MAX_CONFIG_BYTES}", bytes.len())),
+                in_server(
+                    i,
+                    &format!("encodes to {} bytes, above {MAX_CONFIG_BYTES}", bytes.len()),
+                ),
             ));
         }
         sys.servers[i].config = bytes;
@@ -315,9 +349,16 @@ fn resolve(sys: &System, i: usize, p: Peer<'_>) -> Result<(), Located> {
         }
         Peer::Client(c) => {
             let Some(client) = sys.servers.iter().find(|s| s.name == c.name) else {
-                return Err(err(&c.span, format!("`{}` is not a server of this system", c.name)));
+                return Err(err(
+                    &c.span,
+                    format!("`{}` is not a server of this system", c.name),
+                ));
             };
-            let Some(u) = client.uses.iter().find(|u| me.provides.contains(&u.endpoint)) else {
+            let Some(u) = client
+                .uses
+                .iter()
+                .find(|u| me.provides.contains(&u.endpoint))
+            else {
                 return Err(err(
                     &c.span,
                     format!(
@@ -328,7 +369,10 @@ fn resolve(sys: &System, i: usize, p: Peer<'_>) -> Result<(), Located> {
             };
             // The badge is how the server tells this client apart: it must be this client's.
             if let Some(o) = sys.servers.iter().find(|s| {
-                s.name != client.name && s.uses.iter().any(|v| v.endpoint == u.endpoint && v.badge == u.badge)
+                s.name != client.name
+                    && s.uses
+                        .iter()
+                        .any(|v| v.endpoint == u.endpoint && v.badge == u.badge)
             }) {
                 return Err(err(
                     &c.span,
@@ -458,7 +502,8 @@ impl<'de, S: Schemas> DeserializeSeed<'de> for OneConfig<'_, S> {
 /// position); `uses` entries without a badge are returned by index.
 fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<String>, String)> {
     let name = match t.get("name") {
-        Some(v) => string(v, "name", &format!("server #{}", index + 1)).map_err(|m| (Some(String::from("name")), m))?,
+        Some(v) => string(v, "name", &format!("server #{}", index + 1))
+            .map_err(|m| (Some(String::from("name")), m))?,
         None => return Err((None, format!("server #{}: missing `name`", index + 1))),
     };
     let ctx = format!("server `{name}`");
@@ -532,7 +577,8 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
             .ok_or_else(|| format!("{ctx}: `irqs` must be an array"))
             .map_err(at("irqs"))?;
         for x in arr {
-            s.irqs.push(int(x, "irqs", &ctx, 0, 255).map_err(at("irqs"))? as u8);
+            s.irqs
+                .push(int(x, "irqs", &ctx, 0, 255).map_err(at("irqs"))? as u8);
         }
     }
     if let Some(v) = t.get("ioports") {
@@ -541,7 +587,8 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
             .ok_or_else(|| format!("{ctx}: `ioports` must be an array"))
             .map_err(at("ioports"))?;
         for x in arr {
-            s.ioports.push(io_range(x, "ioports", &ctx).map_err(at("ioports"))?);
+            s.ioports
+                .push(io_range(x, "ioports", &ctx).map_err(at("ioports"))?);
         }
     }
     if let Some(v) = t.get("io_window") {
@@ -553,14 +600,16 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
             .ok_or_else(|| format!("{ctx}: `irq_lines` must be an array"))
             .map_err(at("irq_lines"))?;
         for x in arr {
-            s.irq_lines.push(int(x, "irq_lines", &ctx, 0, 255).map_err(at("irq_lines"))? as u8);
+            s.irq_lines
+                .push(int(x, "irq_lines", &ctx, 0, 255).map_err(at("irq_lines"))? as u8);
         }
     }
     if let Some(v) = t.get("pager") {
         s.pager = Some(string(v, "pager", &ctx).map_err(at("pager"))?);
     }
     if let Some(v) = t.get("huge_pages") {
-        s.huge_pages = int(v, "huge_pages", &ctx, 0, u32::MAX as i64).map_err(at("huge_pages"))? as u32;
+        s.huge_pages =
+            int(v, "huge_pages", &ctx, 0, u32::MAX as i64).map_err(at("huge_pages"))? as u32;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64).map_err(at("ram_kb"))? as u32;

@@ -92,7 +92,14 @@ uses = ["vfs"]
         let pci: sawmill_pci_api::Config = config(&s, "pci");
         assert_eq!(pci.assign.len(), 1);
         assert_eq!(pci.assign[0].driver, Client::new("blk0", 1));
-        assert_eq!((pci.assign[0].vendor, pci.assign[0].device, pci.assign[0].index), (0x1af4, 0x1001, 0));
+        assert_eq!(
+            (
+                pci.assign[0].vendor,
+                pci.assign[0].device,
+                pci.assign[0].index
+            ),
+            (0x1af4, 0x1001, 0)
+        );
         let mem: sawmill_mem_api::Config = config(&s, "mem");
         assert_eq!(mem.quota[0].client, Client::new("pfs0", 10));
         assert_eq!(mem.default_quota_kb, None);
@@ -118,45 +125,78 @@ uses = ["vfs"]
     fn unknown_key_is_an_error_with_its_line() {
         let e = err(&FS.replace("name = \"root\" }", "name = \"root\", cache = 1 }"));
         assert!(e.starts_with("sys.toml:23:41:"), "{e}");
-        assert!(e.contains("server `pfs0`: config: unknown field `cache`"), "{e}");
+        assert!(
+            e.contains("server `pfs0`: config: unknown field `cache`"),
+            "{e}"
+        );
         let e = err(&FS.replace("quota = [{ client", "quoat = [{ client"));
-        assert!(e.starts_with("sys.toml:12:1:") && e.contains("unknown field `quoat`"), "{e}");
+        assert!(
+            e.starts_with("sys.toml:12:1:") && e.contains("unknown field `quoat`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn wrong_type_and_missing_field_are_errors_with_their_line() {
         let e = err(&FS.replace("vendor = 0x1af4", "vendor = \"virtio\""));
-        assert!(e.starts_with("sys.toml:6:") && e.contains("server `pci`: config:"), "{e}");
+        assert!(
+            e.starts_with("sys.toml:6:") && e.contains("server `pci`: config:"),
+            "{e}"
+        );
         let e = err(&FS.replace("vendor = 0x1af4", "vendor = 0x11af4"));
         assert!(e.starts_with("sys.toml:6:") && e.contains("u16"), "{e}");
         let e = err(&FS.replace("config = { blk = \"blk0\", name = \"root\" }\n", ""));
-        assert!(e.starts_with("sys.toml:19:") && e.contains("missing field `blk`"), "{e}");
+        assert!(
+            e.starts_with("sys.toml:19:") && e.contains("missing field `blk`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn dangling_names_are_errors_with_their_line() {
         let e = err(&FS.replace("client = \"guest\"", "client = \"gust\""));
         assert!(e.starts_with("sys.toml:30:59:"), "{e}");
-        assert!(e.contains("server `vfs`: config: `gust` is not a server of this system"), "{e}");
+        assert!(
+            e.contains("server `vfs`: config: `gust` is not a server of this system"),
+            "{e}"
+        );
         let e = err(&FS.replace("pfs = \"pfs0\"", "pfs = \"pfs1\""));
         assert!(e.starts_with("sys.toml:29:31:"), "{e}");
-        assert!(e.contains("`pfs1` is not an endpoint this server `uses`"), "{e}");
+        assert!(
+            e.contains("`pfs1` is not an endpoint this server `uses`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_named_client_must_use_the_server() {
         let e = err(&FS.replace("driver = \"blk0\"", "driver = \"pfs0\""));
         assert!(e.starts_with("sys.toml:6:"), "{e}");
-        assert!(e.contains("server `pfs0` does not use an endpoint of `pci`"), "{e}");
+        assert!(
+            e.contains("server `pfs0` does not use an endpoint of `pci`"),
+            "{e}"
+        );
         // Two clients on one badge cannot be told apart.
-        let e2 = err(&FS.replace("uses = [\"vfs\"]", "uses = [{ endpoint = \"vfs\", badge = 1 }]"));
-        assert!(e2.contains("server `app` shares badge 1 on `vfs` with server `guest`"), "{e2}");
+        let e2 = err(&FS.replace(
+            "uses = [\"vfs\"]",
+            "uses = [{ endpoint = \"vfs\", badge = 1 }]",
+        ));
+        assert!(
+            e2.contains("server `app` shares badge 1 on `vfs` with server `guest`"),
+            "{e2}"
+        );
     }
 
     #[test]
     fn modules_without_a_schema_take_no_config() {
-        let e = err(&FS.replace("uses = [\"pci\", \"mem\"]", "uses = [\"pci\", \"mem\"]\nconfig = { x = 1 }"));
+        let e = err(&FS.replace(
+            "uses = [\"pci\", \"mem\"]",
+            "uses = [\"pci\", \"mem\"]\nconfig = { x = 1 }",
+        ));
         assert!(e.starts_with("sys.toml:18:1:"), "{e}");
-        assert!(e.contains("module `blk-virtio` has no configuration schema"), "{e}");
+        assert!(
+            e.contains("module `blk-virtio` has no configuration schema"),
+            "{e}"
+        );
     }
 }

@@ -413,9 +413,11 @@ fn module_name_ok(m: &str) -> bool {
 ///   server directly or held by one server's restricted IRQ control, never both or twice;
 /// - badges below 2^63 (badges with bit 63 are minted by servers themselves, e.g. mem's
 ///   dataspaces, and root's own to mem is `u64::MAX`), and distinct among the users of an
-///   endpoint whose server keys authority by badge ([`BADGE_KEYED`]: mem charges memory per badge
-///   and frees it when that client dies; pci gives each badge the devices assigned to it);
-/// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB.
+///   endpoint whose server keys authority by badge ([`BADGE_KEYED`], and whatever the server with
+///   the RAM pool or an I/O window provides: mem charges memory per badge and frees it when that
+///   client dies; pci gives each badge the devices assigned to it);
+/// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB, providing at most one
+///   endpoint (the one root and its clients call it on).
 /// Endpoints whose servers tell their clients' authority apart by badge alone, so two users may
 /// not share one: `mem` (memory accounting) and `pci` (device assignment).
 pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
@@ -528,9 +530,20 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     "server `{n}`: only one server may have a RAM pool, and `{other}` has one"
                 ));
             }
+            if s.provides.len() > 1 {
+                return Err(format!(
+                    "server `{n}`: a server with a RAM pool provides at most one endpoint"
+                ));
+            }
         }
     }
     let mut keyed: BTreeMap<(&str, u64), &str> = BTreeMap::new();
+    let keyed_by_role = sys
+        .servers
+        .iter()
+        .filter(|s| s.ram_kb > 0 || s.io_window.is_some())
+        .flat_map(|s| s.provides.iter().map(|p| p.as_str()));
+    let badge_keyed: Vec<&str> = BADGE_KEYED.iter().copied().chain(keyed_by_role).collect();
     // Second pass: uses may name endpoints of servers listed later.
     for s in &sys.servers {
         let n = s.name.as_str();
@@ -542,7 +555,7 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     u.badge, u.endpoint
                 ));
             }
-            if BADGE_KEYED.contains(&u.endpoint.as_str()) {
+            if badge_keyed.contains(&u.endpoint.as_str()) {
                 if let Some(other) = keyed.insert((u.endpoint.as_str(), u.badge), n) {
                     return Err(format!(
                         "server `{n}`: badge {} on `{}` is already used by server `{other}`",

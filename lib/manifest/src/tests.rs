@@ -63,6 +63,16 @@ fn badges_pools_and_mem_clients() {
     assert!(e.contains("badge 1 on `pci` is already used by server `ping-a`"), "{e}");
     s.servers[2].uses[1].badge = 2;
     validate(&s).unwrap();
+    // The memory server is known by its RAM pool, whatever its endpoint is called.
+    let mut s = sample();
+    s.servers[1].provides.push("pool".into());
+    s.servers[0].uses.push(Use { endpoint: "pool".into(), badge: 5 });
+    s.servers.push(Server { name: "other".into(), module: "x".into(), uses: vec![Use { endpoint: "pool".into(), badge: 5 }], ..Server::default() });
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains("badge 5 on `pool` is already used by server `pong`"), "{e}");
+    s.servers[1].provides.push("pool2".into());
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains("server `ping-a`: a server with a RAM pool provides at most one endpoint"), "{e}");
 }
 
 #[test]

@@ -85,8 +85,9 @@ pub trait Peers {
     fn peers(&mut self, f: &mut dyn FnMut(Peer<'_>));
 }
 
-/// Reads a peer name. On the host, through the TOML deserializer's span support, it also records
-/// where the name stands; any other human-readable format just yields the string.
+/// Reads a peer name. With the `toml` feature (the host tool) it is read through the TOML
+/// deserializer's span support, which also records where the name stands — so there names can
+/// only come from a TOML document; without it (guests) any human-readable format gives the string.
 fn name_and_span<'de, D: Deserializer<'de>>(d: D) -> Result<(String, Range<usize>), D::Error> {
     #[cfg(feature = "toml")]
     {

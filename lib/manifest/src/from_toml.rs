@@ -168,6 +168,23 @@ impl Spans {
     }
 }
 
+/// Where server `name`'s entry stands in `text` (line and column of its `name` key, 1-based):
+/// for placing the errors of `validate`, which name the server they concern.
+pub fn server_position(text: &str, name: &str) -> Option<(usize, usize)> {
+    let top: Table = text.parse().ok()?;
+    let i = top
+        .get("server")?
+        .as_array()?
+        .iter()
+        .position(|s| s.get("name").and_then(|n| n.as_str()) == Some(name))?;
+    let spans = Spans {
+        doc: toml_edit::ImDocument::parse(String::from(text)).ok(),
+    };
+    spans
+        .server(i, Some("name"))
+        .map(|r| line_col(text, r.start))
+}
+
 /// Parses a manifest, deserializing each server's `config` with the schema of its module and
 /// resolving the peers it names. `path` prefixes error positions (may be empty). A top-level
 /// `[test]` table (scenario settings, read by the host tool) is ignored; any other unknown key,

@@ -22,7 +22,9 @@ pub mod config;
 #[cfg(feature = "toml")]
 mod from_toml;
 #[cfg(feature = "toml")]
-pub use from_toml::{from_toml, from_toml_file, schema, HostConfig, NoSchemas, Schemas};
+pub use from_toml::{
+    from_toml, from_toml_file, schema, server_position, HostConfig, NoSchemas, Schemas,
+};
 
 /// A whole system: a name and the servers root starts, in manifest order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -403,6 +403,9 @@ expect = ["x"]
         assert!(e.starts_with("4:1: server `a`: module `a` has no configuration schema"), "{e}");
         let e = from_toml("name = \"x\"\nname = \"y\"\n").unwrap_err();
         assert!(e.starts_with("2:1: "), "{e}");
+        let t = "name = \"x\"\n[[server]]\nname = \"a\"\n\n[[server]]\n  name = \"b\"\n";
+        assert_eq!(server_position(t, "b"), Some((6, 3)));
+        assert_eq!(server_position(t, "c"), None);
     }
 
     mod typed {

@@ -15,8 +15,11 @@ pub struct ManifestFile {
 pub fn load(path: &Path) -> Result<ManifestFile, String> {
     let ctx = |e: String| format!("{}: {e}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| ctx(e.to_string()))?;
-    let system =
-        sawmill_manifest::from_toml_file(&path.display().to_string(), &text, &crate::configs::Servers)?;
+    let system = sawmill_manifest::from_toml_file(
+        &path.display().to_string(),
+        &text,
+        &crate::configs::Servers,
+    )?;
     sawmill_manifest::validate(&system).map_err(|e| {
         // Errors about one server point at its entry.
         let at = e

@@ -18,10 +18,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+pub mod config;
 #[cfg(feature = "toml")]
 mod from_toml;
 #[cfg(feature = "toml")]
-pub use from_toml::from_toml;
+pub use from_toml::{
+    from_toml, from_toml_file, schema, server_position, HostConfig, NoSchemas, Schemas,
+};
 
 /// A whole system: a name and the servers root starts, in manifest order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -73,15 +76,10 @@ pub struct Server {
     /// Whether the server may write to the kernel debug console (root puts a copy of its console
     /// capability in `sawmill_rt::slots::CONSOLE`); true unless the manifest says otherwise.
     pub console: bool,
-}
-
-/// Environment record kinds root adds for restricted device authority (read with
-/// `sawmill_rt::env::records`): the value is the I/O window's badge / the IRQ line mask.
-pub mod env_kind {
-    /// Value = `sawmill_abi::io_badge(base, count)` of the server's `io_window`.
-    pub const IO_WINDOW: u64 = 17;
-    /// Value = bit mask of the server's `irq_lines`.
-    pub const IRQ_LINES: u64 = 18;
+    /// The server's typed configuration (its `config` table), encoded by the host tool with the
+    /// schema of its module (see [`config`]); empty if the module has no schema. Root passes it
+    /// on unread in the environment, where the server decodes it (`sawmill_rt::env::config`).
+    pub config: Vec<u8>,
 }
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
@@ -105,6 +103,7 @@ impl Default for Server {
             io_window: None,
             irq_lines: Vec::new(),
             console: true,
+            config: Vec::new(),
         }
     }
 }
@@ -187,6 +186,8 @@ pub fn encode(sys: &System) -> Vec<u8> {
         put_u32(&mut w, s.irq_lines.len() as u32);
         w.extend_from_slice(&s.irq_lines);
         w.push(s.console as u8);
+        put_u32(&mut w, s.config.len() as u32);
+        w.extend_from_slice(&s.config);
     }
     w
 }
@@ -310,9 +311,9 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
     }
     let name = r.string()?;
     // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
-    // the pager flag, the RAM pool size, the huge pages, the I/O window flag and the IRQ-line
-    // list.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4)?;
+    // the pager flag, the RAM pool size, the huge pages, the I/O window flag, the IRQ-line
+    // list, the console flag and the configuration.
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4 + 1 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -360,6 +361,8 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         let n = r.count(1)?;
         let irq_lines = r.take(n)?.to_vec();
         let console = r.bool()?;
+        let n = r.count(1)?;
+        let config = r.take(n)?.to_vec();
         servers.push(Server {
             name,
             module,
@@ -378,6 +381,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             io_window,
             irq_lines,
             console,
+            config,
         });
     }
     if r.pos != bytes.len() {
@@ -411,9 +415,11 @@ fn module_name_ok(m: &str) -> bool {
 ///   server directly or held by one server's restricted IRQ control, never both or twice;
 /// - badges below 2^63 (badges with bit 63 are minted by servers themselves, e.g. mem's
 ///   dataspaces, and root's own to mem is `u64::MAX`), and distinct among the users of an
-///   endpoint whose server keys authority by badge ([`BADGE_KEYED`]: mem charges memory per badge
-///   and frees it when that client dies; pci gives each badge the devices assigned to it);
-/// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB.
+///   endpoint whose server keys authority by badge ([`BADGE_KEYED`], and whatever the server with
+///   the RAM pool or an I/O window provides: mem charges memory per badge and frees it when that
+///   client dies; pci gives each badge the devices assigned to it);
+/// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB, providing at most one
+///   endpoint (the one root and its clients call it on).
 /// Endpoints whose servers tell their clients' authority apart by badge alone, so two users may
 /// not share one: `mem` (memory accounting) and `pci` (device assignment).
 pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
@@ -526,9 +532,20 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     "server `{n}`: only one server may have a RAM pool, and `{other}` has one"
                 ));
             }
+            if s.provides.len() > 1 {
+                return Err(format!(
+                    "server `{n}`: a server with a RAM pool provides at most one endpoint"
+                ));
+            }
         }
     }
     let mut keyed: BTreeMap<(&str, u64), &str> = BTreeMap::new();
+    let keyed_by_role = sys
+        .servers
+        .iter()
+        .filter(|s| s.ram_kb > 0 || s.io_window.is_some())
+        .flat_map(|s| s.provides.iter().map(|p| p.as_str()));
+    let badge_keyed: Vec<&str> = BADGE_KEYED.iter().copied().chain(keyed_by_role).collect();
     // Second pass: uses may name endpoints of servers listed later.
     for s in &sys.servers {
         let n = s.name.as_str();
@@ -540,7 +557,7 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     u.badge, u.endpoint
                 ));
             }
-            if BADGE_KEYED.contains(&u.endpoint.as_str()) {
+            if badge_keyed.contains(&u.endpoint.as_str()) {
                 if let Some(other) = keyed.insert((u.endpoint.as_str(), u.badge), n) {
                     return Err(format!(
                         "server `{n}`: badge {} on `{}` is already used by server `{other}`",

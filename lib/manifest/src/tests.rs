@@ -63,6 +63,16 @@ fn badges_pools_and_mem_clients() {
     assert!(e.contains("badge 1 on `pci` is already used by server `ping-a`"), "{e}");
     s.servers[2].uses[1].badge = 2;
     validate(&s).unwrap();
+    // The memory server is known by its RAM pool, whatever its endpoint is called.
+    let mut s = sample();
+    s.servers[1].provides.push("pool".into());
+    s.servers[0].uses.push(Use { endpoint: "pool".into(), badge: 5 });
+    s.servers.push(Server { name: "other".into(), module: "x".into(), uses: vec![Use { endpoint: "pool".into(), badge: 5 }], ..Server::default() });
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains("badge 5 on `pool` is already used by server `pong`"), "{e}");
+    s.servers[1].provides.push("pool2".into());
+    let e = validate(&s).unwrap_err();
+    assert!(e.contains("server `ping-a`: a server with a RAM pool provides at most one endpoint"), "{e}");
 }
 
 #[test]
@@ -364,5 +374,141 @@ expect = ["x"]
         let e = from_toml("name = \"x\"\n[[server]]\nmodule = \"a\"\n").unwrap_err();
         assert!(e.contains("server #1"), "{e}");
         let _ = "".to_string();
+    }
+
+    #[test]
+    fn bare_uses_get_distinct_badges_around_explicit_ones() {
+        let t = "name = \"x\"\n[[server]]\nname = \"p\"\nprovides = [\"p\", \"q\"]\n\
+                 [[server]]\nname = \"a\"\nuses = [\"p\", \"q\"]\n\
+                 [[server]]\nname = \"b\"\nuses = [{ endpoint = \"p\", badge = 2 }]\n\
+                 [[server]]\nname = \"c\"\nuses = [{ endpoint = \"p\" }, \"q\"]\n";
+        let s = from_toml(t).unwrap();
+        validate(&s).unwrap();
+        let badges = |i: usize| s.servers[i].uses.iter().map(|u| u.badge).collect::<Vec<_>>();
+        assert_eq!(badges(1), vec![1, 1]);
+        assert_eq!(badges(2), vec![2]);
+        assert_eq!(badges(3), vec![3, 2]);
+    }
+
+    #[test]
+    fn errors_give_line_and_column() {
+        let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nprio = 3\n").unwrap_err();
+        assert!(e.starts_with("4:1: server `a`: unknown key(s) `prio`"), "{e}");
+        let e = from_toml_file("m.toml", "name = \"x\"\n[[server]]\nname = \"a\"\nwait = 1\n", &NoSchemas)
+            .unwrap_err();
+        assert!(e.starts_with("m.toml:4:1: server `a`: `wait`"), "{e}");
+        let e = from_toml("name = \"x\"\nservers = []\n").unwrap_err();
+        assert!(e.starts_with("2:1: unknown top-level key `servers`"), "{e}");
+        let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nconfig = { k = 1 }\n").unwrap_err();
+        assert!(e.starts_with("4:1: server `a`: module `a` has no configuration schema"), "{e}");
+        let e = from_toml("name = \"x\"\nname = \"y\"\n").unwrap_err();
+        assert!(e.starts_with("2:1: "), "{e}");
+        let t = "name = \"x\"\n[[server]]\nname = \"a\"\n\n[[server]]\n  name = \"b\"\n";
+        assert_eq!(server_position(t, "b"), Some((6, 3)));
+        assert_eq!(server_position(t, "c"), None);
+    }
+
+    mod typed {
+        use super::*;
+        use crate::config::{Client, Endpoint, Peer, Peers};
+        use serde::{Deserialize, Serialize};
+
+        /// A schema of the kind a server's `*-api` crate defines.
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Cfg {
+            size: u16,
+            #[serde(default)]
+            friends: Vec<Client>,
+            via: Option<Endpoint>,
+        }
+
+        impl Peers for Cfg {
+            fn peers(&mut self, f: &mut dyn FnMut(Peer<'_>)) {
+                for c in &mut self.friends {
+                    f(Peer::Client(c));
+                }
+                if let Some(e) = &self.via {
+                    f(Peer::Endpoint(e));
+                }
+            }
+        }
+
+        struct One;
+        impl Schemas for One {
+            fn has(&self, m: &str) -> bool {
+                m == "srv"
+            }
+            fn decode<'de, D: serde::Deserializer<'de>>(
+                &self,
+                _: &str,
+                d: D,
+            ) -> Result<alloc::boxed::Box<dyn HostConfig>, D::Error> {
+                schema::<Cfg, D>(d)
+            }
+        }
+
+        const SYS: &str = "name = \"x\"
+[[server]]
+name = \"srv\"
+provides = [\"srv\"]
+uses = [\"other\"]
+[server.config]
+size = 7
+friends = [\"a\", \"b\"]
+via = \"other\"
+[[server]]
+name = \"other\"
+provides = [\"other\"]
+[[server]]
+name = \"a\"
+uses = [\"srv\"]
+[[server]]
+name = \"b\"
+uses = [{ endpoint = \"srv\", badge = 9 }]
+";
+
+        fn parse(t: &str) -> Result<System, String> {
+            from_toml_file("t.toml", t, &One)
+        }
+
+        #[test]
+        fn round_trip_with_resolved_badges() {
+            let s = parse(SYS).unwrap();
+            validate(&s).unwrap();
+            let c: Cfg = postcard::from_bytes(&s.servers[0].config).unwrap();
+            assert_eq!(
+                c,
+                Cfg {
+                    size: 7,
+                    friends: vec![Client::new("a", 1), Client::new("b", 9)],
+                    via: Some(Endpoint::new("other")),
+                }
+            );
+            assert!(s.servers[1].config.is_empty());
+            assert_eq!(decode(&encode(&s)).unwrap(), s);
+        }
+
+        #[test]
+        fn bad_configs_name_file_and_line() {
+            let e = parse(&SYS.replace("size = 7", "size = 7\nsise = 8")).unwrap_err();
+            assert!(e.starts_with("t.toml:8:1: server `srv`: config: unknown field `sise`"), "{e}");
+            let e = parse(&SYS.replace("size = 7", "size = \"7\"")).unwrap_err();
+            assert!(e.starts_with("t.toml:7:8: server `srv`: config: invalid type"), "{e}");
+            let e = parse(&SYS.replace("size = 7", "size = 70000")).unwrap_err();
+            assert!(e.starts_with("t.toml:7:8:"), "{e}");
+            let e = parse(&SYS.replace("size = 7\n", "")).unwrap_err();
+            assert!(e.contains("t.toml:") && e.contains("missing field `size`"), "{e}");
+            let e = parse(&SYS.replace("[\"a\", \"b\"]", "[\"a\", \"c\"]")).unwrap_err();
+            assert!(e.starts_with("t.toml:8:17: server `srv`: config: `c` is not a server of this system"), "{e}");
+            let e = parse(&SYS.replace("[\"a\", \"b\"]", "[\"a\", \"other\"]")).unwrap_err();
+            assert!(e.starts_with("t.toml:8:17: ") && e.contains("server `other` does not use an endpoint of `srv`"), "{e}");
+            let e = parse(&SYS.replace("via = \"other\"", "via = \"a\"")).unwrap_err();
+            assert!(e.starts_with("t.toml:9:7: ") && e.contains("`a` is not an endpoint this server `uses`"), "{e}");
+            // A server of a module with a schema but no `config` is checked against the schema.
+            let e = parse(&SYS.replace("[server.config]\nsize = 7\nfriends = [\"a\", \"b\"]\nvia = \"other\"\n", ""))
+                .unwrap_err();
+            assert!(e.starts_with("t.toml:3:1: server `srv`: config: missing field `size`"), "{e}");
+        }
     }
 }

@@ -1,14 +1,30 @@
 //! The environment root writes into a server's address space before starting it: the server's
-//! name, its arguments, its heap, and the capability slots it was given, by name.
+//! name, its arguments or typed configuration, its heap, and the capability slots it was given,
+//! by name.
 //!
 //! Layout (little-endian u64 words at [`crate::layout::ENV`], one page): magic, heap base, heap
 //! size, record count, then records `{kind, value, len}` each followed by `len` bytes padded to 8.
-//! The same code writes it (root, through [`Writer`]) and reads it (every server).
+//! The same code writes it (root, through [`Writer`]) and reads it (every server). Every record
+//! kind is defined here and nowhere else.
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SAWMENV1");
+/// Bytes = the server's name.
 pub const KIND_NAME: u64 = 1;
+/// Bytes = one positional argument (`args`; test programs and benchmarks).
 pub const KIND_ARG: u64 = 2;
+/// Value = a capability slot, bytes = its name (an endpoint the server uses, `sys:*`, `irq:N`).
 pub const KIND_CAP: u64 = 3;
+/// Value = a capability slot, bytes = the name of an endpoint the server provides (serves).
+pub const KIND_PROVIDES: u64 = 4;
+/// One range of the memory server's RAM pool: value = the pool address of its first page, bytes
+/// = physical address and page count (two little-endian u64).
+pub const KIND_RAM: u64 = 16;
+/// Value = `sawmill_abi::io_badge(base, count)` of the server's `io_window`.
+pub const KIND_IO_WINDOW: u64 = 17;
+/// Value = bit mask of the server's `irq_lines`.
+pub const KIND_IRQ_LINES: u64 = 18;
+/// Bytes = the server's typed configuration, encoded by the host tool (see [`config`]).
+pub const KIND_CONFIG: u64 = 19;
 pub const PAGE: usize = 4096;
 
 /// Builds an environment page.
@@ -99,11 +115,63 @@ pub fn name() -> &'static str {
         .unwrap_or("?")
 }
 
-/// The slot of the capability the manifest named `name`.
+/// The slot of the capability the manifest named `name`: an endpoint the server uses or
+/// provides, or one of root's `sys:` slots. This is the one way a program finds a capability.
 pub fn cap(name: &str) -> Option<u64> {
     records(page())
-        .find(|r| r.0 == KIND_CAP && r.2 == name.as_bytes())
+        .find(|r| (r.0 == KIND_CAP || r.0 == KIND_PROVIDES) && r.2 == name.as_bytes())
         .map(|r| r.1)
+}
+
+/// The endpoint this server serves: the first its manifest `provides` (its slot and name). For
+/// servers whose endpoint is named per instance (`blk0`, `pfs1`).
+pub fn served() -> Option<(u64, &'static str)> {
+    records(page())
+        .find(|r| r.0 == KIND_PROVIDES)
+        .and_then(|r| Some((r.1, core::str::from_utf8(r.2).ok()?)))
+}
+
+/// The records of `kind`: (value, bytes).
+pub fn find_all(kind: u64) -> impl Iterator<Item = (u64, &'static [u8])> {
+    records(page())
+        .filter(move |r| r.0 == kind)
+        .map(|r| (r.1, r.2))
+}
+
+/// The value of the first record of `kind` (for the records that carry one number).
+pub fn value(kind: u64) -> Option<u64> {
+    records(page()).find(|r| r.0 == kind).map(|r| r.1)
+}
+
+/// Why [`config`] found no usable configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The environment has no configuration record.
+    Missing,
+    /// The record does not decode as the type asked for.
+    Malformed,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ConfigError::Missing => {
+                "no configuration in the environment (does the host tool know this module's schema?)"
+            }
+            ConfigError::Malformed => {
+                "the configuration does not decode as this server's schema (image built from other sources?)"
+            }
+        })
+    }
+}
+
+/// The server's typed configuration: its manifest `config` table, checked on the host against
+/// `T` (the `Config` of the server's `*-api` crate) and decoded here as that same type.
+pub fn config<T: serde::de::DeserializeOwned>() -> Result<T, ConfigError> {
+    let r = records(page())
+        .find(|r| r.0 == KIND_CONFIG)
+        .ok_or(ConfigError::Missing)?;
+    postcard::from_bytes(r.2).map_err(|_| ConfigError::Malformed)
 }
 
 /// The arguments from the manifest.
@@ -130,7 +198,7 @@ pub fn heap() -> (u64, u64) {
 /// The highest capability slot root filled (new capabilities go above it).
 pub fn last_slot() -> u64 {
     records(page())
-        .filter(|r| r.0 == KIND_CAP)
+        .filter(|r| r.0 == KIND_CAP || r.0 == KIND_PROVIDES)
         .map(|r| r.1)
         .max()
         .unwrap_or(crate::slots::FIRST_NAMED)

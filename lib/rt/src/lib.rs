@@ -32,7 +32,9 @@ pub mod layout {
     pub const UTCB_MAX: u64 = 256;
 }
 
-/// Well-known capability slots every server finds filled.
+/// Well-known capability slots every server finds filled: the ones the runtime itself needs
+/// (system calls on its own task and thread, its factory, fault handlers, console, IRQ
+/// notification). Every other capability is found by name (`env::cap`).
 pub mod slots {
     pub const TASK: u64 = 0;
     pub const THREAD: u64 = 1;
@@ -47,7 +49,9 @@ pub mod slots {
     pub const THREAD_HANDLER: u64 = 5;
     /// The kernel debug console (unless the manifest says `console = false`): `println!`.
     pub const CONSOLE: u64 = 6;
-    /// First slot root fills with named capabilities.
+    /// First slot root fills with named capabilities. Only root and the runtime's slot allocator
+    /// use the number: programs find named capabilities with `env::cap` (or `env::served`) and
+    /// take fresh slots from `thread::alloc_slot`.
     pub const FIRST_NAMED: u64 = 8;
 }
 

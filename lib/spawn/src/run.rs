@@ -136,6 +136,9 @@ pub struct Cap {
     pub name: String,
     pub src: u64,
     pub slot: Option<u64>,
+    /// The environment record that names it: `env::KIND_CAP`, or `env::KIND_PROVIDES` for an
+    /// endpoint the program serves.
+    pub kind: u64,
 }
 
 impl Cap {
@@ -144,13 +147,20 @@ impl Cap {
             name: String::from(name),
             src,
             slot: None,
+            kind: env::KIND_CAP,
         }
     }
     pub fn at(name: &str, src: u64, slot: u64) -> Cap {
         Cap {
-            name: String::from(name),
-            src,
             slot: Some(slot),
+            ..Cap::named(name, src)
+        }
+    }
+    /// An endpoint the program serves (found with `env::served` as well as `env::cap`).
+    pub fn provided(name: &str, src: u64) -> Cap {
+        Cap {
+            kind: env::KIND_PROVIDES,
+            ..Cap::named(name, src)
         }
     }
 }
@@ -469,11 +479,11 @@ fn build(
     };
     let names = ours
         .iter()
-        .map(|n| n.as_bytes())
-        .chain(p.caps.iter().map(|c| c.name.as_bytes()));
-    for (name, &slot) in names.zip(placed) {
+        .map(|n| (env::KIND_CAP, n.as_bytes()))
+        .chain(p.caps.iter().map(|c| (c.kind, c.name.as_bytes())));
+    for ((kind, name), &slot) in names.zip(placed) {
         if !name.is_empty() {
-            ok &= w.add(env::KIND_CAP, slot, name);
+            ok &= w.add(kind, slot, name);
         }
     }
     for r in &p.records {

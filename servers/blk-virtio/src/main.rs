@@ -29,7 +29,7 @@ use sawmill_abi::ObjKind;
 use sawmill_interfaces::blk::{self, InfoOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags};
-use sawmill_rt::{env, println, slots, sys};
+use sawmill_rt::{env, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
 
@@ -347,9 +347,7 @@ fn main() {
         println!("blk-virtio: FAIL the manifest gives us no `mem` (DMA memory)");
         return;
     };
-    // Free slots above everything root gave us.
-    let free = env::last_slot() + 1;
-    let (irq, notif, ds_slot) = (free, free + 1, free + 2);
+    let (irq, notif, ds_slot) = (thread::alloc_slot(), thread::alloc_slot(), thread::alloc_slot());
     // Our ports and interrupt come from pci: it grants the ports to our task (we lend it our task
     // capability for the call; pci deletes its copy) and returns the Irq capability.
     let c = match pci::Client::new(pci_ep).claim(0, slots::TASK, irq) {
@@ -367,7 +365,10 @@ fn main() {
     }
     let mut b = Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot);
     // Our endpoint: the first one the manifest says we provide.
-    let ep = sawmill_rt::slots::FIRST_NAMED;
+    let Some((ep, _)) = env::served() else {
+        println!("blk-virtio: FAIL the manifest gives us no endpoint to serve");
+        return;
+    };
     b.after.receive_window(b.next_window, WINDOW + WINDOW_SIZE - b.next_window);
     let _ = rpc::serve(ep, &mut b);
 }

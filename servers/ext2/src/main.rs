@@ -2,9 +2,10 @@
 //!
 //! Runs the fs/ext2 engine over [`cache::Cache`], a write-back page cache in a dataspace of the
 //! memory server (`mem`, which the manifest must give it; charged to this PFS) that the block
-//! driver DMAs into directly. Arguments: `blk=NAME` (the driver endpoint it uses), `cache_kb=N`, `shadow_pages=N` (see [`MAX_SHADOWS`]), `exec` (cache pages
-//! mapped executable, so programs can run straight from files), optional `name=...` for
-//! messages. The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
+//! driver DMAs into directly. Settings: the `config` table (`sawmill_ext2_api::Config`: the
+//! driver endpoint it uses, the cache size, the shadow-page limit (see [`MAX_SHADOWS`]), whether
+//! cache pages are mapped executable so programs can run straight from files, and a name for
+//! messages). The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
 //! there once and gets a capability to an endpoint the PFS created itself, which it serves from
 //! then on. Every capability it hands out is minted from that endpoint, so all of them fail at
 //! once when the PFS dies (nobody hangs).
@@ -881,28 +882,37 @@ impl pfs::Server for Connect {
     }
 }
 
-fn arg(key: &str) -> Option<&'static str> {
-    env::args().find_map(|a| a.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
-}
-
 fn main() {
-    let name = arg("name").unwrap_or("?");
-    let blk_ep = arg("blk").and_then(env::cap).expect("blk endpoint (argument blk=NAME)");
-    let cache_kb: usize = arg("cache_kb").and_then(|v| v.parse().ok()).unwrap_or(2048);
-    let max_shadows: usize = arg("shadow_pages").and_then(|v| v.parse().ok()).unwrap_or(MAX_SHADOWS);
-    let manifest_ep = sawmill_rt::slots::FIRST_NAMED;
+    let cfg: sawmill_ext2_api::Config = match env::config() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("ext2-pfs: FAIL config: {}", e);
+            return;
+        }
+    };
+    // Messages name the file system for the server's whole life.
+    let name: &'static str = cfg.name.leak();
+    let Some(blk_ep) = env::cap(&cfg.blk.name) else {
+        println!("ext2-pfs[{}]: FAIL no endpoint `{}` for the block device", name, cfg.blk.name);
+        return;
+    };
+    let cache_kb = cfg.cache_kb as usize;
+    let max_shadows = cfg.shadow_pages.map_or(MAX_SHADOWS, |n| n as usize);
     let Some(mem_ep) = env::cap("mem") else {
         println!("ext2-pfs[{}]: FAIL the manifest gives us no `mem` (the cache's memory)", name);
         return;
     };
     // `exec`: programs may run straight from this file system's pages (lib/spawn).
-    let exec = env::args().any(|a| a == "exec");
-    let cache = match Cache::new(blk_ep, mem_ep, cache_kb * 1024 / PAGE, exec) {
+    let cache = match Cache::new(blk_ep, mem_ep, cache_kb * 1024 / PAGE, cfg.exec) {
         Ok(c) => Rc::new(RefCell::new(c)),
         Err(e) => {
             println!("ext2-pfs[{}]: FAIL {}", name, e);
             return;
         }
+    };
+    let Some((manifest_ep, _)) = env::served() else {
+        println!("ext2-pfs[{}]: FAIL the manifest gives us no endpoint to serve", name);
+        return;
     };
     let fs = Fs::open(Dev(cache.clone()));
     let ep = thread::alloc_slot();

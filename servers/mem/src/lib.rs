@@ -20,17 +20,8 @@ use alloc::vec::Vec;
 
 pub const PAGE: u64 = 4096;
 
-/// What root and mem agree on: where the pool lies and how root describes it (see
-/// `servers/root`).
-pub mod boot {
-    /// Environment record kind of one RAM range: value = the pool address of its first page,
-    /// bytes = physical address and page count (two little-endian u64).
-    pub const KIND_RAM: u64 = 16;
-    /// mem's view of its pool: the ranges are mapped one after the other from here.
-    pub const POOL_BASE: u64 = 0x0000_0010_0000_0000;
-}
-
-/// Index of a frame of the pool (its address in mem is `POOL_BASE + f * PAGE`).
+/// Index of a frame of the pool (its address in mem is
+/// `sawmill_mem_api::POOL_BASE + f * PAGE`).
 pub type Frame = u32;
 
 /// The memory operations the logic needs done.

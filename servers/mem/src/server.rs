@@ -8,7 +8,7 @@
 //! - `mem::ROOT_BADGE` (`u64::MAX`, interfaces/mem.idl): root (may call `client_gone`);
 //! - anything else: a client, as the manifest's `uses` entry says; its pages are charged to it.
 //!
-//! Arguments: `quota_kb=N` (default quota of a client, KiB), `quota:BADGE=KB` (one client's).
+//! Settings: the `config` table (`sawmill_mem_api::Config`): a default quota and per-client ones.
 extern crate alloc;
 
 use alloc::vec::Vec;
@@ -16,7 +16,8 @@ use sawmill_abi::{layout, map, rights};
 use sawmill_interfaces::mem::ROOT_BADGE;
 use sawmill_interfaces::rpc::{self, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, DsError, DsFlags, MapFlags, MemError};
-use sawmill_mem::{boot, Backend, Frame, Frames, Limits, Mem, MemErr, PAGE};
+use sawmill_mem::{Backend, Frame, Frames, Limits, Mem, MemErr, PAGE};
+use sawmill_mem_api::{Config, POOL_BASE};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -27,7 +28,7 @@ const RO_BIT: u64 = 1 << 62;
 const DS_TOTAL: usize = 400;
 
 fn frame_va(f: Frame) -> u64 {
-    boot::POOL_BASE + f as u64 * PAGE
+    POOL_BASE + f as u64 * PAGE
 }
 
 /// Real memory operations on the pool.
@@ -257,18 +258,12 @@ impl rpc::Serve for Srv {
     }
 }
 
-fn parse_u64(s: &str) -> Option<u64> {
-    s.parse().ok()
-}
-
 fn main() {
     let ep = env::cap("mem").expect("mem endpoint");
-    // SAFETY: root maps the environment page read-only before we start; it stays.
-    let envp = unsafe { core::slice::from_raw_parts(sawmill_rt::layout::ENV as *const u8, 4096) };
     let mut ranges = Vec::new();
-    let mut expect = boot::POOL_BASE;
-    for (kind, va, b) in env::records(envp) {
-        if kind != boot::KIND_RAM || b.len() != 16 {
+    let mut expect = POOL_BASE;
+    for (va, b) in env::find_all(env::KIND_RAM) {
+        if b.len() != 16 {
             continue;
         }
         let pa = u64::from_le_bytes(b[..8].try_into().unwrap());
@@ -282,19 +277,16 @@ fn main() {
         expect += n * PAGE;
     }
     let frames = Frames::new(&ranges);
-    let mut default_quota = 1024 * 1024 / 4; // 1 GiB: no limit unless the manifest sets one
-    let mut quotas = Vec::new();
-    for a in env::args() {
-        if let Some(v) = a.strip_prefix("quota_kb=").and_then(parse_u64) {
-            default_quota = v / 4;
-        } else if let Some((b, kb)) = a.strip_prefix("quota:").and_then(|r| r.split_once('=')) {
-            if let (Some(b), Some(kb)) = (parse_u64(b), parse_u64(kb)) {
-                quotas.push((b, kb / 4));
-            }
-        } else {
-            println!("mem: unknown argument `{}`", a);
+    let cfg: Config = match env::config() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("mem: FAIL config: {}", e);
+            return;
         }
-    }
+    };
+    // 1 GiB: no limit unless the manifest sets one.
+    let default_quota = cfg.default_quota_kb.unwrap_or(1024 * 1024) as u64 / 4;
+    let quotas: Vec<(u64, u64)> = cfg.quota.iter().map(|q| (q.client.badge, q.kb as u64 / 4)).collect();
     println!("mem: {} KiB of RAM in {} ranges, default quota {} KiB", frames.total() as u64 * 4, ranges.len(), default_quota * 4);
     let mut m = Mem::new(frames, Limits { default_quota, ds_per_client: 64, ds_total: DS_TOTAL });
     for (b, q) in quotas {

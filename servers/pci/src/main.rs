@@ -3,11 +3,11 @@
 //! Holds the configuration-space ports 0xCF8-0xCFF (mechanism #1), an I/O-control capability
 //! root minted for the manifest's `io_window` (it can grant ports of that window and no others)
 //! and an IRQ-control capability for the manifest's `irq_lines`. At start it enumerates bus 0 and
-//! prints what it finds. Its arguments assign devices to drivers:
-//! `assign=BADGE:VENDOR:DEVICE:N[:IOBASE]` gives the N-th device with that vendor/device id to
-//! the caller holding badge BADGE on the `pci` endpoint and moves its I/O BAR 0 into the window
-//! (to IOBASE if given, else to the next free naturally aligned range). Decoding stays off until
-//! that badge `claim`s the device with its task capability: only then does pci grant the task
+//! prints what it finds. Its `config` table (`sawmill_pci_api::Config`) assigns devices to
+//! drivers: each `assign` entry gives the N-th device with a vendor/device id to the driver it
+//! names — the caller holding that driver's badge on the `pci` endpoint, which the host tool
+//! filled in — and moves its I/O BAR 0 into the window (to `bar0` if given, else to the next
+//! free naturally aligned range). Decoding stays off until that badge `claim`s the device with its task capability: only then does pci grant the task
 //! the BAR's ports (`ioport_give`), make the Irq capability for the device's line (`irq_get`,
 //! returned as a cap item) and switch on I/O decoding and bus mastering. Any other badge is
 //! refused, so the device's ports and interrupt reach its driver and no one else.
@@ -20,8 +20,8 @@ use alloc::vec::Vec;
 use sawmill_interfaces::pci::{self, ClaimOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next};
 use sawmill_interfaces::PciError;
-use sawmill_manifest::env_kind;
-use sawmill_rt::{env, println, sys};
+use sawmill_pci_api::Config;
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
@@ -76,12 +76,6 @@ struct Pci {
     after: AfterReply,
 }
 
-fn num(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
-    }
-}
 
 /// Size of an I/O BAR: write all ones, read back the writable bits, restore.
 fn io_bar_size(bdf: u32) -> u32 {
@@ -138,13 +132,6 @@ impl rpc::Serve for Pci {
     }
 }
 
-/// A restriction record root put in our environment (see `sawmill_manifest::env_kind`).
-fn env_value(kind: u64) -> Option<u64> {
-    // SAFETY: root maps the environment page read-only at ENV for the task's lifetime.
-    let page = unsafe { core::slice::from_raw_parts(sawmill_rt::layout::ENV as *const u8, env::PAGE) };
-    env::records(page).find(|r| r.0 == kind).map(|r| r.1)
-}
-
 fn main() {
     let mut devs = Vec::new();
     for dev in 0..32u32 {
@@ -169,21 +156,22 @@ fn main() {
     }
     let io_ctl = env::cap("sys:io-control").unwrap_or(0);
     let irq_ctl = env::cap("sys:irq-control").unwrap_or(0);
-    let window = env_value(env_kind::IO_WINDOW).map(sawmill_abi::io_window);
+    let window = env::value(env::KIND_IO_WINDOW).map(sawmill_abi::io_window);
+    let cfg: Config = match env::config() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("pci: FAIL config: {}", e);
+            return;
+        }
+    };
     let mut assigned = Vec::new();
     let mut next_free = window.map_or(0, |w| w.0 as u32);
-    for a in env::args() {
-        let Some(spec) = a.strip_prefix("assign=") else { continue };
-        let p: Vec<u64> = spec.split(':').filter_map(num).collect();
-        if p.len() != 4 && p.len() != 5 {
-            println!("pci: FAIL bad argument `{}`", a);
-            continue;
-        }
+    for a in &cfg.assign {
         let Some((wlo, wn)) = window else {
-            println!("pci: FAIL `{}`: the manifest gives pci no io_window to place BARs in", a);
+            println!("pci: FAIL device for {}: the manifest gives pci no io_window to place BARs in", a.driver.name);
             continue;
         };
-        let (badge, ven, did, n) = (p[0], p[1] as u16, p[2] as u16, p[3] as usize);
+        let (badge, ven, did, n) = (a.driver.badge, a.vendor, a.device, a.index as usize);
         let Some(i) = (0..devs.len()).filter(|&i| devs[i].vendor == ven && devs[i].device == did).nth(n) else {
             println!("pci: no device {:04x}:{:04x} #{} for badge {}", ven, did, n, badge);
             continue;
@@ -197,8 +185,8 @@ fn main() {
         let cmd = cfg_read(bdf, 0x04) & 0xffff;
         cfg_write(bdf, 0x04, cmd & !0x7);
         let size = io_bar_size(bdf).max(4);
-        let base = match p.get(4) {
-            Some(&b) => b as u32,
+        let base = match a.bar0 {
+            Some(b) => b as u32,
             None => (next_free + size - 1) & !(size - 1),
         };
         let inside = base as u64 >= wlo && base as u64 + size as u64 <= wlo + wn;
@@ -215,8 +203,8 @@ fn main() {
     println!("pci: {} devices, {} assigned to drivers", devs.len(), assigned.len());
     // Slots above every capability root gave us: where a claim's task capability lands, and
     // where the Irq capability it returns is made.
-    let rx = env::last_slot() + 1;
-    let mut srv = Pci { devs, assigned, io_ctl, irq_ctl, irq_slot: rx + 1, after: AfterReply::new() };
+    let rx = thread::alloc_slot();
+    let mut srv = Pci { devs, assigned, io_ctl, irq_ctl, irq_slot: thread::alloc_slot(), after: AfterReply::new() };
     srv.after.receive_into(&[rx]);
     let _ = rpc::serve(ep, &mut srv);
 }

@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, ObjKind};
 use sawmill_manifest::{System, Server};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_rt::{println, slots as sslots, sys};
+use sawmill_rt::{env, println, slots as sslots, sys};
 use sawmill_spawn::{self as spawn, Cap, Child, MappedImage, Map, Program, Record, Resources, SpawnError};
 
 sawmill_rt::entry!(main);
@@ -229,9 +229,9 @@ struct Running {
     pages: Vec<u64>,
     alive: bool,
     status: u64,
-    /// Its badge on the `mem` endpoint, if it uses the memory server.
+    /// Its badge on the memory server's endpoint, if it uses the memory server.
     mem_badge: Option<u64>,
-    /// It provides `mem`.
+    /// It is the memory server (the one with a RAM pool).
     is_mem: bool,
     /// Endpoints it serves (revoked when it ends).
     provides: Vec<String>,
@@ -246,6 +246,8 @@ struct Root {
     servers: Vec<Running>,
     /// Root's capability to the memory server (badge ROOT_MEM_BADGE), once one runs.
     mem_cap: Option<u64>,
+    /// The memory server's endpoint: the one the server with a RAM pool (`ram_kb`) provides.
+    mem_endpoint: Option<String>,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -300,9 +302,13 @@ impl Root {
         if s.console {
             p.caps.push(Cap::at("sys:console", root_slots::CONSOLE, sslots::CONSOLE));
         }
+        // The typed configuration, checked and encoded by the host tool: passed on unread.
+        if !s.config.is_empty() {
+            p.records.push(Record { kind: env::KIND_CONFIG, value: 0, bytes: s.config.clone(), optional: false });
+        }
         for e in &s.provides {
             let ep = self.endpoint(e);
-            p.caps.push(Cap::named(e, ep));
+            p.caps.push(Cap::provided(e, ep));
         }
         for u in &s.uses {
             let ep = self.endpoint(&u.endpoint);
@@ -331,20 +337,20 @@ impl Root {
             let b = sawmill_abi::io_badge(r.base, r.count as u32);
             let m = self.mint(root_slots::IO_CONTROL, b, rights::ALL, &mut caps);
             p.caps.push(Cap::named("sys:io-control", m));
-            p.records.push(Record { kind: sawmill_manifest::env_kind::IO_WINDOW, value: b, bytes: b"io-window".to_vec(), optional: false });
+            p.records.push(Record { kind: env::KIND_IO_WINDOW, value: b, bytes: b"io-window".to_vec(), optional: false });
         }
         let lines = s.irq_lines.iter().fold(0u64, |m, &l| m | 1 << l);
         if lines != 0 {
             let m = self.mint(root_slots::IRQ_CONTROL, lines, rights::ALL, &mut caps);
             p.caps.push(Cap::named("sys:irq-control", m));
-            p.records.push(Record { kind: sawmill_manifest::env_kind::IRQ_LINES, value: lines, bytes: b"irq-lines".to_vec(), optional: false });
+            p.records.push(Record { kind: env::KIND_IRQ_LINES, value: lines, bytes: b"irq-lines".to_vec(), optional: false });
         }
         // The RAM pool: mapped at POOL_BASE, its physical ranges listed in the environment
         // (last, and optional: what does not fit stays unused by mem).
         let mut pool = Vec::new();
         if ram_pages > 0 {
             let Some(runs) = self.pages.alloc_runs(ram_pages) else { fail("RAM pool", sawmill_abi::Error::NoMemory) };
-            let mut va = sawmill_mem::boot::POOL_BASE;
+            let mut va = sawmill_mem_api::POOL_BASE;
             for &(pa, n) in &runs {
                 pool.extend((0..n).map(|k| pa + k * 4096));
                 // Executable too, so that mem can hand out executable memory (a program loaded
@@ -353,7 +359,7 @@ impl Root {
                 let mut b = Vec::with_capacity(16);
                 b.extend_from_slice(&pa.to_le_bytes());
                 b.extend_from_slice(&n.to_le_bytes());
-                p.records.push(Record { kind: sawmill_mem::boot::KIND_RAM, value: va, bytes: b, optional: true });
+                p.records.push(Record { kind: env::KIND_RAM, value: va, bytes: b, optional: true });
                 va += n * 4096;
             }
         }
@@ -398,10 +404,11 @@ impl Root {
         if child.env_dropped > 0 {
             println!("root: {}: only part of the RAM pool fits in the environment", name);
         }
-        let mem_badge = s.uses.iter().find(|u| u.endpoint == "mem").map(|u| u.badge);
-        let is_mem = s.provides.iter().any(|p| p == "mem");
-        if is_mem && self.mem_cap.is_none() {
-            let ep = self.endpoint("mem");
+        let mem_ep = self.mem_endpoint.clone();
+        let mem_badge = s.uses.iter().find(|u| Some(&u.endpoint) == mem_ep.as_ref()).map(|u| u.badge);
+        let is_mem = s.ram_kb > 0;
+        if let (true, None, Some(mem_ep)) = (is_mem, self.mem_cap, &mem_ep) {
+            let ep = self.endpoint(mem_ep);
             let m = self.slots.next();
             sys::cap_mint(ep, m, ROOT_MEM_BADGE, rights::SEND).unwrap_or_else(|e| fail("minting", e));
             self.mem_cap = Some(m);
@@ -606,7 +613,9 @@ fn main() {
     } else {
         println!("root: FAIL device memory check");
     }
-    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None };
+    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None, mem_endpoint: None };
+    // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
+    root.mem_endpoint = sys_.servers.iter().find(|s| s.ram_kb > 0).and_then(|s| s.provides.first()).cloned();
     root.fault_ep = root.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
     // Kernel memory before any server exists; compared at shutdown.
     let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);

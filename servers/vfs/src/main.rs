@@ -1,8 +1,9 @@
 //! The VFS server: the name space of the system.
 //!
-//! Arguments: `mount=PREFIX:ENDPOINT` (a PFS's manifest endpoint, in mount order; the first must
-//! be `/`), `cred=BADGE:UID:GID` (the credentials of the client whose `vfs` capability carries
-//! BADGE; unknown badges are nobody, 65534:65534), `admin=BADGE` (may use fault injection).
+//! Settings: the `config` table (`sawmill_vfs_api::Config`): `mounts` (a PFS's manifest
+//! endpoint per path, in mount order; the first must be `/`), `creds` (the credentials of a
+//! client, known here by the badge its `vfs` capability carries, which the host tool filled in;
+//! unknown badges are nobody, 65534:65534), `admins` (may use fault injection).
 //!
 //! Path resolution (`sawmill_path`'s walker, the one the PFS uses too) walks component by
 //! component with `lookup` calls to the PFS that owns each directory, checking search permission
@@ -475,58 +476,52 @@ impl rpc::Serve for Vfs {
     }
 }
 
-fn num(s: &str) -> Option<u64> {
-    s.parse().ok()
-}
-
 fn main() {
     let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new(), sessions: Vec::new(), after: AfterReply::new() };
-    for a in env::args() {
-        if let Some(m) = a.strip_prefix("mount=") {
-            let Some((prefix, ep_name)) = m.split_once(':') else { continue };
-            let Some(ep) = env::cap(ep_name) else {
-                println!("vfs: FAIL no endpoint {}", ep_name);
-                continue;
-            };
-            if v.mounts.len() >= MAX_MOUNTS {
-                println!("vfs: FAIL too many mounts");
-                break;
-            }
-            let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
-            let give = thread::alloc_slot();
-            sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
-            if let Err(e) = pfs::Client::new(ep).connect(give) {
-                println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
-                continue;
-            }
-            let _ = sys::cap_delete(give);
-            // Our own calls carry the VFS badge.
-            let conn_badged = thread::alloc_slot();
-            sys::cap_mint(conn, conn_badged, pfs::VFS_BADGE, rights::SEND | rights::GRANT).expect("mint");
-            let mi = v.mounts.len();
-            thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
-            let conn = conn_badged;
-            let p = pfs::Client::new(conn);
-            let (root, attr, alive) = match p.root().and_then(|r| p.getattr(r).map(|a| (r, a))) {
-                Ok((r, a)) => (r, (a.mode, a.uid, a.gid), true),
-                Err(e) => {
-                    println!("vfs: mount {} unusable: {:?}", prefix, e);
-                    (0, (0, 0, 0), false)
-                }
-            };
-            let comps = prefix.split('/').filter(|c| !c.is_empty()).map(|c| c.as_bytes().to_vec()).collect();
-            v.mounts.push(Mount { prefix: prefix.as_bytes().to_vec(), comps, pfs: p, root, root_attr: attr, alive });
-            println!("vfs: mounted {} ({})", prefix, ep_name);
-        } else if let Some(c) = a.strip_prefix("cred=") {
-            let p: Vec<u64> = c.split(':').filter_map(num).collect();
-            if p.len() == 3 {
-                v.creds.push((p[0], p[1] as u32, p[2] as u32));
-            }
-        } else if let Some(b) = a.strip_prefix("admin=") {
-            if let Some(b) = num(b) {
-                v.admins.push(b);
-            }
+    let cfg: sawmill_vfs_api::Config = match env::config() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("vfs: FAIL config: {}", e);
+            return;
         }
+    };
+    v.creds = cfg.creds.iter().map(|c| (c.client.badge, c.uid, c.gid)).collect();
+    v.admins = cfg.admins.iter().map(|a| a.badge).collect();
+    for mnt in &cfg.mounts {
+        let (prefix, ep_name) = (mnt.path.as_str(), mnt.pfs.name.as_str());
+        let Some(ep) = env::cap(ep_name) else {
+            println!("vfs: FAIL no endpoint {}", ep_name);
+            continue;
+        };
+        if v.mounts.len() >= MAX_MOUNTS {
+            println!("vfs: FAIL too many mounts");
+            break;
+        }
+        let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
+        let give = thread::alloc_slot();
+        sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
+        if let Err(e) = pfs::Client::new(ep).connect(give) {
+            println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
+            continue;
+        }
+        let _ = sys::cap_delete(give);
+        // Our own calls carry the VFS badge.
+        let conn_badged = thread::alloc_slot();
+        sys::cap_mint(conn, conn_badged, pfs::VFS_BADGE, rights::SEND | rights::GRANT).expect("mint");
+        let mi = v.mounts.len();
+        thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
+        let conn = conn_badged;
+        let p = pfs::Client::new(conn);
+        let (root, attr, alive) = match p.root().and_then(|r| p.getattr(r).map(|a| (r, a))) {
+            Ok((r, a)) => (r, (a.mode, a.uid, a.gid), true),
+            Err(e) => {
+                println!("vfs: mount {} unusable: {:?}", prefix, e);
+                (0, (0, 0, 0), false)
+            }
+        };
+        let comps = prefix.split('/').filter(|c| !c.is_empty()).map(|c| c.as_bytes().to_vec()).collect();
+        v.mounts.push(Mount { prefix: prefix.as_bytes().to_vec(), comps, pfs: p, root, root_attr: attr, alive });
+        println!("vfs: mounted {} ({})", prefix, ep_name);
     }
     if v.mounts.first().map_or(true, |m| !m.comps.is_empty()) {
         println!("vfs: FAIL the first mount must be /");

@@ -15,8 +15,22 @@ pub struct ManifestFile {
 pub fn load(path: &Path) -> Result<ManifestFile, String> {
     let ctx = |e: String| format!("{}: {e}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| ctx(e.to_string()))?;
-    let system = sawmill_manifest::from_toml(&text).map_err(ctx)?;
-    sawmill_manifest::validate(&system).map_err(ctx)?;
+    let system = sawmill_manifest::from_toml_file(
+        &path.display().to_string(),
+        &text,
+        &crate::configs::Servers,
+    )?;
+    sawmill_manifest::validate(&system).map_err(|e| {
+        // Errors about one server point at its entry.
+        let at = e
+            .strip_prefix("server `")
+            .and_then(|r| r.split_once('`'))
+            .and_then(|(name, _)| sawmill_manifest::server_position(&text, name));
+        match at {
+            Some((line, col)) => format!("{}:{line}:{col}: {e}", path.display()),
+            None => ctx(e),
+        }
+    })?;
     let top: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| ctx(e.to_string()))?;

@@ -5,6 +5,7 @@
 
 mod archive;
 mod bench;
+mod configs;
 mod elfimage;
 mod ext2cmd;
 mod guest;

@@ -17,7 +17,7 @@ fn main() {
         .and_then(|h| u16::from_str_radix(h, 16).ok())
         .expect("port=0x... argument");
     let pci_ep = env::cap("pci").expect("pci endpoint");
-    let irq_rx = env::last_slot() + 1;
+    let irq_rx = sawmill_rt::thread::alloc_slot();
     for index in 0..2 {
         match pci::Client::new(pci_ep).claim(index, slots::TASK, irq_rx) {
             Err(RpcError::App(PciError::NotYours)) => {}

@@ -1,0 +1,53 @@
+//! What the ext2 file-system server (`ext2-pfs`) and the rest of the system agree on: the schema
+//! of its manifest `config` table. Plain types only; it touches nothing. The server and the host
+//! tool (which checks and encodes the table) use it.
+//!
+//! ```toml
+//! [[server]]
+//! name = "pfs0"
+//! module = "ext2-pfs"
+//! provides = ["pfs0"]
+//! uses = ["blk0", "mem"]
+//! config = { blk = "blk0", name = "root", cache_kb = 2048 }
+//! ```
+//! - `blk`: the block device, an endpoint the server `uses`.
+//! - `name`: how the server calls itself in its messages (`ext2-pfs[root]`).
+//! - `cache_kb`: the page cache, from mem under the server's own quota (default 2048).
+//! - `shadow_pages`: the most pages held back for mapped files being written (default: the
+//!   server's built-in limit).
+//! - `exec`: map the cache pages executable, so programs can run straight from files (lib/spawn
+//!   maps their text from the file's pages); default false.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use sawmill_manifest::config::{Endpoint, Peer, Peers};
+use serde::{Deserialize, Serialize};
+
+/// The cache size without a `cache_kb`.
+pub const DEFAULT_CACHE_KB: u32 = 2048;
+
+fn default_cache_kb() -> u32 {
+    DEFAULT_CACHE_KB
+}
+
+/// The ext2 server's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub blk: Endpoint,
+    pub name: String,
+    #[serde(default = "default_cache_kb")]
+    pub cache_kb: u32,
+    #[serde(default)]
+    pub shadow_pages: Option<u32>,
+    #[serde(default)]
+    pub exec: bool,
+}
+
+impl Peers for Config {
+    fn peers(&mut self, f: &mut dyn FnMut(Peer<'_>)) {
+        f(Peer::Endpoint(&self.blk));
+    }
+}

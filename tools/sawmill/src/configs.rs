@@ -1,0 +1,202 @@
+//! The configuration schemas of the servers this repository builds: module name → the `Config`
+//! type of the server's `*-api` crate. The manifest parser deserializes each server's `config`
+//! table with it, so a manifest is checked (unknown keys, wrong types, missing fields, peer names)
+//! before an image is built, and the server decodes the very type it was checked against.
+
+use sawmill_manifest::{schema, HostConfig, Schemas};
+use serde::Deserializer;
+
+/// Every schema, by module.
+pub struct Servers;
+
+impl Schemas for Servers {
+    fn has(&self, module: &str) -> bool {
+        matches!(module, "mem" | "pci" | "vfs" | "ext2-pfs")
+    }
+
+    fn decode<'de, D: Deserializer<'de>>(
+        &self,
+        module: &str,
+        d: D,
+    ) -> Result<Box<dyn HostConfig>, D::Error> {
+        match module {
+            "mem" => schema::<sawmill_mem_api::Config, D>(d),
+            "pci" => schema::<sawmill_pci_api::Config, D>(d),
+            "vfs" => schema::<sawmill_vfs_api::Config, D>(d),
+            "ext2-pfs" => schema::<sawmill_ext2_api::Config, D>(d),
+            m => Err(serde::de::Error::custom(format!(
+                "module `{m}` has no configuration schema"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sawmill_manifest::config::{Client, Endpoint};
+
+    fn parse(text: &str) -> Result<sawmill_manifest::System, String> {
+        let s = sawmill_manifest::from_toml_file("sys.toml", text, &Servers)?;
+        sawmill_manifest::validate(&s).map_err(|e| format!("sys.toml: {e}"))?;
+        Ok(s)
+    }
+
+    const FS: &str = r#"name = "fs"
+[[server]]
+name = "pci"
+provides = ["pci"]
+io_window = { base = 0xd000, count = 0x1000 }
+config = { assign = [{ driver = "blk0", vendor = 0x1af4, device = 0x1001 }] }
+[[server]]
+name = "mem"
+provides = ["mem"]
+ram_kb = 4096
+[server.config]
+quota = [{ client = "pfs0", kb = 2048 }]
+[[server]]
+name = "blk0"
+module = "blk-virtio"
+provides = ["blk0"]
+uses = ["pci", "mem"]
+[[server]]
+name = "pfs0"
+module = "ext2-pfs"
+provides = ["pfs0"]
+uses = ["blk0", { endpoint = "mem", badge = 10 }]
+config = { blk = "blk0", name = "root" }
+[[server]]
+name = "vfs"
+provides = ["vfs"]
+uses = ["pfs0"]
+[server.config]
+mounts = [{ path = "/", pfs = "pfs0" }]
+creds = [{ client = "app", uid = 0, gid = 0 }, { client = "guest", uid = 1000, gid = 1000 }]
+admins = ["app"]
+[[server]]
+name = "app"
+uses = ["vfs"]
+[[server]]
+name = "guest"
+uses = ["vfs"]
+"#;
+
+    fn config<T: serde::de::DeserializeOwned>(s: &sawmill_manifest::System, name: &str) -> T {
+        let srv = s.servers.iter().find(|x| x.name == name).unwrap();
+        postcard::from_bytes(&srv.config).unwrap()
+    }
+
+    #[test]
+    fn configs_round_trip_with_badges_filled_in() {
+        let s = parse(FS).unwrap();
+        let pci: sawmill_pci_api::Config = config(&s, "pci");
+        assert_eq!(pci.assign.len(), 1);
+        assert_eq!(pci.assign[0].driver, Client::new("blk0", 1));
+        assert_eq!(
+            (
+                pci.assign[0].vendor,
+                pci.assign[0].device,
+                pci.assign[0].index
+            ),
+            (0x1af4, 0x1001, 0)
+        );
+        let mem: sawmill_mem_api::Config = config(&s, "mem");
+        assert_eq!(mem.quota[0].client, Client::new("pfs0", 10));
+        assert_eq!(mem.default_quota_kb, None);
+        let ext2: sawmill_ext2_api::Config = config(&s, "pfs0");
+        assert_eq!(ext2.blk, Endpoint::new("blk0"));
+        assert_eq!(ext2.cache_kb, sawmill_ext2_api::DEFAULT_CACHE_KB);
+        let vfs: sawmill_vfs_api::Config = config(&s, "vfs");
+        assert_eq!(vfs.mounts[0].pfs, Endpoint::new("pfs0"));
+        // Bare `uses` get distinct badges, so the VFS tells `app` and `guest` apart.
+        assert_eq!(vfs.creds[0].client, Client::new("app", 1));
+        assert_eq!(vfs.creds[1].client, Client::new("guest", 2));
+        assert_eq!(vfs.admins, vec![Client::new("app", 1)]);
+        // The encoded manifest carries the configuration unchanged.
+        let back = sawmill_manifest::decode(&sawmill_manifest::encode(&s)).unwrap();
+        assert_eq!(back, s);
+    }
+
+    fn err(text: &str) -> String {
+        parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_with_its_line() {
+        let e = err(&FS.replace("name = \"root\" }", "name = \"root\", cache = 1 }"));
+        assert!(e.starts_with("sys.toml:23:41:"), "{e}");
+        assert!(
+            e.contains("server `pfs0`: config: unknown field `cache`"),
+            "{e}"
+        );
+        let e = err(&FS.replace("quota = [{ client", "quoat = [{ client"));
+        assert!(
+            e.starts_with("sys.toml:12:1:") && e.contains("unknown field `quoat`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_and_missing_field_are_errors_with_their_line() {
+        let e = err(&FS.replace("vendor = 0x1af4", "vendor = \"virtio\""));
+        assert!(
+            e.starts_with("sys.toml:6:") && e.contains("server `pci`: config:"),
+            "{e}"
+        );
+        let e = err(&FS.replace("vendor = 0x1af4", "vendor = 0x11af4"));
+        assert!(e.starts_with("sys.toml:6:") && e.contains("u16"), "{e}");
+        let e = err(&FS.replace("config = { blk = \"blk0\", name = \"root\" }\n", ""));
+        assert!(
+            e.starts_with("sys.toml:19:") && e.contains("missing field `blk`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn dangling_names_are_errors_with_their_line() {
+        let e = err(&FS.replace("client = \"guest\"", "client = \"gust\""));
+        assert!(e.starts_with("sys.toml:30:59:"), "{e}");
+        assert!(
+            e.contains("server `vfs`: config: `gust` is not a server of this system"),
+            "{e}"
+        );
+        let e = err(&FS.replace("pfs = \"pfs0\"", "pfs = \"pfs1\""));
+        assert!(e.starts_with("sys.toml:29:31:"), "{e}");
+        assert!(
+            e.contains("`pfs1` is not an endpoint this server `uses`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_named_client_must_use_the_server() {
+        let e = err(&FS.replace("driver = \"blk0\"", "driver = \"pfs0\""));
+        assert!(e.starts_with("sys.toml:6:"), "{e}");
+        assert!(
+            e.contains("server `pfs0` does not use an endpoint of `pci`"),
+            "{e}"
+        );
+        // Two clients on one badge cannot be told apart.
+        let e2 = err(&FS.replace(
+            "uses = [\"vfs\"]",
+            "uses = [{ endpoint = \"vfs\", badge = 1 }]",
+        ));
+        assert!(
+            e2.contains("server `app` shares badge 1 on `vfs` with server `guest`"),
+            "{e2}"
+        );
+    }
+
+    #[test]
+    fn modules_without_a_schema_take_no_config() {
+        let e = err(&FS.replace(
+            "uses = [\"pci\", \"mem\"]",
+            "uses = [\"pci\", \"mem\"]\nconfig = { x = 1 }",
+        ));
+        assert!(e.starts_with("sys.toml:18:1:"), "{e}");
+        assert!(
+            e.contains("module `blk-virtio` has no configuration schema"),
+            "{e}"
+        );
+    }
+}

@@ -1,5 +1,5 @@
 # Each target installs what is missing (scripts/setup.sh), then hands over to ./sawmill.
-.PHONY: run test bench build clean setup setup-bench
+.PHONY: run test lint bench build clean setup setup-bench
 
 SYSTEM ?= default
 
@@ -17,6 +17,10 @@ run: setup
 
 test: setup
 	./sawmill test
+
+# Also part of `make test`.
+lint: setup
+	./sawmill lint
 
 bench: setup-bench
 	./sawmill bench

@@ -48,3 +48,9 @@ if ! rustup target list --installed | grep -qx x86_64-unknown-none; then
     echo "setup: adding Rust target x86_64-unknown-none"
     rustup target add x86_64-unknown-none
 fi
+for component in rustfmt clippy; do
+    if ! rustup component list --installed | grep -q "^$component"; then
+        echo "setup: adding Rust component $component"
+        rustup component add "$component"
+    fi
+done

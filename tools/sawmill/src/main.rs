@@ -10,6 +10,7 @@ mod elfimage;
 mod ext2cmd;
 mod guest;
 mod image;
+mod lint;
 mod qemu;
 mod repo;
 mod scenario;
@@ -71,6 +72,9 @@ enum Cmd {
         #[arg(long)]
         no_host: bool,
     },
+    /// Format and lint checks: `cargo fmt --check` and clippy `-D warnings` over host and guest
+    /// crates (also part of a full `test` run).
+    Lint,
     /// Run the benchmarks (sawmill and a Linux baseline) and write target/bench/.
     Bench {
         /// Skip the Linux baseline.
@@ -151,6 +155,11 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                 host: !no_host,
             },
         )),
+        Cmd::Lint => {
+            let (passed, failed) = lint::run(&repo);
+            println!("{passed} passed, {failed} failed");
+            Ok(i32::from(failed != 0))
+        }
         Cmd::Bench { no_linux } => Ok(bench::run(&repo, !no_linux)),
         Cmd::Ext2 { args } => Ok(ext2cmd::main(&args)),
     }

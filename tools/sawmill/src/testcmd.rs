@@ -237,6 +237,10 @@ pub fn run(repo: &Repo, opts: &Options) -> i32 {
         let t = host_tests(repo, &logs);
         total.passed += t.passed;
         total.failed += t.failed;
+        // The format and lint gate counts as three tests of a full run.
+        let (passed, failed) = crate::lint::run(repo);
+        total.passed += passed;
+        total.failed += failed;
     }
     let scenarios = match scenario_paths(repo, &opts.names) {
         Ok(s) => s,

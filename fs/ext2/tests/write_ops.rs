@@ -420,7 +420,17 @@ fn inode_cache_never_shows_stale_inodes() {
     let mut fs = load(&img);
     let f = fs.create(2, b"f", 0o644, 0, 0).unwrap();
     assert_eq!(fs.stat(f).unwrap().mode & 0o7777, 0o644);
-    fs.set_attr(f, &SetAttr { perm: Some(0o600), uid: Some(7), gid: None, atime: None, mtime: None }).unwrap();
+    fs.set_attr(
+        f,
+        &SetAttr {
+            perm: Some(0o600),
+            uid: Some(7),
+            gid: None,
+            atime: None,
+            mtime: None,
+        },
+    )
+    .unwrap();
     let st = fs.stat(f).unwrap();
     assert_eq!((st.mode & 0o7777, st.uid), (0o600, 7));
     fs.write(f, 0, b"hello").unwrap();
@@ -429,11 +439,16 @@ fn inode_cache_never_shows_stale_inodes() {
     // The number comes back for a new file, which must look new.
     let g = fs.create(2, b"g", 0o640, 3, 4).unwrap();
     let st = fs.stat(g).unwrap();
-    assert_eq!((st.size, st.mode & 0o7777, st.uid, st.gid, st.nlink), (0, 0o640, 3, 4, 1));
+    assert_eq!(
+        (st.size, st.mode & 0o7777, st.uid, st.gid, st.nlink),
+        (0, 0o640, 3, 4, 1)
+    );
     // Far more inodes than cache entries, each read back right.
     let mut made = Vec::new();
     for i in 0..200u32 {
-        let n = fs.create(2, format!("n{i}").as_bytes(), 0o600, i, 0).unwrap();
+        let n = fs
+            .create(2, format!("n{i}").as_bytes(), 0o600, i, 0)
+            .unwrap();
         made.push((n, i));
     }
     for &(n, i) in made.iter().rev() {

@@ -411,7 +411,12 @@ impl Map {
     /// The kernel's form, for the UTCB.
     #[inline(always)]
     pub fn item(&self) -> sawmill_abi::MapItem {
-        sawmill_abi::MapItem { src: self.src, dst: self.dst, pages: self.pages, flags: self.flags }
+        sawmill_abi::MapItem {
+            src: self.src,
+            dst: self.dst,
+            pages: self.pages,
+            flags: self.flags,
+        }
     }
 }
 

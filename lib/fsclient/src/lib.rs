@@ -128,7 +128,14 @@ impl Files {
     pub fn new(vfs_ep: u64) -> Files {
         let mut fds = Vec::new();
         fds.resize_with(MAX_FDS, || None);
-        Files { vfs: vfs::Client::new(vfs_ep), protocol: Protocol::Direct, fds, free_slots: Vec::new(), mounts: Vec::new(), mounts_version: 0 }
+        Files {
+            vfs: vfs::Client::new(vfs_ep),
+            protocol: Protocol::Direct,
+            fds,
+            free_slots: Vec::new(),
+            mounts: Vec::new(),
+            mounts_version: 0,
+        }
     }
 
     fn slot(&mut self) -> u64 {
@@ -136,7 +143,10 @@ impl Files {
     }
 
     fn fd(&mut self, fd: usize) -> Result<&mut Fd> {
-        self.fds.get_mut(fd).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
+        self.fds
+            .get_mut(fd)
+            .and_then(|f| f.as_mut())
+            .ok_or(FsError::BadFile)
     }
 
     /// Refreshes the cached mount table when the VFS's version differs.
@@ -154,12 +164,18 @@ impl Files {
         for i in 0..m.count {
             let rx = self.slot();
             match self.vfs.mount(i, rx) {
-                Ok(o) => self.mounts.push(MountEnt { prefix: o.prefix.as_slice().to_vec(), session: o.s }),
+                Ok(o) => self.mounts.push(MountEnt {
+                    prefix: o.prefix.as_slice().to_vec(),
+                    session: o.s,
+                }),
                 Err(_) => {
                     self.free_slots.push(rx);
                     // A dead mount still shadows its prefix: opens under it fail, never
                     // fall through to the parent file system.
-                    self.mounts.push(MountEnt { prefix: Vec::new(), session: 0 });
+                    self.mounts.push(MountEnt {
+                        prefix: Vec::new(),
+                        session: 0,
+                    });
                 }
             }
         }
@@ -168,7 +184,12 @@ impl Files {
     }
 
     /// Option 3: open at the PFS owning the path's longest mounted prefix. None = ask the VFS.
-    fn open_direct(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Option<Result<(u64, u64)>> {
+    fn open_direct(
+        &mut self,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Option<Result<(u64, u64)>> {
         if path.first() != Some(&b'/') || path.split(|&c| c == b'/').any(|c| c == b"..") {
             return None;
         }
@@ -183,8 +204,14 @@ impl Files {
             let p = prefix.strip_suffix(b"/").unwrap_or(prefix);
             path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/')
         };
-        let m = (0..self.mounts.len()).filter(|&i| !self.mounts[i].prefix.is_empty() && under(&self.mounts[i].prefix)).max_by_key(|&i| self.mounts[i].prefix.len())?;
-        let rest = &path[self.mounts[m].prefix.strip_suffix(b"/").unwrap_or(&self.mounts[m].prefix).len()..];
+        let m = (0..self.mounts.len())
+            .filter(|&i| !self.mounts[i].prefix.is_empty() && under(&self.mounts[i].prefix))
+            .max_by_key(|&i| self.mounts[i].prefix.len())?;
+        let rest = &path[self.mounts[m]
+            .prefix
+            .strip_suffix(b"/")
+            .unwrap_or(&self.mounts[m].prefix)
+            .len()..];
         // A mount point inside the rest (a deeper mount we know is dead) is the VFS's business.
         let rx = self.slot();
         match pfs::Client::new(self.mounts[m].session).open_path(rest, flags, mode, rx) {
@@ -207,10 +234,18 @@ impl Files {
     }
 
     pub fn open(&mut self, path: &str, flags: u32, mode: u32) -> Result<usize> {
-        let i = self.fds.iter().position(|f| f.is_none()).ok_or(FsError::NoSpace)?;
+        let i = self
+            .fds
+            .iter()
+            .position(|f| f.is_none())
+            .ok_or(FsError::NoSpace)?;
         let p = path.as_bytes();
         let sent = OpenFlags::from_bits(flags & !O_NOMAP).ok_or(FsError::Invalid)?;
-        let direct = if self.protocol == Protocol::Direct && !sent.contains(OpenFlags::CREATE) { self.open_direct(p, sent, mode) } else { None };
+        let direct = if self.protocol == Protocol::Direct && !sent.contains(OpenFlags::CREATE) {
+            self.open_direct(p, sent, mode)
+        } else {
+            None
+        };
         let (cap, size) = match direct {
             Some(r) => r?,
             None => {
@@ -224,12 +259,24 @@ impl Files {
                 }
             }
         };
-        self.fds[i] = Some(Fd { cap, flags, off: 0, size, mapped: Vec::new(), attached: Vec::new(), wbuf: false });
+        self.fds[i] = Some(Fd {
+            cap,
+            flags,
+            off: 0,
+            size,
+            mapped: Vec::new(),
+            attached: Vec::new(),
+            wbuf: false,
+        });
         Ok(i)
     }
 
     pub fn close(&mut self, fd: usize) -> Result<()> {
-        let f = self.fds.get_mut(fd).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
+        let f = self
+            .fds
+            .get_mut(fd)
+            .and_then(|f| f.take())
+            .ok_or(FsError::BadFile)?;
         #[cfg(target_os = "none")]
         for &a in &f.attached {
             let _ = sawmill_rm::detach(a);
@@ -237,7 +284,11 @@ impl Files {
         let r = file::Client::new(f.cap).close().map_err(e);
         // Drop our mappings of the file's pages so the window starts empty for the next file.
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
-            let _ = sys::unmap(WINDOWS + fd as u64 * WINDOW_SIZE, (last as u64 + 1) * 64, sawmill_abi::UNMAP_SELF);
+            let _ = sys::unmap(
+                WINDOWS + fd as u64 * WINDOW_SIZE,
+                (last as u64 + 1) * 64,
+                sawmill_abi::UNMAP_SELF,
+            );
         }
         // The PFS revoked the capability; the slot is empty (or the PFS is gone: empty it).
         let _ = sys::cap_delete(f.cap);
@@ -274,9 +325,16 @@ impl Files {
     /// Detaches a range `mmap` returned.
     #[cfg(target_os = "none")]
     pub fn munmap(&mut self, addr: u64) -> Result<()> {
-        let f = self.fds.iter_mut().flatten().find(|f| f.attached.contains(&addr)).ok_or(FsError::Invalid)?;
+        let f = self
+            .fds
+            .iter_mut()
+            .flatten()
+            .find(|f| f.attached.contains(&addr))
+            .ok_or(FsError::Invalid)?;
         f.attached.retain(|&a| a != addr);
-        sawmill_rm::detach(addr).map(|_| ()).map_err(|_| FsError::Invalid)
+        sawmill_rm::detach(addr)
+            .map(|_| ())
+            .map_err(|_| FsError::Invalid)
     }
 
     /// The open file's capability: a `file` endpoint that is also a read-only `dataspace`
@@ -292,7 +350,11 @@ impl Files {
         let u = sawmill_rt::utcb();
         u.map_window = [win, WINDOW_SIZE];
         let dst = win + page * PAGE;
-        let r = ipc::call(f.cap, MsgTag::new(file::op::MAP, 3), [page, count.min(4), dst, 0]);
+        let r = ipc::call(
+            f.cap,
+            MsgTag::new(file::op::MAP, 3),
+            [page, count.min(4), dst, 0],
+        );
         u.map_window = [0, 0];
         if r.err != 0 || r.tag.label() == sawmill_abi::label::GONE {
             return Err(FsError::Gone);
@@ -313,7 +375,11 @@ impl Files {
     }
 
     pub fn pread(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
-        let f = self.fds.get_mut(fd).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)?;
+        let f = self
+            .fds
+            .get_mut(fd)
+            .and_then(|f| f.as_mut())
+            .ok_or(FsError::BadFile)?;
         if f.flags & O_READ == 0 {
             return Err(FsError::BadFile);
         }
@@ -329,7 +395,11 @@ impl Files {
             let po = pos % PAGE;
             let n = (PAGE - po).min(end - pos) as usize;
             let dst = &mut buf[(pos - off) as usize..(pos - off) as usize + n];
-            let mapped = |f: &Fd| f.mapped.get((page / 64) as usize).is_some_and(|w| w & (1 << (page % 64)) != 0);
+            let mapped = |f: &Fd| {
+                f.mapped
+                    .get((page / 64) as usize)
+                    .is_some_and(|w| w & (1 << (page % 64)) != 0)
+            };
             let can_map = f.flags & O_NOMAP == 0 && (page + 1) * PAGE <= WINDOW_SIZE;
             if can_map && !mapped(f) {
                 let want = (end - pos).div_ceil(PAGE).clamp(1, 4);
@@ -338,7 +408,9 @@ impl Files {
             if can_map && mapped(f) {
                 // SAFETY: the page is mapped read-only at this address in our window (the PFS
                 // granted it above or earlier); `n` stays within the page.
-                let src = unsafe { core::slice::from_raw_parts((win + page * PAGE + po) as *const u8, n) };
+                let src = unsafe {
+                    core::slice::from_raw_parts((win + page * PAGE + po) as *const u8, n)
+                };
                 dst.copy_from_slice(src);
                 pos += n as u64;
                 continue;
@@ -347,7 +419,9 @@ impl Files {
             let c = file::Client::new(f.cap);
             let mut done = 0;
             while done < n {
-                let d = c.read(pos + done as u64, (n - done).min(480) as u32).map_err(e)?;
+                let d = c
+                    .read(pos + done as u64, (n - done).min(480) as u32)
+                    .map_err(e)?;
                 if d.is_empty() {
                     // Shorter than we thought (truncated meanwhile).
                     f.size = pos + done as u64;
@@ -395,8 +469,12 @@ impl Files {
                 }
                 // SAFETY: the PFS mapped WBUF_SIZE writable bytes at `at` for this descriptor
                 // (checked above); only this descriptor's writes use them.
-                unsafe { core::ptr::copy_nonoverlapping(chunk.as_ptr(), at as *mut u8, chunk.len()) };
-                let n = c.write_from_buffer(off + done as u64, chunk.len() as u32).map_err(e)? as usize;
+                unsafe {
+                    core::ptr::copy_nonoverlapping(chunk.as_ptr(), at as *mut u8, chunk.len())
+                };
+                let n = c
+                    .write_from_buffer(off + done as u64, chunk.len() as u32)
+                    .map_err(e)? as usize;
                 if n == 0 {
                     break;
                 }
@@ -442,7 +520,14 @@ impl Files {
         let f = self.fd(fd)?;
         let s = file::Client::new(f.cap).stat().map_err(e)?;
         f.size = s.size;
-        Ok(Stat { ino: s.ino, mode: s.mode, nlink: s.nlink, uid: s.uid, gid: s.gid, size: s.size })
+        Ok(Stat {
+            ino: s.ino,
+            mode: s.mode,
+            nlink: s.nlink,
+            uid: s.uid,
+            gid: s.gid,
+            size: s.size,
+        })
     }
 
     pub fn ftruncate(&mut self, fd: usize, size: u64) -> Result<()> {
@@ -461,11 +546,25 @@ impl Files {
 
     pub fn stat(&mut self, path: &str) -> Result<Stat> {
         let s = self.vfs.stat(path.as_bytes(), true).map_err(e)?;
-        Ok(Stat { ino: s.ino, mode: s.mode, nlink: s.nlink, uid: s.uid, gid: s.gid, size: s.size })
+        Ok(Stat {
+            ino: s.ino,
+            mode: s.mode,
+            nlink: s.nlink,
+            uid: s.uid,
+            gid: s.gid,
+            size: s.size,
+        })
     }
     pub fn lstat(&mut self, path: &str) -> Result<Stat> {
         let s = self.vfs.stat(path.as_bytes(), false).map_err(e)?;
-        Ok(Stat { ino: s.ino, mode: s.mode, nlink: s.nlink, uid: s.uid, gid: s.gid, size: s.size })
+        Ok(Stat {
+            ino: s.ino,
+            mode: s.mode,
+            nlink: s.nlink,
+            uid: s.uid,
+            gid: s.gid,
+            size: s.size,
+        })
     }
     pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<()> {
         self.vfs.mkdir(path.as_bytes(), mode).map_err(e)
@@ -480,10 +579,17 @@ impl Files {
         self.vfs.rename(from.as_bytes(), to.as_bytes()).map_err(e)
     }
     pub fn symlink(&mut self, target: &str, path: &str) -> Result<()> {
-        self.vfs.symlink(target.as_bytes(), path.as_bytes()).map_err(e)
+        self.vfs
+            .symlink(target.as_bytes(), path.as_bytes())
+            .map_err(e)
     }
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
-        Ok(self.vfs.readlink(path.as_bytes()).map_err(e)?.as_slice().to_vec())
+        Ok(self
+            .vfs
+            .readlink(path.as_bytes())
+            .map_err(e)?
+            .as_slice()
+            .to_vec())
     }
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<()> {
         self.vfs.chmod(path.as_bytes(), mode).map_err(e)
@@ -503,7 +609,11 @@ impl Files {
             if r.next == 0 {
                 return Ok(out);
             }
-            out.push(DirEntry { ino: r.ino, kind: r.kind, name: r.name.as_slice().to_vec() });
+            out.push(DirEntry {
+                ino: r.ino,
+                kind: r.kind,
+                name: r.name.as_slice().to_vec(),
+            });
             cookie = r.next;
         }
     }

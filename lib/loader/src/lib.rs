@@ -57,9 +57,17 @@ pub struct Segment {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PagePlan {
     /// Map page `file_off` (page aligned) of the image straight at `vaddr`.
-    Direct { vaddr: u64, file_off: u64, rights: u64 },
+    Direct {
+        vaddr: u64,
+        file_off: u64,
+        rights: u64,
+    },
     /// A fresh zeroed page at `vaddr` with `copies` (page offset, file offset, length) filled in.
-    Fresh { vaddr: u64, rights: u64, copies: Vec<(u64, u64, u64)> },
+    Fresh {
+        vaddr: u64,
+        rights: u64,
+        copies: Vec<(u64, u64, u64)>,
+    },
 }
 
 /// The checked header: entry point and loadable segments.
@@ -82,8 +90,14 @@ pub fn segments(b: &[u8], limit: u64) -> Result<(u64, Vec<Segment>), LoadError> 
         if ty != 1 {
             continue;
         }
-        let (offset, vaddr, filesz, memsz) = (rd64(ph + 8), rd64(ph + 16), rd64(ph + 32), rd64(ph + 40));
-        if offset.checked_add(filesz).is_none_or(|e| e > b.len() as u64) || filesz > memsz || vaddr.checked_add(memsz).is_none_or(|e| e > limit) {
+        let (offset, vaddr, filesz, memsz) =
+            (rd64(ph + 8), rd64(ph + 16), rd64(ph + 32), rd64(ph + 40));
+        if offset
+            .checked_add(filesz)
+            .is_none_or(|e| e > b.len() as u64)
+            || filesz > memsz
+            || vaddr.checked_add(memsz).is_none_or(|e| e > limit)
+        {
             return Err(LoadError::BadSegment);
         }
         let mut rights = R;
@@ -93,7 +107,13 @@ pub fn segments(b: &[u8], limit: u64) -> Result<(u64, Vec<Segment>), LoadError> 
         if fl & 2 != 0 {
             rights |= W;
         }
-        v.push(Segment { vaddr, memsz, offset, filesz, rights });
+        v.push(Segment {
+            vaddr,
+            memsz,
+            offset,
+            filesz,
+            rights,
+        });
     }
     Ok((entry, v))
 }
@@ -107,21 +127,39 @@ pub fn plan(segs: &[Segment], image_align: u64) -> Vec<PagePlan> {
     for (si, s) in segs.iter().enumerate() {
         let mut page = s.vaddr & !(PAGE - 1);
         while page < s.vaddr + s.memsz {
-            let shared = segs.iter().enumerate().any(|(j, t)| j != si && page < t.vaddr + t.memsz && t.vaddr < page + PAGE);
+            let shared = segs
+                .iter()
+                .enumerate()
+                .any(|(j, t)| j != si && page < t.vaddr + t.memsz && t.vaddr < page + PAGE);
             let aligned = (image_align + s.offset) % PAGE == s.vaddr % PAGE;
             let whole = page >= s.vaddr && page + PAGE <= s.vaddr + s.filesz;
             if s.rights & W == 0 && aligned && !shared && whole {
-                out.push(PagePlan::Direct { vaddr: page, file_off: s.offset + (page - s.vaddr), rights: s.rights });
+                out.push(PagePlan::Direct {
+                    vaddr: page,
+                    file_off: s.offset + (page - s.vaddr),
+                    rights: s.rights,
+                });
             } else {
                 let lo = page.max(s.vaddr);
                 let hi = (page + PAGE).min(s.vaddr + s.filesz);
-                let copy = if lo < hi { Some((lo - page, s.offset + (lo - s.vaddr), hi - lo)) } else { None };
-                match out.iter_mut().find(|p| matches!(p, PagePlan::Fresh { vaddr, .. } if *vaddr == page)) {
+                let copy = if lo < hi {
+                    Some((lo - page, s.offset + (lo - s.vaddr), hi - lo))
+                } else {
+                    None
+                };
+                match out
+                    .iter_mut()
+                    .find(|p| matches!(p, PagePlan::Fresh { vaddr, .. } if *vaddr == page))
+                {
                     Some(PagePlan::Fresh { rights, copies, .. }) => {
                         *rights |= s.rights;
                         copies.extend(copy);
                     }
-                    _ => out.push(PagePlan::Fresh { vaddr: page, rights: s.rights, copies: copy.into_iter().collect() }),
+                    _ => out.push(PagePlan::Fresh {
+                        vaddr: page,
+                        rights: s.rights,
+                        copies: copy.into_iter().collect(),
+                    }),
                 }
             }
             page += PAGE;
@@ -142,7 +180,12 @@ pub trait Backend {
 
 /// Loads `image` (mapped by the backend with byte 0 at an address `image_align` modulo a page)
 /// into the new task. Segments must lie below `limit`. Returns the entry point.
-pub fn load(image: &[u8], image_align: u64, limit: u64, b: &mut impl Backend) -> Result<u64, LoadError> {
+pub fn load(
+    image: &[u8],
+    image_align: u64,
+    limit: u64,
+    b: &mut impl Backend,
+) -> Result<u64, LoadError> {
     let (entry, segs) = segments(image, limit)?;
     apply(image, &plan(&segs, image_align), b)?;
     Ok(entry)
@@ -155,15 +198,31 @@ pub fn load(image: &[u8], image_align: u64, limit: u64, b: &mut impl Backend) ->
 pub fn apply(image: &[u8], pages: &[PagePlan], b: &mut impl Backend) -> Result<(), LoadError> {
     for p in pages {
         match p {
-            &PagePlan::Direct { vaddr, file_off, rights } => b.map_image(file_off, vaddr, rights).map_err(LoadError::Backend)?,
-            PagePlan::Fresh { vaddr, rights, copies } => {
-                let fits = |&(at, off, len): &(u64, u64, u64)| at.checked_add(len).is_some_and(|e| e <= PAGE) && off.checked_add(len).is_some_and(|e| e <= image.len() as u64);
+            &PagePlan::Direct {
+                vaddr,
+                file_off,
+                rights,
+            } => b
+                .map_image(file_off, vaddr, rights)
+                .map_err(LoadError::Backend)?,
+            PagePlan::Fresh {
+                vaddr,
+                rights,
+                copies,
+            } => {
+                let fits = |&(at, off, len): &(u64, u64, u64)| {
+                    at.checked_add(len).is_some_and(|e| e <= PAGE)
+                        && off
+                            .checked_add(len)
+                            .is_some_and(|e| e <= image.len() as u64)
+                };
                 if !copies.iter().all(fits) {
                     return Err(LoadError::BadSegment);
                 }
                 let page = b.fresh().map_err(LoadError::Backend)?;
                 for &(at, off, len) in copies {
-                    page[at as usize..(at + len) as usize].copy_from_slice(&image[off as usize..(off + len) as usize]);
+                    page[at as usize..(at + len) as usize]
+                        .copy_from_slice(&image[off as usize..(off + len) as usize]);
                 }
                 b.map_fresh(*vaddr, *rights).map_err(LoadError::Backend)?;
             }
@@ -220,25 +279,54 @@ mod tests {
     #[test]
     fn text_maps_straight_data_is_copied() {
         // text: 2 whole pages at 0x200000 from offset 0x1000; data: 0x1800 bytes file + bss.
-        let mut img = elf(&[(1, 5, 0x1000, 0x200000, 0x2000, 0x2000), (1, 6, 0x3000, 0x202000, 0x800, 0x1800)], 0x4000);
+        let mut img = elf(
+            &[
+                (1, 5, 0x1000, 0x200000, 0x2000, 0x2000),
+                (1, 6, 0x3000, 0x202000, 0x800, 0x1800),
+            ],
+            0x4000,
+        );
         img[0x3000] = 0xaa;
         img[0x37ff] = 0xbb;
-        let mut f = Fake { direct: vec![], fresh: vec![], cur: vec![] };
+        let mut f = Fake {
+            direct: vec![],
+            fresh: vec![],
+            cur: vec![],
+        };
         assert_eq!(load(&img, 0, 0x1000_0000, &mut f), Ok(0x201000));
-        assert_eq!(f.direct, vec![(0x1000, 0x200000, R | X), (0x2000, 0x201000, R | X)]);
+        assert_eq!(
+            f.direct,
+            vec![(0x1000, 0x200000, R | X), (0x2000, 0x201000, R | X)]
+        );
         assert_eq!(f.fresh.len(), 2);
         assert_eq!((f.fresh[0].0, f.fresh[0].1), (0x202000, R | W));
-        assert_eq!((f.fresh[0].2[0], f.fresh[0].2[0x7ff], f.fresh[0].2[0x800]), (0xaa, 0xbb, 0));
+        assert_eq!(
+            (f.fresh[0].2[0], f.fresh[0].2[0x7ff], f.fresh[0].2[0x800]),
+            (0xaa, 0xbb, 0)
+        );
         assert_eq!(f.fresh[1].2, vec![0; 4096], "bss is zero");
     }
 
     #[test]
     fn shared_and_misaligned_pages_are_copied_once() {
         // Two segments sharing page 0x200000: text ends mid-page, rodata starts there.
-        let img = elf(&[(1, 5, 0x0, 0x200000, 0x800, 0x800), (1, 4, 0x800, 0x200800, 0x900, 0x900)], 0x2000);
+        let img = elf(
+            &[
+                (1, 5, 0x0, 0x200000, 0x800, 0x800),
+                (1, 4, 0x800, 0x200800, 0x900, 0x900),
+            ],
+            0x2000,
+        );
         let p = plan(&segments(&img, 0x1000_0000).unwrap().1, 0);
         assert_eq!(p.len(), 2);
-        let PagePlan::Fresh { vaddr, rights, copies } = &p[0] else { panic!() };
+        let PagePlan::Fresh {
+            vaddr,
+            rights,
+            copies,
+        } = &p[0]
+        else {
+            panic!()
+        };
         assert_eq!((*vaddr, *rights, copies.len()), (0x200000, R | X, 2));
         // Image mapped at an odd place: nothing can be mapped straight.
         let img = elf(&[(1, 5, 0x1000, 0x200000, 0x1000, 0x1000)], 0x2000);
@@ -250,10 +338,18 @@ mod tests {
     fn apply_refuses_a_plan_that_reads_past_the_image() {
         let img = elf(&[(1, 6, 0x100, 0x200100, 0x80, 0x80)], 0x200);
         let p = plan(&segments(&img, 0x1000_0000).unwrap().1, 0);
-        let mut f = Fake { direct: vec![], fresh: vec![], cur: vec![] };
+        let mut f = Fake {
+            direct: vec![],
+            fresh: vec![],
+            cur: vec![],
+        };
         assert_eq!(apply(&img, &p, &mut f), Ok(()));
         assert_eq!(f.fresh[0].2[0x100..0x180], img[0x100..0x180]);
-        let mut f = Fake { direct: vec![], fresh: vec![], cur: vec![] };
+        let mut f = Fake {
+            direct: vec![],
+            fresh: vec![],
+            cur: vec![],
+        };
         assert_eq!(apply(&img[..0x150], &p, &mut f), Err(LoadError::BadSegment));
         assert!(f.fresh.is_empty(), "nothing mapped");
     }
@@ -262,16 +358,36 @@ mod tests {
     fn bad_images() {
         assert_eq!(segments(b"nope", 1 << 30).err(), Some(LoadError::NotElf));
         let mut img = elf(&[(1, 5, 0x1000, 0x200000, 0x2000, 0x2000)], 0x2000);
-        assert_eq!(segments(&img, 1 << 30).err(), Some(LoadError::BadSegment), "past the file");
+        assert_eq!(
+            segments(&img, 1 << 30).err(),
+            Some(LoadError::BadSegment),
+            "past the file"
+        );
         img = elf(&[(1, 5, 0, 0x200000, 0x2000, 0x1000)], 0x2000);
-        assert_eq!(segments(&img, 1 << 30).err(), Some(LoadError::BadSegment), "filesz > memsz");
+        assert_eq!(
+            segments(&img, 1 << 30).err(),
+            Some(LoadError::BadSegment),
+            "filesz > memsz"
+        );
         img = elf(&[(1, 5, 0, 0x0fff_f000, 0x1000, 0x2000)], 0x2000);
-        assert_eq!(segments(&img, 0x1000_0000).err(), Some(LoadError::BadSegment), "past the limit");
+        assert_eq!(
+            segments(&img, 0x1000_0000).err(),
+            Some(LoadError::BadSegment),
+            "past the limit"
+        );
         img = elf(&[(1, 5, 0, u64::MAX - 10, 0x10, 0x100)], 0x2000);
-        assert_eq!(segments(&img, u64::MAX).err(), Some(LoadError::BadSegment), "wraps");
+        assert_eq!(
+            segments(&img, u64::MAX).err(),
+            Some(LoadError::BadSegment),
+            "wraps"
+        );
         img = elf(&[], 64);
         img[56..58].copy_from_slice(&1000u16.to_le_bytes());
-        assert_eq!(segments(&img, 1 << 30).err(), Some(LoadError::BadSegment), "headers past the file");
+        assert_eq!(
+            segments(&img, 1 << 30).err(),
+            Some(LoadError::BadSegment),
+            "headers past the file"
+        );
         // Non-LOAD headers are skipped.
         img = elf(&[(6, 4, 0, 0, 0, 0)], 0x100);
         assert_eq!(segments(&img, 1 << 30).unwrap().1.len(), 0);

@@ -521,11 +521,17 @@ pub fn validate(sys: &System) -> Result<(), String> {
     for s in &sys.servers {
         let n = s.name.as_str();
         if s.huge_pages > 64 {
-            return Err(format!("server `{n}`: huge_pages = {} is above 64", s.huge_pages));
+            return Err(format!(
+                "server `{n}`: huge_pages = {} is above 64",
+                s.huge_pages
+            ));
         }
         if s.ram_kb > 0 {
             if s.ram_kb > 1024 * 1024 {
-                return Err(format!("server `{n}`: ram_kb = {} is above 1 GiB", s.ram_kb));
+                return Err(format!(
+                    "server `{n}`: ram_kb = {} is above 1 GiB",
+                    s.ram_kb
+                ));
             }
             if let Some(other) = pool.replace(n) {
                 return Err(format!(

@@ -32,7 +32,10 @@ fn sample() -> System {
                 pager: Some("pong".into()),
                 ram_kb: 4096,
                 huge_pages: 3,
-                io_window: Some(IoRange { base: 0xc000, count: 0x4000 }),
+                io_window: Some(IoRange {
+                    base: 0xc000,
+                    count: 0x4000,
+                }),
                 irq_lines: vec![10, 11],
                 console: false,
                 ..Server::default()
@@ -44,64 +47,151 @@ fn sample() -> System {
 #[test]
 fn badges_pools_and_mem_clients() {
     invalid(|s| s.servers[1].uses[0].badge = 1 << 63, "bit 63");
-    invalid(|s| s.servers[0].ram_kb = 8, "only one server may have a RAM pool");
+    invalid(
+        |s| s.servers[0].ram_kb = 8,
+        "only one server may have a RAM pool",
+    );
     invalid(|s| s.servers[1].ram_kb = 2 * 1024 * 1024, "above 1 GiB");
     invalid(|s| s.servers[1].huge_pages = 65, "above 64");
     let mut s = sample();
     s.servers[0].provides.push("mem".into());
-    s.servers[1].uses.push(Use { endpoint: "mem".into(), badge: 3 });
-    s.servers.push(Server { name: "other".into(), module: "x".into(), uses: vec![Use { endpoint: "mem".into(), badge: 3 }], ..Server::default() });
+    s.servers[1].uses.push(Use {
+        endpoint: "mem".into(),
+        badge: 3,
+    });
+    s.servers.push(Server {
+        name: "other".into(),
+        module: "x".into(),
+        uses: vec![Use {
+            endpoint: "mem".into(),
+            badge: 3,
+        }],
+        ..Server::default()
+    });
     let e = validate(&s).unwrap_err();
-    assert!(e.contains("badge 3 on `mem` is already used by server `ping-a`"), "{e}");
+    assert!(
+        e.contains("badge 3 on `mem` is already used by server `ping-a`"),
+        "{e}"
+    );
     s.servers[2].uses[0].badge = 4;
     validate(&s).unwrap();
     // pci assigns devices by badge: two drivers may not share one.
     s.servers[0].provides.push("pci".into());
-    s.servers[1].uses.push(Use { endpoint: "pci".into(), badge: 1 });
-    s.servers[2].uses.push(Use { endpoint: "pci".into(), badge: 1 });
+    s.servers[1].uses.push(Use {
+        endpoint: "pci".into(),
+        badge: 1,
+    });
+    s.servers[2].uses.push(Use {
+        endpoint: "pci".into(),
+        badge: 1,
+    });
     let e = validate(&s).unwrap_err();
-    assert!(e.contains("badge 1 on `pci` is already used by server `ping-a`"), "{e}");
+    assert!(
+        e.contains("badge 1 on `pci` is already used by server `ping-a`"),
+        "{e}"
+    );
     s.servers[2].uses[1].badge = 2;
     validate(&s).unwrap();
     // The memory server is known by its RAM pool, whatever its endpoint is called.
     let mut s = sample();
     s.servers[1].provides.push("pool".into());
-    s.servers[0].uses.push(Use { endpoint: "pool".into(), badge: 5 });
-    s.servers.push(Server { name: "other".into(), module: "x".into(), uses: vec![Use { endpoint: "pool".into(), badge: 5 }], ..Server::default() });
+    s.servers[0].uses.push(Use {
+        endpoint: "pool".into(),
+        badge: 5,
+    });
+    s.servers.push(Server {
+        name: "other".into(),
+        module: "x".into(),
+        uses: vec![Use {
+            endpoint: "pool".into(),
+            badge: 5,
+        }],
+        ..Server::default()
+    });
     let e = validate(&s).unwrap_err();
-    assert!(e.contains("badge 5 on `pool` is already used by server `pong`"), "{e}");
+    assert!(
+        e.contains("badge 5 on `pool` is already used by server `pong`"),
+        "{e}"
+    );
     s.servers[1].provides.push("pool2".into());
     let e = validate(&s).unwrap_err();
-    assert!(e.contains("server `ping-a`: a server with a RAM pool provides at most one endpoint"), "{e}");
+    assert!(
+        e.contains("server `ping-a`: a server with a RAM pool provides at most one endpoint"),
+        "{e}"
+    );
 }
 
 #[test]
 fn restricted_device_authority() {
     // Window: non-empty, inside the port space, exclusive.
-    invalid(|s| s.servers[1].io_window = Some(IoRange { base: 0xc000, count: 0 }), "is empty");
-    invalid(|s| s.servers[1].io_window = Some(IoRange { base: 0xfff0, count: 0x11 }), "past port 0xffff");
     invalid(
-        |s| s.servers[0].ioports.push(IoRange { base: 0xd000, count: 0x80 }),
+        |s| {
+            s.servers[1].io_window = Some(IoRange {
+                base: 0xc000,
+                count: 0,
+            })
+        },
+        "is empty",
+    );
+    invalid(
+        |s| {
+            s.servers[1].io_window = Some(IoRange {
+                base: 0xfff0,
+                count: 0x11,
+            })
+        },
+        "past port 0xffff",
+    );
+    invalid(
+        |s| {
+            s.servers[0].ioports.push(IoRange {
+                base: 0xd000,
+                count: 0x80,
+            })
+        },
         "server `pong`: I/O ports 0xd000+128 overlap the I/O window of server `ping-a`",
     );
     invalid(
-        |s| s.servers[0].io_window = Some(IoRange { base: 0xbf00, count: 0x101 }),
+        |s| {
+            s.servers[0].io_window = Some(IoRange {
+                base: 0xbf00,
+                count: 0x101,
+            })
+        },
         "overlap the I/O window",
     );
     // The server's own `ioports` may lie inside its own window; touching the edges is fine.
     let mut s = sample();
-    s.servers[1].ioports.push(IoRange { base: 0xc000, count: 8 });
-    s.servers[0].ioports.push(IoRange { base: 0xbff8, count: 8 });
-    s.servers[0].io_window = Some(IoRange { base: 0x1000, count: 0x100 });
+    s.servers[1].ioports.push(IoRange {
+        base: 0xc000,
+        count: 8,
+    });
+    s.servers[0].ioports.push(IoRange {
+        base: 0xbff8,
+        count: 8,
+    });
+    s.servers[0].io_window = Some(IoRange {
+        base: 0x1000,
+        count: 0x100,
+    });
     validate(&s).unwrap();
     // Lines: valid ones only, each held by one server, directly or through an IRQ control.
-    invalid(|s| s.servers[1].irq_lines.push(2), "server `ping-a`: IRQ 2 cannot be delegated");
+    invalid(
+        |s| s.servers[1].irq_lines.push(2),
+        "server `ping-a`: IRQ 2 cannot be delegated",
+    );
     invalid(|s| s.servers[1].irq_lines.push(0), "IRQ 0");
     invalid(|s| s.servers[1].irq_lines.push(16), "IRQ 16");
     invalid(|s| s.servers[1].irq_lines.push(10), "IRQ 10 listed twice");
     invalid(|s| s.servers[1].irq_lines.push(8), "IRQ 8 listed twice");
-    invalid(|s| s.servers[0].irq_lines.push(11), "server `ping-a`: IRQ 11 is already given to server `pong`");
-    invalid(|s| s.servers[0].irqs.push(10), "IRQ 10 is already given to server `pong`");
+    invalid(
+        |s| s.servers[0].irq_lines.push(11),
+        "server `ping-a`: IRQ 11 is already given to server `pong`",
+    );
+    invalid(
+        |s| s.servers[0].irqs.push(10),
+        "IRQ 10 is already given to server `pong`",
+    );
 }
 
 #[test]
@@ -321,7 +411,11 @@ expect = ["x"]
 
     #[test]
     fn console_defaults_on_and_can_be_withheld() {
-        assert!(from_toml(PINGPONG).unwrap().servers.iter().all(|s| s.console));
+        assert!(from_toml(PINGPONG)
+            .unwrap()
+            .servers
+            .iter()
+            .all(|s| s.console));
         let t = "name = \"x\"\n[[server]]\nname = \"mute\"\nconsole = false\n";
         let s = from_toml(t).unwrap();
         assert!(!s.servers[0].console);
@@ -335,7 +429,13 @@ expect = ["x"]
         let t = "name = \"x\"\n[[server]]\nname = \"pci\"\nio_window = { base = 0xc000, count = 0x4000 }\nirq_lines = [10, 11]\n";
         let s = from_toml(t).unwrap();
         validate(&s).unwrap();
-        assert_eq!(s.servers[0].io_window, Some(IoRange { base: 0xc000, count: 0x4000 }));
+        assert_eq!(
+            s.servers[0].io_window,
+            Some(IoRange {
+                base: 0xc000,
+                count: 0x4000
+            })
+        );
         assert_eq!(s.servers[0].irq_lines, vec![10, 11]);
         assert_eq!(decode(&encode(&s)).unwrap(), s);
         let e = from_toml(&t.replace("count = 0x4000", "size = 1")).unwrap_err();
@@ -344,7 +444,9 @@ expect = ["x"]
         assert!(e.contains("io_window.count"), "{e}");
         let e = from_toml(&t.replace("[10, 11]", "10")).unwrap_err();
         assert!(e.contains("`irq_lines` must be an array"), "{e}");
-        let e = from_toml(&t.replace("[10, 11]", "[2]")).and_then(|s| validate(&s)).unwrap_err();
+        let e = from_toml(&t.replace("[10, 11]", "[2]"))
+            .and_then(|s| validate(&s))
+            .unwrap_err();
         assert!(e.contains("IRQ 2"), "{e}");
         assert_eq!(from_toml(PINGPONG).unwrap().servers[1].io_window, None);
     }
@@ -384,7 +486,13 @@ expect = ["x"]
                  [[server]]\nname = \"c\"\nuses = [{ endpoint = \"p\" }, \"q\"]\n";
         let s = from_toml(t).unwrap();
         validate(&s).unwrap();
-        let badges = |i: usize| s.servers[i].uses.iter().map(|u| u.badge).collect::<Vec<_>>();
+        let badges = |i: usize| {
+            s.servers[i]
+                .uses
+                .iter()
+                .map(|u| u.badge)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(badges(1), vec![1, 1]);
         assert_eq!(badges(2), vec![2]);
         assert_eq!(badges(3), vec![3, 2]);
@@ -393,14 +501,25 @@ expect = ["x"]
     #[test]
     fn errors_give_line_and_column() {
         let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nprio = 3\n").unwrap_err();
-        assert!(e.starts_with("4:1: server `a`: unknown key(s) `prio`"), "{e}");
-        let e = from_toml_file("m.toml", "name = \"x\"\n[[server]]\nname = \"a\"\nwait = 1\n", &NoSchemas)
-            .unwrap_err();
+        assert!(
+            e.starts_with("4:1: server `a`: unknown key(s) `prio`"),
+            "{e}"
+        );
+        let e = from_toml_file(
+            "m.toml",
+            "name = \"x\"\n[[server]]\nname = \"a\"\nwait = 1\n",
+            &NoSchemas,
+        )
+        .unwrap_err();
         assert!(e.starts_with("m.toml:4:1: server `a`: `wait`"), "{e}");
         let e = from_toml("name = \"x\"\nservers = []\n").unwrap_err();
         assert!(e.starts_with("2:1: unknown top-level key `servers`"), "{e}");
-        let e = from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nconfig = { k = 1 }\n").unwrap_err();
-        assert!(e.starts_with("4:1: server `a`: module `a` has no configuration schema"), "{e}");
+        let e =
+            from_toml("name = \"x\"\n[[server]]\nname = \"a\"\nconfig = { k = 1 }\n").unwrap_err();
+        assert!(
+            e.starts_with("4:1: server `a`: module `a` has no configuration schema"),
+            "{e}"
+        );
         let e = from_toml("name = \"x\"\nname = \"y\"\n").unwrap_err();
         assert!(e.starts_with("2:1: "), "{e}");
         let t = "name = \"x\"\n[[server]]\nname = \"a\"\n\n[[server]]\n  name = \"b\"\n";
@@ -492,23 +611,51 @@ uses = [{ endpoint = \"srv\", badge = 9 }]
         #[test]
         fn bad_configs_name_file_and_line() {
             let e = parse(&SYS.replace("size = 7", "size = 7\nsise = 8")).unwrap_err();
-            assert!(e.starts_with("t.toml:8:1: server `srv`: config: unknown field `sise`"), "{e}");
+            assert!(
+                e.starts_with("t.toml:8:1: server `srv`: config: unknown field `sise`"),
+                "{e}"
+            );
             let e = parse(&SYS.replace("size = 7", "size = \"7\"")).unwrap_err();
-            assert!(e.starts_with("t.toml:7:8: server `srv`: config: invalid type"), "{e}");
+            assert!(
+                e.starts_with("t.toml:7:8: server `srv`: config: invalid type"),
+                "{e}"
+            );
             let e = parse(&SYS.replace("size = 7", "size = 70000")).unwrap_err();
             assert!(e.starts_with("t.toml:7:8:"), "{e}");
             let e = parse(&SYS.replace("size = 7\n", "")).unwrap_err();
-            assert!(e.contains("t.toml:") && e.contains("missing field `size`"), "{e}");
+            assert!(
+                e.contains("t.toml:") && e.contains("missing field `size`"),
+                "{e}"
+            );
             let e = parse(&SYS.replace("[\"a\", \"b\"]", "[\"a\", \"c\"]")).unwrap_err();
-            assert!(e.starts_with("t.toml:8:17: server `srv`: config: `c` is not a server of this system"), "{e}");
+            assert!(
+                e.starts_with(
+                    "t.toml:8:17: server `srv`: config: `c` is not a server of this system"
+                ),
+                "{e}"
+            );
             let e = parse(&SYS.replace("[\"a\", \"b\"]", "[\"a\", \"other\"]")).unwrap_err();
-            assert!(e.starts_with("t.toml:8:17: ") && e.contains("server `other` does not use an endpoint of `srv`"), "{e}");
+            assert!(
+                e.starts_with("t.toml:8:17: ")
+                    && e.contains("server `other` does not use an endpoint of `srv`"),
+                "{e}"
+            );
             let e = parse(&SYS.replace("via = \"other\"", "via = \"a\"")).unwrap_err();
-            assert!(e.starts_with("t.toml:9:7: ") && e.contains("`a` is not an endpoint this server `uses`"), "{e}");
+            assert!(
+                e.starts_with("t.toml:9:7: ")
+                    && e.contains("`a` is not an endpoint this server `uses`"),
+                "{e}"
+            );
             // A server of a module with a schema but no `config` is checked against the schema.
-            let e = parse(&SYS.replace("[server.config]\nsize = 7\nfriends = [\"a\", \"b\"]\nvia = \"other\"\n", ""))
-                .unwrap_err();
-            assert!(e.starts_with("t.toml:3:1: server `srv`: config: missing field `size`"), "{e}");
+            let e = parse(&SYS.replace(
+                "[server.config]\nsize = 7\nfriends = [\"a\", \"b\"]\nvia = \"other\"\n",
+                "",
+            ))
+            .unwrap_err();
+            assert!(
+                e.starts_with("t.toml:3:1: server `srv`: config: missing field `size`"),
+                "{e}"
+            );
         }
     }
 }

@@ -60,10 +60,17 @@ struct Guard<'a, T>(&'a Lock<T>);
 
 impl<T> Lock<T> {
     const fn new(v: T) -> Self {
-        Lock { busy: AtomicBool::new(false), v: UnsafeCell::new(v) }
+        Lock {
+            busy: AtomicBool::new(false),
+            v: UnsafeCell::new(v),
+        }
     }
     fn lock(&self) -> Guard<'_, T> {
-        while self.busy.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             sys::yield_now();
         }
         Guard(self)
@@ -201,7 +208,10 @@ pub fn populate(addr: u64, len: u64, write: bool) -> Result<(), RmError> {
 
 /// (faults resolved, faults that found the page already mapped)
 pub fn stats() -> (u64, u64) {
-    (FAULTS.load(Ordering::Relaxed), CACHED.load(Ordering::Relaxed))
+    (
+        FAULTS.load(Ordering::Relaxed),
+        CACHED.load(Ordering::Relaxed),
+    )
 }
 
 /// Gives the task a heap of up to `size` bytes on a fresh anonymous dataspace of mem, paged in
@@ -212,7 +222,9 @@ pub fn init_heap(size: u64) -> Result<(), RmError> {
     }
     let m = mem().ok_or(RmError::NotReady)?;
     let size = (size + PAGE - 1) & !(PAGE - 1);
-    let ds = m.alloc(size, 0, thread::alloc_slot()).map_err(RmError::Mem)?;
+    let ds = m
+        .alloc(size, 0, thread::alloc_slot())
+        .map_err(RmError::Mem)?;
     let base = attach(ds, 0, size, None, READ | WRITE)?;
     HEAP_DS.store(ds, Ordering::Relaxed);
     HEAP_SIZE.store(size, Ordering::Relaxed);
@@ -236,8 +248,11 @@ fn ds_map(ds: u64, offset: u64, page: u64, rfl: u32, need_write: bool) -> Result
         fl |= MapFlags::NEED_WRITE;
     }
     // READ/WRITE/EXEC have the values of sawmill_abi::map's.
-    const _: () = assert!(READ as u64 == map::READ && WRITE as u64 == map::WRITE && EXEC as u64 == map::EXEC);
-    let m = dataspace::Client::new(ds).map(offset, page, 1, fl, [page, PAGE]).map_err(Unresolved::Ds)?;
+    const _: () =
+        assert!(READ as u64 == map::READ && WRITE as u64 == map::WRITE && EXEC as u64 == map::EXEC);
+    let m = dataspace::Client::new(ds)
+        .map(offset, page, 1, fl, [page, PAGE])
+        .map_err(Unresolved::Ds)?;
     Ok(m.flags & map::WRITE != 0)
 }
 
@@ -246,7 +261,13 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
     let page = addr & !(PAGE - 1);
     let hb = HEAP_BASE.load(Ordering::Acquire);
     if hb != 0 && page >= hb && page < hb + HEAP_SIZE.load(Ordering::Relaxed) {
-        ds_map(HEAP_DS.load(Ordering::Relaxed), page - hb, page, READ | WRITE, write)?;
+        ds_map(
+            HEAP_DS.load(Ordering::Relaxed),
+            page - hb,
+            page,
+            READ | WRITE,
+            write,
+        )?;
         return Ok(());
     }
     let mut f = REGIONS.lock().fault(addr, write);
@@ -265,18 +286,34 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
         Fault::Unmapped => Err(Unresolved::NoRegion),
         Fault::Denied { start, size, .. } => Err(Unresolved::ReadOnly(start, size)),
         Fault::Cached => Ok(()),
-        Fault::Map { id, ds, offset, page, flags: fl } => {
+        Fault::Map {
+            id,
+            ds,
+            offset,
+            page,
+            flags: fl,
+        } => {
             let w = ds_map(ds, offset, page, fl, write)?;
             REGIONS.lock().mapped(id, page, 1, w);
             Ok(())
         }
-        Fault::Copy { id, ds, offset, shadow, shadow_offset, page, mapped } => {
+        Fault::Copy {
+            id,
+            ds,
+            offset,
+            shadow,
+            shadow_offset,
+            page,
+            mapped,
+        } => {
             let shadow = if shadow != 0 {
                 shadow
             } else {
                 let size = REGIONS.lock().lookup(page).map_or(0, |r| r.size);
                 let m = mem().ok_or(Unresolved::Mem)?;
-                let s = m.alloc(size, 0, thread::alloc_slot()).map_err(|_| Unresolved::Mem)?;
+                let s = m
+                    .alloc(size, 0, thread::alloc_slot())
+                    .map_err(|_| Unresolved::Mem)?;
                 if !REGIONS.lock().set_shadow(id, s) {
                     let _ = dataspace::Client::new(s).free();
                     let _ = sys::cap_delete(s);
@@ -290,9 +327,18 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             ds_map(shadow, shadow_offset, SCRATCH, READ | WRITE, true)?;
             // SAFETY: `page` (the source, read-only) and SCRATCH (the private copy) are both
             // mapped in this task now; only this thread uses SCRATCH.
-            unsafe { core::ptr::copy_nonoverlapping(page as *const u8, SCRATCH as *mut u8, PAGE as usize) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(page as *const u8, SCRATCH as *mut u8, PAGE as usize)
+            };
             // Move the private page from the scratch address to its place.
-            sys::task_map(slots::TASK, SCRATCH, page, 1, map::READ | map::WRITE | map::GRANT).map_err(|_| Unresolved::Mem)?;
+            sys::task_map(
+                slots::TASK,
+                SCRATCH,
+                page,
+                1,
+                map::READ | map::WRITE | map::GRANT,
+            )
+            .map_err(|_| Unresolved::Mem)?;
             REGIONS.lock().copied(id, page, shadow);
             Ok(())
         }
@@ -333,12 +379,26 @@ fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> u16 {
                 Unresolved::ReadOnly(s, n) => {
                     println!("rm: {}: thread {} wrote to read-only region {:#x}+{:#x} at {:#x} (rip {:#x})", name, thread, s, n, addr, rip)
                 }
-                Unresolved::Ds(e) => println!("rm: {}: thread {}: {} fault at {:#x}: dataspace refused: {:?}", name, thread, what, addr, e),
-                Unresolved::Mem => println!("rm: {}: thread {}: {} fault at {:#x}: no memory for a copy", name, thread, what, addr),
+                Unresolved::Ds(e) => println!(
+                    "rm: {}: thread {}: {} fault at {:#x}: dataspace refused: {:?}",
+                    name, thread, what, addr, e
+                ),
+                Unresolved::Mem => println!(
+                    "rm: {}: thread {}: {} fault at {:#x}: no memory for a copy",
+                    name, thread, what, addr
+                ),
             }
             // Root reports it like any unresolved fault and ends the task.
-            let r = ipc::call(slots::PAGER, MsgTag::new(label::PAGE_FAULT, 3), [addr, bits, rip, 0]);
-            if r.err == 0 && r.tag.label() != 0 { r.tag.label() } else { 1 }
+            let r = ipc::call(
+                slots::PAGER,
+                MsgTag::new(label::PAGE_FAULT, 3),
+                [addr, bits, rip, 0],
+            );
+            if r.err == 0 && r.tag.label() != 0 {
+                r.tag.label()
+            } else {
+                1
+            }
         }
     }
 }

@@ -49,7 +49,8 @@ pub struct Region {
 }
 
 fn bit(v: &[u64], i: u64) -> bool {
-    v.get((i / 64) as usize).is_some_and(|w| w >> (i % 64) & 1 != 0)
+    v.get((i / 64) as usize)
+        .is_some_and(|w| w >> (i % 64) & 1 != 0)
 }
 
 fn set(v: &mut [u64], i: u64, on: bool) {
@@ -73,11 +74,25 @@ pub enum Fault {
     /// just resume.
     Cached,
     /// Ask the region's dataspace for page `offset` (bytes) at `page`.
-    Map { id: u64, ds: u64, offset: u64, page: u64, flags: u32 },
+    Map {
+        id: u64,
+        ds: u64,
+        offset: u64,
+        page: u64,
+        flags: u32,
+    },
     /// COW region, page not yet private and a write: copy it. `ds`/`offset` is the source;
     /// `shadow`/`shadow_offset` the private page (shadow may be 0: create it first). `mapped`:
     /// the source page is already mapped at `page` (read-only).
-    Copy { id: u64, ds: u64, offset: u64, shadow: u64, shadow_offset: u64, page: u64, mapped: bool },
+    Copy {
+        id: u64,
+        ds: u64,
+        offset: u64,
+        shadow: u64,
+        shadow_offset: u64,
+        page: u64,
+        mapped: bool,
+    },
 }
 
 impl Region {
@@ -109,7 +124,12 @@ pub struct Regions {
 impl Regions {
     /// Manages `[lo, hi)`.
     pub const fn new(lo: u64, hi: u64) -> Regions {
-        Regions { v: Vec::new(), lo, hi, next_id: 1 }
+        Regions {
+            v: Vec::new(),
+            lo,
+            hi,
+            next_id: 1,
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Region> {
@@ -118,8 +138,21 @@ impl Regions {
 
     /// Attaches `size` bytes (page multiple) of dataspace `ds` from `offset` at `at`, or at the
     /// lowest free address aligned to `align` (a power of two, at least a page) if `at` is None.
-    pub fn attach(&mut self, at: Option<u64>, size: u64, align: u64, ds: u64, offset: u64, fl: u32) -> Result<u64, RegionErr> {
-        if size == 0 || size % PAGE != 0 || offset % PAGE != 0 || !align.is_power_of_two() || align < PAGE {
+    pub fn attach(
+        &mut self,
+        at: Option<u64>,
+        size: u64,
+        align: u64,
+        ds: u64,
+        offset: u64,
+        fl: u32,
+    ) -> Result<u64, RegionErr> {
+        if size == 0
+            || size % PAGE != 0
+            || offset % PAGE != 0
+            || !align.is_power_of_two()
+            || align < PAGE
+        {
             return Err(RegionErr::Invalid);
         }
         offset.checked_add(size).ok_or(RegionErr::Invalid)?;
@@ -166,12 +199,20 @@ impl Regions {
                 cand = r.end().checked_add(align - 1)? & !(align - 1);
             }
         }
-        if cand.checked_add(size)? <= self.hi { Some(cand) } else { None }
+        if cand.checked_add(size)? <= self.hi {
+            Some(cand)
+        } else {
+            None
+        }
     }
 
     /// Removes the region starting at `start`.
     pub fn detach(&mut self, start: u64) -> Result<Region, RegionErr> {
-        let i = self.v.iter().position(|r| r.start == start).ok_or(RegionErr::NotFound)?;
+        let i = self
+            .v
+            .iter()
+            .position(|r| r.start == start)
+            .ok_or(RegionErr::NotFound)?;
         Ok(self.v.remove(i))
     }
 
@@ -181,7 +222,11 @@ impl Regions {
             return None;
         }
         let r = &self.v[i - 1];
-        if r.contains(a) { Some(r) } else { None }
+        if r.contains(a) {
+            Some(r)
+        } else {
+            None
+        }
     }
 
     fn by_id(&mut self, id: u64) -> Option<&mut Region> {
@@ -190,9 +235,15 @@ impl Regions {
 
     /// Decides what a fault at `addr` needs (`write`: a write access).
     pub fn fault(&self, addr: u64, write: bool) -> Fault {
-        let Some(r) = self.lookup(addr) else { return Fault::Unmapped };
+        let Some(r) = self.lookup(addr) else {
+            return Fault::Unmapped;
+        };
         if write && r.flags & flags::WRITE == 0 {
-            return Fault::Denied { start: r.start, size: r.size, flags: r.flags };
+            return Fault::Denied {
+                start: r.start,
+                size: r.size,
+                flags: r.flags,
+            };
         }
         let page = addr & !(PAGE - 1);
         let i = (page - r.start) / PAGE;
@@ -202,15 +253,41 @@ impl Regions {
         let offset = r.offset + (page - r.start);
         if r.flags & flags::COW != 0 {
             if bit(&r.private, i) {
-                return Fault::Map { id: r.id, ds: r.shadow, offset: page - r.start, page, flags: r.flags & !flags::COW };
+                return Fault::Map {
+                    id: r.id,
+                    ds: r.shadow,
+                    offset: page - r.start,
+                    page,
+                    flags: r.flags & !flags::COW,
+                };
             }
             if write {
-                return Fault::Copy { id: r.id, ds: r.ds, offset, shadow: r.shadow, shadow_offset: page - r.start, page, mapped: bit(&r.resident, i) };
+                return Fault::Copy {
+                    id: r.id,
+                    ds: r.ds,
+                    offset,
+                    shadow: r.shadow,
+                    shadow_offset: page - r.start,
+                    page,
+                    mapped: bit(&r.resident, i),
+                };
             }
             // Reads see the dataspace, never writably: a write must come back to copy.
-            return Fault::Map { id: r.id, ds: r.ds, offset, page, flags: r.flags & !(flags::COW | flags::WRITE) };
+            return Fault::Map {
+                id: r.id,
+                ds: r.ds,
+                offset,
+                page,
+                flags: r.flags & !(flags::COW | flags::WRITE),
+            };
         }
-        Fault::Map { id: r.id, ds: r.ds, offset, page, flags: r.flags }
+        Fault::Map {
+            id: r.id,
+            ds: r.ds,
+            offset,
+            page,
+            flags: r.flags,
+        }
     }
 
     /// Records that `pages` pages from `page` are now mapped (writable or not) in region `id`
@@ -277,8 +354,14 @@ mod tests {
     #[test]
     fn attach_fixed_and_anywhere() {
         let mut m = Regions::new(0x1000_0000, 0x2000_0000);
-        assert_eq!(m.attach(Some(0x1000_0000), 0x4000, PAGE, 5, 0, RW), Ok(0x1000_0000));
-        assert_eq!(m.attach(Some(0x1000_3000), 0x1000, PAGE, 5, 0, RW), Err(RegionErr::Busy));
+        assert_eq!(
+            m.attach(Some(0x1000_0000), 0x4000, PAGE, 5, 0, RW),
+            Ok(0x1000_0000)
+        );
+        assert_eq!(
+            m.attach(Some(0x1000_3000), 0x1000, PAGE, 5, 0, RW),
+            Err(RegionErr::Busy)
+        );
         assert_eq!(m.attach(None, 0x2000, PAGE, 6, 0, RW), Ok(0x1000_4000));
         assert_eq!(m.attach(None, 0x1000, 0x10_0000, 7, 0, RW), Ok(0x1010_0000));
         assert_eq!(m.attach(None, 0x1000, PAGE, 8, 0, RW), Ok(0x1000_6000));
@@ -288,7 +371,11 @@ mod tests {
         let r = m.detach(0x1000_4000).unwrap();
         assert_eq!(r.ds, 6);
         assert_eq!(m.detach(0x1000_4000), Err(RegionErr::NotFound));
-        assert_eq!(m.attach(None, 0x2000, PAGE, 9, 0, RW), Ok(0x1000_4000), "the hole is reused");
+        assert_eq!(
+            m.attach(None, 0x2000, PAGE, 9, 0, RW),
+            Ok(0x1000_4000),
+            "the hole is reused"
+        );
     }
 
     #[test]
@@ -296,25 +383,60 @@ mod tests {
         let mut m = Regions::new(0x1000_0000, 0x2000_0000);
         assert_eq!(m.attach(None, 0, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
         assert_eq!(m.attach(None, 100, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(None, PAGE, PAGE, 1, 5, RW), Err(RegionErr::Invalid));
+        assert_eq!(
+            m.attach(None, PAGE, PAGE, 1, 5, RW),
+            Err(RegionErr::Invalid)
+        );
         assert_eq!(m.attach(None, PAGE, 3, 1, 0, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(None, PAGE, PAGE, 1, u64::MAX & !0xfff, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(Some(0x1000_0001), PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(Some(0x0fff_f000), PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(Some(0x1fff_f000), 2 * PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(Some(u64::MAX & !0xfff), 2 * PAGE, PAGE, 1, 0, RW), Err(RegionErr::Invalid));
-        assert_eq!(m.attach(None, 0x1000_0000 + PAGE, PAGE, 1, 0, RW), Err(RegionErr::NoSpace));
+        assert_eq!(
+            m.attach(None, PAGE, PAGE, 1, u64::MAX & !0xfff, RW),
+            Err(RegionErr::Invalid)
+        );
+        assert_eq!(
+            m.attach(Some(0x1000_0001), PAGE, PAGE, 1, 0, RW),
+            Err(RegionErr::Invalid)
+        );
+        assert_eq!(
+            m.attach(Some(0x0fff_f000), PAGE, PAGE, 1, 0, RW),
+            Err(RegionErr::Invalid)
+        );
+        assert_eq!(
+            m.attach(Some(0x1fff_f000), 2 * PAGE, PAGE, 1, 0, RW),
+            Err(RegionErr::Invalid)
+        );
+        assert_eq!(
+            m.attach(Some(u64::MAX & !0xfff), 2 * PAGE, PAGE, 1, 0, RW),
+            Err(RegionErr::Invalid)
+        );
+        assert_eq!(
+            m.attach(None, 0x1000_0000 + PAGE, PAGE, 1, 0, RW),
+            Err(RegionErr::NoSpace)
+        );
         assert_eq!(m.attach(None, 0x1000_0000, PAGE, 1, 0, RW), Ok(0x1000_0000));
-        assert_eq!(m.attach(None, PAGE, PAGE, 1, 0, RW), Err(RegionErr::NoSpace));
+        assert_eq!(
+            m.attach(None, PAGE, PAGE, 1, 0, RW),
+            Err(RegionErr::NoSpace)
+        );
     }
 
     #[test]
     fn faults_rights_and_cache() {
         let mut m = Regions::new(0x1000_0000, 0x2000_0000);
-        let a = m.attach(None, 4 * PAGE, PAGE, 3, 0x8000, flags::READ).unwrap();
+        let a = m
+            .attach(None, 4 * PAGE, PAGE, 3, 0x8000, flags::READ)
+            .unwrap();
         assert_eq!(m.fault(0x500, false), Fault::Unmapped);
         assert!(matches!(m.fault(a + 10, true), Fault::Denied { .. }));
-        let Fault::Map { id, ds, offset, page, flags: f } = m.fault(a + PAGE + 8, false) else { panic!() };
+        let Fault::Map {
+            id,
+            ds,
+            offset,
+            page,
+            flags: f,
+        } = m.fault(a + PAGE + 8, false)
+        else {
+            panic!()
+        };
         assert_eq!((ds, offset, page, f), (3, 0x9000, a + PAGE, flags::READ));
         m.mapped(id, page, 1, false);
         assert_eq!(m.fault(a + PAGE + 16, false), Fault::Cached);
@@ -322,7 +444,9 @@ mod tests {
         assert!(matches!(m.fault(a + PAGE, false), Fault::Map { .. }));
         // A writable region: a read mapping that came back read-only does not satisfy a write.
         let b = m.attach(None, PAGE, PAGE, 4, 0, RW).unwrap();
-        let Fault::Map { id, .. } = m.fault(b, false) else { panic!() };
+        let Fault::Map { id, .. } = m.fault(b, false) else {
+            panic!()
+        };
         m.mapped(id, b, 1, false);
         assert!(matches!(m.fault(b, true), Fault::Map { .. }));
         m.mapped(id, b, 1, true);
@@ -336,20 +460,63 @@ mod tests {
     #[test]
     fn copy_on_write_regions() {
         let mut m = Regions::new(0x1000_0000, 0x2000_0000);
-        let a = m.attach(None, 2 * PAGE, PAGE, 3, 0x4000, RW | flags::COW).unwrap();
-        let Fault::Map { id, ds, offset, flags: f, .. } = m.fault(a, false) else { panic!() };
-        assert_eq!((ds, offset, f), (3, 0x4000, flags::READ), "reads map the source read-only");
+        let a = m
+            .attach(None, 2 * PAGE, PAGE, 3, 0x4000, RW | flags::COW)
+            .unwrap();
+        let Fault::Map {
+            id,
+            ds,
+            offset,
+            flags: f,
+            ..
+        } = m.fault(a, false)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (ds, offset, f),
+            (3, 0x4000, flags::READ),
+            "reads map the source read-only"
+        );
         m.mapped(id, a, 1, false);
-        let Fault::Copy { shadow, shadow_offset, mapped, .. } = m.fault(a, true) else { panic!() };
+        let Fault::Copy {
+            shadow,
+            shadow_offset,
+            mapped,
+            ..
+        } = m.fault(a, true)
+        else {
+            panic!()
+        };
         assert_eq!((shadow, shadow_offset, mapped), (0, 0, true));
         assert!(m.set_shadow(id, 77));
         assert!(!m.set_shadow(id, 78));
         m.copied(id, a, 77);
         assert_eq!(m.fault(a, true), Fault::Cached);
         m.forget(a, PAGE);
-        let Fault::Map { ds, offset, flags: f, .. } = m.fault(a, false) else { panic!() };
-        assert_eq!((ds, offset, f), (77, 0, RW), "a copied page comes from the shadow");
-        let Fault::Copy { shadow, shadow_offset, mapped, .. } = m.fault(a + PAGE, true) else { panic!() };
+        let Fault::Map {
+            ds,
+            offset,
+            flags: f,
+            ..
+        } = m.fault(a, false)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (ds, offset, f),
+            (77, 0, RW),
+            "a copied page comes from the shadow"
+        );
+        let Fault::Copy {
+            shadow,
+            shadow_offset,
+            mapped,
+            ..
+        } = m.fault(a + PAGE, true)
+        else {
+            panic!()
+        };
         assert_eq!((shadow, shadow_offset, mapped), (77, PAGE, false));
     }
 }

@@ -58,7 +58,14 @@ pub fn yield_now() {
 pub fn debug_write(b: &[u8]) -> Result<(), Error> {
     call(
         Sys::DebugWrite,
-        [crate::slots::CONSOLE, b.as_ptr() as u64, b.len() as u64, 0, 0, 0],
+        [
+            crate::slots::CONSOLE,
+            b.as_ptr() as u64,
+            b.len() as u64,
+            0,
+            0,
+            0,
+        ],
     )
 }
 pub fn cap_copy(src: u64, dst: u64) -> Result<(), Error> {

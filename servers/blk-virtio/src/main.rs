@@ -107,9 +107,13 @@ fn dma_alloc(mem_ep: u64, ds_slot: u64, pages: u64) -> (*mut u8, u64) {
     let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
     for i in 0..pages {
         let va = DMA_AT + i * 4096;
-        ds.map(i * 4096, va, 1, rw, [va, 4096]).expect("mapping the DMA dataspace");
+        ds.map(i * 4096, va, 1, rw, [va, 4096])
+            .expect("mapping the DMA dataspace");
         // The device is told physical addresses: check mem's answer against the page tables.
-        assert!(sys::translate(va) == Ok(out.paddr + i * 4096), "DMA dataspace is not contiguous");
+        assert!(
+            sys::translate(va) == Ok(out.paddr + i * 4096),
+            "DMA dataspace is not contiguous"
+        );
     }
     (DMA_AT as *mut u8, out.paddr)
 }
@@ -180,15 +184,43 @@ impl Blk {
         outb(io + R_STATUS, S_ACK | S_DRIVER | S_DRIVER_OK);
         // SAFETY: offsets inside the freshly allocated queue memory (layout of the legacy spec).
         let q = unsafe {
-            Queue { size, desc: mem as *mut Desc, avail: mem.add(16 * n) as *mut u16, used: mem.add(used_off) as *const u16, avail_idx: 0, used_idx: 0 }
+            Queue {
+                size,
+                desc: mem as *mut Desc,
+                avail: mem.add(16 * n) as *mut u16,
+                used: mem.add(used_off) as *const u16,
+                avail_idx: 0,
+                used_idx: 0,
+            }
         };
         println!("blk-virtio: io {:#x} irq {} queue {} capacity {} sectors{} (queue in DMA memory at {:#x})", io, line, size, sectors, if host & F_BLK_FLUSH != 0 { ", flush" } else { "" }, pa);
-        Blk { io, irq, notif, q, sectors, hdr, hdr_pa, regions: Vec::new(), next_window: WINDOW, after: AfterReply::new() }
+        Blk {
+            io,
+            irq,
+            notif,
+            q,
+            sectors,
+            hdr,
+            hdr_pa,
+            regions: Vec::new(),
+            next_window: WINDOW,
+            after: AfterReply::new(),
+        }
     }
 
     fn set_desc(&mut self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
         // SAFETY: i < queue size (callers check the chain fits), inside the descriptor table.
-        unsafe { write_volatile(self.q.desc.add(i as usize), Desc { addr, len, flags, next }) };
+        unsafe {
+            write_volatile(
+                self.q.desc.add(i as usize),
+                Desc {
+                    addr,
+                    len,
+                    flags,
+                    next,
+                },
+            )
+        };
     }
 
     /// Queues the chains built in descriptors, one head per request, notifies once, and waits
@@ -221,15 +253,29 @@ impl Blk {
         self.q.used_idx = want;
     }
 
-    fn rw(&mut self, badge: u64, write: bool, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
+    fn rw(
+        &mut self,
+        badge: u64,
+        write: bool,
+        n: u32,
+        sector: [u64; 16],
+        off: [u32; 16],
+        count: [u16; 16],
+    ) -> Result<(), BlkError> {
         let n = n as usize;
         if n == 0 || n > MAX_BATCH {
             return Err(BlkError::TooMany);
         }
-        let r = self.regions.iter().position(|r| r.badge == badge).ok_or(BlkError::NotShared)?;
+        let r = self
+            .regions
+            .iter()
+            .position(|r| r.badge == badge)
+            .ok_or(BlkError::NotShared)?;
         // Check everything before touching the queue: a bad request fails the call as a whole.
         for i in 0..n {
-            let end = sector[i].checked_add(count[i] as u64).ok_or(BlkError::OutOfRange)?;
+            let end = sector[i]
+                .checked_add(count[i] as u64)
+                .ok_or(BlkError::OutOfRange)?;
             if count[i] == 0 || count[i] > MAX_SECTORS || end > self.sectors {
                 return Err(BlkError::OutOfRange);
             }
@@ -257,7 +303,13 @@ impl Blk {
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
                 let pa = self.regions[r].phys[(pos / 4096) as usize] + pos % 4096;
-                self.set_desc(d, pa, chunk as u32, D_NEXT | if write { 0 } else { D_WRITE }, d + 1);
+                self.set_desc(
+                    d,
+                    pa,
+                    chunk as u32,
+                    D_NEXT | if write { 0 } else { D_WRITE },
+                    d + 1,
+                );
                 d += 1;
                 pos += chunk;
                 left -= chunk;
@@ -275,17 +327,34 @@ impl Blk {
         }
         Ok(())
     }
-
 }
 
 impl blk::Server for Blk {
     fn info(&mut self, _badge: u64) -> Result<InfoOut, BlkError> {
-        Ok(InfoOut { sectors: self.sectors, window: self.next_window, window_size: WINDOW + WINDOW_SIZE - self.next_window })
+        Ok(InfoOut {
+            sectors: self.sectors,
+            window: self.next_window,
+            window_size: WINDOW + WINDOW_SIZE - self.next_window,
+        })
     }
-    fn read(&mut self, badge: u64, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
+    fn read(
+        &mut self,
+        badge: u64,
+        n: u32,
+        sector: [u64; 16],
+        off: [u32; 16],
+        count: [u16; 16],
+    ) -> Result<(), BlkError> {
         self.rw(badge, false, n, sector, off, count)
     }
-    fn write(&mut self, badge: u64, n: u32, sector: [u64; 16], off: [u32; 16], count: [u16; 16]) -> Result<(), BlkError> {
+    fn write(
+        &mut self,
+        badge: u64,
+        n: u32,
+        sector: [u64; 16],
+        off: [u32; 16],
+        count: [u16; 16],
+    ) -> Result<(), BlkError> {
         self.rw(badge, true, n, sector, off, count)
     }
     /// The map item has already landed at the start of our window; `region` is what the client
@@ -304,7 +373,11 @@ impl blk::Server for Blk {
         }
         self.next_window = va;
         self.after.receive_window(va, end - va);
-        if phys.is_empty() || region.dst != base || region.pages != phys.len() as u64 || self.regions.iter().any(|r| r.badge == badge) {
+        if phys.is_empty()
+            || region.dst != base
+            || region.pages != phys.len() as u64
+            || self.regions.iter().any(|r| r.badge == badge)
+        {
             return Err(BlkError::NotShared);
         }
         self.regions.push(Region { badge, phys });
@@ -347,7 +420,11 @@ fn main() {
         println!("blk-virtio: FAIL the manifest gives us no `mem` (DMA memory)");
         return;
     };
-    let (irq, notif, ds_slot) = (thread::alloc_slot(), thread::alloc_slot(), thread::alloc_slot());
+    let (irq, notif, ds_slot) = (
+        thread::alloc_slot(),
+        thread::alloc_slot(),
+        thread::alloc_slot(),
+    );
     // Our ports and interrupt come from pci: it grants the ports to our task (we lend it our task
     // capability for the call; pci deletes its copy) and returns the Irq capability.
     let c = match pci::Client::new(pci_ep).claim(0, slots::TASK, irq) {
@@ -369,6 +446,7 @@ fn main() {
         println!("blk-virtio: FAIL the manifest gives us no endpoint to serve");
         return;
     };
-    b.after.receive_window(b.next_window, WINDOW + WINDOW_SIZE - b.next_window);
+    b.after
+        .receive_window(b.next_window, WINDOW + WINDOW_SIZE - b.next_window);
     let _ = rpc::serve(ep, &mut b);
 }

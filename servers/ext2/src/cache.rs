@@ -6,9 +6,9 @@
 //! Pages mapped into clients are pinned while an open file holds them; a page that was ever
 //! mapped has its client mappings revoked before it is reused.
 
-use core::hash::{BuildHasherDefault, Hasher};
 use alloc::vec;
 use alloc::vec::Vec;
+use core::hash::{BuildHasherDefault, Hasher};
 use sawmill_ext2::{BlockDevice, DevError};
 use sawmill_interfaces::rpc::Map;
 use sawmill_interfaces::{blk, dataspace, mem, MapFlags};
@@ -85,8 +85,14 @@ impl Cache {
                 .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
         }
         let base = CACHE_AT as *mut u8;
-        let region = Map { src: base as u64, dst: info.window, pages: npages as u64, flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE };
-        blk.share(region).map_err(|_| "sharing the cache with the driver")?;
+        let region = Map {
+            src: base as u64,
+            dst: info.window,
+            pages: npages as u64,
+            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
+        };
+        blk.share(region)
+            .map_err(|_| "sharing the cache with the driver")?;
         Ok(Cache {
             blk,
             base,
@@ -213,7 +219,11 @@ impl Cache {
                 count[i] = 8;
             }
             let n = chunk.len() as u32;
-            let r = if write { self.blk.write(n, sector, off, count) } else { self.blk.read(n, sector, off, count) };
+            let r = if write {
+                self.blk.write(n, sector, off, count)
+            } else {
+                self.blk.read(n, sector, off, count)
+            };
             r.map_err(|_| DevError)?;
             self.stats[if write { 3 } else { 2 }] += n as u64;
         }
@@ -222,7 +232,10 @@ impl Cache {
 
     /// Writes every dirty page (in device order, 16 requests per call).
     pub fn write_back(&mut self) -> Result<(), DevError> {
-        let mut d: Vec<(u64, usize)> = (0..self.npages).filter(|&s| self.dirty[s]).map(|s| (self.page_of[s], s)).collect();
+        let mut d: Vec<(u64, usize)> = (0..self.npages)
+            .filter(|&s| self.dirty[s])
+            .map(|s| (self.page_of[s], s))
+            .collect();
         d.sort_unstable();
         self.transfer(true, &d)?;
         for (_, s) in d {
@@ -276,7 +289,13 @@ impl BlockDevice for Dev {
     }
     /// A range inside one cache page is lent in place (directory scans read blocks this way);
     /// anything else is copied into `scratch`.
-    fn read_with(&mut self, offset: u64, len: usize, scratch: &mut [u8], f: &mut dyn FnMut(&[u8])) -> Result<(), DevError> {
+    fn read_with(
+        &mut self,
+        offset: u64,
+        len: usize,
+        scratch: &mut [u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), DevError> {
         let (p, o) = (offset / PAGE as u64, (offset % PAGE as u64) as usize);
         if o + len <= PAGE {
             let mut c = self.0.borrow_mut();

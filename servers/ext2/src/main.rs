@@ -33,10 +33,12 @@ use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem, ObjKind};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
-use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
+use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next, Reply};
-use sawmill_interfaces::{dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, SetAttrFields};
+use sawmill_interfaces::{
+    dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, SetAttrFields,
+};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walked, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
@@ -76,12 +78,23 @@ fn err(e: E2) -> FsError {
 
 /// What the permission check (`sawmill_path::may`) needs of an inode.
 fn attr(st: &Stat) -> Attr {
-    Attr { mode: st.mode as u32, uid: st.uid, gid: st.gid }
+    Attr {
+        mode: st.mode as u32,
+        uid: st.uid,
+        gid: st.gid,
+    }
 }
 
 /// Whether a caller with `cred` may access an inode with `st` for `want` (`MAY_*` bits).
 fn may(st: &Stat, cred: (u32, u32), want: u32) -> bool {
-    sawmill_path::may(attr(st), Cred { uid: cred.0, gid: cred.1 }, want)
+    sawmill_path::may(
+        attr(st),
+        Cred {
+            uid: cred.0,
+            gid: cred.1,
+        },
+        want,
+    )
 }
 
 /// The option-3 walk's view of this file system (`sawmill_path::Tree`): nodes are inodes with
@@ -108,7 +121,12 @@ impl sawmill_path::Tree for Inodes<'_> {
     fn attr(&self, node: &(u32, Stat)) -> Attr {
         attr(&node.1)
     }
-    fn lookup(&mut self, dir: &(u32, Stat), name: &[u8], at: &[u8]) -> Result<Option<(u32, Stat)>, FsError> {
+    fn lookup(
+        &mut self,
+        dir: &(u32, Stat),
+        name: &[u8],
+        at: &[u8],
+    ) -> Result<Option<(u32, Stat)>, FsError> {
         // Another file system is mounted here: only the VFS may go on.
         if !self.covered.is_empty() && self.covered.iter().any(|c| c[..] == *at) {
             return Err(FsError::Xdev);
@@ -255,7 +273,10 @@ impl Pfs {
 
     fn file(&mut self, badge: u64) -> Result<&mut Open, FsError> {
         let i = (badge & !FILE_RO).wrapping_sub(FILE_BASE) as usize;
-        self.files.get_mut(i).and_then(|f| f.as_mut()).ok_or(FsError::BadFile)
+        self.files
+            .get_mut(i)
+            .and_then(|f| f.as_mut())
+            .ok_or(FsError::BadFile)
     }
 
     fn do_open(&mut self, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
@@ -284,8 +305,19 @@ impl Pfs {
             self.free_files.push(i);
             return Err(FsError::NoSpace);
         }
-        self.files[i] = Some(Open { ino, flags, cap, mapped: Vec::new(), ro_cap: 0, wbuf: None });
-        let size = if flags.contains(OpenFlags::TRUNC) { 0 } else { st.size };
+        self.files[i] = Some(Open {
+            ino,
+            flags,
+            cap,
+            mapped: Vec::new(),
+            ro_cap: 0,
+            wbuf: None,
+        });
+        let size = if flags.contains(OpenFlags::TRUNC) {
+            0
+        } else {
+            st.size
+        };
         Ok(OpenOut { file: cap, size })
     }
 
@@ -329,7 +361,9 @@ impl Pfs {
         buf.fill(0);
         let mut done = 0;
         while done < PAGE {
-            let n = fs.read(ino, page * PAGE as u64 + done as u64, &mut buf[done..]).map_err(err)?;
+            let n = fs
+                .read(ino, page * PAGE as u64 + done as u64, &mut buf[done..])
+                .map_err(err)?;
             if n == 0 {
                 break;
             }
@@ -367,7 +401,11 @@ impl Pfs {
     /// After a write of [off, off + n) to `ino`: refresh the shadow pages it touched.
     fn refresh_shadows(&mut self, ino: u32, off: u64, n: u64) {
         let (first, last) = (off / PAGE as u64, (off + n.max(1) - 1) / PAGE as u64);
-        for s in self.shadows.iter().filter(|s| s.ino == ino && s.page >= first && s.page <= last) {
+        for s in self
+            .shadows
+            .iter()
+            .filter(|s| s.ino == ino && s.page >= first && s.page <= last)
+        {
             let _ = Self::fill_shadow(&mut self.fs, ino, s.page, s.addr);
         }
     }
@@ -396,12 +434,21 @@ impl Pfs {
 
     /// Option 3 path walk inside this file system, with the session's credentials (none for
     /// the VFS, which checked already). The last name of the path is `self.walker.name()`.
-    fn walk(&mut self, badge: u64, path: &[u8], follow_last: bool) -> Result<Walked<(u32, Stat)>, FsError> {
+    fn walk(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        follow_last: bool,
+    ) -> Result<Walked<(u32, Stat)>, FsError> {
         let cred = self.creds(badge)?.map(|(uid, gid)| Cred { uid, gid });
         let root = self.fs.root();
         let root_st = self.fs.stat(root).map_err(err)?;
-        let mut tree = Inodes { fs: &mut self.fs, covered: &self.covered };
-        self.walker.walk(&mut tree, (root, root_st), path, follow_last, cred)
+        let mut tree = Inodes {
+            fs: &mut self.fs,
+            covered: &self.covered,
+        };
+        self.walker
+            .walk(&mut tree, (root, root_st), path, follow_last, cred)
     }
 }
 
@@ -419,28 +466,68 @@ impl pfs::Server for Pfs {
     fn lookup(&mut self, badge: u64, dir: u32, name: &[u8]) -> Result<LookupOut, FsError> {
         let ino = self.lookup_in(badge, dir, name)?;
         let st = self.fs.stat(ino).map_err(err)?;
-        Ok(LookupOut { ino, mode: st.mode as u32, uid: st.uid, gid: st.gid })
+        Ok(LookupOut {
+            ino,
+            mode: st.mode as u32,
+            uid: st.uid,
+            gid: st.gid,
+        })
     }
     fn getattr(&mut self, badge: u64, ino: u32) -> Result<GetattrOut, FsError> {
         self.creds(badge)?;
         let st = self.fs.stat(ino).map_err(err)?;
-        Ok(GetattrOut { mode: st.mode as u32, nlink: st.nlink as u32, uid: st.uid, gid: st.gid, size: st.size, mtime: st.mtime })
+        Ok(GetattrOut {
+            mode: st.mode as u32,
+            nlink: st.nlink as u32,
+            uid: st.uid,
+            gid: st.gid,
+            size: st.size,
+            mtime: st.mtime,
+        })
     }
     fn open(&mut self, badge: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         self.check(badge, ino, open_want(flags))?;
         self.do_open(ino, flags)
     }
-    fn create(&mut self, badge: u64, dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<u32, FsError> {
+    fn create(
+        &mut self,
+        badge: u64,
+        dir: u32,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<u32, FsError> {
         self.check(badge, dir, 3)?;
         let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
-        self.fs.create(dir, name, mode as u16 & 0o7777, uid, gid).map_err(err)
+        self.fs
+            .create(dir, name, mode as u16 & 0o7777, uid, gid)
+            .map_err(err)
     }
-    fn mkdir(&mut self, badge: u64, dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<u32, FsError> {
+    fn mkdir(
+        &mut self,
+        badge: u64,
+        dir: u32,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<u32, FsError> {
         self.check(badge, dir, 3)?;
         let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
-        self.fs.mkdir(dir, name, mode as u16 & 0o7777, uid, gid).map_err(err)
+        self.fs
+            .mkdir(dir, name, mode as u16 & 0o7777, uid, gid)
+            .map_err(err)
     }
-    fn symlink(&mut self, badge: u64, dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<u32, FsError> {
+    fn symlink(
+        &mut self,
+        badge: u64,
+        dir: u32,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<u32, FsError> {
         self.check(badge, dir, 3)?;
         let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
         self.fs.symlink(dir, name, target, uid, gid).map_err(err)
@@ -461,7 +548,14 @@ impl pfs::Server for Pfs {
         self.check(badge, dir, 3)?;
         self.fs.rmdir(dir, name).map_err(err)
     }
-    fn rename(&mut self, badge: u64, sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> Result<(), FsError> {
+    fn rename(
+        &mut self,
+        badge: u64,
+        sdir: u32,
+        sname: &[u8],
+        ddir: u32,
+        dname: &[u8],
+    ) -> Result<(), FsError> {
         self.check(badge, sdir, 3)?;
         self.check(badge, ddir, 3)?;
         if let Ok(ino) = self.fs.lookup(ddir, dname) {
@@ -469,15 +563,27 @@ impl pfs::Server for Pfs {
         }
         self.fs.rename(sdir, sname, ddir, dname).map_err(err)
     }
-    fn setattr(&mut self, badge: u64, ino: u32, mode: u32, uid: u32, gid: u32, which: SetAttrFields) -> Result<(), FsError> {
+    fn setattr(
+        &mut self,
+        badge: u64,
+        ino: u32,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        which: SetAttrFields,
+    ) -> Result<(), FsError> {
         if let Some((cu, _)) = self.creds(badge)? {
             let st = self.fs.stat(ino).map_err(err)?;
-            if cu != 0 && (cu != st.uid || which.intersects(SetAttrFields::UID | SetAttrFields::GID)) {
+            if cu != 0
+                && (cu != st.uid || which.intersects(SetAttrFields::UID | SetAttrFields::GID))
+            {
                 return Err(FsError::Denied);
             }
         }
         let a = SetAttr {
-            perm: which.contains(SetAttrFields::MODE).then_some(mode as u16 & 0o7777),
+            perm: which
+                .contains(SetAttrFields::MODE)
+                .then_some(mode as u16 & 0o7777),
             uid: which.contains(SetAttrFields::UID).then_some(uid),
             gid: which.contains(SetAttrFields::GID).then_some(gid),
             ..SetAttr::default()
@@ -493,7 +599,12 @@ impl pfs::Server for Pfs {
         self.check(badge, dir, 4)?;
         let ents = self.fs.readdir(dir).map_err(err)?;
         let Some(e) = ents.get(cookie as usize) else {
-            return Ok(ReaddirOut { next: 0, ino: 0, kind: EntryKind::Unknown, name: Bytes::new() });
+            return Ok(ReaddirOut {
+                next: 0,
+                ino: 0,
+                kind: EntryKind::Unknown,
+                name: Bytes::new(),
+            });
         };
         let kind = match e.kind {
             FileKind::Regular => EntryKind::Regular,
@@ -505,7 +616,12 @@ impl pfs::Server for Pfs {
             FileKind::Socket => EntryKind::Socket,
             FileKind::Unknown => EntryKind::Unknown,
         };
-        Ok(ReaddirOut { next: cookie + 1, ino: e.ino, kind, name: Bytes::from_slice(&e.name).ok_or(FsError::NameTooLong)? })
+        Ok(ReaddirOut {
+            next: cookie + 1,
+            ino: e.ino,
+            kind,
+            name: Bytes::from_slice(&e.name).ok_or(FsError::NameTooLong)?,
+        })
     }
     fn sync(&mut self, badge: u64) -> Result<(), FsError> {
         self.creds(badge)?;
@@ -523,7 +639,8 @@ impl pfs::Server for Pfs {
             }
         };
         let s = self.slot();
-        sys::cap_mint(self.ep, s, SESSION_BASE + i as u64, rights::SEND).map_err(|_| FsError::NoSpace)?;
+        sys::cap_mint(self.ep, s, SESSION_BASE + i as u64, rights::SEND)
+            .map_err(|_| FsError::NoSpace)?;
         // Handed over in the reply; our copy goes once the reply is delivered.
         self.after.delete(s);
         Ok(s)
@@ -532,7 +649,10 @@ impl pfs::Server for Pfs {
         if badge != VFS_BADGE {
             return Err(FsError::Denied);
         }
-        println!("ext2-pfs[{}]: crashing on request (fault injection)", self.name);
+        println!(
+            "ext2-pfs[{}]: crashing on request (fault injection)",
+            self.name
+        );
         sawmill_rt::exit(0x99)
     }
     fn cover(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
@@ -540,7 +660,11 @@ impl pfs::Server for Pfs {
             return Err(FsError::Denied);
         }
         // Kept as the walk's canonical path of the place: its names joined by `/`.
-        let comps = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect::<Vec<_>>().join(&b'/');
+        let comps = path
+            .split(|&c| c == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect::<Vec<_>>()
+            .join(&b'/');
         if comps.is_empty() {
             return Err(FsError::Invalid);
         }
@@ -553,7 +677,13 @@ impl pfs::Server for Pfs {
         }
         Ok(())
     }
-    fn open_path(&mut self, badge: u64, path: &[u8], flags: OpenFlags, mode: u32) -> Result<OpenPathOut, FsError> {
+    fn open_path(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<OpenPathOut, FsError> {
         let creds = self.creds(badge)?;
         let w = self.walk(badge, path, true)?;
         let dir = w.parent.0;
@@ -577,20 +707,33 @@ impl pfs::Server for Pfs {
             None if flags.contains(OpenFlags::CREATE) => {
                 let (uid, gid) = creds.unwrap_or((0, 0));
                 self.check(badge, dir, 3)?;
-                let ino = self.fs.create(dir, self.walker.name(), mode as u16 & 0o7777, uid, gid).map_err(err)?;
+                let ino = self
+                    .fs
+                    .create(dir, self.walker.name(), mode as u16 & 0o7777, uid, gid)
+                    .map_err(err)?;
                 pfs::Server::open(self, badge, ino, access)?
             }
             None => return Err(FsError::NotFound),
         };
-        Ok(OpenPathOut { file: o.file, size: o.size })
+        Ok(OpenPathOut {
+            file: o.file,
+            size: o.size,
+        })
     }
 }
 
 /// The permission bits (4 read, 2 write) an open with `flags` needs.
 fn open_want(flags: OpenFlags) -> u32 {
-    (if flags.contains(OpenFlags::READ) { 4 } else { 0 }) | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) { 2 } else { 0 }
+    (if flags.contains(OpenFlags::READ) {
+        4
+    } else {
+        0
+    }) | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
+        2
+    } else {
+        0
+    }
 }
-
 
 impl file::Server for Pfs {
     fn write_buffer(&mut self, badge: u64, dst: u64) -> Result<Map, FsError> {
@@ -602,11 +745,18 @@ impl file::Server for Pfs {
             f.wbuf = Some(WriteBuf::new().ok_or(FsError::NoSpace)?);
         }
         let src = f.wbuf.as_ref().map_or(0, |w| w.addr());
-        Ok(Map { src, dst, pages: (WBUF / PAGE) as u64, flags: map::READ | map::WRITE })
+        Ok(Map {
+            src,
+            dst,
+            pages: (WBUF / PAGE) as u64,
+            flags: map::READ | map::WRITE,
+        })
     }
     fn write_from_buffer(&mut self, badge: u64, off: u64, len: u32) -> Result<u32, FsError> {
         let f = self.file(badge)?;
-        let Some(w) = f.wbuf.as_ref() else { return Err(FsError::Invalid) };
+        let Some(w) = f.wbuf.as_ref() else {
+            return Err(FsError::Invalid);
+        };
         if len as usize > WBUF {
             return Err(FsError::Invalid);
         }
@@ -635,7 +785,15 @@ impl file::Server for Pfs {
     fn stat(&mut self, badge: u64) -> Result<StatOut, FsError> {
         let ino = self.file(badge)?.ino;
         let st = self.fs.stat(ino).map_err(err)?;
-        Ok(StatOut { ino, mode: st.mode as u32, nlink: st.nlink as u32, uid: st.uid, gid: st.gid, size: st.size, mtime: st.mtime })
+        Ok(StatOut {
+            ino,
+            mode: st.mode as u32,
+            nlink: st.nlink as u32,
+            uid: st.uid,
+            gid: st.gid,
+            size: st.size,
+            mtime: st.mtime,
+        })
     }
     fn truncate(&mut self, badge: u64, size: u64) -> Result<(), FsError> {
         let f = self.file(badge)?;
@@ -660,7 +818,9 @@ impl file::Server for Pfs {
         let pages = size.div_ceil(PAGE as u64);
         let mut n = 0usize;
         while n < (count as usize).min(4) && page + (n as u64) < pages {
-            let Some(dp) = self.dev_page(ino, page + n as u64) else { break };
+            let Some(dp) = self.dev_page(ino, page + n as u64) else {
+                break;
+            };
             let s = {
                 let mut c = self.cache.borrow_mut();
                 let s = c.get(dp, false).map_err(|_| FsError::Io)?;
@@ -671,17 +831,29 @@ impl file::Server for Pfs {
             let addr = self.cache.borrow().addr(s);
             self.file(badge)?.mapped.push(s);
             // Added to the reply beside the generated words (only if it succeeds).
-            self.after.map(MapItem { src: addr, dst: dst + (n * PAGE) as u64, pages: 1, flags: map::READ });
+            self.after.map(MapItem {
+                src: addr,
+                dst: dst + (n * PAGE) as u64,
+                pages: 1,
+                flags: map::READ,
+            });
             n += 1;
         }
-        Ok(MapOut { mapped: n as u32, size })
+        Ok(MapOut {
+            mapped: n as u32,
+            size,
+        })
     }
     fn close(&mut self, badge: u64) -> Result<(), FsError> {
         if badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
         let i = badge.wrapping_sub(FILE_BASE) as usize;
-        let f = self.files.get_mut(i).and_then(|f| f.take()).ok_or(FsError::BadFile)?;
+        let f = self
+            .files
+            .get_mut(i)
+            .and_then(|f| f.take())
+            .ok_or(FsError::BadFile)?;
         {
             let mut c = self.cache.borrow_mut();
             for &s in &f.mapped {
@@ -722,9 +894,19 @@ impl dataspace::Server for Pfs {
     fn info(&mut self, badge: u64) -> Result<dataspace::InfoOut, DsError> {
         let ino = self.file(badge).map_err(fs_ds)?.ino;
         let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
-        Ok(dataspace::InfoOut { size: size.div_ceil(PAGE as u64) * PAGE as u64, flags: DsFlags::EMPTY })
+        Ok(dataspace::InfoOut {
+            size: size.div_ceil(PAGE as u64) * PAGE as u64,
+            flags: DsFlags::EMPTY,
+        })
     }
-    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: MapFlags) -> Result<Map, DsError> {
+    fn map(
+        &mut self,
+        badge: u64,
+        offset: u64,
+        dst: u64,
+        pages: u64,
+        flags: MapFlags,
+    ) -> Result<Map, DsError> {
         let f = self.file(badge).map_err(fs_ds)?;
         if !f.flags.contains(OpenFlags::READ) {
             return Err(DsError::Denied);
@@ -756,7 +938,12 @@ impl dataspace::Server for Pfs {
             }
             _ => self.shadow(ino, fp)?,
         };
-        Ok(Map { src, dst, pages: 1, flags: map::READ | flags.bits() & map::EXEC })
+        Ok(Map {
+            src,
+            dst,
+            pages: 1,
+            flags: map::READ | flags.bits() & map::EXEC,
+        })
     }
     fn copy(&mut self, _badge: u64) -> Result<u64, DsError> {
         Err(DsError::Unsupported)
@@ -791,7 +978,9 @@ impl dataspace::Server for Pfs {
 impl rpc::Serve for Pfs {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        if m.badge >= FILE_BASE && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label()) {
+        if m.badge >= FILE_BASE
+            && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label())
+        {
             dataspace::handle(self, m, next)
         } else if m.badge >= FILE_BASE {
             file::handle(self, m, next)
@@ -893,13 +1082,19 @@ fn main() {
     // Messages name the file system for the server's whole life.
     let name: &'static str = cfg.name.leak();
     let Some(blk_ep) = env::cap(&cfg.blk.name) else {
-        println!("ext2-pfs[{}]: FAIL no endpoint `{}` for the block device", name, cfg.blk.name);
+        println!(
+            "ext2-pfs[{}]: FAIL no endpoint `{}` for the block device",
+            name, cfg.blk.name
+        );
         return;
     };
     let cache_kb = cfg.cache_kb as usize;
     let max_shadows = cfg.shadow_pages.map_or(MAX_SHADOWS, |n| n as usize);
     let Some(mem_ep) = env::cap("mem") else {
-        println!("ext2-pfs[{}]: FAIL the manifest gives us no `mem` (the cache's memory)", name);
+        println!(
+            "ext2-pfs[{}]: FAIL the manifest gives us no `mem` (the cache's memory)",
+            name
+        );
         return;
     };
     // `exec`: programs may run straight from this file system's pages (lib/spawn).
@@ -911,15 +1106,24 @@ fn main() {
         }
     };
     let Some((manifest_ep, _)) = env::served() else {
-        println!("ext2-pfs[{}]: FAIL the manifest gives us no endpoint to serve", name);
+        println!(
+            "ext2-pfs[{}]: FAIL the manifest gives us no endpoint to serve",
+            name
+        );
         return;
     };
     let fs = Fs::open(Dev(cache.clone()));
     let ep = thread::alloc_slot();
     let rx = thread::alloc_slot();
-    let mut conn = Connect { ep, done: false, after: AfterReply::new() };
+    let mut conn = Connect {
+        ep,
+        done: false,
+        after: AfterReply::new(),
+    };
     conn.after.receive_into(&[rx]);
-    let Some(first) = rpc::serve(manifest_ep, &mut conn) else { return };
+    let Some(first) = rpc::serve(manifest_ep, &mut conn) else {
+        return;
+    };
     // The manifest endpoint is left to the watch thread: it takes the VFS's watch call and never
     // answers, so the VFS learns of our death from the kernel.
     thread::spawn(254, 8192, move || {
@@ -941,8 +1145,25 @@ fn main() {
     };
     fs.set_time(NOW);
     let st = fs.statfs();
-    println!("ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB", name, st.blocks, st.block_size, st.free_blocks, cache_kb);
-    let mut p = Pfs { fs, cache, ep, files: Vec::new(), free_files: Vec::new(), sessions: Vec::new(), free_slots: Vec::new(), covered: Vec::new(), walker: Walker::new(), shadows: Vec::new(), max_shadows, name, after: AfterReply::new() };
+    println!(
+        "ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB",
+        name, st.blocks, st.block_size, st.free_blocks, cache_kb
+    );
+    let mut p = Pfs {
+        fs,
+        cache,
+        ep,
+        files: Vec::new(),
+        free_files: Vec::new(),
+        sessions: Vec::new(),
+        free_slots: Vec::new(),
+        covered: Vec::new(),
+        walker: Walker::new(),
+        shadows: Vec::new(),
+        max_shadows,
+        name,
+        after: AfterReply::new(),
+    };
     // No receive slot here: only `connect` takes a capability, and phase 2 refuses it (arming
     // one before every receive would cost each request about 10 instructions).
     serve_pfs(&mut p, ep, first);

@@ -70,7 +70,12 @@ impl Frames {
             v.push((pa, n, pages));
             n += pages;
         }
-        Frames { ranges: v, refs: alloc::vec![0; n as usize], nfree: n, hint: 0 }
+        Frames {
+            ranges: v,
+            refs: alloc::vec![0; n as usize],
+            nfree: n,
+            hint: 0,
+        }
     }
     pub fn total(&self) -> u32 {
         self.refs.len() as u32
@@ -195,7 +200,13 @@ pub struct Mem {
 
 impl Mem {
     pub fn new(frames: Frames, limits: Limits) -> Mem {
-        Mem { frames, ds: Vec::new(), accounts: BTreeMap::new(), quotas: BTreeMap::new(), limits }
+        Mem {
+            frames,
+            ds: Vec::new(),
+            accounts: BTreeMap::new(),
+            quotas: BTreeMap::new(),
+            limits,
+        }
     }
 
     /// Gives client `badge` a quota other than the default.
@@ -207,8 +218,15 @@ impl Mem {
     }
 
     pub fn account(&mut self, badge: u64) -> &mut Account {
-        let q = *self.quotas.get(&badge).unwrap_or(&self.limits.default_quota);
-        self.accounts.entry(badge).or_insert(Account { used: 0, quota: q, dataspaces: 0 })
+        let q = *self
+            .quotas
+            .get(&badge)
+            .unwrap_or(&self.limits.default_quota);
+        self.accounts.entry(badge).or_insert(Account {
+            used: 0,
+            quota: q,
+            dataspaces: 0,
+        })
     }
 
     fn charge(&mut self, badge: u64, n: u64) -> Result<(), MemErr> {
@@ -233,7 +251,11 @@ impl Mem {
 
     /// Ids of the live dataspaces.
     pub fn ids(&self) -> impl Iterator<Item = usize> + '_ {
-        self.ds.iter().enumerate().filter(|d| d.1.is_some()).map(|d| d.0)
+        self.ds
+            .iter()
+            .enumerate()
+            .filter(|d| d.1.is_some())
+            .map(|d| d.0)
     }
 
     fn new_ds(&mut self, ds: Ds) -> Result<usize, MemErr> {
@@ -268,12 +290,23 @@ impl Mem {
     /// A new anonymous dataspace of `bytes` (rounded up to pages), owned by `client`.
     pub fn alloc(&mut self, client: u64, bytes: u64) -> Result<usize, MemErr> {
         let size = self.pages_of(bytes)?;
-        self.new_ds(Ds { owner: client, size, pages: BTreeMap::new(), contig: false, cow: false })
+        self.new_ds(Ds {
+            owner: client,
+            size,
+            pages: BTreeMap::new(),
+            contig: false,
+            cow: false,
+        })
     }
 
     /// A physically contiguous dataspace, all pages present and zeroed. Returns it and its
     /// physical address.
-    pub fn alloc_dma(&mut self, b: &mut impl Backend, client: u64, pages: u64) -> Result<(usize, u64), MemErr> {
+    pub fn alloc_dma(
+        &mut self,
+        b: &mut impl Backend,
+        client: u64,
+        pages: u64,
+    ) -> Result<(usize, u64), MemErr> {
         let n = self.pages_of(pages.checked_mul(PAGE).ok_or(MemErr::Invalid)?)?;
         self.charge(client, n)?;
         let Some(first) = self.frames.alloc_contig(n as u32) else {
@@ -285,7 +318,13 @@ impl Mem {
             b.zero(first + i as u32);
             map.insert(i, first + i as u32);
         }
-        match self.new_ds(Ds { owner: client, size: n, pages: map, contig: true, cow: false }) {
+        match self.new_ds(Ds {
+            owner: client,
+            size: n,
+            pages: map,
+            contig: true,
+            cow: false,
+        }) {
             Ok(id) => Ok((id, self.frames.paddr(first))),
             Err(e) => {
                 for i in 0..n {
@@ -300,7 +339,13 @@ impl Mem {
     /// Resolves a fault on page `page` of dataspace `id`: the frame to map and whether it may be
     /// mapped writable. `write` = the caller needs write access now (breaks copy-on-write
     /// sharing). Allocates (and charges the owner) on first touch.
-    pub fn fault(&mut self, b: &mut impl Backend, id: usize, page: u64, write: bool) -> Result<(Frame, bool), MemErr> {
+    pub fn fault(
+        &mut self,
+        b: &mut impl Backend,
+        id: usize,
+        page: u64,
+        write: bool,
+    ) -> Result<(Frame, bool), MemErr> {
         let ds = self.get(id).ok_or(MemErr::Gone)?;
         if page >= ds.size {
             return Err(MemErr::Invalid);
@@ -346,7 +391,13 @@ impl Mem {
         let pages = ds.pages.clone();
         let size = ds.size;
         self.charge(owner, n)?;
-        let new = match self.new_ds(Ds { owner, size, pages: pages.clone(), contig: false, cow: true }) {
+        let new = match self.new_ds(Ds {
+            owner,
+            size,
+            pages: pages.clone(),
+            contig: false,
+            cow: true,
+        }) {
             Ok(x) => x,
             Err(e) => {
                 self.uncharge(owner, n);
@@ -399,7 +450,11 @@ impl Mem {
 
     /// Ends a dataspace; its pages go back to the pool and its owner's quota.
     pub fn free(&mut self, b: &mut impl Backend, id: usize) -> Result<(), MemErr> {
-        let ds = self.ds.get_mut(id).and_then(|d| d.take()).ok_or(MemErr::Gone)?;
+        let ds = self
+            .ds
+            .get_mut(id)
+            .and_then(|d| d.take())
+            .ok_or(MemErr::Gone)?;
         for (_, f) in ds.pages.iter() {
             self.drop_page(b, *f);
         }
@@ -412,7 +467,10 @@ impl Mem {
     /// Frees every dataspace `client` owns; returns their ids (the server revokes their
     /// capabilities).
     pub fn client_gone(&mut self, b: &mut impl Backend, client: u64) -> Vec<usize> {
-        let ids: Vec<usize> = self.ids().filter(|&i| self.get(i).unwrap().owner == client).collect();
+        let ids: Vec<usize> = self
+            .ids()
+            .filter(|&i| self.get(i).unwrap().owner == client)
+            .collect();
         for &i in &ids {
             let _ = self.free(b, i);
         }

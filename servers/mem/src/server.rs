@@ -41,7 +41,13 @@ impl Backend for Pool {
     }
     fn copy(&mut self, from: Frame, to: Frame) {
         // SAFETY: two distinct frames of the pool.
-        unsafe { core::ptr::copy_nonoverlapping(frame_va(from) as *const u8, frame_va(to) as *mut u8, PAGE as usize) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                frame_va(from) as *const u8,
+                frame_va(to) as *mut u8,
+                PAGE as usize,
+            )
+        };
     }
     fn revoke(&mut self, f: Frame) {
         // Our own mapping stays; everything derived from it (in every task) goes.
@@ -151,7 +157,10 @@ impl mem::Server for Srv {
     }
 
     fn alloc_dma(&mut self, badge: u64, pages: u64) -> Result<mem::AllocDmaOut, MemError> {
-        let (id, paddr) = self.mem.alloc_dma(&mut self.pool, badge, pages).map_err(mem_err)?;
+        let (id, paddr) = self
+            .mem
+            .alloc_dma(&mut self.pool, badge, pages)
+            .map_err(mem_err)?;
         let ds = self.publish(id).map_err(mem_err)?;
         Ok(mem::AllocDmaOut { ds, paddr })
     }
@@ -159,7 +168,11 @@ impl mem::Server for Srv {
     fn stats(&mut self, badge: u64) -> Result<mem::StatsOut, MemError> {
         let free = self.mem.frames.free() as u64;
         let a = self.mem.account(badge);
-        Ok(mem::StatsOut { used: a.used, quota: a.quota, free })
+        Ok(mem::StatsOut {
+            used: a.used,
+            quota: a.quota,
+            free,
+        })
     }
 
     fn client_gone(&mut self, badge: u64, client: u64) -> Result<u64, MemError> {
@@ -179,15 +192,29 @@ impl dataspace::Server for Srv {
         let id = self.ds(badge)?;
         let d = self.mem.get(id).unwrap();
         let mut flags = DsFlags::EMPTY;
-        for (yes, f) in [(badge & RO_BIT == 0, DsFlags::WRITABLE), (d.contig, DsFlags::CONTIGUOUS), (d.cow, DsFlags::COPY_ON_WRITE)] {
+        for (yes, f) in [
+            (badge & RO_BIT == 0, DsFlags::WRITABLE),
+            (d.contig, DsFlags::CONTIGUOUS),
+            (d.cow, DsFlags::COPY_ON_WRITE),
+        ] {
             if yes {
                 flags |= f;
             }
         }
-        Ok(dataspace::InfoOut { size: d.size * PAGE, flags })
+        Ok(dataspace::InfoOut {
+            size: d.size * PAGE,
+            flags,
+        })
     }
 
-    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: MapFlags) -> Result<Map, DsError> {
+    fn map(
+        &mut self,
+        badge: u64,
+        offset: u64,
+        dst: u64,
+        pages: u64,
+        flags: MapFlags,
+    ) -> Result<Map, DsError> {
         let id = self.ds(badge)?;
         if offset % PAGE != 0 || dst % PAGE != 0 || pages == 0 || dst >= layout::USER_END {
             return Err(DsError::Invalid);
@@ -197,12 +224,20 @@ impl dataspace::Server for Srv {
         if ro && need_write {
             return Err(DsError::Denied);
         }
-        let (f, writable) = self.mem.fault(&mut self.pool, id, offset / PAGE, need_write).map_err(ds_err)?;
+        let (f, writable) = self
+            .mem
+            .fault(&mut self.pool, id, offset / PAGE, need_write)
+            .map_err(ds_err)?;
         let mut r = map::READ | flags.bits() & map::EXEC;
         if writable && !ro && flags.contains(MapFlags::WRITE) {
             r |= map::WRITE;
         }
-        Ok(Map { src: frame_va(f), dst, pages: 1, flags: r })
+        Ok(Map {
+            src: frame_va(f),
+            dst,
+            pages: 1,
+            flags: r,
+        })
     }
 
     fn copy(&mut self, badge: u64) -> Result<u64, DsError> {
@@ -270,7 +305,10 @@ fn main() {
         let n = u64::from_le_bytes(b[8..].try_into().unwrap());
         // Frames are numbered by pool address, so the ranges must follow each other.
         if va != expect {
-            println!("mem: pool range at {:#x} out of order; ignored from here", va);
+            println!(
+                "mem: pool range at {:#x} out of order; ignored from here",
+                va
+            );
             break;
         }
         ranges.push((pa, n));
@@ -286,12 +324,34 @@ fn main() {
     };
     // 1 GiB: no limit unless the manifest sets one.
     let default_quota = cfg.default_quota_kb.unwrap_or(1024 * 1024) as u64 / 4;
-    let quotas: Vec<(u64, u64)> = cfg.quota.iter().map(|q| (q.client.badge, q.kb as u64 / 4)).collect();
-    println!("mem: {} KiB of RAM in {} ranges, default quota {} KiB", frames.total() as u64 * 4, ranges.len(), default_quota * 4);
-    let mut m = Mem::new(frames, Limits { default_quota, ds_per_client: 64, ds_total: DS_TOTAL });
+    let quotas: Vec<(u64, u64)> = cfg
+        .quota
+        .iter()
+        .map(|q| (q.client.badge, q.kb as u64 / 4))
+        .collect();
+    println!(
+        "mem: {} KiB of RAM in {} ranges, default quota {} KiB",
+        frames.total() as u64 * 4,
+        ranges.len(),
+        default_quota * 4
+    );
+    let mut m = Mem::new(
+        frames,
+        Limits {
+            default_quota,
+            ds_per_client: 64,
+            ds_total: DS_TOTAL,
+        },
+    );
     for (b, q) in quotas {
         m.set_quota(b, q);
     }
-    let mut srv = Srv { mem: m, pool: Pool, ep, caps: Vec::new(), free_slots: Vec::new() };
+    let mut srv = Srv {
+        mem: m,
+        pool: Pool,
+        ep,
+        caps: Vec::new(),
+        free_slots: Vec::new(),
+    };
     let _ = rpc::serve(ep, &mut srv);
 }

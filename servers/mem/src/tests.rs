@@ -10,7 +10,10 @@ struct Fake {
 
 impl Fake {
     fn new(n: usize) -> Fake {
-        Fake { mem: vec![[0xaa; 64]; n], revoked: Vec::new() }
+        Fake {
+            mem: vec![[0xaa; 64]; n],
+            revoked: Vec::new(),
+        }
     }
 }
 
@@ -28,7 +31,14 @@ impl Backend for Fake {
 
 fn mem(pages: u64) -> (Mem, Fake) {
     let frames = Frames::new(&[(0x10_0000, pages / 2), (0x80_0000, pages - pages / 2)]);
-    let m = Mem::new(frames, Limits { default_quota: 16, ds_per_client: 4, ds_total: 8 });
+    let m = Mem::new(
+        frames,
+        Limits {
+            default_quota: 16,
+            ds_per_client: 4,
+            ds_total: 8,
+        },
+    );
     (m, Fake::new(pages as usize))
 }
 
@@ -86,7 +96,10 @@ fn bad_sizes() {
     assert_eq!(m.alloc(1, 0), Err(MemErr::Invalid));
     assert_eq!(m.alloc(1, u64::MAX), Err(MemErr::Invalid));
     assert_eq!(m.alloc(1, 65 * PAGE), Err(MemErr::Invalid));
-    assert_eq!(m.alloc_dma(&mut b, 1, u64::MAX / 2).err(), Some(MemErr::Invalid));
+    assert_eq!(
+        m.alloc_dma(&mut b, 1, u64::MAX / 2).err(),
+        Some(MemErr::Invalid)
+    );
     assert_eq!(m.alloc_dma(&mut b, 1, 0).err(), Some(MemErr::Invalid));
     let d = m.alloc(1, PAGE).unwrap();
     assert_eq!(m.resize(&mut b, d, 0), Err(MemErr::Invalid));
@@ -132,8 +145,15 @@ fn copy_on_write_both_ways() {
     let (fa, _) = m.fault(&mut b, a, 0, true).unwrap();
     b.mem[fa as usize][0] = 1;
     let c = m.copy(&mut b, a).unwrap();
-    assert_eq!(m.account(1).used, 2, "the copy is charged for its present page");
-    assert!(b.revoked.contains(&fa), "writable mappings of the shared page are revoked");
+    assert_eq!(
+        m.account(1).used,
+        2,
+        "the copy is charged for its present page"
+    );
+    assert!(
+        b.revoked.contains(&fa),
+        "writable mappings of the shared page are revoked"
+    );
     // Both read the shared frame, read-only.
     assert_eq!(m.fault(&mut b, a, 0, false).unwrap(), (fa, false));
     assert_eq!(m.fault(&mut b, c, 0, false).unwrap(), (fa, false));
@@ -141,11 +161,17 @@ fn copy_on_write_both_ways() {
     let (fc, w) = m.fault(&mut b, c, 0, true).unwrap();
     assert!(w && fc != fa);
     b.mem[fc as usize][0] = 2;
-    assert_eq!(b.mem[fa as usize][0], 1, "the original does not see the copy's write");
+    assert_eq!(
+        b.mem[fa as usize][0], 1,
+        "the original does not see the copy's write"
+    );
     // The original is now alone on its frame: writable without copying.
     assert_eq!(m.fault(&mut b, a, 0, true).unwrap(), (fa, true));
     b.mem[fa as usize][0] = 3;
-    assert_eq!(b.mem[fc as usize][0], 2, "the copy does not see the original's write");
+    assert_eq!(
+        b.mem[fc as usize][0], 2,
+        "the copy does not see the original's write"
+    );
     // Other direction: copy again, the original writes first.
     let c2 = m.copy(&mut b, a).unwrap();
     let (fa2, _) = m.fault(&mut b, a, 0, true).unwrap();
@@ -172,7 +198,11 @@ fn resize_frees_the_tail() {
     b.revoked.clear();
     m.resize(&mut b, d, 3 * PAGE).unwrap();
     assert_eq!(m.account(1).used, 3);
-    assert_eq!(b.revoked.len(), 5, "the dropped pages are unmapped everywhere");
+    assert_eq!(
+        b.revoked.len(),
+        5,
+        "the dropped pages are unmapped everywhere"
+    );
     assert_eq!(m.fault(&mut b, d, 3, false), Err(MemErr::Invalid));
     m.resize(&mut b, d, 10 * PAGE).unwrap();
     assert!(m.fault(&mut b, d, 9, false).is_ok());
@@ -258,6 +288,9 @@ fn random_operations_keep_the_books_balanced() {
         for f in 0..48 {
             assert_eq!(m.frames.refs(f), uses[f as usize]);
         }
-        assert_eq!(m.frames.free() as usize, uses.iter().filter(|&&u| u == 0).count());
+        assert_eq!(
+            m.frames.free() as usize,
+            uses.iter().filter(|&&u| u == 0).count()
+        );
     }
 }

@@ -76,7 +76,6 @@ struct Pci {
     after: AfterReply,
 }
 
-
 /// Size of an I/O BAR: write all ones, read back the writable bits, restore.
 fn io_bar_size(bdf: u32) -> u32 {
     let old = cfg_read(bdf, 0x10);
@@ -94,17 +93,29 @@ impl pci::Server for Pci {
             .filter(|a| a.badge == badge)
             .nth(index as usize)
             .ok_or_else(|| {
-                println!("pci: claim of device {} by badge {} refused: not assigned to it", index, badge);
+                println!(
+                    "pci: claim of device {} by badge {} refused: not assigned to it",
+                    index, badge
+                );
                 PciError::NotYours
             })?;
         let d = &self.devs[a.dev];
         // The interrupt first (nothing granted yet if it fails), then the ports.
         if sys::irq_get(self.irq_ctl, d.irq as u64, self.irq_slot).is_err() {
-            println!("pci: FAIL line {} of {:04x}:{:04x} is not among our irq_lines", d.irq, d.vendor, d.device);
+            println!(
+                "pci: FAIL line {} of {:04x}:{:04x} is not among our irq_lines",
+                d.irq, d.vendor, d.device
+            );
             return Err(PciError::NoIrq);
         }
         if let Err(e) = sys::ioport_give(self.io_ctl, task, a.io_base as u64, a.io_size as u64) {
-            println!("pci: granting ports {:#x}+{:#x} to badge {} failed: {}", a.io_base, a.io_size, badge, e.name());
+            println!(
+                "pci: granting ports {:#x}+{:#x} to badge {} failed: {}",
+                a.io_base,
+                a.io_size,
+                badge,
+                e.name()
+            );
             let _ = sys::cap_delete(self.irq_slot);
             return Err(PciError::BadTask);
         }
@@ -115,10 +126,26 @@ impl pci::Server for Pci {
         a.claimed = true;
         println!(
             "pci: {:02x}:{:02x}.{} {:04x}:{:04x} claimed by badge {}: ports {:#x}+{:#x}, irq {}",
-            d.bdf >> 8, d.bdf >> 3 & 31, d.bdf & 7, d.vendor, d.device, badge, a.io_base, a.io_size, d.irq
+            d.bdf >> 8,
+            d.bdf >> 3 & 31,
+            d.bdf & 7,
+            d.vendor,
+            d.device,
+            badge,
+            a.io_base,
+            a.io_size,
+            d.irq
         );
         // The task capability (`task`) is deleted by dispatch when we return: pci keeps none.
-        Ok(ClaimOut { vendor: d.vendor, device: d.device, bdf: d.bdf, io_base: a.io_base, io_size: a.io_size, line: d.irq, irq: self.irq_slot })
+        Ok(ClaimOut {
+            vendor: d.vendor,
+            device: d.device,
+            bdf: d.bdf,
+            io_base: a.io_base,
+            io_size: a.io_size,
+            line: d.irq,
+            irq: self.irq_slot,
+        })
     }
 }
 
@@ -146,8 +173,21 @@ fn main() {
             }
             let irq = cfg_read(bdf, 0x3c) as u8;
             let class = cfg_read(bdf, 0x08) >> 8;
-            println!("pci: 00:{:02x}.{} {:04x}:{:04x} class {:06x} irq {}", dev, f, id & 0xffff, id >> 16, class, irq);
-            devs.push(Dev { bdf, vendor: id as u16, device: (id >> 16) as u16, irq });
+            println!(
+                "pci: 00:{:02x}.{} {:04x}:{:04x} class {:06x} irq {}",
+                dev,
+                f,
+                id & 0xffff,
+                id >> 16,
+                class,
+                irq
+            );
+            devs.push(Dev {
+                bdf,
+                vendor: id as u16,
+                device: (id >> 16) as u16,
+                irq,
+            });
             // Single-function devices answer for every function number: stop at function 0.
             if f == 0 && cfg_read(bdf, 0x0c) >> 16 & 0x80 == 0 {
                 break;
@@ -168,12 +208,21 @@ fn main() {
     let mut next_free = window.map_or(0, |w| w.0 as u32);
     for a in &cfg.assign {
         let Some((wlo, wn)) = window else {
-            println!("pci: FAIL device for {}: the manifest gives pci no io_window to place BARs in", a.driver.name);
+            println!(
+                "pci: FAIL device for {}: the manifest gives pci no io_window to place BARs in",
+                a.driver.name
+            );
             continue;
         };
         let (badge, ven, did, n) = (a.driver.badge, a.vendor, a.device, a.index as usize);
-        let Some(i) = (0..devs.len()).filter(|&i| devs[i].vendor == ven && devs[i].device == did).nth(n) else {
-            println!("pci: no device {:04x}:{:04x} #{} for badge {}", ven, did, n, badge);
+        let Some(i) = (0..devs.len())
+            .filter(|&i| devs[i].vendor == ven && devs[i].device == did)
+            .nth(n)
+        else {
+            println!(
+                "pci: no device {:04x}:{:04x} #{} for badge {}",
+                ven, did, n, badge
+            );
             continue;
         };
         let bdf = devs[i].bdf;
@@ -190,21 +239,40 @@ fn main() {
             None => (next_free + size - 1) & !(size - 1),
         };
         let inside = base as u64 >= wlo && base as u64 + size as u64 <= wlo + wn;
-        let overlaps = assigned.iter().any(|o: &Assign| base < o.io_base + o.io_size && o.io_base < base + size);
+        let overlaps = assigned
+            .iter()
+            .any(|o: &Assign| base < o.io_base + o.io_size && o.io_base < base + size);
         if !inside || overlaps || base % size != 0 {
             println!("pci: FAIL BAR 0 of {:04x}:{:04x} at {:#x}+{:#x}: outside the window {:#x}+{:#x}, misaligned or taken", ven, did, base, size, wlo, wn);
             continue;
         }
         next_free = next_free.max(base + size);
         cfg_write(bdf, 0x10, base | 1);
-        assigned.push(Assign { badge, dev: i, io_base: base, io_size: size, claimed: false });
+        assigned.push(Assign {
+            badge,
+            dev: i,
+            io_base: base,
+            io_size: size,
+            claimed: false,
+        });
     }
     let ep = env::cap("pci").expect("pci endpoint");
-    println!("pci: {} devices, {} assigned to drivers", devs.len(), assigned.len());
+    println!(
+        "pci: {} devices, {} assigned to drivers",
+        devs.len(),
+        assigned.len()
+    );
     // Slots above every capability root gave us: where a claim's task capability lands, and
     // where the Irq capability it returns is made.
     let rx = thread::alloc_slot();
-    let mut srv = Pci { devs, assigned, io_ctl, irq_ctl, irq_slot: thread::alloc_slot(), after: AfterReply::new() };
+    let mut srv = Pci {
+        devs,
+        assigned,
+        io_ctl,
+        irq_ctl,
+        irq_slot: thread::alloc_slot(),
+        after: AfterReply::new(),
+    };
     srv.after.receive_into(&[rx]);
     let _ = rpc::serve(ep, &mut srv);
 }

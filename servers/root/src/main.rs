@@ -16,10 +16,12 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, ObjKind};
-use sawmill_manifest::{System, Server};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
+use sawmill_manifest::{Server, System};
 use sawmill_rt::{env, println, slots as sslots, sys};
-use sawmill_spawn::{self as spawn, Cap, Child, MappedImage, Map, Program, Record, Resources, SpawnError};
+use sawmill_spawn::{
+    self as spawn, Cap, Child, Map, MappedImage, Program, Record, Resources, SpawnError,
+};
 
 sawmill_rt::entry!(main);
 
@@ -59,11 +61,21 @@ impl Pages {
             ranges[n] = (s, e);
             n += 1;
         }
-        Pages { ranges, nranges: n, next: 0, cur: ranges[0].0, free: Vec::new() }
+        Pages {
+            ranges,
+            nranges: n,
+            next: 0,
+            cur: ranges[0].0,
+            free: Vec::new(),
+        }
     }
 
     fn range(&self, i: usize) -> Option<(u64, u64)> {
-        if i < self.nranges { Some(self.ranges[i]) } else { None }
+        if i < self.nranges {
+            Some(self.ranges[i])
+        } else {
+            None
+        }
     }
 
     /// A zeroed page of user RAM (physical address).
@@ -168,7 +180,8 @@ impl Archive {
         let count = u32::from_le_bytes(hdr[12..16].try_into().unwrap()) as u64;
         for i in 0..count.min(256) {
             // SAFETY: entries follow the header inside the archive.
-            let e = unsafe { core::slice::from_raw_parts((self.base + 16 + i * 64) as *const u8, 64) };
+            let e =
+                unsafe { core::slice::from_raw_parts((self.base + 16 + i * 64) as *const u8, 64) };
             let l = e[..48].iter().position(|&b| b == 0).unwrap_or(48);
             let name = String::from(core::str::from_utf8(&e[..l]).unwrap_or("?"));
             let off = u64::from_le_bytes(e[48..56].try_into().unwrap());
@@ -179,7 +192,10 @@ impl Archive {
     }
 
     fn find(&self, name: &str) -> Option<(u64, u64)> {
-        self.entries().into_iter().find(|e| e.0 == name).map(|e| (e.1, e.2))
+        self.entries()
+            .into_iter()
+            .find(|e| e.0 == name)
+            .map(|e| (e.1, e.2))
     }
 }
 
@@ -277,13 +293,19 @@ impl Root {
         let name = s.name.as_str();
         let badge = idx as u64 + 1;
         let Some((img, size)) = arch.find(&s.module) else {
-            println!("root: FAIL {}: module {} not in the boot archive", name, s.module);
+            println!(
+                "root: FAIL {}: module {} not in the boot archive",
+                name, s.module
+            );
             return;
         };
         // Root's own capabilities made for this server (deleted when it ends).
         let mut caps = Vec::new();
         let ram_pages = s.ram_kb as u64 / 4;
-        let kmem = BASE_KMEM + s.kmem_kb as u64 * 1024 + ram_pages * POOL_KMEM_PER_PAGE + (ram_pages / 512 + 8) * 4096;
+        let kmem = BASE_KMEM
+            + s.kmem_kb as u64 * 1024
+            + ram_pages * POOL_KMEM_PER_PAGE
+            + (ram_pages / 512 + 8) * 4096;
         // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
         let mut p = Program::new(name, root_slots::FACTORY, kmem, s.priority);
         p.args = s.args.clone();
@@ -297,14 +319,24 @@ impl Root {
         // Threads the server starts itself report here: their faults end the server like the
         // main thread's, but their normal exit does not.
         let helper_cap = self.mint(self.fault_ep, badge | SECONDARY, rights::SEND, &mut caps);
-        p.caps.push(Cap::at("sys:thread-handler", helper_cap, sslots::THREAD_HANDLER));
+        p.caps.push(Cap::at(
+            "sys:thread-handler",
+            helper_cap,
+            sslots::THREAD_HANDLER,
+        ));
         // The debug console is a capability too: only servers the manifest lets print get it.
         if s.console {
-            p.caps.push(Cap::at("sys:console", root_slots::CONSOLE, sslots::CONSOLE));
+            p.caps
+                .push(Cap::at("sys:console", root_slots::CONSOLE, sslots::CONSOLE));
         }
         // The typed configuration, checked and encoded by the host tool: passed on unread.
         if !s.config.is_empty() {
-            p.records.push(Record { kind: env::KIND_CONFIG, value: 0, bytes: s.config.clone(), optional: false });
+            p.records.push(Record {
+                kind: env::KIND_CONFIG,
+                value: 0,
+                bytes: s.config.clone(),
+                optional: false,
+            });
         }
         for e in &s.provides {
             let ep = self.endpoint(e);
@@ -316,12 +348,16 @@ impl Root {
             p.caps.push(Cap::named(&u.endpoint, m));
         }
         if !s.irqs.is_empty() {
-            let n = self.create(root_slots::FACTORY, ObjKind::Notification, 0).unwrap_or_else(|e| fail("notification", e));
+            let n = self
+                .create(root_slots::FACTORY, ObjKind::Notification, 0)
+                .unwrap_or_else(|e| fail("notification", e));
             caps.push(n);
-            p.caps.push(Cap::at("sys:irq-notify", n, sslots::IRQ_NOTIFY));
+            p.caps
+                .push(Cap::at("sys:irq-notify", n, sslots::IRQ_NOTIFY));
             for &line in &s.irqs {
                 let irq = self.slots.next();
-                sys::irq_get(root_slots::IRQ_CONTROL, line as u64, irq).unwrap_or_else(|e| fail("irq", e));
+                sys::irq_get(root_slots::IRQ_CONTROL, line as u64, irq)
+                    .unwrap_or_else(|e| fail("irq", e));
                 sys::irq_bind(irq, n, 1 << line).unwrap_or_else(|e| fail("irq bind", e));
                 caps.push(irq);
                 let mut nm = String::from("irq:");
@@ -337,29 +373,52 @@ impl Root {
             let b = sawmill_abi::io_badge(r.base, r.count as u32);
             let m = self.mint(root_slots::IO_CONTROL, b, rights::ALL, &mut caps);
             p.caps.push(Cap::named("sys:io-control", m));
-            p.records.push(Record { kind: env::KIND_IO_WINDOW, value: b, bytes: b"io-window".to_vec(), optional: false });
+            p.records.push(Record {
+                kind: env::KIND_IO_WINDOW,
+                value: b,
+                bytes: b"io-window".to_vec(),
+                optional: false,
+            });
         }
         let lines = s.irq_lines.iter().fold(0u64, |m, &l| m | 1 << l);
         if lines != 0 {
             let m = self.mint(root_slots::IRQ_CONTROL, lines, rights::ALL, &mut caps);
             p.caps.push(Cap::named("sys:irq-control", m));
-            p.records.push(Record { kind: env::KIND_IRQ_LINES, value: lines, bytes: b"irq-lines".to_vec(), optional: false });
+            p.records.push(Record {
+                kind: env::KIND_IRQ_LINES,
+                value: lines,
+                bytes: b"irq-lines".to_vec(),
+                optional: false,
+            });
         }
         // The RAM pool: mapped at POOL_BASE, its physical ranges listed in the environment
         // (last, and optional: what does not fit stays unused by mem).
         let mut pool = Vec::new();
         if ram_pages > 0 {
-            let Some(runs) = self.pages.alloc_runs(ram_pages) else { fail("RAM pool", sawmill_abi::Error::NoMemory) };
+            let Some(runs) = self.pages.alloc_runs(ram_pages) else {
+                fail("RAM pool", sawmill_abi::Error::NoMemory)
+            };
             let mut va = sawmill_mem_api::POOL_BASE;
             for &(pa, n) in &runs {
                 pool.extend((0..n).map(|k| pa + k * 4096));
                 // Executable too, so that mem can hand out executable memory (a program loaded
                 // into a dataspace): a mapping derived from the pool has at most these rights.
-                p.maps.push(Map { what: "RAM pool", src: win(pa), dst: va, pages: n, flags: map::READ | map::WRITE | map::EXEC });
+                p.maps.push(Map {
+                    what: "RAM pool",
+                    src: win(pa),
+                    dst: va,
+                    pages: n,
+                    flags: map::READ | map::WRITE | map::EXEC,
+                });
                 let mut b = Vec::with_capacity(16);
                 b.extend_from_slice(&pa.to_le_bytes());
                 b.extend_from_slice(&n.to_le_bytes());
-                p.records.push(Record { kind: env::KIND_RAM, value: va, bytes: b, optional: true });
+                p.records.push(Record {
+                    kind: env::KIND_RAM,
+                    value: va,
+                    bytes: b,
+                    optional: true,
+                });
                 va += n * 4096;
             }
         }
@@ -374,10 +433,18 @@ impl Root {
 
         // SAFETY: the module lies inside the read-only boot archive mapping, which stays.
         let image = unsafe { MappedImage::resident(img, size) };
-        let mut res = RootResources { pages: &mut self.pages, slots: &mut self.slots };
+        let mut res = RootResources {
+            pages: &mut self.pages,
+            slots: &mut self.slots,
+        };
         let started = spawn::prepare(&p, &image, &mut res).and_then(|child| {
             for r in &s.ioports {
-                if let Err(e) = sys::ioport_give(root_slots::IO_CONTROL, child.task, r.base as u64, r.count as u64) {
+                if let Err(e) = sys::ioport_give(
+                    root_slots::IO_CONTROL,
+                    child.task,
+                    r.base as u64,
+                    r.count as u64,
+                ) {
                     child.destroy(&mut res);
                     return Err(SpawnError::Sys("giving I/O ports", e));
                 }
@@ -402,15 +469,23 @@ impl Root {
             }
         };
         if child.env_dropped > 0 {
-            println!("root: {}: only part of the RAM pool fits in the environment", name);
+            println!(
+                "root: {}: only part of the RAM pool fits in the environment",
+                name
+            );
         }
         let mem_ep = self.mem_endpoint.clone();
-        let mem_badge = s.uses.iter().find(|u| Some(&u.endpoint) == mem_ep.as_ref()).map(|u| u.badge);
+        let mem_badge = s
+            .uses
+            .iter()
+            .find(|u| Some(&u.endpoint) == mem_ep.as_ref())
+            .map(|u| u.badge);
         let is_mem = s.ram_kb > 0;
         if let (true, None, Some(mem_ep)) = (is_mem, self.mem_cap, &mem_ep) {
             let ep = self.endpoint(mem_ep);
             let m = self.slots.next();
-            sys::cap_mint(ep, m, ROOT_MEM_BADGE, rights::SEND).unwrap_or_else(|e| fail("minting", e));
+            sys::cap_mint(ep, m, ROOT_MEM_BADGE, rights::SEND)
+                .unwrap_or_else(|e| fail("minting", e));
             self.mem_cap = Some(m);
         }
         self.servers.push(Running {
@@ -432,7 +507,9 @@ impl Root {
         if let Some(e) = self.endpoints.iter().find(|e| e.0 == name) {
             return e.1;
         }
-        let ep = self.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
+        let ep = self
+            .create(root_slots::FACTORY, ObjKind::Endpoint, 0)
+            .unwrap_or_else(|e| fail("endpoint", e));
         self.endpoints.push((String::from(name), ep));
         ep
     }
@@ -463,7 +540,10 @@ impl Root {
         let pages = core::mem::take(&mut r.pages);
         let mem_badge = r.mem_badge;
         if let Some(c) = child {
-            c.destroy(&mut RootResources { pages: &mut self.pages, slots: &mut self.slots });
+            c.destroy(&mut RootResources {
+                pages: &mut self.pages,
+                slots: &mut self.slots,
+            });
         }
         self.pages.free.extend(pages);
         // Its dataspaces go back to the memory server's pool. Root trusts mem to answer (mem is
@@ -472,7 +552,10 @@ impl Root {
             if self.servers.iter().any(|s| s.is_mem && s.alive) {
                 let r = sawmill_interfaces::mem::Client::new(cap).client_gone(b);
                 if let Err(e) = r {
-                    println!("root: mem did not take back {}'s memory: {:?}", self.servers[i].name, e);
+                    println!(
+                        "root: mem did not take back {}'s memory: {:?}",
+                        self.servers[i].name, e
+                    );
                 }
             }
         }
@@ -496,10 +579,26 @@ fn push_num(s: &mut String, mut v: u64) {
 }
 
 const EXC: [&str; 20] = [
-    "divide error", "debug", "nmi", "breakpoint", "overflow", "bound range", "invalid opcode",
-    "device not available", "double fault", "coprocessor", "invalid tss", "segment not present",
-    "stack fault", "general protection", "page fault", "reserved", "x87 error", "alignment check",
-    "machine check", "simd error",
+    "divide error",
+    "debug",
+    "nmi",
+    "breakpoint",
+    "overflow",
+    "bound range",
+    "invalid opcode",
+    "device not available",
+    "double fault",
+    "coprocessor",
+    "invalid tss",
+    "segment not present",
+    "stack fault",
+    "general protection",
+    "page fault",
+    "reserved",
+    "x87 error",
+    "alignment check",
+    "machine check",
+    "simd error",
 ];
 
 /// Checks the kernel's device-memory path once per boot: the VGA text buffer (device memory) can
@@ -562,12 +661,24 @@ impl rpc::Serve for Supervisor<'_> {
             }
             label::EXCEPTION => {
                 let v = m.w[0] as usize;
-                println!("root: {} killed: {} at rip {:#x}", name, EXC.get(v).copied().unwrap_or("exception"), m.w[2]);
+                println!(
+                    "root: {} killed: {} at rip {:#x}",
+                    name,
+                    EXC.get(v).copied().unwrap_or("exception"),
+                    m.w[2]
+                );
                 root.servers[i].status = 0x100 + v as u64;
             }
             label::PAGE_FAULT => {
-                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 { "write" } else { "read" };
-                println!("root: {} killed: page fault ({}) at {:#x}, rip {:#x}", name, what, m.w[0], m.w[2]);
+                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 {
+                    "write"
+                } else {
+                    "read"
+                };
+                println!(
+                    "root: {} killed: page fault ({}) at {:#x}, rip {:#x}",
+                    name, what, m.w[0], m.w[2]
+                );
                 root.servers[i].status = 0x10e;
             }
             _ => return next.reply(self, Reply::label(0xffff)),
@@ -595,8 +706,12 @@ fn main() {
     let heap = pages.alloc_run(1024).expect("root heap");
     // SAFETY: this RAM is ours alone and mapped read-write in the window.
     unsafe { sawmill_rt::heap_add(win(heap), 1024 * 4096) };
-    let arch = Archive { base: layout::BOOT_ARCHIVE };
-    let Some((mpa, msize)) = arch.find("manifest") else { fail("boot archive", sawmill_abi::Error::Invalid) };
+    let arch = Archive {
+        base: layout::BOOT_ARCHIVE,
+    };
+    let Some((mpa, msize)) = arch.find("manifest") else {
+        fail("boot archive", sawmill_abi::Error::Invalid)
+    };
     // SAFETY: inside the read-only archive mapping.
     let mbytes = unsafe { core::slice::from_raw_parts(mpa as *const u8, msize as usize) };
     let sys_: System = match sawmill_manifest::decode(mbytes) {
@@ -607,16 +722,35 @@ fn main() {
         println!("root: FAIL manifest: {}", e);
         let _ = sys::shutdown(root_slots::CONTROL, 1);
     }
-    println!("root: starting system '{}' ({} servers)", sys_.name, sys_.servers.len());
+    println!(
+        "root: starting system '{}' ({} servers)",
+        sys_.name,
+        sys_.servers.len()
+    );
     if check_device_memory(first_ram) {
         println!("root: device memory maps, RAM is refused as device memory");
     } else {
         println!("root: FAIL device memory check");
     }
-    let mut root = Root { pages, slots: Slots(root_slots::FIRST_FREE), fault_ep: 0, endpoints: Vec::new(), servers: Vec::new(), mem_cap: None, mem_endpoint: None };
+    let mut root = Root {
+        pages,
+        slots: Slots(root_slots::FIRST_FREE),
+        fault_ep: 0,
+        endpoints: Vec::new(),
+        servers: Vec::new(),
+        mem_cap: None,
+        mem_endpoint: None,
+    };
     // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
-    root.mem_endpoint = sys_.servers.iter().find(|s| s.ram_kb > 0).and_then(|s| s.provides.first()).cloned();
-    root.fault_ep = root.create(root_slots::FACTORY, ObjKind::Endpoint, 0).unwrap_or_else(|e| fail("endpoint", e));
+    root.mem_endpoint = sys_
+        .servers
+        .iter()
+        .find(|s| s.ram_kb > 0)
+        .and_then(|s| s.provides.first())
+        .cloned();
+    root.fault_ep = root
+        .create(root_slots::FACTORY, ObjKind::Endpoint, 0)
+        .unwrap_or_else(|e| fail("endpoint", e));
     // Kernel memory before any server exists; compared at shutdown.
     let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
     for (i, s) in sys_.servers.iter().enumerate() {
@@ -626,7 +760,11 @@ fn main() {
     if waiting == 0 {
         println!("root: no server to wait for; idling");
     }
-    let mut sup = Supervisor { root: &mut root, waiting, failed: false };
+    let mut sup = Supervisor {
+        root: &mut root,
+        waiting,
+        failed: false,
+    };
     if waiting != 0 || sup.root.servers.is_empty() {
         let ep = sup.root.fault_ep;
         let _ = rpc::serve(ep, &mut sup);
@@ -645,11 +783,17 @@ fn main() {
     }
     let kmem1 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
     if kmem1 != kmem0 {
-        println!("root: FAIL kernel memory not returned: {} bytes free before the servers, {} after", kmem0, kmem1);
+        println!(
+            "root: FAIL kernel memory not returned: {} bytes free before the servers, {} after",
+            kmem0, kmem1
+        );
         failed = true;
     } else {
         println!("root: kernel memory returned ({} KiB free)", kmem1 / 1024);
     }
-    println!("root: all done, {}", if failed { "with failures" } else { "success" });
+    println!(
+        "root: all done, {}",
+        if failed { "with failures" } else { "success" }
+    );
     let _ = sys::shutdown(root_slots::CONTROL, if failed { 1 } else { 0 });
 }

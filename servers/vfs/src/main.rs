@@ -29,7 +29,6 @@ use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
-
 const MAX_MOUNTS: usize = 8;
 /// Set by a mount's watch thread when its PFS died.
 static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_MOUNTS];
@@ -43,7 +42,13 @@ fn watch(m: usize, manifest_ep: u64, e: u64) {
     DEAD[m].store(true, Ordering::SeqCst);
     let a = sys::cap_revoke(e);
     let b = sys::cap_delete(e);
-    println!("vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})", m, r.err(), a, b);
+    println!(
+        "vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})",
+        m,
+        r.err(),
+        a,
+        b
+    );
 }
 
 struct Mount {
@@ -93,7 +98,15 @@ const MAX_SESSIONS: usize = 64;
 /// Whether (uid, gid) may access an inode with attributes (mode, uid, gid) for `want`
 /// (`sawmill_path::MAY_*` bits): the one permission check of the file-system servers.
 fn may(attr: (u32, u32, u32), uid: u32, gid: u32, want: u32) -> bool {
-    sawmill_path::may(Attr { mode: attr.0, uid: attr.1, gid: attr.2 }, Cred { uid, gid }, want)
+    sawmill_path::may(
+        Attr {
+            mode: attr.0,
+            uid: attr.1,
+            gid: attr.2,
+        },
+        Cred { uid, gid },
+        want,
+    )
 }
 
 /// The name space as the path walker sees it (`sawmill_path::Tree`): a name whose canonical
@@ -113,10 +126,20 @@ impl sawmill_path::Tree for Vfs {
         }
     }
     fn attr(&self, node: &Pos) -> Attr {
-        Attr { mode: node.attr.0, uid: node.attr.1, gid: node.attr.2 }
+        Attr {
+            mode: node.attr.0,
+            uid: node.attr.1,
+            gid: node.attr.2,
+        }
     }
     fn lookup(&mut self, dir: &Pos, name: &[u8], at: &[u8]) -> Result<Option<Pos>, FsError> {
-        if let Some(m) = (0..self.mounts.len()).rev().find(|&i| self.mounts[i].comps.iter().map(|c| &c[..]).eq(at.split(|&c| c == b'/'))) {
+        if let Some(m) = (0..self.mounts.len()).rev().find(|&i| {
+            self.mounts[i]
+                .comps
+                .iter()
+                .map(|c| &c[..])
+                .eq(at.split(|&c| c == b'/'))
+        }) {
             if !self.mounts[m].alive {
                 return Err(FsError::Gone);
             }
@@ -124,13 +147,20 @@ impl sawmill_path::Tree for Vfs {
         }
         let p = self.pfs(dir.m)?;
         match p.lookup(dir.ino, name) {
-            Ok(l) => Ok(Some(Pos { m: dir.m, ino: l.ino, attr: (l.mode, l.uid, l.gid) })),
+            Ok(l) => Ok(Some(Pos {
+                m: dir.m,
+                ino: l.ino,
+                attr: (l.mode, l.uid, l.gid),
+            })),
             Err(RpcError::App(FsError::NotFound)) => Ok(None),
             Err(e) => Err(self.fail(dir.m, e)),
         }
     }
     fn read_link(&mut self, link: &Pos, target: &mut Vec<u8>) -> Result<(), FsError> {
-        let t = self.pfs(link.m)?.readlink(link.ino).map_err(|e| self.fail(link.m, e))?;
+        let t = self
+            .pfs(link.m)?
+            .readlink(link.ino)
+            .map_err(|e| self.fail(link.m, e))?;
         target.extend_from_slice(&t);
         Ok(())
     }
@@ -142,7 +172,11 @@ impl sawmill_path::Tree for Vfs {
 
 impl Vfs {
     fn cred(&self, badge: u64) -> (u32, u32) {
-        self.creds.iter().find(|c| c.0 == badge).map(|c| (c.1, c.2)).unwrap_or((65534, 65534))
+        self.creds
+            .iter()
+            .find(|c| c.0 == badge)
+            .map(|c| (c.1, c.2))
+            .unwrap_or((65534, 65534))
     }
 
     fn slot(&mut self) -> u64 {
@@ -155,7 +189,10 @@ impl Vfs {
             _ => {
                 // The PFS is gone (or broke protocol): the mount is dead from now on.
                 if self.mounts[m].alive {
-                    println!("vfs: mount {} lost its file system", core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?"));
+                    println!(
+                        "vfs: mount {} lost its file system",
+                        core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?")
+                    );
                     self.mounts[m].alive = false;
                     self.version += 1;
                 }
@@ -166,20 +203,33 @@ impl Vfs {
 
     fn pfs(&mut self, m: usize) -> Result<pfs::Client, FsError> {
         if DEAD[m].load(Ordering::SeqCst) && self.mounts[m].alive {
-            println!("vfs: mount {} lost its file system", core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?"));
+            println!(
+                "vfs: mount {} lost its file system",
+                core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?")
+            );
             self.mounts[m].alive = false;
             self.version += 1;
         }
-        if self.mounts[m].alive { Ok(pfs::Client::new(self.mounts[m].pfs.ep)) } else { Err(FsError::Gone) }
+        if self.mounts[m].alive {
+            Ok(pfs::Client::new(self.mounts[m].pfs.ep))
+        } else {
+            Err(FsError::Gone)
+        }
     }
 
     fn root_pos(&self, m: usize) -> Pos {
-        Pos { m, ino: self.mounts[m].root, attr: self.mounts[m].root_attr }
+        Pos {
+            m,
+            ino: self.mounts[m].root,
+            attr: self.mounts[m].root_attr,
+        }
     }
 
     /// The mount whose prefix is exactly `comps`, if any (the most recent one wins).
     fn mount_at(&self, comps: &[Vec<u8>]) -> Option<usize> {
-        (0..self.mounts.len()).rev().find(|&i| self.mounts[i].comps == comps)
+        (0..self.mounts.len())
+            .rev()
+            .find(|&i| self.mounts[i].comps == comps)
     }
 
     /// Resolves an absolute path with the caller's credentials (search permission on every
@@ -192,12 +242,21 @@ impl Vfs {
         let mut w = Walker::new();
         let root = self.root_pos(0);
         let r = w.walk(self, root, path, follow, Some(Cred { uid, gid }))?;
-        Ok(Resolved { parent: r.parent, node: r.node, name: w.name().to_vec(), dir_only: r.dir_only })
+        Ok(Resolved {
+            parent: r.parent,
+            node: r.node,
+            name: w.name().to_vec(),
+            dir_only: r.dir_only,
+        })
     }
 
     /// A session capability of mount `m`'s PFS for these credentials (made once, then kept).
     fn session(&mut self, m: usize, uid: u32, gid: u32) -> Option<u64> {
-        if let Some(s) = self.sessions.iter().find(|s| (s.0, s.1, s.2) == (m, uid, gid)) {
+        if let Some(s) = self
+            .sessions
+            .iter()
+            .find(|s| (s.0, s.1, s.2) == (m, uid, gid))
+        {
             return Some(s.3);
         }
         if self.sessions.len() >= MAX_SESSIONS {
@@ -222,19 +281,28 @@ impl Vfs {
     /// another file system is mounted, an absolute symlink, a dead mount — comes back as None,
     /// and the caller resolves exactly, component by component. Its other answers are final:
     /// it walks with the same walker and limits as `resolve` (`sawmill_path`).
-    fn open_direct(&mut self, badge: u64, path: &[u8], flags: OpenFlags) -> Option<Result<OpenOut, FsError>> {
+    fn open_direct(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+    ) -> Option<Result<OpenOut, FsError>> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
             return None;
         }
-        let comps: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+        let comps: Vec<&[u8]> = path
+            .split(|&c| c == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
         if comps.iter().any(|c| *c == b"..") {
             return None;
         }
         // The mount the path lies in: the longest prefix, the most recent of equal ones.
         let mut best: Option<usize> = None;
         for (i, mt) in self.mounts.iter().enumerate() {
-            let under = mt.comps.len() <= comps.len() && mt.comps.iter().zip(&comps).all(|(a, b)| a[..] == b[..]);
+            let under = mt.comps.len() <= comps.len()
+                && mt.comps.iter().zip(&comps).all(|(a, b)| a[..] == b[..]);
             if under && best.is_none_or(|b| mt.comps.len() >= self.mounts[b].comps.len()) {
                 best = Some(i);
             }
@@ -258,10 +326,18 @@ impl Vfs {
             rest.push(b'/');
         }
         let rx = self.slot();
-        match pfs::Client::new(s).open_path(&rest, flags - (OpenFlags::CREATE | OpenFlags::EXCL), 0, rx) {
+        match pfs::Client::new(s).open_path(
+            &rest,
+            flags - (OpenFlags::CREATE | OpenFlags::EXCL),
+            0,
+            rx,
+        ) {
             Ok(o) => {
                 self.after.delete(rx);
-                Some(Ok(OpenOut { file: o.file, size: o.size }))
+                Some(Ok(OpenOut {
+                    file: o.file,
+                    size: o.size,
+                }))
             }
             Err(RpcError::App(e)) if e != FsError::Xdev => {
                 self.free_slots.push(rx);
@@ -288,7 +364,13 @@ impl Vfs {
 }
 
 impl vfs::Server for Vfs {
-    fn open(&mut self, badge: u64, path: &[u8], flags: OpenFlags, mode: u32) -> Result<OpenOut, FsError> {
+    fn open(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<OpenOut, FsError> {
         if !flags.contains(OpenFlags::CREATE) {
             if let Some(r) = self.open_direct(badge, path, flags) {
                 return r;
@@ -310,12 +392,29 @@ impl vfs::Server for Vfs {
                     return Err(FsError::Denied);
                 }
                 let p = self.pfs(r.parent.m)?;
-                let ino = p.create(r.parent.ino, &r.name, mode & 0o7777, uid, gid).map_err(|e| self.fail(r.parent.m, e))?;
-                (Pos { m: r.parent.m, ino, attr: (S_IFREG | (mode & 0o7777), uid, gid) }, true)
+                let ino = p
+                    .create(r.parent.ino, &r.name, mode & 0o7777, uid, gid)
+                    .map_err(|e| self.fail(r.parent.m, e))?;
+                (
+                    Pos {
+                        m: r.parent.m,
+                        ino,
+                        attr: (S_IFREG | (mode & 0o7777), uid, gid),
+                    },
+                    true,
+                )
             }
             None => return Err(FsError::NotFound),
         };
-        let want = if flags.contains(OpenFlags::READ) { 4 } else { 0 } | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) { 2 } else { 0 };
+        let want = if flags.contains(OpenFlags::READ) {
+            4
+        } else {
+            0
+        } | if flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
+            2
+        } else {
+            0
+        };
         if !created && !may(pos.attr, uid, gid, want) {
             return Err(FsError::Denied);
         }
@@ -324,7 +423,10 @@ impl vfs::Server for Vfs {
         match p.open(pos.ino, flags - (OpenFlags::CREATE | OpenFlags::EXCL), rx) {
             Ok(o) => {
                 self.after.delete(rx);
-                Ok(OpenOut { file: o.file, size: o.size })
+                Ok(OpenOut {
+                    file: o.file,
+                    size: o.size,
+                })
             }
             Err(e) => {
                 self.free_slots.push(rx);
@@ -335,8 +437,19 @@ impl vfs::Server for Vfs {
     fn stat(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<StatOut, FsError> {
         let r = self.resolve(badge, path, follow)?;
         let n = r.node.ok_or(FsError::NotFound)?;
-        let a = self.pfs(n.m)?.getattr(n.ino).map_err(|e| self.fail(n.m, e))?;
-        Ok(StatOut { ino: n.ino, mode: a.mode, nlink: a.nlink, uid: a.uid, gid: a.gid, size: a.size, mount: n.m as u32 })
+        let a = self
+            .pfs(n.m)?
+            .getattr(n.ino)
+            .map_err(|e| self.fail(n.m, e))?;
+        Ok(StatOut {
+            ino: n.ino,
+            mode: a.mode,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            mount: n.m as u32,
+        })
     }
     fn mkdir(&mut self, badge: u64, path: &[u8], mode: u32) -> Result<(), FsError> {
         let (uid, gid) = self.cred(badge);
@@ -344,7 +457,10 @@ impl vfs::Server for Vfs {
         if r.node.is_some() {
             return Err(FsError::Exists);
         }
-        self.pfs(r.parent.m)?.mkdir(r.parent.ino, &r.name, mode & 0o7777, uid, gid).map(|_| ()).map_err(|e| self.fail(r.parent.m, e))
+        self.pfs(r.parent.m)?
+            .mkdir(r.parent.ino, &r.name, mode & 0o7777, uid, gid)
+            .map(|_| ())
+            .map_err(|e| self.fail(r.parent.m, e))
     }
     fn rmdir(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
         let r = self.parent_for_change(badge, path)?;
@@ -352,12 +468,16 @@ impl vfs::Server for Vfs {
         if n.m != r.parent.m {
             return Err(FsError::Invalid); // a mount point
         }
-        self.pfs(r.parent.m)?.rmdir(r.parent.ino, &r.name).map_err(|e| self.fail(r.parent.m, e))
+        self.pfs(r.parent.m)?
+            .rmdir(r.parent.ino, &r.name)
+            .map_err(|e| self.fail(r.parent.m, e))
     }
     fn unlink(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
         let r = self.parent_for_change(badge, path)?;
         r.node.ok_or(FsError::NotFound)?;
-        self.pfs(r.parent.m)?.unlink(r.parent.ino, &r.name).map_err(|e| self.fail(r.parent.m, e))
+        self.pfs(r.parent.m)?
+            .unlink(r.parent.ino, &r.name)
+            .map_err(|e| self.fail(r.parent.m, e))
     }
     fn rename(&mut self, badge: u64, from: &[u8], to: &[u8]) -> Result<(), FsError> {
         let a = self.parent_for_change(badge, from)?;
@@ -366,7 +486,9 @@ impl vfs::Server for Vfs {
         if a.parent.m != b.parent.m {
             return Err(FsError::Xdev);
         }
-        self.pfs(a.parent.m)?.rename(a.parent.ino, &a.name, b.parent.ino, &b.name).map_err(|e| self.fail(a.parent.m, e))
+        self.pfs(a.parent.m)?
+            .rename(a.parent.ino, &a.name, b.parent.ino, &b.name)
+            .map_err(|e| self.fail(a.parent.m, e))
     }
     fn symlink(&mut self, badge: u64, target: &[u8], path: &[u8]) -> Result<(), FsError> {
         let (uid, gid) = self.cred(badge);
@@ -377,12 +499,17 @@ impl vfs::Server for Vfs {
         if r.name.len() > 200 {
             return Err(FsError::NameTooLong);
         }
-        self.pfs(r.parent.m)?.symlink(r.parent.ino, &r.name, target, uid, gid).map(|_| ()).map_err(|e| self.fail(r.parent.m, e))
+        self.pfs(r.parent.m)?
+            .symlink(r.parent.ino, &r.name, target, uid, gid)
+            .map(|_| ())
+            .map_err(|e| self.fail(r.parent.m, e))
     }
     fn readlink(&mut self, badge: u64, path: &[u8]) -> Result<Bytes<256>, FsError> {
         let r = self.resolve(badge, path, false)?;
         let n = r.node.ok_or(FsError::NotFound)?;
-        self.pfs(n.m)?.readlink(n.ino).map_err(|e| self.fail(n.m, e))
+        self.pfs(n.m)?
+            .readlink(n.ino)
+            .map_err(|e| self.fail(n.m, e))
     }
     fn chmod(&mut self, badge: u64, path: &[u8], mode: u32) -> Result<(), FsError> {
         let (uid, _) = self.cred(badge);
@@ -391,7 +518,9 @@ impl vfs::Server for Vfs {
         if uid != 0 && uid != n.attr.1 {
             return Err(FsError::Denied);
         }
-        self.pfs(n.m)?.setattr(n.ino, mode & 0o7777, 0, 0, SetAttrFields::MODE).map_err(|e| self.fail(n.m, e))
+        self.pfs(n.m)?
+            .setattr(n.ino, mode & 0o7777, 0, 0, SetAttrFields::MODE)
+            .map_err(|e| self.fail(n.m, e))
     }
     fn truncate(&mut self, badge: u64, path: &[u8], size: u64) -> Result<(), FsError> {
         let (uid, gid) = self.cred(badge);
@@ -400,7 +529,9 @@ impl vfs::Server for Vfs {
         if !may(n.attr, uid, gid, 2) {
             return Err(FsError::Denied);
         }
-        self.pfs(n.m)?.truncate(n.ino, size).map_err(|e| self.fail(n.m, e))
+        self.pfs(n.m)?
+            .truncate(n.ino, size)
+            .map_err(|e| self.fail(n.m, e))
     }
     fn readdir(&mut self, badge: u64, path: &[u8], cookie: u64) -> Result<ReaddirOut, FsError> {
         let (uid, gid) = self.cred(badge);
@@ -409,8 +540,16 @@ impl vfs::Server for Vfs {
         if !may(n.attr, uid, gid, 4) {
             return Err(FsError::Denied);
         }
-        let o = self.pfs(n.m)?.readdir(n.ino, cookie).map_err(|e| self.fail(n.m, e))?;
-        Ok(ReaddirOut { next: o.next, ino: o.ino, kind: o.kind, name: o.name })
+        let o = self
+            .pfs(n.m)?
+            .readdir(n.ino, cookie)
+            .map_err(|e| self.fail(n.m, e))?;
+        Ok(ReaddirOut {
+            next: o.next,
+            ino: o.ino,
+            kind: o.kind,
+            name: o.name,
+        })
     }
     fn sync(&mut self, _badge: u64) -> Result<(), FsError> {
         let mut res = Ok(());
@@ -424,7 +563,10 @@ impl vfs::Server for Vfs {
         res
     }
     fn mounts(&mut self, _badge: u64) -> Result<MountsOut, FsError> {
-        Ok(MountsOut { version: self.version, count: self.mounts.len() as u32 })
+        Ok(MountsOut {
+            version: self.version,
+            count: self.mounts.len() as u32,
+        })
     }
     fn mount(&mut self, badge: u64, i: u32) -> Result<MountOut, FsError> {
         let (uid, gid) = self.cred(badge);
@@ -437,7 +579,11 @@ impl vfs::Server for Vfs {
         match p.session(uid, gid, rx) {
             Ok(s) => {
                 self.after.delete(rx);
-                Ok(MountOut { version: self.version, prefix: Bytes::from_slice(&self.mounts[m].prefix).unwrap_or_default(), s })
+                Ok(MountOut {
+                    version: self.version,
+                    prefix: Bytes::from_slice(&self.mounts[m].prefix).unwrap_or_default(),
+                    s,
+                })
             }
             Err(e) => {
                 self.free_slots.push(rx);
@@ -477,7 +623,15 @@ impl rpc::Serve for Vfs {
 }
 
 fn main() {
-    let mut v = Vfs { mounts: Vec::new(), creds: Vec::new(), admins: Vec::new(), version: 1, free_slots: Vec::new(), sessions: Vec::new(), after: AfterReply::new() };
+    let mut v = Vfs {
+        mounts: Vec::new(),
+        creds: Vec::new(),
+        admins: Vec::new(),
+        version: 1,
+        free_slots: Vec::new(),
+        sessions: Vec::new(),
+        after: AfterReply::new(),
+    };
     let cfg: sawmill_vfs_api::Config = match env::config() {
         Ok(c) => c,
         Err(e) => {
@@ -485,7 +639,11 @@ fn main() {
             return;
         }
     };
-    v.creds = cfg.creds.iter().map(|c| (c.client.badge, c.uid, c.gid)).collect();
+    v.creds = cfg
+        .creds
+        .iter()
+        .map(|c| (c.client.badge, c.uid, c.gid))
+        .collect();
     v.admins = cfg.admins.iter().map(|a| a.badge).collect();
     for mnt in &cfg.mounts {
         let (prefix, ep_name) = (mnt.path.as_str(), mnt.pfs.name.as_str());
@@ -507,7 +665,13 @@ fn main() {
         let _ = sys::cap_delete(give);
         // Our own calls carry the VFS badge.
         let conn_badged = thread::alloc_slot();
-        sys::cap_mint(conn, conn_badged, pfs::VFS_BADGE, rights::SEND | rights::GRANT).expect("mint");
+        sys::cap_mint(
+            conn,
+            conn_badged,
+            pfs::VFS_BADGE,
+            rights::SEND | rights::GRANT,
+        )
+        .expect("mint");
         let mi = v.mounts.len();
         thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
         let conn = conn_badged;
@@ -519,8 +683,19 @@ fn main() {
                 (0, (0, 0, 0), false)
             }
         };
-        let comps = prefix.split('/').filter(|c| !c.is_empty()).map(|c| c.as_bytes().to_vec()).collect();
-        v.mounts.push(Mount { prefix: prefix.as_bytes().to_vec(), comps, pfs: p, root, root_attr: attr, alive });
+        let comps = prefix
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .map(|c| c.as_bytes().to_vec())
+            .collect();
+        v.mounts.push(Mount {
+            prefix: prefix.as_bytes().to_vec(),
+            comps,
+            pfs: p,
+            root,
+            root_attr: attr,
+            alive,
+        });
         println!("vfs: mounted {} ({})", prefix, ep_name);
     }
     if v.mounts.first().map_or(true, |m| !m.comps.is_empty()) {
@@ -532,12 +707,21 @@ fn main() {
     for i in 0..v.mounts.len() {
         for j in 0..v.mounts.len() {
             let (a, b) = (&v.mounts[i], &v.mounts[j]);
-            if i == j || !a.alive || b.comps.len() <= a.comps.len() || !b.comps.starts_with(&a.comps) {
+            if i == j
+                || !a.alive
+                || b.comps.len() <= a.comps.len()
+                || !b.comps.starts_with(&a.comps)
+            {
                 continue;
             }
             let rel = b.comps[a.comps.len()..].join(&b'/');
             if let Err(e) = a.pfs.cover(&rel) {
-                println!("vfs: FAIL telling mount {} about mount {}: {:?}", core::str::from_utf8(&a.prefix).unwrap_or("?"), core::str::from_utf8(&b.prefix).unwrap_or("?"), e);
+                println!(
+                    "vfs: FAIL telling mount {} about mount {}: {:?}",
+                    core::str::from_utf8(&a.prefix).unwrap_or("?"),
+                    core::str::from_utf8(&b.prefix).unwrap_or("?"),
+                    e
+                );
             }
         }
     }

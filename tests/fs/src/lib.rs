@@ -22,7 +22,10 @@ pub fn files() -> sawmill_fsclient::Files {
 }
 
 /// Reads a whole file through the library.
-pub fn read_file(f: &mut sawmill_fsclient::Files, path: &str) -> Result<alloc::vec::Vec<u8>, sawmill_fsclient::Error> {
+pub fn read_file(
+    f: &mut sawmill_fsclient::Files,
+    path: &str,
+) -> Result<alloc::vec::Vec<u8>, sawmill_fsclient::Error> {
     let fd = f.open(path, sawmill_fsclient::O_READ, 0)?;
     let mut out = alloc::vec::Vec::new();
     let mut buf = [0u8; 4096];

@@ -239,7 +239,11 @@ fn decode(
             }
             Type::Bytes(max) => {
                 let _ = writeln!(st, "{ind}let __len_{n} = {};", word(w.unwrap()));
-                let _ = writeln!(st, "{ind}if __len_{n} > {max} {{ {} }}", bad("__rt::proto::BAD_LENGTH"));
+                let _ = writeln!(
+                    st,
+                    "{ind}if __len_{n} > {max} {{ {} }}",
+                    bad("__rt::proto::BAD_LENGTH")
+                );
             }
             Type::Cap => {
                 let _ = writeln!(st, "{ind}let {n}: u64 = {};", caps_from(c.unwrap(), n));
@@ -360,14 +364,20 @@ fn gen_flags(o: &mut String, d: &FlagsDecl) {
     );
     let _ = writeln!(o, "    /// `None` if `bits` has a bit no flag has.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits(bits: {b}) -> Option<{n}> {{\n        if bits & !Self::ALL.0 == 0 {{ Some({n}(bits)) }} else {{ None }}\n    }}");
-    let _ = writeln!(o, "    /// `bits` as they are, unknown bits included (raw values, tests of hostile input):");
+    let _ = writeln!(
+        o,
+        "    /// `bits` as they are, unknown bits included (raw values, tests of hostile input):"
+    );
     let _ = writeln!(o, "    /// a receiver still rejects unknown bits.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits_retain(bits: {b}) -> {n} {{\n        {n}(bits)\n    }}");
     let _ = writeln!(o, "    /// `bits` without the bits no flag has.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn from_bits_truncate(bits: {b}) -> {n} {{\n        {n}(bits & Self::ALL.0)\n    }}");
     let _ = writeln!(o, "    /// Whether every bit of `other` is set in `self`.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn contains(self, other: {n}) -> bool {{\n        self.0 & other.0 == other.0\n    }}");
-    let _ = writeln!(o, "    /// Whether `self` and `other` have a bit in common.");
+    let _ = writeln!(
+        o,
+        "    /// Whether `self` and `other` have a bit in common."
+    );
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn intersects(self, other: {n}) -> bool {{\n        self.0 & other.0 != 0\n    }}");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn is_empty(self) -> bool {{\n        self.0 == 0\n    }}");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn union(self, other: {n}) -> {n} {{\n        {n}(self.0 | other.0)\n    }}");
@@ -384,8 +394,14 @@ fn gen_flags(o: &mut String, d: &FlagsDecl) {
         let _ = writeln!(o, "impl core::ops::{tr}Assign for {n} {{\n    #[inline(always)]\n    fn {f}_assign(&mut self, o: {n}) {{\n        self.0 = {e};\n    }}\n}}\n");
     }
     let _ = writeln!(o, "impl core::fmt::Debug for {n} {{");
-    let _ = writeln!(o, "    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{");
-    let _ = writeln!(o, "        f.write_str(\"{n}(\")?;\n        let mut sep = \"\";");
+    let _ = writeln!(
+        o,
+        "    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{"
+    );
+    let _ = writeln!(
+        o,
+        "        f.write_str(\"{n}(\")?;\n        let mut sep = \"\";"
+    );
     for m in &d.members {
         let _ = writeln!(o, "        if self.contains({n}::{0}) {{\n            f.write_str(sep)?;\n            f.write_str(\"{0}\")?;\n            sep = \" | \";\n        }}", m.name);
     }
@@ -545,10 +561,7 @@ fn gen_client(o: &mut String, f: &File, it: &Interface) {
                 o,
                 "        /// `<map>_rx`: the receive window `[base, size]` the returned mapping may land in"
             );
-            let _ = writeln!(
-                o,
-                "        /// (open only during the call)."
-            );
+            let _ = writeln!(o, "        /// (open only during the call).");
         }
         let _ = writeln!(o, "        #[inline(always)]");
         let sep = if args.is_empty() { "" } else { ", " };
@@ -646,7 +659,10 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
         .raises
         .as_ref()
         .and_then(|r| f.errors.iter().find(|e| &e.name == r))
-        .and_then(|e| e.invalid.map(|i| format!("super::{}::{} as u16", e.name, e.variants[i].name)))
+        .and_then(|e| {
+            e.invalid
+                .map(|i| format!("super::{}::{} as u16", e.name, e.variants[i].name))
+        })
         .unwrap_or_else(|| "__rt::proto::BAD_VALUE".to_string());
     let _ = writeln!(o, "    /// Server side: one handler per operation; `badge` identifies the caller's capability.");
     let _ = writeln!(o, "    /// Received capabilities are valid during the handler only (dispatch deletes them after");
@@ -654,7 +670,11 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
     let _ = writeln!(o, "    pub trait Server {{");
     for m in &it.methods {
         let mut args = vec!["badge: u64".to_string()];
-        args.extend(m.ins.iter().map(|p| format!("{}: {}", p.name, in_ty(f, p.ty))));
+        args.extend(
+            m.ins
+                .iter()
+                .map(|p| format!("{}: {}", p.name, in_ty(f, p.ty))),
+        );
         let ret = if m.attrs.oneway {
             String::new()
         } else {
@@ -679,17 +699,25 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
     );
     let _ = writeln!(o, "    #[inline]");
     let _ = writeln!(o, "    pub fn dispatch<S: Server + ?Sized>(srv: &mut S, m: &__rt::IpcResult) -> __rt::Reply {{");
-    let _ = writeln!(o, "        dispatch_then(srv, m, |_: &mut S, r: __rt::Reply| r)\n    }}\n");
+    let _ = writeln!(
+        o,
+        "        dispatch_then(srv, m, |_: &mut S, r: __rt::Reply| r)\n    }}\n"
+    );
     let _ = writeln!(o, "    /// [`dispatch`] handing the server and the reply to `__k` in each arm (`__rt::Answer`), so");
     let _ = writeln!(o, "    /// the loop's `__rt::Next` issues the reply system call with the reply's registers computed");
-    let _ = writeln!(o, "    /// in place, after the handler's post-reply work is known.");
+    let _ = writeln!(
+        o,
+        "    /// in place, after the handler's post-reply work is known."
+    );
     let _ = writeln!(o, "    #[inline(always)]");
     let _ = writeln!(o, "    pub fn dispatch_then<S: Server + ?Sized, K: __rt::Answer<S>>(__srv: &mut S, __m: &__rt::IpcResult, __k: K) -> K::Out {{");
     let _ = writeln!(o, "        if __m.err != 0 {{ return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::RECV_FAILED)); }}");
     // Methods whose message has a fixed shape are matched on opcode and shape in one compare;
     // those carrying byte buffers (a variable number of words) by opcode, then their items.
-    let (fixed, varying): (Vec<&Method>, Vec<&Method>) =
-        it.methods.iter().partition(|m| !Layout::of(&m.ins).has_bytes);
+    let (fixed, varying): (Vec<&Method>, Vec<&Method>) = it
+        .methods
+        .iter()
+        .partition(|m| !Layout::of(&m.ins).has_bytes);
     for m in &fixed {
         let li = Layout::of(&m.ins);
         let maps = if li.maps > 0 {
@@ -713,7 +741,8 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
         if li.has_bytes {
             let _ = writeln!(o, "{ind}if __m.tag.0 & __rt::ITEMS != ({} << 24 | {} << 27) {{ return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_SHAPE)); }}", li.caps, li.maps);
         }
-        let bad = |c: &str| format!("return __k.answer(__srv, __rt::reject(__m.err, __m.tag, {c}));");
+        let bad =
+            |c: &str| format!("return __k.answer(__srv, __rt::reject(__m.err, __m.tag, {c}));");
         let capf = |k: u32, _: &str| format!("__u.caps_in[{k}]");
         let mut dec = decode(f, &m.ins, &li, ind, false, &invalid, &bad, &capf);
         if li.caps > 0 && !dec.contains("let __u") {
@@ -795,7 +824,10 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
             );
         }
         let _ = writeln!(o, "{ind}    }}");
-        let _ = writeln!(o, "{ind}    Err(e) => __k.answer(__srv, __rt::Reply::error(&e)),");
+        let _ = writeln!(
+            o,
+            "{ind}    Err(e) => __k.answer(__srv, __rt::Reply::error(&e)),"
+        );
         let _ = writeln!(o, "{ind}}}\n            }}");
         o
     };
@@ -823,18 +855,36 @@ fn gen_server(o: &mut String, f: &File, it: &Interface) {
     let _ = writeln!(o, "            _ => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE)),\n            }},\n        }}\n    }}\n");
 
     let _ = writeln!(o, "    /// Dispatches one message to `srv` and answers through `next` (see `__rt::Serve::handle`):");
-    let _ = writeln!(o, "    /// what a server's `handle` calls for the messages of this interface.");
+    let _ = writeln!(
+        o,
+        "    /// what a server's `handle` calls for the messages of this interface."
+    );
     let _ = writeln!(o, "    #[inline(always)]");
     let _ = writeln!(o, "    pub fn handle<S: Server + __rt::Serve + ?Sized>(srv: &mut S, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {{");
     let _ = writeln!(o, "        dispatch_then(srv, m, next)\n    }}\n");
-    let _ = writeln!(o, "    /// A server of this interface alone, without post-reply work.");
+    let _ = writeln!(
+        o,
+        "    /// A server of this interface alone, without post-reply work."
+    );
     let _ = writeln!(o, "    struct Only<'a, S: ?Sized>(&'a mut S);\n");
-    let _ = writeln!(o, "    impl<S: Server + ?Sized> __rt::Serve for Only<'_, S> {{");
+    let _ = writeln!(
+        o,
+        "    impl<S: Server + ?Sized> __rt::Serve for Only<'_, S> {{"
+    );
     let _ = writeln!(o, "        #[inline(always)]");
-    let _ = writeln!(o, "        fn handle(&mut self, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {{");
-    let _ = writeln!(o, "            dispatch_then(&mut *self.0, m, next.plain())\n        }}\n    }}\n");
+    let _ = writeln!(
+        o,
+        "        fn handle(&mut self, m: &__rt::IpcResult, next: __rt::Next) -> __rt::IpcResult {{"
+    );
+    let _ = writeln!(
+        o,
+        "            dispatch_then(&mut *self.0, m, next.plain())\n        }}\n    }}\n"
+    );
     let _ = writeln!(o, "    /// Serves `ep` with `srv` forever through the runtime's loop (`__rt::serve`). A server");
     let _ = writeln!(o, "    /// with several interfaces or post-reply work implements `__rt::Serve` itself instead.");
-    let _ = writeln!(o, "    pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> ! {{");
+    let _ = writeln!(
+        o,
+        "    pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> ! {{"
+    );
     let _ = writeln!(o, "        loop {{\n            let _ = __rt::serve(ep, &mut Only(&mut *srv));\n        }}\n    }}");
 }

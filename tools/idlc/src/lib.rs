@@ -73,8 +73,10 @@ pub fn compile_dir(
         let ast = parse(&name, &src).map_err(|d| d.to_string())?;
         for (n, pos) in top_level_names(&ast) {
             if let Some((_, other)) = seen.iter().find(|(s, _)| *s == n) {
-                return Err(Diag::new(&name, pos, format!("`{n}` is already declared in {other}"))
-                    .to_string());
+                return Err(
+                    Diag::new(&name, pos, format!("`{n}` is already declared in {other}"))
+                        .to_string(),
+                );
             }
             seen.push((n, name.clone()));
         }

@@ -27,7 +27,9 @@ fn two_scalar_call_is_one_register_message() {
             "fn add(&mut self, badge: u64, a: u64, b: u64) -> core::result::Result<u64, AppError>;"
         )
     );
-    assert!(server.contains("_ => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"));
+    assert!(server.contains(
+        "_ => __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_OPCODE))"
+    ));
     assert!(g.contains("pub type AppError = core::convert::Infallible;"));
     assert!(g.contains("pub fn serve<S: Server + ?Sized>(ep: u64, srv: &mut S) -> !"));
     // The continuation gets the server back, so the loop's reply can use its post-reply list.
@@ -93,7 +95,9 @@ fn typed_parameters_are_checked_before_the_handler() {
     let client = &g[g.find("impl Client").unwrap()..g.find("pub trait Server").unwrap()];
     assert!(client.contains("[__rt::Wire::enc(a.bits()), __rt::Wire::enc(k as u8), 0, 0]"));
     // A trusted reply may drop unknown flag bits, but an enum is checked whatever the trust.
-    assert!(client.contains("super::F::from_bits_truncate(<u32 as __rt::Wire>::dec_trusted(__m.w[0]))"));
+    assert!(
+        client.contains("super::F::from_bits_truncate(<u32 as __rt::Wire>::dec_trusted(__m.w[0]))")
+    );
     assert!(client.contains("and_then(super::K::from_repr) { Some(v) => v, None => { return Err(__rt::Error::BadReply); } }"));
     let server = &g[g.find("pub fn dispatch").unwrap()..];
     assert!(server.contains("let a = match <u32 as __rt::Wire>::dec(__m.w[0]).and_then(super::F::from_bits) { Some(v) => v, None => { return __k.answer(__srv, __rt::reject(__m.err, __m.tag, __rt::proto::BAD_VALUE)); } };"));
@@ -103,12 +107,17 @@ fn typed_parameters_are_checked_before_the_handler() {
 
 #[test]
 fn a_map_parameter_is_a_map_item_in_the_request() {
-    let g = gen("interface t { fn share(r: map, n: u64) -> (); fn put(r: map, b: bytes<8>) -> (); }");
+    let g =
+        gen("interface t { fn share(r: map, n: u64) -> (); fn put(r: map, b: bytes<8>) -> (); }");
     let client = &g[g.find("impl Client").unwrap()..g.find("pub trait Server").unwrap()];
     assert!(client.contains("__u.map_items[0] = r.item();"));
     assert!(client.contains("op::SHARE as u64 | 4 << 16 | 0 << 24 | 1 << 27"));
     let server = &g[g.find("pub fn dispatch").unwrap()..];
-    assert!(server.contains("const __T_SHARE: u64 = op::SHARE as u64 | 4 << 16 | 0 << 24 | 1 << 27;"));
-    assert!(server.contains("let r = __rt::Map { src: 0, dst: __m.w[0], pages: __m.w[1], flags: __m.w[2] };"));
+    assert!(
+        server.contains("const __T_SHARE: u64 = op::SHARE as u64 | 4 << 16 | 0 << 24 | 1 << 27;")
+    );
+    assert!(server.contains(
+        "let r = __rt::Map { src: 0, dst: __m.w[0], pages: __m.w[1], flags: __m.w[2] };"
+    ));
     assert!(server.contains("if __m.tag.0 & __rt::ITEMS != (0 << 24 | 1 << 27) {"));
 }

@@ -42,7 +42,15 @@ impl Default for TestSpec {
 }
 
 const KEYS: &[&str] = &[
-    "timeout", "expect", "reject", "exit", "memory", "qemu_args", "disks", "post", "kill_after",
+    "timeout",
+    "expect",
+    "reject",
+    "exit",
+    "memory",
+    "qemu_args",
+    "disks",
+    "post",
+    "kill_after",
 ];
 
 /// Reads a `[test]` table; unknown keys are errors so a typo cannot silently weaken a test.
@@ -103,7 +111,8 @@ pub fn parse(table: Option<&toml::Table>) -> Result<TestSpec, String> {
             let d = d
                 .as_table()
                 .ok_or_else(|| format!("[test]: disks[{i}] must be a table"))?;
-            s.disks.push(disk::parse(d).map_err(|e| format!("[test]: disks[{i}]: {e}"))?);
+            s.disks
+                .push(disk::parse(d).map_err(|e| format!("[test]: disks[{i}]: {e}"))?);
         }
     }
     if let Some(v) = strings("post")? {
@@ -152,7 +161,15 @@ pub mod disk {
         pub debugfs: Vec<String>,
     }
 
-    const KEYS: &[&str] = &["tree", "size_mb", "block_size", "gen", "bins", "checksums", "debugfs"];
+    const KEYS: &[&str] = &[
+        "tree",
+        "size_mb",
+        "block_size",
+        "gen",
+        "bins",
+        "checksums",
+        "debugfs",
+    ];
 
     pub fn parse(t: &toml::Table) -> Result<DiskSpec, String> {
         for k in t.keys() {
@@ -179,19 +196,19 @@ pub mod disk {
                 .ok_or("`size_mb` must be 1..=4096")? as u64;
         }
         if let Some(v) = t.get("block_size") {
-            d.block_size = v
-                .as_integer()
-                .filter(|n| [1024, 2048, 4096].contains(n))
-                .ok_or("`block_size` must be 1024, 2048 or 4096")? as u32;
+            d.block_size =
+                v.as_integer()
+                    .filter(|n| [1024, 2048, 4096].contains(n))
+                    .ok_or("`block_size` must be 1024, 2048 or 4096")? as u32;
         }
         if let Some(v) = t.get("gen") {
             for g in v.as_array().ok_or("`gen` must be an array")? {
                 let path = g.get("path").and_then(|p| p.as_str());
                 let size = g.get("size").and_then(|p| p.as_integer());
                 match (path, size) {
-                    (Some(p), Some(n)) if n >= 0 && !p.contains("..") => {
-                        d.gen.push((p.trim_start_matches('/').to_string(), n as u64))
-                    }
+                    (Some(p), Some(n)) if n >= 0 && !p.contains("..") => d
+                        .gen
+                        .push((p.trim_start_matches('/').to_string(), n as u64)),
                     _ => return Err("`gen` entries are { path = \"...\", size = N }".into()),
                 }
             }
@@ -201,10 +218,17 @@ pub mod disk {
                 let path = b.get("path").and_then(|p| p.as_str());
                 let module = b.get("module").and_then(|p| p.as_str());
                 match (path, module) {
-                    (Some(p), Some(m)) if !p.contains("..") && !m.is_empty() && !m.contains('/') => {
-                        d.bins.push((p.trim_start_matches('/').to_string(), m.to_string()))
+                    (Some(p), Some(m))
+                        if !p.contains("..") && !m.is_empty() && !m.contains('/') =>
+                    {
+                        d.bins
+                            .push((p.trim_start_matches('/').to_string(), m.to_string()))
                     }
-                    _ => return Err("`bins` entries are { path = \"...\", module = \"NAME\" }".into()),
+                    _ => {
+                        return Err(
+                            "`bins` entries are { path = \"...\", module = \"NAME\" }".into()
+                        )
+                    }
                 }
             }
         }
@@ -239,10 +263,14 @@ pub mod disk {
             return Ok(Post::Fsck(disk(n)?));
         }
         if let Some(rest) = s.strip_prefix("export-matches:") {
-            let (n, dir) = rest.split_once(':').ok_or_else(|| format!("`{s}`: export-matches:N:DIR"))?;
+            let (n, dir) = rest
+                .split_once(':')
+                .ok_or_else(|| format!("`{s}`: export-matches:N:DIR"))?;
             return Ok(Post::Export(disk(n)?, dir.to_string()));
         }
-        Err(format!("`{s}`: known checks are fsck:N and export-matches:N:DIR"))
+        Err(format!(
+            "`{s}`: known checks are fsck:N and export-matches:N:DIR"
+        ))
     }
 
     /// Deterministic file content: an xorshift stream seeded by the path, so a generated file
@@ -280,7 +308,8 @@ pub mod disk {
                 copy_tree(&src, &dst)?;
             } else if ft.is_symlink() {
                 let t = std::fs::read_link(&src).map_err(|e| e.to_string())?;
-                std::os::unix::fs::symlink(t, &dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+                std::os::unix::fs::symlink(t, &dst)
+                    .map_err(|e| format!("{}: {e}", dst.display()))?;
             } else {
                 std::fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
             }
@@ -297,7 +326,11 @@ pub mod disk {
         names.sort_by_key(|e| e.file_name());
         for e in names {
             let name = e.file_name().to_string_lossy().into_owned();
-            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let r = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             let ft = e.file_type().map_err(|e| e.to_string())?;
             if ft.is_dir() {
                 checksum_lines(root, &r, out)?;
@@ -310,7 +343,9 @@ pub mod disk {
     }
 
     fn run(cmd: &mut Command) -> Result<String, String> {
-        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e} (install e2fsprogs)"))?;
+        let out = cmd
+            .output()
+            .map_err(|e| format!("{cmd:?}: {e} (install e2fsprogs)"))?;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -323,7 +358,12 @@ pub mod disk {
     }
 
     /// Builds every disk of a scenario into `dir` as `NAME-I.img`; returns the image paths.
-    pub fn prepare_disks(repo: &Path, dir: &Path, name: &str, disks: &[DiskSpec]) -> Result<Vec<PathBuf>, String> {
+    pub fn prepare_disks(
+        repo: &Path,
+        dir: &Path,
+        name: &str,
+        disks: &[DiskSpec],
+    ) -> Result<Vec<PathBuf>, String> {
         let mut imgs = Vec::new();
         for (i, d) in disks.iter().enumerate() {
             let stage = dir.join(format!("{name}-{i}.tree"));
@@ -339,15 +379,20 @@ pub mod disk {
                 if let Some(parent) = f.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
                 }
-                std::fs::write(&f, gen_content(p, *size)).map_err(|e| format!("{}: {e}", f.display()))?;
+                std::fs::write(&f, gen_content(p, *size))
+                    .map_err(|e| format!("{}: {e}", f.display()))?;
             }
             for (p, module) in &d.bins {
                 let f = stage.join(p);
                 if let Some(parent) = f.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
                 }
-                let bin = crate::repo::Repo { root: repo.to_path_buf() }.guest_bin(module);
-                std::fs::copy(&bin, &f).map_err(|e| format!("disk binary `{module}` ({}): {e}", bin.display()))?;
+                let bin = crate::repo::Repo {
+                    root: repo.to_path_buf(),
+                }
+                .guest_bin(module);
+                std::fs::copy(&bin, &f)
+                    .map_err(|e| format!("disk binary `{module}` ({}): {e}", bin.display()))?;
             }
             if d.checksums {
                 let mut lines = Vec::new();
@@ -357,7 +402,17 @@ pub mod disk {
                 std::fs::write(stage.join("CHECKSUMS"), text).map_err(|e| e.to_string())?;
             }
             run(Command::new("mke2fs")
-                .args(["-q", "-F", "-t", "ext2", "-b", &d.block_size.to_string(), "-E", "root_owner=0:0", "-d"])
+                .args([
+                    "-q",
+                    "-F",
+                    "-t",
+                    "ext2",
+                    "-b",
+                    &d.block_size.to_string(),
+                    "-E",
+                    "root_owner=0:0",
+                    "-d",
+                ])
                 .arg(&stage)
                 .arg(&img)
                 .arg(format!("{}M", d.size_mb)))?;
@@ -395,7 +450,11 @@ pub mod disk {
             if rel.is_empty() && name == "lost+found" {
                 continue;
             }
-            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let r = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             let ft = e.file_type().map_err(|e| e.to_string())?;
             if ft.is_dir() {
                 out.push((r.clone(), "dir".into()));
@@ -438,13 +497,23 @@ pub mod disk {
                     let out = imgs[i].with_extension("export");
                     let _ = std::fs::remove_dir_all(&out);
                     let mut sink = Vec::new();
-                    let args = vec!["export".to_string(), imgs[i].display().to_string(), out.display().to_string()];
+                    let args = vec![
+                        "export".to_string(),
+                        imgs[i].display().to_string(),
+                        out.display().to_string(),
+                    ];
                     if crate::ext2cmd::run_to(&args, &mut sink) != 0 {
-                        problems.push(format!("export of {} failed: {}", imgs[i].display(), String::from_utf8_lossy(&sink).trim()));
+                        problems.push(format!(
+                            "export of {} failed: {}",
+                            imgs[i].display(),
+                            String::from_utf8_lossy(&sink).trim()
+                        ));
                         continue;
                     }
                     let (mut got, mut want) = (Vec::new(), Vec::new());
-                    if let Err(e) = tree_listing(&out, "", &mut got).and_then(|_| tree_listing(&repo.join(&dir), "", &mut want)) {
+                    if let Err(e) = tree_listing(&out, "", &mut got)
+                        .and_then(|_| tree_listing(&repo.join(&dir), "", &mut want))
+                    {
                         problems.push(e);
                         continue;
                     }
@@ -461,7 +530,10 @@ pub mod disk {
                             }
                         }
                         diff.truncate(12);
-                        problems.push(format!("exported tree differs from {dir}:\n      {}", diff.join("\n      ")));
+                        problems.push(format!(
+                            "exported tree differs from {dir}:\n      {}",
+                            diff.join("\n      ")
+                        ));
                     }
                 }
             }
@@ -485,15 +557,27 @@ pub mod disk {
             let s = super::super::parse(Some(&t)).unwrap();
             assert_eq!(s.disks.len(), 2);
             assert_eq!(s.disks[0].gen, vec![("big/1m".to_string(), 1048576)]);
-            assert_eq!(s.disks[0].bins, vec![("bin/x".to_string(), "spawn-child".to_string())]);
+            assert_eq!(
+                s.disks[0].bins,
+                vec![("bin/x".to_string(), "spawn-child".to_string())]
+            );
             assert_eq!(s.disks[1].block_size, 4096);
             assert_eq!(s.kill_after.as_deref(), Some("fsync done"));
             let bad: toml::Table = "disks = [{ sise_mb = 3 }]".parse().unwrap();
             assert!(super::super::parse(Some(&bad)).is_err());
             let bad: toml::Table = "disks = [{ bins = [{ path = \"x\" }] }]".parse().unwrap();
-            assert!(super::super::parse(Some(&bad)).is_err(), "a binary needs its module");
-            let bad: toml::Table = "disks = [{ bins = [{ path = \"x\", module = \"../kernel\" }] }]".parse().unwrap();
-            assert!(super::super::parse(Some(&bad)).is_err(), "a module is a name, not a path");
+            assert!(
+                super::super::parse(Some(&bad)).is_err(),
+                "a binary needs its module"
+            );
+            let bad: toml::Table =
+                "disks = [{ bins = [{ path = \"x\", module = \"../kernel\" }] }]"
+                    .parse()
+                    .unwrap();
+            assert!(
+                super::super::parse(Some(&bad)).is_err(),
+                "a module is a name, not a path"
+            );
             let bad: toml::Table = "post = [\"fsck:1\"]".parse().unwrap();
             assert!(super::super::parse(Some(&bad)).is_err());
             assert_eq!(gen_content("a", 20), gen_content("a", 20));

@@ -158,7 +158,12 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     let qlog = logs.join(format!("{name}.qemu.log"));
     let _ = std::fs::remove_file(&log);
     // Scenario disks (issue 6): built fresh for every run, checked after it.
-    let disks = match scenario::prepare_disks(&repo.root, &repo.target().join("disks"), name, &spec.disks) {
+    let disks = match scenario::prepare_disks(
+        &repo.root,
+        &repo.target().join("disks"),
+        name,
+        &spec.disks,
+    ) {
         Ok(d) => d,
         Err(e) => return fail(e),
     };

@@ -6,7 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 #[test]
@@ -38,12 +41,31 @@ fn grub_multiboot2_boots_the_image() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .expect("grub-mkrescue (Debian grub-pc-bin, xorriso, mtools; installed by scripts/setup.sh)");
+        .expect(
+            "grub-mkrescue (Debian grub-pc-bin, xorriso, mtools; installed by scripts/setup.sh)",
+        );
     assert!(st.success(), "grub-mkrescue failed");
     let serial = dir.join("serial.log");
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-machine", "pc", "-cpu", "qemu64", "-m", "256M", "-display", "none", "-no-reboot", "-monitor", "none"])
-        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04", "-accel", "tcg"])
+        .args([
+            "-machine",
+            "pc",
+            "-cpu",
+            "qemu64",
+            "-m",
+            "256M",
+            "-display",
+            "none",
+            "-no-reboot",
+            "-monitor",
+            "none",
+        ])
+        .args([
+            "-device",
+            "isa-debug-exit,iobase=0xf4,iosize=0x04",
+            "-accel",
+            "tcg",
+        ])
         .arg("-serial")
         .arg(format!("file:{}", serial.display()))
         .arg("-cdrom")
@@ -60,12 +82,22 @@ fn grub_multiboot2_boots_the_image() {
         if start.elapsed() > Duration::from_secs(120) {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("GRUB boot timed out; serial log:\n{}", std::fs::read_to_string(&serial).unwrap_or_default());
+            panic!(
+                "GRUB boot timed out; serial log:\n{}",
+                std::fs::read_to_string(&serial).unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let log = std::fs::read_to_string(&serial).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(code, Some(33), "guest did not shut down with code 0; serial log:\n{log}");
-    assert!(log.contains("root: all done, success"), "serial log:\n{log}");
+    assert_eq!(
+        code,
+        Some(33),
+        "guest did not shut down with code 0; serial log:\n{log}"
+    );
+    assert!(
+        log.contains("root: all done, success"),
+        "serial log:\n{log}"
+    );
 }

@@ -83,7 +83,10 @@ fn main() {
     });
     // The echo server answers i + 1: the replies were real.
     if failed != 0 || sum != N * (N + 1) / 2 {
-        println!("bench-ipc: null RPC replies wrong ({} errors, sum {})", failed, sum);
+        println!(
+            "bench-ipc: null RPC replies wrong ({} errors, sum {})",
+            failed, sum
+        );
         sys::thread_exit(1);
     }
     report("ipc.null_rpc.roundtrip", rt);

@@ -95,9 +95,18 @@ fn first_read_cost(f: &mut Files, path: &str) -> u64 {
 fn main() {
     sawmill_rm::init().expect("rm init");
     let mut f = files();
-    let sizes = [("64k", 4u64), ("128k", 4), ("256k", 2), ("1m", 1), ("4m", 1)];
+    let sizes = [
+        ("64k", 4u64),
+        ("128k", 4),
+        ("256k", 2),
+        ("1m", 1),
+        ("4m", 1),
+    ];
     // Open cost.
-    for (name, proto) in [("fs.open", Protocol::Direct), ("fs.open.opt2", Protocol::Vfs)] {
+    for (name, proto) in [
+        ("fs.open", Protocol::Direct),
+        ("fs.open.opt2", Protocol::Vfs),
+    ] {
         f.protocol = proto;
         let fd = f.open("/b/64k", O_READ, 0).expect("open");
         f.close(fd).expect("close");
@@ -119,7 +128,12 @@ fn main() {
     }
     println!("BENCH fs.read4k.cold {} insn", (sys::rdtsc() - t0) / recs);
     f.close(fd).expect("close");
-    for (cfg, proto, flags) in [("multiserver", Protocol::Direct, 0), ("opt2", Protocol::Vfs, 0), ("opt3", Protocol::Direct, 0), ("ipc", Protocol::Direct, O_NOMAP)] {
+    for (cfg, proto, flags) in [
+        ("multiserver", Protocol::Direct, 0),
+        ("opt2", Protocol::Vfs, 0),
+        ("opt3", Protocol::Direct, 0),
+        ("ipc", Protocol::Direct, O_NOMAP),
+    ] {
         f.protocol = proto;
         for (size, passes) in sizes {
             if cfg == "ipc" && size != "64k" && size != "1m" {
@@ -142,7 +156,9 @@ fn main() {
     }
     // Writes: 4 KiB records over a 64 KiB file, rewritten in place (its blocks are allocated
     // and cached after the first pass): the cost of moving the data into the PFS's cache.
-    let fd = f.open("/b/w64k", O_WRITE | O_CREATE, 0o644).expect("create");
+    let fd = f
+        .open("/b/w64k", O_WRITE | O_CREATE, 0o644)
+        .expect("create");
     let rec = alloc::vec![0x5au8; 4096];
     for i in 0..16 {
         f.pwrite(fd, &rec, i * 4096).expect("write");

@@ -64,28 +64,54 @@ fn wait_for(f: &mut Files, path: &str) {
 }
 
 fn check_mount(f: &mut Files, base: &str) -> usize {
-    let list = ok(read_file(f, &alloc::format!("{}/CHECKSUMS", base)), "CHECKSUMS");
+    let list = ok(
+        read_file(f, &alloc::format!("{}/CHECKSUMS", base)),
+        "CHECKSUMS",
+    );
     let text = core::str::from_utf8(&list).expect("utf8");
     let mut n = 0;
     for line in text.lines() {
         let mut it = line.splitn(3, ' ');
-        let (Some(h), Some(size), Some(path)) = (it.next(), it.next(), it.next()) else { continue };
+        let (Some(h), Some(size), Some(path)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
         let want = u64::from_str_radix(h, 16).unwrap();
         let size: u64 = size.parse().unwrap();
         let full = alloc::format!("{}{}", base, path);
         let fd = ok(f.open(&full, O_READ, 0), &full);
         if size == 0 {
-            check!(f.mmap(fd) == Err(Error::Invalid), "{}: empty file mapped", full);
+            check!(
+                f.mmap(fd) == Err(Error::Invalid),
+                "{}: empty file mapped",
+                full
+            );
         } else {
             let (a, len) = ok(f.mmap(fd), &full);
-            check!(len == size, "{}: mapped {} bytes, expected {}", full, len, size);
+            check!(
+                len == size,
+                "{}: mapped {} bytes, expected {}",
+                full,
+                len,
+                size
+            );
             let got = fnv64(mem(a, len));
-            check!(got == want, "{}: checksum {:016x} through the mapping, expected {:016x}", full, got, want);
+            check!(
+                got == want,
+                "{}: checksum {:016x} through the mapping, expected {:016x}",
+                full,
+                got,
+                want
+            );
             if len > 64 * 1024 {
                 // Again: on the 1 KiB disk some of these pages are shadow copies, and the PFS
                 // keeps only a few (`shadow_pages`): revoked ones fault back in.
                 let again = fnv64(mem(a, len));
-                check!(again == want, "{}: second pass checksum {:016x}", full, again);
+                check!(
+                    again == want,
+                    "{}: second pass checksum {:016x}",
+                    full,
+                    again
+                );
             }
             ok(f.munmap(a), &full);
         }
@@ -97,27 +123,46 @@ fn check_mount(f: &mut Files, base: &str) -> usize {
 
 fn read_role(f: &mut Files) {
     let n = check_mount(f, "") + check_mount(f, "/data");
-    println!("fs-mmap: PASS {} files checksummed through mapped file dataspaces", n);
+    println!(
+        "fs-mmap: PASS {} files checksummed through mapped file dataspaces",
+        n
+    );
 
     // A sparse file on the 1 KiB disk: its holes are served as shadow pages, kept coherent.
-    let w = ok(f.open("/sparse", O_READ | O_WRITE | O_CREATE | O_TRUNC, 0o644), "sparse");
+    let w = ok(
+        f.open("/sparse", O_READ | O_WRITE | O_CREATE | O_TRUNC, 0o644),
+        "sparse",
+    );
     ok(f.pwrite(w, b"end", 3 * 4096 + 10), "sparse write");
     let (a, len) = ok(f.mmap(w), "sparse mmap");
     check!(len == 3 * 4096 + 13, "sparse: size {}", len);
-    check!(mem(a, 4096 * 3).iter().all(|&b| b == 0), "sparse: hole not zero");
+    check!(
+        mem(a, 4096 * 3).iter().all(|&b| b == 0),
+        "sparse: hole not zero"
+    );
     check!(mem(a + 3 * 4096 + 10, 3) == b"end", "sparse: tail");
     ok(f.pwrite(w, b"HOLEFILL", 4096 + 100), "sparse fill");
-    check!(mem(a + 4096 + 100, 8) == b"HOLEFILL", "sparse: write into a hole not seen in the mapping");
+    check!(
+        mem(a + 4096 + 100, 8) == b"HOLEFILL",
+        "sparse: write into a hole not seen in the mapping"
+    );
     ok(f.close(w), "sparse close");
 
     // Truncate revokes the mappings; the remaining page faults back in with current data.
-    let t = ok(f.open("/data/trunc", O_READ | O_WRITE | O_CREATE | O_TRUNC, 0o644), "trunc");
+    let t = ok(
+        f.open("/data/trunc", O_READ | O_WRITE | O_CREATE | O_TRUNC, 0o644),
+        "trunc",
+    );
     ok(f.pwrite(t, &[b'A'; 8192], 0), "trunc write");
     let (a, _) = ok(f.mmap(t), "trunc mmap");
     check!(byte(a) == b'A' && byte(a + 4096) == b'A', "trunc: contents");
     ok(f.ftruncate(t, 4096), "ftruncate");
     ok(f.pwrite(t, b"B", 0), "trunc rewrite");
-    check!(byte(a) == b'B', "trunc: page after revocation shows {:#x}", byte(a));
+    check!(
+        byte(a) == b'B',
+        "trunc: page after revocation shows {:#x}",
+        byte(a)
+    );
     ok(f.close(t), "trunc close");
     println!("fs-mmap: PASS holes and truncate");
 
@@ -135,7 +180,10 @@ fn read_role(f: &mut Files) {
         }
         sys::yield_now();
     }
-    check!(seen, "shared: the other client's write never showed in the mapping");
+    check!(
+        seen,
+        "shared: the other client's write never showed in the mapping"
+    );
     println!("fs-mmap: PASS another client's write seen through the mapping");
     touch_file(f, "/data/done");
     println!("fs-mmap: writing to the read-only mapping at {:#x}", a);
@@ -159,14 +207,24 @@ fn other_role(f: &mut Files) {
 }
 
 fn perm(f: &mut Files) {
-    check!(f.open("/data/secret", O_READ, 0) == Err(Error::Denied), "secret: open for reading not refused");
+    check!(
+        f.open("/data/secret", O_READ, 0) == Err(Error::Denied),
+        "secret: open for reading not refused"
+    );
     // Opened for writing only: no mapping, in the library and at the PFS.
     let fd = ok(f.open("/data/wonly", O_WRITE, 0), "wonly");
-    check!(f.mmap(fd) == Err(Error::BadFile), "wonly: library mapped a write-only file");
+    check!(
+        f.mmap(fd) == Err(Error::BadFile),
+        "wonly: library mapped a write-only file"
+    );
     let cap = ok(f.file_cap(fd), "cap");
     let dst = 0x0000_0f00_0000_0000u64;
     let r = dataspace::Client::new(cap).map(0, dst, 1, MapFlags::READ, [dst, 4096]);
-    check!(r == Err(rpc::Error::App(DsError::Denied)), "wonly: PFS map gave {:?}", r);
+    check!(
+        r == Err(rpc::Error::App(DsError::Denied)),
+        "wonly: PFS map gave {:?}",
+        r
+    );
     check!(sys::translate(dst).is_err(), "wonly: something was mapped");
     ok(f.close(fd), "wonly close");
     // Readable: maps, matches read(); writable mappings refused; a read-only capability maps
@@ -174,15 +232,29 @@ fn perm(f: &mut Files) {
     let fd = ok(f.open("/data/pub", O_READ, 0), "pub");
     let (a, len) = ok(f.mmap(fd), "pub mmap");
     let mut buf = alloc::vec![0u8; len as usize];
-    check!(ok(f.pread(fd, &mut buf, 0), "pub read") == len as usize, "pub: short read");
+    check!(
+        ok(f.pread(fd, &mut buf, 0), "pub read") == len as usize,
+        "pub: short read"
+    );
     check!(mem(a, len) == &buf[..], "pub: mapping differs from read()");
     let cap = ok(f.file_cap(fd), "cap");
     let ds = dataspace::Client::new(cap);
     let info = ds.info();
-    check!(info.map(|i| (i.size, i.flags)) == Ok((len.div_ceil(4096) * 4096, DsFlags::EMPTY)), "pub: info {:?}", info);
+    check!(
+        info.map(|i| (i.size, i.flags)) == Ok((len.div_ceil(4096) * 4096, DsFlags::EMPTY)),
+        "pub: info {:?}",
+        info
+    );
     let r = ds.map(0, dst, 1, MapFlags::READ | MapFlags::WRITE, [dst, 4096]);
-    check!(r == Err(rpc::Error::App(DsError::Denied)), "pub: writable map gave {:?}", r);
-    check!(ds.copy(thread::alloc_slot()) == Err(rpc::Error::App(DsError::Unsupported)), "pub: copy");
+    check!(
+        r == Err(rpc::Error::App(DsError::Denied)),
+        "pub: writable map gave {:?}",
+        r
+    );
+    check!(
+        ds.copy(thread::alloc_slot()) == Err(rpc::Error::App(DsError::Unsupported)),
+        "pub: copy"
+    );
     let ro = ds.read_only(thread::alloc_slot());
     let ro = match ro {
         Ok(c) => c,
@@ -192,15 +264,28 @@ fn perm(f: &mut Files) {
         }
     };
     let m = dataspace::Client::new(ro).map(0, dst, 1, MapFlags::READ, [dst, 4096]);
-    check!(m.is_ok() && mem(dst, len.min(4096)) == &buf[..len.min(4096) as usize], "pub: read-only cap map {:?}", m);
+    check!(
+        m.is_ok() && mem(dst, len.min(4096)) == &buf[..len.min(4096) as usize],
+        "pub: read-only cap map {:?}",
+        m
+    );
     let _ = sys::unmap(dst, 1, sawmill_abi::UNMAP_SELF);
     let rf = file::Client::new(ro);
-    check!(rf.write(0, b"x") == Err(rpc::Error::App(sawmill_interfaces::FsError::BadFile)), "pub: write through read-only cap");
-    check!(rf.close() == Err(rpc::Error::App(sawmill_interfaces::FsError::BadFile)), "pub: close through read-only cap");
+    check!(
+        rf.write(0, b"x") == Err(rpc::Error::App(sawmill_interfaces::FsError::BadFile)),
+        "pub: write through read-only cap"
+    );
+    check!(
+        rf.close() == Err(rpc::Error::App(sawmill_interfaces::FsError::BadFile)),
+        "pub: close through read-only cap"
+    );
     ok(f.munmap(a), "pub munmap");
     ok(f.close(fd), "pub close");
     // Closing revoked the read-only capability too.
-    check!(dataspace::Client::new(ro).info().is_err(), "pub: read-only cap survived close");
+    check!(
+        dataspace::Client::new(ro).info().is_err(),
+        "pub: read-only cap survived close"
+    );
     println!("fs-mmap-other: PASS mapping needs read permission");
 }
 

@@ -31,7 +31,11 @@ fn ok<T>(r: Result<T, Error>, what: &str) -> T {
 
 fn write_file(f: &mut Files, path: &str, data: &[u8]) {
     let fd = ok(f.open(path, O_WRITE | O_CREATE | O_TRUNC, 0o644), path);
-    check!(ok(f.write(fd, data), path) == data.len(), "{}: short write", path);
+    check!(
+        ok(f.write(fd, data), path) == data.len(),
+        "{}: short write",
+        path
+    );
     ok(f.close(fd), path);
 }
 
@@ -51,56 +55,137 @@ fn write_test(f: &mut Files) {
     ok(f.mkdir("/work/tmpdir", 0o700), "mkdir tmpdir");
     ok(f.rmdir("/work/tmpdir"), "rmdir");
     ok(f.symlink("sub/a-renamed.txt", "/work/link"), "symlink");
-    check!(ok(f.readlink("/work/link"), "readlink") == b"sub/a-renamed.txt", "readlink text");
+    check!(
+        ok(f.readlink("/work/link"), "readlink") == b"sub/a-renamed.txt",
+        "readlink text"
+    );
     let fd = ok(f.open("/work/sub/b.bin", O_READ | O_WRITE, 0), "open b.bin");
     ok(f.ftruncate(fd, 5000), "ftruncate");
-    check!(ok(f.pwrite(fd, b"MIDDLE", 1000), "pwrite") == 6, "pwrite count");
+    check!(
+        ok(f.pwrite(fd, b"MIDDLE", 1000), "pwrite") == 6,
+        "pwrite count"
+    );
     let mut buf = [0u8; 16];
     check!(ok(f.pread(fd, &mut buf, 998), "pread") == 16, "pread count");
-    check!(&buf[2..8] == b"MIDDLE", "pread sees the write: {:?}", &buf[..]);
-    check!(ok(f.lseek(fd, 0, 2), "lseek") == 5000, "size after truncate");
+    check!(
+        &buf[2..8] == b"MIDDLE",
+        "pread sees the write: {:?}",
+        &buf[..]
+    );
+    check!(
+        ok(f.lseek(fd, 0, 2), "lseek") == 5000,
+        "size after truncate"
+    );
     check!(ok(f.fstat(fd), "fstat").size == 5000, "fstat size");
     ok(f.close(fd), "close");
     // Reading through the symlink gives the renamed file.
-    check!(ok(read_file(f, "/work/link"), "read link") == alpha, "content through the symlink");
+    check!(
+        ok(read_file(f, "/work/link"), "read link") == alpha,
+        "content through the symlink"
+    );
     ok(f.unlink("/hello.txt"), "unlink hello");
-    check!(f.open("/hello.txt", O_READ, 0) == Err(Error::NotFound), "unlinked file still opens");
+    check!(
+        f.open("/hello.txt", O_READ, 0) == Err(Error::NotFound),
+        "unlinked file still opens"
+    );
     ok(f.chmod("/work/sub/a-renamed.txt", 0o600), "chmod");
-    check!(ok(f.stat("/work/sub/a-renamed.txt"), "stat").mode & 0o777 == 0o600, "chmod took");
+    check!(
+        ok(f.stat("/work/sub/a-renamed.txt"), "stat").mode & 0o777 == 0o600,
+        "chmod took"
+    );
     // Across mounts: `..` from /data leads back to /, and a symlink on / into /data works.
     write_file(f, "/data/x.txt", b"on the data disk\n");
-    check!(ok(read_file(f, "/data/../work/sub/../link"), "dotdot across mounts") == alpha, "dotdot path");
-    ok(f.symlink("/data/x.txt", "/work/to-data"), "symlink across mounts");
-    check!(ok(read_file(f, "/work/to-data"), "read across mounts") == b"on the data disk\n", "cross-mount symlink");
+    check!(
+        ok(
+            read_file(f, "/data/../work/sub/../link"),
+            "dotdot across mounts"
+        ) == alpha,
+        "dotdot path"
+    );
+    ok(
+        f.symlink("/data/x.txt", "/work/to-data"),
+        "symlink across mounts",
+    );
+    check!(
+        ok(read_file(f, "/work/to-data"), "read across mounts") == b"on the data disk\n",
+        "cross-mount symlink"
+    );
     // Relative symlinks that lead into the mount point: with protocol option 3 the walk starts
     // at the PFS of /, which must hand it to the VFS when it reaches the mount point (the disk
     // of / has no `data` directory, so a walk that went on there would fail).
-    ok(f.symlink("../data/x.txt", "/work/rel-to-data"), "relative symlink across mounts");
-    ok(f.symlink("../data", "/work/rel-dir"), "relative symlink to a mount point");
-    for proto in [sawmill_fsclient::Protocol::Vfs, sawmill_fsclient::Protocol::Direct] {
+    ok(
+        f.symlink("../data/x.txt", "/work/rel-to-data"),
+        "relative symlink across mounts",
+    );
+    ok(
+        f.symlink("../data", "/work/rel-dir"),
+        "relative symlink to a mount point",
+    );
+    for proto in [
+        sawmill_fsclient::Protocol::Vfs,
+        sawmill_fsclient::Protocol::Direct,
+    ] {
         f.protocol = proto;
-        check!(ok(read_file(f, "/work/rel-to-data"), "read relative link") == b"on the data disk\n", "relative cross-mount symlink");
-        check!(ok(read_file(f, "/work/rel-dir/x.txt"), "read through a link to a mount") == b"on the data disk\n", "symlink to a mount point");
+        check!(
+            ok(read_file(f, "/work/rel-to-data"), "read relative link") == b"on the data disk\n",
+            "relative cross-mount symlink"
+        );
+        check!(
+            ok(
+                read_file(f, "/work/rel-dir/x.txt"),
+                "read through a link to a mount"
+            ) == b"on the data disk\n",
+            "symlink to a mount point"
+        );
     }
     f.protocol = sawmill_fsclient::Protocol::Vfs;
-    check!(f.rename("/work/sub/b.bin", "/data/b.bin") == Err(Error::Xdev), "rename across mounts refused");
-    check!(f.rmdir("/work") == Err(Error::NotEmpty), "rmdir of a non-empty directory");
+    check!(
+        f.rename("/work/sub/b.bin", "/data/b.bin") == Err(Error::Xdev),
+        "rename across mounts refused"
+    );
+    check!(
+        f.rmdir("/work") == Err(Error::NotEmpty),
+        "rmdir of a non-empty directory"
+    );
     // The bulk-write buffer refuses what it must: a read-only file, a write before the buffer
     // exists, a length past it. Long writes went through it above (a.txt, b.bin).
     {
         use sawmill_interfaces::{file, rpc, FsError};
-        let fd = ok(f.open("/work/sub/a-renamed.txt", O_READ, 0), "open read-only");
+        let fd = ok(
+            f.open("/work/sub/a-renamed.txt", O_READ, 0),
+            "open read-only",
+        );
         let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
-        check!(c.write_buffer(0x1_9000_0000, [0x1_9000_0000, 16384]).map(|_| ()) == Err(rpc::Error::App(FsError::BadFile)), "write buffer of a read-only file");
+        check!(
+            c.write_buffer(0x1_9000_0000, [0x1_9000_0000, 16384])
+                .map(|_| ())
+                == Err(rpc::Error::App(FsError::BadFile)),
+            "write buffer of a read-only file"
+        );
         ok(f.close(fd), "close");
-        let fd = ok(f.open("/work/bulk.tmp", O_READ | O_WRITE | O_CREATE, 0o644), "create bulk.tmp");
+        let fd = ok(
+            f.open("/work/bulk.tmp", O_READ | O_WRITE | O_CREATE, 0o644),
+            "create bulk.tmp",
+        );
         let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
-        check!(c.write_from_buffer(0, 10) == Err(rpc::Error::App(FsError::Invalid)), "write from a buffer never mapped");
+        check!(
+            c.write_from_buffer(0, 10) == Err(rpc::Error::App(FsError::Invalid)),
+            "write from a buffer never mapped"
+        );
         let data = pattern(40000);
-        check!(ok(f.pwrite(fd, &data, 0), "long pwrite") == data.len(), "long pwrite count");
-        check!(c.write_from_buffer(0, 16385) == Err(rpc::Error::App(FsError::Invalid)), "write past the buffer");
+        check!(
+            ok(f.pwrite(fd, &data, 0), "long pwrite") == data.len(),
+            "long pwrite count"
+        );
+        check!(
+            c.write_from_buffer(0, 16385) == Err(rpc::Error::App(FsError::Invalid)),
+            "write past the buffer"
+        );
         let mut back = alloc::vec![0u8; data.len()];
-        check!(ok(f.pread(fd, &mut back, 0), "pread") == data.len() && back == data, "a 40000-byte write reads back");
+        check!(
+            ok(f.pread(fd, &mut back, 0), "pread") == data.len() && back == data,
+            "a 40000-byte write reads back"
+        );
         ok(f.close(fd), "close");
         ok(f.unlink("/work/bulk.tmp"), "unlink bulk.tmp");
     }
@@ -110,7 +195,10 @@ fn write_test(f: &mut Files) {
 
 fn fsync_test(f: &mut Files) {
     let data = pattern(50000);
-    let fd = ok(f.open("/durable.bin", O_WRITE | O_CREATE | O_TRUNC, 0o644), "open");
+    let fd = ok(
+        f.open("/durable.bin", O_WRITE | O_CREATE | O_TRUNC, 0o644),
+        "open",
+    );
     ok(f.write(fd, &data), "write");
     ok(f.fsync(fd), "fsync");
     println!("ops: fsync done");
@@ -125,16 +213,40 @@ fn fsync_test(f: &mut Files) {
 fn perm_test(f: &mut Files) {
     // Set up by the disk's debugfs commands: /secret (0600, uid 0), /ro-dir (0755, uid 0),
     // /public.txt (0644, uid 0), /mine.txt (0600, uid 1000).
-    check!(f.open("/secret", O_READ, 0) == Err(Error::Denied), "uid 1000 read a 0600 root file");
-    check!(f.open("/public.txt", O_WRITE, 0) == Err(Error::Denied), "uid 1000 wrote a 0644 root file");
-    check!(f.open("/ro-dir/new", O_WRITE | O_CREATE, 0o644) == Err(Error::Denied), "created in a root 0755 directory");
-    check!(f.unlink("/public.txt") == Err(Error::Denied), "unlinked in the root directory");
-    check!(f.chmod("/public.txt", 0o666) == Err(Error::Denied), "chmod of another's file");
-    check!(ok(read_file(f, "/public.txt"), "read public") == b"public\n", "public content");
-    check!(ok(read_file(f, "/mine.txt"), "read mine") == b"mine\n", "own file content");
+    check!(
+        f.open("/secret", O_READ, 0) == Err(Error::Denied),
+        "uid 1000 read a 0600 root file"
+    );
+    check!(
+        f.open("/public.txt", O_WRITE, 0) == Err(Error::Denied),
+        "uid 1000 wrote a 0644 root file"
+    );
+    check!(
+        f.open("/ro-dir/new", O_WRITE | O_CREATE, 0o644) == Err(Error::Denied),
+        "created in a root 0755 directory"
+    );
+    check!(
+        f.unlink("/public.txt") == Err(Error::Denied),
+        "unlinked in the root directory"
+    );
+    check!(
+        f.chmod("/public.txt", 0o666) == Err(Error::Denied),
+        "chmod of another's file"
+    );
+    check!(
+        ok(read_file(f, "/public.txt"), "read public") == b"public\n",
+        "public content"
+    );
+    check!(
+        ok(read_file(f, "/mine.txt"), "read mine") == b"mine\n",
+        "own file content"
+    );
     // Option 3 opens at the PFS directly: the PFS's own checks must agree.
     f.protocol = sawmill_fsclient::Protocol::Direct;
-    check!(f.open("/secret", O_READ, 0) == Err(Error::Denied), "direct open of /secret allowed");
+    check!(
+        f.open("/secret", O_READ, 0) == Err(Error::Denied),
+        "direct open of /secret allowed"
+    );
     f.protocol = sawmill_fsclient::Protocol::Vfs;
     println!("ops: PASS permissions enforced for uid 1000");
 }
@@ -144,15 +256,28 @@ fn multi_test(f: &mut Files) {
     let id = me.bytes().next().unwrap_or(b'x');
     let own = alloc::format!("/data/{}.txt", me);
     let rec: Vec<u8> = (0..100).map(|i| id.wrapping_add(i as u8)).collect();
-    let shared = ok(f.open("/data/shared", O_READ | O_WRITE | O_CREATE, 0o666), "open shared");
+    let shared = ok(
+        f.open("/data/shared", O_READ | O_WRITE | O_CREATE, 0o666),
+        "open shared",
+    );
     for round in 0..20u64 {
         write_file(f, &own, &rec);
-        check!(ok(read_file(f, &own), "read own") == rec, "own file content, round {}", round);
+        check!(
+            ok(read_file(f, &own), "read own") == rec,
+            "own file content, round {}",
+            round
+        );
         // Each client writes its own 100-byte records in the shared file (slot = id, round).
         let off = (round * 8 + (id - b'a') as u64) * 100;
-        check!(ok(f.pwrite(shared, &rec, off), "pwrite shared") == 100, "shared write");
+        check!(
+            ok(f.pwrite(shared, &rec, off), "pwrite shared") == 100,
+            "shared write"
+        );
         let mut back = [0u8; 100];
-        check!(ok(f.pread(shared, &mut back, off), "pread shared") == 100, "shared read count");
+        check!(
+            ok(f.pread(shared, &mut back, off), "pread shared") == 100,
+            "shared read count"
+        );
         check!(back[..] == rec[..], "shared record torn in round {}", round);
     }
     ok(f.close(shared), "close shared");
@@ -167,20 +292,37 @@ fn crash_test(f: &mut Files) {
     let r = f.pread(fd, &mut b, 0);
     check!(r.is_err(), "read from a dead PFS succeeded");
     let _ = f.close(fd);
-    check!(f.open("/data/before.txt", O_READ, 0) == Err(Error::Gone), "open on the dead mount");
+    check!(
+        f.open("/data/before.txt", O_READ, 0) == Err(Error::Gone),
+        "open on the dead mount"
+    );
     f.protocol = sawmill_fsclient::Protocol::Direct;
-    check!(f.open("/data/before.txt", O_READ, 0).is_err(), "direct open on the dead mount");
+    check!(
+        f.open("/data/before.txt", O_READ, 0).is_err(),
+        "direct open on the dead mount"
+    );
     // The root mount and the VFS carry on.
     write_file(f, "/after-crash.txt", b"still here\n");
-    check!(ok(read_file(f, "/after-crash.txt"), "read after crash") == b"still here\n", "root mount after the crash");
-    check!(ok(read_file(f, "/hello.txt"), "hello") == b"hello, sawmill\n", "old file after the crash");
+    check!(
+        ok(read_file(f, "/after-crash.txt"), "read after crash") == b"still here\n",
+        "root mount after the crash"
+    );
+    check!(
+        ok(read_file(f, "/hello.txt"), "hello") == b"hello, sawmill\n",
+        "old file after the crash"
+    );
     println!("ops: PASS /data died alone; / and the VFS keep working");
 }
 
 fn corrupt_test(f: &mut Files) {
     // The disk at /data is damaged (see the scenario): every access ends in an answer.
     let mut errors = 0;
-    for p in ["/data/hello.txt", "/data/docs/medium.bin", "/data/docs/odd-size.dat", "/data/docs/deep/er/leaf.txt"] {
+    for p in [
+        "/data/hello.txt",
+        "/data/docs/medium.bin",
+        "/data/docs/odd-size.dat",
+        "/data/docs/deep/er/leaf.txt",
+    ] {
         match read_file(f, p) {
             Ok(d) => println!("ops: {} read {} bytes", p, d.len()),
             Err(e) => {
@@ -191,7 +333,10 @@ fn corrupt_test(f: &mut Files) {
     }
     let _ = f.readdir("/data/docs");
     check!(errors > 0, "no error from the corrupt image");
-    check!(ok(read_file(f, "/hello.txt"), "root hello") == b"hello, sawmill\n", "root mount fine");
+    check!(
+        ok(read_file(f, "/hello.txt"), "root hello") == b"hello, sawmill\n",
+        "root mount fine"
+    );
     println!("ops: PASS corrupt image answered with errors");
 }
 

@@ -22,7 +22,11 @@ fn main() {
         match pci::Client::new(pci_ep).claim(index, slots::TASK, irq_rx) {
             Err(RpcError::App(PciError::NotYours)) => {}
             r => {
-                println!("pci-intruder: FAIL claim of device {} answered {:?}", index, r.map(|c| c.io_base));
+                println!(
+                    "pci-intruder: FAIL claim of device {} answered {:?}",
+                    index,
+                    r.map(|c| c.io_base)
+                );
                 sawmill_rt::exit(1);
             }
         }
@@ -31,7 +35,10 @@ fn main() {
         println!("pci-intruder: FAIL holds an Irq capability");
         sawmill_rt::exit(1);
     }
-    println!("pci-intruder: PASS claims refused (NotYours), no Irq capability; touching port {:#x}", port);
+    println!(
+        "pci-intruder: PASS claims refused (NotYours), no Irq capability; touching port {:#x}",
+        port
+    );
     // SAFETY: deliberately faults: pci never granted this task any port (the #GP is the test).
     unsafe { core::arch::asm!("in al, dx", in("dx") port, out("al") _) };
     println!("pci-intruder: FAIL read port {:#x} without a grant", port);

@@ -9,8 +9,8 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_fsclient::{fnv64, Files};
-use sawmill_interfaces::EntryKind;
 use sawmill_fstests::{check, files, read_file};
+use sawmill_interfaces::EntryKind;
 use sawmill_rt::{env, println};
 
 sawmill_rt::entry!(main);
@@ -25,7 +25,11 @@ fn walk(f: &mut Files, dir: &str, out: &mut Vec<String>) {
         if name == "." || name == ".." || name == "lost+found" {
             continue;
         }
-        let p = if dir == "/" { alloc::format!("/{}", name) } else { alloc::format!("{}/{}", dir, name) };
+        let p = if dir == "/" {
+            alloc::format!("/{}", name)
+        } else {
+            alloc::format!("{}/{}", dir, name)
+        };
         match e.kind {
             EntryKind::Dir => walk(f, &p, out),
             EntryKind::Regular => out.push(p),
@@ -42,7 +46,9 @@ fn check_mount(f: &mut Files, prefix: &str) -> usize {
     let mut listed = Vec::new();
     for line in text.lines() {
         let mut it = line.splitn(3, ' ');
-        let (Some(h), Some(size), Some(path)) = (it.next(), it.next(), it.next()) else { continue };
+        let (Some(h), Some(size), Some(path)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
         let want = u64::from_str_radix(h, 16).unwrap();
         let size: usize = size.parse().unwrap();
         let full = alloc::format!("{}{}", base, path);
@@ -53,8 +59,20 @@ fn check_mount(f: &mut Files, prefix: &str) -> usize {
                 sawmill_rt::exit(1)
             }
         };
-        check!(data.len() == size, "{}: {} bytes, expected {}", full, data.len(), size);
-        check!(fnv64(&data) == want, "{}: checksum {:016x}, expected {:016x}", full, fnv64(&data), want);
+        check!(
+            data.len() == size,
+            "{}: {} bytes, expected {}",
+            full,
+            data.len(),
+            size
+        );
+        check!(
+            fnv64(&data) == want,
+            "{}: checksum {:016x}, expected {:016x}",
+            full,
+            fnv64(&data),
+            want
+        );
         listed.push(full);
         n += 1;
     }

@@ -168,7 +168,8 @@ fn main() {
         after: AfterReply::new(),
     };
     // Empty slots where capabilities sent to us land.
-    srv.after.receive_into(&[free_slot(0), free_slot(1), free_slot(2), free_slot(3)]);
+    srv.after
+        .receive_into(&[free_slot(0), free_slot(1), free_slot(2), free_slot(3)]);
     println!("idl-server: serving on slot {ep}");
     let _ = rpc::serve(ep, &mut srv);
 }

@@ -23,14 +23,19 @@ fn main() {
             unsafe { core::ptr::write_volatile((a + i * 4096) as *mut u64, round + i) };
         }
         rm::detach(a).unwrap();
-        sawmill_interfaces::dataspace::Client::new(ds).free().unwrap();
+        sawmill_interfaces::dataspace::Client::new(ds)
+            .free()
+            .unwrap();
     }
     // The heap on the region manager: allocate well past what root mapped for us.
     let mut v: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
     for i in 0..100_000u64 {
         v.push(i);
     }
-    check!(v.iter().sum::<u64>() == 100_000 * 99_999 / 2, "heap contents");
+    check!(
+        v.iter().sum::<u64>() == 100_000 * 99_999 / 2,
+        "heap contents"
+    );
     println!("mem-alive: PASS 160 faults served and an 800 KiB heap vector while another task hangs on its manager");
 }
 extern crate alloc;

@@ -39,14 +39,19 @@ fn main() {
     let anon: Vec<u64> = (0..N).map(|i| touch(a + i * P)).collect();
     // Touching a mapped page, for reference (the measurement overhead).
     let base = median((0..N).map(|i| touch(a + i * P)).collect());
-    let copy = dataspace::Client::new(ds).copy(thread::alloc_slot()).expect("copy");
+    let copy = dataspace::Client::new(ds)
+        .copy(thread::alloc_slot())
+        .expect("copy");
     let c = rm::attach(copy, 0, N * P, None, rm::READ | rm::WRITE).unwrap();
     let cow: Vec<u64> = (0..N).map(|i| touch(c + i * P)).collect();
     let r = rm::attach(ds, 0, N * P, None, rm::READ | rm::WRITE | rm::COW).unwrap();
     // The first write to a page of the region creates the region's private dataspace: skip it.
     touch(r);
     let rmcow: Vec<u64> = (1..N).map(|i| touch(r + i * P)).collect();
-    println!("mem-bench: {} pages each; a write to a mapped page costs {} insn", N, base);
+    println!(
+        "mem-bench: {} pages each; a write to a mapped page costs {} insn",
+        N, base
+    );
     println!("BENCH mem.fault.anon {} insn", median(anon));
     println!("BENCH mem.cow_fault {} insn", median(cow));
     println!("BENCH mem.cow_fault.rm {} insn", median(rmcow));

@@ -19,7 +19,10 @@ fn main() {
             continue;
         }
         if m.err == 0 {
-            println!("mem-hang: got request {:#x}; never answering", m.tag.label());
+            println!(
+                "mem-hang: got request {:#x}; never answering",
+                m.tag.label()
+            );
         }
         // Receive again without replying: the caller stays blocked.
         m = ipc::recv(ep, 0);

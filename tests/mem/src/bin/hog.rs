@@ -16,7 +16,9 @@ fn main() {
     let free0 = mem.stats().unwrap().free;
     let mut held = 0;
     for _ in 0..4 {
-        let ds = mem.alloc(50 * 4096, 0, thread::alloc_slot()).expect("alloc");
+        let ds = mem
+            .alloc(50 * 4096, 0, thread::alloc_slot())
+            .expect("alloc");
         let a = rm::attach(ds, 0, 50 * 4096, None, rm::READ | rm::WRITE).unwrap();
         for i in 0..50 {
             // SAFETY: attached read-write.
@@ -25,7 +27,10 @@ fn main() {
         }
     }
     let free1 = mem.stats().unwrap().free;
-    println!("mem-hog: holding {} pages (mem free {} -> {}); exiting without freeing", held, free0, free1);
+    println!(
+        "mem-hog: holding {} pages (mem free {} -> {}); exiting without freeing",
+        held, free0, free1
+    );
     let _ = m;
     // Reply, then (non-blocking, so at once) fall through to exit.
     let _ = ipc::reply_recv(ep, MsgTag::new(0, 2).nonblocking(), [free0, held, 0, 0]);

@@ -30,8 +30,14 @@ fn main() {
             2 => {
                 let unmapped = sys::translate(at + 3 * 4096).is_err();
                 let dead = dataspace::Client::new(slot).info().is_err();
-                println!("mem-peer: after revoke: page unmapped {}, capability dead {}", unmapped, dead);
-                (if unmapped && dead { 0 } else { 1 }, [unmapped as u64, dead as u64, 0, 0])
+                println!(
+                    "mem-peer: after revoke: page unmapped {}, capability dead {}",
+                    unmapped, dead
+                );
+                (
+                    if unmapped && dead { 0 } else { 1 },
+                    [unmapped as u64, dead as u64, 0, 0],
+                )
             }
             _ => (0xffe0, [0; 4]),
         };

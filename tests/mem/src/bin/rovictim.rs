@@ -14,7 +14,10 @@ fn main() {
     let a = rm::attach(ds, 0, 4096, None, rm::READ).expect("attach");
     // SAFETY: attached read-only: the read is resolved, the write is refused (the test).
     let v = unsafe { core::ptr::read_volatile(a as *const u64) };
-    println!("mem-rovictim: read {} from the read-only region; now writing", v);
+    println!(
+        "mem-rovictim: read {} from the read-only region; now writing",
+        v
+    );
     // SAFETY: see above; this write must end the task.
     unsafe { core::ptr::write_volatile(a as *mut u64, 1) };
     println!("mem-rovictim: FAIL the write to a read-only region went through");

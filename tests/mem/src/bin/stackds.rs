@@ -35,9 +35,16 @@ impl rpc::Serve for Stacked {
         let r = match m.tag.label() {
             0x100 => {
                 utcb().caps_out[0] = self.dscap;
-                Reply { tag: sawmill_abi::MsgTag::new(0, 0).with_caps(1), w: [0; 4] }
+                Reply {
+                    tag: sawmill_abi::MsgTag::new(0, 0).with_caps(1),
+                    w: [0; 4],
+                }
             }
-            0x101 => Reply::label(if dataspace::Client::new(self.backing).free().is_ok() { 0 } else { 1 }),
+            0x101 => Reply::label(if dataspace::Client::new(self.backing).free().is_ok() {
+                0
+            } else {
+                1
+            }),
             _ => Reply::label(rpc::proto::BAD_OPCODE),
         };
         next.reply(self, r)
@@ -46,10 +53,25 @@ impl rpc::Serve for Stacked {
 
 impl dataspace::Server for Stacked {
     fn info(&mut self, _: u64) -> Result<dataspace::InfoOut, DsError> {
-        Ok(dataspace::InfoOut { size: PAGES * 4096, flags: DsFlags::EMPTY })
+        Ok(dataspace::InfoOut {
+            size: PAGES * 4096,
+            flags: DsFlags::EMPTY,
+        })
     }
-    fn map(&mut self, badge: u64, offset: u64, dst: u64, pages: u64, flags: MapFlags) -> Result<Map, DsError> {
-        if badge != BADGE || offset % 4096 != 0 || offset >= PAGES * 4096 || dst % 4096 != 0 || pages == 0 {
+    fn map(
+        &mut self,
+        badge: u64,
+        offset: u64,
+        dst: u64,
+        pages: u64,
+        flags: MapFlags,
+    ) -> Result<Map, DsError> {
+        if badge != BADGE
+            || offset % 4096 != 0
+            || offset >= PAGES * 4096
+            || dst % 4096 != 0
+            || pages == 0
+        {
             return Err(DsError::Invalid);
         }
         if flags.intersects(MapFlags::NEED_WRITE | MapFlags::WRITE) {
@@ -60,9 +82,17 @@ impl dataspace::Server for Stacked {
         rm::populate(src, 4096, false).map_err(|_| DsError::NoMemory)?;
         self.served += 1;
         if self.served <= 2 {
-            println!("mem-stackds: page {} served from our mem-backed region", offset / 4096);
+            println!(
+                "mem-stackds: page {} served from our mem-backed region",
+                offset / 4096
+            );
         }
-        Ok(Map { src, dst, pages: 1, flags: 1 })
+        Ok(Map {
+            src,
+            dst,
+            pages: 1,
+            flags: 1,
+        })
     }
     fn copy(&mut self, _: u64) -> Result<u64, DsError> {
         Err(DsError::Unsupported)
@@ -85,7 +115,9 @@ fn main() {
     rm::init().expect("rm init");
     let mem = rm::mem().expect("mem");
     let ep = env::cap("stackds").expect("stackds endpoint");
-    let backing = mem.alloc(PAGES * 4096, 0, thread::alloc_slot()).expect("alloc");
+    let backing = mem
+        .alloc(PAGES * 4096, 0, thread::alloc_slot())
+        .expect("alloc");
     let base = rm::attach(backing, 0, PAGES * 4096, None, rm::READ | rm::WRITE).unwrap();
     for i in 0..PAGES {
         // SAFETY: attached read-write; faults go to our region manager.
@@ -93,6 +125,11 @@ fn main() {
     }
     let dscap = thread::alloc_slot();
     sys::cap_mint(ep, dscap, BADGE, rights::SEND).expect("mint");
-    let mut srv = Stacked { base, backing, served: 0, dscap };
+    let mut srv = Stacked {
+        base,
+        backing,
+        served: 0,
+        dscap,
+    };
     let _ = rpc::serve(ep, &mut srv);
 }

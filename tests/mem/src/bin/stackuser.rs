@@ -24,12 +24,22 @@ fn main() {
         let v = unsafe { core::ptr::read_volatile((a + i * 4096) as *const u64) };
         check!(v == 0xab00 + i, "page {}: {:#x}", i, v);
     }
-    println!("mem-stackuser: PASS {} pages served by a manager stacked on mem", info.size / 4096);
+    println!(
+        "mem-stackuser: PASS {} pages served by a manager stacked on mem",
+        info.size / 4096
+    );
     // Freeing at the bottom (mem) revokes the mappings derived through the stacked manager.
     let r = ipc::call(sds, MsgTag::new(0x101, 0), [0; 4]);
-    check!(r.err == 0 && r.tag.label() == 0, "stackds could not free its backing");
+    check!(
+        r.err == 0 && r.tag.label() == 0,
+        "stackds could not free its backing"
+    );
     for i in 0..info.size / 4096 {
-        check!(sys::translate(a + i * 4096).is_err(), "page {} still mapped after the bottom was freed", i);
+        check!(
+            sys::translate(a + i * 4096).is_err(),
+            "page {} still mapped after the bottom was freed",
+            i
+        );
     }
     println!("mem-stackuser: PASS freeing the bottom dataspace revoked every page up the stack");
 }

@@ -13,7 +13,10 @@ sawmill_rt::entry!(main);
 const MSG: &[u8] = b"mute: FAIL this line reached the console\n";
 
 fn write_through(slot: u64) -> u64 {
-    sys::raw_num(Sys::DebugWrite as u64, [slot, MSG.as_ptr() as u64, MSG.len() as u64, 0, 0, 0])
+    sys::raw_num(
+        Sys::DebugWrite as u64,
+        [slot, MSG.as_ptr() as u64, MSG.len() as u64, 0, 0, 0],
+    )
 }
 
 fn main() {

@@ -12,7 +12,11 @@ fn main() {
     let badge: u64 = env::arg(0).and_then(|a| a.parse().ok()).unwrap_or(0);
     // A program whose manifest entry has no `config` is told so, not handed a guess.
     let none = env::config::<u32>();
-    check!(none == Err(env::ConfigError::Missing), "config without a config table: {:?}", none);
+    check!(
+        none == Err(env::ConfigError::Missing),
+        "config without a config table: {:?}",
+        none
+    );
     for i in 0..1000u64 {
         let r = ipc::call(ep, MsgTag::new(1, 2), [i, 2 * i, 0, 0]);
         check!(r.err == 0, "call {} failed: {}", i, r.err);

@@ -45,8 +45,18 @@ fn bench_systems(repo: &Repo) -> Vec<String> {
 }
 
 /// Builds and boots one benchmark system; returns its metrics.
-fn sawmill_figures(repo: &Repo, out_dir: &Path, name: &str, k: usize, steps: usize) -> Result<Vec<Metric>, String> {
-    step(k, steps, &format!("sawmill: systems/{name}.toml (QEMU TCG, -icount shift=0)"));
+fn sawmill_figures(
+    repo: &Repo,
+    out_dir: &Path,
+    name: &str,
+    k: usize,
+    steps: usize,
+) -> Result<Vec<Metric>, String> {
+    step(
+        k,
+        steps,
+        &format!("sawmill: systems/{name}.toml (QEMU TCG, -icount shift=0)"),
+    );
     let path = repo.resolve_system(name)?;
     let mf = image::load(&path)?;
     // The [test] table of bench.toml may set a timeout, memory size and extra QEMU args.
@@ -60,8 +70,13 @@ fn sawmill_figures(repo: &Repo, out_dir: &Path, name: &str, k: usize, steps: usi
     image::write_image(repo, &mf.system, &img)?;
     let log = out_dir.join(format!("{name}-serial.log"));
     // Benchmark systems may name scenario-style disks (issue 6: the file-system benchmarks).
-    let disks = scenario::prepare_disks(&repo.root, &repo.target().join("disks"), name, &spec.disks)?;
-    let mut extra = if disks.is_empty() { Vec::new() } else { scenario::disk::qemu_args(&disks) };
+    let disks =
+        scenario::prepare_disks(&repo.root, &repo.target().join("disks"), name, &spec.disks)?;
+    let mut extra = if disks.is_empty() {
+        Vec::new()
+    } else {
+        scenario::disk::qemu_args(&disks)
+    };
     extra.extend(spec.qemu_args.iter().cloned());
     let cfg = qemu::Config {
         image: img,
@@ -124,7 +139,11 @@ pub fn run(repo: &Repo, with_linux: bool) -> i32 {
         }
     }
     if with_linux {
-        step(steps - 1, steps, "Linux baseline (same QEMU, -icount shift=0)");
+        step(
+            steps - 1,
+            steps,
+            "Linux baseline (same QEMU, -icount shift=0)",
+        );
         let mut progress = |msg: &str| {
             println!("      {msg}");
             let _ = std::io::stdout().flush();

@@ -135,8 +135,6 @@ pub(crate) struct Slot {
     pub ftype: u8,
 }
 
-/// The most symbolic links one path resolution follows.
-
 pub struct Fs<D: BlockDevice> {
     pub(crate) dev: D,
     pub(crate) sb: Vec<u8>,

@@ -417,7 +417,7 @@ struct DocSeed<'a, S> {
 
 impl<S> Clone for DocSeed<'_, S> {
     fn clone(&self) -> Self {
-        DocSeed { ..*self }
+        *self
     }
 }
 impl<S> Copy for DocSeed<'_, S> {}

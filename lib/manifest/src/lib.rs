@@ -400,6 +400,10 @@ fn module_name_ok(m: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
 }
 
+/// Endpoints whose servers tell their clients' authority apart by badge alone, so two users may
+/// not share one: `mem` (memory accounting) and `pci` (device assignment).
+pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
+
 /// Checks the rules that make a manifest startable. The first problem found is reported, naming
 /// the server it concerns:
 /// - server names non-empty and unique; at least one server;
@@ -420,10 +424,6 @@ fn module_name_ok(m: &str) -> bool {
 ///   client dies; pci gives each badge the devices assigned to it);
 /// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB, providing at most one
 ///   endpoint (the one root and its clients call it on).
-/// Endpoints whose servers tell their clients' authority apart by badge alone, so two users may
-/// not share one: `mem` (memory accounting) and `pci` (device assignment).
-pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
-
 pub fn validate(sys: &System) -> Result<(), String> {
     if sys.name.is_empty() {
         return Err(String::from("system has no name"));

@@ -148,8 +148,8 @@ impl Regions {
         fl: u32,
     ) -> Result<u64, RegionErr> {
         if size == 0
-            || size % PAGE != 0
-            || offset % PAGE != 0
+            || !size.is_multiple_of(PAGE)
+            || !offset.is_multiple_of(PAGE)
             || !align.is_power_of_two()
             || align < PAGE
         {
@@ -389,7 +389,7 @@ mod tests {
         );
         assert_eq!(m.attach(None, PAGE, 3, 1, 0, RW), Err(RegionErr::Invalid));
         assert_eq!(
-            m.attach(None, PAGE, PAGE, 1, u64::MAX & !0xfff, RW),
+            m.attach(None, PAGE, PAGE, 1, !0xfff, RW),
             Err(RegionErr::Invalid)
         );
         assert_eq!(
@@ -405,7 +405,7 @@ mod tests {
             Err(RegionErr::Invalid)
         );
         assert_eq!(
-            m.attach(Some(u64::MAX & !0xfff), 2 * PAGE, PAGE, 1, 0, RW),
+            m.attach(Some(!0xfff), 2 * PAGE, PAGE, 1, 0, RW),
             Err(RegionErr::Invalid)
         );
         assert_eq!(

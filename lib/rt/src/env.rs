@@ -49,7 +49,7 @@ impl<'a> Writer<'a> {
 
     /// Adds a record; false if the page is full.
     pub fn add(&mut self, kind: u64, value: u64, bytes: &[u8]) -> bool {
-        let need = 24 + (bytes.len() + 7) / 8 * 8;
+        let need = 24 + bytes.len().div_ceil(8) * 8;
         if self.pos + need > self.buf.len() {
             return false;
         }
@@ -98,7 +98,7 @@ pub fn records(b: &[u8]) -> impl Iterator<Item = (u64, u64, &[u8])> {
             return None;
         }
         let bytes = &b[pos + 24..pos + 24 + l];
-        pos += 24 + (l + 7) / 8 * 8;
+        pos += 24 + l.div_ceil(8) * 8;
         i += 1;
         Some((k, v, bytes))
     })

@@ -280,7 +280,9 @@ impl Blk {
                 return Err(BlkError::OutOfRange);
             }
             let len = count[i] as u64 * 512;
-            if off[i] % 512 != 0 || off[i] as u64 + len > self.regions[r].phys.len() as u64 * 4096 {
+            if !off[i].is_multiple_of(512)
+                || off[i] as u64 + len > self.regions[r].phys.len() as u64 * 4096
+            {
                 return Err(BlkError::BadBuffer);
             }
         }

@@ -75,7 +75,7 @@ impl Cache {
         // a file to map its text straight from these pages (lib/spawn), they must be executable.
         let mut rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
         if exec {
-            rw = rw | MapFlags::EXEC;
+            rw |= MapFlags::EXEC;
         }
         for i in 0..npages as u64 {
             // The PFS is paged by root and has no region manager: every page is mapped now

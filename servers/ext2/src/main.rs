@@ -416,7 +416,7 @@ impl Pfs {
         let bs = self.fs.block_size() as u64;
         let k = PAGE as u64 / bs;
         let b0 = self.fs.block_of(ino, fp * k).ok()? as u64;
-        if b0 == 0 || (b0 * bs) % PAGE as u64 != 0 {
+        if b0 == 0 || !(b0 * bs).is_multiple_of(PAGE as u64) {
             return None;
         }
         for j in 1..k {
@@ -912,7 +912,7 @@ impl dataspace::Server for Pfs {
             return Err(DsError::Denied);
         }
         let ino = f.ino;
-        if offset % PAGE as u64 != 0 || dst % PAGE as u64 != 0 || pages == 0 {
+        if !offset.is_multiple_of(PAGE as u64) || !dst.is_multiple_of(PAGE as u64) || pages == 0 {
             return Err(DsError::Invalid);
         }
         if flags.intersects(MapFlags::WRITE | MapFlags::NEED_WRITE) {
@@ -956,7 +956,7 @@ impl dataspace::Server for Pfs {
         let ep = self.ep;
         if self.file(badge).map_err(fs_ds)?.ro_cap == 0 {
             let s = self.slot();
-            if sys::cap_mint(ep, s, FILE_BASE + i | FILE_RO, rights::SEND).is_err() {
+            if sys::cap_mint(ep, s, (FILE_BASE + i) | FILE_RO, rights::SEND).is_err() {
                 self.free_slots.push(s);
                 return Err(DsError::NoMemory);
             }

@@ -216,7 +216,11 @@ impl dataspace::Server for Srv {
         flags: MapFlags,
     ) -> Result<Map, DsError> {
         let id = self.ds(badge)?;
-        if offset % PAGE != 0 || dst % PAGE != 0 || pages == 0 || dst >= layout::USER_END {
+        if !offset.is_multiple_of(PAGE)
+            || !dst.is_multiple_of(PAGE)
+            || pages == 0
+            || dst >= layout::USER_END
+        {
             return Err(DsError::Invalid);
         }
         let ro = badge & RO_BIT != 0;
@@ -248,7 +252,7 @@ impl dataspace::Server for Srv {
 
     fn phys(&mut self, badge: u64, offset: u64) -> Result<u64, DsError> {
         let id = self.ds(badge)?;
-        if offset % PAGE != 0 {
+        if !offset.is_multiple_of(PAGE) {
             return Err(DsError::Invalid);
         }
         self.mem.phys(id, offset / PAGE).map_err(ds_err)

@@ -273,7 +273,7 @@ fn random_operations_keep_the_books_balanced() {
         }
         // Invariants: charges equal present pages per owner; references equal uses.
         let mut per_owner = std::collections::HashMap::new();
-        let mut uses = vec![0u16; 48];
+        let mut uses = [0u16; 48];
         for i in m.ids().collect::<Vec<_>>() {
             let ds = m.get(i).unwrap();
             *per_owner.entry(ds.owner).or_insert(0u64) += ds.pages.len() as u64;

@@ -698,7 +698,7 @@ fn main() {
         });
         println!("vfs: mounted {} ({})", prefix, ep_name);
     }
-    if v.mounts.first().map_or(true, |m| !m.comps.is_empty()) {
+    if v.mounts.first().is_none_or(|m| !m.comps.is_empty()) {
         println!("vfs: FAIL the first mount must be /");
         return;
     }

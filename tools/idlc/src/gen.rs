@@ -163,6 +163,9 @@ fn encode(ps: &[Param], l: &Layout, ind: &str) -> Encoded {
 /// `bad(code)` yields the statement that rejects the message. `caps_from(k, name)` is where the
 /// k-th received capability is. The caller has already checked the cap/map counts (and, without
 /// buffers, the word count).
+// The eight inputs are the message shape and the three ways a value can be refused; bundling
+// them would only rename the arguments.
+#[allow(clippy::too_many_arguments)]
 fn decode(
     f: &File,
     ps: &[Param],
@@ -385,13 +388,13 @@ fn gen_flags(o: &mut String, d: &FlagsDecl) {
     let _ = writeln!(o, "    /// `self` without the bits of `other`.");
     let _ = writeln!(o, "    #[inline(always)]\n    pub const fn difference(self, other: {n}) -> {n} {{\n        {n}(self.0 & !other.0)\n    }}");
     let _ = writeln!(o, "}}\n");
-    for (tr, f, e) in [
-        ("BitOr", "bitor", "self.0 | o.0"),
-        ("BitAnd", "bitand", "self.0 & o.0"),
-        ("Sub", "sub", "self.0 & !o.0"),
+    for (tr, f, e, assign) in [
+        ("BitOr", "bitor", "self.0 | o.0", "self.0 |= o.0"),
+        ("BitAnd", "bitand", "self.0 & o.0", "self.0 &= o.0"),
+        ("Sub", "sub", "self.0 & !o.0", "self.0 &= !o.0"),
     ] {
         let _ = writeln!(o, "impl core::ops::{tr} for {n} {{\n    type Output = {n};\n    #[inline(always)]\n    fn {f}(self, o: {n}) -> {n} {{\n        {n}({e})\n    }}\n}}\n");
-        let _ = writeln!(o, "impl core::ops::{tr}Assign for {n} {{\n    #[inline(always)]\n    fn {f}_assign(&mut self, o: {n}) {{\n        self.0 = {e};\n    }}\n}}\n");
+        let _ = writeln!(o, "impl core::ops::{tr}Assign for {n} {{\n    #[inline(always)]\n    fn {f}_assign(&mut self, o: {n}) {{\n        {assign};\n    }}\n}}\n");
     }
     let _ = writeln!(o, "impl core::fmt::Debug for {n} {{");
     let _ = writeln!(

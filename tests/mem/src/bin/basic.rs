@@ -241,8 +241,7 @@ fn main() {
         "offset past the end"
     );
     check!(
-        d.map(u64::MAX & !0xfff, w, 1, MapFlags::READ, [w, P])
-            == Err(RpcError::App(DsError::Invalid)),
+        d.map(!0xfff, w, 1, MapFlags::READ, [w, P]) == Err(RpcError::App(DsError::Invalid)),
         "huge offset"
     );
     check!(

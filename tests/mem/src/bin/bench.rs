@@ -5,6 +5,7 @@
 //!   until then): the same path, with mem copying the page;
 //! - `mem.cow_fault.rm`: the first write to a page of a private copy-on-write region (the region
 //!   manager copies into its own anonymous page).
+//!
 //! Each figure is the median of per-page measurements, printed as `BENCH <name> <value> insn`.
 #![no_std]
 #![no_main]

@@ -67,9 +67,9 @@ impl dataspace::Server for Stacked {
         flags: MapFlags,
     ) -> Result<Map, DsError> {
         if badge != BADGE
-            || offset % 4096 != 0
+            || !offset.is_multiple_of(4096)
             || offset >= PAGES * 4096
-            || dst % 4096 != 0
+            || !dst.is_multiple_of(4096)
             || pages == 0
         {
             return Err(DsError::Invalid);

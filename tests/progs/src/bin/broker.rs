@@ -21,7 +21,7 @@ fn main() {
         let mut m = ipc::recv(vault, 0);
         while m.err == 0 {
             // The answer identifies the caller by the badge the broker minted for it.
-            m = ipc::reply_recv(vault, MsgTag::new(0, 1), [0x5ec1_2e7 + m.badge, 0, 0, 0]);
+            m = ipc::reply_recv(vault, MsgTag::new(0, 1), [0x05ec_12e7 + m.badge, 0, 0, 0]);
         }
     })
     .expect("vault thread");

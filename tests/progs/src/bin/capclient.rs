@@ -26,7 +26,7 @@ fn main() {
     );
     let v = ipc::call(slot, MsgTag::new(0, 0), [0; 4]);
     check!(
-        v.err == 0 && v.w[0] == 0x5ec1_2e7 + 101,
+        v.err == 0 && v.w[0] == 0x05ec_12e7 + 101,
         "vault answered err {} value {:#x}",
         v.err,
         v.w[0]

@@ -21,7 +21,7 @@ fn arg(r: &mut Rng, heap: u64) -> u64 {
         6 => u64::MAX - r.below(4),
         7 => 1 << r.below(64),
         8 => r.below(1 << 48),
-        _ => r.next(),
+        _ => r.next_u64(),
     }
 }
 
@@ -75,7 +75,7 @@ fn main() {
     let mut made = 0;
     while made < n {
         let num = if r.below(20) == 0 {
-            r.next() % 1000
+            r.next_u64() % 1000
         } else {
             r.below(SYS_COUNT + 2)
         };

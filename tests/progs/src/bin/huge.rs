@@ -23,7 +23,11 @@ fn main() {
     let h = layout::HUGE;
     let rw = map::READ | map::WRITE;
     let pa = sys::translate(h).expect("huge page mapped");
-    check!(pa % 0x20_0000 == 0, "2 MiB page at physical {:#x}", pa);
+    check!(
+        pa.is_multiple_of(0x20_0000),
+        "2 MiB page at physical {:#x}",
+        pa
+    );
     check!(
         sys::translate(h + 0x1f_f000) == Ok(pa + 0x1f_f000),
         "not one contiguous 2 MiB page"

@@ -66,9 +66,9 @@ fn main() {
         println!(
             "rtc: PASS high-priority thread got 16 interrupts while a low-priority thread spun"
         );
-        for i in 0..2 {
+        for eq in &EQ {
             thread::spawn(20, 8192, move || loop {
-                EQ[i].fetch_add(1, Ordering::Relaxed);
+                eq.fetch_add(1, Ordering::Relaxed);
             })
             .expect("spinner");
         }

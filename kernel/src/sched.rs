@@ -182,6 +182,7 @@ fn load_fpu_io(t: *mut Thread) {
     set_fpu_trap(kernel().fpu_owner != t);
     // SAFETY: live thread bound to a live task.
     let task = unsafe { (*t).task };
+    // SAFETY: the task of a live thread is live.
     if !kernel().io_loaded.is_null() || unsafe { (*task).io.is_some() } {
         load_io(task);
     }

@@ -93,6 +93,7 @@ fn main() {
 
     // SAFETY: the reference loop only calls our echo endpoint.
     let raw = per(N, || unsafe { bench_raw_calls(echo, N) });
+    // SAFETY: likewise, our generated-stub echo endpoint.
     let raw_idl_server = per(N, || unsafe { bench_raw_calls(echo_idl, N) });
     let c = bench::Client::new(echo_idl);
     let idl = per(N, || {

@@ -358,6 +358,34 @@ pub mod fault {
     pub const EXEC: u64 = 1 << 4;
 }
 
+/// The name of CPU exception `vector` (word 0 of an EXCEPTION message), as the kernel's log and
+/// root's reports print it.
+pub fn exception_name(vector: u64) -> &'static str {
+    const NAMES: [&str; 20] = [
+        "divide error",
+        "debug",
+        "nmi",
+        "breakpoint",
+        "overflow",
+        "bound range",
+        "invalid opcode",
+        "device not available",
+        "double fault",
+        "coprocessor",
+        "invalid tss",
+        "segment not present",
+        "stack fault",
+        "general protection",
+        "page fault",
+        "reserved",
+        "x87 error",
+        "alignment check",
+        "machine check",
+        "simd error",
+    ];
+    NAMES.get(vector as usize).copied().unwrap_or("exception")
+}
+
 /// Flags of [`Sys::TaskMap`] and of map items.
 pub mod map {
     pub const READ: u64 = 1 << 0;

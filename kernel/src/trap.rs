@@ -87,29 +87,6 @@ extern "C" fn trap_from_kernel(f: &mut Frame) {
     }
 }
 
-const EXC_NAMES: [&str; 20] = [
-    "divide error",
-    "debug",
-    "nmi",
-    "breakpoint",
-    "overflow",
-    "bound range",
-    "invalid opcode",
-    "device not available",
-    "double fault",
-    "coprocessor",
-    "invalid tss",
-    "segment not present",
-    "stack fault",
-    "general protection",
-    "page fault",
-    "reserved",
-    "x87 error",
-    "alignment check",
-    "machine check",
-    "simd error",
-];
-
 /// Entry from user mode through an interrupt or exception; the frame is the current thread's.
 #[no_mangle]
 extern "C" fn trap_from_user(_f: &mut Frame) -> ! {
@@ -160,7 +137,7 @@ fn exception(cur: *mut Thread, v: u64) {
 fn report_and_kill(cur: *mut Thread, v: u64, addr: u64) {
     // SAFETY: live current thread.
     let t = unsafe { &mut *cur };
-    let name = EXC_NAMES.get(v as usize).copied().unwrap_or("exception");
+    let name = sawmill_abi::exception_name(v);
     // SAFETY: a running thread is bound to a live task.
     let id = unsafe { (*t.task).id };
     crate::kprintln!(

@@ -231,17 +231,20 @@ pub fn apply(image: &[u8], pages: &[PagePlan], b: &mut impl Backend) -> Result<(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Building ELF images for host tests (this crate's and lib/spawn's: feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    use alloc::vec;
+    use alloc::vec::Vec;
 
-    /// An ELF with the given (type, flags, offset, vaddr, filesz, memsz) program headers.
-    fn elf(phs: &[(u32, u32, u64, u64, u64, u64)], size: usize) -> Vec<u8> {
+    /// An ELF64 image of at least `size` bytes entering at `entry`, with the given program
+    /// headers `(type, flags, offset, vaddr, filesz, memsz)` right after the ELF header.
+    pub fn elf(entry: u64, phs: &[(u32, u32, u64, u64, u64, u64)], size: usize) -> Vec<u8> {
         let mut b = vec![0u8; size.max(64 + 56 * phs.len())];
         b[0..4].copy_from_slice(b"\x7fELF");
         b[4] = 2;
         b[5] = 1;
-        b[24..32].copy_from_slice(&0x201000u64.to_le_bytes());
+        b[24..32].copy_from_slice(&entry.to_le_bytes());
         b[32..40].copy_from_slice(&64u64.to_le_bytes());
         b[56..58].copy_from_slice(&(phs.len() as u16).to_le_bytes());
         for (i, p) in phs.iter().enumerate() {
@@ -254,6 +257,16 @@ mod tests {
             b[o + 40..o + 48].copy_from_slice(&p.5.to_le_bytes());
         }
         b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ELF entering at 0x201000 with the given program headers.
+    fn elf(phs: &[(u32, u32, u64, u64, u64, u64)], size: usize) -> Vec<u8> {
+        crate::testing::elf(0x201000, phs, size)
     }
 
     struct Fake {

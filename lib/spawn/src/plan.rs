@@ -312,27 +312,7 @@ mod tests {
         huge_pages: 0,
     };
 
-    /// An ELF with entry `entry` and the given (type, flags, offset, vaddr, filesz, memsz)
-    /// program headers.
-    fn elf(entry: u64, phs: &[(u32, u32, u64, u64, u64, u64)], size: usize) -> Vec<u8> {
-        let mut b = vec![0u8; size.max(64 + 56 * phs.len())];
-        b[0..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = 1;
-        b[24..32].copy_from_slice(&entry.to_le_bytes());
-        b[32..40].copy_from_slice(&64u64.to_le_bytes());
-        b[56..58].copy_from_slice(&(phs.len() as u16).to_le_bytes());
-        for (i, p) in phs.iter().enumerate() {
-            let o = 64 + i * 56;
-            b[o..o + 4].copy_from_slice(&p.0.to_le_bytes());
-            b[o + 4..o + 8].copy_from_slice(&p.1.to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&p.2.to_le_bytes());
-            b[o + 16..o + 24].copy_from_slice(&p.3.to_le_bytes());
-            b[o + 32..o + 40].copy_from_slice(&p.4.to_le_bytes());
-            b[o + 40..o + 48].copy_from_slice(&p.5.to_le_bytes());
-        }
-        b
-    }
+    use sawmill_loader::testing::elf;
 
     /// Text (2 pages, R X) and data (R W, part file, part bss), as a linker lays out a program.
     fn program() -> Vec<u8> {

@@ -110,13 +110,7 @@ impl sawmill_path::Tree for Inodes<'_> {
     type Node = (u32, Stat);
     type Error = FsError;
     fn error(e: WalkError) -> FsError {
-        match e {
-            WalkError::NotFound => FsError::NotFound,
-            WalkError::Denied => FsError::Denied,
-            WalkError::NotDir => FsError::NotDir,
-            WalkError::NameTooLong => FsError::NameTooLong,
-            WalkError::Loop => FsError::Loop,
-        }
+        e.into()
     }
     fn attr(&self, node: &(u32, Stat)) -> Attr {
         attr(&node.1)

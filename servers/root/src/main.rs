@@ -578,29 +578,6 @@ fn push_num(s: &mut String, mut v: u64) {
     }
 }
 
-const EXC: [&str; 20] = [
-    "divide error",
-    "debug",
-    "nmi",
-    "breakpoint",
-    "overflow",
-    "bound range",
-    "invalid opcode",
-    "device not available",
-    "double fault",
-    "coprocessor",
-    "invalid tss",
-    "segment not present",
-    "stack fault",
-    "general protection",
-    "page fault",
-    "reserved",
-    "x87 error",
-    "alignment check",
-    "machine check",
-    "simd error",
-];
-
 /// Checks the kernel's device-memory path once per boot: the VGA text buffer (device memory) can
 /// be mapped and written, RAM cannot be mapped as a device.
 fn check_device_memory(ram: u64) -> bool {
@@ -660,14 +637,14 @@ impl rpc::Serve for Supervisor<'_> {
                 root.servers[i].status = m.w[0];
             }
             label::EXCEPTION => {
-                let v = m.w[0] as usize;
+                let v = m.w[0];
                 println!(
                     "root: {} killed: {} at rip {:#x}",
                     name,
-                    EXC.get(v).copied().unwrap_or("exception"),
+                    sawmill_abi::exception_name(v),
                     m.w[2]
                 );
-                root.servers[i].status = 0x100 + v as u64;
+                root.servers[i].status = 0x100 + v;
             }
             label::PAGE_FAULT => {
                 let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 {

@@ -117,13 +117,7 @@ impl sawmill_path::Tree for Vfs {
     type Node = Pos;
     type Error = FsError;
     fn error(e: WalkError) -> FsError {
-        match e {
-            WalkError::NotFound => FsError::NotFound,
-            WalkError::Denied => FsError::Denied,
-            WalkError::NotDir => FsError::NotDir,
-            WalkError::NameTooLong => FsError::NameTooLong,
-            WalkError::Loop => FsError::Loop,
-        }
+        e.into()
     }
     fn attr(&self, node: &Pos) -> Attr {
         Attr {

@@ -9,10 +9,10 @@
 //! Touches only its own task: the servers named in its manifest, a few slots, and one page of
 //! address space ([`WIN`]) where a dataspace page is mapped and touched while it exists.
 
-use sawmill_abi::{map, MsgTag};
+use sawmill_abi::MsgTag;
 use sawmill_rt::slots::TASK;
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{dataspace, file, mem, pci, pfs, vfs, DsError, PciError};
+use sawmill_interfaces::{dataspace, file, mem, pci, pfs, vfs, DsError, DsFlags, MapFlags, OpenFlags, PciError};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 use crate::engine::{Engine, PROGRESS};
@@ -25,8 +25,8 @@ pub const PCI: u16 = 4;
 
 /// Where the checker maps a page of a fresh dataspace.
 const WIN: u64 = 0x5800_0000;
-/// `dataspace.map` flag: we need write access now.
-const NEED_WRITE: u64 = 1 << 8;
+/// Map read-write, and writable now.
+const RW_NOW: MapFlags = MapFlags::from_bits_retain(0x103);
 const HELLO: &[u8] = b"hello, sawmill\n";
 
 /// Asks the checker; returns (wrong answers, server alive). Counts as progress for the watchdog
@@ -76,11 +76,10 @@ impl Checker {
             Ok(ds) => {
                 let d = dataspace::Client::new(ds);
                 match d.info() {
-                    Ok(i) if i.size == 8192 && i.flags & 1 == 1 => {}
+                    Ok(i) if i.size == 8192 && i.flags.contains(DsFlags::WRITABLE) => {}
                     r => wrong!(n, dead, r, "dataspace.info of a fresh 8 KiB dataspace"),
                 }
-                let rw = map::READ | map::WRITE;
-                match d.map(4096, WIN, 1, rw | NEED_WRITE, [WIN, 4096]) {
+                match d.map(4096, WIN, 1, RW_NOW, [WIN, 4096]) {
                     Ok(_) => {
                         let p = WIN as *mut u64;
                         // SAFETY: the page was just mapped writable at WIN for us; nothing else
@@ -137,7 +136,7 @@ impl Checker {
         let (mut n, mut dead) = (0, false);
         let Some(ep) = env::cap("vfs") else { return (1, false) };
         let v = vfs::Client::new(ep);
-        match v.open(b"/hello.txt", 1, 0, self.slot) {
+        match v.open(b"/hello.txt", OpenFlags::READ, 0, self.slot) {
             Ok(o) if o.size == HELLO.len() as u64 => self.read_hello(o.file, &mut n, &mut dead, "vfs"),
             Ok(o) => {
                 wrong!(n, dead, Ok::<u64, RpcError<()>>(o.size), "vfs.open /hello.txt size");
@@ -175,7 +174,7 @@ impl Checker {
                 }
             }
         };
-        match pfs::Client::new(s).open_path(b"hello.txt", 1, 0, self.slot) {
+        match pfs::Client::new(s).open_path(b"hello.txt", OpenFlags::READ, 0, self.slot) {
             Ok(o) => self.read_hello(o.file, &mut n, &mut dead, "pfs session"),
             r => wrong!(n, dead, r.map(|_| ()), "pfs.open_path hello.txt"),
         }

@@ -8,7 +8,9 @@
 //! - `pfs`: a PFS through the session an ordinary client gets (`vfs.mount`), and its open files;
 //! - `blk`: a block driver whose only client we are (a region shared with it from mem);
 //! - `pci`: the platform server, through a badge that has no device;
-//! - `check`: serves the `check` endpoint for the others (see [`check`]).
+//! - `check`: serves the `check` endpoint for the others (see [`check`]);
+//! - `hole-mount`, `hole-exhaust`, `hole-dma`, `hole-victim`: the reproducers of issue 12's three
+//!   holes (see [`holes`]).
 //!
 //! Each hostile mode sends COUNT seeded messages (SEED is printed; the same seed replays the same
 //! run) and, every `batch` (default 1000), runs misuse patterns (leaks bounded by `leak`, floods,
@@ -27,6 +29,8 @@ extern crate alloc;
 mod check;
 #[cfg(target_os = "none")]
 mod engine;
+#[cfg(target_os = "none")]
+mod holes;
 #[cfg(target_os = "none")]
 mod modes;
 
@@ -57,8 +61,13 @@ fn guest_main() {
         env::args().find_map(|a| a.strip_prefix(k).and_then(|v| v.strip_prefix('=')).and_then(|v| v.parse().ok())).unwrap_or(d)
     };
     let o = Opts { seed: num(1, 1), count: num(2, 20_000), batch: kv("batch", 1000).max(1), leak: kv("leak", 16) };
-    if mode == "check" {
-        check::serve();
+    match mode {
+        "check" => check::serve(),
+        "hole-victim" => holes::victim(),
+        "hole-mount" => return holes::mount(),
+        "hole-dma" => return holes::dma(),
+        "hole-exhaust" => return holes::exhaust(&mut engine::Engine::new("hole-exhaust", 0)),
+        _ => {}
     }
     println!("hostile: {} starting, seed={} count={} batch={} leak={}", mode, o.seed, o.count, o.batch, o.leak);
     engine::start_watchdog();

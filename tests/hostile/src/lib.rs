@@ -164,7 +164,11 @@ impl Learned {
     pub const fn new() -> Learned {
         Learned {
             labels: [0; LEARN_LABELS],
-            shapes: [[Shape { words: 0, caps: 0, maps: 0 }; LEARN_SHAPES]; LEARN_LABELS],
+            shapes: [[Shape {
+                words: 0,
+                caps: 0,
+                maps: 0,
+            }; LEARN_SHAPES]; LEARN_LABELS],
             counts: [0; LEARN_LABELS],
             used: 0,
         }
@@ -209,8 +213,8 @@ impl Learned {
 /// error labels, the kernel's own labels (page fault, exception, exit, gone), the block driver's
 /// raw SHARE, the dataspace opcodes, and the extremes.
 pub const SPECIAL_LABELS: [u16; 16] = [
-    0, 0xffe0, 0xffe1, 0xffe4, 0xffef, 0xfff0, 0xfff1, 0xfff2, 0xfff3, 0xffff, 0x7f00, 0xd01, 0xd02,
-    0xd07, 0xefff, 0xf000,
+    0, 0xffe0, 0xffe1, 0xffe4, 0xffef, 0xfff0, 0xfff1, 0xfff2, 0xfff3, 0xffff, 0x7f00, 0xd01,
+    0xd02, 0xd07, 0xefff, 0xf000,
 ];
 
 /// One generated message.
@@ -277,7 +281,11 @@ pub fn message(rng: &mut Rng, t: &Target, learned: &Learned) -> Msg {
     };
     // A learned shape, slightly off: one word too many or too few.
     if rng.chance(8) {
-        shape.words = if rng.chance(50) { shape.words.saturating_add(1).min(127) } else { shape.words.saturating_sub(1) };
+        shape.words = if rng.chance(50) {
+            shape.words.saturating_add(1).min(127)
+        } else {
+            shape.words.saturating_sub(1)
+        };
     }
     let mut w = [0u64; 64];
     for x in w.iter_mut() {
@@ -291,7 +299,12 @@ pub fn message(rng: &mut Rng, t: &Target, learned: &Learned) -> Msg {
             shape.words = (4 + len.div_ceil(8)).min(64) as u8;
         }
     }
-    Msg { label, shape, nonblock: rng.chance(10), w }
+    Msg {
+        label,
+        shape,
+        nonblock: rng.chance(10),
+        w,
+    }
 }
 
 /// An item count: none with `none_percent` %, else 1..=4, rarely 5..=7 (refused by the kernel).
@@ -408,7 +421,11 @@ mod tests {
     #[test]
     fn learned_shapes_are_remembered_and_rejections_ignored() {
         let mut l = Learned::new();
-        let s = Shape { words: 3, caps: 1, maps: 0 };
+        let s = Shape {
+            words: 3,
+            caps: 1,
+            maps: 0,
+        };
         l.note(5, s, BAD_SHAPE);
         l.note(6, s, BAD_OPCODE);
         assert_eq!(l.labels_known(), 0);
@@ -418,7 +435,15 @@ mod tests {
         assert_eq!(l.get(&mut r, 5), Some(s));
         assert_eq!(l.get(&mut r, 6), None);
         for w in 0..10 {
-            l.note(5, Shape { words: w, caps: 0, maps: 0 }, 0);
+            l.note(
+                5,
+                Shape {
+                    words: w,
+                    caps: 0,
+                    maps: 0,
+                },
+                0,
+            );
         }
         assert!((0..100).all(|_| l.get(&mut r, 5).is_some()));
         for label in 100..300 {
@@ -433,8 +458,13 @@ mod tests {
         let mut l = Learned::new();
         let ops = [1u16, 2, 3];
         let paths: [&[u8]; 2] = [b"/hello.txt", b"/docs"];
-        let t = Target { ops: &ops, hints: &[11, 12], payloads: &paths };
-        let (mut op_labels, mut over64, mut caps, mut maps, mut nb, mut payload) = (0, 0, 0, 0, 0, 0);
+        let t = Target {
+            ops: &ops,
+            hints: &[11, 12],
+            payloads: &paths,
+        };
+        let (mut op_labels, mut over64, mut caps, mut maps, mut nb, mut payload) =
+            (0, 0, 0, 0, 0, 0);
         for _ in 0..10_000 {
             let m = message(&mut r, &t, &l);
             assert!(m.shape.words <= 127 && m.shape.caps <= 7 && m.shape.maps <= 7);
@@ -451,10 +481,20 @@ mod tests {
         assert!(op_labels > 6000, "{op_labels}");
         assert!(over64 > 0 && caps > 1000 && maps > 500 && nb > 500 && payload > 500);
         // Once a shape is known, most messages with that label use it.
-        let s = Shape { words: 6, caps: 0, maps: 0 };
+        let s = Shape {
+            words: 6,
+            caps: 0,
+            maps: 0,
+        };
         l.note(2, s, 0);
-        let t = Target { ops: &[2], hints: &[], payloads: &[] };
-        let same = (0..1000).filter(|_| message(&mut r, &t, &l).shape == s).count();
+        let t = Target {
+            ops: &[2],
+            hints: &[],
+            payloads: &[],
+        };
+        let same = (0..1000)
+            .filter(|_| message(&mut r, &t, &l).shape == s)
+            .count();
         assert!(same > 400, "{same}");
     }
 
@@ -478,9 +518,17 @@ mod tests {
         t.count(0, 0);
         t.count(0, 7);
         assert_eq!((t.sent, t.ipc_errors, t.protocol, t.answered), (4, 1, 1, 2));
-        let s = Summary { server: "vfs", tally: &t, alive: true, seed: 9 };
+        let s = Summary {
+            server: "vfs",
+            tally: &t,
+            alive: true,
+            seed: 9,
+        };
         let line = format!("{s}");
-        assert!(line.starts_with("hostile: vfs alive=yes wrong=0 hangs=0 sent=4 "), "{line}");
+        assert!(
+            line.starts_with("hostile: vfs alive=yes wrong=0 hangs=0 sent=4 "),
+            "{line}"
+        );
         assert!(line.ends_with("seed=9"));
     }
 }

@@ -10,9 +10,11 @@
 //! address space ([`WIN`]) where a dataspace page is mapped and touched while it exists.
 
 use sawmill_abi::MsgTag;
-use sawmill_rt::slots::TASK;
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{dataspace, file, mem, pci, pfs, vfs, DsError, DsFlags, MapFlags, OpenFlags, PciError};
+use sawmill_interfaces::{
+    dataspace, file, mem, pci, pfs, vfs, DsError, DsFlags, MapFlags, OpenFlags, PciError,
+};
+use sawmill_rt::slots::TASK;
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 use crate::engine::{Engine, PROGRESS};
@@ -39,7 +41,11 @@ pub fn ask(e: &mut Engine, what: u16) -> (u64, bool) {
     let r = ipc::call(ep, MsgTag::new(what, 0), [0; 4]);
     PROGRESS.fetch_add(1, Ordering::Relaxed);
     e.tally.checks += 1;
-    let (wrong, alive) = if r.err != 0 || r.tag.label() != 0 { (1, false) } else { (r.w[0], r.w[1] == 0) };
+    let (wrong, alive) = if r.err != 0 || r.tag.label() != 0 {
+        (1, false)
+    } else {
+        (r.w[0], r.w[1] == 0)
+    };
     e.tally.wrong += wrong;
     (wrong, alive)
 }
@@ -63,7 +69,9 @@ struct Checker {
 impl Checker {
     fn mem(&mut self) -> (u64, bool) {
         let (mut n, mut dead) = (0, false);
-        let Some(ep) = env::cap("mem") else { return (1, false) };
+        let Some(ep) = env::cap("mem") else {
+            return (1, false);
+        };
         let m = mem::Client::new(ep);
         let before = match m.stats() {
             Ok(s) => s.used,
@@ -90,7 +98,10 @@ impl Checker {
                             (z, core::ptr::read_volatile(p))
                         };
                         if z != 0 || v != 0x5a5a_1234 {
-                            println!("hostile-check: WRONG a fresh page read {:#x} (want 0), then {:#x}", z, v);
+                            println!(
+                                "hostile-check: WRONG a fresh page read {:#x} (want 0), then {:#x}",
+                                z, v
+                            );
                             n += 1;
                         }
                     }
@@ -134,19 +145,33 @@ impl Checker {
 
     fn vfs(&mut self) -> (u64, bool) {
         let (mut n, mut dead) = (0, false);
-        let Some(ep) = env::cap("vfs") else { return (1, false) };
+        let Some(ep) = env::cap("vfs") else {
+            return (1, false);
+        };
         let v = vfs::Client::new(ep);
         match v.open(b"/hello.txt", OpenFlags::READ, 0, self.slot) {
-            Ok(o) if o.size == HELLO.len() as u64 => self.read_hello(o.file, &mut n, &mut dead, "vfs"),
+            Ok(o) if o.size == HELLO.len() as u64 => {
+                self.read_hello(o.file, &mut n, &mut dead, "vfs")
+            }
             Ok(o) => {
-                wrong!(n, dead, Ok::<u64, RpcError<()>>(o.size), "vfs.open /hello.txt size");
+                wrong!(
+                    n,
+                    dead,
+                    Ok::<u64, RpcError<()>>(o.size),
+                    "vfs.open /hello.txt size"
+                );
                 let _ = sys::cap_delete(self.slot);
             }
             r => wrong!(n, dead, r.map(|_| ()), "vfs.open /hello.txt"),
         }
         match v.stat(b"/docs/medium.bin", true) {
             Ok(s) if s.size == 20000 => {}
-            r => wrong!(n, dead, r.map(|s| s.size), "vfs.stat /docs/medium.bin (want 20000 bytes)"),
+            r => wrong!(
+                n,
+                dead,
+                r.map(|s| s.size),
+                "vfs.stat /docs/medium.bin (want 20000 bytes)"
+            ),
         }
         match v.readdir(b"/docs", 0) {
             Ok(_) => {}
@@ -157,7 +182,9 @@ impl Checker {
 
     fn pfs(&mut self) -> (u64, bool) {
         let (mut n, mut dead) = (0, false);
-        let Some(ep) = env::cap("vfs") else { return (1, false) };
+        let Some(ep) = env::cap("vfs") else {
+            return (1, false);
+        };
         let s = match self.session {
             Some(s) => s,
             None => {
@@ -183,11 +210,18 @@ impl Checker {
 
     fn pci(&mut self) -> (u64, bool) {
         let (mut n, mut dead) = (0, false);
-        let Some(ep) = env::cap("pci") else { return (1, false) };
+        let Some(ep) = env::cap("pci") else {
+            return (1, false);
+        };
         // Our badge has no device: the right answer is NotYours, and nothing granted.
         match pci::Client::new(ep).claim(0, TASK, self.slot) {
             Err(RpcError::App(PciError::NotYours)) => {}
-            r => wrong!(n, dead, r.map(|c| c.vendor), "pci.claim by a badge without devices (want NotYours)"),
+            r => wrong!(
+                n,
+                dead,
+                r.map(|c| c.vendor),
+                "pci.claim by a badge without devices (want NotYours)"
+            ),
         }
         let _ = sys::cap_delete(self.slot);
         (n, dead)
@@ -197,7 +231,10 @@ impl Checker {
 /// Serves the `check` endpoint for ever.
 pub fn serve() -> ! {
     let ep = env::cap("check").expect("check endpoint");
-    let mut c = Checker { slot: thread::alloc_slot(), session: None };
+    let mut c = Checker {
+        slot: thread::alloc_slot(),
+        session: None,
+    };
     println!("hostile-check: ready");
     let mut m = ipc::recv(ep, 0);
     loop {

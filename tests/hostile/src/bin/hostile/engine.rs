@@ -137,8 +137,12 @@ impl Engine {
             0 => 1000,
             1 => self.rng.pick(&[u64::MAX, 1 << 32, 4096]),
             2 | 3 => ep,
-            4 | 5 if !self.held.is_empty() => self.held[self.rng.below(self.held.len() as u64) as usize].slot,
-            6 if !self.closed.is_empty() => self.closed[self.rng.below(self.closed.len() as u64) as usize].slot,
+            4 | 5 if !self.held.is_empty() => {
+                self.held[self.rng.below(self.held.len() as u64) as usize].slot
+            }
+            6 if !self.closed.is_empty() => {
+                self.closed[self.rng.below(self.closed.len() as u64) as usize].slot
+            }
             7 => slots::THREAD,
             8 => slots::TASK,
             _ => ep,
@@ -150,10 +154,25 @@ impl Engine {
         let r = &mut self.rng;
         let noise = r.next_u64();
         MapItem {
-            src: r.pick(&[bait, bait + 4096, bait + 1, 0, 0xffff_8000_0000_0000, 0x7fff_ffff_f000, noise]),
+            src: r.pick(&[
+                bait,
+                bait + 4096,
+                bait + 1,
+                0,
+                0xffff_8000_0000_0000,
+                0x7fff_ffff_f000,
+                noise,
+            ]),
             dst: sawmill_hostile::word(r, &[0x4000_0000, 0x5000_0000]),
             pages: r.pick(&[1, 2, 0, 3, 512, u64::MAX]),
-            flags: r.pick(&[map::READ, map::READ | map::WRITE, map::READ | map::WRITE | map::EXEC, map::HUGE | map::READ, map::GRANT | map::READ, noise]),
+            flags: r.pick(&[
+                map::READ,
+                map::READ | map::WRITE,
+                map::READ | map::WRITE | map::EXEC,
+                map::HUGE | map::READ,
+                map::GRANT | map::READ,
+                noise,
+            ]),
         }
     }
 
@@ -181,7 +200,12 @@ impl Engine {
         let r = if self.rng.chance(3) {
             // One-way: the server's reply goes nowhere.
             let err = ipc::send(ep, tag, w);
-            IpcResult { err, badge: 0, tag: MsgTag(0), w: [0; 4] }
+            IpcResult {
+                err,
+                badge: 0,
+                tag: MsgTag(0),
+                w: [0; 4],
+            }
         } else {
             ipc::call(ep, tag, w)
         };
@@ -192,7 +216,10 @@ impl Engine {
         }
         for (i, &s) in rx.iter().enumerate() {
             if i < got {
-                self.hold(Held { slot: s, kind: kind_of(m.label) });
+                self.hold(Held {
+                    slot: s,
+                    kind: kind_of(m.label),
+                });
             } else {
                 // Nothing arrived there; deleting an empty slot is harmless.
                 self.release(s);
@@ -257,7 +284,15 @@ impl Engine {
     }
 
     pub fn summary(&self, alive: bool) {
-        println!("{}", Summary { server: self.server, tally: &self.tally, alive, seed: self.seed });
+        println!(
+            "{}",
+            Summary {
+                server: self.server,
+                tally: &self.tally,
+                alive,
+                seed: self.seed
+            }
+        );
     }
 }
 
@@ -279,15 +314,35 @@ pub fn start_watchdog() {
                 last = p;
                 since = now;
             } else if now.saturating_sub(since) > HANG_TICKS {
-                let t = Tally { sent: SENT.load(Ordering::Relaxed), hangs: 1, ..Tally::default() };
-                println!("hostile: {} hung: no answer for {} ticks after {} messages", SERVER.get(), HANG_TICKS, t.sent);
-                println!("{}", Summary { server: SERVER.get(), tally: &t, alive: false, seed: SEED.load(Ordering::Relaxed) });
+                let t = Tally {
+                    sent: SENT.load(Ordering::Relaxed),
+                    hangs: 1,
+                    ..Tally::default()
+                };
+                println!(
+                    "hostile: {} hung: no answer for {} ticks after {} messages",
+                    SERVER.get(),
+                    HANG_TICKS,
+                    t.sent
+                );
+                println!(
+                    "{}",
+                    Summary {
+                        server: SERVER.get(),
+                        tally: &t,
+                        alive: false,
+                        seed: SEED.load(Ordering::Relaxed)
+                    }
+                );
                 let _ = sys::task_kill(slots::TASK);
                 return;
             }
         }
     });
     if let Err(e) = r {
-        println!("hostile: no watchdog ({}): hangs will show as a scenario timeout", e.name());
+        println!(
+            "hostile: no watchdog ({}): hangs will show as a scenario timeout",
+            e.name()
+        );
     }
 }

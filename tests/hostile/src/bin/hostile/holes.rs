@@ -32,7 +32,12 @@ fn cap(name: &str) -> u64 {
 }
 
 fn verdict(name: &str, ok: bool, what: core::fmt::Arguments) {
-    println!("hostile: {} {} {}", name, if ok { "PASS" } else { "FAIL" }, what);
+    println!(
+        "hostile: {} {} {}",
+        name,
+        if ok { "PASS" } else { "FAIL" },
+        what
+    );
 }
 
 /// Opens and reads /hello.txt through the VFS; true if the bytes are right.
@@ -62,15 +67,26 @@ pub fn mount() {
     long[301] = b'/';
     long[302] = b'l';
     let r = v.mkdir(&long, 0o755);
-    println!("hostile: hole-mount: mkdir of a 300-byte component: {:?}", r);
+    println!(
+        "hostile: hole-mount: mkdir of a 300-byte component: {:?}",
+        r
+    );
     let after_mkdir = hello_via_vfs(&v);
     // readdir with a 258-byte path: "/" and a 257-byte component.
     let u = utcb();
     for (i, w) in u.mr[4..37].iter_mut().enumerate() {
-        *w = if i == 0 { u64::from_le_bytes(*b"/ccccccc") } else { u64::from_le_bytes(*b"cccccccc") };
+        *w = if i == 0 {
+            u64::from_le_bytes(*b"/ccccccc")
+        } else {
+            u64::from_le_bytes(*b"cccccccc")
+        };
     }
     let r = ipc::call(v.ep, MsgTag::new(vfs::op::READDIR, 37), [258, 0, 0, 0]);
-    println!("hostile: hole-mount: readdir of a 257-byte component: err {} label {:#x}", r.err, r.tag.label());
+    println!(
+        "hostile: hole-mount: readdir of a 257-byte component: err {} label {:#x}",
+        r.err,
+        r.tag.label()
+    );
     let after_readdir = hello_via_vfs(&v);
     verdict(
         "hole-mount",
@@ -103,7 +119,10 @@ pub fn exhaust(e: &mut Engine) {
         // Dropped without `close`: the PFS is never told.
         let _ = sys::cap_delete(slot);
     }
-    println!("hostile: hole-exhaust: {} opens dropped without close, {} refused (first: {:?})", opened, refused, first_refusal);
+    println!(
+        "hostile: hole-exhaust: {} opens dropped without close, {} refused (first: {:?})",
+        opened, refused, first_refusal
+    );
     let (vw, _) = ask(e, check::VFS);
     let (pw, _) = ask(e, check::PFS);
     verdict("hole-exhaust", vw == 0 && pw == 0, format_args!("another client still opens files: wrong answers through the VFS {}, through a session {}", vw, pw));
@@ -133,21 +152,39 @@ pub fn dma() {
         println!("hostile: hole-dma FAIL mapping the DMA page");
         return;
     }
-    if let Err(err) = b.share(Map { src: AT, dst: info.window, pages: 1, flags: map::READ | map::WRITE }) {
+    if let Err(err) = b.share(Map {
+        src: AT,
+        dst: info.window,
+        pages: 1,
+        flags: map::READ | map::WRITE,
+    }) {
         println!("hostile: hole-dma FAIL sharing the page: {:?}", err);
         return;
     }
     // Share, then free: mem takes the frame back while the driver still knows its address.
     let freed = d.free();
     let _ = sys::cap_delete(ds);
-    println!("hostile: hole-dma: shared page at {:#x} freed ({:?})", a.paddr, freed);
+    println!(
+        "hostile: hole-dma: shared page at {:#x} freed ({:?})",
+        a.paddr, freed
+    );
     // The victim allocates until mem gives it that frame, and fills it.
     let r = ipc::call(victim, MsgTag::new(1, 1), [a.paddr, 0, 0, 0]);
     if r.err != 0 || r.w[0] == 0 {
-        verdict("hole-dma", true, format_args!("mem did not hand the frame to anyone else within {} allocations", r.w[1]));
+        verdict(
+            "hole-dma",
+            true,
+            format_args!(
+                "mem did not hand the frame to anyone else within {} allocations",
+                r.w[1]
+            ),
+        );
         return;
     }
-    println!("hostile: hole-dma: the victim got frame {:#x} after {} allocations", a.paddr, r.w[1]);
+    println!(
+        "hostile: hole-dma: the victim got frame {:#x} after {} allocations",
+        a.paddr, r.w[1]
+    );
     // A read of the (blank) disk into the old shared region.
     let mut sector = [0u64; 16];
     let mut off = [0u32; 16];
@@ -161,7 +198,11 @@ pub fn dma() {
     verdict(
         "hole-dma",
         intact,
-        format_args!("a blk read into a freed shared region ({:?}) changed {} of the victim's 4096 bytes", rd, if r.err == 0 { r.w[0] } else { u64::MAX }),
+        format_args!(
+            "a blk read into a freed shared region ({:?}) changed {} of the victim's 4096 bytes",
+            rd,
+            if r.err == 0 { r.w[0] } else { u64::MAX }
+        ),
     );
 }
 

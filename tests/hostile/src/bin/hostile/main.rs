@@ -58,9 +58,20 @@ fn guest_main() {
     let mode = env::arg(0).unwrap_or("");
     let num = |i: usize, d: u64| env::arg(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let kv = |k: &str, d: u64| {
-        env::args().find_map(|a| a.strip_prefix(k).and_then(|v| v.strip_prefix('=')).and_then(|v| v.parse().ok())).unwrap_or(d)
+        env::args()
+            .find_map(|a| {
+                a.strip_prefix(k)
+                    .and_then(|v| v.strip_prefix('='))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(d)
     };
-    let o = Opts { seed: num(1, 1), count: num(2, 20_000), batch: kv("batch", 1000).max(1), leak: kv("leak", 16) };
+    let o = Opts {
+        seed: num(1, 1),
+        count: num(2, 20_000),
+        batch: kv("batch", 1000).max(1),
+        leak: kv("leak", 16),
+    };
     match mode {
         "check" => check::serve(),
         "hole-victim" => holes::victim(),
@@ -69,7 +80,10 @@ fn guest_main() {
         "hole-exhaust" => return holes::exhaust(&mut engine::Engine::new("hole-exhaust", 0)),
         _ => {}
     }
-    println!("hostile: {} starting, seed={} count={} batch={} leak={}", mode, o.seed, o.count, o.batch, o.leak);
+    println!(
+        "hostile: {} starting, seed={} count={} batch={} leak={}",
+        mode, o.seed, o.count, o.batch, o.leak
+    );
     engine::start_watchdog();
     let name: &'static str = match mode {
         "mem" => "mem",
@@ -78,7 +92,10 @@ fn guest_main() {
         "blk" => "blk",
         "pci" => "pci",
         _ => {
-            println!("hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, check)", mode);
+            println!(
+                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, check)",
+                mode
+            );
             sawmill_rt::exit(1);
         }
     };

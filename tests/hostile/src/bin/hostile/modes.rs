@@ -7,7 +7,9 @@ use crate::Opts;
 use sawmill_abi::{map, MsgTag};
 use sawmill_hostile::Target;
 use sawmill_interfaces::rpc::{Error as RpcError, Map};
-use sawmill_interfaces::{blk, dataspace, file, mem, pci, pfs, vfs, BlkError, DsError, MapFlags, OpenFlags};
+use sawmill_interfaces::{
+    blk, dataspace, file, mem, pci, pfs, vfs, BlkError, DsError, MapFlags, OpenFlags,
+};
 use sawmill_rt::{env, println, utcb};
 
 const DS_OPS: [u16; 7] = [
@@ -19,7 +21,12 @@ const DS_OPS: [u16; 7] = [
     dataspace::op::RESIZE,
     dataspace::op::FREE,
 ];
-const MEM_OPS: [u16; 4] = [mem::op::ALLOC, mem::op::ALLOC_DMA, mem::op::STATS, mem::op::CLIENT_GONE];
+const MEM_OPS: [u16; 4] = [
+    mem::op::ALLOC,
+    mem::op::ALLOC_DMA,
+    mem::op::STATS,
+    mem::op::CLIENT_GONE,
+];
 const FILE_OPS: [u16; 16] = [
     file::op::READ,
     file::op::WRITE,
@@ -78,7 +85,13 @@ const PFS_OPS: [u16; 21] = [
     pfs::op::OPEN_PATH,
     pfs::op::COVER,
 ];
-const BLK_OPS: [u16; 5] = [blk::op::INFO, blk::op::READ, blk::op::WRITE, blk::op::FLUSH, blk::op::SHARE];
+const BLK_OPS: [u16; 5] = [
+    blk::op::INFO,
+    blk::op::READ,
+    blk::op::WRITE,
+    blk::op::FLUSH,
+    blk::op::SHARE,
+];
 /// Map read-write, and writable now.
 const RW_NOW: MapFlags = MapFlags::from_bits_retain(0x103);
 const PCI_OPS: [u16; 1] = [pci::op::CLAIM];
@@ -117,7 +130,9 @@ const PATHS: [&[u8]; 16] = [
     COMP256,
 ];
 /// Inode numbers, sizes and cookies of the basic tree.
-const FS_HINTS: [u64; 12] = [2, 11, 12, 13, 14, 15, 16, 20000, 4097, 0o100644, 0o040755, 1000];
+const FS_HINTS: [u64; 12] = [
+    2, 11, 12, 13, 14, 15, 16, 20000, 4097, 0o100644, 0o040755, 1000,
+];
 
 /// Where the blk mode maps the region it shares with its driver.
 const BLK_AT: u64 = 0x5900_0000;
@@ -146,13 +161,16 @@ fn cap(name: &str) -> u64 {
     }
 }
 
+/// What to send to a target of some kind: its interface, and what a capability in the reply is.
+type Aim = (Target<'static>, fn(u16) -> Kind);
+
 /// The main loop every mode shares: fire at the server or at what it handed out, and every
 /// batch run the misuse patterns and the health check. Returns the last check's `alive`.
 fn main_loop(
     e: &mut Engine,
     o: &Opts,
     main: u64,
-    aim: &dyn Fn(Option<Kind>) -> (Target<'static>, fn(u16) -> Kind),
+    aim: &dyn Fn(Option<Kind>) -> Aim,
     mut batch: impl FnMut(&mut Engine) -> bool,
 ) -> bool {
     let mut next = o.batch;
@@ -165,7 +183,10 @@ fn main_loop(
             next = e.tally.sent + o.batch;
             alive = batch(e);
             if !alive {
-                println!("hostile: {} does not answer any more after {} messages (seed {})", e.server, e.tally.sent, e.seed);
+                println!(
+                    "hostile: {} does not answer any more after {} messages (seed {})",
+                    e.server, e.tally.sent, e.seed
+                );
                 break;
             }
         }
@@ -173,11 +194,19 @@ fn main_loop(
     alive && batch(e)
 }
 
-fn expect<T: core::fmt::Debug, E: core::fmt::Debug>(e: &mut Engine, r: Result<T, RpcError<E>>, ok: impl Fn(&Result<T, RpcError<E>>) -> bool, what: &str) {
+fn expect<T: core::fmt::Debug, E: core::fmt::Debug>(
+    e: &mut Engine,
+    r: Result<T, RpcError<E>>,
+    ok: impl Fn(&Result<T, RpcError<E>>) -> bool,
+    what: &str,
+) {
     e.tally.checks += 1;
     if !ok(&r) {
         e.tally.wrong += 1;
-        println!("hostile: {} WRONG {}: got {:?} (seed {}, after {} messages)", e.server, what, r, e.seed, e.tally.sent);
+        println!(
+            "hostile: {} WRONG {}: got {:?} (seed {}, after {} messages)",
+            e.server, what, r, e.seed, e.tally.sent
+        );
     }
 }
 
@@ -187,10 +216,17 @@ fn run_mem(e: &mut Engine, o: &Opts) -> bool {
     let main = cap("mem");
     let m = mem::Client::new(main);
     let mut leak = o.leak;
-    let aim = |k: Option<Kind>| -> (Target<'static>, fn(u16) -> Kind) {
+    let aim = |k: Option<Kind>| -> Aim {
         const HINTS: [u64; 8] = [4096, 8192, 1 << 20, 0x5800_0000, 0x103, 0x3, 16, 1 << 63];
         let ops: &'static [u16] = if k.is_some() { &DS_OPS } else { &MEM_OPS };
-        (Target { ops, hints: &HINTS, payloads: &[] }, |_| Kind::Ds)
+        (
+            Target {
+                ops,
+                hints: &HINTS,
+                payloads: &[],
+            },
+            |_| Kind::Ds,
+        )
     };
     main_loop(e, o, main, &aim, |e| {
         // Leak: a dataspace whose capability we drop without `free` (bounded, see `Opts::leak`).
@@ -210,7 +246,12 @@ fn run_mem(e: &mut Engine, o: &Opts) -> bool {
             // least names nothing (Gone).
             expect(e, d.info().map(|_| ()), gone, "info after free (want Gone)");
             expect(e, d.free(), gone, "second free (want Gone)");
-            expect(e, d.map(0, 0x5800_0000, 1, MapFlags::READ, [0x5800_0000, 4096]), |r| r.is_err(), "map after free");
+            expect(
+                e,
+                d.map(0, 0x5800_0000, 1, MapFlags::READ, [0x5800_0000, 4096]),
+                |r| r.is_err(),
+                "map after free",
+            );
         }
         e.release(s);
         // Flood: non-blocking requests back to back.
@@ -243,12 +284,40 @@ fn run_fs(e: &mut Engine, o: &Opts, via_session: bool) -> bool {
         v.ep
     };
     let mut leak = o.leak;
-    let aim = move |k: Option<Kind>| -> (Target<'static>, fn(u16) -> Kind) {
+    let aim = move |k: Option<Kind>| -> Aim {
         match k {
-            Some(Kind::File) => (Target { ops: &FILE_OPS, hints: &FS_HINTS, payloads: &[] }, |_| Kind::File),
-            Some(Kind::Session) => (Target { ops: &PFS_OPS, hints: &FS_HINTS, payloads: &PATHS }, pfs_kind),
-            _ if via_session => (Target { ops: &PFS_OPS, hints: &FS_HINTS, payloads: &PATHS }, pfs_kind),
-            _ => (Target { ops: &VFS_OPS, hints: &FS_HINTS, payloads: &PATHS }, vfs_kind),
+            Some(Kind::File) => (
+                Target {
+                    ops: &FILE_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &[],
+                },
+                |_| Kind::File,
+            ),
+            Some(Kind::Session) => (
+                Target {
+                    ops: &PFS_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &PATHS,
+                },
+                pfs_kind,
+            ),
+            _ if via_session => (
+                Target {
+                    ops: &PFS_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &PATHS,
+                },
+                pfs_kind,
+            ),
+            _ => (
+                Target {
+                    ops: &VFS_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &PATHS,
+                },
+                vfs_kind,
+            ),
         }
     };
     let health = if via_session { check::PFS } else { check::VFS };
@@ -256,7 +325,9 @@ fn run_fs(e: &mut Engine, o: &Opts, via_session: bool) -> bool {
         let s = e.slot();
         let open = |s: u64| {
             if via_session {
-                pfs::Client::new(main).open_path(b"hello.txt", OpenFlags::READ, 0, s).map(|o| o.file)
+                pfs::Client::new(main)
+                    .open_path(b"hello.txt", OpenFlags::READ, 0, s)
+                    .map(|o| o.file)
             } else {
                 v.open(b"/hello.txt", OpenFlags::READ, 0, s).map(|o| o.file)
             }
@@ -278,20 +349,37 @@ fn run_fs(e: &mut Engine, o: &Opts, via_session: bool) -> bool {
         if !via_session {
             // Issue 12, hole 1: a component longer than a name may be, as a path and as a
             // readdir whose length word says 258 bytes; both must fail alone.
-            expect(e, v.mkdir(LONG, 0o755), |r| matches!(r, Err(RpcError::App(_))), "mkdir of a 300-byte component");
+            expect(
+                e,
+                v.mkdir(LONG, 0o755),
+                |r| matches!(r, Err(RpcError::App(_))),
+                "mkdir of a 300-byte component",
+            );
             let u = utcb();
             for (i, w) in u.mr[4..40].iter_mut().enumerate() {
-                *w = if i == 0 { u64::from_le_bytes(*b"/ccccccc") } else { u64::from_le_bytes(*b"cccccccc") };
+                *w = if i == 0 {
+                    u64::from_le_bytes(*b"/ccccccc")
+                } else {
+                    u64::from_le_bytes(*b"cccccccc")
+                };
             }
             let r = e.call(main, MsgTag::new(vfs::op::READDIR, 40), [258, 0, 0, 0]);
             e.tally.checks += 1;
             if r.err != 0 || r.tag.label() == 0 || r.tag.label() == sawmill_abi::label::GONE {
                 e.tally.wrong += 1;
-                println!("hostile: vfs WRONG readdir of a 257-byte component: err {} label {:#x}", r.err, r.tag.label());
+                println!(
+                    "hostile: vfs WRONG readdir of a 257-byte component: err {} label {:#x}",
+                    r.err,
+                    r.tag.label()
+                );
             }
         }
         // Flood: non-blocking requests back to back.
-        let (label, words) = if via_session { (pfs::op::ROOT, 0) } else { (vfs::op::MOUNTS, 0) };
+        let (label, words) = if via_session {
+            (pfs::op::ROOT, 0)
+        } else {
+            (vfs::op::MOUNTS, 0)
+        };
         for _ in 0..64 {
             e.call(main, MsgTag::new(label, words).nonblocking(), [0; 4]);
         }
@@ -334,19 +422,49 @@ fn run_blk(e: &mut Engine, o: &Opts) -> bool {
     let ok = m.alloc_dma(BLK_PAGES, ds).is_ok()
         && (0..BLK_PAGES).all(|i| {
             let va = BLK_AT + i * 4096;
-            dataspace::Client::new(ds).map(i * 4096, va, 1, RW_NOW, [va, 4096]).is_ok()
+            dataspace::Client::new(ds)
+                .map(i * 4096, va, 1, RW_NOW, [va, 4096])
+                .is_ok()
         });
     if !ok {
         println!("hostile: FAIL no DMA region from mem for the blk mode");
         sawmill_rt::exit(1)
     }
-    if let Err(err) = b.share(Map { src: BLK_AT, dst: info.window, pages: BLK_PAGES, flags: rw }) {
+    if let Err(err) = b.share(Map {
+        src: BLK_AT,
+        dst: info.window,
+        pages: BLK_PAGES,
+        flags: rw,
+    }) {
         println!("hostile: FAIL sharing a region with the driver: {:?}", err);
         sawmill_rt::exit(1)
     }
     let sectors = info.sectors;
-    let hints: &'static [u64] = alloc::vec![sectors, sectors - 1, sectors - 64, sectors + 1, BLK_PAGES * 4096, BLK_PAGES * 4096 - 512, 512, 16, 17, 64, 65, info.window].leak();
-    let aim = move |_k: Option<Kind>| -> (Target<'static>, fn(u16) -> Kind) { (Target { ops: &BLK_OPS, hints, payloads: &[] }, |_| Kind::Other) };
+    let hints: &'static [u64] = alloc::vec![
+        sectors,
+        sectors - 1,
+        sectors - 64,
+        sectors + 1,
+        BLK_PAGES * 4096,
+        BLK_PAGES * 4096 - 512,
+        512,
+        16,
+        17,
+        64,
+        65,
+        info.window
+    ]
+    .leak();
+    let aim = move |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &BLK_OPS,
+                hints,
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
+    };
     let mut round = 0u8;
     main_loop(e, o, main, &aim, |e| {
         let one = |v: u64| {
@@ -367,14 +485,49 @@ fn run_blk(e: &mut Engine, o: &Opts) -> bool {
         // Misuse: buffers outside the region, sectors past the end, too many requests, a second
         // share; each must be refused with its own error.
         let past = (BLK_PAGES * 4096) as u32;
-        expect(e, b.read(1, one(0), off(past - 512), cnt(2)), |r| *r == Err(RpcError::App(BlkError::BadBuffer)), "read past the region");
-        expect(e, b.read(1, one(sectors - 1), off(0), cnt(2)), |r| *r == Err(RpcError::App(BlkError::OutOfRange)), "read past the disk");
-        expect(e, b.write(17, one(0), off(0), cnt(1)), |r| *r == Err(RpcError::App(BlkError::TooMany)), "17 requests");
-        expect(e, b.read(1, one(u64::MAX), off(0), cnt(1)), |r| *r == Err(RpcError::App(BlkError::OutOfRange)), "sector u64::MAX");
-        let again = b.share(Map { src: BLK_AT, dst: info.window, pages: 1, flags: map::READ });
+        expect(
+            e,
+            b.read(1, one(0), off(past - 512), cnt(2)),
+            |r| *r == Err(RpcError::App(BlkError::BadBuffer)),
+            "read past the region",
+        );
+        expect(
+            e,
+            b.read(1, one(sectors - 1), off(0), cnt(2)),
+            |r| *r == Err(RpcError::App(BlkError::OutOfRange)),
+            "read past the disk",
+        );
+        expect(
+            e,
+            b.write(17, one(0), off(0), cnt(1)),
+            |r| *r == Err(RpcError::App(BlkError::TooMany)),
+            "17 requests",
+        );
+        expect(
+            e,
+            b.read(1, one(u64::MAX), off(0), cnt(1)),
+            |r| *r == Err(RpcError::App(BlkError::OutOfRange)),
+            "sector u64::MAX",
+        );
+        let again = b.share(Map {
+            src: BLK_AT,
+            dst: info.window,
+            pages: 1,
+            flags: map::READ,
+        });
         // Refused: NotShared, or the map item fell outside the driver's window (which has moved
         // past our region) and the request lacks it.
-        expect(e, again, |r| matches!(r, Err(RpcError::App(BlkError::NotShared)) | Err(RpcError::Protocol(_))), "a second share");
+        expect(
+            e,
+            again,
+            |r| {
+                matches!(
+                    r,
+                    Err(RpcError::App(BlkError::NotShared)) | Err(RpcError::Protocol(_))
+                )
+            },
+            "a second share",
+        );
         // Health: what we write to a sector comes back.
         round = round.wrapping_add(1);
         let page0 = BLK_AT as *mut u8;
@@ -382,14 +535,17 @@ fn run_blk(e: &mut Engine, o: &Opts) -> bool {
         // SAFETY: pages 0 and 1 of our shared region, mapped writable at BLK_AT for the whole run.
         unsafe {
             for i in 0..512 {
-                page0.add(i).write_volatile((i as u8).wrapping_mul(7) ^ round);
+                page0
+                    .add(i)
+                    .write_volatile((i as u8).wrapping_mul(7) ^ round);
                 page1.add(i).write_volatile(0);
             }
         }
         let w = b.write(1, one(CHECK_SECTOR), off(0), cnt(1));
         let rd = b.read(1, one(CHECK_SECTOR), off(4096), cnt(1));
         // SAFETY: as above; the driver's DMA has completed when `read` returned.
-        let same = (0..512).all(|i| unsafe { page1.add(i).read_volatile() == (i as u8).wrapping_mul(7) ^ round });
+        let same = (0..512)
+            .all(|i| unsafe { page1.add(i).read_volatile() == (i as u8).wrapping_mul(7) ^ round });
         e.tally.checks += 1;
         let alive = w.is_ok() && rd.is_ok();
         if !alive || !same || b.info().map(|i| i.sectors) != Ok(sectors) {
@@ -405,19 +561,35 @@ fn run_blk(e: &mut Engine, o: &Opts) -> bool {
 fn run_pci(e: &mut Engine, o: &Opts) -> bool {
     let main = cap("pci");
     let p = pci::Client::new(main);
-    let aim = |_k: Option<Kind>| -> (Target<'static>, fn(u16) -> Kind) {
-        (Target { ops: &PCI_OPS, hints: &[0, 1, 2, 31, 255], payloads: &[] }, |_| Kind::Other)
+    let aim = |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &PCI_OPS,
+                hints: &[0, 1, 2, 31, 255],
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
     };
     main_loop(e, o, main, &aim, |e| {
         let s = e.slot();
-        expect(e, p.claim(0, sawmill_rt::slots::TASK, s), |r| r.is_err(), "claim by a badge without devices");
+        expect(
+            e,
+            p.claim(0, sawmill_rt::slots::TASK, s),
+            |r| r.is_err(),
+            "claim by a badge without devices",
+        );
         e.release(s);
         // A claim without a task capability, and with one that is not a task.
         let r = e.call(main, MsgTag::new(pci::op::CLAIM, 1), [0; 4]);
         e.tally.checks += 1;
         if r.err != 0 || r.tag.label() == 0 {
             e.tally.wrong += 1;
-            println!("hostile: pci WRONG a claim without a task capability: err {} label {:#x}", r.err, r.tag.label());
+            println!(
+                "hostile: pci WRONG a claim without a task capability: err {} label {:#x}",
+                r.err,
+                r.tag.label()
+            );
         }
         ask(e, check::PCI).1
     })

@@ -56,6 +56,10 @@ mod spin_free {
 struct Bait([u8; 8192]);
 static BAIT: Bait = Bait([0; 8192]);
 
+/// Where replies' map items may land (when the window is open): never read or written here.
+pub const SCRATCH: u64 = 0x6000_0000;
+pub const SCRATCH_SIZE: u64 = 64 * 4096;
+
 /// What a held capability is, which decides how it is called and how it is given back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -163,7 +167,7 @@ impl Engine {
                 0x7fff_ffff_f000,
                 noise,
             ]),
-            dst: sawmill_hostile::word(r, &[0x4000_0000, 0x5000_0000]),
+            dst: sawmill_hostile::word(r, &[0x4000_0000, SCRATCH, SCRATCH + 4096]),
             pages: r.pick(&[1, 2, 0, 3, 512, u64::MAX]),
             flags: r.pick(&[
                 map::READ,
@@ -194,7 +198,13 @@ impl Engine {
         u.caps_out = caps;
         u.caps_in = rx;
         u.map_items = maps;
-        u.map_window = [0, 0];
+        // Sometimes open a receive window, so that what a server maps really lands (and is
+        // charged); the scratch range is never touched here.
+        u.map_window = if self.rng.chance(25) {
+            [SCRATCH, SCRATCH_SIZE]
+        } else {
+            [0, 0]
+        };
         let tag = MsgTag(m.tag());
         let w = [m.w[0], m.w[1], m.w[2], m.w[3]];
         let r = if self.rng.chance(3) {
@@ -296,14 +306,17 @@ impl Engine {
     }
 }
 
-/// Timer ticks (10 ms each) without progress that count as a hang.
+/// Timer ticks (10 ms each) without progress that count as a hang, unless `hang_ticks=N` says
+/// otherwise.
 const HANG_TICKS: u64 = 3000;
 
 /// Starts the watchdog: a lowest-priority thread that runs only when everything else waits. If no
 /// call came back for [`HANG_TICKS`], it reports the hang with the usual summary line and ends
 /// the task (root reaps it).
-pub fn start_watchdog() {
-    let r = thread::spawn(1, 8192, || {
+pub const DEFAULT_HANG_TICKS: u64 = HANG_TICKS;
+
+pub fn start_watchdog(hang_ticks: u64) {
+    let r = thread::spawn(1, 8192, move || {
         let mut last = PROGRESS.load(Ordering::Relaxed);
         let mut since = sys::kernel_info(kinfo::TICKS).unwrap_or(0);
         while !FINISHED.load(Ordering::Relaxed) {
@@ -313,7 +326,7 @@ pub fn start_watchdog() {
             if p != last {
                 last = p;
                 since = now;
-            } else if now.saturating_sub(since) > HANG_TICKS {
+            } else if now.saturating_sub(since) > hang_ticks {
                 let t = Tally {
                     sent: SENT.load(Ordering::Relaxed),
                     hangs: 1,
@@ -322,7 +335,7 @@ pub fn start_watchdog() {
                 println!(
                     "hostile: {} hung: no answer for {} ticks after {} messages",
                     SERVER.get(),
-                    HANG_TICKS,
+                    hang_ticks,
                     t.sent
                 );
                 println!(

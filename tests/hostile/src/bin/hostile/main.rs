@@ -2,7 +2,7 @@
 //! interface, and the checker that proves between batches that the server still answers other
 //! clients correctly.
 //!
-//! Arguments: `MODE SEED COUNT [leak=N] [batch=N]`. MODE is one of
+//! Arguments: `MODE SEED COUNT [leak=N] [batch=N] [hang_ticks=N] [ep=NAME]`. MODE is one of
 //! - `mem`: the memory server and the dataspaces it hands out;
 //! - `vfs`: the VFS, and the open files and PFS sessions it hands out;
 //! - `pfs`: a PFS through the session an ordinary client gets (`vfs.mount`), and its open files;
@@ -84,7 +84,7 @@ fn guest_main() {
         "hostile: {} starting, seed={} count={} batch={} leak={}",
         mode, o.seed, o.count, o.batch, o.leak
     );
-    engine::start_watchdog();
+    engine::start_watchdog(kv("hang_ticks", engine::DEFAULT_HANG_TICKS));
     let name: &'static str = match mode {
         "mem" => "mem",
         "vfs" => "vfs",

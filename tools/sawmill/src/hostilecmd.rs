@@ -1,6 +1,7 @@
 //! `./sawmill hostile`: the long run of the standing hostile client (issue 12). Boots every
-//! `systems/tests/hostile-*.toml` scenario with its message count raised (default 100,000 per
-//! server; the short run in `./sawmill test` sends 20,000) and prints one table row per server:
+//! `systems/tests/hostile-*.toml` scenario that has a message count, with it raised (default
+//! 100,000 per server; the short run in `./sawmill test` sends 20,000), and prints one table row
+//! per server:
 //! messages sent, alive, wrong answers, hangs, seed. Touches only target/hostile/ (the rewritten
 //! manifests) and what a scenario run writes.
 
@@ -72,6 +73,11 @@ pub fn run(repo: &Repo, count: u64, seed: Option<u64>) -> i32 {
         .list_systems("systems/tests")
         .into_iter()
         .filter(|n| n.starts_with("hostile-"))
+        .filter(|n| {
+            // Only the runs with a message count to raise (not e.g. the watchdog's own test).
+            let p = repo.root.join("systems/tests").join(format!("{n}.toml"));
+            std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.ends_with(SHORT)))
+        })
         .collect();
     println!("building guests");
     if let Err(e) = crate::guest::build(repo) {

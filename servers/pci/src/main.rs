@@ -99,7 +99,7 @@ impl pci::Server for Pci {
                 // A client may ask as often as it likes: the console hears of the first refusals
                 // and then of every 1000th, so nobody can flood it through us (issue 12).
                 let n = REFUSALS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-                if n < 8 || n % 1000 == 0 {
+                if n < 8 || n.is_multiple_of(1000) {
                     println!("pci: claim of device {} by badge {} refused: not assigned to it ({} refusals)", index, badge, n + 1);
                 }
                 PciError::NotYours

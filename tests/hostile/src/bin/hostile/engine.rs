@@ -207,7 +207,8 @@ impl Engine {
         };
         let tag = MsgTag(m.tag());
         let w = [m.w[0], m.w[1], m.w[2], m.w[3]];
-        let r = if self.rng.chance(3) {
+        let oneway = self.rng.chance(3);
+        let r = if oneway {
             // One-way: the server's reply goes nowhere.
             let err = ipc::send(ep, tag, w);
             IpcResult {
@@ -221,7 +222,8 @@ impl Engine {
         };
         self.done(&r);
         let got = if r.err == 0 { r.tag.caps().min(4) } else { 0 };
-        if r.err == 0 {
+        // A one-way message has no answer to learn from.
+        if r.err == 0 && !oneway {
             self.learned.note(m.label, m.shape, r.tag.label());
         }
         for (i, &s) in rx.iter().enumerate() {
@@ -294,6 +296,12 @@ impl Engine {
     }
 
     pub fn summary(&self, alive: bool) {
+        // How deep the run reached: labels whose accepted shapes it learned.
+        println!(
+            "hostile: {} learned the shapes of {} labels",
+            self.server,
+            self.learned.labels_known()
+        );
         println!(
             "{}",
             Summary {

@@ -1,5 +1,5 @@
 # Each target installs what is missing (scripts/setup.sh), then hands over to ./sawmill.
-.PHONY: run test lint bench build clean setup setup-bench
+.PHONY: run test lint bench hostile build clean setup setup-bench
 
 SYSTEM ?= default
 
@@ -24,6 +24,10 @@ lint: setup
 
 bench: setup-bench
 	./sawmill bench
+
+# The hostile client's long run: 100,000 messages per server (docs/hostile.md).
+hostile: setup
+	./sawmill hostile
 
 clean:
 	cargo clean

@@ -57,6 +57,21 @@ pub enum Error<E> {
     App(E),
 }
 
+impl<E> Error<E> {
+    /// Whether this failure proves the server itself is gone: the kernel answered for a destroyed
+    /// server (`GONE`) or woke the caller because its partner went away (`PeerGone`). A refusal by
+    /// the stub (`TooLong`), a protocol label, a malformed reply or any other IPC error says
+    /// nothing of the kind, so a caller must never take a peer for dead on those: whoever can
+    /// provoke them would take the peer away from everyone (issue 12, hole 1).
+    pub fn peer_died(&self) -> bool {
+        match self {
+            Error::Gone => true,
+            Error::Ipc(code) => *code == sawmill_abi::Error::PeerGone as u64,
+            _ => false,
+        }
+    }
+}
+
 /// An interface's error type: codes 1..=0xefff.
 pub trait AppError: Sized {
     fn code(&self) -> u16;

@@ -177,11 +177,14 @@ impl Vfs {
         self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
     }
 
+    /// What a failed call to mount `m`'s PFS means for the client. Only a real peer death (the
+    /// kernel's GONE or PeerGone, or the watch thread's report) marks the mount dead; anything
+    /// else — a stub refusing an argument, a protocol label, a malformed reply — fails this one
+    /// request, or any client could take the mount away from everyone (issue 12, hole 1).
     fn fail(&mut self, m: usize, e: RpcError<FsError>) -> FsError {
         match e {
             RpcError::App(e) => e,
-            _ => {
-                // The PFS is gone (or broke protocol): the mount is dead from now on.
+            e if e.peer_died() || DEAD[m].load(Ordering::SeqCst) => {
                 if self.mounts[m].alive {
                     println!(
                         "vfs: mount {} lost its file system",
@@ -192,6 +195,9 @@ impl Vfs {
                 }
                 FsError::Gone
             }
+            RpcError::TooLong => FsError::NameTooLong,
+            RpcError::Protocol(_) => FsError::Invalid,
+            _ => FsError::Io,
         }
     }
 

@@ -9,6 +9,7 @@ mod configs;
 mod elfimage;
 mod ext2cmd;
 mod guest;
+mod hostilecmd;
 mod image;
 mod lint;
 mod qemu;
@@ -80,6 +81,16 @@ enum Cmd {
         /// Skip the Linux baseline.
         #[arg(long)]
         no_linux: bool,
+    },
+    /// The long run of the hostile client (issue 12): every systems/tests/hostile-*.toml with
+    /// COUNT messages per server, then a table of sent / alive / wrong / hangs per server.
+    Hostile {
+        /// Messages per server.
+        #[arg(long, default_value_t = 100_000)]
+        count: u64,
+        /// Replay with this seed instead of each scenario's own.
+        #[arg(long)]
+        seed: Option<u64>,
     },
     /// ext2 image utilities (see `./sawmill ext2 help`).
     #[command(disable_help_flag = true)]
@@ -161,6 +172,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
             Ok(i32::from(failed != 0))
         }
         Cmd::Bench { no_linux } => Ok(bench::run(&repo, !no_linux)),
+        Cmd::Hostile { count, seed } => Ok(hostilecmd::run(&repo, count, seed)),
         Cmd::Ext2 { args } => Ok(ext2cmd::main(&args)),
     }
 }

@@ -430,6 +430,18 @@ fn client_checks_replies() {
 }
 
 #[test]
+fn only_a_real_peer_death_says_the_server_died() {
+    type E = Error<TestError>;
+    assert!(E::Gone.peer_died());
+    assert!(E::Ipc(sawmill_abi::Error::PeerGone as u64).peer_died());
+    for e in [E::TooLong, E::BadReply, E::Protocol(proto::BAD_LENGTH), E::Ipc(2), E::Ipc(8), E::App(TestError::Odd)] {
+        assert!(!e.peer_died(), "{e:?}");
+    }
+    // A buffer the stub refuses never reaches the server and proves nothing about it.
+    assert_eq!(Client::new(5).echo(&[0; 41], b"").unwrap_err(), E::TooLong);
+}
+
+#[test]
 fn trusted_and_plain_interfaces() {
     use crate::{fast, plain};
     struct F;

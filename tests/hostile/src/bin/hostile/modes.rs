@@ -1,0 +1,629 @@
+//! One hostile mode per server interface: what to aim at, what the interface's opcodes and
+//! meaningful values are, which misuse patterns to run between batches and how to check health.
+
+use crate::check::{self, ask};
+use crate::engine::{Engine, Kind, SCRATCH};
+use crate::Opts;
+use sawmill_abi::{map, MsgTag};
+use sawmill_hostile::Target;
+use sawmill_interfaces::rpc::{Error as RpcError, Map};
+use sawmill_interfaces::{
+    blk, dataspace, file, mem, pci, pfs, vfs, BlkError, DsError, MapFlags, OpenFlags,
+};
+use sawmill_rt::{env, println, utcb};
+
+const DS_OPS: [u16; 7] = [
+    dataspace::op::INFO,
+    dataspace::op::MAP,
+    dataspace::op::COPY,
+    dataspace::op::PHYS,
+    dataspace::op::READ_ONLY,
+    dataspace::op::RESIZE,
+    dataspace::op::FREE,
+];
+const MEM_OPS: [u16; 4] = [
+    mem::op::ALLOC,
+    mem::op::ALLOC_DMA,
+    mem::op::STATS,
+    mem::op::CLIENT_GONE,
+];
+const FILE_OPS: [u16; 16] = [
+    file::op::READ,
+    file::op::WRITE,
+    file::op::STAT,
+    file::op::TRUNCATE,
+    file::op::FSYNC,
+    file::op::MAP,
+    file::op::CLOSE,
+    file::op::WRITE_BUFFER,
+    file::op::WRITE_FROM_BUFFER,
+    dataspace::op::INFO,
+    dataspace::op::MAP,
+    dataspace::op::COPY,
+    dataspace::op::PHYS,
+    dataspace::op::READ_ONLY,
+    dataspace::op::RESIZE,
+    dataspace::op::FREE,
+];
+const VFS_OPS: [u16; 15] = [
+    vfs::op::OPEN,
+    vfs::op::STAT,
+    vfs::op::MKDIR,
+    vfs::op::RMDIR,
+    vfs::op::UNLINK,
+    vfs::op::RENAME,
+    vfs::op::SYMLINK,
+    vfs::op::READLINK,
+    vfs::op::CHMOD,
+    vfs::op::TRUNCATE,
+    vfs::op::READDIR,
+    vfs::op::SYNC,
+    vfs::op::MOUNTS,
+    vfs::op::MOUNT,
+    vfs::op::CRASH,
+];
+const PFS_OPS: [u16; 21] = [
+    pfs::op::CONNECT,
+    pfs::op::WATCH,
+    pfs::op::ROOT,
+    pfs::op::LOOKUP,
+    pfs::op::GETATTR,
+    pfs::op::OPEN,
+    pfs::op::CREATE,
+    pfs::op::MKDIR,
+    pfs::op::SYMLINK,
+    pfs::op::READLINK,
+    pfs::op::UNLINK,
+    pfs::op::RMDIR,
+    pfs::op::RENAME,
+    pfs::op::SETATTR,
+    pfs::op::TRUNCATE,
+    pfs::op::READDIR,
+    pfs::op::SYNC,
+    pfs::op::SESSION,
+    pfs::op::CRASH,
+    pfs::op::OPEN_PATH,
+    pfs::op::COVER,
+];
+const BLK_OPS: [u16; 5] = [
+    blk::op::INFO,
+    blk::op::READ,
+    blk::op::WRITE,
+    blk::op::FLUSH,
+    blk::op::SHARE,
+];
+/// Map read-write, and writable now.
+const RW_NOW: MapFlags = MapFlags::from_bits_retain(0x103);
+const PCI_OPS: [u16; 1] = [pci::op::CLAIM];
+
+/// Paths a buffer argument may carry: real ones of tests/fs/trees/basic, escapes, loops, and
+/// components just over the limits (a 256- and a 300-byte component: issue 12, hole 1).
+const LONG: &[u8; 302] = &{
+    let mut p = [b'a'; 302];
+    p[0] = b'/';
+    p[299] = b'/';
+    p[300] = b'l';
+    p[301] = b'x';
+    p
+};
+const COMP256: &[u8; 257] = &{
+    let mut p = [b'b'; 257];
+    p[0] = b'/';
+    p
+};
+const PATHS: [&[u8]; 24] = [
+    b"/play",
+    b"/play/a",
+    b"/play/b",
+    b"/play/a/b",
+    b"/play/../play/c",
+    b"play/a",
+    b"play/d/e",
+    b"/play/link",
+    b"/hello.txt",
+    b"/docs",
+    b"/docs/medium.bin",
+    b"/docs/deep",
+    b"/link-to-hello",
+    b"/zero",
+    b"/",
+    b"//..//../hello.txt",
+    b"/nonexistent/x",
+    b"/hello.txt/x",
+    b"hello.txt",
+    b"docs/odd-size.dat",
+    b"../../etc",
+    b"/docs/./deep/../medium.bin",
+    LONG,
+    COMP256,
+];
+/// Inode numbers, sizes and cookies of the basic tree.
+const FS_HINTS: [u64; 12] = [
+    2, 11, 12, 13, 14, 15, 16, 20000, 4097, 0o100644, 0o040755, 1000,
+];
+
+/// Where the blk mode maps the region it shares with its driver.
+const BLK_AT: u64 = 0x5900_0000;
+const BLK_PAGES: u64 = 16;
+/// The sector the blk health check writes and reads back.
+const CHECK_SECTOR: u64 = 8;
+
+/// Runs the mode `e.server` names; returns whether the server was alive at the end.
+pub fn run(e: &mut Engine, o: &Opts) -> bool {
+    match e.server {
+        "mem" => run_mem(e, o),
+        "vfs" => run_fs(e, o, false),
+        "pfs" => run_fs(e, o, true),
+        "blk" => run_blk(e, o),
+        _ => run_pci(e, o),
+    }
+}
+
+/// The capability named `name` in our manifest; `ep=NAME` in the arguments renames the one the
+/// mode aims at (the watchdog's own scenario aims the mem mode at a server that never answers).
+fn cap(name: &str) -> u64 {
+    let main = match name {
+        "mem" | "vfs" | "blk" | "pci" => env::args().find_map(|a| a.strip_prefix("ep=")),
+        _ => None,
+    };
+    let name = main.unwrap_or(name);
+    match env::cap(name) {
+        Some(c) => c,
+        None => {
+            println!("hostile: FAIL the manifest gives no `{}` endpoint", name);
+            sawmill_rt::exit(1)
+        }
+    }
+}
+
+/// What to send to a target of some kind: its interface, and what a capability in the reply is.
+type Aim = (Target<'static>, fn(u16) -> Kind);
+
+/// The main loop every mode shares: fire at the server or at what it handed out, and every
+/// batch run the misuse patterns and the health check. Returns the last check's `alive`.
+fn main_loop(
+    e: &mut Engine,
+    o: &Opts,
+    main: u64,
+    aim: &dyn Fn(Option<Kind>) -> Aim,
+    mut batch: impl FnMut(&mut Engine) -> bool,
+) -> bool {
+    let mut next = o.batch;
+    let mut alive = true;
+    while e.tally.sent < o.count {
+        let (ep, kind) = e.pick_target(main);
+        let (t, kind_of) = aim(kind);
+        e.fire(ep, &t, kind_of);
+        if e.tally.sent >= next {
+            next = e.tally.sent + o.batch;
+            alive = batch(e);
+            if !alive {
+                println!(
+                    "hostile: {} does not answer any more after {} messages (seed {})",
+                    e.server, e.tally.sent, e.seed
+                );
+                break;
+            }
+        }
+    }
+    alive && batch(e)
+}
+
+fn expect<T: core::fmt::Debug, E: core::fmt::Debug>(
+    e: &mut Engine,
+    r: Result<T, RpcError<E>>,
+    ok: impl Fn(&Result<T, RpcError<E>>) -> bool,
+    what: &str,
+) {
+    e.tally.checks += 1;
+    if !ok(&r) {
+        e.tally.wrong += 1;
+        println!(
+            "hostile: {} WRONG {}: got {:?} (seed {}, after {} messages)",
+            e.server, what, r, e.seed, e.tally.sent
+        );
+    }
+}
+
+// ---- mem --------------------------------------------------------------------------------------
+
+fn run_mem(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("mem");
+    let m = mem::Client::new(main);
+    let mut leak = o.leak;
+    let aim = |k: Option<Kind>| -> Aim {
+        const HINTS: [u64; 9] = [
+            4096,
+            8192,
+            1 << 20,
+            SCRATCH,
+            SCRATCH + 4096,
+            0x103,
+            0x3,
+            16,
+            1 << 63,
+        ];
+        let ops: &'static [u16] = if k.is_some() { &DS_OPS } else { &MEM_OPS };
+        (
+            Target {
+                ops,
+                hints: &HINTS,
+                payloads: &[],
+            },
+            |_| Kind::Ds,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // Leak: a dataspace whose capability we drop without `free` (bounded, see `Opts::leak`).
+        if leak > 0 {
+            let s = e.slot();
+            if m.alloc(4096, 0, s).is_ok() {
+                leak -= 1;
+            }
+            e.release(s);
+        }
+        // Use after free, double free.
+        let s = e.slot();
+        if m.alloc(8192, 0, s).is_ok() {
+            let d = dataspace::Client::new(s);
+            expect(e, d.free(), |r| r.is_ok(), "free of a fresh dataspace");
+            // `free` revokes every capability to the dataspace: ours is gone (BadCap), or at
+            // least names nothing (Gone).
+            expect(e, d.info().map(|_| ()), gone, "info after free (want Gone)");
+            expect(e, d.free(), gone, "second free (want Gone)");
+            expect(
+                e,
+                d.map(0, 0x5800_0000, 1, MapFlags::READ, [0x5800_0000, 4096]),
+                |r| r.is_err(),
+                "map after free",
+            );
+        }
+        e.release(s);
+        // Flood: non-blocking requests back to back.
+        for _ in 0..64 {
+            e.call(main, MsgTag::new(mem::op::STATS, 0).nonblocking(), [0; 4]);
+        }
+        ask(e, check::MEM).1
+    })
+}
+
+fn gone(r: &Result<(), RpcError<DsError>>) -> bool {
+    matches!(r, Err(RpcError::App(DsError::Gone)) | Err(RpcError::Ipc(2)))
+}
+
+// ---- vfs and pfs ------------------------------------------------------------------------------
+
+fn run_fs(e: &mut Engine, o: &Opts, via_session: bool) -> bool {
+    let v = vfs::Client::new(cap("vfs"));
+    let main = if via_session {
+        // What an ordinary client gets for protocol option 3: a session of the root PFS.
+        let s = e.slot();
+        match v.mount(0, s) {
+            Ok(m) => m.s,
+            Err(err) => {
+                println!("hostile: FAIL no session from vfs.mount(0): {:?}", err);
+                sawmill_rt::exit(1)
+            }
+        }
+    } else {
+        v.ep
+    };
+    let mut leak = o.leak;
+    let aim = move |k: Option<Kind>| -> Aim {
+        match k {
+            Some(Kind::File) => (
+                Target {
+                    ops: &FILE_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &[],
+                },
+                |_| Kind::File,
+            ),
+            Some(Kind::Session) => (
+                Target {
+                    ops: &PFS_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &PATHS,
+                },
+                pfs_kind,
+            ),
+            _ if via_session => (
+                Target {
+                    ops: &PFS_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &PATHS,
+                },
+                pfs_kind,
+            ),
+            _ => (
+                Target {
+                    ops: &VFS_OPS,
+                    hints: &FS_HINTS,
+                    payloads: &PATHS,
+                },
+                vfs_kind,
+            ),
+        }
+    };
+    let health = if via_session { check::PFS } else { check::VFS };
+    let alive = main_loop(e, o, main, &aim, |e| {
+        let s = e.slot();
+        let open = |s: u64| {
+            if via_session {
+                pfs::Client::new(main)
+                    .open_path(b"hello.txt", OpenFlags::READ, 0, s)
+                    .map(|o| o.file)
+            } else {
+                v.open(b"/hello.txt", OpenFlags::READ, 0, s).map(|o| o.file)
+            }
+        };
+        // Leak: an open file whose capability we drop without `close` (bounded).
+        if leak > 0 && open(s).is_ok() {
+            leak -= 1;
+        }
+        e.release(s);
+        // Use after close.
+        let s = e.slot();
+        if open(s).is_ok() {
+            let f = file::Client::new(s);
+            expect(e, f.close(), |r| r.is_ok(), "close");
+            expect(e, f.read(0, 16), |r| r.is_err(), "read after close");
+            expect(e, f.close(), |r| r.is_err(), "second close");
+        }
+        e.release(s);
+        if !via_session {
+            // Issue 12, hole 1: a component longer than a name may be, as a path and as a
+            // readdir whose length word says 258 bytes; both must fail alone.
+            expect(
+                e,
+                v.mkdir(LONG, 0o755),
+                |r| matches!(r, Err(RpcError::App(_))),
+                "mkdir of a 300-byte component",
+            );
+            let u = utcb();
+            for (i, w) in u.mr[4..40].iter_mut().enumerate() {
+                *w = if i == 0 {
+                    u64::from_le_bytes(*b"/ccccccc")
+                } else {
+                    u64::from_le_bytes(*b"cccccccc")
+                };
+            }
+            let r = e.call(main, MsgTag::new(vfs::op::READDIR, 40), [258, 0, 0, 0]);
+            e.tally.checks += 1;
+            if r.err != 0 || r.tag.label() == 0 || r.tag.label() == sawmill_abi::label::GONE {
+                e.tally.wrong += 1;
+                println!(
+                    "hostile: vfs WRONG readdir of a 257-byte component: err {} label {:#x}",
+                    r.err,
+                    r.tag.label()
+                );
+            }
+        }
+        // Flood: non-blocking requests back to back.
+        let (label, words) = if via_session {
+            (pfs::op::ROOT, 0)
+        } else {
+            (vfs::op::MOUNTS, 0)
+        };
+        for _ in 0..64 {
+            e.call(main, MsgTag::new(label, words).nonblocking(), [0; 4]);
+        }
+        ask(e, health).1
+    });
+    // What was written is on disk: the scenario checks the image with e2fsck afterwards.
+    let synced = if via_session {
+        pfs::Client::new(main).sync()
+    } else {
+        v.sync()
+    };
+    expect(e, synced, |r| r.is_ok(), "sync at the end");
+    alive
+}
+
+fn vfs_kind(label: u16) -> Kind {
+    match label {
+        vfs::op::OPEN => Kind::File,
+        vfs::op::MOUNT => Kind::Session,
+        _ => Kind::Other,
+    }
+}
+
+fn pfs_kind(label: u16) -> Kind {
+    match label {
+        pfs::op::OPEN | pfs::op::OPEN_PATH => Kind::File,
+        pfs::op::SESSION => Kind::Session,
+        _ => Kind::Other,
+    }
+}
+
+// ---- blk --------------------------------------------------------------------------------------
+
+fn run_blk(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("blk");
+    let b = blk::Client::new(main);
+    let m = mem::Client::new(cap("mem"));
+    let info = match b.info() {
+        Ok(i) => i,
+        Err(err) => {
+            println!("hostile: FAIL blk.info: {:?}", err);
+            sawmill_rt::exit(1)
+        }
+    };
+    // The region we share: a DMA dataspace of mem, mapped here and then into the driver.
+    let ds = e.slot();
+    let rw = map::READ | map::WRITE;
+    let ok = m.alloc_dma(BLK_PAGES, ds).is_ok()
+        && (0..BLK_PAGES).all(|i| {
+            let va = BLK_AT + i * 4096;
+            dataspace::Client::new(ds)
+                .map(i * 4096, va, 1, RW_NOW, [va, 4096])
+                .is_ok()
+        });
+    if !ok {
+        println!("hostile: FAIL no DMA region from mem for the blk mode");
+        sawmill_rt::exit(1)
+    }
+    if let Err(err) = b.share(Map {
+        src: BLK_AT,
+        dst: info.window,
+        pages: BLK_PAGES,
+        flags: rw,
+    }) {
+        println!("hostile: FAIL sharing a region with the driver: {:?}", err);
+        sawmill_rt::exit(1)
+    }
+    let sectors = info.sectors;
+    let hints: &'static [u64] = alloc::vec![
+        sectors,
+        sectors - 1,
+        sectors - 64,
+        sectors + 1,
+        BLK_PAGES * 4096,
+        BLK_PAGES * 4096 - 512,
+        512,
+        16,
+        17,
+        64,
+        65,
+        info.window
+    ]
+    .leak();
+    let aim = move |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &BLK_OPS,
+                hints,
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
+    };
+    let mut round = 0u8;
+    main_loop(e, o, main, &aim, |e| {
+        let one = |v: u64| {
+            let mut a = [0u64; 16];
+            a[0] = v;
+            a
+        };
+        let off = |v: u32| {
+            let mut a = [0u32; 16];
+            a[0] = v;
+            a
+        };
+        let cnt = |v: u16| {
+            let mut a = [0u16; 16];
+            a[0] = v;
+            a
+        };
+        // Misuse: buffers outside the region, sectors past the end, too many requests, a second
+        // share; each must be refused with its own error.
+        let past = (BLK_PAGES * 4096) as u32;
+        expect(
+            e,
+            b.read(1, one(0), off(past - 512), cnt(2)),
+            |r| *r == Err(RpcError::App(BlkError::BadBuffer)),
+            "read past the region",
+        );
+        expect(
+            e,
+            b.read(1, one(sectors - 1), off(0), cnt(2)),
+            |r| *r == Err(RpcError::App(BlkError::OutOfRange)),
+            "read past the disk",
+        );
+        expect(
+            e,
+            b.write(17, one(0), off(0), cnt(1)),
+            |r| *r == Err(RpcError::App(BlkError::TooMany)),
+            "17 requests",
+        );
+        expect(
+            e,
+            b.read(1, one(u64::MAX), off(0), cnt(1)),
+            |r| *r == Err(RpcError::App(BlkError::OutOfRange)),
+            "sector u64::MAX",
+        );
+        let again = b.share(Map {
+            src: BLK_AT,
+            dst: info.window,
+            pages: 1,
+            flags: map::READ,
+        });
+        // Refused: NotShared, or the map item fell outside the driver's window (which has moved
+        // past our region) and the request lacks it.
+        expect(
+            e,
+            again,
+            |r| {
+                matches!(
+                    r,
+                    Err(RpcError::App(BlkError::NotShared)) | Err(RpcError::Protocol(_))
+                )
+            },
+            "a second share",
+        );
+        // Health: what we write to a sector comes back.
+        round = round.wrapping_add(1);
+        let page0 = BLK_AT as *mut u8;
+        let page1 = (BLK_AT + 4096) as *mut u8;
+        // SAFETY: pages 0 and 1 of our shared region, mapped writable at BLK_AT for the whole run.
+        unsafe {
+            for i in 0..512 {
+                page0
+                    .add(i)
+                    .write_volatile((i as u8).wrapping_mul(7) ^ round);
+                page1.add(i).write_volatile(0);
+            }
+        }
+        let w = b.write(1, one(CHECK_SECTOR), off(0), cnt(1));
+        let rd = b.read(1, one(CHECK_SECTOR), off(4096), cnt(1));
+        // SAFETY: as above; the driver's DMA has completed when `read` returned.
+        let same = (0..512)
+            .all(|i| unsafe { page1.add(i).read_volatile() == (i as u8).wrapping_mul(7) ^ round });
+        e.tally.checks += 1;
+        let alive = w.is_ok() && rd.is_ok();
+        if !alive || !same || b.info().map(|i| i.sectors) != Ok(sectors) {
+            e.tally.wrong += 1;
+            println!("hostile: blk WRONG sector {} did not read back what was written: {:?} {:?} same={} (seed {})", CHECK_SECTOR, w, rd, same, e.seed);
+        }
+        alive
+    })
+}
+
+// ---- pci --------------------------------------------------------------------------------------
+
+fn run_pci(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("pci");
+    let p = pci::Client::new(main);
+    let aim = |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &PCI_OPS,
+                hints: &[0, 1, 2, 31, 255],
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        let s = e.slot();
+        expect(
+            e,
+            p.claim(0, sawmill_rt::slots::TASK, s),
+            |r| r.is_err(),
+            "claim by a badge without devices",
+        );
+        e.release(s);
+        // A claim without a task capability, and with one that is not a task.
+        let r = e.call(main, MsgTag::new(pci::op::CLAIM, 1), [0; 4]);
+        e.tally.checks += 1;
+        if r.err != 0 || r.tag.label() == 0 {
+            e.tally.wrong += 1;
+            println!(
+                "hostile: pci WRONG a claim without a task capability: err {} label {:#x}",
+                r.err,
+                r.tag.label()
+            );
+        }
+        ask(e, check::PCI).1
+    })
+}

@@ -10,7 +10,9 @@ use crate::error::SysResult;
 use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
-use crate::{factory, irq, notification, object, paging, sched, task, thread, trace, trap, vm};
+use crate::{
+    factory, irq, notification, object, paging, pin, sched, task, thread, trace, trap, vm,
+};
 use sawmill_abi::{kinfo, rights, Error, Sys};
 
 /// `rax` of the calls `syscall_dispatch` tries on the fast path.
@@ -283,7 +285,10 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 return Err(reject!(Error::Fault, "address not mapped"));
             };
             t.frame.rdi = pa;
+            t.frame.rsi = pin::count(pa);
             Ok(())
         }
+        Sys::Pin => pin::pin(cur, a0, a1, a2),
+        Sys::Unpin => pin::unpin(cur, a0, a1),
     }
 }

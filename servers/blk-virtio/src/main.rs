@@ -11,11 +11,18 @@
 //! and a factory.
 //!
 //! Data path (no copy in the driver): a client first maps a region of its own memory into the
-//! driver's receive window with `blk.share` (a map item); the driver records the physical address
-//! of every page (`translate`). Requests then name byte offsets into that region; each becomes a
+//! driver's receive window with `blk.share` (a map item); the driver records where the region
+//! lies in its window. Requests then name byte offsets into that region; each becomes a
 //! descriptor chain header → data pages → status, so the device DMAs straight into the client's
 //! pages. Offsets outside the caller's region are refused (`BadBuffer`): a client can only name
-//! memory it mapped itself. All requests of one call are queued before the single notify, so up
+//! memory it mapped itself.
+//!
+//! No physical address outlives a request: for each one the driver pins the pages it covers
+//! (`sys::pin`, which also translates them) before the device sees their addresses, and unpins
+//! them when the device has finished. A page the client has freed since it shared it is no longer
+//! mapped here (mem revoked it), so its request fails with `Revoked` and nothing else happens; a
+//! page freed while the device works on it keeps its pins, so mem holds the frame back until the
+//! device is done (docs/memory.md, "DMA and frame reuse"). All requests of one call are queued before the single notify, so up
 //! to 16 are in flight on the device at once.
 #![no_std]
 #![no_main]
@@ -25,7 +32,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
-use sawmill_abi::ObjKind;
+use sawmill_abi::{pin, Error, ObjKind};
 use sawmill_interfaces::blk::{self, InfoOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags};
@@ -38,6 +45,8 @@ const WINDOW: u64 = 0x4000_0000;
 const WINDOW_SIZE: u64 = 0x1000_0000;
 const MAX_BATCH: usize = 16;
 const MAX_SECTORS: u16 = 64;
+/// Pages one request of `MAX_SECTORS` can touch (32 KiB, not page aligned).
+const MAX_PAGES_PER_REQUEST: usize = 9;
 
 // Legacy virtio-pci register offsets (virtio 1.x spec, 4.1.4.8 "Legacy Interfaces").
 const R_HOST_FEATURES: u16 = 0x00;
@@ -137,10 +146,12 @@ struct Queue {
     used_idx: u16,
 }
 
-/// A client's shared region: where it is in our space and the physical address of each page.
+/// A client's shared region: where it is in our space (its physical addresses are looked up
+/// per request, never kept).
 struct Region {
     badge: u64,
-    phys: Vec<u64>,
+    base: u64,
+    pages: u64,
 }
 
 struct Blk {
@@ -280,15 +291,28 @@ impl Blk {
                 return Err(BlkError::OutOfRange);
             }
             let len = count[i] as u64 * 512;
-            if !off[i].is_multiple_of(512)
-                || off[i] as u64 + len > self.regions[r].phys.len() as u64 * 4096
-            {
+            if off[i] % 512 != 0 || off[i] as u64 + len > self.regions[r].pages * 4096 {
                 return Err(BlkError::BadBuffer);
             }
         }
+        let base = self.regions[r].base;
         let mut heads = [0u16; MAX_BATCH];
         let mut d: u16 = 0;
         for i in 0..n {
+            // Pin (and translate) the pages this request covers; their addresses are valid
+            // until the unpin below, after the device has finished with them.
+            let first = off[i] as u64 / 4096;
+            let pages = (off[i] as u64 + count[i] as u64 * 512).div_ceil(4096) - first;
+            let how = if write { 0 } else { pin::DEVICE_WRITES };
+            if let Err(e) = sys::pin(base + first * 4096, pages, how) {
+                let _ = sys::unpin_all();
+                return Err(match e {
+                    Error::Fault => BlkError::Revoked,
+                    _ => BlkError::BadBuffer,
+                });
+            }
+            let mut phys = [0u64; MAX_PAGES_PER_REQUEST];
+            phys[..pages as usize].copy_from_slice(&sawmill_rt::utcb().mr[..pages as usize]);
             // SAFETY: header slot i of the header page.
             unsafe {
                 let h = self.hdr.add(i * 16);
@@ -304,14 +328,8 @@ impl Blk {
             let mut left = count[i] as u64 * 512;
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
-                let pa = self.regions[r].phys[(pos / 4096) as usize] + pos % 4096;
-                self.set_desc(
-                    d,
-                    pa,
-                    chunk as u32,
-                    D_NEXT | if write { 0 } else { D_WRITE },
-                    d + 1,
-                );
+                let pa = phys[(pos / 4096 - first) as usize] + pos % 4096;
+                self.set_desc(d, pa, chunk as u32, D_NEXT | if write { 0 } else { D_WRITE }, d + 1);
                 d += 1;
                 pos += chunk;
                 left -= chunk;
@@ -321,6 +339,7 @@ impl Blk {
         }
         debug_assert!(d <= self.q.size);
         self.submit_and_wait(&heads[..n]);
+        let _ = sys::unpin_all();
         for i in 0..n {
             // SAFETY: status byte i, written by the device.
             if unsafe { read_volatile(self.hdr.add(1024 + i)) } != 0 {
@@ -364,25 +383,17 @@ impl blk::Server for Blk {
     /// whatever arrived (accepted or not), so it only ever receives new shares.
     fn share(&mut self, badge: u64, region: Map) -> Result<(), BlkError> {
         let (base, end) = (self.next_window, WINDOW + WINDOW_SIZE);
-        let mut phys = Vec::new();
         let mut va = base;
-        while va < end {
-            match sys::translate(va) {
-                Ok(pa) => phys.push(pa),
-                Err(_) => break,
-            }
+        while va < end && sys::translate(va).is_ok() {
             va += 4096;
         }
         self.next_window = va;
         self.after.receive_window(va, end - va);
-        if phys.is_empty()
-            || region.dst != base
-            || region.pages != phys.len() as u64
-            || self.regions.iter().any(|r| r.badge == badge)
-        {
+        let pages = (va - base) / 4096;
+        if pages == 0 || region.dst != base || region.pages != pages || self.regions.iter().any(|r| r.badge == badge) {
             return Err(BlkError::NotShared);
         }
-        self.regions.push(Region { badge, phys });
+        self.regions.push(Region { badge, base, pages });
         Ok(())
     }
     fn flush(&mut self, _badge: u64) -> Result<(), BlkError> {

@@ -22,8 +22,10 @@
 //! them when the device has finished. A page the client has freed since it shared it is no longer
 //! mapped here (mem revoked it), so its request fails with `Revoked` and nothing else happens; a
 //! page freed while the device works on it keeps its pins, so mem holds the frame back until the
-//! device is done (docs/memory.md, "DMA and frame reuse"). All requests of one call are queued before the single notify, so up
-//! to 16 are in flight on the device at once.
+//! device is done (docs/memory.md, "DMA and frame reuse").
+//!
+//! All requests of one call are queued before the single notify, so up to 16 are in flight on
+//! the device at once.
 #![no_std]
 #![no_main]
 
@@ -291,7 +293,7 @@ impl Blk {
                 return Err(BlkError::OutOfRange);
             }
             let len = count[i] as u64 * 512;
-            if off[i] % 512 != 0 || off[i] as u64 + len > self.regions[r].pages * 4096 {
+            if !off[i].is_multiple_of(512) || off[i] as u64 + len > self.regions[r].pages * 4096 {
                 return Err(BlkError::BadBuffer);
             }
         }
@@ -329,7 +331,13 @@ impl Blk {
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
                 let pa = phys[(pos / 4096 - first) as usize] + pos % 4096;
-                self.set_desc(d, pa, chunk as u32, D_NEXT | if write { 0 } else { D_WRITE }, d + 1);
+                self.set_desc(
+                    d,
+                    pa,
+                    chunk as u32,
+                    D_NEXT | if write { 0 } else { D_WRITE },
+                    d + 1,
+                );
                 d += 1;
                 pos += chunk;
                 left -= chunk;
@@ -390,7 +398,11 @@ impl blk::Server for Blk {
         self.next_window = va;
         self.after.receive_window(va, end - va);
         let pages = (va - base) / 4096;
-        if pages == 0 || region.dst != base || region.pages != pages || self.regions.iter().any(|r| r.badge == badge) {
+        if pages == 0
+            || region.dst != base
+            || region.pages != pages
+            || self.regions.iter().any(|r| r.badge == badge)
+        {
             return Err(BlkError::NotShared);
         }
         self.regions.push(Region { badge, base, pages });

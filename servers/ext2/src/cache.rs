@@ -90,12 +90,24 @@ impl Cache {
             ds.map(i * PAGE as u64, va, 1, rw, [va, PAGE as u64])
                 .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
             let alias = DMA_ALIAS_AT + i * PAGE as u64;
-            ds.map(i * PAGE as u64, alias, 1, MapFlags::READ | MapFlags::WRITE, [alias, PAGE as u64])
-                .map_err(|_| "mapping the cache for the driver")?;
+            ds.map(
+                i * PAGE as u64,
+                alias,
+                1,
+                MapFlags::READ | MapFlags::WRITE,
+                [alias, PAGE as u64],
+            )
+            .map_err(|_| "mapping the cache for the driver")?;
         }
         let base = CACHE_AT as *mut u8;
-        let region = Map { src: DMA_ALIAS_AT, dst: info.window, pages: npages as u64, flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE };
-        blk.share(region).map_err(|_| "sharing the cache with the driver")?;
+        let region = Map {
+            src: DMA_ALIAS_AT,
+            dst: info.window,
+            pages: npages as u64,
+            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
+        };
+        blk.share(region)
+            .map_err(|_| "sharing the cache with the driver")?;
         Ok(Cache {
             blk,
             base,

@@ -83,7 +83,13 @@ impl Frames {
             v.push((pa, n, pages));
             n += pages;
         }
-        Frames { ranges: v, refs: alloc::vec![0; n as usize], nfree: n, hint: 0, quarantine: Vec::new() }
+        Frames {
+            ranges: v,
+            refs: alloc::vec![0; n as usize],
+            nfree: n,
+            hint: 0,
+            quarantine: Vec::new(),
+        }
     }
     pub fn total(&self) -> u32 {
         self.refs.len() as u32
@@ -407,7 +413,11 @@ impl Mem {
         let size = ds.size;
         // A frame a device may be writing is not shared: the copy gets its own page now (the
         // device's write then lands in this dataspace only).
-        let pinned: Vec<(u64, Frame)> = pages.iter().filter(|p| b.pinned(*p.1)).map(|(&p, &f)| (p, f)).collect();
+        let pinned: Vec<(u64, Frame)> = pages
+            .iter()
+            .filter(|p| b.pinned(*p.1))
+            .map(|(&p, &f)| (p, f))
+            .collect();
         self.reclaim(b);
         let mut own = Vec::with_capacity(pinned.len());
         for _ in 0..pinned.len() {
@@ -432,7 +442,13 @@ impl Mem {
             }
             return Err(e);
         }
-        let new = match self.new_ds(Ds { owner, size, pages: copied, contig: false, cow: true }) {
+        let new = match self.new_ds(Ds {
+            owner,
+            size,
+            pages: copied,
+            contig: false,
+            cow: true,
+        }) {
             Ok(x) => x,
             Err(e) => {
                 for &nf in &own {

@@ -226,7 +226,7 @@ fn random_operations_with_pins_never_reuse_a_pinned_frame() {
             }
         }
         // References: uses by dataspaces plus one per quarantined frame; free = refs 0.
-        let mut uses = vec![0u16; 32];
+        let mut uses = [0u16; 32];
         for i in m.ids().collect::<Vec<_>>() {
             for &f in m.get(i).unwrap().pages.values() {
                 uses[f as usize] += 1;

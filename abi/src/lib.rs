@@ -99,9 +99,10 @@ pub enum Sys {
     /// `thread_regs(thread=rdi, out=rsi)`: copy a stopped thread's registers into a
     /// [`ForeignFrame`]-shaped buffer of the caller.
     ThreadRegs = 31,
-    /// `translate(vaddr=rdi)` -> `rdi` = physical address backing the caller's page, `rsi` = the
-    /// number of DMA pins on that frame (any task's; see [`Sys::Pin`]). The memory server asks
-    /// this of its own page before a freed frame goes back to its pool.
+    /// `translate(vaddr=rdi, flags=rsi)` -> `rdi` = physical address backing the caller's page;
+    /// with [`pin::TRANSLATE_PINS`] also `rsi` = the number of DMA pins on that frame (any task's;
+    /// see [`Sys::Pin`]): the memory server asks this of its own page before a freed frame goes
+    /// back to its pool. Other flag bits are Invalid.
     Translate = 32,
     /// `pin(vaddr=rdi, pages=rsi, flags=rdx [pin::DEVICE_WRITES])` -> `rdi` = physical address
     /// of the first page; the physical address of page i is in the caller's [`Utcb::mr`]`[i]`.
@@ -502,6 +503,8 @@ pub mod pin {
     pub const PER_TASK: u64 = 256;
     /// `unpin` flag: release every pin of the caller.
     pub const UNPIN_ALL: u64 = 1;
+    /// `translate` flag: report the frame's pin count too.
+    pub const TRANSLATE_PINS: u64 = 1;
 }
 
 /// Flags of [`Sys::NotifyWait`].

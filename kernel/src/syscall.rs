@@ -281,11 +281,16 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             if !paging::user_range_ok(a0, 1) {
                 return Err(reject!(Error::Invalid, "address outside user space"));
             }
+            if a1 & !sawmill_abi::pin::TRANSLATE_PINS != 0 {
+                return Err(reject!(Error::Invalid, "unknown translate flags"));
+            }
             let Some((pa, _)) = paging::translate(pml4, a0) else {
                 return Err(reject!(Error::Fault, "address not mapped"));
             };
             t.frame.rdi = pa;
-            t.frame.rsi = pin::count(pa);
+            if a1 != 0 {
+                t.frame.rsi = pin::count(pa);
+            }
             Ok(())
         }
         Sys::Pin => pin::pin(cur, a0, a1, a2),

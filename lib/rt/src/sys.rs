@@ -163,7 +163,8 @@ pub fn translate(vaddr: u64) -> Result<u64, Error> {
 }
 /// The physical address behind `vaddr` and the number of DMA pins on its frame.
 pub fn translate_pins(vaddr: u64) -> Result<(u64, u64), Error> {
-    let (r, pa, pins) = raw(Sys::Translate, [vaddr, 0, 0, 0, 0, 0]);
+    let flags = sawmill_abi::pin::TRANSLATE_PINS;
+    let (r, pa, pins) = raw(Sys::Translate, [vaddr, flags, 0, 0, 0, 0]);
     res(r).map(|_| (pa, pins))
 }
 /// Pins `pages` pages from `vaddr` for DMA (`sawmill_abi::pin`); returns the first page's

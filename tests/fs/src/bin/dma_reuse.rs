@@ -253,6 +253,13 @@ fn bad_input(m: &mem::Client) {
         fail("mapping the pages for bad input");
     }
     fill(RO_AT, 7);
+    expect(
+        "translate with unknown flags",
+        sawmill_rt::sys::raw(sawmill_abi::Sys::Translate, [RO_AT, 2, 0, 0, 0, 0])
+            .0
+            .ok(),
+        Error::Invalid,
+    );
     // The second page is read-only here: a device may read it, not write it. A range with it
     // fails as a whole and pins nothing.
     expect(

@@ -104,12 +104,14 @@ pub enum Sys {
     /// see [`Sys::Pin`]): the memory server asks this of its own page before a freed frame goes
     /// back to its pool. Other flag bits are Invalid.
     Translate = 32,
-    /// `pin(vaddr=rdi, pages=rsi, flags=rdx [pin::DEVICE_WRITES])` -> `rdi` = physical address
-    /// of the first page; the physical address of page i is in the caller's [`Utcb::mr`]`[i]`.
-    /// Pins `pages` (1..=[`pin::MAX_PAGES`]) consecutive mapped pages of user RAM of the caller
-    /// for DMA: the frames keep a pin until [`Sys::Unpin`] or the task's death, and the memory
-    /// server does not reuse a frame with pins. `DEVICE_WRITES` (the device will write the
-    /// memory) needs writable mappings. All or nothing. Errors: Invalid (alignment, count, flag;
+    /// `pin(vaddr=rdi, pages=rsi, flags=rdx [pin::DEVICE_WRITES | pin::LIST])` -> `rdi` =
+    /// physical address of the first page; the physical address of page i is in the caller's
+    /// [`Utcb::mr`]`[i]` (undefined after a failure). Pins `pages` (1..=[`pin::MAX_PAGES`])
+    /// mapped pages of user RAM of the caller (`vaddr` and the pages after it, or with `LIST`
+    /// the addresses in `mr[0..pages]`, so that one call covers a driver's whole batch) for DMA:
+    /// the frames keep a pin until [`Sys::Unpin`] or the task's death, and the memory server
+    /// does not reuse a frame with pins. `DEVICE_WRITES` (the device will write the memory)
+    /// needs writable mappings. All or nothing. Errors: Invalid (alignment, count, flag;
     /// a page that is not user RAM), Fault (a page not mapped), NoRights (read-only for
     /// `DEVICE_WRITES`), NoMemory (more than [`pin::PER_TASK`] pins, or the quota for the list).
     Pin = 33,
@@ -497,6 +499,9 @@ pub mod kinfo {
 pub mod pin {
     /// `pin` flag: the device will write the pages (they must be mapped writable).
     pub const DEVICE_WRITES: u64 = 1;
+    /// `pin` flag: the pages are the page-aligned addresses in the caller's message words
+    /// `mr[0..pages]` (any order, repeats allowed), not `vaddr` and the pages after it.
+    pub const LIST: u64 = 2;
     /// Most pages one `pin` call takes (their addresses fill the message words).
     pub const MAX_PAGES: u64 = 64;
     /// Most pins one task holds at once.

@@ -31,15 +31,17 @@ fn list_of(t: *mut Task) -> Result<&'static mut PinList, Error> {
     Ok(task.pins.as_deref_mut().unwrap())
 }
 
-/// `pin(vaddr, pages, flags)` for the calling thread: all pages or none.
+/// `pin(vaddr, pages, flags)` for the calling thread: all pages or none. The pages are
+/// `vaddr` and the pages after it, or with `LIST` the addresses in the message words.
 pub fn pin(cur: *mut Thread, va: u64, pages: u64, flags: u64) -> SysResult {
-    if flags & !pin::DEVICE_WRITES != 0 {
+    if flags & !(pin::DEVICE_WRITES | pin::LIST) != 0 {
         return Err(reject!(Error::Invalid, "unknown pin flags"));
     }
     if pages == 0 || pages > pin::MAX_PAGES {
         return Err(reject!(Error::Invalid, "pin of 0 or more than 64 pages"));
     }
-    if va & (PAGE - 1) != 0 || !paging::user_range_ok(va, pages * PAGE) {
+    let listed = flags & pin::LIST != 0;
+    if !listed && (va & (PAGE - 1) != 0 || !paging::user_range_ok(va, pages * PAGE)) {
         return Err(reject!(
             Error::Invalid,
             "pin address unaligned or outside user space"
@@ -49,41 +51,56 @@ pub fn pin(cur: *mut Thread, va: u64, pages: u64, flags: u64) -> SysResult {
     let task = unsafe { (*cur).task };
     // SAFETY: live task.
     let pml4 = unsafe { (*task).pml4 };
-    // Check every page before taking any pin.
-    let mut pa = [0u64; pin::MAX_PAGES as usize];
-    for (i, slot) in pa.iter_mut().enumerate().take(pages as usize) {
-        let Some((p, pte)) = paging::translate(pml4, va + i as u64 * PAGE) else {
-            return Err(reject!(Error::Fault, "pin of a page not mapped"));
-        };
-        if flags & pin::DEVICE_WRITES != 0 && pte & paging::W == 0 {
-            return Err(reject!(
-                Error::NoRights,
-                "pin for device writes of a read-only mapping"
-            ));
-        }
-        if !kernel().pins.is_ram(p) {
-            return Err(reject!(
-                Error::Invalid,
-                "pin of a page that is not user RAM"
-            ));
-        }
-        *slot = p & !(PAGE - 1);
-    }
     let list = list_of(task)?;
-    if list.len() + pages as usize > pin::PER_TASK as usize {
+    let before = list.len();
+    if before + pages as usize > pin::PER_TASK as usize {
         return Err(reject!(
             Error::NoMemory,
             "pin list full (256 pins per task)"
         ));
     }
+    // Pins are taken page by page (one look-up each) and taken back if a later page is refused.
     let u = utcb(cur);
-    for (i, &p) in pa.iter().enumerate().take(pages as usize) {
-        // Cannot fail: the page is user RAM and the list has room (both checked above).
-        let _ = kernel().pins.pin(list, p);
-        u.mr[i] = p;
+    for i in 0..pages as usize {
+        let v = if listed {
+            u.mr[i]
+        } else {
+            va + i as u64 * PAGE
+        };
+        let refused = if listed && (v & (PAGE - 1) != 0 || !paging::user_range_ok(v, PAGE)) {
+            Some(reject!(
+                Error::Invalid,
+                "pin address unaligned or outside user space"
+            ))
+        } else {
+            match paging::translate(pml4, v) {
+                None => Some(reject!(Error::Fault, "pin of a page not mapped")),
+                Some((_, pte)) if flags & pin::DEVICE_WRITES != 0 && pte & paging::W == 0 => {
+                    Some(reject!(
+                        Error::NoRights,
+                        "pin for device writes of a read-only mapping"
+                    ))
+                }
+                Some((p, _)) => match kernel().pins.pin(list, p) {
+                    Ok(()) => {
+                        u.mr[i] = p & !(PAGE - 1);
+                        None
+                    }
+                    // The list has room (checked above): only "not RAM" is left.
+                    Err(_) => Some(reject!(
+                        Error::Invalid,
+                        "pin of a page that is not user RAM"
+                    )),
+                },
+            }
+        };
+        if let Some(r) = refused {
+            kernel().pins.truncate(list, before);
+            return Err(r);
+        }
     }
     // SAFETY: live current thread.
-    unsafe { (*cur).frame.rdi = pa[0] };
+    unsafe { (*cur).frame.rdi = u.mr[0] };
     Ok(())
 }
 

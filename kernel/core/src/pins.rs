@@ -134,6 +134,17 @@ impl PinTable {
         Ok(())
     }
 
+    /// Removes the pins `list`'s task took after it held `len` (a call that took some and then
+    /// failed gives them back).
+    pub fn truncate(&mut self, list: &mut PinList, len: usize) {
+        while list.n > len {
+            list.n -= 1;
+            if let Some(i) = self.index(list.frames[list.n]) {
+                self.counts[i] -= 1;
+            }
+        }
+    }
+
     /// Removes every pin of `list`'s task (it unpins all, or it died); returns how many.
     pub fn release_all(&mut self, list: &mut PinList) -> usize {
         let n = list.n;
@@ -221,8 +232,15 @@ mod tests {
         assert_eq!(l.len(), PINS_PER_TASK);
         let total: u32 = (0..3).map(|k| t.count(0x10_1000 + k * PAGE)).sum();
         assert_eq!(total as usize, PINS_PER_TASK);
+        // A failed call gives back what it took, and nothing before it.
+        t.truncate(&mut l, PINS_PER_TASK - 2);
+        assert_eq!(l.len(), PINS_PER_TASK - 2);
+        let total: u32 = (0..3).map(|k| t.count(0x10_1000 + k * PAGE)).sum();
+        assert_eq!(total as usize, PINS_PER_TASK - 2);
+        t.truncate(&mut l, PINS_PER_TASK);
+        assert_eq!(l.len(), PINS_PER_TASK - 2);
         // A death releases everything, whatever the order of the pins.
-        assert_eq!(t.release_all(&mut l), PINS_PER_TASK);
+        assert_eq!(t.release_all(&mut l), PINS_PER_TASK - 2);
         assert_eq!(t.pinned_frames(), 0);
         t.pin(&mut l, 0x10_1000).unwrap();
         assert_eq!(l.len(), 1);

@@ -297,24 +297,39 @@ impl Blk {
                 return Err(BlkError::BadBuffer);
             }
         }
+        // Pin (and translate) every page of the batch, one call per 64 pages: their addresses
+        // are valid until the unpin below, after the device has finished with them.
         let base = self.regions[r].base;
-        let mut heads = [0u16; MAX_BATCH];
-        let mut d: u16 = 0;
+        let mut first_of = [0usize; MAX_BATCH];
+        let mut vas = [0u64; MAX_BATCH * MAX_PAGES_PER_REQUEST];
+        let mut k = 0;
         for i in 0..n {
-            // Pin (and translate) the pages this request covers; their addresses are valid
-            // until the unpin below, after the device has finished with them.
+            first_of[i] = k;
             let first = off[i] as u64 / 4096;
-            let pages = (off[i] as u64 + count[i] as u64 * 512).div_ceil(4096) - first;
-            let how = if write { 0 } else { pin::DEVICE_WRITES };
-            if let Err(e) = sys::pin(base + first * 4096, pages, how) {
+            let last = (off[i] as u64 + count[i] as u64 * 512 - 1) / 4096;
+            for p in first..=last {
+                vas[k] = base + p * 4096;
+                k += 1;
+            }
+        }
+        let mut phys = [0u64; MAX_BATCH * MAX_PAGES_PER_REQUEST];
+        let how = pin::LIST | if write { 0 } else { pin::DEVICE_WRITES };
+        for at in (0..k).step_by(pin::MAX_PAGES as usize) {
+            let m = (k - at).min(pin::MAX_PAGES as usize);
+            sawmill_rt::utcb().mr[..m].copy_from_slice(&vas[at..at + m]);
+            if let Err(e) = sys::pin(0, m as u64, how) {
                 let _ = sys::unpin_all();
                 return Err(match e {
                     Error::Fault => BlkError::Revoked,
                     _ => BlkError::BadBuffer,
                 });
             }
-            let mut phys = [0u64; MAX_PAGES_PER_REQUEST];
-            phys[..pages as usize].copy_from_slice(&sawmill_rt::utcb().mr[..pages as usize]);
+            // The kernel wrote the addresses into our message words.
+            phys[at..at + m].copy_from_slice(&sawmill_rt::utcb().mr[..m]);
+        }
+        let mut heads = [0u16; MAX_BATCH];
+        let mut d: u16 = 0;
+        for i in 0..n {
             // SAFETY: header slot i of the header page.
             unsafe {
                 let h = self.hdr.add(i * 16);
@@ -330,7 +345,8 @@ impl Blk {
             let mut left = count[i] as u64 * 512;
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
-                let pa = phys[(pos / 4096 - first) as usize] + pos % 4096;
+                let pa =
+                    phys[first_of[i] + (pos / 4096 - off[i] as u64 / 4096) as usize] + pos % 4096;
                 self.set_desc(
                     d,
                     pa,

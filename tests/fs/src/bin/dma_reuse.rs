@@ -228,7 +228,7 @@ fn bad_input(m: &mem::Client) {
     expect("unaligned pin", sys::pin(RO_AT + 8, 1, 0), Error::Invalid);
     expect(
         "pin with unknown flags",
-        sys::pin(RO_AT, 1, 2),
+        sys::pin(RO_AT, 1, 4),
         Error::Invalid,
     );
     expect(
@@ -272,6 +272,32 @@ fn bad_input(m: &mem::Client) {
     }
     if sys::pin(RO_AT, 2, 0).is_err() || sys::unpin_all() != Ok(2) {
         fail("pin for device reads of a read-only page");
+    }
+    // A listed pin, as the driver makes one per batch: any order, repeats allowed; one bad entry
+    // and the pins the call took are given back.
+    let ro0 = sys::translate(RO_AT).unwrap_or_else(|_| fail("translate"));
+    let ro1 = sys::translate(RO_AT + PAGE).unwrap_or_else(|_| fail("translate"));
+    utcb().mr[..3].copy_from_slice(&[RO_AT + PAGE, RO_AT, RO_AT + PAGE]);
+    if sys::pin(0, 3, pin::LIST) != Ok(ro1) || utcb().mr[..3] != [ro1, ro0, ro1] {
+        fail("listed pin: wrong physical addresses");
+    }
+    if sys::translate_pins(RO_AT + PAGE).map(|x| x.1) != Ok(2) || sys::unpin_all() != Ok(3) {
+        fail("listed pin: counts");
+    }
+    utcb().mr[..3].copy_from_slice(&[RO_AT, RO_AT + PAGE, HOLE_AT]);
+    expect(
+        "listed pin with a page not mapped",
+        sys::pin(0, 3, pin::LIST),
+        Error::Fault,
+    );
+    utcb().mr[..2].copy_from_slice(&[RO_AT, RO_AT + 8]);
+    expect(
+        "listed pin of an unaligned address",
+        sys::pin(0, 2, pin::LIST),
+        Error::Invalid,
+    );
+    if sys::translate_pins(RO_AT).map(|x| x.1) != Ok(0) || sys::unpin_all() != Ok(0) {
+        fail("a refused listed pin left pins behind");
     }
     // A task's pins are bounded.
     for _ in 0..pin::PER_TASK / 2 {

@@ -17,9 +17,9 @@
 //! pages. Offsets outside the caller's region are refused (`BadBuffer`): a client can only name
 //! memory it mapped itself.
 //!
-//! No physical address outlives a request: for each one the driver pins the pages it covers
-//! (`sys::pin`, which also translates them) before the device sees their addresses, and unpins
-//! them when the device has finished. A page the client has freed since it shared it is no longer
+//! No physical address outlives a request: for each call the driver pins the pages its requests
+//! cover (one `sys::pin` with `LIST`, which also translates them) before the device sees their
+//! addresses, and unpins them when the device has finished. A page the client has freed since it shared it is no longer
 //! mapped here (mem revoked it), so its request fails with `Revoked` and nothing else happens; a
 //! page freed while the device works on it keeps its pins, so mem holds the frame back until the
 //! device is done (docs/memory.md, "DMA and frame reuse").

@@ -167,6 +167,10 @@ struct Blk {
     hdr: *mut u8,
     hdr_pa: u64,
     regions: Vec<Region>,
+    /// The physical addresses of the pages of the call being served, in request order (pinned
+    /// from before the device sees them until it has finished; kept here so that a call need
+    /// not clear a buffer of its own).
+    dma_pages: [u64; MAX_BATCH * MAX_PAGES_PER_REQUEST],
     next_window: u64,
     /// Post-reply work of the shared loop: the receive window, moved past every share.
     after: AfterReply,
@@ -216,6 +220,7 @@ impl Blk {
             hdr,
             hdr_pa,
             regions: Vec::new(),
+            dma_pages: [0; MAX_BATCH * MAX_PAGES_PER_REQUEST],
             next_window: WINDOW,
             after: AfterReply::new(),
         }
@@ -298,37 +303,38 @@ impl Blk {
             }
         }
         // Pin (and translate) every page of the batch, one call per 64 pages: their addresses
-        // are valid until the unpin below, after the device has finished with them.
+        // are valid until the unpin below, after the device has finished with them. The page
+        // addresses go straight into our message words, where the kernel answers.
         let base = self.regions[r].base;
-        let mut first_of = [0usize; MAX_BATCH];
-        let mut vas = [0u64; MAX_BATCH * MAX_PAGES_PER_REQUEST];
-        let mut k = 0;
+        let how = pin::LIST | if write { 0 } else { pin::DEVICE_WRITES };
+        let (mut k, mut done) = (0, 0);
         for i in 0..n {
-            first_of[i] = k;
             let first = off[i] as u64 / 4096;
             let last = (off[i] as u64 + count[i] as u64 * 512 - 1) / 4096;
             for p in first..=last {
-                vas[k] = base + p * 4096;
+                sawmill_rt::utcb().mr[k - done] = base + p * 4096;
                 k += 1;
+                if k - done == pin::MAX_PAGES as usize || (i == n - 1 && p == last) {
+                    if let Err(e) = sys::pin(0, (k - done) as u64, how) {
+                        let _ = sys::unpin_all();
+                        return Err(match e {
+                            Error::Fault => BlkError::Revoked,
+                            _ => BlkError::BadBuffer,
+                        });
+                    }
+                    // The kernel wrote the addresses into our message words.
+                    let mr = &sawmill_rt::utcb().mr;
+                    for j in done..k {
+                        self.dma_pages[j] = mr[j - done];
+                    }
+                    done = k;
+                }
             }
-        }
-        let mut phys = [0u64; MAX_BATCH * MAX_PAGES_PER_REQUEST];
-        let how = pin::LIST | if write { 0 } else { pin::DEVICE_WRITES };
-        for at in (0..k).step_by(pin::MAX_PAGES as usize) {
-            let m = (k - at).min(pin::MAX_PAGES as usize);
-            sawmill_rt::utcb().mr[..m].copy_from_slice(&vas[at..at + m]);
-            if let Err(e) = sys::pin(0, m as u64, how) {
-                let _ = sys::unpin_all();
-                return Err(match e {
-                    Error::Fault => BlkError::Revoked,
-                    _ => BlkError::BadBuffer,
-                });
-            }
-            // The kernel wrote the addresses into our message words.
-            phys[at..at + m].copy_from_slice(&sawmill_rt::utcb().mr[..m]);
         }
         let mut heads = [0u16; MAX_BATCH];
         let mut d: u16 = 0;
+        // Index in `dma_pages` of the first page of request i.
+        let mut page = 0;
         for i in 0..n {
             // SAFETY: header slot i of the header page.
             unsafe {
@@ -345,8 +351,8 @@ impl Blk {
             let mut left = count[i] as u64 * 512;
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
-                let pa =
-                    phys[first_of[i] + (pos / 4096 - off[i] as u64 / 4096) as usize] + pos % 4096;
+                let pa = self.dma_pages[page + (pos / 4096 - off[i] as u64 / 4096) as usize]
+                    + pos % 4096;
                 self.set_desc(
                     d,
                     pa,
@@ -360,6 +366,9 @@ impl Blk {
             }
             self.set_desc(d, self.hdr_pa + 1024 + i as u64, 1, D_WRITE, 0);
             d += 1;
+            page += ((off[i] as u64 + count[i] as u64 * 512 - 1) / 4096 - off[i] as u64 / 4096)
+                as usize
+                + 1;
         }
         debug_assert!(d <= self.q.size);
         self.submit_and_wait(&heads[..n]);

@@ -323,10 +323,7 @@ impl Blk {
                         });
                     }
                     // The kernel wrote the addresses into our message words.
-                    let mr = &sawmill_rt::utcb().mr;
-                    for j in done..k {
-                        self.dma_pages[j] = mr[j - done];
-                    }
+                    self.dma_pages[done..k].copy_from_slice(&sawmill_rt::utcb().mr[..k - done]);
                     done = k;
                 }
             }

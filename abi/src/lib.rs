@@ -99,12 +99,30 @@ pub enum Sys {
     /// `thread_regs(thread=rdi, out=rsi)`: copy a stopped thread's registers into a
     /// [`ForeignFrame`]-shaped buffer of the caller.
     ThreadRegs = 31,
-    /// `translate(vaddr=rdi)` -> `rdi` = physical address backing the caller's page (for DMA).
+    /// `translate(vaddr=rdi, flags=rsi)` -> `rdi` = physical address backing the caller's page;
+    /// with [`pin::TRANSLATE_PINS`] also `rsi` = the number of DMA pins on that frame (any task's;
+    /// see [`Sys::Pin`]): the memory server asks this of its own page before a freed frame goes
+    /// back to its pool. Other flag bits are Invalid.
     Translate = 32,
+    /// `pin(vaddr=rdi, pages=rsi, flags=rdx [pin::DEVICE_WRITES | pin::LIST])` -> `rdi` =
+    /// physical address of the first page; the physical address of page i is in the caller's
+    /// [`Utcb::mr`]`[i]` (undefined after a failure). Pins `pages` (1..=[`pin::MAX_PAGES`])
+    /// mapped pages of user RAM of the caller (`vaddr` and the pages after it, or with `LIST`
+    /// the addresses in `mr[0..pages]`, so that one call covers a driver's whole batch) for DMA:
+    /// the frames keep a pin until [`Sys::Unpin`] or the task's death, and the memory server
+    /// does not reuse a frame with pins. `DEVICE_WRITES` (the device will write the memory)
+    /// needs writable mappings. All or nothing. Errors: Invalid (alignment, count, flag;
+    /// a page that is not user RAM), Fault (a page not mapped), NoRights (read-only for
+    /// `DEVICE_WRITES`), NoMemory (more than [`pin::PER_TASK`] pins, or the quota for the list).
+    Pin = 33,
+    /// `unpin(paddr=rdi, flags=rsi [pin::UNPIN_ALL])` -> `rdi` = pins released: one pin the
+    /// caller holds on the frame at `paddr`, or with `UNPIN_ALL` every pin it holds. Invalid if
+    /// it holds none there.
+    Unpin = 34,
 }
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 33;
+pub const SYS_COUNT: u64 = 35;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -146,6 +164,8 @@ impl TryFrom<u64> for Sys {
             TaskKill,
             ThreadRegs,
             Translate,
+            Pin,
+            Unpin,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()
@@ -473,6 +493,23 @@ pub mod kinfo {
     pub const USER_FRAMES: u64 = 2;
     /// `USER_RANGES + 2i` and `+ 2i + 1`: start and end of user RAM range `i` (0 past the last).
     pub const USER_RANGES: u64 = 16;
+}
+
+/// DMA pins ([`Sys::Pin`], [`Sys::Unpin`]).
+pub mod pin {
+    /// `pin` flag: the device will write the pages (they must be mapped writable).
+    pub const DEVICE_WRITES: u64 = 1;
+    /// `pin` flag: the pages are the page-aligned addresses in the caller's message words
+    /// `mr[0..pages]` (any order, repeats allowed), not `vaddr` and the pages after it.
+    pub const LIST: u64 = 2;
+    /// Most pages one `pin` call takes (their addresses fill the message words).
+    pub const MAX_PAGES: u64 = 64;
+    /// Most pins one task holds at once.
+    pub const PER_TASK: u64 = 256;
+    /// `unpin` flag: release every pin of the caller.
+    pub const UNPIN_ALL: u64 = 1;
+    /// `translate` flag: report the frame's pin count too.
+    pub const TRANSLATE_PINS: u64 = 1;
 }
 
 /// Flags of [`Sys::NotifyWait`].

@@ -25,6 +25,7 @@ mod trace;
 // Capabilities, quotas, scheduling, mapping:
 mod cap;
 mod factory;
+mod pin;
 mod sched;
 mod vm;
 // One module per kernel object; each may use those above it in this list:

@@ -63,6 +63,8 @@ pub struct Task {
     pub nodes: u64,
     /// Highest priority its threads may be given by this task.
     pub max_prio: u8,
+    /// DMA pins it holds (made on its first `pin`, see `pin`).
+    pub pins: Option<Box<sawmill_kcore::pins::PinList>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use crate::obj::{Cap, IrqLine, Task, Thread};
 use alloc::vec::Vec;
 use sawmill_kcore::cspace::CSpace;
 use sawmill_kcore::mapdb::MapDb;
+use sawmill_kcore::pins::PinTable;
 
 pub const NPRIO: usize = 256;
 /// Fixed sizes of the kernel's bookkeeping arrays, allocated once at boot so that the kernel's
@@ -20,6 +21,8 @@ pub const MAX_MAPPINGS: usize = 131072;
 pub struct Kernel {
     pub cspace: CSpace<Cap>,
     pub mapdb: MapDb,
+    /// DMA pin counts of every frame of user RAM (`pin`).
+    pub pins: PinTable,
     pub tasks: Vec<*mut Task>,
     pub current: *mut Thread,
     pub ready_head: [*mut Thread; NPRIO],
@@ -80,6 +83,7 @@ pub fn init() {
     let k = Kernel {
         cspace: CSpace::with_capacity(MAX_TASKS),
         mapdb: MapDb::with_capacity(MAX_MAPPINGS),
+        pins: crate::pin::table_for_user_ram(),
         tasks: Vec::with_capacity(MAX_TASKS),
         current: core::ptr::null_mut(),
         ready_head: [core::ptr::null_mut(); NPRIO],

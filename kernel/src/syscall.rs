@@ -10,7 +10,9 @@ use crate::error::SysResult;
 use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
-use crate::{factory, irq, notification, object, paging, sched, task, thread, trace, trap, vm};
+use crate::{
+    factory, irq, notification, object, paging, pin, sched, task, thread, trace, trap, vm,
+};
 use sawmill_abi::{kinfo, rights, Error, Sys};
 
 /// `rax` of the calls `syscall_dispatch` tries on the fast path.
@@ -279,11 +281,19 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             if !paging::user_range_ok(a0, 1) {
                 return Err(reject!(Error::Invalid, "address outside user space"));
             }
+            if a1 & !sawmill_abi::pin::TRANSLATE_PINS != 0 {
+                return Err(reject!(Error::Invalid, "unknown translate flags"));
+            }
             let Some((pa, _)) = paging::translate(pml4, a0) else {
                 return Err(reject!(Error::Fault, "address not mapped"));
             };
             t.frame.rdi = pa;
+            if a1 != 0 {
+                t.frame.rsi = pin::count(pa);
+            }
             Ok(())
         }
+        Sys::Pin => pin::pin(cur, a0, a1, a2),
+        Sys::Unpin => pin::unpin(cur, a0, a1),
     }
 }

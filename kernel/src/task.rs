@@ -54,6 +54,7 @@ pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, 
         pt_frames: 0,
         nodes: 0,
         max_prio,
+        pins: None,
     }));
     kernel().tasks[id as usize] = t;
     Ok(t)
@@ -70,6 +71,7 @@ pub fn kill_task(p: *mut Task) {
     while let Some(&th) = task.threads.last() {
         thread::kill_thread(th);
     }
+    crate::pin::release_task(p);
     let mut gone = Vec::new();
     kernel().mapdb.remove_space(task.id, &mut gone);
     vm::unmap_removed(&gone);

@@ -1,6 +1,6 @@
 //! Kernel data structures that are pure logic: the capability space with its derivation tree
-//! ([`cspace`]), the mapping database ([`mapdb`]), the heap allocator ([`heap`]) and the reading
-//! of the kernel command line ([`cmdline`]). They know nothing of hardware or of what a
+//! ([`cspace`]), the mapping database ([`mapdb`]), the heap allocator ([`heap`]), the reading
+//! of the kernel command line ([`cmdline`]) and the DMA pin counts ([`pins`]). They know nothing of hardware or of what a
 //! capability points to, so they run and are tested on the host; the kernel instantiates them.
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -10,3 +10,4 @@ pub mod cmdline;
 pub mod cspace;
 pub mod heap;
 pub mod mapdb;
+pub mod pins;

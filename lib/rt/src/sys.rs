@@ -161,6 +161,27 @@ pub fn translate(vaddr: u64) -> Result<u64, Error> {
     let (r, pa, _) = raw(Sys::Translate, [vaddr, 0, 0, 0, 0, 0]);
     res(r).map(|_| pa)
 }
+/// The physical address behind `vaddr` and the number of DMA pins on its frame.
+pub fn translate_pins(vaddr: u64) -> Result<(u64, u64), Error> {
+    let flags = sawmill_abi::pin::TRANSLATE_PINS;
+    let (r, pa, pins) = raw(Sys::Translate, [vaddr, flags, 0, 0, 0, 0]);
+    res(r).map(|_| (pa, pins))
+}
+/// Pins `pages` pages from `vaddr` for DMA (`sawmill_abi::pin`); returns the first page's
+/// physical address; page i's is in `utcb().mr[i]`.
+pub fn pin(vaddr: u64, pages: u64, flags: u64) -> Result<u64, Error> {
+    let (r, pa, _) = raw(Sys::Pin, [vaddr, pages, flags, 0, 0, 0]);
+    res(r).map(|_| pa)
+}
+/// Releases one pin on the frame at `paddr`.
+pub fn unpin(paddr: u64) -> Result<(), Error> {
+    call(Sys::Unpin, [paddr, 0, 0, 0, 0, 0])
+}
+/// Releases every pin this task holds; returns how many.
+pub fn unpin_all() -> Result<u64, Error> {
+    let (r, n, _) = raw(Sys::Unpin, [0, sawmill_abi::pin::UNPIN_ALL, 0, 0, 0, 0]);
+    res(r).map(|_| n)
+}
 
 /// The time-stamp counter after `lfence` (under QEMU `-icount` it counts guest instructions).
 #[inline(always)]

@@ -11,12 +11,21 @@
 //! and a factory.
 //!
 //! Data path (no copy in the driver): a client first maps a region of its own memory into the
-//! driver's receive window with `blk.share` (a map item); the driver records the physical address
-//! of every page (`translate`). Requests then name byte offsets into that region; each becomes a
+//! driver's receive window with `blk.share` (a map item); the driver records where the region
+//! lies in its window. Requests then name byte offsets into that region; each becomes a
 //! descriptor chain header → data pages → status, so the device DMAs straight into the client's
 //! pages. Offsets outside the caller's region are refused (`BadBuffer`): a client can only name
-//! memory it mapped itself. All requests of one call are queued before the single notify, so up
-//! to 16 are in flight on the device at once.
+//! memory it mapped itself.
+//!
+//! No physical address outlives a request: for each call the driver pins the pages its requests
+//! cover (one `sys::pin` with `LIST`, which also translates them) before the device sees their
+//! addresses, and unpins them when the device has finished. A page the client has freed since it shared it is no longer
+//! mapped here (mem revoked it), so its request fails with `Revoked` and nothing else happens; a
+//! page freed while the device works on it keeps its pins, so mem holds the frame back until the
+//! device is done (docs/memory.md, "DMA and frame reuse").
+//!
+//! All requests of one call are queued before the single notify, so up to 16 are in flight on
+//! the device at once.
 #![no_std]
 #![no_main]
 
@@ -25,7 +34,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
-use sawmill_abi::ObjKind;
+use sawmill_abi::{pin, Error, ObjKind};
 use sawmill_interfaces::blk::{self, InfoOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags};
@@ -38,6 +47,8 @@ const WINDOW: u64 = 0x4000_0000;
 const WINDOW_SIZE: u64 = 0x1000_0000;
 const MAX_BATCH: usize = 16;
 const MAX_SECTORS: u16 = 64;
+/// Pages one request of `MAX_SECTORS` can touch (32 KiB, not page aligned).
+const MAX_PAGES_PER_REQUEST: usize = 9;
 
 // Legacy virtio-pci register offsets (virtio 1.x spec, 4.1.4.8 "Legacy Interfaces").
 const R_HOST_FEATURES: u16 = 0x00;
@@ -137,10 +148,12 @@ struct Queue {
     used_idx: u16,
 }
 
-/// A client's shared region: where it is in our space and the physical address of each page.
+/// A client's shared region: where it is in our space (its physical addresses are looked up
+/// per request, never kept).
 struct Region {
     badge: u64,
-    phys: Vec<u64>,
+    base: u64,
+    pages: u64,
 }
 
 struct Blk {
@@ -154,6 +167,10 @@ struct Blk {
     hdr: *mut u8,
     hdr_pa: u64,
     regions: Vec<Region>,
+    /// The physical addresses of the pages of the call being served, in request order (pinned
+    /// from before the device sees them until it has finished; kept here so that a call need
+    /// not clear a buffer of its own).
+    dma_pages: [u64; MAX_BATCH * MAX_PAGES_PER_REQUEST],
     next_window: u64,
     /// Post-reply work of the shared loop: the receive window, moved past every share.
     after: AfterReply,
@@ -203,6 +220,7 @@ impl Blk {
             hdr,
             hdr_pa,
             regions: Vec::new(),
+            dma_pages: [0; MAX_BATCH * MAX_PAGES_PER_REQUEST],
             next_window: WINDOW,
             after: AfterReply::new(),
         }
@@ -280,14 +298,40 @@ impl Blk {
                 return Err(BlkError::OutOfRange);
             }
             let len = count[i] as u64 * 512;
-            if !off[i].is_multiple_of(512)
-                || off[i] as u64 + len > self.regions[r].phys.len() as u64 * 4096
-            {
+            if !off[i].is_multiple_of(512) || off[i] as u64 + len > self.regions[r].pages * 4096 {
                 return Err(BlkError::BadBuffer);
+            }
+        }
+        // Pin (and translate) every page of the batch, one call per 64 pages: their addresses
+        // are valid until the unpin below, after the device has finished with them. The page
+        // addresses go straight into our message words, where the kernel answers.
+        let base = self.regions[r].base;
+        let how = pin::LIST | if write { 0 } else { pin::DEVICE_WRITES };
+        let (mut k, mut done) = (0, 0);
+        for i in 0..n {
+            let first = off[i] as u64 / 4096;
+            let last = (off[i] as u64 + count[i] as u64 * 512 - 1) / 4096;
+            for p in first..=last {
+                sawmill_rt::utcb().mr[k - done] = base + p * 4096;
+                k += 1;
+                if k - done == pin::MAX_PAGES as usize || (i == n - 1 && p == last) {
+                    if let Err(e) = sys::pin(0, (k - done) as u64, how) {
+                        let _ = sys::unpin_all();
+                        return Err(match e {
+                            Error::Fault => BlkError::Revoked,
+                            _ => BlkError::BadBuffer,
+                        });
+                    }
+                    // The kernel wrote the addresses into our message words.
+                    self.dma_pages[done..k].copy_from_slice(&sawmill_rt::utcb().mr[..k - done]);
+                    done = k;
+                }
             }
         }
         let mut heads = [0u16; MAX_BATCH];
         let mut d: u16 = 0;
+        // Index in `dma_pages` of the first page of request i.
+        let mut page = 0;
         for i in 0..n {
             // SAFETY: header slot i of the header page.
             unsafe {
@@ -304,7 +348,8 @@ impl Blk {
             let mut left = count[i] as u64 * 512;
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
-                let pa = self.regions[r].phys[(pos / 4096) as usize] + pos % 4096;
+                let pa = self.dma_pages[page + (pos / 4096 - off[i] as u64 / 4096) as usize]
+                    + pos % 4096;
                 self.set_desc(
                     d,
                     pa,
@@ -318,9 +363,13 @@ impl Blk {
             }
             self.set_desc(d, self.hdr_pa + 1024 + i as u64, 1, D_WRITE, 0);
             d += 1;
+            page += ((off[i] as u64 + count[i] as u64 * 512 - 1) / 4096 - off[i] as u64 / 4096)
+                as usize
+                + 1;
         }
         debug_assert!(d <= self.q.size);
         self.submit_and_wait(&heads[..n]);
+        let _ = sys::unpin_all();
         for i in 0..n {
             // SAFETY: status byte i, written by the device.
             if unsafe { read_volatile(self.hdr.add(1024 + i)) } != 0 {
@@ -364,25 +413,21 @@ impl blk::Server for Blk {
     /// whatever arrived (accepted or not), so it only ever receives new shares.
     fn share(&mut self, badge: u64, region: Map) -> Result<(), BlkError> {
         let (base, end) = (self.next_window, WINDOW + WINDOW_SIZE);
-        let mut phys = Vec::new();
         let mut va = base;
-        while va < end {
-            match sys::translate(va) {
-                Ok(pa) => phys.push(pa),
-                Err(_) => break,
-            }
+        while va < end && sys::translate(va).is_ok() {
             va += 4096;
         }
         self.next_window = va;
         self.after.receive_window(va, end - va);
-        if phys.is_empty()
+        let pages = (va - base) / 4096;
+        if pages == 0
             || region.dst != base
-            || region.pages != phys.len() as u64
+            || region.pages != pages
             || self.regions.iter().any(|r| r.badge == badge)
         {
             return Err(BlkError::NotShared);
         }
-        self.regions.push(Region { badge, phys });
+        self.regions.push(Region { badge, base, pages });
         Ok(())
     }
     fn flush(&mut self, _badge: u64) -> Result<(), BlkError> {

@@ -19,6 +19,12 @@ const FREE: u64 = u64::MAX;
 const READAHEAD: usize = 8;
 /// Where the cache dataspace is mapped in the PFS (above the runtime's stack and UTCBs).
 pub const CACHE_AT: u64 = 0x8000_0000;
+/// Where the cache is mapped a second time, for the driver alone: the region shared with the
+/// driver derives from these mappings, so revoking the client mappings of a cache page (`unmap`
+/// of its page at `CACHE_AT`, children only) leaves the driver's, which it looks up per request
+/// (servers/blk-virtio: no physical address outlives a request). The driver's window is at
+/// most 256 MiB, so the two ranges never meet.
+const DMA_ALIAS_AT: u64 = CACHE_AT + 0x1000_0000;
 
 /// Hashes device page numbers for the cache index (Fibonacci hashing: page numbers are dense,
 /// nobody chooses them to collide, and one multiply spreads them well).
@@ -83,10 +89,19 @@ impl Cache {
             let va = CACHE_AT + i * PAGE as u64;
             ds.map(i * PAGE as u64, va, 1, rw, [va, PAGE as u64])
                 .map_err(|_| "no cache memory from mem (its quota for us, or its pool)")?;
+            let alias = DMA_ALIAS_AT + i * PAGE as u64;
+            ds.map(
+                i * PAGE as u64,
+                alias,
+                1,
+                MapFlags::READ | MapFlags::WRITE,
+                [alias, PAGE as u64],
+            )
+            .map_err(|_| "mapping the cache for the driver")?;
         }
         let base = CACHE_AT as *mut u8;
         let region = Map {
-            src: base as u64,
+            src: DMA_ALIAS_AT,
             dst: info.window,
             pages: npages as u64,
             flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,

@@ -11,6 +11,12 @@
 //! (allocated on first touch for anonymous dataspaces, at once for DMA ones). A copy-on-write copy
 //! is charged in full when made (its pages are present, if shared), so breaking the sharing later
 //! never needs quota; it may still fail if the pool itself is empty.
+//!
+//! DMA rule: a frame a device may still reach is never reused. A driver pins the frames of a
+//! request for as long as its device works on them (`Sys::Pin`); a freed frame that still has
+//! pins ([`Backend::pinned`]) goes to a quarantine instead of the free pool, and returns to the
+//! pool at the first allocation after its pins are gone. A copy-on-write `copy` never shares a
+//! pinned frame (a device write into it would show in the copy): the copy gets its own page.
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
@@ -32,6 +38,10 @@ pub trait Backend {
     fn copy(&mut self, from: Frame, to: Frame);
     /// Revoke every mapping derived from mem's own mapping of `f` (in all tasks).
     fn revoke(&mut self, f: Frame);
+    /// Whether some task has `f` pinned for DMA (a device may still read or write it).
+    fn pinned(&mut self, _f: Frame) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +68,9 @@ pub struct Frames {
     nfree: u32,
     /// Where the next search for a free frame starts (so allocation is not quadratic).
     hint: u32,
+    /// Freed frames that still had DMA pins: held (reference count 1, owned by nobody) until
+    /// their pins are gone.
+    quarantine: Vec<Frame>,
 }
 
 impl Frames {
@@ -75,6 +88,7 @@ impl Frames {
             refs: alloc::vec![0; n as usize],
             nfree: n,
             hint: 0,
+            quarantine: Vec::new(),
         }
     }
     pub fn total(&self) -> u32 {
@@ -138,6 +152,10 @@ impl Frames {
     }
     pub fn incref(&mut self, f: Frame) {
         self.refs[f as usize] += 1;
+    }
+    /// Frames held in quarantine (freed while pinned).
+    pub fn quarantined(&self) -> &[Frame] {
+        &self.quarantine
     }
     /// Drops one reference; true if the frame became free.
     pub fn decref(&mut self, f: Frame) -> bool {
@@ -308,6 +326,7 @@ impl Mem {
         pages: u64,
     ) -> Result<(usize, u64), MemErr> {
         let n = self.pages_of(pages.checked_mul(PAGE).ok_or(MemErr::Invalid)?)?;
+        self.reclaim(b);
         self.charge(client, n)?;
         let Some(first) = self.frames.alloc_contig(n as u32) else {
             self.uncharge(client, n);
@@ -353,6 +372,7 @@ impl Mem {
         let owner = ds.owner;
         match ds.pages.get(&page).copied() {
             None => {
+                self.reclaim(b);
                 self.charge(owner, 1)?;
                 let Some(f) = self.frames.alloc() else {
                     self.uncharge(owner, 1);
@@ -369,6 +389,7 @@ impl Mem {
                 // Break the sharing: this dataspace gets a private copy (already paid for). The
                 // shared frame's mappings go, so whoever mapped it through this dataspace faults
                 // again and finds the copy.
+                self.reclaim(b);
                 let nf = self.frames.alloc().ok_or(MemErr::NoMemory)?;
                 b.copy(f, nf);
                 b.revoke(f);
@@ -390,24 +411,59 @@ impl Mem {
         let (owner, n) = (ds.owner, ds.pages.len() as u64);
         let pages = ds.pages.clone();
         let size = ds.size;
-        self.charge(owner, n)?;
+        // A frame a device may be writing is not shared: the copy gets its own page now (the
+        // device's write then lands in this dataspace only).
+        let pinned: Vec<(u64, Frame)> = pages
+            .iter()
+            .filter(|p| b.pinned(*p.1))
+            .map(|(&p, &f)| (p, f))
+            .collect();
+        self.reclaim(b);
+        let mut own = Vec::with_capacity(pinned.len());
+        for _ in 0..pinned.len() {
+            match self.frames.alloc() {
+                Some(nf) => own.push(nf),
+                None => {
+                    for &nf in &own {
+                        self.frames.decref(nf);
+                    }
+                    return Err(MemErr::NoMemory);
+                }
+            }
+        }
+        let mut copied = pages.clone();
+        for (&(p, f), &nf) in pinned.iter().zip(&own) {
+            b.copy(f, nf);
+            copied.insert(p, nf);
+        }
+        if let Err(e) = self.charge(owner, n) {
+            for &nf in &own {
+                self.frames.decref(nf);
+            }
+            return Err(e);
+        }
         let new = match self.new_ds(Ds {
             owner,
             size,
-            pages: pages.clone(),
+            pages: copied,
             contig: false,
             cow: true,
         }) {
             Ok(x) => x,
             Err(e) => {
+                for &nf in &own {
+                    self.frames.decref(nf);
+                }
                 self.uncharge(owner, n);
                 return Err(e);
             }
         };
         // Existing writable mappings of the now shared frames must fault on the next write.
-        for &f in pages.values() {
-            self.frames.incref(f);
-            b.revoke(f);
+        for (p, &f) in pages.iter() {
+            if pinned.iter().all(|x| x.0 != *p) {
+                self.frames.incref(f);
+                b.revoke(f);
+            }
         }
         self.ds[id].as_mut().unwrap().cow = true;
         Ok(new)
@@ -427,7 +483,31 @@ impl Mem {
         // Every mapping of the frame goes, in every task, before it can be reused or changes
         // hands; other sharers of it simply fault it in again.
         b.revoke(f);
-        self.frames.decref(f);
+        // Nobody can pin it any more (pins need a mapping), so its pins only go down from here:
+        // the last holder's frame waits them out in quarantine.
+        if self.frames.refs(f) == 1 && b.pinned(f) {
+            self.frames.quarantine.push(f);
+        } else {
+            self.frames.decref(f);
+        }
+    }
+
+    /// Returns the quarantined frames whose pins are gone to the pool. Every allocation runs it
+    /// first (a non-empty quarantine is rare: a frame freed while its DMA was in flight).
+    pub fn reclaim(&mut self, b: &mut impl Backend) {
+        if self.frames.quarantine.is_empty() {
+            return;
+        }
+        let mut q = core::mem::take(&mut self.frames.quarantine);
+        q.retain(|&f| {
+            if b.pinned(f) {
+                true
+            } else {
+                self.frames.decref(f);
+                false
+            }
+        });
+        self.frames.quarantine = q;
     }
 
     /// Grows or shrinks an anonymous dataspace to `bytes`.
@@ -481,3 +561,5 @@ impl Mem {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dma;

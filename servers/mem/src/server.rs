@@ -53,6 +53,10 @@ impl Backend for Pool {
         // Our own mapping stays; everything derived from it (in every task) goes.
         let _ = sys::unmap(frame_va(f), 1, 0);
     }
+    fn pinned(&mut self, f: Frame) -> bool {
+        // The kernel counts DMA pins per frame; our own pool mapping names the frame.
+        sys::translate_pins(frame_va(f)).is_ok_and(|(_, pins)| pins > 0)
+    }
 }
 
 /// The capabilities of one dataspace.
@@ -166,6 +170,7 @@ impl mem::Server for Srv {
     }
 
     fn stats(&mut self, badge: u64) -> Result<mem::StatsOut, MemError> {
+        self.mem.reclaim(&mut self.pool);
         let free = self.mem.frames.free() as u64;
         let a = self.mem.account(badge);
         Ok(mem::StatsOut {

@@ -59,11 +59,7 @@ pub fn get(task: *mut Task, ctl: Cap, line: u64, dst: u64) -> SysResult {
             "line outside the IRQ-control capability's set",
         ));
     }
-    cap::insert_root(
-        task,
-        dst,
-        Cap::new(Obj::Irq(line as u8), rights::ALL, 0),
-    )?;
+    cap::insert_root(task, dst, Cap::new(Obj::Irq(line as u8), rights::ALL, 0))?;
     Ok(())
 }
 

@@ -67,11 +67,7 @@ pub fn create(task: *mut Task, fac: *mut Factory, kind: u64, dst: u64, arg: u64)
             Obj::Factory(new_factory(fac, arg)?)
         }
     };
-    cap::insert_root(
-        task,
-        dst,
-        Cap::new(o, rights::ALL, 0),
-    )?;
+    cap::insert_root(task, dst, Cap::new(o, rights::ALL, 0))?;
     Ok(())
 }
 

@@ -17,6 +17,9 @@
 //!   server's built-in limit).
 //! - `exec`: map the cache pages executable, so programs can run straight from files (lib/spawn
 //!   maps their text from the file's pages); default false.
+//! - `files_per_session`: the most files one client session may hold open (default 256); one
+//!   more gets `NoSpace`, for that client only.
+//! - `vfs_files`: the same for the files the VFS opens itself (default 1024).
 #![no_std]
 
 extern crate alloc;
@@ -32,6 +35,11 @@ fn default_cache_kb() -> u32 {
     DEFAULT_CACHE_KB
 }
 
+/// Open files one session may hold without a `files_per_session`.
+pub const DEFAULT_FILES_PER_SESSION: u32 = 256;
+/// Open files the VFS may hold without a `vfs_files`.
+pub const DEFAULT_VFS_FILES: u32 = 1024;
+
 /// The ext2 server's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +52,10 @@ pub struct Config {
     pub shadow_pages: Option<u32>,
     #[serde(default)]
     pub exec: bool,
+    #[serde(default)]
+    pub files_per_session: Option<u32>,
+    #[serde(default)]
+    pub vfs_files: Option<u32>,
 }
 
 impl Peers for Config {

@@ -290,7 +290,7 @@ impl Files {
                 sawmill_abi::UNMAP_SELF,
             );
         }
-        // The PFS revoked the capability; the slot is empty (or the PFS is gone: empty it).
+        // The PFS keeps the file's badge until our capability goes (it learns from the kernel).
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
         r

@@ -1205,6 +1205,7 @@ fn main() {
             cfg.files_per_session
                 .unwrap_or(sawmill_ext2_api::DEFAULT_FILES_PER_SESSION),
             cfg.vfs_files.unwrap_or(sawmill_ext2_api::DEFAULT_VFS_FILES),
+            cfg.files.unwrap_or(sawmill_ext2_api::DEFAULT_FILES),
         ),
         free_slots: Vec::new(),
         covered: Vec::new(),

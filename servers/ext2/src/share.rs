@@ -26,6 +26,10 @@ pub struct Shares {
     /// Bounds of open files per session and for the VFS.
     pub per_session: u32,
     pub per_vfs: u32,
+    /// Open file indices charged in all, and the most there may be (what the PFS's kernel
+    /// quota and heap can hold: each is a watch in the kernel and an entry here).
+    total: u32,
+    pub max_total: u32,
 }
 
 /// The badge space the charges are kept in (the PFS's own constants).
@@ -35,7 +39,7 @@ pub struct Badges {
 }
 
 impl Shares {
-    pub fn new(per_session: u32, per_vfs: u32) -> Shares {
+    pub fn new(per_session: u32, per_vfs: u32, max_total: u32) -> Shares {
         Shares {
             owner: Vec::new(),
             sessions: Vec::new(),
@@ -43,6 +47,8 @@ impl Shares {
             vfs_files: 0,
             per_session,
             per_vfs,
+            total: 0,
+            max_total,
         }
     }
 
@@ -60,6 +66,9 @@ impl Shares {
     /// Charges a new open file at `index` to `by`; false (nothing charged) when `by` is at its
     /// bound or is no party.
     pub fn charge(&mut self, by: u64, index: usize, b: &Badges) -> bool {
+        if self.total >= self.max_total {
+            return false;
+        }
         let limit = if by == b.vfs {
             self.per_vfs
         } else {
@@ -73,6 +82,7 @@ impl Shares {
             self.owner.resize(index + 1, 0);
         }
         self.owner[index] = by;
+        self.total += 1;
         true
     }
 
@@ -85,6 +95,7 @@ impl Shares {
         if by == 0 {
             return false;
         }
+        self.total -= 1;
         if by == b.vfs {
             self.vfs_files -= 1;
         } else if let Some(s) = self.sessions.get_mut((by - b.session_base) as usize) {

@@ -420,8 +420,16 @@ impl vfs::Server for Vfs {
         if !created && !may(pos.attr, uid, gid, want) {
             return Err(FsError::Denied);
         }
+        // Charged to the client's own session at the PFS (which checks access with the same
+        // credentials); a file we just created is opened as the VFS (its mode may deny even its
+        // creator, as POSIX allows for the creating open) and charged to our share.
+        let mut p = self.pfs(pos.m)?;
+        if !created {
+            if let Ok(s) = self.session(pos.m, badge) {
+                p = pfs::Client::new(s);
+            }
+        }
         let rx = self.slot();
-        let p = self.pfs(pos.m)?;
         match p.open(pos.ino, flags - (OpenFlags::CREATE | OpenFlags::EXCL), rx) {
             Ok(o) => {
                 self.after.delete(rx);

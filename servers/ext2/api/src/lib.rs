@@ -19,7 +19,9 @@
 //!   maps their text from the file's pages); default false.
 //! - `files_per_session`: the most files one client session may hold open (default 256); one
 //!   more gets `NoSpace`, for that client only.
-//! - `vfs_files`: the same for the files the VFS opens itself (default 1024).
+//! - `vfs_files`: the same for the files the VFS opens as itself (default 1024).
+//! - `files`: the most open files in all (default 4096): what the server's kernel quota
+//!   (`kmem_kb`; each open file is a kernel watch of about 80 bytes) and heap must hold.
 #![no_std]
 
 extern crate alloc;
@@ -39,6 +41,8 @@ fn default_cache_kb() -> u32 {
 pub const DEFAULT_FILES_PER_SESSION: u32 = 256;
 /// Open files the VFS may hold without a `vfs_files`.
 pub const DEFAULT_VFS_FILES: u32 = 1024;
+/// Open files in all without a `files`.
+pub const DEFAULT_FILES: u32 = 4096;
 
 /// The ext2 server's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +60,8 @@ pub struct Config {
     pub files_per_session: Option<u32>,
     #[serde(default)]
     pub vfs_files: Option<u32>,
+    #[serde(default)]
+    pub files: Option<u32>,
 }
 
 impl Peers for Config {

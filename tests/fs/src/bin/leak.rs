@@ -151,7 +151,11 @@ fn leak_and_drop() {
         BOUND
     );
     let r = open(None, rx);
-    check!(r == Err(FsError::NoSpace), "at the bound the VFS still opened: {:?}", r);
+    check!(
+        r == Err(FsError::NoSpace),
+        "at the bound the VFS still opened: {:?}",
+        r
+    );
     println!(
         "{}: PASS held {} files, then NoSpace through the session and the VFS",
         name, BOUND
@@ -170,7 +174,10 @@ fn leak_and_drop() {
         e
     );
     again.drop_all();
-    println!("{}: PASS after dropping its files its share came back", name);
+    println!(
+        "{}: PASS after dropping its files its share came back",
+        name
+    );
 }
 
 fn hold_and_die() {
@@ -181,7 +188,11 @@ fn hold_and_die() {
         held.len(),
         e
     );
-    println!("{}: PASS holding {} files, ending without closing", env::name(), BOUND);
+    println!(
+        "{}: PASS holding {} files, ending without closing",
+        env::name(),
+        BOUND
+    );
 }
 
 fn other() {
@@ -189,7 +200,11 @@ fn other() {
     let mut f = files();
     wait_for(&mut f, true);
     for i in 0..10 {
-        f.protocol = if i % 2 == 0 { Protocol::Vfs } else { Protocol::Direct };
+        f.protocol = if i % 2 == 0 {
+            Protocol::Vfs
+        } else {
+            Protocol::Direct
+        };
         let r: Result<_, Error> = read_file(&mut f, "/hello.txt");
         check!(
             r.as_deref() == Ok(HELLO),

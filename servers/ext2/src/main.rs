@@ -25,7 +25,6 @@
 extern crate alloc;
 
 mod cache;
-mod share;
 
 use alloc::rc::Rc;
 use alloc::vec::Vec;
@@ -33,6 +32,7 @@ use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem, ObjKind};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
+use sawmill_ext2_api::share;
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};

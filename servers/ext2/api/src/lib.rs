@@ -1,6 +1,7 @@
 //! What the ext2 file-system server (`ext2-pfs`) and the rest of the system agree on: the schema
-//! of its manifest `config` table. Plain types only; it touches nothing. The server and the host
-//! tool (which checks and encodes the table) use it.
+//! of its manifest `config` table, and what its bounds on each client mean ([`share`]). Plain
+//! types and bookkeeping only; it touches nothing. The server and the host tool (which checks and
+//! encodes the table) use it.
 //!
 //! ```toml
 //! [[server]]
@@ -21,10 +22,12 @@
 //!   more gets `NoSpace`, for that client only.
 //! - `vfs_files`: the same for the files the VFS opens as itself (default 1024).
 //! - `files`: the most open files in all (default 4096): what the server's kernel quota
-//!   (`kmem_kb`; each open file is a kernel watch of about 80 bytes) and heap must hold.
+//!   (`kmem_kb`; each open file is a kernel watch of 72 bytes) and heap must hold.
 #![no_std]
 
 extern crate alloc;
+
+pub mod share;
 
 use alloc::string::String;
 use sawmill_manifest::config::{Endpoint, Peer, Peers};

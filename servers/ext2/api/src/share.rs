@@ -4,7 +4,9 @@
 //! opens without end gets `NoSpace` alone. A file's index (its badge) is reused only once the
 //! kernel says that no capability carrying it is left (a `NO_SENDERS` notice): until then the
 //! file stays charged, closed or not, and a stale capability can never reach a newer file.
-//! Sessions are watched the same way. Pure bookkeeping: touches nothing but itself.
+//! Sessions are watched the same way. This is what the config's `files_per_session`,
+//! `vfs_files` and `files` mean, kept here so that it is host-tested. Pure bookkeeping: touches
+//! nothing but itself.
 use alloc::vec::Vec;
 
 /// One client session: its credentials and what it holds.
@@ -139,5 +141,82 @@ impl Shares {
     /// The credentials of a live session.
     pub fn cred(&self, i: usize) -> Option<(u32, u32)> {
         self.sessions.get(i).filter(|s| s.live).map(|s| s.cred)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B: Badges = Badges {
+        vfs: 1,
+        session_base: 100,
+    };
+
+    #[test]
+    fn a_session_is_bounded_alone() {
+        let mut sh = Shares::new(2, 5, 100);
+        let a = 100 + sh.new_session((1000, 1000)) as u64;
+        let b = 100 + sh.new_session((1000, 1000)) as u64;
+        assert_ne!(
+            a, b,
+            "one session per request, even for the same credentials"
+        );
+        assert!(sh.charge(a, 0, &B) && sh.charge(a, 1, &B));
+        assert!(!sh.charge(a, 2, &B), "a's third file is refused");
+        // b and the VFS are untouched by a's bound.
+        assert!(sh.charge(b, 2, &B) && sh.charge(b, 3, &B));
+        assert!(sh.charge(1, 4, &B));
+        // A file's last capability goes: its charge comes back to its owner only.
+        assert!(sh.release(0, &B));
+        assert!(
+            !sh.release(0, &B),
+            "a second notice for the index changes nothing"
+        );
+        assert!(sh.charge(a, 0, &B));
+        assert!(!sh.charge(b, 5, &B));
+    }
+
+    #[test]
+    fn the_total_bounds_everyone_and_comes_back() {
+        let mut sh = Shares::new(3, 3, 4);
+        let a = 100 + sh.new_session((0, 0)) as u64;
+        let b = 100 + sh.new_session((0, 0)) as u64;
+        for i in 0..3 {
+            assert!(sh.charge(a, i, &B));
+        }
+        assert!(sh.charge(b, 3, &B));
+        assert!(!sh.charge(b, 4, &B), "the total is reached");
+        // a dies: its three files' notices arrive, then its session's.
+        for i in 0..3 {
+            assert!(sh.release(i, &B));
+        }
+        sh.drop_session((a - 100) as usize);
+        assert_eq!(sh.cred((a - 100) as usize), None);
+        assert!(sh.charge(b, 4, &B) && sh.charge(b, 5, &B));
+    }
+
+    #[test]
+    fn a_session_index_is_reused_only_when_its_files_are_gone() {
+        let mut sh = Shares::new(4, 4, 100);
+        let i = sh.new_session((5, 5));
+        let a = 100 + i as u64;
+        assert!(sh.charge(a, 0, &B));
+        // The session's capability goes while a file of it is still out.
+        sh.drop_session(i);
+        assert!(!sh.charge(a, 1, &B), "a dead session opens nothing");
+        let j = sh.new_session((6, 6));
+        assert_ne!(i, j, "not reused while its file is charged to it");
+        assert!(sh.release(0, &B));
+        assert_eq!(sh.new_session((7, 7)), i, "reused once its last file went");
+        assert_eq!(sh.cred(i), Some((7, 7)));
+    }
+
+    #[test]
+    fn strangers_are_charged_nothing() {
+        let mut sh = Shares::new(4, 4, 100);
+        assert!(!sh.charge(0, 0, &B), "not a party");
+        assert!(!sh.charge(100 + 7, 0, &B), "no such session");
+        assert!(!sh.release(9, &B), "no such index");
     }
 }

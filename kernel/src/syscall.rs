@@ -11,8 +11,7 @@ use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
 use crate::{
-    factory, irq, notification, object, paging, pin, sched, senders, task, thread, trace, trap,
-    vm,
+    factory, irq, notification, object, paging, pin, sched, senders, task, thread, trace, trap, vm,
 };
 use sawmill_abi::{kinfo, mint, rights, Error, Sys};
 

@@ -37,7 +37,12 @@ pub enum Sys {
     DebugWrite = 6,
     /// `cap_copy(src=rdi, dst=rsi)`: a derived copy in the caller's own table.
     CapCopy = 7,
-    /// `cap_mint(src=rdi, dst=rsi, badge=rdx, rights=r10)`: derived copy with a badge and rights mask.
+    /// `cap_mint(src=rdi, dst=rsi, badge=rdx, rights=r10, flags=r8 [mint], notice=r9)`: derived
+    /// copy with a badge and rights mask. With [`mint::NO_SENDERS`] the source must be an
+    /// unbadged endpoint capability, the badge nonzero and `notice` an endpoint capability with
+    /// SEND: when the last capability carrying the new badge is gone (deleted, revoked, or its
+    /// task ended), a [`label::NO_SENDERS`] message arrives on `notice`. The watch costs a small
+    /// kernel object charged to the caller's own factory.
     CapMint = 8,
     /// `cap_delete(slot=rdi)`.
     CapDelete = 9,
@@ -368,6 +373,18 @@ pub mod label {
     pub const EXIT: u16 = 0xfff2;
     /// A kernel-synthesised error reply to a call whose server was destroyed.
     pub const GONE: u16 = 0xfff3;
+    /// No capability carrying a watched badge remains (see [`super::mint::NO_SENDERS`]).
+    /// Words: 0 = the watched badge. The receiver's badge is that of the notice capability
+    /// named at the mint, which is how a server tells this from a client's forgery. No reply.
+    pub const NO_SENDERS: u16 = 0xfff4;
+}
+
+/// Flags of [`Sys::CapMint`] (`r8`).
+pub mod mint {
+    /// Tell the minter when the last capability carrying the new badge is gone.
+    pub const NO_SENDERS: u64 = 1 << 0;
+    /// Every flag the kernel knows; others are refused.
+    pub const ALL: u64 = NO_SENDERS;
 }
 
 /// Page-fault error bits (word 1 of a PAGE_FAULT message).

@@ -2,7 +2,7 @@
 //! tree itself is `sawmill_kcore::cspace`), and the reference counts capabilities hold on
 //! objects. A dropped reference is queued with [`release`]; `object::reap` accounts for it on
 //! the way out of the kernel, so nothing here destroys an object.
-use crate::obj::{Cap, Hdr, Obj, Task, Thread};
+use crate::obj::{Cap, Hdr, Obj, Senders, Task, Thread};
 use crate::state::kernel;
 use sawmill_abi::{rights, Error};
 use sawmill_kcore::cspace::{CsError, SlotId};
@@ -25,6 +25,7 @@ pub fn hdr_of(o: Obj) -> Option<*mut Hdr> {
             Obj::Endpoint(p) => &mut (*p).hdr,
             Obj::Notification(p) => &mut (*p).hdr,
             Obj::Factory(p) => &mut (*p).hdr,
+            Obj::Senders(p) => &mut (*p).hdr,
             _ => return None,
         })
     }
@@ -37,6 +38,16 @@ pub fn incref(o: Obj) {
     if let Some(h) = hdr_of(o) {
         // SAFETY: live object.
         unsafe { (*h).refs += 1 };
+    }
+}
+
+/// Takes the references a copy of `c` holds: on its object, and on its watch if it carries one
+/// (every capability and kernel reference made from a watched capability is a holder).
+pub fn hold(c: &Cap) {
+    incref(c.obj);
+    if !c.senders.is_null() {
+        // SAFETY: a live capability keeps its watch alive (its count is not zero).
+        unsafe { (*c.senders).count.add() };
     }
 }
 
@@ -68,7 +79,7 @@ pub fn lookup(t: *mut Task, s: u64) -> Result<Cap, Error> {
 pub fn insert_root(t: *mut Task, s: u64, c: Cap) -> Result<(), Error> {
     let id = slot(t, s)?;
     cs(kernel().cspace.insert_root(id, c))?;
-    incref(c.obj);
+    hold(&c);
     Ok(())
 }
 
@@ -93,6 +104,32 @@ pub fn derive(
             Some(_) => return Err(Error::Invalid),
             None => c.badge,
         },
+        senders: c.senders,
+    };
+    cs(kernel().cspace.insert_child(s, d, nc))?;
+    hold(&nc);
+    Ok(())
+}
+
+/// Derives `src` of `t` into `dst` with `badge` and a rights mask, under the fresh watch `w`,
+/// whose count already counts this capability. The caller checked that `src` holds an unbadged
+/// capability and `dst` is free.
+pub fn derive_watched(
+    t: *mut Task,
+    src: u64,
+    dst: u64,
+    badge: u64,
+    mask: u64,
+    w: *mut Senders,
+) -> Result<(), Error> {
+    let s = slot(t, src)?;
+    let d = slot(t, dst)?;
+    let c = *cs(kernel().cspace.get(s))?;
+    let nc = Cap {
+        obj: c.obj,
+        rights: c.rights & mask,
+        badge,
+        senders: w,
     };
     cs(kernel().cspace.insert_child(s, d, nc))?;
     incref(c.obj);

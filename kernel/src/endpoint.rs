@@ -1,10 +1,10 @@
 //! Endpoints: synchronous IPC. Call, send, receive and reply; message transfer (registers,
 //! UTCB words, capability items, map items through `vm`); the IPC fast path; the kernel's
-//! fault, exception and exit messages; and what happens to waiters when a thread or an endpoint
-//! goes away.
+//! fault, exception, exit and no-senders messages; and what happens to waiters when a thread or
+//! an endpoint goes away.
 use crate::cap;
 use crate::error::SysResult;
-use crate::obj::{self, th, utcb, Cap, Endpoint, KMsg, Obj, State, Task, Thread};
+use crate::obj::{self, th, utcb, Cap, Endpoint, KMsg, Obj, Senders, State, Task, Thread};
 use crate::sched;
 use crate::state::kernel;
 use crate::vm;
@@ -232,6 +232,13 @@ fn send_to(
 pub fn recv_from(ep: *mut Endpoint, r: *mut Thread, nonblock: bool) -> Result<bool, Error> {
     // SAFETY: ep is live.
     let e = unsafe { &mut *ep };
+    // Notices first: each frees what a client left behind, so a flood of requests cannot hold
+    // them back.
+    if let Some(w) = pop_notice(e) {
+        deliver_notice(w, r);
+        cap::release(Cap::new(Obj::Senders(w), 0, 0));
+        return Ok(true);
+    }
     match pop(&mut e.send_head) {
         Some(s) => {
             let x = th(s);
@@ -425,7 +432,11 @@ pub fn fast_reply_recv(cur: *mut Thread) {
     // SAFETY: the capability holds the endpoint alive.
     let e = unsafe { &mut *ep };
     let cl = t.caller;
-    if c.rights & rights::RECV == 0 || cl.is_null() || !e.send_head.is_null() {
+    if c.rights & rights::RECV == 0
+        || cl.is_null()
+        || !e.send_head.is_null()
+        || !e.notice_head.is_null()
+    {
         return;
     }
     let ct = th(cl);
@@ -584,10 +595,112 @@ pub fn detach(t: *mut Thread) {
     x.kmsg = None;
 }
 
+// ---- no-senders notices ------------------------------------------------------------------
+
+/// Watch `w` will send its notice to `ep`: linked into `ep`'s watches, so that `ep`'s
+/// destruction can tell it.
+pub fn watch(ep: *mut Endpoint, w: *mut Senders) {
+    // SAFETY: ep is live (the minter's capability holds it); w is a fresh watch.
+    let (e, x) = unsafe { (&mut *ep, &mut *w) };
+    x.prev = null_mut();
+    x.next = e.watches;
+    if !e.watches.is_null() {
+        // SAFETY: the list holds live watches.
+        unsafe { (*e.watches).prev = w };
+    }
+    e.watches = w;
+}
+
+fn unwatch(e: &mut Endpoint, w: *mut Senders) {
+    // SAFETY: w and its neighbours are live watches in e's list.
+    unsafe {
+        let x = &mut *w;
+        if x.prev.is_null() {
+            e.watches = x.next;
+        } else {
+            (*x.prev).next = x.next;
+        }
+        if !x.next.is_null() {
+            (*x.next).prev = x.prev;
+        }
+        x.next = null_mut();
+        x.prev = null_mut();
+    }
+}
+
+fn pop_notice(e: &mut Endpoint) -> Option<*mut Senders> {
+    let w = e.notice_head;
+    if w.is_null() {
+        return None;
+    }
+    // SAFETY: the queue holds live watches.
+    e.notice_head = unsafe { (*w).next };
+    if e.notice_head.is_null() {
+        e.notice_tail = null_mut();
+    }
+    Some(w)
+}
+
+/// Writes the NO_SENDERS message of watch `w` into the receiver's registers.
+fn deliver_notice(w: *mut Senders, r: *mut Thread) {
+    // SAFETY: live watch.
+    let x = unsafe { &*w };
+    let d = &mut th(r).frame;
+    d.rax = 0;
+    d.rdi = x.to_badge;
+    d.rsi = MsgTag::new(label::NO_SENDERS, 1).0;
+    d.rdx = x.badge;
+    d.r10 = 0;
+    d.r8 = 0;
+    d.r9 = 0;
+}
+
+/// The last capability carrying watch `w`'s badge is gone: its notice goes to a waiting
+/// receiver, or waits in the endpoint's queue carried by the watch itself. Returns whether the
+/// watch is kept (queued; released when received or when the endpoint goes); otherwise the
+/// caller releases it.
+pub fn no_senders(w: *mut Senders) -> bool {
+    // SAFETY: live watch.
+    let x = unsafe { &mut *w };
+    let ep = x.to;
+    if ep.is_null() {
+        return false;
+    }
+    // SAFETY: a watch's endpoint is live until it clears `to` (endpoint_gone).
+    let e = unsafe { &mut *ep };
+    unwatch(e, w);
+    x.to = null_mut();
+    if let Some(r) = pop(&mut e.recv_head) {
+        th(r).ep = null_mut();
+        deliver_notice(w, r);
+        sched::make_ready(r);
+        return false;
+    }
+    x.next = null_mut();
+    if e.notice_tail.is_null() {
+        e.notice_head = w;
+    } else {
+        // SAFETY: the tail is a live queued watch.
+        unsafe { (*e.notice_tail).next = w };
+    }
+    e.notice_tail = w;
+    true
+}
+
 /// An endpoint is destroyed: everyone waiting on it learns so.
 pub fn endpoint_gone(ep: *mut Endpoint) {
     // SAFETY: ep is being destroyed; its queues hold live threads.
     let e = unsafe { &mut *ep };
+    // Armed watches will have nowhere to send; queued notices are dropped with it.
+    while !e.watches.is_null() {
+        let w = e.watches;
+        unwatch(e, w);
+        // SAFETY: live watch.
+        unsafe { (*w).to = null_mut() };
+    }
+    while let Some(w) = pop_notice(e) {
+        cap::release(Cap::new(Obj::Senders(w), 0, 0));
+    }
     while let Some(t) = pop(&mut e.send_head) {
         th(t).ep = null_mut();
         if th(t).zombie {

@@ -59,15 +59,7 @@ pub fn get(task: *mut Task, ctl: Cap, line: u64, dst: u64) -> SysResult {
             "line outside the IRQ-control capability's set",
         ));
     }
-    cap::insert_root(
-        task,
-        dst,
-        Cap {
-            obj: Obj::Irq(line as u8),
-            rights: rights::ALL,
-            badge: 0,
-        },
-    )?;
+    cap::insert_root(task, dst, Cap::new(Obj::Irq(line as u8), rights::ALL, 0))?;
     Ok(())
 }
 
@@ -76,14 +68,10 @@ pub fn bind(line: u8, n: Cap, bits: u64) -> SysResult {
     let Obj::Notification(np) = n.obj else {
         return Err(reject!(Error::WrongKind, "not a notification"));
     };
-    cap::incref(n.obj);
+    cap::hold(&n);
     let old = kernel().irqs[line as usize].notif;
     if !old.is_null() {
-        cap::release(Cap {
-            obj: Obj::Notification(old),
-            rights: 0,
-            badge: 0,
-        });
+        cap::release(Cap::new(Obj::Notification(old), 0, 0));
     }
     let l = &mut kernel().irqs[line as usize];
     l.notif = np;
@@ -100,11 +88,7 @@ pub fn cap_gone(line: u8) {
         pic_mask(line);
         let n = core::mem::replace(&mut l.notif, core::ptr::null_mut());
         if !n.is_null() {
-            cap::release(Cap {
-                obj: Obj::Notification(n),
-                rights: 0,
-                badge: 0,
-            });
+            cap::release(Cap::new(Obj::Notification(n), 0, 0));
         }
     }
 }

@@ -32,6 +32,7 @@ mod vm;
 mod endpoint;
 mod irq;
 mod notification;
+mod senders;
 mod task;
 mod thread;
 // Lifetimes across kinds, then the entries and exits:
@@ -359,11 +360,7 @@ fn start_root(a: &Archive) {
     let task = task::new_task(fac, 1024, 255).expect("root task");
     kernel().root_task = task;
     let thread = thread::new_thread(fac).expect("root thread");
-    let c = |o| Cap {
-        obj: o,
-        rights: rights::ALL,
-        badge: 0,
-    };
+    let c = |o| Cap::new(o, rights::ALL, 0);
     cap::insert_root(task, root_slots::TASK, c(Obj::Task(task))).unwrap();
     cap::insert_root(task, root_slots::THREAD, c(Obj::Thread(thread))).unwrap();
     cap::insert_root(task, root_slots::FACTORY, c(Obj::Factory(fac))).unwrap();

@@ -26,6 +26,9 @@ pub enum Obj {
     Control,
     /// The kernel debug console: `DebugWrite` needs it.
     Console,
+    /// A watch on a badge (see [`Senders`]). Never in a capability slot: named here so that its
+    /// references go through the release queue like every other object's.
+    Senders(*mut Senders),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +36,21 @@ pub struct Cap {
     pub obj: Obj,
     pub rights: u64,
     pub badge: u64,
+    /// The watch this capability's badge is under (null: none). A capability carrying one is a
+    /// holder of it, as is every kernel reference made from such a capability.
+    pub senders: *mut Senders,
+}
+
+impl Cap {
+    /// A capability under no watch.
+    pub const fn new(obj: Obj, rights: u64, badge: u64) -> Cap {
+        Cap {
+            obj,
+            rights,
+            badge,
+            senders: core::ptr::null_mut(),
+        }
+    }
 }
 
 /// Common header: reference count and where the memory was charged.
@@ -136,6 +154,32 @@ pub struct Endpoint {
     pub hdr: Hdr,
     pub send_head: *mut Thread,
     pub recv_head: *mut Thread,
+    /// NO_SENDERS notices waiting to be received (FIFO through `Senders::next`). Non-empty only
+    /// while no receiver waits, like `send_head`.
+    pub notice_head: *mut Senders,
+    pub notice_tail: *mut Senders,
+    /// Watches whose notice will come here (doubly linked through `Senders::next`/`prev`), so
+    /// that this endpoint's destruction can tell them.
+    pub watches: *mut Senders,
+}
+
+/// A watch on one badge: counts the capabilities carrying it and, when the last is gone,
+/// carries the NO_SENDERS notice in its endpoint's queue until it is received (as an ended
+/// thread carries its EXIT message), so the notice needs no memory of its own and cannot fail.
+/// Charged to the factory of the task that minted it. `hdr.refs` is 1 while the watch is armed
+/// or its notice waits; the capabilities are counted in `count`.
+pub struct Senders {
+    pub hdr: Hdr,
+    pub count: sawmill_kcore::senders::SenderCount,
+    /// The watched badge: word 0 of the notice.
+    pub badge: u64,
+    /// Where the notice goes (no reference: null once that endpoint is destroyed) and the
+    /// badge it arrives with.
+    pub to: *mut Endpoint,
+    pub to_badge: u64,
+    /// Links in `to`'s list of watches while armed, in its notice queue (`next` only) after.
+    pub next: *mut Senders,
+    pub prev: *mut Senders,
 }
 
 pub struct Notification {

@@ -11,6 +11,7 @@ use crate::irq;
 use crate::notification;
 use crate::obj::{Cap, Endpoint, Factory, Obj, Task};
 use crate::sched;
+use crate::senders;
 use crate::state::kernel;
 use crate::task;
 use crate::thread;
@@ -24,6 +25,9 @@ pub fn new_endpoint(f: *mut Factory) -> Result<*mut Endpoint, Error> {
         hdr: hdr(f, size),
         send_head: core::ptr::null_mut(),
         recv_head: core::ptr::null_mut(),
+        notice_head: core::ptr::null_mut(),
+        notice_tail: core::ptr::null_mut(),
+        watches: core::ptr::null_mut(),
     })))
 }
 
@@ -63,15 +67,7 @@ pub fn create(task: *mut Task, fac: *mut Factory, kind: u64, dst: u64, arg: u64)
             Obj::Factory(new_factory(fac, arg)?)
         }
     };
-    cap::insert_root(
-        task,
-        dst,
-        Cap {
-            obj: o,
-            rights: rights::ALL,
-            badge: 0,
-        },
-    )?;
+    cap::insert_root(task, dst, Cap::new(o, rights::ALL, 0))?;
     Ok(())
 }
 
@@ -87,6 +83,9 @@ pub fn reap() {
 #[inline(never)]
 fn drain_release() {
     while let Some(c) = kernel().release.pop() {
+        if !c.senders.is_null() {
+            senders::holder_gone(c.senders);
+        }
         if let Obj::Irq(l) = c.obj {
             irq::cap_gone(l);
             continue;
@@ -145,15 +144,17 @@ fn destroy(o: Obj) {
                 drop(Box::from_raw(p));
                 fc
             }
+            Obj::Senders(p) => {
+                // Its notice was delivered, dropped with its endpoint, or had nowhere to go.
+                let fc = ((*p).hdr.factory, (*p).hdr.charge);
+                drop(Box::from_raw(p));
+                fc
+            }
             _ => return,
         };
         uncharge(f, charge_);
         if !f.is_null() {
-            cap::release(Cap {
-                obj: Obj::Factory(f),
-                rights: 0,
-                badge: 0,
-            });
+            cap::release(Cap::new(Obj::Factory(f), 0, 0));
         }
     }
 }

@@ -11,9 +11,9 @@ use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
 use crate::{
-    factory, irq, notification, object, paging, pin, sched, task, thread, trace, trap, vm,
+    factory, irq, notification, object, paging, pin, sched, senders, task, thread, trace, trap, vm,
 };
-use sawmill_abi::{kinfo, rights, Error, Sys};
+use sawmill_abi::{kinfo, mint, rights, Error, Sys};
 
 /// `rax` of the calls `syscall_dispatch` tries on the fast path.
 const CALL: u64 = Sys::Call as u64;
@@ -168,6 +168,12 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         Sys::DebugWrite => debug_write(cur, a0, a1, a2),
         Sys::CapCopy => Ok(cap::derive(task, a0, task, a1, None, rights::ALL)?),
         Sys::CapMint => {
+            if a4 & !mint::ALL != 0 {
+                return Err(reject!(Error::Invalid, "unknown mint flags"));
+            }
+            if a4 & mint::NO_SENDERS != 0 {
+                return senders::mint(task, a0, a1, a2, a3, a5);
+            }
             let badge = if a2 != 0 { Some(a2) } else { None };
             cap::derive(task, a0, task, a1, badge, a3).map_err(|e| match e {
                 Error::Invalid => {

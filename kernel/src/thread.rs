@@ -302,13 +302,13 @@ pub fn config(
         return Err(reject!(Error::Invalid, "thread bound to no task"));
     }
     if let Some(c) = pg {
-        cap::incref(c.obj);
+        cap::hold(&c);
         if let Some(o) = x.pager.replace(c) {
             cap::release(o);
         }
     }
     if let Some(c) = ex {
-        cap::incref(c.obj);
+        cap::hold(&c);
         if let Some(o) = x.exc.replace(c) {
             cap::release(o);
         }

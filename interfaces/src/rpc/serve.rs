@@ -7,10 +7,16 @@
 //! the reply handed over, unmapping, re-arming receive slots, adding map items to the reply — goes
 //! into the server's [`AfterReply`] instead of globals or the UTCB.
 //!
+//! The loop is also the one place where the kernel's `NO_SENDERS` notices are recognised (a
+//! server that hands out watched capabilities, see [`Serve::NOTICES`]): the last capability
+//! carrying a watched badge is gone — the client dropped it or died — and the server frees what
+//! that badge held ([`Serve::no_senders`]). A notice is taken only with the badge the server
+//! reserved for them, so a client sending that label is an ordinary (refused) request.
+//!
 //! Portable like `wire.rs`: it reaches the kernel only through `super::{recv, reply_recv, utcb,
 //! cap_delete, unmap}`, which the host tests replace with a mock.
 use super::{cap_delete, recv, reply_recv, unmap, utcb, IpcResult, MsgTag, Reply};
-use sawmill_abi::MapItem;
+use sawmill_abi::{label, MapItem};
 
 /// In `IpcResult::err`: a handler stopped the loop ([`Next::stop`]). Kernel errors are small
 /// numbers, so neither this nor [`HANDED_OFF`] can come from the kernel.
@@ -37,6 +43,23 @@ pub trait Serve {
     #[inline(always)]
     fn slot_freed(&mut self, slot: u64) {
         let _ = slot;
+    }
+
+    /// Whether this server receives `NO_SENDERS` notices on its endpoint. A constant, so the
+    /// loop of a server that does not costs nothing.
+    const NOTICES: bool = false;
+
+    /// The badge of the notice capability the server named when minting watched badges
+    /// (`sys::cap_mint_watched`): only a `NO_SENDERS` message with it is a notice.
+    #[inline(always)]
+    fn notice_badge(&self) -> u64 {
+        0
+    }
+
+    /// No capability carrying the watched `badge` remains: free what it held. Not answered.
+    #[inline(always)]
+    fn no_senders(&mut self, badge: u64) {
+        let _ = badge;
     }
 }
 
@@ -347,6 +370,20 @@ pub fn serve<S: Serve + ?Sized>(ep: u64, srv: &mut S) -> Option<IpcResult> {
 pub fn serve_from<S: Serve + ?Sized>(ep: u64, first: IpcResult, srv: &mut S) -> Option<IpcResult> {
     let mut m = first;
     loop {
+        if S::NOTICES
+            && m.err == 0
+            && m.tag.label() == label::NO_SENDERS
+            && m.badge == srv.notice_badge()
+        {
+            srv.no_senders(m.w[0]);
+            if let Some(a) = srv.after_reply() {
+                if a.pending() {
+                    after(srv);
+                }
+            }
+            m = Next { ep }.skip(srv);
+            continue;
+        }
         if m.err == 0 {
             m = srv.handle(&m, Next { ep });
             if let Some(a) = srv.after_reply() {

@@ -281,7 +281,6 @@ impl Files {
         for &a in &f.attached {
             let _ = sawmill_rm::detach(a);
         }
-        let r = file::Client::new(f.cap).close().map_err(e);
         // Drop our mappings of the file's pages so the window starts empty for the next file.
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
             let _ = sys::unmap(
@@ -290,10 +289,11 @@ impl Files {
                 sawmill_abi::UNMAP_SELF,
             );
         }
-        // The PFS revoked the capability; the slot is empty (or the PFS is gone: empty it).
+        // Closing is dropping the capability: it is our only one, so the kernel tells the PFS
+        // (NO_SENDERS), which closes the file before it takes our next request. No `close` call.
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
-        r
+        Ok(())
     }
 
     /// Attaches the whole file `fd` (opened for reading) read-only anywhere in this task with

@@ -74,6 +74,18 @@ pub fn cap_copy(src: u64, dst: u64) -> Result<(), Error> {
 pub fn cap_mint(src: u64, dst: u64, badge: u64, rights: u64) -> Result<(), Error> {
     call(Sys::CapMint, [src, dst, badge, rights, 0, 0])
 }
+/// `cap_mint` under a watch: when the last capability carrying `badge` is gone, a
+/// `label::NO_SENDERS` message (word 0 = `badge`) arrives on the endpoint in slot `notice`.
+pub fn cap_mint_watched(
+    src: u64,
+    dst: u64,
+    badge: u64,
+    rights: u64,
+    notice: u64,
+) -> Result<(), Error> {
+    let flags = sawmill_abi::mint::NO_SENDERS;
+    call(Sys::CapMint, [src, dst, badge, rights, flags, notice])
+}
 pub fn cap_delete(slot: u64) -> Result<(), Error> {
     call(Sys::CapDelete, [slot, 0, 0, 0, 0, 0])
 }

@@ -32,6 +32,7 @@ use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem, ObjKind};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
+use sawmill_ext2_api::share;
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
 use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
@@ -47,6 +48,13 @@ sawmill_rt::entry!(main);
 /// Mount points inside this file system the VFS may tell us about (`cover`).
 const MAX_COVERED: usize = 64;
 const SESSION_BASE: u64 = 1 << 20;
+/// The badge of our notice capability: the kernel's NO_SENDERS notices arrive with it (see
+/// [`share`]).
+const NOTICE_BADGE: u64 = 2;
+const BADGES: share::Badges = share::Badges {
+    vfs: VFS_BADGE,
+    session_base: SESSION_BASE,
+};
 const FILE_BASE: u64 = 1 << 32;
 /// Badge bit of a file capability that may only read (`dataspace.read_only`).
 const FILE_RO: u64 = 1 << 62;
@@ -149,7 +157,6 @@ impl sawmill_path::Tree for Inodes<'_> {
 struct Open {
     ino: u32,
     flags: OpenFlags,
-    cap: u64,
     /// Cache slots this open file has mapped into its client (pinned while open).
     mapped: Vec<usize>,
     /// Our copy of the read-only capability handed out by `dataspace.read_only` (0: none).
@@ -201,9 +208,12 @@ struct Pfs {
     fs: Fs<Dev>,
     cache: Rc<RefCell<Cache>>,
     ep: u64,
+    /// Our capability (SEND, [`NOTICE_BADGE`]) to `ep` that NO_SENDERS notices are sent with.
+    notice: u64,
     files: Vec<Option<Open>>,
     free_files: Vec<usize>,
-    sessions: Vec<(u32, u32)>,
+    /// Sessions and what each party holds (see [`share`]).
+    shares: share::Shares,
     free_slots: Vec<u64>,
     /// Where other file systems are mounted inside this one (paths from its root, by the VFS,
     /// as the walk's canonical paths: names joined by `/`).
@@ -234,8 +244,8 @@ impl Pfs {
             return Ok(None);
         }
         if (SESSION_BASE..FILE_BASE).contains(&badge) {
-            if let Some(c) = self.sessions.get((badge - SESSION_BASE) as usize) {
-                return Ok(Some(*c));
+            if let Some(c) = self.shares.cred((badge - SESSION_BASE) as usize) {
+                return Ok(Some(c));
             }
         }
         Err(FsError::Denied)
@@ -273,13 +283,19 @@ impl Pfs {
             .ok_or(FsError::BadFile)
     }
 
-    fn do_open(&mut self, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
+    fn do_open(&mut self, by: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         let st = self.fs.stat(ino).map_err(err)?;
-        self.do_open_stat(ino, flags, st)
+        self.do_open_stat(by, ino, flags, st)
     }
 
-    /// `do_open` with the inode's attributes already read.
-    fn do_open_stat(&mut self, ino: u32, flags: OpenFlags, st: Stat) -> Result<OpenOut, FsError> {
+    /// `do_open` with the inode's attributes already read; the file is charged to `by`.
+    fn do_open_stat(
+        &mut self,
+        by: u64,
+        ino: u32,
+        flags: OpenFlags,
+        st: Stat,
+    ) -> Result<OpenOut, FsError> {
         if st.kind == FileKind::Dir && flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
             return Err(FsError::IsDir);
         }
@@ -294,15 +310,24 @@ impl Pfs {
                 self.files.len() - 1
             }
         };
-        let cap = self.slot();
-        if sys::cap_mint(self.ep, cap, FILE_BASE + i as u64, rights::SEND).is_err() {
+        if !self.shares.charge(by, i, &BADGES) {
             self.free_files.push(i);
             return Err(FsError::NoSpace);
         }
+        // Watched: when the client's last copy goes (dropped, or it died) we are told, and the
+        // file is closed and its index reused (`no_senders`). We keep no copy ourselves.
+        let cap = self.slot();
+        let badge = FILE_BASE + i as u64;
+        if sys::cap_mint_watched(self.ep, cap, badge, rights::SEND, self.notice).is_err() {
+            self.shares.release(i, &BADGES);
+            self.free_slots.push(cap);
+            self.free_files.push(i);
+            return Err(FsError::NoSpace);
+        }
+        self.after.delete(cap);
         self.files[i] = Some(Open {
             ino,
             flags,
-            cap,
             mapped: Vec::new(),
             ro_cap: 0,
             wbuf: None,
@@ -481,7 +506,7 @@ impl pfs::Server for Pfs {
     }
     fn open(&mut self, badge: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         self.check(badge, ino, open_want(flags))?;
-        self.do_open(ino, flags)
+        self.do_open(badge, ino, flags)
     }
     fn create(
         &mut self,
@@ -625,16 +650,16 @@ impl pfs::Server for Pfs {
         if badge != VFS_BADGE {
             return Err(FsError::Denied);
         }
-        let i = match self.sessions.iter().position(|&c| c == (uid, gid)) {
-            Some(i) => i,
-            None => {
-                self.sessions.push((uid, gid));
-                self.sessions.len() - 1
-            }
-        };
+        // One session per request: each client's share is its own (the VFS asks once per client
+        // and mount). Watched like files, so it goes when its last capability does.
+        let i = self.shares.new_session((uid, gid));
         let s = self.slot();
-        sys::cap_mint(self.ep, s, SESSION_BASE + i as u64, rights::SEND)
-            .map_err(|_| FsError::NoSpace)?;
+        let badge = SESSION_BASE + i as u64;
+        if sys::cap_mint_watched(self.ep, s, badge, rights::SEND, self.notice).is_err() {
+            self.shares.drop_session(i);
+            self.free_slots.push(s);
+            return Err(FsError::NoSpace);
+        }
         // Handed over in the reply; our copy goes once the reply is delivered.
         self.after.delete(s);
         Ok(s)
@@ -694,7 +719,7 @@ impl pfs::Server for Pfs {
                         return Err(FsError::Denied);
                     }
                 }
-                self.do_open_stat(ino, access, st)?
+                self.do_open_stat(badge, ino, access, st)?
             }
             // A name with a slash after it may only become a directory.
             None if flags.contains(OpenFlags::CREATE) && w.dir_only => return Err(FsError::IsDir),
@@ -842,7 +867,15 @@ impl file::Server for Pfs {
         if badge & FILE_RO != 0 {
             return Err(FsError::BadFile);
         }
-        let i = badge.wrapping_sub(FILE_BASE) as usize;
+        // The index stays charged until the last capability goes (`no_senders`).
+        self.close_index(badge.wrapping_sub(FILE_BASE) as usize)
+    }
+}
+
+impl Pfs {
+    /// Closes open file `i`: its pinned pages, read-only capabilities and shadows go. The
+    /// client's capability stays (calls on it get BadFile) until it drops it.
+    fn close_index(&mut self, i: usize) -> Result<(), FsError> {
         let f = self
             .files
             .get_mut(i)
@@ -854,16 +887,12 @@ impl file::Server for Pfs {
                 c.pinned[s] -= 1;
             }
         }
-        // Every copy of the file capability goes (the client's included), then our own.
-        let _ = sys::cap_revoke(f.cap);
-        let _ = sys::cap_delete(f.cap);
-        self.free_slots.push(f.cap);
+        // Every read-only copy goes (the clients' included), then our own.
         if f.ro_cap != 0 {
             let _ = sys::cap_revoke(f.ro_cap);
             let _ = sys::cap_delete(f.ro_cap);
             self.free_slots.push(f.ro_cap);
         }
-        self.free_files.push(i);
         // Shadow pages live while some open file of the inode may map them.
         if !self.shadows.is_empty() && !self.files.iter().flatten().any(|o| o.ino == f.ino) {
             self.drop_shadows(f.ino);
@@ -987,6 +1016,23 @@ impl rpc::Serve for Pfs {
     }
     fn slot_freed(&mut self, slot: u64) {
         self.free_slots.push(slot);
+    }
+    const NOTICES: bool = true;
+    fn notice_badge(&self) -> u64 {
+        NOTICE_BADGE
+    }
+    /// A client dropped its last capability to a file or session, or died: a file still open
+    /// is closed (what it leaked comes back), and the index is free for reuse.
+    fn no_senders(&mut self, badge: u64) {
+        if badge >= FILE_BASE && badge & FILE_RO == 0 {
+            let i = (badge - FILE_BASE) as usize;
+            let _ = self.close_index(i);
+            if self.shares.release(i, &BADGES) {
+                self.free_files.push(i);
+            }
+        } else if (SESSION_BASE..FILE_BASE).contains(&badge) {
+            self.shares.drop_session((badge - SESSION_BASE) as usize);
+        }
     }
 }
 
@@ -1143,13 +1189,24 @@ fn main() {
         "ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB",
         name, st.blocks, st.block_size, st.free_blocks, cache_kb
     );
+    let notice = thread::alloc_slot();
+    if sys::cap_mint(ep, notice, NOTICE_BADGE, rights::SEND).is_err() {
+        println!("ext2-pfs[{}]: FAIL no notice capability", name);
+        return;
+    }
     let mut p = Pfs {
         fs,
         cache,
         ep,
+        notice,
         files: Vec::new(),
         free_files: Vec::new(),
-        sessions: Vec::new(),
+        shares: share::Shares::new(
+            cfg.files_per_session
+                .unwrap_or(sawmill_ext2_api::DEFAULT_FILES_PER_SESSION),
+            cfg.vfs_files.unwrap_or(sawmill_ext2_api::DEFAULT_VFS_FILES),
+            cfg.files.unwrap_or(sawmill_ext2_api::DEFAULT_FILES),
+        ),
         free_slots: Vec::new(),
         covered: Vec::new(),
         walker: Walker::new(),

@@ -85,14 +85,18 @@ struct Vfs {
     admins: Vec<u64>,
     version: u64,
     free_slots: Vec<u64>,
-    /// PFS session capabilities we hold for opens on a client's behalf: (mount, uid, gid, slot).
-    sessions: Vec<(usize, u32, u32, u64)>,
+    /// PFS session capabilities we hold, one per client and mount: (mount, client badge, slot).
+    /// Everything a client opens — through us (`open`) or with a copy it got (`mount`) — is
+    /// charged to its own session at the PFS, which bounds it, so no client can use up another's
+    /// share.
+    sessions: Vec<(usize, u64, u64)>,
     /// The slot handed to the client in the current reply, deleted once the reply is out.
     after: AfterReply,
 }
 
-/// At most this many cached sessions (mounts × distinct credentials); past it opens take the
-/// component-by-component way.
+/// At most this many sessions (mounts × clients); past it a client's opens take the
+/// component-by-component way (charged to the VFS's own share at the PFS) and `mount` is
+/// refused with `NoSpace`.
 const MAX_SESSIONS: usize = 64;
 
 /// Whether (uid, gid) may access an inode with attributes (mode, uid, gid) for `want`
@@ -250,27 +254,25 @@ impl Vfs {
         })
     }
 
-    /// A session capability of mount `m`'s PFS for these credentials (made once, then kept).
-    fn session(&mut self, m: usize, uid: u32, gid: u32) -> Option<u64> {
-        if let Some(s) = self
-            .sessions
-            .iter()
-            .find(|s| (s.0, s.1, s.2) == (m, uid, gid))
-        {
-            return Some(s.3);
+    /// The session capability of mount `m`'s PFS for the client `badge` (made once, then kept).
+    fn session(&mut self, m: usize, badge: u64) -> Result<u64, Option<RpcError<FsError>>> {
+        if let Some(s) = self.sessions.iter().find(|s| (s.0, s.1) == (m, badge)) {
+            return Ok(s.2);
         }
         if self.sessions.len() >= MAX_SESSIONS {
-            return None;
+            return Err(None);
         }
+        let (uid, gid) = self.cred(badge);
         let rx = self.slot();
-        match self.pfs(m).ok()?.session(uid, gid, rx) {
+        let p = self.pfs(m).map_err(|_| None)?;
+        match p.session(uid, gid, rx) {
             Ok(s) => {
-                self.sessions.push((m, uid, gid, s));
-                Some(s)
+                self.sessions.push((m, badge, s));
+                Ok(s)
             }
-            Err(_) => {
+            Err(e) => {
                 self.free_slots.push(rx);
-                None
+                Err(Some(e))
             }
         }
     }
@@ -319,7 +321,7 @@ impl Vfs {
                 return Some(Err(FsError::Denied));
             }
         }
-        let s = self.session(m, uid, gid)?;
+        let s = self.session(m, badge).ok()?;
         let mut rest = comps[self.mounts[m].comps.len()..].join(&b'/');
         // A trailing slash says the path must name a directory: the PFS's walk checks that.
         if path.ends_with(b"/") {
@@ -418,8 +420,16 @@ impl vfs::Server for Vfs {
         if !created && !may(pos.attr, uid, gid, want) {
             return Err(FsError::Denied);
         }
+        // Charged to the client's own session at the PFS (which checks access with the same
+        // credentials); a file we just created is opened as the VFS (its mode may deny even its
+        // creator, as POSIX allows for the creating open) and charged to our share.
+        let mut p = self.pfs(pos.m)?;
+        if !created {
+            if let Ok(s) = self.session(pos.m, badge) {
+                p = pfs::Client::new(s);
+            }
+        }
         let rx = self.slot();
-        let p = self.pfs(pos.m)?;
         match p.open(pos.ino, flags - (OpenFlags::CREATE | OpenFlags::EXCL), rx) {
             Ok(o) => {
                 self.after.delete(rx);
@@ -569,27 +579,28 @@ impl vfs::Server for Vfs {
         })
     }
     fn mount(&mut self, badge: u64, i: u32) -> Result<MountOut, FsError> {
-        let (uid, gid) = self.cred(badge);
         let m = i as usize;
         if m >= self.mounts.len() {
             return Err(FsError::NotFound);
         }
-        let rx = self.slot();
-        let p = self.pfs(m)?;
-        match p.session(uid, gid, rx) {
-            Ok(s) => {
-                self.after.delete(rx);
-                Ok(MountOut {
-                    version: self.version,
-                    prefix: Bytes::from_slice(&self.mounts[m].prefix).unwrap_or_default(),
-                    s,
-                })
-            }
-            Err(e) => {
-                self.free_slots.push(rx);
-                Err(self.fail(m, e))
-            }
+        self.pfs(m)?;
+        let s = match self.session(m, badge) {
+            Ok(s) => s,
+            Err(Some(e)) => return Err(self.fail(m, e)),
+            Err(None) => return Err(FsError::NoSpace),
+        };
+        // The client gets a copy of its session; ours stays for its opens through us.
+        let c = self.slot();
+        if sys::cap_copy(s, c).is_err() {
+            self.free_slots.push(c);
+            return Err(FsError::NoSpace);
         }
+        self.after.delete(c);
+        Ok(MountOut {
+            version: self.version,
+            prefix: Bytes::from_slice(&self.mounts[m].prefix).unwrap_or_default(),
+            s: c,
+        })
     }
     fn crash(&mut self, badge: u64, mount: u32) -> Result<(), FsError> {
         if !self.admins.contains(&badge) {

@@ -1,6 +1,7 @@
 //! What the ext2 file-system server (`ext2-pfs`) and the rest of the system agree on: the schema
-//! of its manifest `config` table. Plain types only; it touches nothing. The server and the host
-//! tool (which checks and encodes the table) use it.
+//! of its manifest `config` table, and what its bounds on each client mean ([`share`]). Plain
+//! types and bookkeeping only; it touches nothing. The server and the host tool (which checks and
+//! encodes the table) use it.
 //!
 //! ```toml
 //! [[server]]
@@ -17,9 +18,16 @@
 //!   server's built-in limit).
 //! - `exec`: map the cache pages executable, so programs can run straight from files (lib/spawn
 //!   maps their text from the file's pages); default false.
+//! - `files_per_session`: the most files one client session may hold open (default 256); one
+//!   more gets `NoSpace`, for that client only.
+//! - `vfs_files`: the same for the files the VFS opens as itself (default 1024).
+//! - `files`: the most open files in all (default 4096): what the server's kernel quota
+//!   (`kmem_kb`; each open file is a kernel watch of 72 bytes) and heap must hold.
 #![no_std]
 
 extern crate alloc;
+
+pub mod share;
 
 use alloc::string::String;
 use sawmill_manifest::config::{Endpoint, Peer, Peers};
@@ -31,6 +39,13 @@ pub const DEFAULT_CACHE_KB: u32 = 2048;
 fn default_cache_kb() -> u32 {
     DEFAULT_CACHE_KB
 }
+
+/// Open files one session may hold without a `files_per_session`.
+pub const DEFAULT_FILES_PER_SESSION: u32 = 256;
+/// Open files the VFS may hold without a `vfs_files`.
+pub const DEFAULT_VFS_FILES: u32 = 1024;
+/// Open files in all without a `files`.
+pub const DEFAULT_FILES: u32 = 4096;
 
 /// The ext2 server's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +59,12 @@ pub struct Config {
     pub shadow_pages: Option<u32>,
     #[serde(default)]
     pub exec: bool,
+    #[serde(default)]
+    pub files_per_session: Option<u32>,
+    #[serde(default)]
+    pub vfs_files: Option<u32>,
+    #[serde(default)]
+    pub files: Option<u32>,
 }
 
 impl Peers for Config {

@@ -902,3 +902,71 @@ fn after_reply_lists_are_bounded() {
     assert!(a.map(ITEM));
     assert_eq!(a.prepare(Reply::EMPTY).tag.maps(), 1);
 }
+
+/// A server that hands out watched badges: the loop gives it the kernel's notices.
+struct Watching {
+    after: AfterReply,
+    gone: Vec<u64>,
+}
+
+impl Serve for Watching {
+    const NOTICES: bool = true;
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        match m.tag.label() {
+            STOP => next.stop(),
+            _ => next.reply(self, Reply::label(0x55)),
+        }
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+    fn notice_badge(&self) -> u64 {
+        0x5e4d
+    }
+    fn no_senders(&mut self, badge: u64) {
+        self.gone.push(badge);
+        // What the badge held: our copy of a capability, deleted at once (no reply to wait for).
+        assert!(self.after.delete(600));
+    }
+}
+
+#[test]
+fn loop_takes_notices_with_the_reserved_badge_only() {
+    let mut w = Watching {
+        after: AfterReply::new(),
+        gone: vec![],
+    };
+    let notice = |badge: u64, watched: u64| IpcResult {
+        err: 0,
+        badge,
+        tag: MsgTag::new(sawmill_abi::label::NO_SENDERS, 1),
+        w: [watched, 0, 0, 0],
+    };
+    // A real notice, a client's forgery (its own badge), another real one, then stop.
+    let script = vec![
+        notice(0x5e4d, 0x1_0000_0007),
+        notice(3, 0x1_0000_0009),
+        notice(0x5e4d, 0x1_0000_0008),
+        msg(STOP),
+    ];
+    let (r, log) = rpc::run_loop(script, || rpc::serve(8, &mut w));
+    assert!(r.is_none());
+    assert_eq!(w.gone, vec![0x1_0000_0007, 0x1_0000_0008]);
+    // Notices are not answered; their post-reply work runs before the next receive; the forgery
+    // is an ordinary request and gets the handler's answer.
+    let kinds: Vec<&str> = log
+        .iter()
+        .map(|e| match e {
+            Ev::Recv { .. } => "recv",
+            Ev::Reply { tag, .. } if tag.label() == 0x55 => "answer",
+            Ev::Reply { .. } => "other reply",
+            Ev::Delete(600) => "delete",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec!["recv", "delete", "recv", "answer", "delete", "recv"],
+        "{log:?}"
+    );
+}

@@ -15,11 +15,19 @@ struct Srv {
     notes: u64,
     note_sum: u64,
     hostile_done: bool,
-    /// Where `take_cap` keeps the capability it was given (and `give_cap` returns it from).
-    keep: u64,
-    have_keep: bool,
+    /// Where `take_cap` keeps the capability it was given (and `give_cap` returns it from), one
+    /// per caller: [0] for idl-client (badge 1 in the manifest), [1] for anyone else, so that
+    /// idl-hostile's random calls (which may form a valid `take_cap`) never change what
+    /// idl-client gets back, whatever order the two run in.
+    keep: [u64; 2],
+    have_keep: [bool; 2],
     keep_ds: u64,
     after: AfterReply,
+}
+
+/// Which of [`Srv::keep`] belongs to the caller with `badge`.
+fn caller(badge: u64) -> usize {
+    usize::from(badge != 1)
 }
 
 impl idltest::Server for Srv {
@@ -89,19 +97,21 @@ impl idltest::Server for Srv {
         }
     }
 
-    fn take_cap(&mut self, _badge: u64, c: u64, probe: u64) -> Result<u64, TestError> {
+    fn take_cap(&mut self, badge: u64, c: u64, probe: u64) -> Result<u64, TestError> {
+        let k = caller(badge);
         // The received capability is deleted after we return: keep a copy.
-        let _ = sys::cap_delete(self.keep);
-        self.have_keep = sys::cap_copy(c, self.keep).is_ok();
-        if !self.have_keep {
+        let _ = sys::cap_delete(self.keep[k]);
+        self.have_keep[k] = sys::cap_copy(c, self.keep[k]).is_ok();
+        if !self.have_keep[k] {
             return Err(TestError::NoCap);
         }
         Ok(probe + 1)
     }
 
-    fn give_cap(&mut self, _badge: u64) -> Result<u64, TestError> {
-        if self.have_keep {
-            Ok(self.keep)
+    fn give_cap(&mut self, badge: u64) -> Result<u64, TestError> {
+        let k = caller(badge);
+        if self.have_keep[k] {
+            Ok(self.keep[k])
         } else {
             Err(TestError::NoCap)
         }
@@ -162,8 +172,8 @@ fn main() {
         notes: 0,
         note_sum: 0,
         hostile_done: false,
-        keep: free_slot(4),
-        have_keep: false,
+        keep: [free_slot(4), free_slot(6)],
+        have_keep: [false; 2],
         keep_ds: free_slot(5),
         after: AfterReply::new(),
     };

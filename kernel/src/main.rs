@@ -26,6 +26,7 @@ mod trace;
 mod cap;
 mod factory;
 mod pin;
+mod iommu;
 mod sched;
 mod vm;
 // One module per kernel object; each may use those above it in this list:
@@ -341,6 +342,7 @@ extern "C" fn kmain() -> ! {
         (phys().user_frames * PAGE) >> 20,
         bm[2] >> 10
     );
+    iommu::init();
     if bm[0] != u64::from_le_bytes(*b"BOOTMODS") || bm[2] == 0 {
         panic!("no boot archive: build the image with `sawmill image`");
     }

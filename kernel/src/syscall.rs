@@ -11,7 +11,8 @@ use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
 use crate::{
-    factory, irq, notification, object, paging, pin, sched, senders, task, thread, trace, trap, vm,
+    factory, iommu, irq, notification, object, paging, pin, sched, senders, task, thread, trace,
+    trap, vm,
 };
 use sawmill_abi::{kinfo, mint, rights, Error, Sys};
 
@@ -243,8 +244,13 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             task::io_port_give(io, task_cap(task, a1)?, a2, a3)
         }
         Sys::Shutdown => {
-            if cap::lookup(task, a0)?.obj != Obj::Control {
+            let c = cap::lookup(task, a0)?;
+            if c.obj != Obj::Control {
                 return Err(reject!(Error::WrongKind, "not the control capability"));
+            }
+            // A minted (badged) Control is device authority only (the pci server's).
+            if c.badge != 0 {
+                return Err(reject!(Error::NoRights, "device control cannot shut down"));
             }
             crate::shutdown((a1 & 0xf) as u8)
         }
@@ -301,5 +307,16 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         }
         Sys::Pin => pin::pin(cur, a0, a1, a2),
         Sys::Unpin => pin::unpin(cur, a0, a1),
+        Sys::DmaBind => {
+            if cap::lookup(task, a0)?.obj != Obj::Control {
+                return Err(reject!(Error::WrongKind, "not the control capability"));
+            }
+            t.frame.rdi = iommu::bind(a1, task_cap(task, a2)?)? as u64;
+            Ok(())
+        }
+        Sys::DmaMap => {
+            t.frame.rdi = iommu::map(task, a0, a1)?;
+            Ok(())
+        }
     }
 }

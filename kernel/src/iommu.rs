@@ -18,8 +18,8 @@
 //!
 //! Touches: the units' register pages (uncached, through the direct map), kernel pool frames
 //! for the root and context tables, pool frames charged to driver tasks for domain tables.
-use crate::mem::{phys, phys_to_virt, DIRECT_MAP_SIZE, PAGE};
 use crate::factory;
+use crate::mem::{phys, phys_to_virt, DIRECT_MAP_SIZE, PAGE};
 use crate::obj;
 use crate::state::kernel;
 use crate::{kprintln, paging};
@@ -125,7 +125,10 @@ fn command(u: &Unit, bit: u32, want_set: bool) -> bool {
 struct Firmware;
 impl PhysRead for Firmware {
     fn read(&self, pa: u64, buf: &mut [u8]) -> bool {
-        if pa.checked_add(buf.len() as u64).is_none_or(|e| e > DIRECT_MAP_SIZE) {
+        if pa
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > DIRECT_MAP_SIZE)
+        {
             return false;
         }
         // SAFETY: inside the direct map; firmware tables are plain memory.
@@ -230,7 +233,10 @@ pub fn init() {
             return;
         }
         Err(e) => {
-            kprintln!("iommu: unusable DMAR table ({:?}), device DMA is not confined", e);
+            kprintln!(
+                "iommu: unusable DMAR table ({:?}), device DMA is not confined",
+                e
+            );
             return;
         }
     };
@@ -238,7 +244,10 @@ pub fn init() {
     let mut levels = 0;
     for (i, u) in d.units[..d.nunits].iter().enumerate() {
         if u.base + PAGE > DIRECT_MAP_SIZE {
-            kprintln!("iommu: unit at {:#x} beyond the direct map, left off", u.base);
+            kprintln!(
+                "iommu: unit at {:#x} beyond the direct map, left off",
+                u.base
+            );
             continue;
         }
         uncache(u.base);
@@ -266,7 +275,10 @@ pub fn init() {
         if levels == 0 {
             levels = caps.levels;
         } else if caps.levels != levels {
-            kprintln!("iommu: unit at {:#x} needs other table levels, left off", u.base);
+            kprintln!(
+                "iommu: unit at {:#x} needs other table levels, left off",
+                u.base
+            );
             continue;
         }
         s.coherent &= caps.coherent;
@@ -422,11 +434,19 @@ pub fn bind(bdf: u64, task: *mut obj::Task) -> Result<bool, Error> {
     if did >= s.domains_max {
         return Err(Error::NoMemory);
     }
-    let slot = s.bound.iter().position(|b| b.is_none()).ok_or(Error::NoMemory)?;
+    let slot = s
+        .bound
+        .iter()
+        .position(|b| b.is_none())
+        .ok_or(Error::NoMemory)?;
     let top = match domain_of(t.id) {
         Some(d) => d.top,
         None => {
-            let dslot = s.domains.iter().position(|d| d.is_none()).ok_or(Error::NoMemory)?;
+            let dslot = s
+                .domains
+                .iter()
+                .position(|d| d.is_none())
+                .ok_or(Error::NoMemory)?;
             let top = DomainFrames(t.hdr.factory).alloc().ok_or(Error::NoMemory)?;
             s.domains[dslot] = Some(Domain {
                 task: t.id,
@@ -585,7 +605,11 @@ pub fn poll_faults() {
                 f.source >> 8,
                 (f.source >> 3) & 31,
                 f.source & 7,
-                if owner.is_some() { "bound to task" } else { "not bound" },
+                if owner.is_some() {
+                    "bound to task"
+                } else {
+                    "not bound"
+                },
                 owner.map_or(0, |b| b.task),
                 if f.write { "write" } else { "read" },
                 f.addr,

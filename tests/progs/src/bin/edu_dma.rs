@@ -49,7 +49,11 @@ fn reg_write32(off: u64, v: u32) {
 /// Runs one transfer of the device's DMA engine and waits until it is done.
 /// `to_ram`: device buffer → `addr`; else `addr` → device buffer.
 fn dma(addr: u64, len: u64, to_ram: bool) {
-    let (src, dst) = if to_ram { (EDU_BUF, addr) } else { (addr, EDU_BUF) };
+    let (src, dst) = if to_ram {
+        (EDU_BUF, addr)
+    } else {
+        (addr, EDU_BUF)
+    };
     reg_write(0x80, src);
     reg_write(0x88, dst);
     reg_write(0x90, len);
@@ -79,11 +83,19 @@ fn main() {
             sawmill_rt::exit(1);
         }
     };
-    check!(out.vendor == 0x1234 && out.device == 0x11e8, "not an edu device: {:04x}:{:04x}", out.vendor, out.device);
+    check!(
+        out.vendor == 0x1234 && out.device == 0x11e8,
+        "not an edu device: {:04x}:{:04x}",
+        out.vendor,
+        out.device
+    );
     let id = reg_read32(0);
     check!(id & 0xff == 0xed, "identification register reads {:#x}", id);
     reg_write32(4, 0x1234_5678);
-    check!(reg_read32(4) == !0x1234_5678u32, "liveness register does not invert");
+    check!(
+        reg_read32(4) == !0x1234_5678u32,
+        "liveness register does not invert"
+    );
     println!("edu-dma: device {:#x} answers at {:#x}", id, BAR);
 
     // Three pages of our own: shared, canary (never shared), shared then unmapped. Never freed:
@@ -104,18 +116,31 @@ fn main() {
             sawmill_rt::exit(1);
         }
     };
-    check!(!out.dma_confined || dev == shared, "device address {:#x} is not the IOVA {:#x}", dev, shared);
+    check!(
+        !out.dma_confined || dev == shared,
+        "device address {:#x} is not the IOVA {:#x}",
+        dev,
+        shared
+    );
     for (i, b) in page(shared)[..256].iter_mut().enumerate() {
         *b = (i as u8).wrapping_mul(7).wrapping_add(1);
     }
     dma(dev, 256, false);
     dma(dev + 2048, 256, true);
     let (a, b) = page(shared).split_at(2048);
-    check!(a[..256] == b[..256], "the device's copy into the shared page differs");
-    println!("edu-dma: PASS DMA into the shared page (device address {:#x})", dev);
+    check!(
+        a[..256] == b[..256],
+        "the device's copy into the shared page differs"
+    );
+    println!(
+        "edu-dma: PASS DMA into the shared page (device address {:#x})",
+        dev
+    );
 
     if !out.dma_confined {
-        println!("edu-dma: DMA is not confined on this machine (no IOMMU); confinement checks skipped");
+        println!(
+            "edu-dma: DMA is not confined on this machine (no IOMMU); confinement checks skipped"
+        );
         println!("edu-dma: PASS");
         return;
     }
@@ -123,14 +148,20 @@ fn main() {
     // 1. The canary by its address here: ours, but never shared with the device.
     dma(canary, 2048, true);
     settle();
-    check!(page(canary).iter().all(|&x| x == 0x5a), "the device wrote into the unshared canary page");
+    check!(
+        page(canary).iter().all(|&x| x == 0x5a),
+        "the device wrote into the unshared canary page"
+    );
     println!("edu-dma: PASS write to an unshared page of ours refused, canary intact");
 
     // 2. The canary by its physical address: where a device without an IOMMU would write.
     let pa = sys::translate(canary).unwrap_or(0);
     dma(pa, 2048, true);
     settle();
-    check!(page(canary).iter().all(|&x| x == 0x5a), "the device reached the canary by physical address");
+    check!(
+        page(canary).iter().all(|&x| x == 0x5a),
+        "the device reached the canary by physical address"
+    );
     println!("edu-dma: PASS write to the canary's physical address refused, canary intact");
 
     // 3. A read of unshared memory.
@@ -139,24 +170,42 @@ fn main() {
     println!("edu-dma: PASS read of an unshared page refused");
 
     // 4. A shared page, then unmapped: the device loses it with us.
-    check!(sys::dma_map(revoked, 1).is_ok(), "dma_map of the second page");
+    check!(
+        sys::dma_map(revoked, 1).is_ok(),
+        "dma_map of the second page"
+    );
     // The refused read left the device's buffer undefined: load the pattern again.
     dma(dev, 256, false);
     dma(revoked, 256, true);
-    check!(page(revoked)[..256] == page(shared)[..256], "DMA into the second shared page");
-    check!(sys::unmap(revoked, 1, sawmill_abi::UNMAP_SELF).is_ok(), "unmapping the second page");
+    check!(
+        page(revoked)[..256] == page(shared)[..256],
+        "DMA into the second shared page"
+    );
+    check!(
+        sys::unmap(revoked, 1, sawmill_abi::UNMAP_SELF).is_ok(),
+        "unmapping the second page"
+    );
     dma(revoked, 256, true);
     settle();
     println!("edu-dma: PASS write to a page after we unmapped it refused");
 
     // Pages that are not ours to share are refused by the kernel.
-    check!(sys::dma_map(revoked, 1).is_err(), "dma_map of an unmapped page succeeded");
-    check!(sys::dma_map(0x7fff_ffff_e000, 1).is_err(), "dma_map of an address beyond the domain succeeded");
+    check!(
+        sys::dma_map(revoked, 1).is_err(),
+        "dma_map of an unmapped page succeeded"
+    );
+    check!(
+        sys::dma_map(0x7fff_ffff_e000, 1).is_err(),
+        "dma_map of an address beyond the domain succeeded"
+    );
     check!(page(canary).iter().all(|&x| x == 0x5a), "canary changed");
     // The device still works for what is shared.
     page(shared)[2048..2304].fill(0);
     dma(dev + 2048, 256, true);
     let (a, b) = page(shared).split_at(2048);
-    check!(a[..256] == b[..256], "the device no longer reaches the shared page");
+    check!(
+        a[..256] == b[..256],
+        "the device no longer reaches the shared page"
+    );
     println!("edu-dma: PASS");
 }

@@ -8,7 +8,9 @@
 //! address, where an unconfined device would land), a shared page after it was unmapped, and a
 //! read of the canary. Each DMA must fault (the kernel reports it) and the canary must keep every
 //! byte. Without an IOMMU only the shared-page copy runs (physical addresses), and the driver
-//! says DMA is not confined. Capabilities: `pci` (a badge with the edu device assigned).
+//! says DMA is not confined. With a `mem` capability it also shares a page of a dataspace, frees
+//! the dataspace and checks that the device cannot write into the frame's next owner's page.
+//! Capabilities: `pci` (a badge with the edu device assigned), optionally `mem`.
 #![no_std]
 #![no_main]
 
@@ -16,7 +18,7 @@ extern crate alloc;
 
 use core::ptr::{read_volatile, write_volatile};
 use sawmill_abi::kinfo;
-use sawmill_interfaces::pci;
+use sawmill_interfaces::{dataspace, mem, pci, MapFlags};
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_testprogs::check;
 
@@ -72,6 +74,64 @@ fn settle() {
     while sys::kernel_info(kinfo::TICKS).unwrap_or(0) < t0 + 3 {
         sys::yield_now();
     }
+}
+
+/// Where the dataspaces of step 5 are mapped.
+const DS_OLD: u64 = 0x3000_0000;
+const DS_NEW: u64 = 0x3010_0000;
+
+/// A dataspace of one page from mem, mapped read-write at `at`; its capability in `slot`.
+fn dataspace_page(mem_ep: u64, slot: u64, at: u64) -> dataspace::Client {
+    let ds = match mem::Client::new(mem_ep).alloc(PAGE as u64, 0, slot) {
+        Ok(ds) => ds,
+        Err(e) => {
+            println!("edu-dma: FAIL no dataspace from mem: {:?}", e);
+            sawmill_rt::exit(1);
+        }
+    };
+    let ds = dataspace::Client::new(ds);
+    let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
+    check!(
+        ds.map(0, at, 1, rw, [at, PAGE as u64]).is_ok(),
+        "mapping a dataspace page"
+    );
+    ds
+}
+
+fn freed_dataspace(mem_ep: u64, shared: u64) {
+    let free_slot = env::last_slot() + 1;
+    let old = dataspace_page(mem_ep, free_slot, DS_OLD);
+    check!(
+        sys::dma_map(DS_OLD, 1) == Ok(DS_OLD),
+        "dma_map of the dataspace page"
+    );
+    let old_pa = sys::translate(DS_OLD).unwrap_or(0);
+    // The device's buffer still holds the pattern of the shared page.
+    dma(shared, 256, false);
+    dma(DS_OLD, 256, true);
+    // SAFETY: DS_OLD maps the dataspace page read-write.
+    let got = unsafe { core::slice::from_raw_parts(DS_OLD as *const u8, 256) };
+    // SAFETY: `shared` is our page, mapped read-write.
+    let want = unsafe { core::slice::from_raw_parts(shared as *const u8, 256) };
+    check!(got == want, "DMA into the shared dataspace page");
+    check!(old.free().is_ok(), "freeing the dataspace");
+    // mem may hand the same frame to the next dataspace: a new owner's page, filled with its data.
+    let new = dataspace_page(mem_ep, free_slot + 1, DS_NEW);
+    let reused = sys::translate(DS_NEW).unwrap_or(1) == old_pa;
+    // SAFETY: DS_NEW maps the new dataspace page read-write.
+    let page = unsafe { core::slice::from_raw_parts_mut(DS_NEW as *mut u8, PAGE) };
+    page.fill(0x77);
+    dma(DS_OLD, 256, true);
+    settle();
+    check!(
+        page.iter().all(|&x| x == 0x77),
+        "the device wrote into the new owner's page"
+    );
+    println!(
+        "edu-dma: PASS write into a freed dataspace page refused (frame reused: {}), new owner's page intact",
+        if reused { "yes" } else { "no" }
+    );
+    let _ = new.free();
 }
 
 fn main() {
@@ -188,6 +248,13 @@ fn main() {
     dma(revoked, 256, true);
     settle();
     println!("edu-dma: PASS write to a page after we unmapped it refused");
+
+    // 5. Hole 3 of issue 12: a page of a `mem` dataspace shared with the device, then the
+    // dataspace freed. mem revokes the page from us; the device must lose it at the same time,
+    // so when mem hands the frame to a new dataspace the device cannot write into it.
+    if let Some(mem_ep) = env::cap("mem") {
+        freed_dataspace(mem_ep, shared);
+    }
 
     // Pages that are not ours to share are refused by the kernel.
     check!(

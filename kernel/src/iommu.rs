@@ -155,36 +155,16 @@ fn find_rsdp() -> Option<acpi::RootTable> {
             }
         }
     } else if kind == 2 {
-        let mut h = [0u8; 8];
-        fw.read(info, &mut h[..4]);
-        let total = u32::from_le_bytes(h[..4].try_into().unwrap()) as u64;
-        let mut p = info + 8;
-        let mut best = None;
-        while p + 8 <= info + total.min(64 * 1024) {
-            if !fw.read(p, &mut h) {
-                break;
-            }
-            let ty = u32::from_le_bytes(h[..4].try_into().unwrap());
-            let size = u32::from_le_bytes(h[4..].try_into().unwrap()) as u64;
-            if ty == 0 || size < 8 {
-                break;
-            }
-            // Tag 14: copy of an ACPI 1.0 RSDP; 15: of a 2.0 one (preferred).
-            if ty == 14 || ty == 15 {
-                let n = ((size - 8) as usize).min(36);
-                let mut c = [0u8; 36];
-                if fw.read(p + 8, &mut c[..n]) {
-                    if let Ok(r) = acpi::parse_rsdp(&c[..n]) {
-                        if ty == 15 || best.is_none() {
-                            best = Some(r);
-                        }
-                    }
+        let mut h = [0u8; 4];
+        if fw.read(info, &mut h) {
+            let total = (u32::from_le_bytes(h) as usize).min(64 * 1024);
+            if info + total as u64 <= DIRECT_MAP_SIZE {
+                // SAFETY: the loader's information block, inside the direct map, only read.
+                let mbi = unsafe { core::slice::from_raw_parts(phys_to_virt(info), total) };
+                if let Some(r) = acpi::multiboot2_rsdp(mbi) {
+                    return Some(r);
                 }
             }
-            p += (size + 7) & !7;
-        }
-        if best.is_some() {
-            return best;
         }
     }
     // SAFETY: the BIOS area 0xE0000..0x100000 lies in the direct map and is only read.

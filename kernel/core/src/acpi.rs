@@ -102,6 +102,30 @@ pub fn scan_rsdp(area: &[u8], base: u64) -> Option<u64> {
         .map(|i| base + i as u64)
 }
 
+/// The RSDP a multiboot2 loader copied into its information block `mbi` (the whole block, from
+/// its `total_size` word): tag 15 (ACPI 2.0 RSDP) is preferred to tag 14 (ACPI 1.0).
+pub fn multiboot2_rsdp(mbi: &[u8]) -> Option<RootTable> {
+    let total = (u32_at(mbi, 0)? as usize).min(mbi.len());
+    let mut off = 8;
+    let mut best = None;
+    while off + 8 <= total {
+        let kind = u32_at(mbi, off)?;
+        let size = u32_at(mbi, off + 4)? as usize;
+        if kind == 0 || size < 8 || off + size > total {
+            break;
+        }
+        if kind == 14 || kind == 15 {
+            if let Ok(r) = parse_rsdp(&mbi[off + 8..off + size]) {
+                if kind == 15 || best.is_none() {
+                    best = Some(r);
+                }
+            }
+        }
+        off += (size + 7) & !7;
+    }
+    best
+}
+
 /// Reads the whole table at `pa` into `buf`, checking its header, length and checksum. Returns
 /// the table's length.
 pub fn read_table(mem: &dyn PhysRead, pa: u64, buf: &mut [u8]) -> Result<usize, AcpiError> {
@@ -407,6 +431,68 @@ mod tests {
         );
         area[0x140..0x140 + 36].copy_from_slice(&r);
         assert_eq!(scan_rsdp(&area, 0xe0000), Some(0xe0140));
+    }
+
+    fn mb_tag(kind: u32, body: &[u8]) -> Vec<u8> {
+        let mut t = Vec::new();
+        t.extend_from_slice(&kind.to_le_bytes());
+        t.extend_from_slice(&(8 + body.len() as u32).to_le_bytes());
+        t.extend_from_slice(body);
+        while t.len() % 8 != 0 {
+            t.push(0);
+        }
+        t
+    }
+
+    fn mbi(tags: &[Vec<u8>]) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        for t in tags {
+            b.extend_from_slice(t);
+        }
+        b.extend_from_slice(&mb_tag(0, &[]));
+        let n = b.len() as u32;
+        b[..4].copy_from_slice(&n.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn multiboot2_acpi_tags() {
+        let v2 = rsdp_v2(0x7fe_1000);
+        let mut v1 = rsdp_v2(0);
+        v1.truncate(20);
+        v1[15] = 0;
+        let s = v1[..20].iter().fold(0u8, |a, &x| a.wrapping_add(x));
+        v1[8] = v1[8].wrapping_sub(s);
+        let cmdline = mb_tag(1, b"trace=rejected\0");
+        // Tag 15 wins whatever the order; tag 14 alone is used; neither: none.
+        let b = mbi(&[cmdline.clone(), mb_tag(14, &v1), mb_tag(15, &v2)]);
+        assert_eq!(multiboot2_rsdp(&b).map(|r| r.addr), Some(0x7fe_1000));
+        let b = mbi(&[mb_tag(15, &v2), mb_tag(14, &v1)]);
+        assert_eq!(multiboot2_rsdp(&b).map(|r| r.addr), Some(0x7fe_1000));
+        let b = mbi(&[mb_tag(14, &v1)]);
+        assert_eq!(
+            multiboot2_rsdp(&b),
+            Some(RootTable {
+                addr: 0x1234,
+                xsdt: false
+            })
+        );
+        assert_eq!(multiboot2_rsdp(&mbi(&[cmdline])), None);
+        // A corrupt copy is skipped; a tag running past the block or of size 0 ends the walk.
+        let mut bad = v2.clone();
+        bad[3] ^= 1;
+        assert_eq!(multiboot2_rsdp(&mbi(&[mb_tag(15, &bad)])), None);
+        let mut long = mbi(&[mb_tag(15, &v2)]);
+        long[12..16].copy_from_slice(&4000u32.to_le_bytes());
+        assert_eq!(multiboot2_rsdp(&long), None);
+        let mut zero = mbi(&[mb_tag(15, &v2)]);
+        zero[12..16].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(multiboot2_rsdp(&zero), None);
+        assert_eq!(multiboot2_rsdp(&[1, 2]), None);
+        // total_size larger than the bytes given is clamped.
+        let mut big = mbi(&[mb_tag(15, &v2)]);
+        big[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(multiboot2_rsdp(&big).map(|r| r.addr), Some(0x7fe_1000));
     }
 
     #[test]

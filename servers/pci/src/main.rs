@@ -124,9 +124,19 @@ impl Pci {
         }
         match sys::dma_bind(self.dev_ctl, d.bdf as u64, task) {
             Ok(true) => {
+                // Transitional (legacy-capable) virtio devices do not use the platform's DMA
+                // translation unless they negotiate VIRTIO_F_ACCESS_PLATFORM, which QEMU offers
+                // only to modern ones: the binding does not confine them.
+                let bypass = d.vendor == 0x1af4 && (0x1000..0x1040).contains(&d.device);
                 println!(
-                    "pci: {:04x}:{:04x} DMA confined by the IOMMU to what its driver shares",
-                    d.vendor, d.device
+                    "pci: {:04x}:{:04x} DMA bound to its driver's IOMMU domain{}",
+                    d.vendor,
+                    d.device,
+                    if bypass {
+                        " (legacy virtio: its DMA bypasses the IOMMU, not confined)"
+                    } else {
+                        ""
+                    }
                 );
                 Ok(true)
             }

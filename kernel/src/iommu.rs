@@ -66,7 +66,12 @@ struct Iommu {
     domains: [Option<Domain>; MAX_BOUND],
     /// Task ids that have a domain: the one test the unmap paths make.
     has_domain: [u64; BITS],
+    /// DMA faults seen; only the first `LOGGED_FAULTS` are logged (a device kept faulting by
+    /// its driver must not flood the console).
+    faults: u64,
 }
+
+const LOGGED_FAULTS: u64 = 256;
 
 static mut IOMMU: Iommu = Iommu {
     on: false,
@@ -79,6 +84,7 @@ static mut IOMMU: Iommu = Iommu {
     bound: [None; MAX_BOUND],
     domains: [None; MAX_BOUND],
     has_domain: [0; BITS],
+    faults: 0,
 };
 
 fn st() -> &'static mut Iommu {
@@ -614,6 +620,18 @@ fn poll_faults_on() {
             let Some(f) = vtd::decode_fault(rd64(u, off), rd64(u, off + 8)) else {
                 continue;
             };
+            // The F bit is write-1-to-clear.
+            wr64(u, off + 8, 1 << 63);
+            s.faults += 1;
+            if s.faults > LOGGED_FAULTS {
+                continue;
+            }
+            if s.faults == LOGGED_FAULTS {
+                kprintln!(
+                    "iommu: {} DMA faults logged; later ones are not",
+                    LOGGED_FAULTS
+                );
+            }
             let owner = s.bound.iter().flatten().find(|b| b.sid == f.source);
             kprintln!(
                 "iommu: DMA fault: device {:02x}:{:02x}.{} ({} {}) {} at {:#x} refused: {}",
@@ -630,11 +648,11 @@ fn poll_faults_on() {
                 f.addr,
                 vtd::reason_text(f.reason)
             );
-            // The F bit is write-1-to-clear.
-            wr64(u, off + 8, 1 << 63);
         }
         if fs & vtd::fsts::PFO != 0 {
-            kprintln!("iommu: fault records overflowed, some DMA faults were not recorded");
+            if s.faults < LOGGED_FAULTS {
+                kprintln!("iommu: fault records overflowed, some DMA faults were not recorded");
+            }
             wr32(u, reg::FSTS, vtd::fsts::PFO);
         }
     }

@@ -25,8 +25,8 @@ mod trace;
 // Capabilities, quotas, scheduling, mapping:
 mod cap;
 mod factory;
-mod pin;
 mod iommu;
+mod pin;
 mod sched;
 mod vm;
 // One module per kernel object; each may use those above it in this list:

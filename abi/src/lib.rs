@@ -124,10 +124,23 @@ pub enum Sys {
     /// caller holds on the frame at `paddr`, or with `UNPIN_ALL` every pin it holds. Invalid if
     /// it holds none there.
     Unpin = 34,
+    /// `dma_bind(control=rdi, bdf=rsi, task=rdx)` -> `rdi` = 1 if the device's DMA is now
+    /// confined by the IOMMU to what `task` shares with [`Sys::DmaMap`], 0 if the machine has no
+    /// IOMMU (nothing confines it). Device authority: a [`root_slots::CONTROL`] capability, or
+    /// one minted from it (the restricted device control root gives the PCI server). Only bus 0.
+    /// Busy if the device is bound to another live task.
+    DmaBind = 35,
+    /// `dma_map(vaddr=rdi, pages=rsi)` -> `rdi` = the device address of `vaddr`: let the devices
+    /// bound to the caller reach these pages of its own (RAM, not device memory), for as long as
+    /// the caller keeps them mapped. Under an IOMMU the device address is `vaddr` itself (the
+    /// caller's domain mirrors its address space for the shared pages; an unmap, a grant away or
+    /// the task's end takes them from the devices before the call returns). Without one it is
+    /// the physical address of the first page (nothing is confined).
+    DmaMap = 36,
 }
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 35;
+pub const SYS_COUNT: u64 = 37;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -171,6 +184,8 @@ impl TryFrom<u64> for Sys {
             Translate,
             Pin,
             Unpin,
+            DmaBind,
+            DmaMap,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

@@ -25,6 +25,7 @@ mod trace;
 // Capabilities, quotas, scheduling, mapping:
 mod cap;
 mod factory;
+mod iommu;
 mod pin;
 mod sched;
 mod vm;
@@ -341,6 +342,7 @@ extern "C" fn kmain() -> ! {
         (phys().user_frames * PAGE) >> 20,
         bm[2] >> 10
     );
+    iommu::init();
     if bm[0] != u64::from_le_bytes(*b"BOOTMODS") || bm[2] == 0 {
         panic!("no boot archive: build the image with `sawmill image`");
     }

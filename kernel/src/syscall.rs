@@ -11,7 +11,8 @@ use crate::mem::{self, phys};
 use crate::obj::{Obj, Thread};
 use crate::state::kernel;
 use crate::{
-    factory, irq, notification, object, paging, pin, sched, senders, task, thread, trace, trap, vm,
+    factory, iommu, irq, notification, object, paging, pin, sched, senders, task, thread, trace,
+    trap, vm,
 };
 use sawmill_abi::{kinfo, mint, rights, Error, Sys};
 
@@ -243,8 +244,13 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             task::io_port_give(io, task_cap(task, a1)?, a2, a3)
         }
         Sys::Shutdown => {
-            if cap::lookup(task, a0)?.obj != Obj::Control {
+            let c = cap::lookup(task, a0)?;
+            if c.obj != Obj::Control {
                 return Err(reject!(Error::WrongKind, "not the control capability"));
+            }
+            // A minted (badged) Control is device authority only (the pci server's).
+            if c.badge != 0 {
+                return Err(reject!(Error::NoRights, "device control cannot shut down"));
             }
             crate::shutdown((a1 & 0xf) as u8)
         }
@@ -301,5 +307,22 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         }
         Sys::Pin => pin::pin(cur, a0, a1, a2),
         Sys::Unpin => pin::unpin(cur, a0, a1),
+        Sys::DmaBind => dma_bind(cur, a0, a1, a2),
+        Sys::DmaMap => {
+            t.frame.rdi = iommu::map(task, a0, a1)?;
+            Ok(())
+        }
     }
+}
+
+/// `dma_bind`: out of line, so that the device calls leave the code of `dispatch` as it was.
+#[inline(never)]
+fn dma_bind(cur: *mut Thread, control: u64, bdf: u64, task_slot: u64) -> SysResult {
+    // SAFETY: the current thread is live and bound to a live task.
+    let (t, task) = unsafe { (&mut *cur, (*cur).task) };
+    if cap::lookup(task, control)?.obj != Obj::Control {
+        return Err(reject!(Error::WrongKind, "not the control capability"));
+    }
+    t.frame.rdi = iommu::bind(bdf, task_cap(task, task_slot)?)? as u64;
+    Ok(())
 }

@@ -72,6 +72,7 @@ pub fn kill_task(p: *mut Task) {
         thread::kill_thread(th);
     }
     crate::pin::release_task(p);
+    crate::iommu::task_gone(task.id);
     let mut gone = Vec::new();
     kernel().mapdb.remove_space(task.id, &mut gone);
     vm::unmap_removed(&gone);

@@ -12,6 +12,7 @@ use sawmill_kcore::mapdb::{Mapping, NODE_BYTES};
 /// Clears the page-table entries of mappings removed from the database and returns their node
 /// charges.
 pub fn unmap_removed(v: &[Mapping]) {
+    crate::iommu::revoked(v);
     for m in v {
         let t = kernel()
             .tasks
@@ -68,7 +69,7 @@ pub fn map_device(t: *mut Task, pa: u64, va: u64, pages: u64) -> Result<(), Erro
     for i in 0..pages {
         let p = pa + i * PAGE;
         let k = kernel();
-        if k.ram[..k.nram].iter().any(|r| p >= r.start && p < r.end) {
+        if k.ram[..k.nram].iter().any(|r| p >= r.start && p < r.end) || crate::iommu::owns(p) {
             return Err(Error::Invalid);
         }
     }
@@ -155,6 +156,7 @@ pub fn map_pages(
         if flags & map::GRANT != 0 && m.huge == huge {
             // Grant: the mapping moves, keeping what was derived from it.
             paging::unmap(s.pml4, m.vaddr, m.huge);
+            crate::iommu::unmapped(s.id, m.vaddr, m.huge);
             if kernel().loaded_cr3 == s.pml4 {
                 crate::arch::invlpg(m.vaddr);
             }

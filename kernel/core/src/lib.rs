@@ -1,15 +1,18 @@
 //! Kernel data structures that are pure logic: the capability space with its derivation tree
 //! ([`cspace`]), the count of a watched badge's holders ([`senders`]), the mapping database
 //! ([`mapdb`]), the heap allocator ([`heap`]), the reading of the kernel command line
-//! ([`cmdline`]) and the DMA pin counts ([`pins`]). They know nothing of hardware or of what a
+//! ([`cmdline`]), the DMA pin counts ([`pins`]), ACPI/DMAR parsing ([`acpi`]) and VT-d table
+//! logic ([`vtd`]). They know nothing of hardware or of what a
 //! capability points to, so they run and are tested on the host; the kernel instantiates them.
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 extern crate alloc;
 
+pub mod acpi;
 pub mod cmdline;
 pub mod cspace;
 pub mod heap;
 pub mod mapdb;
 pub mod pins;
 pub mod senders;
+pub mod vtd;

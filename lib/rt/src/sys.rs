@@ -194,6 +194,16 @@ pub fn unpin_all() -> Result<u64, Error> {
     let (r, n, _) = raw(Sys::Unpin, [0, sawmill_abi::pin::UNPIN_ALL, 0, 0, 0, 0]);
     res(r).map(|_| n)
 }
+/// Binds PCI device `bdf` to `task`'s DMA domain; true if an IOMMU confines it.
+pub fn dma_bind(control: u64, bdf: u64, task: u64) -> Result<bool, Error> {
+    let (r, confined, _) = raw(Sys::DmaBind, [control, bdf, task, 0, 0, 0]);
+    res(r).map(|_| confined != 0)
+}
+/// Shares `pages` of the caller's pages at `vaddr` with its devices; returns the device address.
+pub fn dma_map(vaddr: u64, pages: u64) -> Result<u64, Error> {
+    let (r, dev, _) = raw(Sys::DmaMap, [vaddr, pages, 0, 0, 0, 0]);
+    res(r).map(|_| dev)
+}
 
 /// The time-stamp counter after `lfence` (under QEMU `-icount` it counts guest instructions).
 #[inline(always)]

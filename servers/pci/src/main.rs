@@ -11,13 +11,20 @@
 //! the BAR's ports (`ioport_give`), make the Irq capability for the device's line (`irq_get`,
 //! returned as a cap item) and switch on I/O decoding and bus mastering. Any other badge is
 //! refused, so the device's ports and interrupt reach its driver and no one else.
+//!
+//! A device whose BAR 0 is memory (`claim_mmio`) stays where firmware placed it; pci maps its
+//! pages into the claiming task with the restricted device control root gives it
+//! (`sys:device-control`: `map_phys` of device memory and `dma_bind`, nothing else). Every claim
+//! also binds the device's DMA to the claiming task: under an IOMMU the device then reaches only
+//! the pages that task shares with `dma_map`.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
 use alloc::vec::Vec;
-use sawmill_interfaces::pci::{self, ClaimOut};
+use sawmill_abi::map;
+use sawmill_interfaces::pci::{self, ClaimMmioOut, ClaimOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next};
 use sawmill_interfaces::PciError;
 use sawmill_pci_api::Config;
@@ -63,7 +70,31 @@ struct Assign {
     dev: usize,
     io_base: u32,
     io_size: u32,
+    /// A memory BAR 0: physical base and size (io_base/io_size are then 0).
+    mmio: Option<(u64, u64)>,
+    /// Its pages are mapped into pci (at `mmio_scratch`), the source of the driver's mapping.
+    mmio_mapped: bool,
     claimed: bool,
+}
+
+/// Where pci maps memory BARs before handing them on: 16 MiB per assignment.
+const MMIO_SCRATCH: u64 = 0x5000_0000;
+const MAX_MMIO: u64 = 16 << 20;
+
+fn mmio_scratch(assignment: usize) -> u64 {
+    MMIO_SCRATCH + assignment as u64 * MAX_MMIO
+}
+
+/// Base and size of a memory BAR 0 (32- or 64-bit), decoding off.
+fn mem_bar(bdf: u32) -> (u64, u64) {
+    let lo = cfg_read(bdf, 0x10);
+    let wide = (lo >> 1) & 3 == 2;
+    cfg_write(bdf, 0x10, 0xffff_ffff);
+    let v = cfg_read(bdf, 0x10);
+    cfg_write(bdf, 0x10, lo);
+    let size = (!(v & 0xffff_fff0)).wrapping_add(1) as u64;
+    let hi = if wide { cfg_read(bdf, 0x14) as u64 } else { 0 };
+    ((lo & 0xffff_fff0) as u64 | hi << 32, size)
 }
 
 struct Pci {
@@ -77,6 +108,56 @@ struct Pci {
     irq_slot: u64,
     /// The receive slot for a claim's task capability, and the Irq capability's deletion.
     after: AfterReply,
+    /// The restricted device control (map_phys, dma_bind), 0 if root gave none.
+    dev_ctl: u64,
+}
+
+impl Pci {
+    /// Binds the device's DMA to the claiming task and says what that means.
+    fn bind_dma(&self, d: &Dev, task: u64) -> Result<bool, PciError> {
+        if self.dev_ctl == 0 {
+            println!(
+                "pci: {:04x}:{:04x} DMA is not confined: pci holds no device control",
+                d.vendor, d.device
+            );
+            return Ok(false);
+        }
+        match sys::dma_bind(self.dev_ctl, d.bdf as u64, task) {
+            Ok(true) => {
+                // Transitional (legacy-capable) virtio devices do not use the platform's DMA
+                // translation unless they negotiate VIRTIO_F_ACCESS_PLATFORM, which QEMU offers
+                // only to modern ones: the binding does not confine them.
+                let bypass = d.vendor == 0x1af4 && (0x1000..0x1040).contains(&d.device);
+                println!(
+                    "pci: {:04x}:{:04x} DMA bound to its driver's IOMMU domain{}",
+                    d.vendor,
+                    d.device,
+                    if bypass {
+                        " (legacy virtio: its DMA bypasses the IOMMU, not confined)"
+                    } else {
+                        ""
+                    }
+                );
+                Ok(true)
+            }
+            Ok(false) => {
+                println!(
+                    "pci: {:04x}:{:04x} DMA is not confined: no IOMMU",
+                    d.vendor, d.device
+                );
+                Ok(false)
+            }
+            Err(e) => {
+                println!(
+                    "pci: FAIL binding the DMA of {:04x}:{:04x}: {}",
+                    d.vendor,
+                    d.device,
+                    e.name()
+                );
+                Err(PciError::BadTask)
+            }
+        }
+    }
 }
 
 /// Size of an I/O BAR: write all ones, read back the writable bits, restore.
@@ -105,6 +186,9 @@ impl pci::Server for Pci {
                 PciError::NotYours
             })?;
         let d = &self.devs[a.dev];
+        if a.mmio.is_some() {
+            return Err(PciError::WrongBar);
+        }
         // The interrupt first (nothing granted yet if it fails), then the ports.
         if sys::irq_get(self.irq_ctl, d.irq as u64, self.irq_slot).is_err() {
             println!(
@@ -125,31 +209,110 @@ impl pci::Server for Pci {
             return Err(PciError::BadTask);
         }
         self.after.delete(self.irq_slot);
-        // I/O space and bus master on (memory space stays off: the driver has no BAR mappings).
-        let cmd = cfg_read(d.bdf, 0x04) & 0xffff;
-        cfg_write(d.bdf, 0x04, (cmd & !0x2) | 0x1 | 0x4);
         a.claimed = true;
+        let (io_base, io_size, line, dev) = (a.io_base, a.io_size, d.irq, a.dev);
+        let (vendor, device, bdf) = (d.vendor, d.device, d.bdf);
         println!(
             "pci: {:02x}:{:02x}.{} {:04x}:{:04x} claimed by badge {}: ports {:#x}+{:#x}, irq {}",
-            d.bdf >> 8,
-            d.bdf >> 3 & 31,
-            d.bdf & 7,
-            d.vendor,
-            d.device,
+            bdf >> 8,
+            bdf >> 3 & 31,
+            bdf & 7,
+            vendor,
+            device,
             badge,
-            a.io_base,
-            a.io_size,
-            d.irq
+            io_base,
+            io_size,
+            line
         );
+        // Its DMA goes to the claiming task's domain before bus mastering is switched on.
+        let _ = self.bind_dma(&self.devs[dev], task);
+        // I/O space and bus master on (memory space stays off: the driver has no BAR mappings).
+        let cmd = cfg_read(bdf, 0x04) & 0xffff;
+        cfg_write(bdf, 0x04, (cmd & !0x2) | 0x1 | 0x4);
         // The task capability (`task`) is deleted by dispatch when we return: pci keeps none.
         Ok(ClaimOut {
-            vendor: d.vendor,
-            device: d.device,
-            bdf: d.bdf,
-            io_base: a.io_base,
-            io_size: a.io_size,
-            line: d.irq,
+            vendor,
+            device,
+            bdf,
+            io_base,
+            io_size,
+            line,
             irq: self.irq_slot,
+        })
+    }
+
+    fn claim_mmio(
+        &mut self,
+        badge: u64,
+        index: u32,
+        task: u64,
+        vaddr: u64,
+    ) -> Result<ClaimMmioOut, PciError> {
+        let Some(ai) = (0..self.assigned.len())
+            .filter(|&i| self.assigned[i].badge == badge)
+            .nth(index as usize)
+        else {
+            println!(
+                "pci: claim of device {} by badge {} refused: not assigned to it",
+                index, badge
+            );
+            return Err(PciError::NotYours);
+        };
+        let a = &self.assigned[ai];
+        let Some((base, size)) = a.mmio else {
+            return Err(PciError::WrongBar);
+        };
+        if vaddr == 0 || vaddr & 0xfff != 0 || vaddr >= 0x7000_0000_0000 {
+            return Err(PciError::WrongBar);
+        }
+        let d = &self.devs[a.dev];
+        let (vendor, device, bdf) = (d.vendor, d.device, d.bdf);
+        let pages = size.div_ceil(4096);
+        let scratch = mmio_scratch(ai);
+        if !a.mmio_mapped {
+            if let Err(e) = sys::map_phys(self.dev_ctl, base, scratch, pages, map::UNCACHED) {
+                println!(
+                    "pci: FAIL mapping BAR 0 of {:04x}:{:04x} at {:#x}: {}",
+                    vendor,
+                    device,
+                    base,
+                    e.name()
+                );
+                return Err(PciError::NoMap);
+            }
+            self.assigned[ai].mmio_mapped = true;
+        }
+        if let Err(e) = sys::task_map(task, scratch, vaddr, pages, map::READ | map::WRITE) {
+            println!(
+                "pci: mapping BAR 0 into badge {} failed: {}",
+                badge,
+                e.name()
+            );
+            return Err(PciError::NoMap);
+        }
+        println!(
+            "pci: {:02x}:{:02x}.{} {:04x}:{:04x} claimed by badge {}: memory {:#x}+{:#x} at {:#x}",
+            bdf >> 8,
+            bdf >> 3 & 31,
+            bdf & 7,
+            vendor,
+            device,
+            badge,
+            base,
+            size,
+            vaddr
+        );
+        let confined = self.bind_dma(&self.devs[self.assigned[ai].dev], task)?;
+        // Memory space and bus master on, I/O space off.
+        let cmd = cfg_read(bdf, 0x04) & 0xffff;
+        cfg_write(bdf, 0x04, (cmd & !0x1) | 0x2 | 0x4);
+        self.assigned[ai].claimed = true;
+        Ok(ClaimMmioOut {
+            vendor,
+            device,
+            bdf,
+            bar_size: size as u32,
+            dma_confined: confined,
         })
     }
 }
@@ -201,6 +364,7 @@ fn main() {
     }
     let io_ctl = env::cap("sys:io-control").unwrap_or(0);
     let irq_ctl = env::cap("sys:irq-control").unwrap_or(0);
+    let dev_ctl = env::cap("sys:device-control").unwrap_or(0);
     let window = env::value(env::KIND_IO_WINDOW).map(sawmill_abi::io_window);
     let cfg: Config = match env::config() {
         Ok(c) => c,
@@ -232,7 +396,27 @@ fn main() {
         };
         let bdf = devs[i].bdf;
         if cfg_read(bdf, 0x10) & 1 == 0 {
-            println!("pci: FAIL {:04x}:{:04x} BAR 0 is not an I/O BAR", ven, did);
+            // A memory BAR stays where firmware put it; decoding off until the driver claims it.
+            let cmd = cfg_read(bdf, 0x04) & 0xffff;
+            cfg_write(bdf, 0x04, cmd & !0x7);
+            let (base, size) = mem_bar(bdf);
+            if base == 0
+                || !(16..=MAX_MMIO).contains(&size)
+                || !size.is_power_of_two()
+                || dev_ctl == 0
+            {
+                println!("pci: FAIL {:04x}:{:04x} memory BAR 0 {:#x}+{:#x}: unplaced, too large, or pci has no device control", ven, did, base, size);
+                continue;
+            }
+            assigned.push(Assign {
+                badge,
+                dev: i,
+                io_base: 0,
+                io_size: 0,
+                mmio: Some((base, size)),
+                mmio_mapped: false,
+                claimed: false,
+            });
             continue;
         }
         // Decoding off while the BAR moves, and until the driver claims the device.
@@ -258,6 +442,8 @@ fn main() {
             dev: i,
             io_base: base,
             io_size: size,
+            mmio: None,
+            mmio_mapped: false,
             claimed: false,
         });
     }
@@ -277,6 +463,7 @@ fn main() {
         irq_ctl,
         irq_slot: thread::alloc_slot(),
         after: AfterReply::new(),
+        dev_ctl,
     };
     srv.after.receive_into(&[rx]);
     let _ = rpc::serve(ep, &mut srv);

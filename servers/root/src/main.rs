@@ -379,6 +379,10 @@ impl Root {
                 bytes: b"io-window".to_vec(),
                 optional: false,
             });
+            // With it, restricted device control: a Control minted with a badge may map device
+            // memory (never RAM) and bind devices' DMA (dma_bind), but not shut down.
+            let m = self.mint(root_slots::CONTROL, 1, rights::ALL, &mut caps);
+            p.caps.push(Cap::named("sys:device-control", m));
         }
         let lines = s.irq_lines.iter().fold(0u64, |m, &l| m | 1 << l);
         if lines != 0 {

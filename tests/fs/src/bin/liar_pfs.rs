@@ -1,0 +1,135 @@
+//! A file system server that is alive but breaks its protocol (issue 12, hole 1): it mounts
+//! like an ext2 PFS (`connect`, `root`, `getattr` of a one-directory file system), then answers
+//! every `lookup` with a malformed reply — label 0 ("ok") with one word where `lookup` returns
+//! four — so the VFS's stub sees a protocol error from a server that has not died. The VFS must
+//! fail that one request and keep the mount for everyone (scenario `vfs-liar`).
+#![no_std]
+#![no_main]
+
+use sawmill_abi::MsgTag;
+use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next, Reply};
+use sawmill_interfaces::{FsError, OpenFlags, SetAttrFields};
+use sawmill_rt::{env, println, sys, thread};
+
+sawmill_rt::entry!(main);
+
+/// The only inode: the root directory.
+const ROOT: u32 = 2;
+
+struct Liar {
+    /// Where the VFS's endpoint is kept once `connect` gave it.
+    ep: u64,
+    connected: bool,
+    lies: u64,
+    after: AfterReply,
+}
+
+macro_rules! refuse {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
+        $(fn $name(&mut self, _badge: u64, $($a: $t),*) -> Result<$r, FsError> {
+            $(let _ = $a;)*
+            Err(FsError::Invalid)
+        })*
+    };
+}
+
+impl pfs::Server for Liar {
+    fn connect(&mut self, _badge: u64, e: u64) -> Result<(), FsError> {
+        // The received slot is emptied after this handler: keep a copy.
+        sys::cap_copy(e, self.ep).map_err(|_| FsError::Invalid)?;
+        self.connected = true;
+        Ok(())
+    }
+    fn root(&mut self, _badge: u64) -> Result<u32, FsError> {
+        Ok(ROOT)
+    }
+    fn getattr(&mut self, _badge: u64, ino: u32) -> Result<GetattrOut, FsError> {
+        if ino != ROOT {
+            return Err(FsError::NotFound);
+        }
+        Ok(GetattrOut {
+            mode: 0o040755,
+            nlink: 2,
+            uid: 0,
+            gid: 0,
+            size: 4096,
+            mtime: 0,
+        })
+    }
+    refuse! {
+        watch() -> ();
+        lookup(dir: u32, name: &[u8]) -> LookupOut;
+        open(ino: u32, flags: OpenFlags) -> OpenOut;
+        create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
+        mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
+        symlink(dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> u32;
+        readlink(ino: u32) -> Bytes<256>;
+        unlink(dir: u32, name: &[u8]) -> ();
+        rmdir(dir: u32, name: &[u8]) -> ();
+        rename(sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> ();
+        setattr(ino: u32, mode: u32, uid: u32, gid: u32, which: SetAttrFields) -> ();
+        truncate(ino: u32, size: u64) -> ();
+        readdir(dir: u32, cookie: u64) -> ReaddirOut;
+        sync() -> ();
+        session(uid: u32, gid: u32) -> u64;
+        crash() -> ();
+        open_path(path: &[u8], flags: OpenFlags, mode: u32) -> OpenPathOut;
+        cover(path: &[u8]) -> ();
+    }
+}
+
+impl rpc::Serve for Liar {
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if !self.connected {
+            // After `connect` the reply goes out and we serve the VFS's endpoint instead; the
+            // VFS's `watch` on the manifest endpoint is never answered (we are alive).
+            return pfs::dispatch_then(self, m, |s: &mut Liar, r: Reply| {
+                if s.connected {
+                    let ep = s.ep;
+                    next.hand_off(s, ep, r)
+                } else {
+                    next.reply(s, r)
+                }
+            });
+        }
+        if m.tag.label() == pfs::op::LOOKUP {
+            self.lies += 1;
+            println!(
+                "liar-pfs: lookup answered with a malformed reply ({})",
+                self.lies
+            );
+            return next.reply_plain(Reply {
+                tag: MsgTag::new(0, 1),
+                w: [7, 0, 0, 0],
+            });
+        }
+        pfs::handle(self, m, next)
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+}
+
+fn main() {
+    let Some((ep, _)) = env::served() else {
+        println!("liar-pfs: FAIL no endpoint to serve");
+        return;
+    };
+    let mut liar = Liar {
+        ep: thread::alloc_slot(),
+        connected: false,
+        lies: 0,
+        after: AfterReply::new(),
+    };
+    liar.after.receive_into(&[thread::alloc_slot()]);
+    let Some(m) = rpc::serve(ep, &mut liar) else {
+        return;
+    };
+    // Phase 2 on the VFS's endpoint: no capability is received any more.
+    let mut liar = Liar {
+        after: AfterReply::new(),
+        ..liar
+    };
+    let _ = rpc::serve_from(liar.ep, m, &mut liar);
+}

@@ -1,8 +1,9 @@
 //! The virtio-blk driver server.
 //!
-//! Drives one virtio-blk-pci device through the legacy (transitional) virtio-pci interface: the
-//! device registers are I/O BAR 0 and the interrupt is a PCI INTx line. The driver gets both from
-//! the `pci` server, never from root: it `claim`s its device (its badge on `pci` says which) with
+//! Drives one virtio-blk-pci device. A modern-only device (no I/O BAR 0) goes through the virtio
+//! 1.x transport in `modern.rs` (memory BAR, DMA by IOVA under an IOMMU). Otherwise the legacy
+//! (transitional) virtio-pci interface: the device registers are I/O BAR 0 and the interrupt is a
+//! PCI INTx line. The driver gets both from the `pci` server, never from root: it `claim`s its device (its badge on `pci` says which) with
 //! its own task capability, and pci grants it the BAR's ports and returns an Irq capability, which
 //! the driver binds to a notification it makes itself (so it needs `kmem_kb`). Its virtqueue and
 //! request headers live in a DMA dataspace of the memory server (`mem.alloc_dma`: physically
@@ -371,8 +372,7 @@ impl Blk {
                 let pa = if self.confined {
                     self.regions[r].base + pos
                 } else {
-                    self.dma_pages[page + (pos / 4096 - off[i] as u64 / 4096) as usize]
-                        + pos % 4096
+                    self.dma_pages[page + (pos / 4096 - off[i] as u64 / 4096) as usize] + pos % 4096
                 };
                 self.set_desc(
                     d,

@@ -108,7 +108,8 @@ impl Modern {
         }
         let mut bar_no = None;
         let mut block = |kind: u8, min_len: u32| -> Result<*mut u8, &'static str> {
-            let (which, offset, len) = found[kind as usize].ok_or("a virtio capability is missing")?;
+            let (which, offset, len) =
+                found[kind as usize].ok_or("a virtio capability is missing")?;
             if *bar_no.get_or_insert(which) != which {
                 return Err("virtio blocks in more than one BAR");
             }
@@ -217,7 +218,10 @@ impl Modern {
         // SAFETY: inside the notify block (checked above), which `find` checked against the BAR.
         self.notify_q0 = unsafe { self.notify_base.add(off) } as *mut u16;
         self.w16(C_QUEUE_ENABLE, 1);
-        self.w8(C_DEVICE_STATUS, S_ACK | S_DRIVER | S_FEATURES_OK | S_DRIVER_OK);
+        self.w8(
+            C_DEVICE_STATUS,
+            S_ACK | S_DRIVER | S_FEATURES_OK | S_DRIVER_OK,
+        );
         Ok(())
     }
 
@@ -281,7 +285,11 @@ pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'stat
         c.device,
         size,
         sectors,
-        if features & F_BLK_FLUSH != 0 { ", flush" } else { "" },
+        if features & F_BLK_FLUSH != 0 {
+            ", flush"
+        } else {
+            ""
+        },
         if confined {
             "ACCESS_PLATFORM: DMA confined by the IOMMU to what we share (device given our addresses)"
         } else if features & F_ACCESS_PLATFORM == 0 && c.dma_confined {

@@ -95,7 +95,11 @@ fn mem_bar(bdf: u32, reg: u32) -> (u64, u64) {
     let v = cfg_read(bdf, reg);
     cfg_write(bdf, reg, lo);
     let size = (!(v & 0xffff_fff0)).wrapping_add(1) as u64;
-    let hi = if wide { cfg_read(bdf, reg + 4) as u64 } else { 0 };
+    let hi = if wide {
+        cfg_read(bdf, reg + 4) as u64
+    } else {
+        0
+    };
     ((lo & 0xffff_fff0) as u64 | hi << 32, size)
 }
 

@@ -16,11 +16,17 @@
 //! legacy transport does. No interrupt: pci hands out no Irq for a memory-BAR device, so the
 //! driver polls the used ring, yielding between looks.
 
-use super::{dma_alloc, Blk, Desc, Queue, MAX_BATCH, MAX_PAGES_PER_REQUEST, WINDOW};
+use super::{
+    dma_alloc, Blk, Desc, Queue, D_NEXT, D_WRITE, MAX_BATCH, MAX_PAGES_PER_REQUEST, T_IN, WINDOW,
+};
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
+use core::sync::atomic::{fence, Ordering};
+use sawmill_abi::kinfo;
+use sawmill_blk_virtio_api::Config;
 use sawmill_interfaces::pci;
 use sawmill_interfaces::rpc::AfterReply;
+use sawmill_rt::env;
 use sawmill_rt::{println, slots, sys};
 
 /// Vendor-specific PCI capability (virtio structures).
@@ -55,6 +61,7 @@ const S_ACK: u8 = 1;
 const S_DRIVER: u8 = 2;
 const S_DRIVER_OK: u8 = 4;
 const S_FEATURES_OK: u8 = 8;
+const S_NEEDS_RESET: u8 = 0x40;
 const S_FAILED: u8 = 0x80;
 
 /// The device's register blocks, as mapped in the driver.
@@ -225,6 +232,11 @@ impl Modern {
         Ok(())
     }
 
+    /// The device status (NEEDS_RESET: the device hit an error it cannot recover from).
+    pub fn status(&self) -> u8 {
+        self.r8(C_DEVICE_STATUS)
+    }
+
     /// Capacity in 512-byte sectors (virtio-blk device configuration, offset 0).
     pub fn capacity(&self) -> u64 {
         // SAFETY: the first 8 bytes of the device block (`find` checked its length).
@@ -254,6 +266,11 @@ const BAR_AT: u64 = 0x6000_0000;
 /// dataspace, shared with the device when its DMA is confined) and returns the driver, or why
 /// the device cannot be driven.
 pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'static str> {
+    let probe = match env::config::<Config>() {
+        Ok(c) => c.stray_dma_probe,
+        Err(env::ConfigError::Missing) => false,
+        Err(_) => return Err("our config table is malformed"),
+    };
     let pci = pci::Client::new(pci_ep);
     let c = pci
         .claim_mmio(0, slots::TASK, BAR_AT)
@@ -309,7 +326,7 @@ pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'stat
             used_idx: 0,
         }
     };
-    Ok(Blk {
+    let mut b = Blk {
         io: 0,
         irq: 0,
         notif: 0,
@@ -324,5 +341,96 @@ pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'stat
         modern: Some(m),
         confined,
         after: AfterReply::new(),
-    })
+    };
+    if probe {
+        if !confined {
+            return Err("stray_dma_probe needs a device whose DMA the IOMMU confines");
+        }
+        stray_dma_probe(&mut b, pa + total as u64 + CANARY as u64, total)?;
+    }
+    Ok(b)
+}
+
+/// Where in the header page the stray probe's canary lies (past headers and status bytes).
+const CANARY: usize = 2048;
+
+/// Test only (`stray_dma_probe`): gives the device one read of sector 2 (the ext2 superblock,
+/// never all 0xa5) whose data buffer is `stray`, the physical address of the canary in our
+/// header page (shared with the device at its IOVA only), as a driver that ignored the IOMMU
+/// would. The device must not reach it: the IOMMU refuses the write (the kernel reports the
+/// fault) and the canary keeps every byte, whatever the device then says (QEMU drops the
+/// refused write and may even report success). The device is then reset and queue 0 (the
+/// first `queue_bytes` of the DMA dataspace) set up afresh.
+fn stray_dma_probe(b: &mut Blk, stray: u64, queue_bytes: usize) -> Result<(), &'static str> {
+    println!(
+        "blk-virtio: stray DMA probe: a read into physical address {:#x} (shared only at IOVA {:#x})",
+        stray,
+        b.hdr_pa + CANARY as u64
+    );
+    // SAFETY: header slot 0, status byte 0 and the canary, all in the header page.
+    unsafe {
+        write_volatile(b.hdr as *mut u32, T_IN);
+        write_volatile(b.hdr.add(4) as *mut u32, 0);
+        write_volatile(b.hdr.add(8) as *mut u64, 2);
+        write_volatile(b.hdr.add(1024), 0xff);
+        core::ptr::write_bytes(b.hdr.add(CANARY), 0xa5, 512);
+    }
+    b.set_desc(0, b.hdr_pa, 16, D_NEXT, 1);
+    b.set_desc(1, stray, 512, D_NEXT | D_WRITE, 2);
+    b.set_desc(2, b.hdr_pa + 1024, 1, D_WRITE, 0);
+    // SAFETY: ring entry 0 and the idx field of the avail ring.
+    unsafe { write_volatile(b.q.avail.add(2), 0) };
+    fence(Ordering::SeqCst);
+    // SAFETY: as above.
+    unsafe { write_volatile(b.q.avail.add(1), 1) };
+    fence(Ordering::SeqCst);
+    let m = b.modern.as_ref().ok_or("no modern transport")?;
+    m.notify();
+    let mut refused = None;
+    for _ in 0..1_000_000 {
+        if m.status() & S_NEEDS_RESET != 0 {
+            refused = Some("it needs a reset");
+            break;
+        }
+        fence(Ordering::SeqCst);
+        // SAFETY: the used ring's idx field, written by the device.
+        if unsafe { read_volatile(b.q.used.add(1)) } != 0 {
+            // SAFETY: status byte 0.
+            refused = Some(if unsafe { read_volatile(b.hdr.add(1024)) } == 0 {
+                "the device saw success, its write was dropped"
+            } else {
+                "the request failed"
+            });
+            break;
+        }
+        sys::yield_now();
+    }
+    let Some(how) = refused else {
+        return Err("stray DMA probe: the device never answered");
+    };
+    // SAFETY: the canary's bytes, in the header page.
+    if (0..512).any(|i| unsafe { read_volatile(b.hdr.add(CANARY + i)) } != 0xa5) {
+        return Err("stray DMA probe: the device wrote to a physical address");
+    }
+    // The kernel reports DMA faults on the timer tick: let it, so the report precedes ours.
+    let t0 = sys::kernel_info(kinfo::TICKS).unwrap_or(0);
+    while sys::kernel_info(kinfo::TICKS).unwrap_or(0) < t0 + 3 {
+        sys::yield_now();
+    }
+    // Reset the device (negotiation starts with one) and give it a clean queue.
+    m.negotiate()?;
+    // SAFETY: the queue's bytes at the start of our DMA dataspace.
+    unsafe { core::ptr::write_bytes(b.q.desc as *mut u8, 0, queue_bytes) };
+    b.q.avail_idx = 0;
+    b.q.used_idx = 0;
+    let n = b.q.size as u64;
+    let dev = b.hdr_pa - queue_bytes as u64;
+    let used = dev + ((16 * n + 6 + 2 * n + 4095) & !4095);
+    let m = b.modern.as_mut().ok_or("no modern transport")?;
+    m.start(dev, dev + 16 * n, used)?;
+    println!(
+        "blk-virtio: PASS stray DMA refused, canary intact ({}); the device is reset and serves again",
+        how
+    );
+    Ok(())
 }

@@ -11,7 +11,7 @@ pub struct Servers;
 
 impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
-        matches!(module, "mem" | "pci" | "vfs" | "ext2-pfs")
+        matches!(module, "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio")
     }
 
     fn decode<'de, D: Deserializer<'de>>(
@@ -24,6 +24,7 @@ impl Schemas for Servers {
             "pci" => schema::<sawmill_pci_api::Config, D>(d),
             "vfs" => schema::<sawmill_vfs_api::Config, D>(d),
             "ext2-pfs" => schema::<sawmill_ext2_api::Config, D>(d),
+            "blk-virtio" => schema::<sawmill_blk_virtio_api::Config, D>(d),
             m => Err(serde::de::Error::custom(format!(
                 "module `{m}` has no configuration schema"
             ))),

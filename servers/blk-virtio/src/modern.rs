@@ -23,18 +23,10 @@ use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
 use sawmill_abi::kinfo;
-use sawmill_blk_virtio_api::Config;
+use sawmill_blk_virtio_api::{layout, Config};
 use sawmill_interfaces::pci;
 use sawmill_interfaces::rpc::AfterReply;
-use sawmill_rt::env;
-use sawmill_rt::{println, slots, sys};
-
-/// Vendor-specific PCI capability (virtio structures).
-const CAP_VENDOR: u8 = 0x09;
-const CFG_COMMON: u8 = 1;
-const CFG_NOTIFY: u8 = 2;
-const CFG_ISR: u8 = 3;
-const CFG_DEVICE: u8 = 4;
+use sawmill_rt::{env, println, slots, sys};
 
 // Common configuration structure offsets (virtio 1.x, 4.1.4.3).
 const C_DEVICE_FEATURE_SELECT: usize = 0x00;
@@ -49,8 +41,6 @@ const C_QUEUE_NOTIFY_OFF: usize = 0x1e;
 const C_QUEUE_DESC: usize = 0x20;
 const C_QUEUE_DRIVER: usize = 0x28;
 const C_QUEUE_DEVICE: usize = 0x30;
-/// The common structure's size in virtio 1.0 (all fields up to queue_device).
-const COMMON_LEN: u32 = 0x38;
 
 /// Feature bits, as bit numbers in the 64-bit feature space.
 pub const F_BLK_FLUSH: u64 = 1 << 9;
@@ -76,68 +66,23 @@ pub struct Modern {
     notify_q0: *mut u16,
 }
 
-fn cfg(pci: &pci::Client, reg: u32) -> Result<u32, &'static str> {
-    pci.config_read(0, reg & !3)
-        .map(|v| v >> (8 * (reg & 3)))
-        .map_err(|_| "pci refused a config-space read")
-}
-
 impl Modern {
-    /// Walks the device's capability list (through pci) for the four blocks; the BAR is mapped
-    /// at `bar` and is `bar_size` bytes. Refuses a device whose blocks are missing, in different
-    /// BARs, or reach past the BAR.
+    /// Finds the four blocks in the device's capability list (read through pci; the walk and
+    /// its checks are `sawmill_blk_virtio_api::layout`); the BAR is mapped at `bar` and is
+    /// `bar_size` bytes. Refuses a device whose blocks are missing, in different BARs, or reach
+    /// past the BAR.
     pub fn find(pci: &pci::Client, bar: *mut u8, bar_size: u64) -> Result<Modern, &'static str> {
-        if cfg(pci, 0x04)? >> 16 & 0x10 == 0 {
-            return Err("no PCI capability list");
-        }
-        let mut found: [Option<(u8, u32, u32)>; 5] = [None; 5];
-        let mut notify_mult = 0;
-        let mut at = cfg(pci, 0x34)? as u8 & 0xfc;
-        // At most 48 capabilities fit in the 192 bytes after the header: a loop is malformed.
-        for _ in 0..48 {
-            if at < 0x40 {
-                break;
-            }
-            let head = cfg(pci, at as u32)?;
-            if head as u8 == CAP_VENDOR {
-                let kind = (head >> 24) as u8;
-                let which = cfg(pci, at as u32 + 4)? as u8;
-                let offset = cfg(pci, at as u32 + 8)?;
-                let len = cfg(pci, at as u32 + 12)?;
-                if (CFG_COMMON..=CFG_DEVICE).contains(&kind) && found[kind as usize].is_none() {
-                    found[kind as usize] = Some((which, offset, len));
-                    if kind == CFG_NOTIFY {
-                        notify_mult = cfg(pci, at as u32 + 16)?;
-                    }
-                }
-            }
-            at = (head >> 8) as u8 & 0xfc;
-        }
-        let mut bar_no = None;
-        let mut block = |kind: u8, min_len: u32| -> Result<*mut u8, &'static str> {
-            let (which, offset, len) =
-                found[kind as usize].ok_or("a virtio capability is missing")?;
-            if *bar_no.get_or_insert(which) != which {
-                return Err("virtio blocks in more than one BAR");
-            }
-            if len < min_len || offset as u64 + len as u64 > bar_size {
-                return Err("a virtio block reaches past its BAR");
-            }
-            // SAFETY: inside the BAR mapping pci made (checked just above); not dereferenced here.
-            Ok(unsafe { bar.add(offset as usize) })
-        };
-        let common = block(CFG_COMMON, COMMON_LEN)?;
-        let isr = block(CFG_ISR, 1)?;
-        let device = block(CFG_DEVICE, 8)?;
-        let notify_base = block(CFG_NOTIFY, 2)?;
-        let notify_len = found[CFG_NOTIFY as usize].map_or(0, |f| f.2);
+        let l = layout::find(&mut |reg| pci.config_read(0, reg).ok(), bar_size)?;
+        // SAFETY: every block lies inside the BAR mapping pci made (`layout::find` checked it);
+        // nothing is dereferenced here.
+        let at = |b: layout::Block| unsafe { bar.add(b.offset as usize) };
         Ok(Modern {
-            common,
-            isr,
-            device,
-            notify_base,
-            notify_mult,
-            notify_len,
+            common: at(l.common),
+            isr: at(l.isr),
+            device: at(l.device),
+            notify_base: at(l.notify),
+            notify_mult: l.notify_mult,
+            notify_len: l.notify.len,
             notify_q0: core::ptr::null_mut(),
         })
     }

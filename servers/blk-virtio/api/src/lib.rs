@@ -1,7 +1,8 @@
 //! What the virtio-blk driver (`blk-virtio`) and the rest of the system agree on: the schema of
 //! its manifest `config` table. Plain types only; it touches nothing. The driver and the host
 //! tool (which checks and encodes the table) use it. The table is optional: the driver needs no
-//! settings.
+//! settings. Also the driver's host-testable logic: how it finds a modern virtio-pci device's
+//! register blocks ([`layout`]).
 //!
 //! ```toml
 //! [[server]]
@@ -16,6 +17,8 @@
 //!   physical address (what a driver that ignored the IOMMU would do), check that the device
 //!   reports it could not reach it, and reset the device. Scenario `iommu-blk-stray`.
 #![no_std]
+
+pub mod layout;
 
 use sawmill_manifest::config::{Peer, Peers};
 use serde::{Deserialize, Serialize};

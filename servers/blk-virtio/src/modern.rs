@@ -73,6 +73,15 @@ impl Modern {
     /// past the BAR.
     pub fn find(pci: &pci::Client, bar: *mut u8, bar_size: u64) -> Result<Modern, &'static str> {
         let l = layout::find(&mut |reg| pci.config_read(0, reg).ok(), bar_size)?;
+        // pci mapped the first placed memory BAR: the blocks must be in that one (a device with
+        // an MSI-X table BAR before them is refused rather than driven through the wrong BAR).
+        let mapped = (0..6u32).find(|i| {
+            pci.config_read(0, 0x10 + 4 * i)
+                .is_ok_and(|v| v != 0 && v & 1 == 0)
+        });
+        if mapped != Some(l.bar as u32) {
+            return Err("the virtio blocks are not in the BAR pci mapped");
+        }
         // SAFETY: every block lies inside the BAR mapping pci made (`layout::find` checked it);
         // nothing is dereferenced here.
         let at = |b: layout::Block| unsafe { bar.add(b.offset as usize) };

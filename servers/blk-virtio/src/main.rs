@@ -1,8 +1,9 @@
 //! The virtio-blk driver server.
 //!
-//! Drives one virtio-blk-pci device through the legacy (transitional) virtio-pci interface: the
-//! device registers are I/O BAR 0 and the interrupt is a PCI INTx line. The driver gets both from
-//! the `pci` server, never from root: it `claim`s its device (its badge on `pci` says which) with
+//! Drives one virtio-blk-pci device. A modern-only device (no I/O BAR 0) goes through the virtio
+//! 1.x transport in `modern.rs` (memory BAR, DMA by IOVA under an IOMMU). Otherwise the legacy
+//! (transitional) virtio-pci interface: the device registers are I/O BAR 0 and the interrupt is a
+//! PCI INTx line. The driver gets both from the `pci` server, never from root: it `claim`s its device (its badge on `pci` says which) with
 //! its own task capability, and pci grants it the BAR's ports and returns an Irq capability, which
 //! the driver binds to a notification it makes itself (so it needs `kmem_kb`). Its virtqueue and
 //! request headers live in a DMA dataspace of the memory server (`mem.alloc_dma`: physically
@@ -31,13 +32,15 @@
 
 extern crate alloc;
 
+mod modern;
+
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
 use sawmill_abi::{pin, Error, ObjKind};
 use sawmill_interfaces::blk::{self, InfoOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
-use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags};
+use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags, PciError};
 use sawmill_rt::{env, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -172,6 +175,11 @@ struct Blk {
     /// not clear a buffer of its own).
     dma_pages: [u64; MAX_BATCH * MAX_PAGES_PER_REQUEST],
     next_window: u64,
+    /// The modern transport's registers (None: legacy, registers in I/O BAR 0 at `io`).
+    modern: Option<modern::Modern>,
+    /// The device's DMA goes through the IOMMU: it is given our own addresses (IOVAs, shared
+    /// with `dma_map`), never physical ones.
+    confined: bool,
     /// Post-reply work of the shared loop: the receive window, moved past every share.
     after: AfterReply,
 }
@@ -222,6 +230,8 @@ impl Blk {
             regions: Vec::new(),
             dma_pages: [0; MAX_BATCH * MAX_PAGES_PER_REQUEST],
             next_window: WINDOW,
+            modern: None,
+            confined: false,
             after: AfterReply::new(),
         }
     }
@@ -254,7 +264,10 @@ impl Blk {
         // SAFETY: the avail ring's idx field.
         unsafe { write_volatile(self.q.avail.add(1), self.q.avail_idx) };
         fence(Ordering::SeqCst);
-        outw(self.io + R_QUEUE_NOTIFY, 0);
+        match &self.modern {
+            Some(m) => m.notify(),
+            None => outw(self.io + R_QUEUE_NOTIFY, 0),
+        }
         let want = self.q.used_idx.wrapping_add(heads.len() as u16);
         loop {
             fence(Ordering::SeqCst);
@@ -262,6 +275,12 @@ impl Blk {
             let idx = unsafe { read_volatile(self.q.used.add(1)) };
             if idx == want {
                 break;
+            }
+            if let Some(m) = &self.modern {
+                // No interrupt for a memory-BAR device: poll, letting others run meanwhile.
+                m.ack_isr();
+                sys::yield_now();
+                continue;
             }
             let _ = sys::notify_wait(self.notif, 0);
             // Reading the ISR deasserts the (level-triggered) line; then unmask it.
@@ -348,8 +367,13 @@ impl Blk {
             let mut left = count[i] as u64 * 512;
             while left > 0 {
                 let chunk = (4096 - pos % 4096).min(left);
-                let pa = self.dma_pages[page + (pos / 4096 - off[i] as u64 / 4096) as usize]
-                    + pos % 4096;
+                // Confined: the device reaches the region at our own addresses (shared with
+                // `dma_map` when it arrived); else at the pinned pages' physical addresses.
+                let pa = if self.confined {
+                    self.regions[r].base + pos
+                } else {
+                    self.dma_pages[page + (pos / 4096 - off[i] as u64 / 4096) as usize] + pos % 4096
+                };
                 self.set_desc(
                     d,
                     pa,
@@ -427,6 +451,18 @@ impl blk::Server for Blk {
         {
             return Err(BlkError::NotShared);
         }
+        if self.confined {
+            // The device reaches only what we share with it: this region, at its addresses here.
+            if let Err(e) = sys::dma_map(base, pages) {
+                println!(
+                    "blk-virtio: sharing {} pages at {:#x} with the device failed: {}",
+                    pages,
+                    base,
+                    e.name()
+                );
+                return Err(BlkError::NotShared);
+            }
+        }
         self.regions.push(Region { badge, base, pages });
         Ok(())
     }
@@ -474,20 +510,29 @@ fn main() {
     );
     // Our ports and interrupt come from pci: it grants the ports to our task (we lend it our task
     // capability for the call; pci deletes its copy) and returns the Irq capability.
-    let c = match pci::Client::new(pci_ep).claim(0, slots::TASK, irq) {
-        Ok(c) => c,
+    let mut b = match pci::Client::new(pci_ep).claim(0, slots::TASK, irq) {
+        Ok(c) => {
+            if let Err(e) = sys::factory_create(slots::FACTORY, ObjKind::Notification, notif, 0)
+                .and_then(|_| sys::irq_bind(irq, notif, 1 << c.line))
+            {
+                println!("blk-virtio: FAIL binding irq {}: {}", c.line, e.name());
+                return;
+            }
+            Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot)
+        }
+        // No I/O BAR 0: a modern-only device, its registers in a memory BAR.
+        Err(rpc::Error::App(PciError::WrongBar)) => match modern::init(pci_ep, mem_ep, ds_slot) {
+            Ok(b) => b,
+            Err(e) => {
+                println!("blk-virtio: FAIL modern virtio device: {}", e);
+                return;
+            }
+        },
         Err(e) => {
             println!("blk-virtio: FAIL no device from pci: {:?}", e);
             return;
         }
     };
-    if let Err(e) = sys::factory_create(slots::FACTORY, ObjKind::Notification, notif, 0)
-        .and_then(|_| sys::irq_bind(irq, notif, 1 << c.line))
-    {
-        println!("blk-virtio: FAIL binding irq {}: {}", c.line, e.name());
-        return;
-    }
-    let mut b = Blk::init(c.io_base as u16, irq, notif, c.line, mem_ep, ds_slot);
     // Our endpoint: the first one the manifest says we provide.
     let Some((ep, _)) = env::served() else {
         println!("blk-virtio: FAIL the manifest gives us no endpoint to serve");

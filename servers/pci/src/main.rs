@@ -12,11 +12,13 @@
 //! returned as a cap item) and switch on I/O decoding and bus mastering. Any other badge is
 //! refused, so the device's ports and interrupt reach its driver and no one else.
 //!
-//! A device whose BAR 0 is memory (`claim_mmio`) stays where firmware placed it; pci maps its
+//! A device whose BAR 0 is memory (`claim_mmio`; a device without BAR 0, such as a modern-only
+//! virtio device, offers its first memory BAR instead) stays where firmware placed it; pci maps its
 //! pages into the claiming task with the restricted device control root gives it
 //! (`sys:device-control`: `map_phys` of device memory and `dma_bind`, nothing else). Every claim
 //! also binds the device's DMA to the claiming task: under an IOMMU the device then reaches only
-//! the pages that task shares with `dma_map`.
+//! the pages that task shares with `dma_map`. A claimed device's driver may read (not write) its
+//! configuration space (`config_read`), where modern virtio keeps its capability list.
 #![no_std]
 #![no_main]
 
@@ -70,7 +72,7 @@ struct Assign {
     dev: usize,
     io_base: u32,
     io_size: u32,
-    /// A memory BAR 0: physical base and size (io_base/io_size are then 0).
+    /// A memory BAR (0, or the first one if BAR 0 is absent): physical base and size (io_base/io_size are then 0).
     mmio: Option<(u64, u64)>,
     /// Its pages are mapped into pci (at `mmio_scratch`), the source of the driver's mapping.
     mmio_mapped: bool,
@@ -85,16 +87,35 @@ fn mmio_scratch(assignment: usize) -> u64 {
     MMIO_SCRATCH + assignment as u64 * MAX_MMIO
 }
 
-/// Base and size of a memory BAR 0 (32- or 64-bit), decoding off.
-fn mem_bar(bdf: u32) -> (u64, u64) {
-    let lo = cfg_read(bdf, 0x10);
+/// Base and size of the memory BAR at config register `reg` (32- or 64-bit), decoding off.
+fn mem_bar(bdf: u32, reg: u32) -> (u64, u64) {
+    let lo = cfg_read(bdf, reg);
     let wide = (lo >> 1) & 3 == 2;
-    cfg_write(bdf, 0x10, 0xffff_ffff);
-    let v = cfg_read(bdf, 0x10);
-    cfg_write(bdf, 0x10, lo);
+    cfg_write(bdf, reg, 0xffff_ffff);
+    let v = cfg_read(bdf, reg);
+    cfg_write(bdf, reg, lo);
     let size = (!(v & 0xffff_fff0)).wrapping_add(1) as u64;
-    let hi = if wide { cfg_read(bdf, 0x14) as u64 } else { 0 };
+    let hi = if wide {
+        cfg_read(bdf, reg + 4) as u64
+    } else {
+        0
+    };
     ((lo & 0xffff_fff0) as u64 | hi << 32, size)
+}
+
+/// The config register of the memory BAR a `claim_mmio` hands out: BAR 0, or, when the device
+/// has no BAR 0 (a modern-only virtio device), its first implemented memory BAR. None if it has
+/// no memory BAR. Decoding off.
+fn mmio_bar_reg(bdf: u32) -> Option<u32> {
+    (0x10..=0x24).step_by(4).find(|&reg| {
+        let old = cfg_read(bdf, reg);
+        cfg_write(bdf, reg, 0xffff_ffff);
+        let v = cfg_read(bdf, reg);
+        cfg_write(bdf, reg, old);
+        // Unimplemented BARs read back 0; I/O BARs have bit 0 set. The first memory BAR found
+        // is never the upper half of a 64-bit one (that follows its lower half).
+        v != 0 && v & 1 == 0
+    })
 }
 
 struct Pci {
@@ -315,6 +336,20 @@ impl pci::Server for Pci {
             dma_confined: confined,
         })
     }
+
+    fn config_read(&mut self, badge: u64, index: u32, reg: u32) -> Result<u32, PciError> {
+        let a = self
+            .assigned
+            .iter()
+            .filter(|a| a.badge == badge)
+            .nth(index as usize)
+            .filter(|a| a.claimed)
+            .ok_or(PciError::NotYours)?;
+        if reg >= 256 || !reg.is_multiple_of(4) {
+            return Err(PciError::NoDevice);
+        }
+        Ok(cfg_read(self.devs[a.dev].bdf, reg))
+    }
 }
 
 impl rpc::Serve for Pci {
@@ -399,13 +434,14 @@ fn main() {
             // A memory BAR stays where firmware put it; decoding off until the driver claims it.
             let cmd = cfg_read(bdf, 0x04) & 0xffff;
             cfg_write(bdf, 0x04, cmd & !0x7);
-            let (base, size) = mem_bar(bdf);
+            let reg = mmio_bar_reg(bdf).unwrap_or(0x10);
+            let (base, size) = mem_bar(bdf, reg);
             if base == 0
                 || !(16..=MAX_MMIO).contains(&size)
                 || !size.is_power_of_two()
                 || dev_ctl == 0
             {
-                println!("pci: FAIL {:04x}:{:04x} memory BAR 0 {:#x}+{:#x}: unplaced, too large, or pci has no device control", ven, did, base, size);
+                println!("pci: FAIL {:04x}:{:04x} memory BAR {} {:#x}+{:#x}: unplaced, too large, or pci has no device control", ven, did, (reg - 0x10) / 4, base, size);
                 continue;
             }
             assigned.push(Assign {

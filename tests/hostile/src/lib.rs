@@ -37,6 +37,12 @@ impl Rng {
         Rng(if z == 0 { 1 } else { z })
     }
 
+    /// Starts from `state` as it is (made odd, so never the stuck state 0), for a stream that
+    /// must stay the same as a seed's raw state always gave.
+    pub fn from_state(state: u64) -> Rng {
+        Rng(state | 1)
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;

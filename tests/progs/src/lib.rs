@@ -23,26 +23,8 @@ pub fn endpoint(default: &str) -> u64 {
     }
 }
 
-/// xorshift64*: seeded, reproducible.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-}
+/// The seeded generator of the test programs: the hostile client's (xorshift64*).
+pub use sawmill_hostile::Rng;
 
 /// Prints a FAIL line and ends the program with status 1 unless `ok`.
 #[macro_export]

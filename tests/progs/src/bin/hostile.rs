@@ -70,7 +70,7 @@ fn main() {
     // Optional: print call number `trace` before making it (to reproduce a finding).
     let trace: u64 = env::arg(2).and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
     let heap = sawmill_rt::layout::HEAP;
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::from_state(seed);
     let mut errs = [0u64; 16];
     let mut made = 0;
     while made < n {

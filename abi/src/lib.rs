@@ -480,7 +480,9 @@ pub struct Utcb {
     /// endpoint capability lacks GRANT); the rest are dropped. The number that arrived is in the
     /// received tag.
     pub caps_in: [u64; MAX_ITEMS],
-    /// Map items to send.
+    /// Map items to send. On receiving a message with map items, the kernel writes here the ones
+    /// that landed in the receive window, in order (`src` = 0; the tag counts them), so the
+    /// receiver knows what each request brought.
     pub map_items: [MapItem; MAX_ITEMS],
     /// Receive window for map items: `[base, size)` in the receiver's address space; size 0 = none.
     pub map_window: [u64; 2],

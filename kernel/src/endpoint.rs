@@ -136,6 +136,9 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
                     && vm::map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags)
                         .is_ok()
                 {
+                    // The receiver learns where each item landed (the sender's address stays
+                    // the sender's), so it can take back what a request should not have brought.
+                    du.map_items[i] = sawmill_abi::MapItem { src: 0, ..it };
                     n += 1;
                 } else {
                     break;

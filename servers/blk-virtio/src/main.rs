@@ -485,11 +485,25 @@ impl blk::Server for Blk {
     }
 }
 
-/// The driver as the loop serves it: `blk` requests, and the raw SHARE request whose map item
-/// lands in the receive window the loop arms before every receive.
+/// The driver as the loop serves it: `blk` requests, whose `share` map item lands in the receive
+/// window the loop arms before every receive.
 impl rpc::Serve for Blk {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        // The kernel maps a message's map items into the window whatever the request, and says
+        // where they landed; only `share` keeps them. What any other request brought is unmapped
+        // once it is answered, so no client can fill the window ahead of another's share.
+        if m.tag.maps() != 0 && m.tag.label() != blk::op::SHARE {
+            let landed = &sawmill_rt::utcb().map_items;
+            for it in landed.iter().take(m.tag.maps()) {
+                let pages = if it.flags & sawmill_abi::map::HUGE != 0 {
+                    it.pages * 512
+                } else {
+                    it.pages
+                };
+                self.after.unmap(it.dst, pages, sawmill_abi::UNMAP_SELF);
+            }
+        }
         blk::handle(self, m, next)
     }
     fn after_reply(&mut self) -> Option<&mut AfterReply> {

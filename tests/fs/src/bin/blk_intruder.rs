@@ -89,6 +89,17 @@ fn main() {
     if raw_share(ep, Some(item(w, 1)), (w, 1)) != rpc::proto::BAD_SHAPE {
         fail("share below the window accepted");
     }
+    // Another request carrying a map item into the window, ahead of the share (one page in):
+    // refused, and what it brought must not stay there to spoil the share that follows.
+    let w = window();
+    utcb().map_items[0] = item(w + PAGE, 3);
+    let r = ipc::call(ep, MsgTag::new(blk::op::INFO, 0).with_maps(1), [0; 4]);
+    if r.err != 0 || r.tag.label() != rpc::proto::BAD_SHAPE {
+        fail("a request other than share with a map item accepted");
+    }
+    if window() != w {
+        fail("the window moved for a request other than share");
+    }
     // The real share, through the generated stub, then a second one.
     let w = window();
     let region = Map {

@@ -545,18 +545,13 @@ impl Files {
     }
 
     pub fn stat(&mut self, path: &str) -> Result<Stat> {
-        let s = self.vfs.stat(path.as_bytes(), true).map_err(e)?;
-        Ok(Stat {
-            ino: s.ino,
-            mode: s.mode,
-            nlink: s.nlink,
-            uid: s.uid,
-            gid: s.gid,
-            size: s.size,
-        })
+        self.stat_path(path, true)
     }
     pub fn lstat(&mut self, path: &str) -> Result<Stat> {
-        let s = self.vfs.stat(path.as_bytes(), false).map_err(e)?;
+        self.stat_path(path, false)
+    }
+    fn stat_path(&mut self, path: &str, follow: bool) -> Result<Stat> {
+        let s = self.vfs.stat(path.as_bytes(), follow).map_err(e)?;
         Ok(Stat {
             ino: s.ino,
             mode: s.mode,

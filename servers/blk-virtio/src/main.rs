@@ -151,6 +151,35 @@ struct Queue {
     used_idx: u16,
 }
 
+impl Queue {
+    /// The split virtqueue's layout for `size` entries (legacy and modern alike): the used
+    /// ring's offset (page-aligned) and the bytes of the whole queue.
+    fn layout(size: u16) -> (usize, usize) {
+        let n = size as usize;
+        let used_off = (16 * n + 6 + 2 * n + 4095) & !4095;
+        (used_off, used_off + ((6 + 8 * n + 4095) & !4095))
+    }
+
+    /// The queue of `size` entries laid out at `mem` as [`Queue::layout`] says.
+    ///
+    /// # Safety
+    /// `mem` points at that many bytes of zeroed memory, mapped for the queue's lifetime and used
+    /// for nothing else.
+    unsafe fn at(mem: *mut u8, size: u16) -> Queue {
+        let (used_off, _) = Queue::layout(size);
+        Queue {
+            size,
+            desc: mem as *mut Desc,
+            // SAFETY: inside the queue memory the caller vouches for.
+            avail: unsafe { mem.add(16 * size as usize) } as *mut u16,
+            // SAFETY: likewise.
+            used: unsafe { mem.add(used_off) } as *const u16,
+            avail_idx: 0,
+            used_idx: 0,
+        }
+    }
+}
+
 /// A client's shared region: where it is in our space (its physical addresses are looked up
 /// per request, never kept).
 struct Region {
@@ -197,9 +226,7 @@ impl Blk {
             outb(io + R_STATUS, S_FAILED);
             panic!("virtio-blk: bad queue size {}", size);
         }
-        let n = size as usize;
-        let used_off = (16 * n + 6 + 2 * n + 4095) & !4095;
-        let total = used_off + ((6 + 8 * n + 4095) & !4095);
+        let (_, total) = Queue::layout(size);
         // One DMA dataspace: the queue, then a page of request headers and status bytes.
         let (mem, pa) = dma_alloc(mem_ep, ds_slot, total as u64 / 4096 + 1);
         outl(io + R_QUEUE_PFN, (pa >> 12) as u32);
@@ -207,17 +234,8 @@ impl Blk {
         let (hdr, hdr_pa) = (unsafe { mem.add(total) }, pa + total as u64);
         let sectors = inl(io + R_CONFIG) as u64 | (inl(io + R_CONFIG + 4) as u64) << 32;
         outb(io + R_STATUS, S_ACK | S_DRIVER | S_DRIVER_OK);
-        // SAFETY: offsets inside the freshly allocated queue memory (layout of the legacy spec).
-        let q = unsafe {
-            Queue {
-                size,
-                desc: mem as *mut Desc,
-                avail: mem.add(16 * n) as *mut u16,
-                used: mem.add(used_off) as *const u16,
-                avail_idx: 0,
-                used_idx: 0,
-            }
-        };
+        // SAFETY: the freshly allocated, zeroed queue memory, ours for good.
+        let q = unsafe { Queue::at(mem, size) };
         println!("blk-virtio: io {:#x} irq {} queue {} capacity {} sectors{} (queue in DMA memory at {:#x})", io, line, size, sectors, if host & F_BLK_FLUSH != 0 { ", flush" } else { "" }, pa);
         Blk {
             io,

@@ -17,7 +17,7 @@
 //! driver polls the used ring, yielding between looks.
 
 use super::{
-    dma_alloc, Blk, Desc, Queue, D_NEXT, D_WRITE, MAX_BATCH, MAX_PAGES_PER_REQUEST, T_IN, WINDOW,
+    dma_alloc, Blk, Queue, D_NEXT, D_WRITE, MAX_BATCH, MAX_PAGES_PER_REQUEST, T_IN, WINDOW,
 };
 use alloc::vec::Vec;
 use core::ptr::{read_volatile, write_volatile};
@@ -237,9 +237,7 @@ pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'stat
     if size == 0 || size & (size - 1) != 0 || size < 16 {
         return Err("queue 0 missing or of a bad size");
     }
-    let n = size as usize;
-    let used_off = (16 * n + 6 + 2 * n + 4095) & !4095;
-    let total = used_off + ((6 + 8 * n + 4095) & !4095);
+    let (used_off, total) = Queue::layout(size);
     // One DMA dataspace: the queue, then a page of request headers and status bytes.
     let pages = total as u64 / 4096 + 1;
     let (mem, pa) = dma_alloc(mem_ep, ds_slot, pages);
@@ -248,7 +246,7 @@ pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'stat
     } else {
         pa
     };
-    m.start(dev, dev + 16 * n as u64, dev + used_off as u64)?;
+    m.start(dev, dev + 16 * size as u64, dev + used_off as u64)?;
     let sectors = m.capacity();
     println!(
         "blk-virtio: modern virtio-pci {:04x}:{:04x}, queue {} capacity {} sectors{}, {}",
@@ -269,17 +267,8 @@ pub(super) fn init(pci_ep: u64, mem_ep: u64, ds_slot: u64) -> Result<Blk, &'stat
             "no IOMMU: device given physical addresses"
         }
     );
-    // SAFETY: offsets inside the queue memory just allocated (split virtqueue layout).
-    let q = unsafe {
-        Queue {
-            size,
-            desc: mem as *mut Desc,
-            avail: mem.add(16 * n) as *mut u16,
-            used: mem.add(used_off) as *const u16,
-            avail_idx: 0,
-            used_idx: 0,
-        }
-    };
+    // SAFETY: the queue memory just allocated (zeroed), ours for good.
+    let q = unsafe { Queue::at(mem, size) };
     let mut b = Blk {
         io: 0,
         irq: 0,

@@ -160,17 +160,9 @@ fn find_rsdp() -> Option<acpi::RootTable> {
                 }
             }
         }
-    } else if kind == 2 {
-        let mut h = [0u8; 4];
-        if fw.read(info, &mut h) {
-            let total = (u32::from_le_bytes(h) as usize).min(64 * 1024);
-            if info + total as u64 <= DIRECT_MAP_SIZE {
-                // SAFETY: the loader's information block, inside the direct map, only read.
-                let mbi = unsafe { core::slice::from_raw_parts(phys_to_virt(info), total) };
-                if let Some(r) = acpi::multiboot2_rsdp(mbi) {
-                    return Some(r);
-                }
-            }
+    } else if let Some(mbi) = crate::mem::multiboot2_info() {
+        if let Some(r) = acpi::multiboot2_rsdp(mbi) {
+            return Some(r);
         }
     }
     // SAFETY: the BIOS area 0xE0000..0x100000 lies in the direct map and is only read.

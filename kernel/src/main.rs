@@ -44,6 +44,7 @@ mod trap;
 use mem::{phys, phys_to_virt, Range, PAGE};
 use obj::{Cap, Obj};
 use sawmill_abi::{layout, map, rights, root_slots};
+use sawmill_kcore::multiboot2;
 use state::kernel;
 
 extern "C" {
@@ -102,26 +103,15 @@ fn memory_map(out: &mut [Range; 64]) -> usize {
                 add(a, l);
             }
         }
-    } else if kind == 2 {
-        let total: u32 = rd(info);
-        let mut p = info + 8;
-        while p < info + total as u64 {
-            let (ty, size): (u32, u32) = (rd(p), rd(p + 4));
-            if ty == 0 {
-                break;
-            }
-            if ty == 6 {
-                let esz: u32 = rd(p + 8);
-                let mut e = p + 16;
-                while e + 24 <= p + size as u64 {
-                    let (a, l, t): (u64, u64, u32) = (rd(e), rd(e + 8), rd(e + 16));
-                    if t == 1 {
-                        add(a, l);
+    } else if let Some(mbi) = mem::multiboot2_info() {
+        for (kind, payload) in multiboot2::tags(mbi) {
+            if kind == multiboot2::TAG_MEMORY_MAP {
+                for (base, len, ty) in multiboot2::memory_map(payload) {
+                    if ty == 1 {
+                        add(base, len);
                     }
-                    e += esz as u64;
                 }
             }
-            p += (size as u64 + 7) & !7;
         }
     } else {
         panic!("unknown boot protocol");
@@ -138,20 +128,12 @@ fn cmdline() -> [u8; 256] {
     if kind == 1 {
         // PVH start info: cmdline_paddr at offset 24 (0 = none).
         at = rd::<u64>(info + 24);
-    } else if kind == 2 {
-        // Multiboot2: tag type 1 holds the string itself.
-        let total: u32 = rd(info);
-        let mut p = info + 8;
-        while p < info + total as u64 {
-            let (ty, size): (u32, u32) = (rd(p), rd(p + 4));
-            if ty == 0 {
-                break;
-            }
-            if ty == 1 {
-                at = p + 8;
-                break;
-            }
-            p += (size as u64 + 7) & !7;
+    } else if let Some(mbi) = mem::multiboot2_info() {
+        // Multiboot2: the command-line tag holds the string itself.
+        if let Some((_, cmd)) = multiboot2::tags(mbi).find(|t| t.0 == multiboot2::TAG_CMDLINE) {
+            let n = cmd.len().min(255);
+            out[..n].copy_from_slice(&cmd[..n]);
+            return out;
         }
     }
     if at != 0 && at + 256 <= mem::DIRECT_MAP_SIZE {

@@ -18,6 +18,21 @@ pub fn phys_to_virt(p: u64) -> *mut u8 {
     (DIRECT_MAP + p) as *mut u8
 }
 
+/// The multiboot2 loader's information block (through the direct map), if a multiboot2 loader
+/// entered; bounded by its own size word and 64 KiB.
+pub fn multiboot2_info() -> Option<&'static [u8]> {
+    // SAFETY: written once by the boot code, before anything reads them.
+    let (kind, info) = unsafe { (crate::boot::BOOT_KIND, crate::boot::BOOT_INFO as u64) };
+    if kind != 2 || info + 8 > DIRECT_MAP_SIZE {
+        return None;
+    }
+    // SAFETY: the block's first word, inside the direct map; read unaligned, only read.
+    let total = unsafe { core::ptr::read_unaligned(phys_to_virt(info) as *const u32) } as u64;
+    let len = total.min(64 * 1024).min(DIRECT_MAP_SIZE - info);
+    // SAFETY: the loader's block, inside the direct map, never written after boot.
+    Some(unsafe { core::slice::from_raw_parts(phys_to_virt(info), len as usize) })
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Range {
     pub start: u64,

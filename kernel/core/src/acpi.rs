@@ -105,23 +105,16 @@ pub fn scan_rsdp(area: &[u8], base: u64) -> Option<u64> {
 /// The RSDP a multiboot2 loader copied into its information block `mbi` (the whole block, from
 /// its `total_size` word): tag 15 (ACPI 2.0 RSDP) is preferred to tag 14 (ACPI 1.0).
 pub fn multiboot2_rsdp(mbi: &[u8]) -> Option<RootTable> {
-    let total = (u32_at(mbi, 0)? as usize).min(mbi.len());
-    let mut off = 8;
+    use crate::multiboot2::{tags, TAG_ACPI_NEW, TAG_ACPI_OLD};
     let mut best = None;
-    while off + 8 <= total {
-        let kind = u32_at(mbi, off)?;
-        let size = u32_at(mbi, off + 4)? as usize;
-        if kind == 0 || size < 8 || off + size > total {
-            break;
-        }
-        if kind == 14 || kind == 15 {
-            if let Ok(r) = parse_rsdp(&mbi[off + 8..off + size]) {
-                if kind == 15 || best.is_none() {
+    for (kind, payload) in tags(mbi) {
+        if kind == TAG_ACPI_OLD || kind == TAG_ACPI_NEW {
+            if let Ok(r) = parse_rsdp(payload) {
+                if kind == TAG_ACPI_NEW || best.is_none() {
                     best = Some(r);
                 }
             }
         }
-        off += (size + 7) & !7;
     }
     best
 }

@@ -30,7 +30,7 @@ fn grub_multiboot2_boots_the_image() {
         iso_root.join("boot/grub/grub.cfg"),
         "set default=0\nset timeout_style=hidden\nset timeout=0\nserial --unit=0 --speed=115200\n\
          terminal_input serial\nterminal_output serial\n\
-         menuentry \"sawmill\" {\n  multiboot2 /boot/sawmill.elf\n  boot\n}\n",
+         menuentry \"sawmill\" {\n  multiboot2 /boot/sawmill.elf trace=rejected\n  boot\n}\n",
     )
     .unwrap();
     let iso = dir.join("sawmill.iso");
@@ -99,5 +99,10 @@ fn grub_multiboot2_boots_the_image() {
     assert!(
         log.contains("root: all done, success"),
         "serial log:\n{log}"
+    );
+    // The command line came through multiboot2's tag (the kernel reads it from there).
+    assert!(
+        log.contains("kernel: tracing rejected system calls"),
+        "the multiboot2 command line was not read; serial log:\n{log}"
     );
 }

@@ -2,7 +2,8 @@
 //! name, its arguments or typed configuration, its heap, and the capability slots it was given,
 //! by name.
 //!
-//! Layout (little-endian u64 words at [`crate::layout::ENV`], one page): magic, heap base, heap
+//! Layout (little-endian u64 words at the address the program starts with in `rdi`, normally
+//! [`crate::layout::ENV`]; one page): magic, heap base, heap
 //! size, record count, then records `{kind, value, len}` each followed by `len` bytes padded to 8.
 //! The same code writes it (root, through [`Writer`]) and reads it (every server). Every record
 //! kind is defined here and nowhere else.
@@ -25,6 +26,27 @@ pub const KIND_IO_WINDOW: u64 = 17;
 pub const KIND_IRQ_LINES: u64 = 18;
 /// Bytes = the server's typed configuration, encoded by the host tool (see [`config`]).
 pub const KIND_CONFIG: u64 = 19;
+/// A boot module root maps read-only into the server (manifest `modules`): value = its address,
+/// bytes = its length (little-endian u64) followed by its name.
+pub const KIND_MODULE: u64 = 20;
+
+// Records of a Linux process (the process server writes them for the personality library,
+// which starts the program from them). `KIND_ARG` records are the program's `argv`, in order.
+/// Bytes = one environment string of the program (`NAME=value`), in order.
+pub const KIND_LINUX_ENV: u64 = 32;
+/// Bytes = the absolute path of the program to run (what `AT_EXECFN` and `/proc/self/exe` give).
+pub const KIND_LINUX_EXEC: u64 = 33;
+/// Value = the process id; bytes = parent id, uid, euid, gid, egid (little-endian u32 each).
+pub const KIND_LINUX_IDS: u64 = 34;
+/// Value = the real-time clock at boot (seconds since 1970, read from the RTC); bytes = the
+/// time-stamp counter at that moment and its rate in kHz (little-endian u64 each).
+pub const KIND_LINUX_CLOCK: u64 = 35;
+/// Value = 1: print every system call of the process with its arguments and result.
+pub const KIND_LINUX_TRACE: u64 = 36;
+/// Bytes = 32 bytes of seed for the process's random numbers (`getrandom`, `AT_RANDOM`).
+pub const KIND_LINUX_SEED: u64 = 37;
+/// Bytes = the working directory to start in.
+pub const KIND_LINUX_CWD: u64 = 38;
 pub const PAGE: usize = 4096;
 
 /// Builds an environment page.
@@ -66,17 +88,39 @@ impl<'a> Writer<'a> {
 }
 
 static PRESENT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+/// Where the environment page is: the address the program was started with. Programs with the
+/// standard layout find it at [`crate::layout::ENV`]; a program started with another layout
+/// (the Linux personality, which lives above the Linux program's address range) elsewhere.
+static ADDR: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-pub(crate) fn set_present() {
+/// Whether `addr` holds an environment page; if so, it is this program's from now on.
+pub(crate) fn set_present(addr: u64) -> bool {
+    if addr == 0 || !addr.is_multiple_of(PAGE as u64) {
+        return false;
+    }
+    // SAFETY: the spawner passes the address of the page it mapped read-only for this program.
+    let magic = unsafe { core::ptr::read_volatile(addr as *const u64) };
+    if magic != MAGIC {
+        return false;
+    }
+    ADDR.store(addr, core::sync::atomic::Ordering::Relaxed);
     PRESENT.store(true, core::sync::atomic::Ordering::Relaxed);
+    true
+}
+
+/// Whether this program was started with an environment page (every program but root).
+pub fn present() -> bool {
+    PRESENT.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 fn page() -> &'static [u8] {
     if !PRESENT.load(core::sync::atomic::Ordering::Relaxed) {
         return &[];
     }
-    // SAFETY: root maps the environment page read-only before the server starts; it stays.
-    unsafe { core::slice::from_raw_parts(crate::layout::ENV as *const u8, PAGE) }
+    let addr = ADDR.load(core::sync::atomic::Ordering::Relaxed);
+    // SAFETY: the spawner maps the environment page read-only before the program starts; it
+    // stays, and `set_present` checked its magic.
+    unsafe { core::slice::from_raw_parts(addr as *const u8, PAGE) }
 }
 
 fn word(b: &[u8], at: usize) -> u64 {

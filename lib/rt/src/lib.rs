@@ -191,8 +191,7 @@ pub extern "C" fn _start() -> ! {
 /// `env` is the address of the environment page (root starts servers with it) or 0 for the
 /// root task itself, which has none and sets up its own heap.
 extern "C" fn rt_start(env: u64) -> ! {
-    if env == layout::ENV {
-        env::set_present();
+    if env::set_present(env) {
         let (base, size) = env::heap();
         // SAFETY: root mapped the heap read-write for this task alone.
         unsafe { heap_add(base, size) };

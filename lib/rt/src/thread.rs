@@ -6,12 +6,19 @@ use sawmill_abi::{Error, ObjKind};
 
 static NEXT_SLOT: AtomicU64 = AtomicU64::new(0);
 static NEXT_UTCB: AtomicU64 = AtomicU64::new(1);
+/// UTCB of thread `i` of this task is at `UTCB_BASE + i * 4096`, thread 0 being the main
+/// thread: the standard layout's [`layout::UTCB_BASE`], or wherever the spawner put the main
+/// thread's UTCB (a program started with another layout).
+static UTCB_BASE: AtomicU64 = AtomicU64::new(layout::UTCB_BASE);
 
 pub(crate) fn init_main() {
     NEXT_SLOT.store(
         env::last_slot().max(slots::FIRST_NAMED + 16) + 1,
         Ordering::Relaxed,
     );
+    if env::present() {
+        UTCB_BASE.store(crate::utcb() as *const _ as u64, Ordering::Relaxed);
+    }
 }
 
 /// A fresh capability slot of this task (slots are not reused: tasks have 1024).
@@ -48,7 +55,7 @@ pub fn spawn(prio: u64, stack: usize, f: impl FnOnce() + Send + 'static) -> Resu
     sys::thread_config(
         th,
         slots::TASK,
-        layout::UTCB_BASE + idx * 4096,
+        UTCB_BASE.load(Ordering::Relaxed) + idx * 4096,
         slots::PAGER,
         slots::THREAD_HANDLER,
         prio,

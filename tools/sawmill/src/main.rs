@@ -202,6 +202,7 @@ fn run(
         icount,
         extra: spec.qemu_args,
         serial_log: None,
+        com2: qemu::Com2::None,
     };
     let accel = if icount {
         "TCG, icount"

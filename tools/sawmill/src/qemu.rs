@@ -16,6 +16,24 @@ pub struct Config {
     pub extra: Vec<String>,
     /// `None`: serial on our stdio (interactive); `Some(file)`: serial into a log file.
     pub serial_log: Option<PathBuf>,
+    /// The second serial line (COM2), which the guest's user-level UART driver (servers/console)
+    /// serves as the Linux programs' terminal while the kernel's debug console keeps COM1.
+    pub com2: Com2,
+}
+
+/// Where the guest's COM2 goes.
+#[allow(dead_code)] // Terminal and Piped: the Linux system's runs (being built)
+#[derive(Clone, Debug, Default)]
+pub enum Com2 {
+    /// Not connected.
+    #[default]
+    None,
+    /// This process's standard input and output (an interactive run; needs `serial_log`, so
+    /// that COM1 does not take the terminal too).
+    Terminal,
+    /// `input` is written to the line at start (QEMU reads it as the guest drains the UART);
+    /// everything the guest writes goes to the file `output`.
+    Piped { input: Vec<u8>, output: PathBuf },
 }
 
 /// Hardware virtualisation only when the CPU advertises it: /dev/kvm may exist on machines where
@@ -49,6 +67,14 @@ pub fn args(cfg: &Config, kvm: bool) -> Vec<String> {
     match &cfg.serial_log {
         None => a.extend(["-serial".into(), "stdio".into()]),
         Some(p) => a.extend(["-serial".into(), format!("file:{}", p.display())]),
+    }
+    match (&cfg.com2, &cfg.serial_log) {
+        (Com2::None, _) => {}
+        // Without a log file COM1 already has stdio; COM2 cannot share it.
+        (_, None) => a.extend(["-serial".into(), "null".into()]),
+        (Com2::Terminal | Com2::Piped { .. }, Some(_)) => {
+            a.extend(["-serial".into(), "stdio".into()])
+        }
     }
     a.extend(
         [
@@ -151,8 +177,17 @@ pub fn run(
     let kvm = !cfg.icount && kvm_usable();
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(args(cfg, kvm));
-    if cfg.serial_log.is_some() {
-        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    match (&cfg.com2, &cfg.serial_log) {
+        (Com2::Terminal, Some(_)) => {}
+        (Com2::Piped { output, .. }, Some(_)) => {
+            let out =
+                std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
+            cmd.stdin(Stdio::piped()).stdout(out);
+        }
+        (_, Some(_)) => {
+            cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        }
+        (_, None) => {}
     }
     if let Some(p) = stderr_to {
         let f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -161,6 +196,21 @@ pub fn run(
     let mut child = cmd.spawn().map_err(|e| {
         format!("cannot start qemu-system-x86_64: {e} (run scripts/setup.sh to install it)")
     })?;
+    // COM2's input: written from a thread (QEMU takes it only as fast as the guest drains the
+    // UART), and the pipe kept open until QEMU ends, so the guest never sees the line close.
+    let _com2_input = match (&cfg.com2, child.stdin.take()) {
+        (Com2::Piped { input, .. }, Some(mut stdin)) => {
+            let input = input.clone();
+            Some(std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = stdin.write_all(&input);
+                let _ = stdin.flush();
+                // Returned, not dropped: the pipe closes when `run` returns.
+                stdin
+            }))
+        }
+        _ => None,
+    };
     let start = Instant::now();
     let mut next_watch = start;
     loop {
@@ -229,6 +279,7 @@ mod tests {
             icount: false,
             extra: vec!["-smp".into(), "1".into()],
             serial_log: None,
+            com2: Com2::None,
         };
         let a = args(&cfg, false).join(" ");
         assert_eq!(

@@ -178,6 +178,7 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
         icount: false,
         extra,
         serial_log: Some(log.clone()),
+        com2: qemu::Com2::None,
     };
     // Stop a run shortly after a reject string shows up instead of waiting for the timeout;
     // the grace period lets the rest of e.g. a panic message reach the log.

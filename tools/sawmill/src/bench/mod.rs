@@ -84,6 +84,7 @@ fn sawmill_figures(
         icount: true,
         extra,
         serial_log: Some(log.clone()),
+        com2: qemu::Com2::None,
     };
     let outcome = qemu::run(
         &cfg,

@@ -1,0 +1,45 @@
+//! Where things live in a Linux process's address space.
+//!
+//! The program (its ELF, `brk`, its `mmap`s and its stack) gets everything below
+//! [`PROGRAM_END`] except the library's code zone `[LIB_BASE, LIB_END)`. Guest code is built
+//! for the `kernel` code model (`x86_64-unknown-none`, whose precompiled `core` uses 32-bit
+//! sign-extended addresses), so the library's image, environment page, heap, stacks and UTCBs
+//! must sit below 2 GiB: they take the top quarter of it, far above a static binary's load
+//! address (0x400000) and its `brk`. The region manager's own attachments (file windows,
+//! buffers) are data, reached through pointers, and go high, above the program's range. The
+//! program's `mmap(MAP_FIXED)`, `brk` and `mremap` into either library range are refused. The
+//! process server starts the library with these addresses (`lib/spawn` `Layout`), and the
+//! kernel reflects every `syscall` executed outside `[LIB_BASE, LIB_END)` to the library.
+
+/// End of the program's part of the address space (64 TiB, far above anything a static binary
+/// needs; Linux's own limit is 128 TiB).
+pub const PROGRAM_END: u64 = 0x0000_4000_0000_0000;
+/// Lowest address the program may map (Linux's default `vm.mmap_min_addr`).
+pub const PROGRAM_MIN: u64 = 0x1_0000;
+/// Top of the program's main stack (a guard page above it stays unmapped).
+pub const STACK_TOP: u64 = PROGRAM_END - 0x1000;
+/// Most the main stack grows (Linux's default `RLIMIT_STACK`).
+pub const STACK_MAX: u64 = 8 << 20;
+/// `mmap` without an address places mappings top-down from here.
+pub const MMAP_TOP: u64 = STACK_TOP - STACK_MAX - (1 << 30);
+
+/// The library's code zone (below 2 GiB: see above). `brk` stops below it.
+pub const LIB_BASE: u64 = 0x6000_0000;
+pub const LIB_END: u64 = 0x8000_0000;
+/// The library's image is linked here (`build.rs`).
+pub const LIB_IMAGE: u64 = LIB_BASE;
+/// The library's environment page, heap, stack top, UTCBs and 2 MiB pages (`lib/spawn`
+/// `Layout`).
+pub const LIB_ENV: u64 = 0x7000_0000;
+pub const LIB_HEAP: u64 = 0x7010_0000;
+pub const LIB_STACK_TOP: u64 = 0x7800_0000;
+pub const LIB_UTCB: u64 = 0x7810_0000;
+pub const LIB_HUGE: u64 = 0x7a00_0000;
+/// The region manager places the library's own attachments (file windows, buffers) here.
+pub const LIB_RM_BASE: u64 = 0x0000_5000_0000_0000;
+pub const LIB_RM_END: u64 = 0x0000_6000_0000_0000;
+
+const _: () = assert!(STACK_TOP < PROGRAM_END && MMAP_TOP > LIB_END);
+const _: () = assert!(PROGRAM_END <= LIB_RM_BASE && LIB_END <= 0x8000_0000);
+const _: () = assert!(LIB_ENV > LIB_IMAGE && LIB_HEAP > LIB_ENV && LIB_STACK_TOP > LIB_HEAP);
+const _: () = assert!(LIB_UTCB > LIB_STACK_TOP && LIB_HUGE > LIB_UTCB && LIB_HUGE < LIB_END);

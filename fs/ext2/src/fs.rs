@@ -90,6 +90,8 @@ pub struct Stat {
     /// (major, minor) for device nodes.
     pub rdev: (u32, u32),
     pub flags: u32,
+    /// i_generation (NFS's file-handle generation; `FS_IOC_GETVERSION`).
+    pub generation: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -835,6 +837,7 @@ impl<D: BlockDevice> Fs<D> {
             ctime: r.time(I_CTIME),
             rdev,
             flags: r.flags(),
+            generation: le32(&r.0, I_GENERATION),
         })
     }
 
@@ -1548,6 +1551,19 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Renames `sdir/sname` to `ddir/dname`, replacing a compatible existing target.
     pub fn rename(&mut self, sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> Result<()> {
+        self.rename_with(sdir, sname, ddir, dname, false)
+    }
+
+    /// [`Fs::rename`]; with `noreplace` an existing target fails with `Exists` instead
+    /// (renameat2's RENAME_NOREPLACE), even when it is the source itself, as on Linux.
+    pub fn rename_with(
+        &mut self,
+        sdir: u32,
+        sname: &[u8],
+        ddir: u32,
+        dname: &[u8],
+        noreplace: bool,
+    ) -> Result<()> {
         self.writable()?;
         for n in [sname, dname] {
             if n == b"." || n == b".." {
@@ -1563,6 +1579,9 @@ impl<D: BlockDevice> Fs<D> {
             Err(Error::NotFound) => None,
             Err(e) => return Err(e),
         };
+        if noreplace && existing.is_some() {
+            return Err(Error::Exists);
+        }
         if existing == Some(src) {
             return Ok(());
         }

@@ -230,7 +230,7 @@ fn perm_test(f: &mut Files) {
         "unlinked in the root directory"
     );
     check!(
-        f.chmod("/public.txt", 0o666) == Err(Error::Denied),
+        f.chmod("/public.txt", 0o666) == Err(Error::NotPermitted),
         "chmod of another's file"
     );
     check!(

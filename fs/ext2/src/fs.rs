@@ -87,6 +87,9 @@ pub struct Stat {
     pub atime: u32,
     pub mtime: u32,
     pub ctime: u32,
+    /// Nanoseconds of atime, mtime, ctime: from a large inode's extra fields when it has them,
+    /// else 0 (as Linux reports). The extra fields' epoch bits (times past 2038) are ignored.
+    pub nsec: [u32; 3],
     /// (major, minor) for device nodes.
     pub rdev: (u32, u32),
     pub flags: u32,
@@ -164,7 +167,16 @@ pub struct Fs<D: BlockDevice> {
     /// same few inodes several times. Written through by `write_inode`, dropped by `new_inode`,
     /// the only two writers of the inode table.
     icache: Vec<(u32, RawInode)>,
+    /// The inode `new_inode` just wrote whole (0: none): its extra time fields are zero.
+    fresh: u32,
 }
+
+/// The three inode times and their large-inode extra fields.
+const TIMES: [(usize, usize); 3] = [
+    (I_ATIME, I_ATIME_EXTRA),
+    (I_MTIME, I_MTIME_EXTRA),
+    (I_CTIME, I_CTIME_EXTRA),
+];
 
 /// Entries of the inode cache.
 const ICACHE: usize = 64;
@@ -294,6 +306,7 @@ impl<D: BlockDevice> Fs<D> {
             generation: 0x5a11_0000,
             scratch: vec![0u8; bs as usize],
             icache: vec![(0, RawInode([0; 128])); ICACHE],
+            fresh: 0,
         })
     }
 
@@ -580,8 +593,57 @@ impl<D: BlockDevice> Fs<D> {
         self.icache[ino as usize % ICACHE] = (ino, r.clone());
         Ok(r)
     }
+    /// The extra time fields' offsets in a large inode, if this image's inodes have them and
+    /// the inode at `off` reaches past them.
+    fn extra_times_at(&mut self, off: u64) -> Result<bool> {
+        if (self.inode_size as usize) < EXTRA_TIMES_END {
+            return Ok(false);
+        }
+        let mut b = [0u8; 2];
+        self.dev.read_at(off + I_EXTRA_ISIZE as u64, &mut b)?;
+        let extra = u16::from_le_bytes(b) as usize;
+        Ok(I_EXTRA_ISIZE + extra >= EXTRA_TIMES_END && extra <= self.inode_size as usize - 128)
+    }
+
+    /// Nanoseconds of (atime, mtime, ctime).
+    fn time_nsec(&mut self, ino: u32) -> Result<[u32; 3]> {
+        let off = self.inode_off(ino)?;
+        if !self.extra_times_at(off)? {
+            return Ok([0; 3]);
+        }
+        let mut b = [0u8; EXTRA_TIMES_END - I_CTIME_EXTRA];
+        self.dev.read_at(off + I_CTIME_EXTRA as u64, &mut b)?;
+        let ns = |o: usize| (le32(&b, o - I_CTIME_EXTRA) >> 2).min(999_999_999);
+        Ok([ns(I_ATIME_EXTRA), ns(I_MTIME_EXTRA), ns(I_CTIME_EXTRA)])
+    }
+
+    /// A time we set has whole seconds: its nanoseconds in a large inode's extra field are
+    /// cleared with it, so a stat never pairs new seconds with stale nanoseconds. Only times
+    /// that changed are touched (the cache holds the old record; without it, all three).
+    fn clear_changed_nsec(&mut self, ino: u32, off: u64, r: &RawInode) -> Result<()> {
+        if (self.inode_size as usize) < EXTRA_TIMES_END || core::mem::take(&mut self.fresh) == ino {
+            return Ok(());
+        }
+        let e = &self.icache[ino as usize % ICACHE];
+        let old = (e.0 == ino).then(|| e.1.clone());
+        let mut changed = [false; 3];
+        for (c, (t, _)) in changed.iter_mut().zip(TIMES) {
+            *c = old.as_ref().is_none_or(|o| o.time(t) != r.time(t));
+        }
+        if !changed.contains(&true) || !self.extra_times_at(off)? {
+            return Ok(());
+        }
+        for (c, (_, x)) in changed.into_iter().zip(TIMES) {
+            if c {
+                self.dev.write_at(off + x as u64, &[0; 4])?;
+            }
+        }
+        Ok(())
+    }
+
     fn write_inode(&mut self, ino: u32, r: &RawInode) -> Result<()> {
         let off = self.inode_off(ino)?;
+        self.clear_changed_nsec(ino, off, r)?;
         // Written to the device first: if that fails, the cache must not claim otherwise.
         let e = ino as usize % ICACHE;
         self.icache[e].0 = 0;
@@ -823,9 +885,11 @@ impl<D: BlockDevice> Fs<D> {
         } else {
             (0, 0)
         };
+        let nsec = self.time_nsec(ino)?;
         Ok(Stat {
             ino,
             kind,
+            nsec,
             mode: r.mode(),
             nlink: r.links(),
             uid: r.uid(),
@@ -1343,6 +1407,8 @@ impl<D: BlockDevice> Fs<D> {
         // The record is rewritten whole: whatever the cache held for this number is gone.
         self.icache[ino as usize % ICACHE].0 = 0;
         self.dev.write_at(off, &whole)?;
+        // Its nanoseconds are 0 already: the first `write_inode` need not clear them.
+        self.fresh = ino;
         let mut r = RawInode([0; 128]);
         put16(&mut r.0, I_MODE, mode);
         r.set_uid(uid);

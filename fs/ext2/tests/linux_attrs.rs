@@ -256,3 +256,43 @@ fn link_count_limit_is_too_many_links() {
     let f = fs.lookup(root, b"f").unwrap();
     assert_eq!(fs.link(f, root, b"one-more"), Err(Error::TooManyLinks));
 }
+
+#[test]
+fn nanoseconds_from_large_inodes_and_cleared_with_new_seconds() {
+    // mke2fs -d keeps whole seconds only: the nanoseconds are set with debugfs, whose own
+    // `stat` shows them as the extra field (nanoseconds << 2).
+    let s = Scratch::new("lattr-nsec");
+    let img = s.path("img");
+    mkfs(&img, 4096, &["-b", "1024", "-I", "256"], None);
+    debugfs_w(&img, "write /dev/null f");
+    let (ans, mns) = (111_222_333u32, 444_555_666u32);
+    debugfs_w(&img, &format!("sif f atime_extra {:#x}", ans << 2));
+    debugfs_w(&img, &format!("sif f mtime_extra {:#x}", mns << 2));
+    assert!(debugfs(&img, "stat f").contains(&format!(":{:08x}", mns << 2)));
+    let mut fs = load(&img);
+    let ino = fs.resolve(b"f").unwrap();
+    assert_eq!(fs.stat(ino).unwrap().nsec, [ans, mns, 0]);
+    // A new mtime (whole seconds) drops mtime's and ctime's nanoseconds; atime's stay.
+    fs.set_time(1_700_000_000);
+    fs.set_attr(
+        ino,
+        &SetAttr {
+            mtime: Some(1_650_000_000),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let st = fs.stat(ino).unwrap();
+    assert_eq!((st.nsec, st.mtime), ([ans, 0, 0], 1_650_000_000));
+    // New files have 0.
+    let root = fs.root();
+    let g = fs.create(root, b"g", 0o644, 0, 0).unwrap();
+    fs.write(g, 0, b"data").unwrap();
+    assert_eq!(fs.stat(g).unwrap().nsec, [0; 3]);
+    store(fs, &img);
+    assert_fsck_clean(&img, "time changes on large inodes");
+    let out = debugfs(&img, "stat f");
+    assert!(
+        out.contains(&format!(":{:08x}", ans << 2)) && !out.contains(&format!(":{:08x}", mns << 2))
+    );
+}

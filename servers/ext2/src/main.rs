@@ -87,8 +87,7 @@ fn err(e: E2) -> FsError {
 }
 
 /// Every attribute of an inode as the protocol carries it (`getattr`, `file.stat`, the VFS's
-/// `stat`). Nanoseconds are 0: the engine reads the 128-byte inode core only, which is what an
-/// image with 128-byte inodes has, and Linux reports 0 then too.
+/// `stat`). Nanoseconds come from a large inode's extra fields, 0 without them (as Linux).
 fn attrs(st: &Stat) -> Attrs {
     Attrs {
         mode: st.mode as u32,
@@ -102,9 +101,9 @@ fn attrs(st: &Stat) -> Attrs {
         atime: st.atime,
         mtime: st.mtime,
         ctime: st.ctime,
-        atime_ns: 0,
-        mtime_ns: 0,
-        ctime_ns: 0,
+        atime_ns: st.nsec[0],
+        mtime_ns: st.nsec[1],
+        ctime_ns: st.nsec[2],
         generation: st.generation,
     }
 }

@@ -31,7 +31,7 @@ use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem, ObjKind};
-use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
+use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat, StatMore};
 use sawmill_ext2_api::share;
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
@@ -88,7 +88,7 @@ fn err(e: E2) -> FsError {
 
 /// Every attribute of an inode as the protocol carries it (`getattr`, `file.stat`, the VFS's
 /// `stat`). Nanoseconds come from a large inode's extra fields, 0 without them (as Linux).
-fn attrs(st: &Stat) -> Attrs {
+fn attrs(st: &Stat, more: StatMore) -> Attrs {
     Attrs {
         mode: st.mode as u32,
         nlink: st.nlink as u32,
@@ -101,10 +101,10 @@ fn attrs(st: &Stat) -> Attrs {
         atime: st.atime,
         mtime: st.mtime,
         ctime: st.ctime,
-        atime_ns: st.nsec[0],
-        mtime_ns: st.nsec[1],
-        ctime_ns: st.nsec[2],
-        generation: st.generation,
+        atime_ns: more.nsec[0],
+        mtime_ns: more.nsec[1],
+        ctime_ns: more.nsec[2],
+        generation: more.generation,
     }
 }
 
@@ -221,8 +221,6 @@ impl sawmill_path::Tree for Inodes<'_> {
 struct Open {
     ino: u32,
     flags: OpenFlags,
-    /// The credentials it was opened with (None: by the VFS), for `file.setattr`.
-    cred: Option<(u32, u32)>,
     /// Cache slots this open file has mapped into its client (pinned while open).
     mapped: Vec<usize>,
     /// Our copy of the read-only capability handed out by `dataspace.read_only` (0: none).
@@ -391,7 +389,6 @@ impl Pfs {
         ) {
             return Err(FsError::Device);
         }
-        let cred = self.creds(by).unwrap_or(None);
         if flags.contains(OpenFlags::TRUNC) && st.kind == FileKind::Regular {
             self.revoke_ino(ino);
             self.fs.truncate(ino, 0).map_err(err)?;
@@ -421,7 +418,6 @@ impl Pfs {
         self.files[i] = Some(Open {
             ino,
             flags,
-            cred,
             mapped: Vec::new(),
             ro_cap: 0,
             wbuf: None,
@@ -589,7 +585,8 @@ impl pfs::Server for Pfs {
     fn getattr(&mut self, badge: u64, ino: u32) -> Result<Attrs, FsError> {
         self.creds(badge)?;
         let st = self.fs.stat(ino).map_err(err)?;
-        Ok(attrs(&st))
+        let more = self.fs.stat_more(ino).map_err(err)?;
+        Ok(attrs(&st, more))
     }
     fn open(&mut self, badge: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         self.check(badge, ino, open_want(flags))?;
@@ -898,7 +895,8 @@ impl file::Server for Pfs {
     fn stat(&mut self, badge: u64) -> Result<StatOut, FsError> {
         let ino = self.file(badge)?.ino;
         let st = self.fs.stat(ino).map_err(err)?;
-        let a = attrs(&st);
+        let more = self.fs.stat_more(ino).map_err(err)?;
+        let a = attrs(&st, more);
         Ok(StatOut {
             ino,
             mode: a.mode,
@@ -928,8 +926,10 @@ impl file::Server for Pfs {
         mtime: u32,
         which: SetAttrFields,
     ) -> Result<(), FsError> {
-        let f = self.file(badge)?;
-        let (ino, cred) = (f.ino, f.cred);
+        let ino = self.file(badge)?.ino;
+        // The credentials of the session the file is charged to (it opened it).
+        let i = (badge & !FILE_RO).wrapping_sub(FILE_BASE) as usize;
+        let cred = self.shares.file_cred(i, &BADGES).ok_or(FsError::BadFile)?;
         self.do_setattr(ino, cred, mode, uid, gid, atime, mtime, which)
     }
     fn statfs(&mut self, badge: u64) -> Result<file::StatfsOut, FsError> {

@@ -7,6 +7,43 @@ pub mod rpc;
 
 include!(concat!(env!("OUT_DIR"), "/interfaces.rs"));
 
+/// Whether a caller with `cred` (None: the VFS, which checked) may make the attribute change
+/// `which` (with the new `uid`, `gid`) to an inode with `attr`: the one rule of `setattr` for
+/// every file-system server, Linux's without supplementary groups. Root may do anything; uid
+/// changes need root (setting the same uid is allowed); gid changes need the owner, to the
+/// owner's own group or the current one; mode and explicit times need the owner; both times
+/// set to now also write permission.
+pub fn may_setattr(
+    attr: sawmill_path::Attr,
+    cred: Option<sawmill_path::Cred>,
+    which: SetAttrFields,
+    uid: u32,
+    gid: u32,
+) -> Result<(), FsError> {
+    let Some(c) = cred else { return Ok(()) };
+    if c.uid == 0 {
+        return Ok(());
+    }
+    let owner = c.uid == attr.uid;
+    if which.contains(SetAttrFields::UID) && uid != attr.uid {
+        return Err(FsError::NotPermitted);
+    }
+    if which.contains(SetAttrFields::GID) && (!owner || (gid != attr.gid && gid != c.gid)) {
+        return Err(FsError::NotPermitted);
+    }
+    if which.intersects(SetAttrFields::MODE | SetAttrFields::ATIME | SetAttrFields::MTIME) && !owner
+    {
+        return Err(FsError::NotPermitted);
+    }
+    if which.intersects(SetAttrFields::ATIME_NOW | SetAttrFields::MTIME_NOW)
+        && !owner
+        && !sawmill_path::may(attr, c, sawmill_path::MAY_WRITE)
+    {
+        return Err(FsError::Denied);
+    }
+    Ok(())
+}
+
 /// A path walk's refusal (`lib/path`, the walker every file-system server uses) as the file-system
 /// protocol's error.
 impl From<sawmill_path::Error> for FsError {

@@ -92,6 +92,17 @@ pub struct Stat {
     pub flags: u32,
 }
 
+/// What [`Fs::stat_more`] adds to [`Stat`] (kept apart so `Stat`, which path walks move around
+/// for every component, stays within 64 bytes, below the size LLVM stops copying inline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatMore {
+    /// Nanoseconds of atime, mtime, ctime: from a large inode's extra fields when it has them,
+    /// else 0 (as Linux reports). The extra fields' epoch bits (times past 2038) are ignored.
+    pub nsec: [u32; 3],
+    /// i_generation (NFS's file-handle generation; `FS_IOC_GETVERSION`).
+    pub generation: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
     pub ino: u32,
@@ -159,10 +170,26 @@ pub struct Fs<D: BlockDevice> {
     /// One block of scratch space for directory scans (kept, so a scan allocates nothing).
     scratch: Vec<u8>,
     /// Recently used inodes, direct-mapped by number (`ino % ICACHE`): a path lookup reads the
-    /// same few inodes several times. Written through by `write_inode`, dropped by `new_inode`,
-    /// the only two writers of the inode table.
-    icache: Vec<(u32, RawInode)>,
+    /// same few inodes several times. Written through by `write_inode` and `new_inode`, the
+    /// only two writers of the inode table.
+    icache: Vec<Cached>,
 }
+
+/// An entry of the inode cache: the inode's 128-byte core and its times' nanoseconds.
+#[derive(Clone)]
+struct Cached {
+    /// 0: empty.
+    ino: u32,
+    raw: RawInode,
+    nsec: [u32; 3],
+}
+
+/// The three inode times and their large-inode extra fields.
+const TIMES: [(usize, usize); 3] = [
+    (I_ATIME, I_ATIME_EXTRA),
+    (I_MTIME, I_MTIME_EXTRA),
+    (I_CTIME, I_CTIME_EXTRA),
+];
 
 /// Entries of the inode cache.
 const ICACHE: usize = 64;
@@ -291,7 +318,14 @@ impl<D: BlockDevice> Fs<D> {
             now: 0,
             generation: 0x5a11_0000,
             scratch: vec![0u8; bs as usize],
-            icache: vec![(0, RawInode([0; 128])); ICACHE],
+            icache: vec![
+                Cached {
+                    ino: 0,
+                    raw: RawInode([0; 128]),
+                    nsec: [0; 3],
+                };
+                ICACHE
+            ],
         })
     }
 
@@ -570,21 +604,84 @@ impl<D: BlockDevice> Fs<D> {
     pub(crate) fn read_inode(&mut self, ino: u32) -> Result<RawInode> {
         let off = self.inode_off(ino)?;
         let e = &self.icache[ino as usize % ICACHE];
-        if e.0 == ino {
-            return Ok(e.1.clone());
+        if e.ino == ino {
+            return Ok(e.raw.clone());
         }
+        self.load_inode(ino, off)
+    }
+
+    /// Reads inode `ino` (at `off`) into the cache, with the nanoseconds of its times from a
+    /// large inode's extra fields (read in the same go; 0 without them).
+    #[inline(never)]
+    fn load_inode(&mut self, ino: u32, off: u64) -> Result<RawInode> {
+        let mut b = [0u8; EXTRA_TIMES_END];
+        let len = (self.inode_size as usize).min(EXTRA_TIMES_END);
+        self.dev.read_at(off, &mut b[..len])?;
         let mut r = RawInode([0; 128]);
-        self.dev.read_at(off, &mut r.0)?;
-        self.icache[ino as usize % ICACHE] = (ino, r.clone());
+        r.0.copy_from_slice(&b[..128]);
+        // The extra fields count only when i_extra_isize reaches past them and fits the inode.
+        let extra = le16(&b, I_EXTRA_ISIZE) as usize;
+        let nsec = if len == EXTRA_TIMES_END
+            && I_EXTRA_ISIZE + extra >= EXTRA_TIMES_END
+            && extra <= self.inode_size as usize - 128
+        {
+            TIMES.map(|(_, x)| (le32(&b, x) >> 2).min(999_999_999))
+        } else {
+            [0; 3]
+        };
+        self.icache[ino as usize % ICACHE] = Cached {
+            ino,
+            raw: r.clone(),
+            nsec,
+        };
         Ok(r)
     }
+
+    /// The nanoseconds of (atime, mtime, ctime) of an inode just read (so cached).
+    fn cached_nsec(&self, ino: u32) -> [u32; 3] {
+        let e = &self.icache[ino as usize % ICACHE];
+        if e.ino == ino {
+            e.nsec
+        } else {
+            [0; 3]
+        }
+    }
+
     fn write_inode(&mut self, ino: u32, r: &RawInode) -> Result<()> {
         let off = self.inode_off(ino)?;
-        // Written to the device first: if that fails, the cache must not claim otherwise.
         let e = ino as usize % ICACHE;
-        self.icache[e].0 = 0;
+        // A time we set has whole seconds: a changed time's nanoseconds (non-zero only in a
+        // large inode's extra field) are cleared with it, so a stat never pairs new seconds
+        // with stale nanoseconds. Every caller read the inode just before, so it is cached.
+        let mut nsec = [0u32; 3];
+        if self.icache[e].ino == ino {
+            nsec = self.icache[e].nsec;
+            for (i, (t, x)) in TIMES.into_iter().enumerate() {
+                if nsec[i] != 0 && self.icache[e].raw.time(t) != r.time(t) {
+                    self.icache[e].ino = 0;
+                    self.dev.write_at(off + x as u64, &[0; 4])?;
+                    nsec[i] = 0;
+                }
+            }
+        } else if (self.inode_size as usize) >= EXTRA_TIMES_END && {
+            self.load_inode(ino, off)?;
+            self.cached_nsec(ino) != [0; 3]
+        } {
+            // Not cached (callers read an inode before writing it, so not expected): which
+            // times change is unknown, so all three lose their nanoseconds.
+            self.icache[e].ino = 0;
+            for (_, x) in TIMES {
+                self.dev.write_at(off + x as u64, &[0; 4])?;
+            }
+        }
+        // Written to the device first: if that fails, the cache must not claim otherwise.
+        self.icache[e].ino = 0;
         self.dev.write_at(off, &r.0)?;
-        self.icache[e] = (ino, r.clone());
+        self.icache[e] = Cached {
+            ino,
+            raw: r.clone(),
+            nsec,
+        };
         Ok(())
     }
     /// Reads an inode that a directory entry or caller refers to: it must be in use.
@@ -835,6 +932,15 @@ impl<D: BlockDevice> Fs<D> {
             ctime: r.time(I_CTIME),
             rdev,
             flags: r.flags(),
+        })
+    }
+
+    /// The attributes beyond [`Stat`]: nanoseconds and generation.
+    pub fn stat_more(&mut self, ino: u32) -> Result<StatMore> {
+        let r = self.read_inode(ino)?;
+        Ok(StatMore {
+            nsec: self.cached_nsec(ino),
+            generation: le32(&r.0, I_GENERATION),
         })
     }
 
@@ -1338,8 +1444,15 @@ impl<D: BlockDevice> Fs<D> {
             put16(&mut whole, I_EXTRA_ISIZE, 32);
         }
         // The record is rewritten whole: whatever the cache held for this number is gone.
-        self.icache[ino as usize % ICACHE].0 = 0;
+        self.icache[ino as usize % ICACHE].ino = 0;
         self.dev.write_at(off, &whole)?;
+        // Cached as written (all zero, nanoseconds too), so the caller's `write_inode` needs
+        // no read.
+        self.icache[ino as usize % ICACHE] = Cached {
+            ino,
+            raw: RawInode([0; 128]),
+            nsec: [0; 3],
+        };
         let mut r = RawInode([0; 128]);
         put16(&mut r.0, I_MODE, mode);
         r.set_uid(uid);
@@ -1548,6 +1661,19 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Renames `sdir/sname` to `ddir/dname`, replacing a compatible existing target.
     pub fn rename(&mut self, sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> Result<()> {
+        self.rename_with(sdir, sname, ddir, dname, false)
+    }
+
+    /// [`Fs::rename`]; with `noreplace` an existing target fails with `Exists` instead
+    /// (renameat2's RENAME_NOREPLACE), even when it is the source itself, as on Linux.
+    pub fn rename_with(
+        &mut self,
+        sdir: u32,
+        sname: &[u8],
+        ddir: u32,
+        dname: &[u8],
+        noreplace: bool,
+    ) -> Result<()> {
         self.writable()?;
         for n in [sname, dname] {
             if n == b"." || n == b".." {
@@ -1563,6 +1689,9 @@ impl<D: BlockDevice> Fs<D> {
             Err(Error::NotFound) => None,
             Err(e) => return Err(e),
         };
+        if noreplace && existing.is_some() {
+            return Err(Error::Exists);
+        }
         if existing == Some(src) {
             return Ok(());
         }

@@ -66,6 +66,12 @@ pub const I_SIZE_HIGH: usize = 108;
 pub const I_UID_HIGH: usize = 120;
 pub const I_GID_HIGH: usize = 122;
 pub const I_EXTRA_ISIZE: usize = 128;
+/// The large inode's extra time fields (nanoseconds << 2 | epoch bits), present when
+/// i_extra_isize reaches past them ([`EXTRA_TIMES_END`]).
+pub const I_CTIME_EXTRA: usize = 0x84;
+pub const I_MTIME_EXTRA: usize = 0x88;
+pub const I_ATIME_EXTRA: usize = 0x8c;
+pub const EXTRA_TIMES_END: usize = 0x90;
 
 pub const INDEX_FL: u32 = 0x1000;
 pub const HUGE_FILE_FL: u32 = 0x40000;

@@ -22,7 +22,7 @@ mod fs;
 mod layout;
 
 pub use check::CheckReport;
-pub use fs::{DirEntry, FileKind, Fs, SetAttr, Stat, StatFs};
+pub use fs::{DirEntry, FileKind, Fs, SetAttr, Stat, StatFs, StatMore};
 
 use core::fmt;
 

@@ -1,7 +1,14 @@
 //! The file-system client library (docs/filesystem.md).
 //!
-//! `Files::new(vfs_slot)` gives open/read/write/pread/pwrite/lseek/close, stat/fstat, readdir,
-//! mkdir, rmdir, unlink, rename, truncate/ftruncate, fsync, symlink, readlink and chmod.
+//! `Files::new(vfs_slot)` gives open/read/write/pread/pwrite/lseek/close, stat/lstat/fstat
+//! (every attribute Linux's stat has), readdir, mkdir, rmdir, unlink, rename (with renameat2's
+//! flags), link, truncate/ftruncate, fsync, symlink, readlink, chmod/fchmod,
+//! chown/lchown/fchown, utimens/futimens, statfs/fstatfs.
+//!
+//! - **Long paths.** A path too long for its message field (400 bytes; 240 for `rename`,
+//!   `link` and `symlink`) is written into a staging buffer of the VFS first (`vfs.stage`, 400
+//!   bytes a call) and named by `[0, slot]` in the request, so every path up to Linux's
+//!   PATH_MAX works; opens of such paths go through the VFS.
 //!
 //! - **Opening.** [`Protocol::Vfs`] (option 2): every open goes to the VFS, which resolves the
 //!   name and returns the PFS's open-file capability. [`Protocol::Direct`] (option 3, the
@@ -27,7 +34,9 @@ extern crate alloc;
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
-use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags};
+use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags, SetAttrFields};
+
+pub use sawmill_interfaces::RenameFlags;
 use sawmill_path::{S_IFDIR, S_IFMT};
 use sawmill_rt::{ipc, sys, thread};
 
@@ -73,6 +82,7 @@ pub enum Protocol {
     Direct,
 }
 
+/// A file's attributes (stat(2)'s, from the PFS's `getattr`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stat {
     pub ino: u32,
@@ -81,6 +91,92 @@ pub struct Stat {
     pub uid: u32,
     pub gid: u32,
     pub size: u64,
+    /// Allocated space in 512-byte units (st_blocks).
+    pub blocks: u64,
+    /// For device inodes: (major, minor); else (0, 0).
+    pub rdev: (u32, u32),
+    /// Seconds since 1970 and nanoseconds.
+    pub atime: (u32, u32),
+    pub mtime: (u32, u32),
+    pub ctime: (u32, u32),
+    pub generation: u32,
+    /// Which mount holds it (the VFS's mount index; 0 from `fstat`): st_dev's stand-in.
+    pub mount: u32,
+}
+
+/// statfs(2)'s counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatFs {
+    pub bsize: u32,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namelen: u32,
+}
+
+/// One time of `utimens`: utimensat's UTIME_NOW, UTIME_OMIT or a time in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSet {
+    Now,
+    Omit,
+    At(u32),
+}
+
+/// The `setattr` request of a utimens: (which, atime, mtime).
+fn times(atime: TimeSet, mtime: TimeSet) -> (SetAttrFields, u32, u32) {
+    let mut which = SetAttrFields::from_bits_retain(0);
+    let mut t = [0u32; 2];
+    for (i, (ts, now, at)) in [
+        (atime, SetAttrFields::ATIME_NOW, SetAttrFields::ATIME),
+        (mtime, SetAttrFields::MTIME_NOW, SetAttrFields::MTIME),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        match ts {
+            TimeSet::Now => which |= now,
+            TimeSet::Omit => {}
+            TimeSet::At(s) => {
+                which |= at;
+                t[i] = s;
+            }
+        }
+    }
+    (which, t[0], t[1])
+}
+
+/// The `setattr` request of a chown: `None` leaves an id alone (chown's -1).
+fn owner(uid: Option<u32>, gid: Option<u32>) -> (SetAttrFields, u32, u32) {
+    let mut which = SetAttrFields::from_bits_retain(0);
+    if uid.is_some() {
+        which |= SetAttrFields::UID;
+    }
+    if gid.is_some() {
+        which |= SetAttrFields::GID;
+    }
+    (which, uid.unwrap_or(0), gid.unwrap_or(0))
+}
+
+/// Longest path sent in place by the 400-byte fields, and by the 240-byte ones.
+const PATH_FIELD: usize = 400;
+const PATH_FIELD_SHORT: usize = 240;
+
+/// A path argument ready to send: the path itself, or the name of the staging slot it was
+/// written into (`[0, slot]`, see `vfs.stage`).
+enum PathArg<'a> {
+    Inline(&'a [u8]),
+    Staged([u8; 2]),
+}
+
+impl PathArg<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            PathArg::Inline(p) => p,
+            PathArg::Staged(s) => s,
+        }
+    }
 }
 
 impl Stat {
@@ -138,6 +234,23 @@ impl Files {
         }
     }
 
+    /// `p` as a path argument of a field holding `max` bytes: in place if it fits, else
+    /// staged at the VFS in staging slot `slot`.
+    fn path<'a>(&self, slot: u32, p: &'a [u8], max: usize) -> Result<PathArg<'a>> {
+        if p.len() <= max && p.first() != Some(&0) {
+            return Ok(PathArg::Inline(p));
+        }
+        if p.len() >= vfs::STAGE_MAX as usize {
+            return Err(FsError::NameTooLong);
+        }
+        for (i, chunk) in p.chunks(PATH_FIELD).enumerate() {
+            self.vfs
+                .stage(slot, (i * PATH_FIELD) as u32, chunk)
+                .map_err(e)?;
+        }
+        Ok(PathArg::Staged([0, slot as u8]))
+    }
+
     fn slot(&mut self) -> u64 {
         self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
     }
@@ -190,7 +303,10 @@ impl Files {
         flags: OpenFlags,
         mode: u32,
     ) -> Option<Result<(u64, u64)>> {
-        if path.first() != Some(&b'/') || path.split(|&c| c == b'/').any(|c| c == b"..") {
+        if path.first() != Some(&b'/')
+            || path.len() > PATH_FIELD
+            || path.split(|&c| c == b'/').any(|c| c == b"..")
+        {
             return None;
         }
         if self.mounts.is_empty() && self.refresh_mounts().is_err() {
@@ -249,8 +365,9 @@ impl Files {
         let (cap, size) = match direct {
             Some(r) => r?,
             None => {
+                let arg = self.path(0, p, PATH_FIELD)?;
                 let rx = self.slot();
-                match self.vfs.open(p, sent, mode, rx) {
+                match self.vfs.open(arg.bytes(), sent, mode, rx) {
                     Ok(o) => (o.file, o.size),
                     Err(x) => {
                         self.free_slots.push(rx);
@@ -527,6 +644,51 @@ impl Files {
             uid: s.uid,
             gid: s.gid,
             size: s.size,
+            blocks: s.blocks,
+            rdev: (s.rdev_major, s.rdev_minor),
+            atime: (s.atime, s.atime_ns),
+            mtime: (s.mtime, s.mtime_ns),
+            ctime: (s.ctime, s.ctime_ns),
+            generation: s.generation,
+            mount: 0,
+        })
+    }
+
+    /// fchmod.
+    pub fn fchmod(&mut self, fd: usize, mode: u32) -> Result<()> {
+        let f = self.fd(fd)?;
+        file::Client::new(f.cap)
+            .setattr(mode & 0o7777, 0, 0, 0, 0, SetAttrFields::MODE)
+            .map_err(e)
+    }
+    /// fchown: `None` leaves an id alone.
+    pub fn fchown(&mut self, fd: usize, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        let (which, u, g) = owner(uid, gid);
+        let f = self.fd(fd)?;
+        file::Client::new(f.cap)
+            .setattr(0, u, g, 0, 0, which)
+            .map_err(e)
+    }
+    /// futimens.
+    pub fn futimens(&mut self, fd: usize, atime: TimeSet, mtime: TimeSet) -> Result<()> {
+        let (which, a, m) = times(atime, mtime);
+        let f = self.fd(fd)?;
+        file::Client::new(f.cap)
+            .setattr(0, 0, 0, a, m, which)
+            .map_err(e)
+    }
+    /// fstatfs.
+    pub fn fstatfs(&mut self, fd: usize) -> Result<StatFs> {
+        let f = self.fd(fd)?;
+        let s = file::Client::new(f.cap).statfs().map_err(e)?;
+        Ok(StatFs {
+            bsize: s.bsize,
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            namelen: s.namelen,
         })
     }
 
@@ -551,7 +713,8 @@ impl Files {
         self.stat_path(path, false)
     }
     fn stat_path(&mut self, path: &str, follow: bool) -> Result<Stat> {
-        let s = self.vfs.stat(path.as_bytes(), follow).map_err(e)?;
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        let s = self.vfs.stat(p.bytes(), follow).map_err(e)?;
         Ok(Stat {
             ino: s.ino,
             mode: s.mode,
@@ -559,38 +722,106 @@ impl Files {
             uid: s.uid,
             gid: s.gid,
             size: s.size,
+            blocks: s.blocks,
+            rdev: (s.rdev_major, s.rdev_minor),
+            atime: (s.atime, s.atime_ns),
+            mtime: (s.mtime, s.mtime_ns),
+            ctime: (s.ctime, s.ctime_ns),
+            generation: s.generation,
+            mount: s.mount,
         })
     }
     pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<()> {
-        self.vfs.mkdir(path.as_bytes(), mode).map_err(e)
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        self.vfs.mkdir(p.bytes(), mode).map_err(e)
     }
     pub fn rmdir(&mut self, path: &str) -> Result<()> {
-        self.vfs.rmdir(path.as_bytes()).map_err(e)
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        self.vfs.rmdir(p.bytes()).map_err(e)
     }
     pub fn unlink(&mut self, path: &str) -> Result<()> {
-        self.vfs.unlink(path.as_bytes()).map_err(e)
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        self.vfs.unlink(p.bytes()).map_err(e)
     }
     pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
-        self.vfs.rename(from.as_bytes(), to.as_bytes()).map_err(e)
+        self.rename_flags(from, to, RenameFlags::from_bits_retain(0))
+    }
+    /// renameat2: NOREPLACE fails with `Exists` when `to` exists; EXCHANGE is refused
+    /// (`Invalid`).
+    pub fn rename_flags(&mut self, from: &str, to: &str, flags: RenameFlags) -> Result<()> {
+        let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
+        let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
+        self.vfs.rename(a.bytes(), b.bytes(), flags).map_err(e)
+    }
+    /// A hard link `to` to `from` (a final symlink in `from` is not followed).
+    pub fn link(&mut self, from: &str, to: &str) -> Result<()> {
+        let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
+        let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
+        self.vfs.link(a.bytes(), b.bytes()).map_err(e)
     }
     pub fn symlink(&mut self, target: &str, path: &str) -> Result<()> {
-        self.vfs
-            .symlink(target.as_bytes(), path.as_bytes())
-            .map_err(e)
+        let a = self.path(0, target.as_bytes(), PATH_FIELD_SHORT)?;
+        let b = self.path(1, path.as_bytes(), PATH_FIELD_SHORT)?;
+        self.vfs.symlink(a.bytes(), b.bytes()).map_err(e)
     }
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
-        Ok(self
-            .vfs
-            .readlink(path.as_bytes())
-            .map_err(e)?
-            .as_slice()
-            .to_vec())
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        Ok(self.vfs.readlink(p.bytes()).map_err(e)?.as_slice().to_vec())
     }
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<()> {
-        self.vfs.chmod(path.as_bytes(), mode).map_err(e)
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        self.vfs.chmod(p.bytes(), mode).map_err(e)
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn setattr_path(
+        &mut self,
+        path: &str,
+        follow: bool,
+        (which, a, b): (SetAttrFields, u32, u32),
+        is_times: bool,
+    ) -> Result<()> {
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        let (uid, gid, at, mt) = if is_times { (0, 0, a, b) } else { (a, b, 0, 0) };
+        self.vfs
+            .setattr(p.bytes(), follow, 0, uid, gid, at, mt, which)
+            .map_err(e)
+    }
+    /// chown (`follow`) or lchown: `None` leaves an id alone.
+    pub fn chown(
+        &mut self,
+        path: &str,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        follow: bool,
+    ) -> Result<()> {
+        self.setattr_path(path, follow, owner(uid, gid), false)
+    }
+    /// utimensat: `follow` unless AT_SYMLINK_NOFOLLOW.
+    pub fn utimens(
+        &mut self,
+        path: &str,
+        atime: TimeSet,
+        mtime: TimeSet,
+        follow: bool,
+    ) -> Result<()> {
+        self.setattr_path(path, follow, times(atime, mtime), true)
+    }
+    pub fn statfs(&mut self, path: &str) -> Result<StatFs> {
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        let s = self.vfs.statfs(p.bytes()).map_err(e)?;
+        Ok(StatFs {
+            bsize: s.bsize,
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            namelen: s.namelen,
+        })
     }
     pub fn truncate(&mut self, path: &str, size: u64) -> Result<()> {
-        self.vfs.truncate(path.as_bytes(), size).map_err(e)
+        let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+        self.vfs.truncate(p.bytes(), size).map_err(e)
     }
     pub fn sync(&mut self) -> Result<()> {
         self.vfs.sync().map_err(e)
@@ -600,7 +831,8 @@ impl Files {
         let mut out = Vec::new();
         let mut cookie = 0;
         loop {
-            let r = self.vfs.readdir(path.as_bytes(), cookie).map_err(e)?;
+            let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+            let r = self.vfs.readdir(p.bytes(), cookie).map_err(e)?;
             if r.next == 0 {
                 return Ok(out);
             }

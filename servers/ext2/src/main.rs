@@ -31,14 +31,16 @@ use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem, ObjKind};
-use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat};
+use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat, StatMore};
 use sawmill_ext2_api::share;
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
-use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
+use sawmill_interfaces::pfs::{self, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
+use sawmill_interfaces::pfs::{GetattrOut as Attrs, StatfsOut};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next, Reply};
 use sawmill_interfaces::{
-    dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, SetAttrFields,
+    dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, RenameFlags,
+    SetAttrFields,
 };
 use sawmill_path::{Attr, Cred, Error as WalkError, Walked, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
@@ -74,13 +76,75 @@ fn err(e: E2) -> FsError {
         E2::NotEmpty => FsError::NotEmpty,
         E2::NoSpace => FsError::NoSpace,
         E2::NameTooLong => FsError::NameTooLong,
-        E2::TooManyLinks => FsError::Invalid,
+        E2::TooManyLinks => FsError::TooManyLinks,
         E2::FileTooLarge => FsError::TooLarge,
         E2::Loop => FsError::Loop,
         E2::ReadOnly => FsError::ReadOnly,
         E2::Invalid(_) => FsError::Invalid,
         E2::Corrupt(_) => FsError::Corrupt,
         E2::Unsupported(_) => FsError::Invalid,
+    }
+}
+
+/// Every attribute of an inode as the protocol carries it (`getattr`, `file.stat`, the VFS's
+/// `stat`). Nanoseconds come from a large inode's extra fields, 0 without them (as Linux).
+fn attrs(st: &Stat, more: StatMore) -> Attrs {
+    Attrs {
+        mode: st.mode as u32,
+        nlink: st.nlink as u32,
+        uid: st.uid,
+        gid: st.gid,
+        size: st.size,
+        blocks: st.sectors,
+        rdev_major: st.rdev.0,
+        rdev_minor: st.rdev.1,
+        atime: st.atime,
+        mtime: st.mtime,
+        ctime: st.ctime,
+        atime_ns: more.nsec[0],
+        mtime_ns: more.nsec[1],
+        ctime_ns: more.nsec[2],
+        generation: more.generation,
+    }
+}
+
+fn statfs_out(fs: &Fs<Dev>) -> StatfsOut {
+    let s = fs.statfs();
+    StatfsOut {
+        bsize: s.block_size,
+        blocks: s.blocks,
+        bfree: s.free_blocks,
+        bavail: s.avail_blocks,
+        files: s.inodes,
+        ffree: s.free_inodes,
+        namelen: s.name_max,
+    }
+}
+
+/// The engine's change for `which` (times set to now at `now`).
+fn set_attr_of(
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    atime: u32,
+    mtime: u32,
+    which: SetAttrFields,
+) -> SetAttr {
+    let time = |now: SetAttrFields, given: SetAttrFields, t: u32| {
+        if which.contains(now) {
+            Some(NOW)
+        } else {
+            which.contains(given).then_some(t)
+        }
+    };
+    SetAttr {
+        perm: which
+            .contains(SetAttrFields::MODE)
+            .then_some(mode as u16 & 0o7777),
+        uid: which.contains(SetAttrFields::UID).then_some(uid),
+        gid: which.contains(SetAttrFields::GID).then_some(gid),
+        atime: time(SetAttrFields::ATIME_NOW, SetAttrFields::ATIME, atime),
+        mtime: time(SetAttrFields::MTIME_NOW, SetAttrFields::MTIME, mtime),
     }
 }
 
@@ -234,6 +298,26 @@ const SHADOW_LAYOUT: core::alloc::Layout = match core::alloc::Layout::from_size_
 };
 
 impl Pfs {
+    /// `setattr` for a caller with `cred` (None: trusted), by path or by open file.
+    #[allow(clippy::too_many_arguments)]
+    fn do_setattr(
+        &mut self,
+        ino: u32,
+        cred: Option<(u32, u32)>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        atime: u32,
+        mtime: u32,
+        which: SetAttrFields,
+    ) -> Result<(), FsError> {
+        let st = self.fs.stat(ino).map_err(err)?;
+        let cred = cred.map(|(uid, gid)| Cred { uid, gid });
+        sawmill_interfaces::may_setattr(attr(&st), cred, which, uid, gid)?;
+        let a = set_attr_of(mode, uid, gid, atime, mtime, which);
+        self.fs.set_attr(ino, &a).map_err(err)
+    }
+
     fn slot(&mut self) -> u64 {
         self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
     }
@@ -298,6 +382,12 @@ impl Pfs {
     ) -> Result<OpenOut, FsError> {
         if st.kind == FileKind::Dir && flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
             return Err(FsError::IsDir);
+        }
+        if matches!(
+            st.kind,
+            FileKind::CharDev | FileKind::BlockDev | FileKind::Fifo | FileKind::Socket
+        ) {
+            return Err(FsError::Device);
         }
         if flags.contains(OpenFlags::TRUNC) && st.kind == FileKind::Regular {
             self.revoke_ino(ino);
@@ -492,17 +582,11 @@ impl pfs::Server for Pfs {
             gid: st.gid,
         })
     }
-    fn getattr(&mut self, badge: u64, ino: u32) -> Result<GetattrOut, FsError> {
+    fn getattr(&mut self, badge: u64, ino: u32) -> Result<Attrs, FsError> {
         self.creds(badge)?;
         let st = self.fs.stat(ino).map_err(err)?;
-        Ok(GetattrOut {
-            mode: st.mode as u32,
-            nlink: st.nlink as u32,
-            uid: st.uid,
-            gid: st.gid,
-            size: st.size,
-            mtime: st.mtime,
-        })
+        let more = self.fs.stat_more(ino).map_err(err)?;
+        Ok(attrs(&st, more))
     }
     fn open(&mut self, badge: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         self.check(badge, ino, open_want(flags))?;
@@ -570,17 +654,26 @@ impl pfs::Server for Pfs {
     fn rename(
         &mut self,
         badge: u64,
-        sdir: u32,
+        dirs: [u32; 2],
         sname: &[u8],
-        ddir: u32,
         dname: &[u8],
+        flags: RenameFlags,
     ) -> Result<(), FsError> {
+        let [sdir, ddir] = dirs;
         self.check(badge, sdir, 3)?;
         self.check(badge, ddir, 3)?;
-        if let Ok(ino) = self.fs.lookup(ddir, dname) {
-            self.revoke_ino(ino);
+        if flags.contains(RenameFlags::EXCHANGE) {
+            return Err(FsError::Invalid);
         }
-        self.fs.rename(sdir, sname, ddir, dname).map_err(err)
+        let noreplace = flags.contains(RenameFlags::NOREPLACE);
+        if !noreplace {
+            if let Ok(ino) = self.fs.lookup(ddir, dname) {
+                self.revoke_ino(ino);
+            }
+        }
+        self.fs
+            .rename_with(sdir, sname, ddir, dname, noreplace)
+            .map_err(err)
     }
     fn setattr(
         &mut self,
@@ -589,25 +682,12 @@ impl pfs::Server for Pfs {
         mode: u32,
         uid: u32,
         gid: u32,
+        atime: u32,
+        mtime: u32,
         which: SetAttrFields,
     ) -> Result<(), FsError> {
-        if let Some((cu, _)) = self.creds(badge)? {
-            let st = self.fs.stat(ino).map_err(err)?;
-            if cu != 0
-                && (cu != st.uid || which.intersects(SetAttrFields::UID | SetAttrFields::GID))
-            {
-                return Err(FsError::Denied);
-            }
-        }
-        let a = SetAttr {
-            perm: which
-                .contains(SetAttrFields::MODE)
-                .then_some(mode as u16 & 0o7777),
-            uid: which.contains(SetAttrFields::UID).then_some(uid),
-            gid: which.contains(SetAttrFields::GID).then_some(gid),
-            ..SetAttr::default()
-        };
-        self.fs.set_attr(ino, &a).map_err(err)
+        let cred = self.creds(badge)?;
+        self.do_setattr(ino, cred, mode, uid, gid, atime, mtime, which)
     }
     fn truncate(&mut self, badge: u64, ino: u32, size: u64) -> Result<(), FsError> {
         self.check(badge, ino, 2)?;
@@ -673,6 +753,17 @@ impl pfs::Server for Pfs {
             self.name
         );
         sawmill_rt::exit(0x99)
+    }
+    fn link(&mut self, badge: u64, ino: u32, dir: u32, name: &[u8]) -> Result<(), FsError> {
+        self.check(badge, dir, 3)?;
+        if self.fs.stat(ino).map_err(err)?.kind == FileKind::Dir {
+            return Err(FsError::NotPermitted);
+        }
+        self.fs.link(ino, dir, name).map_err(err)
+    }
+    fn statfs(&mut self, badge: u64) -> Result<StatfsOut, FsError> {
+        self.creds(badge)?;
+        Ok(statfs_out(&self.fs))
     }
     fn cover(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
         if badge != VFS_BADGE {
@@ -804,14 +895,54 @@ impl file::Server for Pfs {
     fn stat(&mut self, badge: u64) -> Result<StatOut, FsError> {
         let ino = self.file(badge)?.ino;
         let st = self.fs.stat(ino).map_err(err)?;
+        let more = self.fs.stat_more(ino).map_err(err)?;
+        let a = attrs(&st, more);
         Ok(StatOut {
             ino,
-            mode: st.mode as u32,
-            nlink: st.nlink as u32,
-            uid: st.uid,
-            gid: st.gid,
-            size: st.size,
-            mtime: st.mtime,
+            mode: a.mode,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            blocks: a.blocks,
+            rdev_major: a.rdev_major,
+            rdev_minor: a.rdev_minor,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+            atime_ns: a.atime_ns,
+            mtime_ns: a.mtime_ns,
+            ctime_ns: a.ctime_ns,
+            generation: a.generation,
+        })
+    }
+    fn setattr(
+        &mut self,
+        badge: u64,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        atime: u32,
+        mtime: u32,
+        which: SetAttrFields,
+    ) -> Result<(), FsError> {
+        let ino = self.file(badge)?.ino;
+        // The credentials of the session the file is charged to (it opened it).
+        let i = (badge & !FILE_RO).wrapping_sub(FILE_BASE) as usize;
+        let cred = self.shares.file_cred(i, &BADGES).ok_or(FsError::BadFile)?;
+        self.do_setattr(ino, cred, mode, uid, gid, atime, mtime, which)
+    }
+    fn statfs(&mut self, badge: u64) -> Result<file::StatfsOut, FsError> {
+        self.file(badge)?;
+        let s = statfs_out(&self.fs);
+        Ok(file::StatfsOut {
+            bsize: s.bsize,
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            namelen: s.namelen,
         })
     }
     fn truncate(&mut self, badge: u64, size: u64) -> Result<(), FsError> {
@@ -1091,7 +1222,7 @@ impl pfs::Server for Connect {
     refuse_all! {
         root() -> u32;
         lookup(dir: u32, name: &[u8]) -> LookupOut;
-        getattr(ino: u32) -> GetattrOut;
+        getattr(ino: u32) -> Attrs;
         open(ino: u32, flags: OpenFlags) -> OpenOut;
         create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
         mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
@@ -1099,8 +1230,8 @@ impl pfs::Server for Connect {
         readlink(ino: u32) -> Bytes<256>;
         unlink(dir: u32, name: &[u8]) -> ();
         rmdir(dir: u32, name: &[u8]) -> ();
-        rename(sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> ();
-        setattr(ino: u32, mode: u32, uid: u32, gid: u32, which: SetAttrFields) -> ();
+        rename(dirs: [u32; 2], sname: &[u8], dname: &[u8], flags: RenameFlags) -> ();
+        setattr(ino: u32, mode: u32, uid: u32, gid: u32, atime: u32, mtime: u32, which: SetAttrFields) -> ();
         truncate(ino: u32, size: u64) -> ();
         readdir(dir: u32, cookie: u64) -> ReaddirOut;
         sync() -> ();
@@ -1108,6 +1239,8 @@ impl pfs::Server for Connect {
         crash() -> ();
         open_path(path: &[u8], flags: OpenFlags, mode: u32) -> OpenPathOut;
         cover(path: &[u8]) -> ();
+        link(ino: u32, dir: u32, name: &[u8]) -> ();
+        statfs() -> StatfsOut;
     }
 }
 

@@ -22,8 +22,10 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, Error as RpcError, IpcResult, Next};
-use sawmill_interfaces::vfs::{self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut};
-use sawmill_interfaces::{pfs, FsError, OpenFlags, SetAttrFields};
+use sawmill_interfaces::vfs::{
+    self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut, StatfsOut, STAGE_MAX, STAGE_SLOTS,
+};
+use sawmill_interfaces::{pfs, FsError, OpenFlags, RenameFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFREG};
 use sawmill_rt::{env, println, sys, thread};
 
@@ -92,6 +94,26 @@ struct Vfs {
     sessions: Vec<(usize, u64, u64)>,
     /// The slot handed to the client in the current reply, deleted once the reply is out.
     after: AfterReply,
+    /// Staged long paths (`stage`): (client badge, slot, bytes), at most [`MAX_STAGED`].
+    staged: Vec<(u64, u32, Vec<u8>)>,
+}
+
+/// Staging buffers kept at most (over all clients); past it the oldest is dropped, and the
+/// call that would have used it fails with `Invalid`.
+const MAX_STAGED: usize = 64;
+
+/// A path argument: the bytes sent, or, when they are `[0, slot]`, the caller's staged path in
+/// that slot (taken: used once).
+macro_rules! path_arg {
+    ($self:ident, $badge:ident, $p:ident) => {
+        let staged;
+        let $p: &[u8] = if $p.first() == Some(&0) {
+            staged = $self.take_staged($badge, $p)?;
+            &staged
+        } else {
+            $p
+        };
+    };
 }
 
 /// At most this many sessions (mounts × clients); past it a client's opens take the
@@ -169,6 +191,19 @@ impl sawmill_path::Tree for Vfs {
 }
 
 impl Vfs {
+    /// The staged path `[0, slot]` names (see `vfs.stage`).
+    fn take_staged(&mut self, badge: u64, p: &[u8]) -> Result<Vec<u8>, FsError> {
+        let [0, slot] = *p else {
+            return Err(FsError::Invalid);
+        };
+        let i = self
+            .staged
+            .iter()
+            .position(|s| (s.0, s.1) == (badge, slot as u32))
+            .ok_or(FsError::Invalid)?;
+        Ok(self.staged.swap_remove(i).2)
+    }
+
     fn cred(&self, badge: u64) -> (u32, u32) {
         self.creds
             .iter()
@@ -373,6 +408,7 @@ impl vfs::Server for Vfs {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<OpenOut, FsError> {
+        path_arg!(self, badge, path);
         if !flags.contains(OpenFlags::CREATE) {
             if let Some(r) = self.open_direct(badge, path, flags) {
                 return r;
@@ -445,6 +481,7 @@ impl vfs::Server for Vfs {
         }
     }
     fn stat(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<StatOut, FsError> {
+        path_arg!(self, badge, path);
         let r = self.resolve(badge, path, follow)?;
         let n = r.node.ok_or(FsError::NotFound)?;
         let a = self
@@ -458,10 +495,21 @@ impl vfs::Server for Vfs {
             uid: a.uid,
             gid: a.gid,
             size: a.size,
+            blocks: a.blocks,
+            rdev_major: a.rdev_major,
+            rdev_minor: a.rdev_minor,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+            atime_ns: a.atime_ns,
+            mtime_ns: a.mtime_ns,
+            ctime_ns: a.ctime_ns,
+            generation: a.generation,
             mount: n.m as u32,
         })
     }
     fn mkdir(&mut self, badge: u64, path: &[u8], mode: u32) -> Result<(), FsError> {
+        path_arg!(self, badge, path);
         let (uid, gid) = self.cred(badge);
         let r = self.parent_for_change(badge, path)?;
         if r.node.is_some() {
@@ -473,6 +521,7 @@ impl vfs::Server for Vfs {
             .map_err(|e| self.fail(r.parent.m, e))
     }
     fn rmdir(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
+        path_arg!(self, badge, path);
         let r = self.parent_for_change(badge, path)?;
         let n = r.node.ok_or(FsError::NotFound)?;
         if n.m != r.parent.m {
@@ -483,13 +532,22 @@ impl vfs::Server for Vfs {
             .map_err(|e| self.fail(r.parent.m, e))
     }
     fn unlink(&mut self, badge: u64, path: &[u8]) -> Result<(), FsError> {
+        path_arg!(self, badge, path);
         let r = self.parent_for_change(badge, path)?;
         r.node.ok_or(FsError::NotFound)?;
         self.pfs(r.parent.m)?
             .unlink(r.parent.ino, &r.name)
             .map_err(|e| self.fail(r.parent.m, e))
     }
-    fn rename(&mut self, badge: u64, from: &[u8], to: &[u8]) -> Result<(), FsError> {
+    fn rename(
+        &mut self,
+        badge: u64,
+        from: &[u8],
+        to: &[u8],
+        flags: RenameFlags,
+    ) -> Result<(), FsError> {
+        path_arg!(self, badge, from);
+        path_arg!(self, badge, to);
         let a = self.parent_for_change(badge, from)?;
         a.node.ok_or(FsError::NotFound)?;
         let b = self.parent_for_change(badge, to)?;
@@ -497,10 +555,12 @@ impl vfs::Server for Vfs {
             return Err(FsError::Xdev);
         }
         self.pfs(a.parent.m)?
-            .rename(a.parent.ino, &a.name, b.parent.ino, &b.name)
+            .rename([a.parent.ino, b.parent.ino], &a.name, &b.name, flags)
             .map_err(|e| self.fail(a.parent.m, e))
     }
     fn symlink(&mut self, badge: u64, target: &[u8], path: &[u8]) -> Result<(), FsError> {
+        path_arg!(self, badge, target);
+        path_arg!(self, badge, path);
         let (uid, gid) = self.cred(badge);
         let r = self.parent_for_change(badge, path)?;
         if r.node.is_some() {
@@ -515,6 +575,7 @@ impl vfs::Server for Vfs {
             .map_err(|e| self.fail(r.parent.m, e))
     }
     fn readlink(&mut self, badge: u64, path: &[u8]) -> Result<Bytes<256>, FsError> {
+        path_arg!(self, badge, path);
         let r = self.resolve(badge, path, false)?;
         let n = r.node.ok_or(FsError::NotFound)?;
         self.pfs(n.m)?
@@ -522,17 +583,10 @@ impl vfs::Server for Vfs {
             .map_err(|e| self.fail(n.m, e))
     }
     fn chmod(&mut self, badge: u64, path: &[u8], mode: u32) -> Result<(), FsError> {
-        let (uid, _) = self.cred(badge);
-        let r = self.resolve(badge, path, true)?;
-        let n = r.node.ok_or(FsError::NotFound)?;
-        if uid != 0 && uid != n.attr.1 {
-            return Err(FsError::Denied);
-        }
-        self.pfs(n.m)?
-            .setattr(n.ino, mode & 0o7777, 0, 0, SetAttrFields::MODE)
-            .map_err(|e| self.fail(n.m, e))
+        self.setattr(badge, path, true, mode, 0, 0, 0, 0, SetAttrFields::MODE)
     }
     fn truncate(&mut self, badge: u64, path: &[u8], size: u64) -> Result<(), FsError> {
+        path_arg!(self, badge, path);
         let (uid, gid) = self.cred(badge);
         let r = self.resolve(badge, path, true)?;
         let n = r.node.ok_or(FsError::NotFound)?;
@@ -544,6 +598,7 @@ impl vfs::Server for Vfs {
             .map_err(|e| self.fail(n.m, e))
     }
     fn readdir(&mut self, badge: u64, path: &[u8], cookie: u64) -> Result<ReaddirOut, FsError> {
+        path_arg!(self, badge, path);
         let (uid, gid) = self.cred(badge);
         let r = self.resolve(badge, path, true)?;
         let n = r.node.ok_or(FsError::NotFound)?;
@@ -602,6 +657,87 @@ impl vfs::Server for Vfs {
             s: c,
         })
     }
+    fn stage(&mut self, badge: u64, slot: u32, off: u32, chunk: &[u8]) -> Result<(), FsError> {
+        let end = off as usize + chunk.len();
+        if slot >= STAGE_SLOTS || end > STAGE_MAX as usize {
+            return Err(FsError::NameTooLong);
+        }
+        let i = match self.staged.iter().position(|s| (s.0, s.1) == (badge, slot)) {
+            Some(i) => i,
+            None => {
+                if self.staged.len() >= MAX_STAGED {
+                    self.staged.remove(0);
+                }
+                self.staged.push((badge, slot, Vec::new()));
+                self.staged.len() - 1
+            }
+        };
+        let buf = &mut self.staged[i].2;
+        if off as usize > buf.len() {
+            return Err(FsError::Invalid);
+        }
+        buf.truncate(off as usize);
+        buf.extend_from_slice(chunk);
+        Ok(())
+    }
+    fn link(&mut self, badge: u64, from: &[u8], to: &[u8]) -> Result<(), FsError> {
+        path_arg!(self, badge, from);
+        path_arg!(self, badge, to);
+        let a = self.resolve(badge, from, false)?;
+        let src = a.node.ok_or(FsError::NotFound)?;
+        let b = self.parent_for_change(badge, to)?;
+        if b.node.is_some() {
+            return Err(FsError::Exists);
+        }
+        if src.m != b.parent.m {
+            return Err(FsError::Xdev);
+        }
+        self.pfs(src.m)?
+            .link(src.ino, b.parent.ino, &b.name)
+            .map_err(|e| self.fail(src.m, e))
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn setattr(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        follow: bool,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        atime: u32,
+        mtime: u32,
+        which: SetAttrFields,
+    ) -> Result<(), FsError> {
+        path_arg!(self, badge, path);
+        let (cu, cg) = self.cred(badge);
+        let r = self.resolve(badge, path, follow)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        let attr = Attr {
+            mode: n.attr.0,
+            uid: n.attr.1,
+            gid: n.attr.2,
+        };
+        sawmill_interfaces::may_setattr(attr, Some(Cred { uid: cu, gid: cg }), which, uid, gid)?;
+        self.pfs(n.m)?
+            .setattr(n.ino, mode & 0o7777, uid, gid, atime, mtime, which)
+            .map_err(|e| self.fail(n.m, e))
+    }
+    fn statfs(&mut self, badge: u64, path: &[u8]) -> Result<StatfsOut, FsError> {
+        path_arg!(self, badge, path);
+        let r = self.resolve(badge, path, true)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        let s = self.pfs(n.m)?.statfs().map_err(|e| self.fail(n.m, e))?;
+        Ok(StatfsOut {
+            bsize: s.bsize,
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            namelen: s.namelen,
+        })
+    }
     fn crash(&mut self, badge: u64, mount: u32) -> Result<(), FsError> {
         if !self.admins.contains(&badge) {
             return Err(FsError::Denied);
@@ -642,6 +778,7 @@ fn main() {
         free_slots: Vec::new(),
         sessions: Vec::new(),
         after: AfterReply::new(),
+        staged: Vec::new(),
     };
     let cfg: sawmill_vfs_api::Config = match env::config() {
         Ok(c) => c,

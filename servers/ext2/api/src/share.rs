@@ -109,6 +109,20 @@ impl Shares {
         true
     }
 
+    /// Whose credentials file `index` acts with: `Some(None)` charged to the VFS (trusted),
+    /// `Some(Some(cred))` to a session (kept while the session has files, even after its last
+    /// capability went), `None` not charged.
+    pub fn file_cred(&self, index: usize, b: &Badges) -> Option<Option<(u32, u32)>> {
+        let by = *self.owner.get(index).filter(|&&by| by != 0)?;
+        if by == b.vfs {
+            return Some(None);
+        }
+        let s = self
+            .sessions
+            .get(by.checked_sub(b.session_base)? as usize)?;
+        Some(Some(s.cred))
+    }
+
     /// A new session index for `cred`.
     pub fn new_session(&mut self, cred: (u32, u32)) -> usize {
         let s = Session {
@@ -210,6 +224,22 @@ mod tests {
         assert!(sh.release(0, &B));
         assert_eq!(sh.new_session((7, 7)), i, "reused once its last file went");
         assert_eq!(sh.cred(i), Some((7, 7)));
+    }
+
+    #[test]
+    fn a_file_acts_with_its_openers_credentials() {
+        let mut sh = Shares::new(4, 4, 100);
+        let i = sh.new_session((5, 6));
+        assert!(sh.charge(100 + i as u64, 0, &B));
+        assert!(sh.charge(1, 1, &B));
+        assert_eq!(sh.file_cred(0, &B), Some(Some((5, 6))));
+        assert_eq!(sh.file_cred(1, &B), Some(None), "the VFS's: trusted");
+        assert_eq!(sh.file_cred(2, &B), None, "not charged");
+        // The session's capability goes: its open file keeps its credentials.
+        sh.drop_session(i);
+        assert_eq!(sh.file_cred(0, &B), Some(Some((5, 6))));
+        assert!(sh.release(0, &B));
+        assert_eq!(sh.file_cred(0, &B), None);
     }
 
     #[test]

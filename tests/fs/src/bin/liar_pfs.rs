@@ -7,9 +7,11 @@
 #![no_main]
 
 use sawmill_abi::MsgTag;
-use sawmill_interfaces::pfs::{self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
+use sawmill_interfaces::pfs::{
+    self, GetattrOut, LookupOut, OpenOut, OpenPathOut, ReaddirOut, StatfsOut,
+};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next, Reply};
-use sawmill_interfaces::{FsError, OpenFlags, SetAttrFields};
+use sawmill_interfaces::{FsError, OpenFlags, RenameFlags, SetAttrFields};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -54,7 +56,16 @@ impl pfs::Server for Liar {
             uid: 0,
             gid: 0,
             size: 4096,
+            blocks: 8,
+            rdev_major: 0,
+            rdev_minor: 0,
+            atime: 0,
             mtime: 0,
+            ctime: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            generation: 0,
         })
     }
     refuse! {
@@ -67,8 +78,8 @@ impl pfs::Server for Liar {
         readlink(ino: u32) -> Bytes<256>;
         unlink(dir: u32, name: &[u8]) -> ();
         rmdir(dir: u32, name: &[u8]) -> ();
-        rename(sdir: u32, sname: &[u8], ddir: u32, dname: &[u8]) -> ();
-        setattr(ino: u32, mode: u32, uid: u32, gid: u32, which: SetAttrFields) -> ();
+        rename(dirs: [u32; 2], sname: &[u8], dname: &[u8], flags: RenameFlags) -> ();
+        setattr(ino: u32, mode: u32, uid: u32, gid: u32, atime: u32, mtime: u32, which: SetAttrFields) -> ();
         truncate(ino: u32, size: u64) -> ();
         readdir(dir: u32, cookie: u64) -> ReaddirOut;
         sync() -> ();
@@ -76,6 +87,8 @@ impl pfs::Server for Liar {
         crash() -> ();
         open_path(path: &[u8], flags: OpenFlags, mode: u32) -> OpenPathOut;
         cover(path: &[u8]) -> ();
+        link(ino: u32, dir: u32, name: &[u8]) -> ();
+        statfs() -> StatfsOut;
     }
 }
 

@@ -13,7 +13,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use sawmill_fsclient::{Error, Files, O_CREATE, O_READ, O_TRUNC, O_WRITE};
+use sawmill_fsclient::{Error, Files, TimeSet, O_CREATE, O_READ, O_TRUNC, O_WRITE};
 use sawmill_fstests::{check, files, read_file};
 use sawmill_rt::{env, println};
 
@@ -230,9 +230,66 @@ fn perm_test(f: &mut Files) {
         "unlinked in the root directory"
     );
     check!(
-        f.chmod("/public.txt", 0o666) == Err(Error::Denied),
+        f.chmod("/public.txt", 0o666) == Err(Error::NotPermitted),
         "chmod of another's file"
     );
+    // Owners and times (Linux's rules: EPERM whatever the bits, EACCES for "now" without
+    // write permission), by path and by open file.
+    check!(
+        f.chown("/public.txt", Some(1000), None, true) == Err(Error::NotPermitted),
+        "chown of another's file"
+    );
+    check!(
+        f.chown("/mine.txt", Some(0), None, true) == Err(Error::NotPermitted),
+        "gave a file away"
+    );
+    ok(
+        f.chown("/mine.txt", None, Some(1000), true),
+        "chgrp to our group",
+    );
+    check!(
+        f.chown("/mine.txt", None, Some(0), true) == Err(Error::NotPermitted),
+        "chgrp to a group not ours"
+    );
+    check!(
+        f.utimens("/public.txt", TimeSet::At(1), TimeSet::Omit, true) == Err(Error::NotPermitted),
+        "explicit times on another's file"
+    );
+    check!(
+        f.utimens("/public.txt", TimeSet::Now, TimeSet::Now, true) == Err(Error::Denied),
+        "times set to now without write permission"
+    );
+    ok(
+        f.utimens("/mine.txt", TimeSet::At(1), TimeSet::At(2), true),
+        "times of our own file",
+    );
+    check!(
+        f.link("/public.txt", "/ro-dir/l") == Err(Error::Denied),
+        "linked into a root 0755 directory"
+    );
+    f.protocol = sawmill_fsclient::Protocol::Direct;
+    let pubfd = ok(f.open("/public.txt", O_READ, 0), "open public");
+    check!(
+        f.fchmod(pubfd, 0o666) == Err(Error::NotPermitted),
+        "fchmod of another's file"
+    );
+    check!(
+        f.fchown(pubfd, Some(1000), None) == Err(Error::NotPermitted),
+        "fchown of another's file"
+    );
+    ok(f.close(pubfd), "close public");
+    let minefd = ok(f.open("/mine.txt", O_READ, 0), "open mine");
+    ok(f.fchmod(minefd, 0o640), "fchmod of our own file");
+    let st = ok(f.fstat(minefd), "fstat mine");
+    check!(
+        st.mode & 0o7777 == 0o640 && st.gid == 1000 && st.mtime.0 == 2,
+        "our own file's attributes: {:o} gid {} mtime {}",
+        st.mode,
+        st.gid,
+        st.mtime.0
+    );
+    ok(f.close(minefd), "close mine");
+    f.protocol = sawmill_fsclient::Protocol::Vfs;
     check!(
         ok(read_file(f, "/public.txt"), "read public") == b"public\n",
         "public content"

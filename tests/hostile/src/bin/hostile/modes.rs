@@ -27,7 +27,7 @@ const MEM_OPS: [u16; 4] = [
     mem::op::STATS,
     mem::op::CLIENT_GONE,
 ];
-const FILE_OPS: [u16; 16] = [
+const FILE_OPS: [u16; 18] = [
     file::op::READ,
     file::op::WRITE,
     file::op::STAT,
@@ -37,6 +37,8 @@ const FILE_OPS: [u16; 16] = [
     file::op::CLOSE,
     file::op::WRITE_BUFFER,
     file::op::WRITE_FROM_BUFFER,
+    file::op::SETATTR,
+    file::op::STATFS,
     dataspace::op::INFO,
     dataspace::op::MAP,
     dataspace::op::COPY,
@@ -45,7 +47,7 @@ const FILE_OPS: [u16; 16] = [
     dataspace::op::RESIZE,
     dataspace::op::FREE,
 ];
-const VFS_OPS: [u16; 15] = [
+const VFS_OPS: [u16; 19] = [
     vfs::op::OPEN,
     vfs::op::STAT,
     vfs::op::MKDIR,
@@ -61,8 +63,12 @@ const VFS_OPS: [u16; 15] = [
     vfs::op::MOUNTS,
     vfs::op::MOUNT,
     vfs::op::CRASH,
+    vfs::op::STAGE,
+    vfs::op::LINK,
+    vfs::op::SETATTR,
+    vfs::op::STATFS,
 ];
-const PFS_OPS: [u16; 21] = [
+const PFS_OPS: [u16; 23] = [
     pfs::op::CONNECT,
     pfs::op::WATCH,
     pfs::op::ROOT,
@@ -84,6 +90,8 @@ const PFS_OPS: [u16; 21] = [
     pfs::op::CRASH,
     pfs::op::OPEN_PATH,
     pfs::op::COVER,
+    pfs::op::LINK,
+    pfs::op::STATFS,
 ];
 const BLK_OPS: [u16; 5] = [
     blk::op::INFO,

@@ -1,0 +1,106 @@
+//! Scenario `console-uart`: a client of the console server (servers/console).
+//!
+//! With argument `reader`: checks the refusals (a read on `console`, read sizes 0 and 481) and
+//! the window size, then reads `console-in` until end of file, printing each read on the debug
+//! console, with reads of 5 bytes for the line after "ac\n" (a line longer than the read comes
+//! in pieces). Then it writes a greeting through `console`, tells the `writer` (through
+//! `console-sync`) that it is about to block, and reads again, forever.
+//!
+//! With argument `writer`: waits for the reader's word, lets it block in its read, writes
+//! through `console` and reports that the write was not held up.
+#![no_std]
+#![no_main]
+use sawmill_abi::MsgTag;
+use sawmill_interfaces::rpc::Error;
+use sawmill_interfaces::{console, ConsoleError};
+use sawmill_rt::{env, ipc, println, sys};
+use sawmill_testprogs::{check, endpoint};
+
+sawmill_rt::entry!(main);
+
+const GREETING: &[u8] = b"reader: hello from the console client\n";
+const WRITER_LINE: &[u8] = b"writer: not held up by the blocked reader\n";
+/// Yields the writer makes after the reader's word, so that the reader is blocked in its read.
+const LET_READER_BLOCK: usize = 200;
+
+fn reader() {
+    let out = console::Client::new(endpoint("console"));
+    let input = console::Client::new(endpoint("console-in"));
+    let sync = endpoint("console-sync");
+    check!(
+        out.read(16) == Err(Error::App(ConsoleError::WrongEndpoint)),
+        "a read on `console` was not refused"
+    );
+    for bad in [0, 481, u32::MAX] {
+        check!(
+            input.read(bad) == Err(Error::App(ConsoleError::Invalid)),
+            "read of {} bytes was not refused",
+            bad
+        );
+    }
+    let ws = out.winsize();
+    check!(
+        ws == Ok(console::WinsizeOut { rows: 24, cols: 80 }),
+        "winsize {:?}",
+        ws
+    );
+    let mut max = 480;
+    loop {
+        let got = match input.read(max) {
+            Ok(b) => b,
+            Err(e) => {
+                println!("console-reader: FAIL read: {:?}", e);
+                return;
+            }
+        };
+        let data = got.as_slice();
+        if data.is_empty() {
+            println!("console-reader: end of file");
+            break;
+        }
+        let text = core::str::from_utf8(data).unwrap_or("<not UTF-8>");
+        println!("console-reader: read {:?}", text);
+        // The line after "ac\n" ("split-me\n") is read 5 bytes at a time, then whole again.
+        max = if text == "ac\n" || text == "split" {
+            5
+        } else {
+            480
+        };
+    }
+    // Written after the end of file, when all typed input has been echoed, so that the order
+    // on the line is fixed.
+    check!(
+        out.write(GREETING) == Ok(GREETING.len() as u32),
+        "write through console"
+    );
+    let _ = ipc::send(sync, MsgTag::new(1, 0), [0; 4]);
+    println!("console-reader: blocking in a read with no input to come");
+    let r = input.read(480);
+    println!(
+        "console-reader: FAIL read returned {:?}",
+        r.map(|b| b.len())
+    );
+}
+
+fn writer() {
+    let out = console::Client::new(endpoint("console"));
+    let sync = endpoint("console-sync");
+    let m = ipc::recv(sync, 0);
+    check!(m.err == 0, "waiting for the reader: {}", m.err);
+    for _ in 0..LET_READER_BLOCK {
+        sys::yield_now();
+    }
+    check!(
+        out.write(WRITER_LINE) == Ok(WRITER_LINE.len() as u32),
+        "write while the reader is blocked"
+    );
+    println!("console-writer: PASS wrote while the reader was blocked in read");
+}
+
+fn main() {
+    match env::arg(0) {
+        Some("reader") => reader(),
+        Some("writer") => writer(),
+        other => println!("console-client: FAIL unknown role {:?}", other),
+    }
+}

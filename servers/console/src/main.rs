@@ -53,6 +53,8 @@ struct Shared {
     ldisc: LineDiscipline,
     /// The interrupt thread stopped the receive interrupt because the discipline was full.
     rx_stopped: bool,
+    /// Whether the debug console was told of the first stop (once: a diagnostic, not a log).
+    stop_reported: bool,
     /// Scratch for output processing and echo (kept to avoid allocating per request).
     out: Vec<u8>,
 }
@@ -142,6 +144,10 @@ fn take_input() -> bool {
                 // Full: leave the bytes in the UART until a read makes room.
                 uart::receive_interrupt(false);
                 s.rx_stopped = true;
+                if !s.stop_reported {
+                    s.stop_reported = true;
+                    println!("console: input buffer full, further input waits in the UART");
+                }
                 break;
             }
             let byte = uart::receive();
@@ -210,6 +216,7 @@ fn main() {
     *SHARED.lock() = Some(Shared {
         ldisc: LineDiscipline::new(cfg.modes()),
         rx_stopped: false,
+        stop_reported: false,
         out: Vec::with_capacity(2 * MAX_TRANSFER),
     });
     let (rows, cols) = (cfg.rows, cfg.cols);

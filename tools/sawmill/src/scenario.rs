@@ -25,6 +25,8 @@ pub struct TestSpec {
     pub com2_input: Option<Vec<u8>>,
     /// Must all appear (in any order) in what the guest wrote to COM2.
     pub com2_expect: Vec<Vec<u8>>,
+    /// Must not appear in what the guest wrote to COM2.
+    pub com2_reject: Vec<Vec<u8>>,
 }
 
 pub const DEFAULT_TIMEOUT: u64 = 120;
@@ -43,6 +45,7 @@ impl Default for TestSpec {
             kill_after: None,
             com2_input: None,
             com2_expect: Vec::new(),
+            com2_reject: Vec::new(),
         }
     }
 }
@@ -59,6 +62,7 @@ const KEYS: &[&str] = &[
     "kill_after",
     "com2_input",
     "com2_expect",
+    "com2_reject",
 ];
 
 /// Reads a `[test]` table; unknown keys are errors so a typo cannot silently weaken a test.
@@ -140,11 +144,16 @@ pub fn parse(table: Option<&toml::Table>) -> Result<TestSpec, String> {
         let text = v.as_str().ok_or("[test]: `com2_input` must be a string")?;
         s.com2_input = Some(unescape(text).map_err(|e| format!("[test]: `com2_input`: {e}"))?);
     }
-    if let Some(v) = strings("com2_expect")? {
-        s.com2_expect = v
-            .iter()
-            .map(|e| unescape(e).map_err(|m| format!("[test]: `com2_expect`: {m}")))
-            .collect::<Result<_, _>>()?;
+    for (key, field) in [
+        ("com2_expect", &mut s.com2_expect),
+        ("com2_reject", &mut s.com2_reject),
+    ] {
+        if let Some(v) = strings(key)? {
+            *field = v
+                .iter()
+                .map(|e| unescape(e).map_err(|m| format!("[test]: `{key}`: {m}")))
+                .collect::<Result<_, _>>()?;
+        }
     }
     Ok(s)
 }
@@ -191,13 +200,16 @@ pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// What is wrong with the guest's COM2 output against `com2_expect`: each must appear, in any
-/// order (input is echoed as it arrives, so its place among the guest's writes is not fixed).
+/// What is wrong with the guest's COM2 output against `com2_expect` (each must appear, in any
+/// order: input is echoed as it arrives, so its place among the guest's writes is not fixed)
+/// and `com2_reject`.
 pub fn judge_com2(spec: &TestSpec, output: &[u8]) -> Vec<String> {
-    spec.com2_expect
-        .iter()
-        .filter(|e| !e.is_empty() && !output.windows(e.len()).any(|w| w == e.as_slice()))
+    let has = |e: &[u8]| !e.is_empty() && output.windows(e.len()).any(|w| w == e);
+    let missing = spec.com2_expect.iter().filter(|e| !e.is_empty() && !has(e));
+    let seen = spec.com2_reject.iter().filter(|e| has(e));
+    missing
         .map(|e| format!("COM2: missing expected `{}`", e.escape_ascii()))
+        .chain(seen.map(|e| format!("COM2: reject string `{}` seen", e.escape_ascii())))
         .collect()
 }
 
@@ -761,6 +773,7 @@ mod tests {
         let t: toml::Table = r#"
             com2_input = 'hello\rworld\n\x04\\'
             com2_expect = ["a\r\n", 'b\e[0m\xff']
+            com2_reject = ["zz"]
         "#
         .parse()
         .unwrap();
@@ -772,6 +785,10 @@ mod tests {
         );
         assert!(judge_com2(&s, b"xa\r\nyb\x1b[0m\xffz").is_empty());
         assert!(judge_com2(&s, b"b\x1b[0m\xffa\r\n").is_empty());
+        assert_eq!(
+            judge_com2(&s, b"a\r\nb\x1b[0m\xffzz"),
+            vec!["COM2: reject string `zz` seen"]
+        );
         assert_eq!(
             judge_com2(&s, b"a\nb\x1b[0m"),
             vec![

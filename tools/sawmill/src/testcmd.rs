@@ -180,7 +180,10 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
         extra,
         serial_log: Some(log.clone()),
         // A scenario that feeds or checks COM2 (the console server's line) gets it on a pipe.
-        com2: if spec.com2_input.is_some() || !spec.com2_expect.is_empty() {
+        com2: if spec.com2_input.is_some()
+            || !spec.com2_expect.is_empty()
+            || !spec.com2_reject.is_empty()
+        {
             qemu::Com2::Piped {
                 input: spec.com2_input.clone().unwrap_or_default(),
                 output: com2_log.clone(),
@@ -214,7 +217,7 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
     let mut problems = scenario::judge(&spec, &text, &outcome);
     problems.extend(scenario::post_checks(&repo.root, &spec.post, &disks));
-    if !spec.com2_expect.is_empty() {
+    if !spec.com2_expect.is_empty() || !spec.com2_reject.is_empty() {
         let com2 = std::fs::read(&com2_log).unwrap_or_default();
         problems.extend(scenario::judge_com2(&spec, &com2));
     }

@@ -1,17 +1,24 @@
-//! Scenario `console-uart`: a client of the console server (servers/console).
+//! Scenarios `console-uart` and `console-flow`: clients of the console server (servers/console).
 //!
-//! With argument `reader`: checks the refusals (a read on `console`, read sizes 0 and 481) and
-//! the window size, then reads `console-in` until end of file, printing each read on the debug
-//! console, with reads of 5 bytes for the line after "ac\n" (a line longer than the read comes
-//! in pieces). Then it writes a greeting through `console`, tells the `writer` (through
+//! With argument `reader`: checks the refusals (a read on `console`, read sizes 0 and 481,
+//! malformed messages) and the window size, then reads `console-in` until end of file, printing
+//! each read on the debug console, with reads of 5 bytes for the line after "ac\n" (a line
+//! longer than the read comes in pieces). Then it writes a greeting through `console`, tells the `writer` (through
 //! `console-sync`) that it is about to block, and reads again, forever.
 //!
 //! With argument `writer`: waits for the reader's word, lets it block in its read, writes
 //! through `console` and reports that the write was not held up.
+//!
+//! With arguments `slow N` (scenario `console-flow`): reads nothing for a while, then reads N
+//! typed lines and checks each, then the end of file.
 #![no_std]
 #![no_main]
+extern crate alloc;
+
+use alloc::string::String;
+use core::fmt::Write;
 use sawmill_abi::MsgTag;
-use sawmill_interfaces::rpc::Error;
+use sawmill_interfaces::rpc::{proto, Error};
 use sawmill_interfaces::{console, ConsoleError};
 use sawmill_rt::{env, ipc, println, sys};
 use sawmill_testprogs::{check, endpoint};
@@ -38,6 +45,22 @@ fn reader() {
             bad
         );
     }
+    // Malformed messages get protocol refusals: a write claiming more bytes than the interface
+    // allows (and than the message carries), an unknown opcode.
+    let m = ipc::call(out.ep, MsgTag::new(console::op::WRITE, 4), [4096, 0, 0, 0]);
+    check!(
+        m.err == 0 && m.tag.label() == proto::BAD_LENGTH,
+        "oversized write: err {} label {:#x}",
+        m.err,
+        m.tag.label()
+    );
+    let m = ipc::call(input.ep, MsgTag::new(99, 0), [0; 4]);
+    check!(
+        m.err == 0 && m.tag.label() == proto::BAD_OPCODE,
+        "unknown opcode: err {} label {:#x}",
+        m.err,
+        m.tag.label()
+    );
     let ws = out.winsize();
     check!(
         ws == Ok(console::WinsizeOut { rows: 24, cols: 80 }),
@@ -97,10 +120,52 @@ fn writer() {
     println!("console-writer: PASS wrote while the reader was blocked in read");
 }
 
+/// Time-stamp-counter ticks the `slow` client waits before its first read (about a second
+/// under QEMU), long enough for the typed input to fill the console's line discipline.
+const SLOW_START_TICKS: u64 = 3_000_000_000;
+/// The filler of every line the `console-flow` scenario types.
+const FILLER: &str =
+    "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij";
+
+/// Reads `lines` lines `line NN: FILLER` only after the typed input had time to overflow the
+/// console's buffer, and checks each is intact and in order.
+fn slow(lines: usize) {
+    let out = console::Client::new(endpoint("console"));
+    let input = console::Client::new(endpoint("console-in"));
+    let start = sys::rdtsc();
+    while sys::rdtsc().wrapping_sub(start) < SLOW_START_TICKS {
+        sys::yield_now();
+    }
+    let mut want = String::new();
+    for i in 0..lines {
+        want.clear();
+        let _ = writeln!(want, "line {:02}: {}", i, FILLER);
+        let got = input.read(480);
+        check!(
+            got.as_ref().map(|b| b.as_slice()) == Ok(want.as_bytes()),
+            "line {}: read {:?}",
+            i,
+            got.map(|b| String::from_utf8_lossy(b.as_slice()).into_owned())
+        );
+    }
+    let eof = input.read(480);
+    check!(
+        eof.map(|b| b.len()) == Ok(0),
+        "no end of file after the lines"
+    );
+    check!(out.write(b"slow: done\n") == Ok(11), "write");
+    println!(
+        "console-slow: PASS {} lines of {} bytes arrived intact after the input buffer filled",
+        lines,
+        want.len()
+    );
+}
+
 fn main() {
     match env::arg(0) {
         Some("reader") => reader(),
         Some("writer") => writer(),
+        Some("slow") => slow(env::arg(1).and_then(|n| n.parse().ok()).unwrap_or(0)),
         other => println!("console-client: FAIL unknown role {:?}", other),
     }
 }

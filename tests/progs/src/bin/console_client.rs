@@ -3,8 +3,8 @@
 //! With argument `reader`: checks the refusals (a read on `console`, read sizes 0 and 481,
 //! malformed messages) and the window size, then reads `console-in` until end of file, printing
 //! each read on the debug console, with reads of 5 bytes for the line after "ac\n" (a line
-//! longer than the read comes in pieces). Then it writes a greeting through `console`, tells the `writer` (through
-//! `console-sync`) that it is about to block, and reads again, forever.
+//! longer than the read comes in pieces). Then it writes a greeting through `console`, tells
+//! the `writer` (through `console-sync`) that it is about to block, and reads again, forever.
 //!
 //! With argument `writer`: waits for the reader's word, lets it block in its read, writes
 //! through `console` and reports that the write was not held up.

@@ -1,6 +1,6 @@
 //! The console server: the user-level driver of the second serial line (COM2, a 16550 UART at
 //! I/O ports 0x2f8..0x2ff, IRQ 3), the Linux programs' terminal. It serves
-//! `interfaces/console.idl` on two endpoints: `console` (write, winsize: never waits) and
+//! `interfaces/console.idl` on two endpoints: `console` (write, winsize, pending: never waits) and
 //! `console-in` (read: waits for input, one read at a time).
 //!
 //! Three threads share one [`Shared`] state under a lock held only for bounded work:
@@ -122,6 +122,10 @@ impl console::Server for Endpoint {
             // came between the check and here stays pending, so none is lost.
             let _ = sys::notify_wait(WAKE.load(Ordering::Relaxed), 0);
         }
+    }
+
+    fn pending(&mut self, _badge: u64) -> Result<u32, ConsoleError> {
+        Ok(with_shared(|s| s.ldisc.pending()) as u32)
     }
 
     fn winsize(&mut self, _badge: u64) -> Result<console::WinsizeOut, ConsoleError> {

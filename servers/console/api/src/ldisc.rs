@@ -111,6 +111,11 @@ impl LineDiscipline {
         }
     }
 
+    /// Bytes reads could take now (FIONREAD): in canonical mode the finished lines only.
+    pub fn pending(&self) -> usize {
+        self.ready.len()
+    }
+
     /// Takes one byte received from the line; appends what to echo (already output-processed,
     /// ready for the line) to `echo`.
     pub fn input(&mut self, byte: u8, echo: &mut Vec<u8>) -> Input {
@@ -260,6 +265,7 @@ mod tests {
         let mut ld = LineDiscipline::new(Modes::default());
         assert!(!ld.readable());
         feed(&mut ld, b"hello\rworld\n\x04");
+        assert_eq!(ld.pending(), 12);
         assert_eq!(
             reads(&mut ld, 480),
             vec![b"hello\n".to_vec(), b"world\n".to_vec(), b"".to_vec()]
@@ -272,6 +278,7 @@ mod tests {
         let mut ld = LineDiscipline::new(Modes::default());
         feed(&mut ld, b"abc");
         assert!(!ld.readable());
+        assert_eq!(ld.pending(), 0);
         assert_eq!(ld.read(&mut [0; 8]), None);
         feed(&mut ld, b"\n");
         assert_eq!(reads(&mut ld, 8), vec![b"abc\n".to_vec()]);

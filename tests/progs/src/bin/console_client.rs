@@ -120,9 +120,9 @@ fn writer() {
     println!("console-writer: PASS wrote while the reader was blocked in read");
 }
 
-/// Time-stamp-counter ticks the `slow` client waits before its first read (about a second
-/// under QEMU), long enough for the typed input to fill the console's line discipline.
-const SLOW_START_TICKS: u64 = 3_000_000_000;
+/// Finished input the `slow` client waits for before its first read: 40 of its 100-byte lines,
+/// with the 41st then filling the console's 4096-byte line discipline.
+const SLOW_START_PENDING: u32 = 4000;
 /// The filler of every line the `console-flow` scenario types.
 const FILLER: &str =
     "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij";
@@ -132,10 +132,29 @@ const FILLER: &str =
 fn slow(lines: usize) {
     let out = console::Client::new(endpoint("console"));
     let input = console::Client::new(endpoint("console-in"));
+    // Wait for 40 lines, then a quarter of that time again: ample for the 96 bytes that fill
+    // the discipline (the driver then stops taking input).
     let start = sys::rdtsc();
-    while sys::rdtsc().wrapping_sub(start) < SLOW_START_TICKS {
+    loop {
+        match input.pending() {
+            Ok(n) if n >= SLOW_START_PENDING => break,
+            Ok(_) => sys::yield_now(),
+            Err(e) => {
+                println!("console-slow: FAIL pending: {:?}", e);
+                return;
+            }
+        }
+    }
+    let filled = sys::rdtsc();
+    while sys::rdtsc().wrapping_sub(filled) < filled.wrapping_sub(start) / 4 {
         sys::yield_now();
     }
+    let held = input.pending();
+    check!(
+        held == Ok(SLOW_START_PENDING),
+        "pending {:?} with the discipline full",
+        held
+    );
     let mut want = String::new();
     for i in 0..lines {
         want.clear();

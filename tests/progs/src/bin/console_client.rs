@@ -9,8 +9,8 @@
 //! With argument `writer`: waits for the reader's word, lets it block in its read, writes
 //! through `console` and reports that the write was not held up.
 //!
-//! With arguments `slow N` (scenario `console-flow`): reads nothing for a while, then reads N
-//! typed lines and checks each, then the end of file.
+//! With arguments `slow N` (scenario `console-flow`): reads nothing until the console's line
+//! discipline is full, then reads N typed lines and checks each, then the end of file.
 #![no_std]
 #![no_main]
 extern crate alloc;
@@ -18,6 +18,7 @@ extern crate alloc;
 use alloc::string::String;
 use core::fmt::Write;
 use sawmill_abi::MsgTag;
+use sawmill_console_api::ldisc;
 use sawmill_interfaces::rpc::{proto, Error};
 use sawmill_interfaces::{console, ConsoleError};
 use sawmill_rt::{env, ipc, println, sys};
@@ -120,45 +121,53 @@ fn writer() {
     println!("console-writer: PASS wrote while the reader was blocked in read");
 }
 
-/// Finished input the `slow` client waits for before its first read: 40 of its 100-byte lines,
-/// with the 41st then filling the console's 4096-byte line discipline.
-const SLOW_START_PENDING: u32 = 4000;
-/// The filler of every line the `console-flow` scenario types.
-const FILLER: &str =
-    "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij";
+/// Length of the filler of every line the `console-flow` scenario types: the letters `a..z`
+/// repeated, making lines of 128 bytes (32 of them fill the console's line discipline).
+const FILLER_LEN: usize = 118;
+/// Yields of the `slow` client between seeing the discipline full and reading.
+const LET_DRIVER_STOP: usize = 1000;
+/// Most polls of `pending` before the `slow` client gives up on the discipline filling.
+const FILL_POLLS: u32 = 10_000_000;
 
-/// Reads `lines` lines `line NN: FILLER` only after the typed input had time to overflow the
-/// console's buffer, and checks each is intact and in order.
+/// Reads `lines` typed lines (`line NN: ` and the filler) only once the console's line
+/// discipline is full, and checks each is intact and in order.
 fn slow(lines: usize) {
     let out = console::Client::new(endpoint("console"));
     let input = console::Client::new(endpoint("console-in"));
-    // Wait for 40 lines, then a quarter of that time again: ample for the 96 bytes that fill
-    // the discipline (the driver then stops taking input).
-    let start = sys::rdtsc();
+    // The discipline holds only finished lines when its capacity is a whole number of them.
+    let mut polls = 0;
     loop {
         match input.pending() {
-            Ok(n) if n >= SLOW_START_PENDING => break,
-            Ok(_) => sys::yield_now(),
-            Err(e) => {
-                println!("console-slow: FAIL pending: {:?}", e);
+            Ok(n) if n as usize == ldisc::CAPACITY => break,
+            Ok(n) if polls < FILL_POLLS => {
+                polls += 1;
+                check!((n as usize) < ldisc::CAPACITY, "pending {}", n);
+                sys::yield_now();
+            }
+            other => {
+                println!(
+                    "console-slow: FAIL the discipline did not fill: {:?}",
+                    other
+                );
                 return;
             }
         }
     }
-    let filled = sys::rdtsc();
-    while sys::rdtsc().wrapping_sub(filled) < filled.wrapping_sub(start) / 4 {
+    println!(
+        "console-slow: the line discipline is full ({} bytes pending)",
+        ldisc::CAPACITY
+    );
+    // Usually long enough for the next byte to reach the driver, which then stops the receive
+    // interrupt (its path back is resumed by the first read); not needed for the checks.
+    for _ in 0..LET_DRIVER_STOP {
         sys::yield_now();
     }
-    let held = input.pending();
-    check!(
-        held == Ok(SLOW_START_PENDING),
-        "pending {:?} with the discipline full",
-        held
-    );
     let mut want = String::new();
     for i in 0..lines {
         want.clear();
-        let _ = writeln!(want, "line {:02}: {}", i, FILLER);
+        let _ = write!(want, "line {:02}: ", i);
+        want.extend((0..FILLER_LEN).map(|j| (b'a' + (j % 26) as u8) as char));
+        want.push('\n');
         let got = input.read(480);
         check!(
             got.as_ref().map(|b| b.as_slice()) == Ok(want.as_bytes()),

@@ -21,6 +21,12 @@ pub struct TestSpec {
     /// Kill QEMU (SIGKILL, no shutdown) as soon as this string appears in the log: the
     /// fsync-durability test. The run then counts as ended on purpose.
     pub kill_after: Option<String>,
+    /// Bytes written to COM2 (the console server's line) at start; `Some` wires COM2 to a pipe.
+    pub com2_input: Option<Vec<u8>>,
+    /// Must all appear (in any order) in what the guest wrote to COM2.
+    pub com2_expect: Vec<Vec<u8>>,
+    /// Must not appear in what the guest wrote to COM2.
+    pub com2_reject: Vec<Vec<u8>>,
 }
 
 pub const DEFAULT_TIMEOUT: u64 = 120;
@@ -37,6 +43,9 @@ impl Default for TestSpec {
             disks: Vec::new(),
             post: Vec::new(),
             kill_after: None,
+            com2_input: None,
+            com2_expect: Vec::new(),
+            com2_reject: Vec::new(),
         }
     }
 }
@@ -51,6 +60,9 @@ const KEYS: &[&str] = &[
     "disks",
     "post",
     "kill_after",
+    "com2_input",
+    "com2_expect",
+    "com2_reject",
 ];
 
 /// Reads a `[test]` table; unknown keys are errors so a typo cannot silently weaken a test.
@@ -128,7 +140,77 @@ pub fn parse(table: Option<&toml::Table>) -> Result<TestSpec, String> {
                 .to_string(),
         );
     }
+    if let Some(v) = t.get("com2_input") {
+        let text = v.as_str().ok_or("[test]: `com2_input` must be a string")?;
+        s.com2_input = Some(unescape(text).map_err(|e| format!("[test]: `com2_input`: {e}"))?);
+    }
+    for (key, field) in [
+        ("com2_expect", &mut s.com2_expect),
+        ("com2_reject", &mut s.com2_reject),
+    ] {
+        if let Some(v) = strings(key)? {
+            *field = v
+                .iter()
+                .map(|e| unescape(e).map_err(|m| format!("[test]: `{key}`: {m}")))
+                .collect::<Result<_, _>>()?;
+        }
+    }
     Ok(s)
+}
+
+/// The bytes a `com2_input` or `com2_expect` string stands for: after TOML's own escapes (in a
+/// basic string), `\r`, `\n`, `\t`, `\e` (escape), `\\` and `\xHH` (any byte) are decoded,
+/// so a TOML literal string can say `'hello\rworld\n\x04'`.
+pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&c, tail)) = rest.split_first() {
+        rest = tail;
+        if c != b'\\' {
+            out.push(c);
+            continue;
+        }
+        let Some((&e, tail)) = rest.split_first() else {
+            return Err(format!("`{text}`: a lone `\\` at the end"));
+        };
+        rest = tail;
+        out.push(match e {
+            b'r' => b'\r',
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'e' => 0x1b,
+            b'\\' => b'\\',
+            b'x' => {
+                let hex = rest
+                    .get(..2)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("`{text}`: `\\x` needs two hex digits"))?;
+                rest = &rest[2..];
+                hex
+            }
+            other => {
+                return Err(format!(
+                    "`{text}`: unknown escape `\\{}` (known: \\r \\n \\t \\e \\\\ \\xHH)",
+                    other as char
+                ))
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// What is wrong with the guest's COM2 output against `com2_expect` (each must appear, in any
+/// order: input is echoed as it arrives, so its place among the guest's writes is not fixed)
+/// and `com2_reject`.
+pub fn judge_com2(spec: &TestSpec, output: &[u8]) -> Vec<String> {
+    let has = |e: &[u8]| !e.is_empty() && output.windows(e.len()).any(|w| w == e);
+    let missing = spec.com2_expect.iter().filter(|e| !e.is_empty() && !has(e));
+    let seen = spec.com2_reject.iter().filter(|e| has(e));
+    missing
+        .map(|e| format!("COM2: missing expected `{}`", e.escape_ascii()))
+        .chain(seen.map(|e| format!("COM2: reject string `{}` seen", e.escape_ascii())))
+        .collect()
 }
 
 pub use disk::{post_checks, prepare_disks, DiskSpec};
@@ -684,6 +766,41 @@ mod tests {
         assert_eq!(p[0], "reject string `PANIC` seen in the log");
         let p = judge(&s, good, &Outcome::Qemu(0));
         assert!(p[0].contains("without a guest exit code"));
+    }
+
+    #[test]
+    fn com2_input_and_expectations() {
+        let t: toml::Table = r#"
+            com2_input = 'hello\rworld\n\x04\\'
+            com2_expect = ["a\r\n", 'b\e[0m\xff']
+            com2_reject = ["zz"]
+        "#
+        .parse()
+        .unwrap();
+        let s = parse(Some(&t)).unwrap();
+        assert_eq!(s.com2_input.as_deref(), Some(&b"hello\rworld\n\x04\\"[..]));
+        assert_eq!(
+            s.com2_expect,
+            vec![b"a\r\n".to_vec(), b"b\x1b[0m\xff".to_vec()]
+        );
+        assert!(judge_com2(&s, b"xa\r\nyb\x1b[0m\xffz").is_empty());
+        assert!(judge_com2(&s, b"b\x1b[0m\xffa\r\n").is_empty());
+        assert_eq!(
+            judge_com2(&s, b"a\r\nb\x1b[0m\xffzz"),
+            vec!["COM2: reject string `zz` seen"]
+        );
+        assert_eq!(
+            judge_com2(&s, b"a\nb\x1b[0m"),
+            vec![
+                "COM2: missing expected `a\\r\\n`",
+                "COM2: missing expected `b\\x1b[0m\\xff`"
+            ]
+        );
+        for bad in [r"'\x4'", r"'\q'", r"'end\'"] {
+            let t: toml::Table = format!("com2_input = {bad}").parse().unwrap();
+            assert!(parse(Some(&t)).is_err(), "{bad}");
+        }
+        assert_eq!(parse(None).unwrap().com2_input, None);
     }
 
     #[test]

@@ -156,6 +156,7 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     let logs = repo.target().join("test-logs");
     let log = logs.join(format!("{name}.log"));
     let qlog = logs.join(format!("{name}.qemu.log"));
+    let com2_log = logs.join(format!("{name}.com2.log"));
     let _ = std::fs::remove_file(&log);
     // Scenario disks (issue 6): built fresh for every run, checked after it.
     let disks = match scenario::prepare_disks(
@@ -178,7 +179,18 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
         icount: false,
         extra,
         serial_log: Some(log.clone()),
-        com2: qemu::Com2::None,
+        // A scenario that feeds or checks COM2 (the console server's line) gets it on a pipe.
+        com2: if spec.com2_input.is_some()
+            || !spec.com2_expect.is_empty()
+            || !spec.com2_reject.is_empty()
+        {
+            qemu::Com2::Piped {
+                input: spec.com2_input.clone().unwrap_or_default(),
+                output: com2_log.clone(),
+            }
+        } else {
+            qemu::Com2::None
+        },
     };
     // Stop a run shortly after a reject string shows up instead of waiting for the timeout;
     // the grace period lets the rest of e.g. a panic message reach the log.
@@ -205,6 +217,10 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
     let mut problems = scenario::judge(&spec, &text, &outcome);
     problems.extend(scenario::post_checks(&repo.root, &spec.post, &disks));
+    if !spec.com2_expect.is_empty() || !spec.com2_reject.is_empty() {
+        let com2 = std::fs::read(&com2_log).unwrap_or_default();
+        problems.extend(scenario::judge_com2(&spec, &com2));
+    }
     let secs = start.elapsed().as_secs_f64();
     if problems.is_empty() {
         return (true, vec![format!("PASS {name} ({secs:.1}s)")]);

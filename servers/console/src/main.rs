@@ -1,0 +1,260 @@
+//! The console server: the user-level driver of the second serial line (COM2, a 16550 UART at
+//! I/O ports 0x2f8..0x2ff, IRQ 3), the Linux programs' terminal. It serves
+//! `interfaces/console.idl` on two endpoints: `console` (write, winsize, pending: never waits) and
+//! `console-in` (read: waits for input, one read at a time).
+//!
+//! Three threads share one [`Shared`] state under a lock held only for bounded work:
+//! - the main thread serves `console`: output goes through the line discipline's output
+//!   processing and is sent by polling the UART (see [`uart::send`] for why polling);
+//! - the reader thread serves `console-in`: a read that finds nothing waits on the `wake`
+//!   notification inside its handler, so reads queue at the endpoint while writes go on;
+//! - the interrupt thread takes IRQ 3: it moves received bytes through the line discipline
+//!   (which echoes and edits lines as they are typed, reader or not) and wakes the reader.
+//!   When the discipline is full it stops the UART's receive interrupt and leaves bytes in the
+//!   UART (QEMU holds the rest); the reader, having made room, signals it to resume.
+//!
+//! Settings: the optional `config` table (`sawmill_console_api::Config`: echo, onlcr,
+//! canonical, rows, cols). It touches only ports 0x2f8..0x2ff, IRQ 3 and its endpoints.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod uart;
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use sawmill_abi::ObjKind;
+use sawmill_console_api::ldisc::{self, Input, LineDiscipline};
+use sawmill_console_api::Config;
+use sawmill_interfaces::rpc::Bytes;
+use sawmill_interfaces::{console, ConsoleError};
+use sawmill_rt::{env, println, slots, sys, thread};
+
+sawmill_rt::entry!(main);
+
+/// The name of the input endpoint (the output endpoint is `console::NAME`).
+const INPUT_ENDPOINT: &str = "console-in";
+/// COM2's interrupt line; root binds it to bit `1 << IRQ_LINE` of our IRQ notification.
+const IRQ_LINE: u64 = 3;
+/// Bit of the IRQ notification the reader signals when it made room after the interrupt
+/// thread stopped taking input (a bit no interrupt line of ours uses).
+const RESUME_BIT: u64 = 1 << 0;
+/// Largest read or write (the interface's `bytes<480>`).
+const MAX_TRANSFER: usize = 480;
+/// Most bytes the interrupt thread takes from the UART under one hold of the lock, so that a
+/// flood of input does not keep writers waiting long.
+const RX_BATCH: usize = 64;
+/// Stack of each extra thread.
+const THREAD_STACK: usize = 16 * 1024;
+
+/// What all threads share.
+struct Shared {
+    ldisc: LineDiscipline,
+    /// The interrupt thread stopped the receive interrupt because the discipline was full.
+    rx_stopped: bool,
+    /// Whether the debug console was told of the first stop (once: a diagnostic, not a log).
+    stop_reported: bool,
+    /// Scratch for output processing and echo (kept to avoid allocating per request).
+    out: Vec<u8>,
+}
+
+/// The lock around [`Shared`]: held for bounded work only, never across a wait.
+static SHARED: spin::Mutex<Option<Shared>> = spin::Mutex::new(None);
+/// The notification the interrupt thread signals when input became readable.
+static WAKE: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `f` on the shared state. Threads of equal priority share the CPU by preemption, so a
+/// waiter yields instead of spinning out its time slice.
+fn with_shared<R>(f: impl FnOnce(&mut Shared) -> R) -> R {
+    loop {
+        if let Some(mut guard) = SHARED.try_lock() {
+            // Set before any thread starts (main), never taken away.
+            let s = guard
+                .as_mut()
+                .expect("console state set before the threads start");
+            return f(s);
+        }
+        sys::yield_now();
+    }
+}
+
+/// One endpoint's server: `input` says whether it is `console-in`.
+struct Endpoint {
+    input: bool,
+    rows: u16,
+    cols: u16,
+}
+
+impl console::Server for Endpoint {
+    fn write(&mut self, _badge: u64, data: &[u8]) -> Result<u32, ConsoleError> {
+        with_shared(|s| {
+            s.out.clear();
+            ldisc::output(s.ldisc.modes(), data, &mut s.out);
+            uart::send(&s.out);
+        });
+        Ok(data.len() as u32)
+    }
+
+    fn read(&mut self, _badge: u64, max: u32) -> Result<Bytes<MAX_TRANSFER>, ConsoleError> {
+        if !self.input {
+            return Err(ConsoleError::WrongEndpoint);
+        }
+        let max = max as usize;
+        if max == 0 || max > MAX_TRANSFER {
+            return Err(ConsoleError::Invalid);
+        }
+        let mut reply = Bytes::<MAX_TRANSFER>::new();
+        loop {
+            let got = with_shared(|s| {
+                let n = s.ldisc.read(&mut reply.buf_mut()[..max])?;
+                if s.rx_stopped && s.ldisc.has_room() {
+                    s.rx_stopped = false;
+                    let _ = sys::notify_signal(slots::IRQ_NOTIFY, RESUME_BIT);
+                }
+                Some(n)
+            });
+            if let Some(n) = got {
+                reply.set_len(n);
+                return Ok(reply);
+            }
+            // Nothing yet: the interrupt thread signals once input is readable. A signal that
+            // came between the check and here stays pending, so none is lost.
+            let _ = sys::notify_wait(WAKE.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    fn pending(&mut self, _badge: u64) -> Result<u32, ConsoleError> {
+        Ok(with_shared(|s| s.ldisc.pending()) as u32)
+    }
+
+    fn winsize(&mut self, _badge: u64) -> Result<console::WinsizeOut, ConsoleError> {
+        Ok(console::WinsizeOut {
+            rows: self.rows,
+            cols: self.cols,
+        })
+    }
+}
+
+/// Moves what the UART holds into the line discipline (at most [`RX_BATCH`] bytes), sends the
+/// echo, and wakes the reader if a read can complete. Returns whether more bytes wait in the
+/// UART that the discipline could take now.
+fn take_input() -> bool {
+    with_shared(|s| {
+        s.out.clear();
+        let mut taken = 0;
+        while taken < RX_BATCH && uart::received() {
+            if !s.ldisc.has_room() {
+                // Full: leave the bytes in the UART until a read makes room.
+                uart::receive_interrupt(false);
+                s.rx_stopped = true;
+                if !s.stop_reported {
+                    s.stop_reported = true;
+                    println!("console: input buffer full, further input waits in the UART");
+                }
+                break;
+            }
+            let byte = uart::receive();
+            let taken_now = s.ldisc.input(byte, &mut s.out);
+            debug_assert_eq!(taken_now, Input::Taken);
+            taken += 1;
+        }
+        if !s.out.is_empty() {
+            uart::send(&s.out);
+        }
+        if s.ldisc.readable() {
+            let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), 1);
+        }
+        !s.rx_stopped && uart::received()
+    })
+}
+
+/// The interrupt thread: waits for IRQ 3 (or the reader's resume signal) and takes input.
+fn interrupts(irq: u64) -> ! {
+    loop {
+        let bits = sys::notify_wait(slots::IRQ_NOTIFY, 0).unwrap_or(0);
+        if bits & RESUME_BIT != 0 {
+            with_shared(|_| uart::receive_interrupt(true));
+        }
+        while take_input() {}
+        if bits & (1 << IRQ_LINE) != 0 {
+            let _ = sys::irq_ack(irq);
+            // A byte that arrived after the last check but before the ack may have raised
+            // the (edge-triggered) line while it was masked: look once more.
+            while take_input() {}
+        }
+    }
+}
+
+fn main() {
+    let cfg: Config = match env::config() {
+        Ok(c) => c,
+        Err(env::ConfigError::Missing) => Config::default(),
+        Err(e) => {
+            println!("console: FAIL config: {}", e);
+            return;
+        }
+    };
+    let (Some(out_ep), Some(in_ep), Some(irq)) = (
+        env::cap(console::NAME),
+        env::cap(INPUT_ENDPOINT),
+        env::cap("irq:3"),
+    ) else {
+        println!(
+            "console: FAIL needs endpoints `{}` and `{}` provided and irqs = [{}]",
+            console::NAME,
+            INPUT_ENDPOINT,
+            IRQ_LINE
+        );
+        return;
+    };
+    let wake = match thread::create(ObjKind::Notification, 0) {
+        Ok(n) => n,
+        Err(e) => {
+            println!("console: FAIL notification (kmem_kb?): {}", e.name());
+            return;
+        }
+    };
+    WAKE.store(wake, Ordering::Relaxed);
+    uart::init();
+    *SHARED.lock() = Some(Shared {
+        ldisc: LineDiscipline::new(cfg.modes()),
+        rx_stopped: false,
+        stop_reported: false,
+        out: Vec::with_capacity(2 * MAX_TRANSFER),
+    });
+    let (rows, cols) = (cfg.rows, cfg.cols);
+    if let Err(e) = thread::spawn(255, THREAD_STACK, move || interrupts(irq)) {
+        println!("console: FAIL interrupt thread: {}", e.name());
+        return;
+    }
+    if let Err(e) = thread::spawn(255, THREAD_STACK, move || {
+        console::serve(
+            in_ep,
+            &mut Endpoint {
+                input: true,
+                rows,
+                cols,
+            },
+        )
+    }) {
+        println!("console: FAIL reader thread: {}", e.name());
+        return;
+    }
+    // A byte that was waiting before the receive interrupt was on raised no edge: take it.
+    while take_input() {}
+    println!(
+        "console: serving COM2 (echo {}, onlcr {}, {} mode)",
+        if cfg.echo { "on" } else { "off" },
+        if cfg.onlcr { "on" } else { "off" },
+        if cfg.canonical { "line" } else { "raw" }
+    );
+    console::serve(
+        out_ep,
+        &mut Endpoint {
+            input: false,
+            rows,
+            cols,
+        },
+    )
+}

@@ -9,6 +9,7 @@
 
 extern crate alloc;
 
+pub mod elf;
 pub mod errno;
 pub mod layout;
 pub mod nr;

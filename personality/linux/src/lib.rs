@@ -11,6 +11,9 @@ extern crate alloc;
 
 pub mod elf;
 pub mod errno;
+pub mod mm;
+pub mod random;
+pub mod trace;
 pub mod layout;
 pub mod nr;
 

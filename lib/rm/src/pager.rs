@@ -199,12 +199,38 @@ pub fn protect(addr: u64, len: u64, rights: u32) -> Result<(), RmError> {
     Ok(())
 }
 
-/// The region at `addr`: (start, end, flags).
-pub fn region_at(addr: u64) -> Option<(u64, u64, u32)> {
-    REGIONS
-        .lock()
-        .lookup(addr)
-        .map(|r| (r.start, r.end(), r.flags))
+/// What is attached at an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u32,
+    /// The dataspace slot and the byte offset in it of `start`.
+    pub ds: u64,
+    pub offset: u64,
+}
+
+/// The region at `addr`.
+pub fn region_info(addr: u64) -> Option<RegionInfo> {
+    REGIONS.lock().lookup(addr).map(|r| RegionInfo {
+        start: r.start,
+        end: r.end(),
+        flags: r.flags,
+        ds: r.ds,
+        offset: r.offset,
+    })
+}
+
+/// Every attached range, `(start, end)`, in address order.
+pub fn ranges() -> alloc::vec::Vec<(u64, u64)> {
+    REGIONS.lock().iter().map(|r| (r.start, r.end())).collect()
+}
+
+/// Moves everything attached in `[addr, addr + len)` to `[to, to + len)` (free): `mremap`.
+pub fn relocate(addr: u64, len: u64, to: u64) -> Result<(), RmError> {
+    REGIONS.lock().relocate(addr, len, to)?;
+    let _ = sys::unmap(addr, len / PAGE, sawmill_abi::UNMAP_SELF);
+    Ok(())
 }
 
 /// Whether `[addr, addr + len)` is attached without a gap with at least the flags `need`.

@@ -264,6 +264,37 @@ impl Regions {
         Ok(())
     }
 
+    /// Moves everything in `[a, a + len)` (attached without a gap) to `[to, to + len)`, which
+    /// must be free: the same dataspaces and copies, nothing cached (the caller unmaps the old
+    /// range).
+    pub fn relocate(&mut self, a: u64, len: u64, to: u64) -> Result<(), RegionErr> {
+        let end = to.checked_add(len).ok_or(RegionErr::Invalid)?;
+        if !to.is_multiple_of(PAGE) || to < self.lo || end > self.hi {
+            return Err(RegionErr::Invalid);
+        }
+        if !self.covered(a, len, 0) {
+            return Err(RegionErr::NotFound);
+        }
+        let mut pieces = self.remove_range(a, len)?;
+        let busy = self.v.iter().any(|r| to < r.end() && r.start < end);
+        for p in pieces.iter_mut() {
+            if !busy {
+                p.start = p.start - a + to;
+                p.resident.iter_mut().for_each(|w| *w = 0);
+                p.writable.iter_mut().for_each(|w| *w = 0);
+            }
+        }
+        for p in pieces {
+            let pos = self.v.partition_point(|x| x.start < p.start);
+            self.v.insert(pos, p);
+        }
+        if busy {
+            Err(RegionErr::Busy)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Whether some region still uses dataspace slot `ds` (as its source or its shadow).
     pub fn uses(&self, ds: u64) -> bool {
         self.v.iter().any(|r| r.ds == ds || r.shadow == ds)
@@ -689,8 +720,19 @@ mod tests {
         assert_eq!(m.protect(0x40_6000, 0x1000, 0), Ok(()));
         assert!(matches!(m.fault(0x40_6000, false), Fault::Denied { .. }));
         assert_eq!(m.protect(0x40_1000, 0x2000, 0), Err(RegionErr::NotFound));
+        // Moving: to a taken place is refused with nothing changed; to a free one keeps the
+        // sources and offsets, nothing cached.
+        assert_eq!(m.relocate(0x40_4000, 0x4000, 0x40_0000), Err(RegionErr::Busy));
+        assert!(m.covered(0x40_4000, 0x4000, 0));
+        assert_eq!(m.relocate(0x40_4000, 0x4000, 0x90_0000), Ok(()));
+        assert!(!m.covered(0x40_4000, 0x1000, 0));
+        let r = m.lookup(0x90_1000).unwrap();
+        assert_eq!((r.start, r.offset, r.ds), (0x90_1000, 0x5000, 4));
+        assert!(matches!(m.fault(0x90_0000, true), Fault::Map { offset: 0x4000, .. }));
         let gone = m.remove_range(0x40_0000, 0x8000).unwrap();
-        assert_eq!(gone.len(), 5);
+        assert_eq!(gone.len(), 1);
+        let gone = m.remove_range(0x90_0000, 0x4000).unwrap();
+        assert_eq!(gone.len(), 4);
         assert!(!m.uses(4));
     }
 }

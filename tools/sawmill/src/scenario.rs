@@ -154,6 +154,9 @@ pub mod disk {
         /// Guest binaries copied into the image: (path in the image, binary name as a manifest's
         /// `module` names it), for programs that start programs from the file system.
         pub bins: Vec<(String, String)>,
+        /// Linux test programs compiled on the host with `musl-gcc -static -O2` into the image:
+        /// (path in the image, C source relative to the repository).
+        pub cbins: Vec<(String, String)>,
         /// Write `/CHECKSUMS` listing `fnv64 size path` of every regular file, so a guest
         /// program can check everything it reads against the host's view.
         pub checksums: bool,
@@ -167,6 +170,7 @@ pub mod disk {
         "block_size",
         "gen",
         "bins",
+        "cbins",
         "checksums",
         "debugfs",
     ];
@@ -183,6 +187,7 @@ pub mod disk {
             block_size: 4096,
             gen: Vec::new(),
             bins: Vec::new(),
+            cbins: Vec::new(),
             checksums: false,
             debugfs: Vec::new(),
         };
@@ -227,6 +232,22 @@ pub mod disk {
                     _ => {
                         return Err(
                             "`bins` entries are { path = \"...\", module = \"NAME\" }".into()
+                        )
+                    }
+                }
+            }
+        }
+        if let Some(v) = t.get("cbins") {
+            for b in v.as_array().ok_or("`cbins` must be an array")? {
+                let path = b.get("path").and_then(|p| p.as_str());
+                let src = b.get("src").and_then(|p| p.as_str());
+                match (path, src) {
+                    (Some(p), Some(c)) if !p.contains("..") && !c.contains("..") && c.ends_with(".c") => d
+                        .cbins
+                        .push((p.trim_start_matches('/').to_string(), c.to_string())),
+                    _ => {
+                        return Err(
+                            "`cbins` entries are { path = \"...\", src = \"tests/....c\" }".into()
                         )
                     }
                 }
@@ -393,6 +414,17 @@ pub mod disk {
                 .guest_bin(module);
                 std::fs::copy(&bin, &f)
                     .map_err(|e| format!("disk binary `{module}` ({}): {e}", bin.display()))?;
+            }
+            for (p, src) in &d.cbins {
+                let f = stage.join(p);
+                if let Some(parent) = f.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                }
+                run(Command::new("musl-gcc")
+                    .args(["-static", "-O2", "-o"])
+                    .arg(&f)
+                    .arg(repo.join(src)))
+                .map_err(|e| format!("compiling {src} (is musl-tools installed?): {e}"))?;
             }
             if d.checksums {
                 let mut lines = Vec::new();

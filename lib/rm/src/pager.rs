@@ -137,7 +137,13 @@ pub fn init() -> Result<(), RmError> {
 /// Before [`init`]: manage `[lo, hi)` instead of `[RM_BASE, RM_END)`, place attachments without
 /// an address in `[auto_lo, auto_hi)`, and use the page at `scratch` (outside every region) for
 /// copies. For tasks with another layout (a Linux process's library).
-pub fn configure(lo: u64, hi: u64, auto_lo: u64, auto_hi: u64, scratch: u64) -> Result<(), RmError> {
+pub fn configure(
+    lo: u64,
+    hi: u64,
+    auto_lo: u64,
+    auto_hi: u64,
+    scratch: u64,
+) -> Result<(), RmError> {
     if EP.load(Ordering::Acquire) != 0 || !scratch.is_multiple_of(PAGE) {
         return Err(RmError::Invalid);
     }

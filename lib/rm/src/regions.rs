@@ -159,7 +159,13 @@ impl Regions {
 
     /// Manages `[lo, hi)` from now on, placing attachments without an address in
     /// `[auto_lo, auto_hi)`. Only before anything is attached.
-    pub fn set_range(&mut self, lo: u64, hi: u64, auto_lo: u64, auto_hi: u64) -> Result<(), RegionErr> {
+    pub fn set_range(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        auto_lo: u64,
+        auto_hi: u64,
+    ) -> Result<(), RegionErr> {
         if !self.v.is_empty() || lo >= hi || auto_lo < lo || auto_hi > hi || auto_lo >= auto_hi {
             return Err(RegionErr::Invalid);
         }
@@ -327,7 +333,7 @@ impl Regions {
         let start = match at {
             Some(a) => {
                 let end = a.checked_add(size).ok_or(RegionErr::Invalid)?;
-                if a % PAGE != 0 || a < self.lo || end > self.hi {
+                if !a.is_multiple_of(PAGE) || a < self.lo || end > self.hi {
                     return Err(RegionErr::Invalid);
                 }
                 if self.v.iter().any(|r| a < r.end() && r.start < end) {
@@ -696,14 +702,23 @@ mod tests {
             .unwrap();
         // Anywhere goes to the automatic range; fixed addresses anywhere in the whole one.
         assert_eq!(m.attach(None, 0x2000, PAGE, 3, 0, RW), Ok(0x8_0000_0000));
-        assert_eq!(m.attach(Some(0x40_0000), 0x8000, PAGE, 4, 0, RW), Ok(0x40_0000));
+        assert_eq!(
+            m.attach(Some(0x40_0000), 0x8000, PAGE, 4, 0, RW),
+            Ok(0x40_0000)
+        );
         m.mapped(m.lookup(0x40_0000).unwrap().id, 0x40_0000, 8, true);
         // Remove the middle: two pieces stay, the upper one reading the dataspace further on.
         let gone = m.remove_range(0x40_2000, 0x2000).unwrap();
         assert_eq!(gone.len(), 1);
-        assert_eq!((gone[0].start, gone[0].size, gone[0].offset), (0x40_2000, 0x2000, 0x2000));
+        assert_eq!(
+            (gone[0].start, gone[0].size, gone[0].offset),
+            (0x40_2000, 0x2000, 0x2000)
+        );
         let up = m.lookup(0x40_4000).unwrap();
-        assert_eq!((up.start, up.size, up.offset, up.ds), (0x40_4000, 0x4000, 0x4000, 4));
+        assert_eq!(
+            (up.start, up.size, up.offset, up.ds),
+            (0x40_4000, 0x4000, 0x4000, 4)
+        );
         assert!(up.is_resident(0));
         assert_eq!(m.lookup(0x40_0000).unwrap().size, 0x2000);
         assert!(m.lookup(0x40_2000).is_none());
@@ -713,7 +728,10 @@ mod tests {
         // Protect part of the upper piece read-only: writes there are denied, cache forgotten.
         assert_eq!(m.protect(0x40_5000, 0x1000, flags::READ), Ok(()));
         assert!(matches!(m.fault(0x40_5000, true), Fault::Denied { .. }));
-        assert!(matches!(m.fault(0x40_5000, false), Fault::Map { offset: 0x5000, .. }));
+        assert!(matches!(
+            m.fault(0x40_5000, false),
+            Fault::Map { offset: 0x5000, .. }
+        ));
         assert_eq!(m.fault(0x40_4000, true), Fault::Cached);
         assert_eq!(m.fault(0x40_6000, true), Fault::Cached);
         // PROT_NONE: even reads are denied; a gap is refused.
@@ -722,13 +740,19 @@ mod tests {
         assert_eq!(m.protect(0x40_1000, 0x2000, 0), Err(RegionErr::NotFound));
         // Moving: to a taken place is refused with nothing changed; to a free one keeps the
         // sources and offsets, nothing cached.
-        assert_eq!(m.relocate(0x40_4000, 0x4000, 0x40_0000), Err(RegionErr::Busy));
+        assert_eq!(
+            m.relocate(0x40_4000, 0x4000, 0x40_0000),
+            Err(RegionErr::Busy)
+        );
         assert!(m.covered(0x40_4000, 0x4000, 0));
         assert_eq!(m.relocate(0x40_4000, 0x4000, 0x90_0000), Ok(()));
         assert!(!m.covered(0x40_4000, 0x1000, 0));
         let r = m.lookup(0x90_1000).unwrap();
         assert_eq!((r.start, r.offset, r.ds), (0x90_1000, 0x5000, 4));
-        assert!(matches!(m.fault(0x90_0000, true), Fault::Map { offset: 0x4000, .. }));
+        assert!(matches!(
+            m.fault(0x90_0000, true),
+            Fault::Map { offset: 0x4000, .. }
+        ));
         let gone = m.remove_range(0x40_0000, 0x8000).unwrap();
         assert_eq!(gone.len(), 1);
         let gone = m.remove_range(0x90_0000, 0x4000).unwrap();

@@ -450,7 +450,10 @@ mod tests {
         assert_eq!(aux[&at::PHNUM], 3);
         assert_eq!(aux[&at::PAGESZ], 4096);
         assert_eq!(aux[&at::ENTRY], 0x401000);
-        assert_eq!((aux[&at::UID], aux[&at::EUID], aux[&at::GID], aux[&at::EGID]), (1, 2, 3, 4));
+        assert_eq!(
+            (aux[&at::UID], aux[&at::EUID], aux[&at::GID], aux[&at::EGID]),
+            (1, 2, 3, 4)
+        );
         assert_eq!(aux[&at::SECURE], 0);
         assert_eq!(cstr(aux[&at::PLATFORM]), b"x86_64");
         assert_eq!(cstr(aux[&at::EXECFN]), b"/bin/hello");

@@ -138,7 +138,9 @@ fn attach_anonymous(at: u64, len: u64, fl: u32) -> Result<(), Errno> {
 
 fn rm_rights(prot: u64) -> u32 {
     let (r, w, x) = mm::rights(prot);
-    (if r { rm::READ } else { 0 }) | (if w { rm::WRITE } else { 0 }) | (if x { rm::EXEC } else { 0 })
+    (if r { rm::READ } else { 0 })
+        | (if w { rm::WRITE } else { 0 })
+        | (if x { rm::EXEC } else { 0 })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,9 +308,7 @@ fn load(path: &str) -> elf::Image {
     };
     let mut head = alloc::vec![0u8; size.min(4 * PAGE) as usize];
     // SAFETY: attached readable just above; the file has at least `head.len()` bytes.
-    unsafe {
-        core::ptr::copy_nonoverlapping(head_at as *const u8, head.as_mut_ptr(), head.len())
-    };
+    unsafe { core::ptr::copy_nonoverlapping(head_at as *const u8, head.as_mut_ptr(), head.len()) };
     let _ = rm::detach(head_at);
     let image = match elf::parse(&head, size, layout::PROGRAM_MIN, layout::MMAP_TOP) {
         Ok(i) => i,
@@ -434,7 +434,12 @@ extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
 fn syscall(n: u64, a: [u64; 6]) -> SysResult {
     let p = process();
     if p.trace && (n == nr::EXIT || n == nr::EXIT_GROUP) {
-        println!("[{}] {}({}) = ?", p.pid, nr::name(n).unwrap_or("exit"), a[0] as i32);
+        println!(
+            "[{}] {}({}) = ?",
+            p.pid,
+            nr::name(n).unwrap_or("exit"),
+            a[0] as i32
+        );
     }
     let r = match core_call(n, a) {
         Some(r) => r,
@@ -605,7 +610,9 @@ fn sys_brk(want: u64) -> u64 {
     };
     let ok = match step {
         BrkStep::Nothing => true,
-        BrkStep::Grow { from, to } => attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok(),
+        BrkStep::Grow { from, to } => {
+            attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok()
+        }
         BrkStep::Shrink { from, to } => rm::detach_range(from, to - from).is_ok(),
     };
     if ok {
@@ -635,10 +642,14 @@ fn sys_mmap(a: [u64; 6]) -> SysResult {
             }
             at
         }
-        Place::Anywhere(hint) => {
-            mm::place(&used_ranges(), len, hint, layout::PROGRAM_MIN, layout::MMAP_TOP)
-                .ok_or(errno::ENOMEM)?
-        }
+        Place::Anywhere(hint) => mm::place(
+            &used_ranges(),
+            len,
+            hint,
+            layout::PROGRAM_MIN,
+            layout::MMAP_TOP,
+        )
+        .ok_or(errno::ENOMEM)?,
     };
     let rights = rm_rights(req.prot);
     let (ds, fl, offset) = match req.fd {
@@ -689,7 +700,7 @@ const MREMAP_DONTUNMAP: u64 = 4;
 
 fn sys_mremap(a: [u64; 6]) -> SysResult {
     let (old, old_len, new_len, flags, new_addr) = (a[0], a[1], a[2], a[3], a[4]);
-    if old % PAGE != 0
+    if !old.is_multiple_of(PAGE)
         || flags & !(mm::MREMAP_MAYMOVE | mm::MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
         || (flags & mm::MREMAP_FIXED != 0 && flags & mm::MREMAP_MAYMOVE == 0)
     {
@@ -724,8 +735,14 @@ fn sys_mremap(a: [u64; 6]) -> SysResult {
     let at = if tail_free(old) {
         old
     } else if flags & mm::MREMAP_MAYMOVE != 0 {
-        let to = mm::place(&used_ranges(), new_len, 0, layout::PROGRAM_MIN, layout::MMAP_TOP)
-            .ok_or(errno::ENOMEM)?;
+        let to = mm::place(
+            &used_ranges(),
+            new_len,
+            0,
+            layout::PROGRAM_MIN,
+            layout::MMAP_TOP,
+        )
+        .ok_or(errno::ENOMEM)?;
         rm::relocate(old, old_len, to).map_err(rm_errno)?;
         to
     } else {
@@ -746,7 +763,7 @@ fn sys_mremap(a: [u64; 6]) -> SysResult {
 const MADV_DONTNEED: u64 = 4;
 
 fn sys_madvise(addr: u64, len: u64, advice: u64) -> SysResult {
-    if addr % PAGE != 0 {
+    if !addr.is_multiple_of(PAGE) {
         return Err(errno::EINVAL);
     }
     let len = mm::page_up(len).ok_or(errno::EINVAL)?;
@@ -954,7 +971,9 @@ fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
     if flags & !TIMER_ABSTIME != 0 {
         return Err(errno::EINVAL);
     }
-    let want = (sec as u64).saturating_mul(1_000_000_000).saturating_add(nsec as u64);
+    let want = (sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nsec as u64);
     let now = clock_now(id)?;
     let deadline = if flags & TIMER_ABSTIME != 0 {
         want

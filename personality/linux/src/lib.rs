@@ -11,11 +11,11 @@ extern crate alloc;
 
 pub mod elf;
 pub mod errno;
+pub mod layout;
 pub mod mm;
+pub mod nr;
 pub mod random;
 pub mod trace;
-pub mod layout;
-pub mod nr;
 
 pub use errno::Errno;
 

@@ -72,7 +72,14 @@ pub struct MmapReq {
 }
 
 /// Checks `mmap(addr, len, prot, flags, fd, offset)`'s arguments as Linux does.
-pub fn mmap_args(addr: u64, len: u64, prot: u64, flags: u64, fd: u64, offset: u64) -> Result<MmapReq, Errno> {
+pub fn mmap_args(
+    addr: u64,
+    len: u64,
+    prot: u64,
+    flags: u64,
+    fd: u64,
+    offset: u64,
+) -> Result<MmapReq, Errno> {
     const KNOWN: u64 = MAP_SHARED
         | MAP_PRIVATE
         | MAP_FIXED
@@ -97,7 +104,7 @@ pub fn mmap_args(addr: u64, len: u64, prot: u64, flags: u64, fd: u64, offset: u6
     if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC) != 0 {
         return Err(errno::EINVAL);
     }
-    if len == 0 || offset % PAGE != 0 {
+    if len == 0 || !offset.is_multiple_of(PAGE) {
         return Err(errno::EINVAL);
     }
     let len = page_up(len).ok_or(errno::ENOMEM)?;
@@ -112,11 +119,15 @@ pub fn mmap_args(addr: u64, len: u64, prot: u64, flags: u64, fd: u64, offset: u6
         Place::Anywhere(addr & !(PAGE - 1))
     };
     if let Place::Replace(a) | Place::NoReplace(a) = place {
-        if a % PAGE != 0 {
+        if !a.is_multiple_of(PAGE) {
             return Err(errno::EINVAL);
         }
         if !program_range(a, len) {
-            return Err(if a.checked_add(len).is_none() { errno::EINVAL } else { errno::ENOMEM });
+            return Err(if a.checked_add(len).is_none() {
+                errno::EINVAL
+            } else {
+                errno::ENOMEM
+            });
         }
     }
     let anonymous = flags & MAP_ANONYMOUS != 0;
@@ -137,7 +148,7 @@ pub fn mmap_args(addr: u64, len: u64, prot: u64, flags: u64, fd: u64, offset: u6
 /// Checks an `(addr, len)` pair of `munmap`/`mprotect`/`madvise`: page-aligned address, some
 /// length, inside the program's part. Returns the page-rounded length.
 pub fn range_args(addr: u64, len: u64) -> Result<u64, Errno> {
-    if addr % PAGE != 0 {
+    if !addr.is_multiple_of(PAGE) {
         return Err(errno::EINVAL);
     }
     let len = page_up(len).ok_or(errno::EINVAL)?;
@@ -151,9 +162,7 @@ pub fn range_args(addr: u64, len: u64) -> Result<u64, Errno> {
 /// `bottom` that misses every range of `used` (sorted by start, `(start, end)`), as Linux's
 /// top-down `mmap` placement does; or the `hint` itself if it is free and in the program part.
 pub fn place(used: &[(u64, u64)], len: u64, hint: u64, bottom: u64, top: u64) -> Option<u64> {
-    let free = |a: u64| {
-        program_range(a, len) && used.iter().all(|&(s, e)| a + len <= s || e <= a)
-    };
+    let free = |a: u64| program_range(a, len) && used.iter().all(|&(s, e)| a + len <= s || e <= a);
     if hint != 0 && free(hint) {
         return Some(hint);
     }
@@ -203,7 +212,11 @@ pub enum BrkStep {
 
 impl Brk {
     pub fn new(start: u64) -> Brk {
-        Brk { start, cur: start, mapped: start }
+        Brk {
+            start,
+            cur: start,
+            mapped: start,
+        }
     }
 
     /// Plans `brk(want)`: None if the break stays (below the start, or into the library zone);
@@ -214,13 +227,26 @@ impl Brk {
         }
         let end = page_up(want)?;
         let step = if end > self.mapped {
-            BrkStep::Grow { from: self.mapped, to: end }
+            BrkStep::Grow {
+                from: self.mapped,
+                to: end,
+            }
         } else if end < self.mapped {
-            BrkStep::Shrink { from: end, to: self.mapped }
+            BrkStep::Shrink {
+                from: end,
+                to: self.mapped,
+            }
         } else {
             BrkStep::Nothing
         };
-        Some((step, Brk { start: self.start, cur: want, mapped: end }))
+        Some((
+            step,
+            Brk {
+                start: self.start,
+                cur: want,
+                mapped: end,
+            },
+        ))
     }
 }
 
@@ -232,22 +258,39 @@ mod tests {
     fn mmap_arguments() {
         let anon = MAP_PRIVATE | MAP_ANONYMOUS;
         let r = mmap_args(0, 5000, PROT_READ | PROT_WRITE, anon, u64::MAX, 0).unwrap();
-        assert_eq!((r.len, r.fd, r.shared, r.place), (8192, None, false, Place::Anywhere(0)));
+        assert_eq!(
+            (r.len, r.fd, r.shared, r.place),
+            (8192, None, false, Place::Anywhere(0))
+        );
         // Linux: no MAP_SHARED/PRIVATE, zero length, unaligned offset, unknown prot → EINVAL.
-        assert_eq!(mmap_args(0, 4096, 1, MAP_ANONYMOUS, 0, 0), Err(errno::EINVAL));
+        assert_eq!(
+            mmap_args(0, 4096, 1, MAP_ANONYMOUS, 0, 0),
+            Err(errno::EINVAL)
+        );
         assert_eq!(mmap_args(0, 0, 1, anon, 0, 0), Err(errno::EINVAL));
-        assert_eq!(mmap_args(0, 4096, 1, MAP_PRIVATE, 3, 100), Err(errno::EINVAL));
+        assert_eq!(
+            mmap_args(0, 4096, 1, MAP_PRIVATE, 3, 100),
+            Err(errno::EINVAL)
+        );
         assert_eq!(mmap_args(0, 4096, 0x10, anon, 0, 0), Err(errno::EINVAL));
-        assert_eq!(mmap_args(0, 4096, 1, MAP_PRIVATE, u64::MAX, 0), Err(errno::EBADF));
+        assert_eq!(
+            mmap_args(0, 4096, 1, MAP_PRIVATE, u64::MAX, 0),
+            Err(errno::EBADF)
+        );
         assert_eq!(mmap_args(0, u64::MAX, 1, anon, 0, 0), Err(errno::ENOMEM));
         // Fixed: aligned, inside the program's part, never into the library zone.
-        assert_eq!(mmap_args(0x1001, 4096, 1, anon | MAP_FIXED, 0, 0), Err(errno::EINVAL));
+        assert_eq!(
+            mmap_args(0x1001, 4096, 1, anon | MAP_FIXED, 0, 0),
+            Err(errno::EINVAL)
+        );
         assert_eq!(
             mmap_args(layout::LIB_BASE, 4096, 1, anon | MAP_FIXED, 0, 0),
             Err(errno::ENOMEM)
         );
         assert_eq!(
-            mmap_args(0x20_0000, 4096, 1, anon | MAP_FIXED_NOREPLACE, 0, 0).unwrap().place,
+            mmap_args(0x20_0000, 4096, 1, anon | MAP_FIXED_NOREPLACE, 0, 0)
+                .unwrap()
+                .place,
             Place::NoReplace(0x20_0000)
         );
         let f = mmap_args(0, 4096, 1, MAP_SHARED, 3, 8192).unwrap();
@@ -261,13 +304,22 @@ mod tests {
         let used = [(top - 0x1000, top)];
         assert_eq!(place(&used, 0x2000, 0, 0x10000, top), Some(top - 0x3000));
         // A hint that is free wins; a taken one is ignored.
-        assert_eq!(place(&used, 0x1000, 0x50_0000, 0x10000, top), Some(0x50_0000));
-        assert_eq!(place(&used, 0x1000, top - 0x1000, 0x10000, top), Some(top - 0x2000));
+        assert_eq!(
+            place(&used, 0x1000, 0x50_0000, 0x10000, top),
+            Some(0x50_0000)
+        );
+        assert_eq!(
+            place(&used, 0x1000, top - 0x1000, 0x10000, top),
+            Some(top - 0x2000)
+        );
         // A gap too small is skipped; the library zone is never chosen.
         let used = [(top - 0x3000, top - 0x2000), (top - 0x1000, top)];
         assert_eq!(place(&used, 0x2000, 0, 0x10000, top), Some(top - 0x5000));
         let lib_top = layout::LIB_END;
-        assert_eq!(place(&[], 0x1000, 0, 0x10000, lib_top), Some(layout::LIB_BASE - 0x1000));
+        assert_eq!(
+            place(&[], 0x1000, 0, 0x10000, lib_top),
+            Some(layout::LIB_BASE - 0x1000)
+        );
         assert_eq!(place(&[(0x10000, top)], 0x1000, 0, 0x10000, top), None);
     }
 
@@ -277,12 +329,24 @@ mod tests {
         assert_eq!(b.plan(0x40_0000), None);
         assert_eq!(b.plan(layout::LIB_BASE + 1), None);
         let (s, b2) = b.plan(0x40_6001).unwrap();
-        assert_eq!(s, BrkStep::Grow { from: 0x40_6000, to: 0x40_7000 });
+        assert_eq!(
+            s,
+            BrkStep::Grow {
+                from: 0x40_6000,
+                to: 0x40_7000
+            }
+        );
         assert_eq!((b2.cur, b2.mapped), (0x40_6001, 0x40_7000));
         let (s, b3) = b2.plan(0x40_6800).unwrap();
         assert_eq!(s, BrkStep::Nothing);
         let (s, _) = b3.plan(0x40_6000).unwrap();
-        assert_eq!(s, BrkStep::Shrink { from: 0x40_6000, to: 0x40_7000 });
+        assert_eq!(
+            s,
+            BrkStep::Shrink {
+                from: 0x40_6000,
+                to: 0x40_7000
+            }
+        );
     }
 
     #[test]
@@ -290,7 +354,10 @@ mod tests {
         assert_eq!(range_args(0x40_0001, 1), Err(errno::EINVAL));
         assert_eq!(range_args(0x40_0000, 0), Err(errno::EINVAL));
         assert_eq!(range_args(0x40_0000, 1), Ok(4096));
-        assert_eq!(range_args(layout::LIB_BASE - 0x1000, 0x2000), Err(errno::EINVAL));
+        assert_eq!(
+            range_args(layout::LIB_BASE - 0x1000, 0x2000),
+            Err(errno::EINVAL)
+        );
         assert_eq!(rights(PROT_WRITE), (true, true, false));
         assert_eq!(rights(0), (false, false, false));
     }

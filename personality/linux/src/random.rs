@@ -33,7 +33,12 @@ impl Rng {
             s[i] = u64::from_le_bytes(w);
         }
         if s == [0; 4] {
-            s = [0x9e37_79b9_7f4a_7c15, 0xbf58_476d_1ce4_e5b9, 0x94d0_49bb_1331_11eb, 1];
+            s = [
+                0x9e37_79b9_7f4a_7c15,
+                0xbf58_476d_1ce4_e5b9,
+                0x94d0_49bb_1331_11eb,
+                1,
+            ];
         }
         Rng { s }
     }

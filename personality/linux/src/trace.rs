@@ -10,14 +10,41 @@ use alloc::string::String;
 /// How many arguments a call takes (6 for those not listed).
 pub fn arg_count(n: u64) -> usize {
     match n {
-        nr::GETPID | nr::GETPPID | nr::GETTID | nr::GETUID | nr::GETEUID | nr::GETGID
-        | nr::GETEGID | nr::SCHED_YIELD => 0,
-        nr::BRK | nr::CLOSE | nr::EXIT | nr::EXIT_GROUP | nr::UNAME | nr::SET_TID_ADDRESS
-        | nr::TIME | nr::SYSINFO => 1,
-        nr::ARCH_PRCTL | nr::MUNMAP | nr::CLOCK_GETTIME | nr::CLOCK_GETRES | nr::GETTIMEOFDAY
-        | nr::NANOSLEEP | nr::SET_ROBUST_LIST | nr::GETRLIMIT | nr::GETGROUPS => 2,
-        nr::WRITE | nr::READ | nr::WRITEV | nr::READV | nr::MPROTECT | nr::MADVISE
-        | nr::GETRANDOM | nr::IOCTL | nr::LSEEK | nr::OPEN => 3,
+        nr::GETPID
+        | nr::GETPPID
+        | nr::GETTID
+        | nr::GETUID
+        | nr::GETEUID
+        | nr::GETGID
+        | nr::GETEGID
+        | nr::SCHED_YIELD => 0,
+        nr::BRK
+        | nr::CLOSE
+        | nr::EXIT
+        | nr::EXIT_GROUP
+        | nr::UNAME
+        | nr::SET_TID_ADDRESS
+        | nr::TIME
+        | nr::SYSINFO => 1,
+        nr::ARCH_PRCTL
+        | nr::MUNMAP
+        | nr::CLOCK_GETTIME
+        | nr::CLOCK_GETRES
+        | nr::GETTIMEOFDAY
+        | nr::NANOSLEEP
+        | nr::SET_ROBUST_LIST
+        | nr::GETRLIMIT
+        | nr::GETGROUPS => 2,
+        nr::WRITE
+        | nr::READ
+        | nr::WRITEV
+        | nr::READV
+        | nr::MPROTECT
+        | nr::MADVISE
+        | nr::GETRANDOM
+        | nr::IOCTL
+        | nr::LSEEK
+        | nr::OPEN => 3,
         nr::RSEQ | nr::PRLIMIT64 | nr::CLOCK_NANOSLEEP => 4,
         nr::MREMAP | nr::PRCTL => 5,
         _ => 6,
@@ -72,7 +99,11 @@ mod tests {
             "brk(0) = 0x406000"
         );
         assert_eq!(
-            line(nr::UNAME, &[0xffff_ffff_ffff_fff0, 0, 0, 0, 0, 0], Err(errno::EFAULT)),
+            line(
+                nr::UNAME,
+                &[0xffff_ffff_ffff_fff0, 0, 0, 0, 0, 0],
+                Err(errno::EFAULT)
+            ),
             "uname(-16) = -1 EFAULT"
         );
         assert!(line(9999, &[0; 6], Err(errno::ENOSYS)).starts_with("syscall_9999(0, 0"));

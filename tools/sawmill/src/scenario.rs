@@ -242,12 +242,15 @@ pub mod disk {
                 let path = b.get("path").and_then(|p| p.as_str());
                 let src = b.get("src").and_then(|p| p.as_str());
                 match (path, src) {
-                    (Some(p), Some(c)) if !p.contains("..") && !c.contains("..") && c.ends_with(".c") => d
-                        .cbins
-                        .push((p.trim_start_matches('/').to_string(), c.to_string())),
+                    (Some(p), Some(c))
+                        if !p.contains("..") && !c.contains("..") && c.ends_with(".c") =>
+                    {
+                        d.cbins
+                            .push((p.trim_start_matches('/').to_string(), c.to_string()))
+                    }
                     _ => {
                         return Err(
-                            "`cbins` entries are { path = \"...\", src = \"tests/....c\" }".into()
+                            "`cbins` entries are { path = \"...\", src = \"tests/....c\" }".into(),
                         )
                     }
                 }

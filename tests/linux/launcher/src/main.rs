@@ -116,8 +116,11 @@ fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program, Str
         .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
     // Where the library's threads report faults it cannot resolve itself (as root's servers do).
     p.caps.push(Cap::at("sys:pager", handler, slots::PAGER));
-    p.caps
-        .push(Cap::at("sys:thread-handler", handler, slots::THREAD_HANDLER));
+    p.caps.push(Cap::at(
+        "sys:thread-handler",
+        handler,
+        slots::THREAD_HANDLER,
+    ));
     let pid = 100 + index;
     let mut ids = Vec::new();
     for v in [1u32, 0, 0, 0, 0] {
@@ -132,10 +135,12 @@ fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program, Str
     for (i, c) in seed.chunks_mut(8).enumerate() {
         c.copy_from_slice(&(tsc.rotate_left(i as u32 * 13) ^ (pid << 32)).to_le_bytes());
     }
-    p.records.push(record(env::KIND_LINUX_EXEC, 0, path.as_bytes()));
+    p.records
+        .push(record(env::KIND_LINUX_EXEC, 0, path.as_bytes()));
     p.records.push(record(env::KIND_LINUX_IDS, pid, &ids));
     // 2026-01-01 00:00:00 UTC: a fixed wall clock for the test launcher.
-    p.records.push(record(env::KIND_LINUX_CLOCK, 1_767_225_600, &clock));
+    p.records
+        .push(record(env::KIND_LINUX_CLOCK, 1_767_225_600, &clock));
     p.records.push(record(env::KIND_LINUX_SEED, 0, &seed));
     p.records.push(record(env::KIND_LINUX_CWD, 0, b"/"));
     for e in ["HOME=/", "PATH=/bin", "TERM=dumb"] {

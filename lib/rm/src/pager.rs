@@ -277,13 +277,16 @@ pub fn spawn(stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, RmE
 
 /// Attaches `size` bytes of dataspace `ds` (a capability slot; the region manager does not take
 /// it over) from byte `offset` at address `at`, or anywhere if None. `fl`: READ | WRITE | EXEC
-/// | COW. Size and offset are page multiples; the dataspace checks its bounds at fault time (so
+/// | COW | OWNED (0 rights: a reserved range, every access faults). Size and offset are page multiples; the dataspace checks its bounds at fault time (so
 /// attaching never waits for its manager).
 pub fn attach(ds: u64, offset: u64, size: u64, at: Option<u64>, fl: u32) -> Result<u64, RmError> {
     if EP.load(Ordering::Acquire) == 0 {
         return Err(RmError::NotReady);
     }
-    if fl & !(READ | WRITE | EXEC | COW | OWNED) != 0 {
+    // No rights at all is a reserved range (PROT_NONE); writable or executable implies readable.
+    if fl & !(READ | WRITE | EXEC | COW | OWNED) != 0
+        || (fl & (WRITE | EXEC) != 0 && fl & READ == 0)
+    {
         return Err(RmError::Invalid);
     }
     let align = if size >= 0x20_0000 { 0x20_0000 } else { PAGE };

@@ -681,6 +681,61 @@ mod tests {
         parse(Some(&t)).unwrap()
     }
 
+    /// Linux is the oracle: every line of a Linux test program the `linux-core` scenario expects
+    /// (`PROG: ...`, for the programs whose output does not depend on how they were started) is
+    /// what the same C program, compiled the same way, prints on the host's Linux, which must
+    /// also give the same exit status.
+    #[test]
+    fn linux_core_expectations_are_what_linux_prints() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let text = std::fs::read_to_string(repo.join("systems/tests/linux-core.toml")).unwrap();
+        let t: toml::Table = text.parse().unwrap();
+        let spec = parse(t.get("test").and_then(|v| v.as_table())).unwrap();
+        let dir = std::env::temp_dir().join(format!("sawmill-linux-oracle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (prog, status) in [
+            ("mem", 0),
+            ("efault", 0),
+            ("sse", 0),
+            ("misc", 0),
+            ("segv", -11),
+        ] {
+            let bin = dir.join(prog);
+            let built = std::process::Command::new("musl-gcc")
+                .args(["-static", "-O2", "-o"])
+                .arg(&bin)
+                .arg(repo.join(format!("tests/linux/core/{prog}.c")))
+                .status()
+                .expect("musl-gcc (scripts/setup.sh installs musl-tools)");
+            assert!(built.success(), "compiling {prog}.c");
+            let out = std::process::Command::new(&bin).output().unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            let got = out
+                .status
+                .code()
+                .unwrap_or_else(|| -out.status.signal().unwrap_or(0));
+            assert_eq!(got, status, "{prog} on Linux");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let prefix = format!("{prog}: ");
+            let expected: Vec<&String> = spec
+                .expect
+                .iter()
+                .filter(|e| e.starts_with(&prefix))
+                .collect();
+            assert!(
+                !expected.is_empty(),
+                "the scenario expects nothing of {prog}"
+            );
+            for e in expected {
+                assert!(
+                    stdout.lines().any(|l| l == e.as_str()),
+                    "`{e}` is not what {prog} prints on Linux:\n{stdout}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn parses_with_defaults() {
         let s = spec();

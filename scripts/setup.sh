@@ -7,9 +7,10 @@ set -euo pipefail
 
 # gcc + libc6-dev: the C linker and C runtime rustc needs to link host programs (the tool, tests).
 # grub-pc-bin, grub-common, xorriso, mtools: the test that boots the image through GRUB.
-packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools)
+# musl-tools: the Linux personality's test programs (static C, `cbins` of a scenario disk).
+packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools musl-tools)
 if [ "${1:-}" = "bench" ]; then
-    packages+=(musl-tools busybox-static cpio linux-image-amd64)
+    packages+=(busybox-static cpio linux-image-amd64)
 fi
 
 installed() {

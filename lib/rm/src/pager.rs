@@ -7,14 +7,18 @@ use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{dataspace, mem, DsError, MapFlags};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
-pub use crate::regions::flags::{COW, EXEC, READ, WRITE};
+pub use crate::regions::flags::{COW, EXEC, OWNED, READ, RIGHTS, WRITE};
 
 /// The address range the region manager hands out (1 TiB .. 32 TiB): clear of the fixed layout
 /// root gives every server (environment, heap, stack, UTCBs below 4 GiB; mem's pool at 64 GiB).
 pub const RM_BASE: u64 = 0x0000_0100_0000_0000;
 pub const RM_END: u64 = 0x0000_2000_0000_0000;
-/// The pager thread's scratch page (for copying copy-on-write pages), just below the range.
-const SCRATCH: u64 = RM_BASE - PAGE;
+/// The pager thread's scratch page (for copying copy-on-write pages), just below the range
+/// unless [`configure`] puts it elsewhere.
+static SCRATCH: AtomicU64 = AtomicU64::new(RM_BASE - PAGE);
+/// Called with (address, fault bits, rip) for a fault the region manager cannot resolve, instead
+/// of passing it on to root (0 = none). It does not return if it ends the task.
+static UNRESOLVED_HOOK: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RmError {
@@ -130,6 +134,116 @@ pub fn init() -> Result<(), RmError> {
     page_thread(slots::THREAD)
 }
 
+/// Before [`init`]: manage `[lo, hi)` instead of `[RM_BASE, RM_END)`, place attachments without
+/// an address in `[auto_lo, auto_hi)`, and use the page at `scratch` (outside every region) for
+/// copies. For tasks with another layout (a Linux process's library).
+pub fn configure(
+    lo: u64,
+    hi: u64,
+    auto_lo: u64,
+    auto_hi: u64,
+    scratch: u64,
+) -> Result<(), RmError> {
+    if EP.load(Ordering::Acquire) != 0 || !scratch.is_multiple_of(PAGE) {
+        return Err(RmError::Invalid);
+    }
+    REGIONS.lock().set_range(lo, hi, auto_lo, auto_hi)?;
+    SCRATCH.store(scratch, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Calls `hook(address, fault bits, rip)` for faults the region manager cannot resolve instead
+/// of passing them to root.
+pub fn set_unresolved_hook(hook: fn(u64, u64, u64)) {
+    UNRESOLVED_HOOK.store(hook as usize as u64, Ordering::Release);
+}
+
+/// Frees the dataspaces of removed regions that no region uses any more: shadows always, the
+/// source when the region manager owns it.
+fn release(gone: &[crate::regions::Region]) {
+    for r in gone {
+        let _ = sys::unmap(r.start, r.pages(), sawmill_abi::UNMAP_SELF);
+    }
+    let g = REGIONS.lock();
+    let mut freed: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
+    for r in gone {
+        let mut drop = alloc::vec::Vec::new();
+        if r.shadow != 0 {
+            drop.push(r.shadow);
+        }
+        if r.flags & OWNED != 0 {
+            drop.push(r.ds);
+        }
+        for ds in drop {
+            if !g.uses(ds) && !freed.contains(&ds) {
+                freed.push(ds);
+            }
+        }
+    }
+    core::mem::drop(g);
+    for ds in freed {
+        let _ = dataspace::Client::new(ds).free();
+        let _ = sys::cap_delete(ds);
+    }
+}
+
+/// Detaches everything in `[addr, addr + len)` (page multiples), splitting regions that
+/// straddle its ends; pages go, and dataspaces no region uses any more are freed (shadows, and
+/// owned sources).
+pub fn detach_range(addr: u64, len: u64) -> Result<(), RmError> {
+    let gone = REGIONS.lock().remove_range(addr, len)?;
+    release(&gone);
+    Ok(())
+}
+
+/// Changes the rights of `[addr, addr + len)` (attached without a gap) to `rights`
+/// (READ | WRITE | EXEC, or 0 for none); the pages are unmapped so that the next access faults
+/// and is checked against the new rights.
+pub fn protect(addr: u64, len: u64, rights: u32) -> Result<(), RmError> {
+    REGIONS.lock().protect(addr, len, rights)?;
+    let _ = sys::unmap(addr, len / PAGE, sawmill_abi::UNMAP_SELF);
+    Ok(())
+}
+
+/// What is attached at an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u32,
+    /// The dataspace slot and the byte offset in it of `start`.
+    pub ds: u64,
+    pub offset: u64,
+}
+
+/// The region at `addr`.
+pub fn region_info(addr: u64) -> Option<RegionInfo> {
+    REGIONS.lock().lookup(addr).map(|r| RegionInfo {
+        start: r.start,
+        end: r.end(),
+        flags: r.flags,
+        ds: r.ds,
+        offset: r.offset,
+    })
+}
+
+/// Every attached range, `(start, end)`, in address order.
+pub fn ranges() -> alloc::vec::Vec<(u64, u64)> {
+    REGIONS.lock().iter().map(|r| (r.start, r.end())).collect()
+}
+
+/// Moves everything attached in `[addr, addr + len)` to `[to, to + len)` (free): `mremap`.
+pub fn relocate(addr: u64, len: u64, to: u64) -> Result<(), RmError> {
+    REGIONS.lock().relocate(addr, len, to)?;
+    let _ = sys::unmap(addr, len / PAGE, sawmill_abi::UNMAP_SELF);
+    Ok(())
+}
+
+/// Whether `[addr, addr + len)` is attached without a gap with at least the flags `need`.
+pub fn covered(addr: u64, len: u64, need: u32) -> bool {
+    REGIONS.lock().covered(addr, len, need)
+}
+
 /// Makes the region manager the pager of thread `th` (a slot of this task).
 pub fn page_thread(th: u64) -> Result<(), RmError> {
     let ep = EP.load(Ordering::Acquire);
@@ -163,13 +277,16 @@ pub fn spawn(stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, RmE
 
 /// Attaches `size` bytes of dataspace `ds` (a capability slot; the region manager does not take
 /// it over) from byte `offset` at address `at`, or anywhere if None. `fl`: READ | WRITE | EXEC
-/// | COW. Size and offset are page multiples; the dataspace checks its bounds at fault time (so
+/// | COW | OWNED (0 rights: a reserved range, every access faults). Size and offset are page multiples; the dataspace checks its bounds at fault time (so
 /// attaching never waits for its manager).
 pub fn attach(ds: u64, offset: u64, size: u64, at: Option<u64>, fl: u32) -> Result<u64, RmError> {
     if EP.load(Ordering::Acquire) == 0 {
         return Err(RmError::NotReady);
     }
-    if fl & !(READ | WRITE | EXEC | COW) != 0 || fl & READ == 0 {
+    // No rights at all is a reserved range (PROT_NONE); writable or executable implies readable.
+    if fl & !(READ | WRITE | EXEC | COW | OWNED) != 0
+        || (fl & (WRITE | EXEC) != 0 && fl & READ == 0)
+    {
         return Err(RmError::Invalid);
     }
     let align = if size >= 0x20_0000 { 0x20_0000 } else { PAGE };
@@ -187,12 +304,9 @@ pub fn attach_all(ds: u64, fl: u32) -> Result<u64, RmError> {
 /// stays the caller's.
 pub fn detach(addr: u64) -> Result<u64, RmError> {
     let r = REGIONS.lock().detach(addr)?;
-    let _ = sys::unmap(r.start, r.pages(), sawmill_abi::UNMAP_SELF);
-    if r.shadow != 0 {
-        let _ = dataspace::Client::new(r.shadow).free();
-        let _ = sys::cap_delete(r.shadow);
-    }
-    Ok(r.ds)
+    let ds = r.ds;
+    release(&[r]);
+    Ok(ds)
 }
 
 /// Maps every page of `[addr, addr + len)` now, from the calling thread (no faults): for memory
@@ -324,16 +438,17 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             if !mapped {
                 ds_map(ds, offset, page, READ, false)?;
             }
-            ds_map(shadow, shadow_offset, SCRATCH, READ | WRITE, true)?;
+            let scratch = SCRATCH.load(Ordering::Relaxed);
+            ds_map(shadow, shadow_offset, scratch, READ | WRITE, true)?;
             // SAFETY: `page` (the source, read-only) and SCRATCH (the private copy) are both
             // mapped in this task now; only this thread uses SCRATCH.
             unsafe {
-                core::ptr::copy_nonoverlapping(page as *const u8, SCRATCH as *mut u8, PAGE as usize)
+                core::ptr::copy_nonoverlapping(page as *const u8, scratch as *mut u8, PAGE as usize)
             };
             // Move the private page from the scratch address to its place.
             sys::task_map(
                 slots::TASK,
-                SCRATCH,
+                scratch,
                 page,
                 1,
                 map::READ | map::WRITE | map::GRANT,
@@ -387,6 +502,12 @@ fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> u16 {
                     "rm: {}: thread {}: {} fault at {:#x}: no memory for a copy",
                     name, thread, what, addr
                 ),
+            }
+            let hook = UNRESOLVED_HOOK.load(Ordering::Acquire);
+            if hook != 0 {
+                // SAFETY: the value was stored from a `fn(u64, u64, u64)` by set_unresolved_hook.
+                let f: fn(u64, u64, u64) = unsafe { core::mem::transmute(hook as usize) };
+                f(addr, bits, rip);
             }
             // Root reports it like any unresolved fault and ends the task.
             let r = ipc::call(

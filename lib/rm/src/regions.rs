@@ -12,6 +12,11 @@ pub mod flags {
     /// Private copy-on-write: reads see the dataspace, the first write to a page copies it into
     /// a private anonymous page; the dataspace itself never changes.
     pub const COW: u32 = 8;
+    /// The region manager owns the dataspace: it frees it when the last region attached from
+    /// it goes (anonymous memory of a Linux program, split by `munmap` and `mprotect`).
+    pub const OWNED: u32 = 16;
+    /// The bits that are access rights (what `protect` changes).
+    pub const RIGHTS: u32 = READ | WRITE | EXEC;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +43,9 @@ pub struct Region {
     pub flags: u32,
     /// Private anonymous dataspace holding the copied pages of a COW region (0 until needed).
     pub shadow: u64,
+    /// Byte offset in the shadow dataspace of `start` (non-zero for the upper part of a split
+    /// region, which shares its shadow).
+    pub shadow_offset: u64,
     /// Distinguishes this attachment from a later one at the same place (a fault resolved for a
     /// detached region must not be recorded in its successor).
     pub id: u64,
@@ -118,7 +126,22 @@ pub struct Regions {
     v: Vec<Region>,
     lo: u64,
     hi: u64,
+    /// Where attachments without an address go (inside `[lo, hi)`).
+    auto_lo: u64,
+    auto_hi: u64,
     next_id: u64,
+}
+
+/// Bits `[from, from + n)` of `v` as a fresh bitmap.
+fn bits_from(v: &[u64], from: u64, n: u64) -> Vec<u64> {
+    if v.is_empty() {
+        return Vec::new();
+    }
+    let mut out = alloc::vec![0; n.div_ceil(64) as usize];
+    for i in 0..n {
+        set(&mut out, i, bit(v, from + i));
+    }
+    out
 }
 
 impl Regions {
@@ -128,8 +151,159 @@ impl Regions {
             v: Vec::new(),
             lo,
             hi,
+            auto_lo: lo,
+            auto_hi: hi,
             next_id: 1,
         }
+    }
+
+    /// Manages `[lo, hi)` from now on, placing attachments without an address in
+    /// `[auto_lo, auto_hi)`. Only before anything is attached.
+    pub fn set_range(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        auto_lo: u64,
+        auto_hi: u64,
+    ) -> Result<(), RegionErr> {
+        if !self.v.is_empty() || lo >= hi || auto_lo < lo || auto_hi > hi || auto_lo >= auto_hi {
+            return Err(RegionErr::Invalid);
+        }
+        (self.lo, self.hi, self.auto_lo, self.auto_hi) = (lo, hi, auto_lo, auto_hi);
+        Ok(())
+    }
+
+    /// Splits the region that strictly contains `at` (page aligned) into two at `at`; nothing
+    /// to do if `at` falls on a boundary or in a gap.
+    pub fn split(&mut self, at: u64) -> Result<(), RegionErr> {
+        if !at.is_multiple_of(PAGE) {
+            return Err(RegionErr::Invalid);
+        }
+        let Some(i) = self.v.iter().position(|r| r.start < at && at < r.end()) else {
+            return Ok(());
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let r = &mut self.v[i];
+        let low = (at - r.start) / PAGE;
+        let high = (r.end() - at) / PAGE;
+        let upper = Region {
+            start: at,
+            size: r.end() - at,
+            ds: r.ds,
+            offset: r.offset + (at - r.start),
+            flags: r.flags,
+            shadow: r.shadow,
+            // Without a shadow yet, each part gets its own, sized for it.
+            shadow_offset: if r.shadow == 0 {
+                0
+            } else {
+                r.shadow_offset + (at - r.start)
+            },
+            id,
+            resident: bits_from(&r.resident, low, high),
+            writable: bits_from(&r.writable, low, high),
+            private: bits_from(&r.private, low, high),
+        };
+        r.size = at - r.start;
+        r.resident = bits_from(&r.resident, 0, low);
+        r.writable = bits_from(&r.writable, 0, low);
+        r.private = bits_from(&r.private, 0, low);
+        self.v.insert(i + 1, upper);
+        Ok(())
+    }
+
+    /// Removes everything attached in `[a, a + len)`, splitting regions that straddle its
+    /// ends; returns the removed pieces.
+    pub fn remove_range(&mut self, a: u64, len: u64) -> Result<Vec<Region>, RegionErr> {
+        let end = a.checked_add(len).ok_or(RegionErr::Invalid)?;
+        if !a.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
+            return Err(RegionErr::Invalid);
+        }
+        self.split(a)?;
+        self.split(end)?;
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.v.len() {
+            if self.v[i].start >= a && self.v[i].end() <= end {
+                out.push(self.v.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `[a, a + len)` is attached without a gap, every part with all of `need`.
+    pub fn covered(&self, a: u64, len: u64, need: u32) -> bool {
+        let Some(end) = a.checked_add(len) else {
+            return false;
+        };
+        let mut p = a;
+        while p < end {
+            match self.lookup(p) {
+                Some(r) if r.flags & need == need => p = r.end(),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Gives every region in `[a, a + len)` the rights `rights` (of [`flags::RIGHTS`]),
+    /// splitting at the ends; the range must be attached without a gap (else `NotFound`, and
+    /// nothing changes). What was cached is forgotten (the caller unmaps the range).
+    pub fn protect(&mut self, a: u64, len: u64, rights: u32) -> Result<(), RegionErr> {
+        if !a.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || rights & !flags::RIGHTS != 0 {
+            return Err(RegionErr::Invalid);
+        }
+        if !self.covered(a, len, 0) {
+            return Err(RegionErr::NotFound);
+        }
+        self.split(a)?;
+        self.split(a + len)?;
+        for r in self.v.iter_mut() {
+            if r.start >= a && r.end() <= a + len {
+                r.flags = (r.flags & !flags::RIGHTS) | rights;
+            }
+        }
+        self.forget(a, len);
+        Ok(())
+    }
+
+    /// Moves everything in `[a, a + len)` (attached without a gap) to `[to, to + len)`, which
+    /// must be free: the same dataspaces and copies, nothing cached (the caller unmaps the old
+    /// range).
+    pub fn relocate(&mut self, a: u64, len: u64, to: u64) -> Result<(), RegionErr> {
+        let end = to.checked_add(len).ok_or(RegionErr::Invalid)?;
+        if !to.is_multiple_of(PAGE) || to < self.lo || end > self.hi {
+            return Err(RegionErr::Invalid);
+        }
+        if !self.covered(a, len, 0) {
+            return Err(RegionErr::NotFound);
+        }
+        let mut pieces = self.remove_range(a, len)?;
+        let busy = self.v.iter().any(|r| to < r.end() && r.start < end);
+        for p in pieces.iter_mut() {
+            if !busy {
+                p.start = p.start - a + to;
+                p.resident.iter_mut().for_each(|w| *w = 0);
+                p.writable.iter_mut().for_each(|w| *w = 0);
+            }
+        }
+        for p in pieces {
+            let pos = self.v.partition_point(|x| x.start < p.start);
+            self.v.insert(pos, p);
+        }
+        if busy {
+            Err(RegionErr::Busy)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether some region still uses dataspace slot `ds` (as its source or its shadow).
+    pub fn uses(&self, ds: u64) -> bool {
+        self.v.iter().any(|r| r.ds == ds || r.shadow == ds)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Region> {
@@ -159,7 +333,7 @@ impl Regions {
         let start = match at {
             Some(a) => {
                 let end = a.checked_add(size).ok_or(RegionErr::Invalid)?;
-                if a % PAGE != 0 || a < self.lo || end > self.hi {
+                if !a.is_multiple_of(PAGE) || a < self.lo || end > self.hi {
                     return Err(RegionErr::Invalid);
                 }
                 if self.v.iter().any(|r| a < r.end() && r.start < end) {
@@ -179,6 +353,7 @@ impl Regions {
             offset,
             flags: fl,
             shadow: 0,
+            shadow_offset: 0,
             id,
             resident: alloc::vec![0; words],
             writable: alloc::vec![0; words],
@@ -190,8 +365,8 @@ impl Regions {
     }
 
     fn find(&self, size: u64, align: u64) -> Option<u64> {
-        let mut cand = self.lo.checked_add(align - 1)? & !(align - 1);
-        for r in &self.v {
+        let mut cand = self.auto_lo.checked_add(align - 1)? & !(align - 1);
+        for r in self.v.iter().filter(|r| r.end() > self.auto_lo) {
             if cand.checked_add(size)? <= r.start {
                 return Some(cand);
             }
@@ -199,7 +374,7 @@ impl Regions {
                 cand = r.end().checked_add(align - 1)? & !(align - 1);
             }
         }
-        if cand.checked_add(size)? <= self.hi {
+        if cand.checked_add(size)? <= self.auto_hi {
             Some(cand)
         } else {
             None
@@ -238,7 +413,7 @@ impl Regions {
         let Some(r) = self.lookup(addr) else {
             return Fault::Unmapped;
         };
-        if write && r.flags & flags::WRITE == 0 {
+        if (write && r.flags & flags::WRITE == 0) || r.flags & flags::READ == 0 {
             return Fault::Denied {
                 start: r.start,
                 size: r.size,
@@ -256,7 +431,7 @@ impl Regions {
                 return Fault::Map {
                     id: r.id,
                     ds: r.shadow,
-                    offset: page - r.start,
+                    offset: r.shadow_offset + (page - r.start),
                     page,
                     flags: r.flags & !flags::COW,
                 };
@@ -267,7 +442,7 @@ impl Regions {
                     ds: r.ds,
                     offset,
                     shadow: r.shadow,
-                    shadow_offset: page - r.start,
+                    shadow_offset: r.shadow_offset + (page - r.start),
                     page,
                     mapped: bit(&r.resident, i),
                 };
@@ -518,5 +693,70 @@ mod tests {
             panic!()
         };
         assert_eq!((shadow, shadow_offset, mapped), (77, PAGE, false));
+    }
+
+    #[test]
+    fn split_remove_protect() {
+        let mut m = Regions::new(0x1000, 0x10_0000_0000);
+        m.set_range(0x1000, 0x10_0000_0000, 0x8_0000_0000, 0x10_0000_0000)
+            .unwrap();
+        // Anywhere goes to the automatic range; fixed addresses anywhere in the whole one.
+        assert_eq!(m.attach(None, 0x2000, PAGE, 3, 0, RW), Ok(0x8_0000_0000));
+        assert_eq!(
+            m.attach(Some(0x40_0000), 0x8000, PAGE, 4, 0, RW),
+            Ok(0x40_0000)
+        );
+        m.mapped(m.lookup(0x40_0000).unwrap().id, 0x40_0000, 8, true);
+        // Remove the middle: two pieces stay, the upper one reading the dataspace further on.
+        let gone = m.remove_range(0x40_2000, 0x2000).unwrap();
+        assert_eq!(gone.len(), 1);
+        assert_eq!(
+            (gone[0].start, gone[0].size, gone[0].offset),
+            (0x40_2000, 0x2000, 0x2000)
+        );
+        let up = m.lookup(0x40_4000).unwrap();
+        assert_eq!(
+            (up.start, up.size, up.offset, up.ds),
+            (0x40_4000, 0x4000, 0x4000, 4)
+        );
+        assert!(up.is_resident(0));
+        assert_eq!(m.lookup(0x40_0000).unwrap().size, 0x2000);
+        assert!(m.lookup(0x40_2000).is_none());
+        assert!(m.uses(4));
+        assert!(m.covered(0x40_0000, 0x2000, flags::WRITE));
+        assert!(!m.covered(0x40_0000, 0x3000, 0));
+        // Protect part of the upper piece read-only: writes there are denied, cache forgotten.
+        assert_eq!(m.protect(0x40_5000, 0x1000, flags::READ), Ok(()));
+        assert!(matches!(m.fault(0x40_5000, true), Fault::Denied { .. }));
+        assert!(matches!(
+            m.fault(0x40_5000, false),
+            Fault::Map { offset: 0x5000, .. }
+        ));
+        assert_eq!(m.fault(0x40_4000, true), Fault::Cached);
+        assert_eq!(m.fault(0x40_6000, true), Fault::Cached);
+        // PROT_NONE: even reads are denied; a gap is refused.
+        assert_eq!(m.protect(0x40_6000, 0x1000, 0), Ok(()));
+        assert!(matches!(m.fault(0x40_6000, false), Fault::Denied { .. }));
+        assert_eq!(m.protect(0x40_1000, 0x2000, 0), Err(RegionErr::NotFound));
+        // Moving: to a taken place is refused with nothing changed; to a free one keeps the
+        // sources and offsets, nothing cached.
+        assert_eq!(
+            m.relocate(0x40_4000, 0x4000, 0x40_0000),
+            Err(RegionErr::Busy)
+        );
+        assert!(m.covered(0x40_4000, 0x4000, 0));
+        assert_eq!(m.relocate(0x40_4000, 0x4000, 0x90_0000), Ok(()));
+        assert!(!m.covered(0x40_4000, 0x1000, 0));
+        let r = m.lookup(0x90_1000).unwrap();
+        assert_eq!((r.start, r.offset, r.ds), (0x90_1000, 0x5000, 4));
+        assert!(matches!(
+            m.fault(0x90_0000, true),
+            Fault::Map { offset: 0x4000, .. }
+        ));
+        let gone = m.remove_range(0x40_0000, 0x8000).unwrap();
+        assert_eq!(gone.len(), 1);
+        let gone = m.remove_range(0x90_0000, 0x4000).unwrap();
+        assert_eq!(gone.len(), 4);
+        assert!(!m.uses(4));
     }
 }

@@ -9,9 +9,13 @@
 
 extern crate alloc;
 
+pub mod elf;
 pub mod errno;
 pub mod layout;
+pub mod mm;
 pub mod nr;
+pub mod random;
+pub mod trace;
 
 pub use errno::Errno;
 

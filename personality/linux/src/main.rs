@@ -1,5 +1,15 @@
 //! The Linux personality's guest binary: the library of `src/lib.rs` as mapped into a Linux
-//! process (being built). On the host this binary is empty so that `cargo test` builds the crate.
+//! process. It starts the program (reads its environment, starts the region manager, loads the
+//! ELF and builds the initial stack, marks the main thread foreign and jumps in) and then serves
+//! every `syscall` the program makes, entered by the kernel's trap reflection.
+//!
+//! The library is soft-float (`x86_64-unknown-none`): it never touches SSE or x87 registers, so
+//! the program's floating-point and vector state passes through a system call untouched without
+//! being saved (scenario `linux-core`, program `sse`, checks xmm0..xmm15 across calls).
+//!
+//! It touches the program's memory only through [`GuestUser`] (every range checked against the
+//! region manager's map first), its own task's address space through the region manager, and
+//! servers through the capabilities of its environment (`vfs`, `mem`, `proc`, `console`).
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]
 
@@ -8,12 +18,16 @@ extern crate alloc;
 
 #[cfg(target_os = "none")]
 mod files_guest;
+#[cfg(target_os = "none")]
+mod guest;
 
 #[cfg(target_os = "none")]
 sawmill_rt::entry!(main);
 
 #[cfg(target_os = "none")]
-fn main() {}
+fn main() {
+    guest::start()
+}
 
 #[cfg(not(target_os = "none"))]
 fn main() {}

@@ -236,6 +236,9 @@ pub mod disk {
         /// Guest binaries copied into the image: (path in the image, binary name as a manifest's
         /// `module` names it), for programs that start programs from the file system.
         pub bins: Vec<(String, String)>,
+        /// Linux test programs compiled on the host with `musl-gcc -static -O2` into the image:
+        /// (path in the image, C source relative to the repository).
+        pub cbins: Vec<(String, String)>,
         /// Write `/CHECKSUMS` listing `fnv64 size path` of every regular file, so a guest
         /// program can check everything it reads against the host's view.
         pub checksums: bool,
@@ -249,6 +252,7 @@ pub mod disk {
         "block_size",
         "gen",
         "bins",
+        "cbins",
         "checksums",
         "debugfs",
     ];
@@ -265,6 +269,7 @@ pub mod disk {
             block_size: 4096,
             gen: Vec::new(),
             bins: Vec::new(),
+            cbins: Vec::new(),
             checksums: false,
             debugfs: Vec::new(),
         };
@@ -309,6 +314,25 @@ pub mod disk {
                     _ => {
                         return Err(
                             "`bins` entries are { path = \"...\", module = \"NAME\" }".into()
+                        )
+                    }
+                }
+            }
+        }
+        if let Some(v) = t.get("cbins") {
+            for b in v.as_array().ok_or("`cbins` must be an array")? {
+                let path = b.get("path").and_then(|p| p.as_str());
+                let src = b.get("src").and_then(|p| p.as_str());
+                match (path, src) {
+                    (Some(p), Some(c))
+                        if !p.contains("..") && !c.contains("..") && c.ends_with(".c") =>
+                    {
+                        d.cbins
+                            .push((p.trim_start_matches('/').to_string(), c.to_string()))
+                    }
+                    _ => {
+                        return Err(
+                            "`cbins` entries are { path = \"...\", src = \"tests/....c\" }".into(),
                         )
                     }
                 }
@@ -475,6 +499,17 @@ pub mod disk {
                 .guest_bin(module);
                 std::fs::copy(&bin, &f)
                     .map_err(|e| format!("disk binary `{module}` ({}): {e}", bin.display()))?;
+            }
+            for (p, src) in &d.cbins {
+                let f = stage.join(p);
+                if let Some(parent) = f.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                }
+                run(Command::new("musl-gcc")
+                    .args(["-static", "-O2", "-o"])
+                    .arg(&f)
+                    .arg(repo.join(src)))
+                .map_err(|e| format!("compiling {src} (is musl-tools installed?): {e}"))?;
             }
             if d.checksums {
                 let mut lines = Vec::new();
@@ -726,6 +761,61 @@ mod tests {
         .parse()
         .unwrap();
         parse(Some(&t)).unwrap()
+    }
+
+    /// Linux is the oracle: every line of a Linux test program the `linux-core` scenario expects
+    /// (`PROG: ...`, for the programs whose output does not depend on how they were started) is
+    /// what the same C program, compiled the same way, prints on the host's Linux, which must
+    /// also give the same exit status.
+    #[test]
+    fn linux_core_expectations_are_what_linux_prints() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let text = std::fs::read_to_string(repo.join("systems/tests/linux-core.toml")).unwrap();
+        let t: toml::Table = text.parse().unwrap();
+        let spec = parse(t.get("test").and_then(|v| v.as_table())).unwrap();
+        let dir = std::env::temp_dir().join(format!("sawmill-linux-oracle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (prog, status) in [
+            ("mem", 0),
+            ("efault", 0),
+            ("sse", 0),
+            ("misc", 0),
+            ("segv", -11),
+        ] {
+            let bin = dir.join(prog);
+            let built = std::process::Command::new("musl-gcc")
+                .args(["-static", "-O2", "-o"])
+                .arg(&bin)
+                .arg(repo.join(format!("tests/linux/core/{prog}.c")))
+                .status()
+                .expect("musl-gcc (scripts/setup.sh installs musl-tools)");
+            assert!(built.success(), "compiling {prog}.c");
+            let out = std::process::Command::new(&bin).output().unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            let got = out
+                .status
+                .code()
+                .unwrap_or_else(|| -out.status.signal().unwrap_or(0));
+            assert_eq!(got, status, "{prog} on Linux");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let prefix = format!("{prog}: ");
+            let expected: Vec<&String> = spec
+                .expect
+                .iter()
+                .filter(|e| e.starts_with(&prefix))
+                .collect();
+            assert!(
+                !expected.is_empty(),
+                "the scenario expects nothing of {prog}"
+            );
+            for e in expected {
+                assert!(
+                    stdout.lines().any(|l| l == e.as_str()),
+                    "`{e}` is not what {prog} prints on Linux:\n{stdout}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,0 +1,1042 @@
+//! The library at run time: starting the program, the entry from trap reflection, the system
+//! call table and the calls served here (memory, process, time). File and descriptor calls go
+//! to `files_guest`. Decisions are made by the host-tested modules of the library crate
+//! (`elf`, `mm`, `random`, `trace`); this module carries them out.
+//!
+//! Only the program's one thread enters the library (no `clone` yet), so the process state
+//! below is used by one thread at a time: the reflection entry of that thread, or the start.
+
+use crate::files_guest;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU64, Ordering};
+use sawmill_abi::{ForeignFrame, Utcb};
+use sawmill_fsclient::{Files, O_READ};
+use sawmill_interfaces::proc;
+use sawmill_linux::elf::{self, StackInfo, PF_W, PF_X};
+use sawmill_linux::errno::{self, Errno};
+use sawmill_linux::mm::{self, BrkStep, Place};
+use sawmill_linux::random::{self, Rng};
+use sawmill_linux::{layout, nr, trace, SysResult, User};
+use sawmill_rm as rm;
+use sawmill_rt::{env, println, slots, sys, thread};
+
+const PAGE: u64 = 4096;
+/// The library's own stack for serving a thread's system calls.
+const SYSCALL_STACK: usize = 64 * 1024;
+/// SIGSEGV, for a fault the region manager cannot resolve.
+const SIGSEGV: u32 = 11;
+/// The exit status of a program that could not be started (as a shell reports "not found" or
+/// "cannot execute").
+const EXIT_CANNOT_EXEC: u32 = 126;
+
+/// State used by the program's one thread only (see the module header).
+struct Single<T>(UnsafeCell<T>);
+// SAFETY: one thread at a time uses it (the module header says why).
+unsafe impl<T> Sync for Single<T> {}
+impl<T> Single<T> {
+    #[allow(clippy::mut_from_ref)]
+    fn get(&self) -> &mut T {
+        // SAFETY: see the `Sync` impl: no two references are live at once, because each system
+        // call takes it once at its start and the library is not re-entered.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+/// The process as the library knows it.
+struct Process {
+    pid: u64,
+    ppid: u64,
+    /// uid, euid, gid, egid.
+    ids: [u32; 4],
+    trace: bool,
+    brk: mm::Brk,
+    rng: Rng,
+    /// Real-time clock at boot (s), the TSC then and its rate (kHz).
+    clock: (u64, u64, u64),
+    fs_base: u64,
+    name: [u8; 16],
+    /// Unknown system calls already logged (one bit per number).
+    logged: [u64; 8],
+}
+
+static PROCESS: Single<Option<Process>> = Single(UnsafeCell::new(None));
+/// Where the program starts (read by the jump into it).
+static PROGRAM_ENTRY: AtomicU64 = AtomicU64::new(0);
+
+fn process() -> &'static mut Process {
+    PROCESS.get().as_mut().expect("process state set at start")
+}
+
+/// The process's file-system client. (Until the files layer exposes its own instance; then this
+/// becomes a call to it.)
+fn files() -> &'static mut Files {
+    static FILES: Single<Option<Files>> = Single(UnsafeCell::new(None));
+    FILES
+        .get()
+        .get_or_insert_with(|| Files::new(env::cap("vfs").unwrap_or(u64::MAX)))
+}
+
+/// Ends the process with `status` through the process server; without one (a test launcher
+/// that serves none), by ending the thread.
+fn exit_process(status: u32) -> ! {
+    if let Some(p) = env::cap("proc") {
+        let _ = proc::Client::new(p).exit(status & 0xff);
+    }
+    println!("linux: exit status {} (no process server)", status & 0xff);
+    sawmill_rt::exit(status as u64 & 0xff)
+}
+
+fn kill_process(signal: u32) -> ! {
+    if let Some(p) = env::cap("proc") {
+        let _ = proc::Client::new(p).killed(signal);
+    }
+    println!("linux: killed by signal {} (no process server)", signal);
+    sawmill_rt::exit(128 + signal as u64)
+}
+
+/// The region manager's report of a fault it cannot resolve: the program touched memory it has
+/// no right to, which Linux answers with SIGSEGV.
+fn unresolved_fault(addr: u64, _bits: u64, rip: u64) {
+    println!("linux: SIGSEGV at {:#x} (rip {:#x})", addr, rip);
+    kill_process(SIGSEGV)
+}
+
+fn cannot_start(path: &str, why: &str, e: Errno) -> ! {
+    println!("linux: cannot run {}: {} ({})", path, why, e.name());
+    exit_process(EXIT_CANNOT_EXEC)
+}
+
+fn rm_errno(e: rm::RmError) -> Errno {
+    match e {
+        rm::RmError::Busy => errno::EEXIST,
+        rm::RmError::NotFound => errno::ENOMEM,
+        rm::RmError::Invalid => errno::EINVAL,
+        _ => errno::ENOMEM,
+    }
+}
+
+/// A fresh anonymous dataspace of `len` bytes (zero-filled, paged in as used).
+fn anonymous(len: u64) -> Result<u64, Errno> {
+    let m = rm::mem().ok_or(errno::ENOMEM)?;
+    m.alloc(len, 0, thread::alloc_slot())
+        .map_err(|_| errno::ENOMEM)
+}
+
+/// Attaches fresh anonymous memory at `at` (owned by the region manager: freed with its last
+/// region).
+fn attach_anonymous(at: u64, len: u64, fl: u32) -> Result<(), Errno> {
+    let ds = anonymous(len)?;
+    rm::attach(ds, 0, len, Some(at), fl | rm::OWNED)
+        .map(|_| ())
+        .map_err(|e| {
+            let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+            let _ = sys::cap_delete(ds);
+            rm_errno(e)
+        })
+}
+
+fn rm_rights(prot: u64) -> u32 {
+    let (r, w, x) = mm::rights(prot);
+    (if r { rm::READ } else { 0 })
+        | (if w { rm::WRITE } else { 0 })
+        | (if x { rm::EXEC } else { 0 })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start.
+
+/// Reads the environment, loads the program and enters it. Never returns.
+pub fn start() {
+    let exe = env::find_all(env::KIND_LINUX_EXEC)
+        .next()
+        .and_then(|(_, b)| core::str::from_utf8(b).ok())
+        .unwrap_or("");
+    let mut ids = [0u32; 4];
+    let (pid, ppid) = match env::find_all(env::KIND_LINUX_IDS).next() {
+        Some((pid, b)) if b.len() >= 20 => {
+            let w = |i: usize| u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
+            ids = [w(1), w(2), w(3), w(4)];
+            (pid, w(0) as u64)
+        }
+        _ => (1, 0),
+    };
+    let clock = match env::find_all(env::KIND_LINUX_CLOCK).next() {
+        Some((secs, b)) if b.len() >= 16 => (
+            secs,
+            u64::from_le_bytes(b[0..8].try_into().unwrap()),
+            u64::from_le_bytes(b[8..16].try_into().unwrap()).max(1),
+        ),
+        _ => (0, 0, 1_000_000),
+    };
+    let seed = env::find_all(env::KIND_LINUX_SEED)
+        .next()
+        .map(|(_, b)| b)
+        .unwrap_or(&[]);
+    let mut rng = Rng::new(seed);
+    let trace = env::value(env::KIND_LINUX_TRACE) == Some(1);
+
+    // The region manager: everything of the program's part is its to manage; its own
+    // attachments (file windows, buffers) go above the program.
+    if let Err(e) = rm::configure(
+        layout::PROGRAM_MIN,
+        layout::LIB_RM_END,
+        layout::LIB_RM_BASE + PAGE,
+        layout::LIB_RM_END,
+        layout::LIB_RM_BASE,
+    )
+    .and_then(|_| rm::init())
+    {
+        println!("linux: region manager: {:?}", e);
+        exit_process(EXIT_CANNOT_EXEC);
+    }
+    rm::set_unresolved_hook(unresolved_fault);
+    files_guest::init(exe);
+
+    let image = load(exe);
+    let brk = mm::Brk::new(image.brk);
+
+    // The stack: anonymous, up to STACK_MAX below STACK_TOP, with the Linux initial stack.
+    let stack_lo = layout::STACK_TOP - layout::STACK_MAX;
+    if let Err(e) = attach_anonymous(stack_lo, layout::STACK_MAX, rm::READ | rm::WRITE) {
+        cannot_start(exe, "no stack", e);
+    }
+    let argv: Vec<&[u8]> = env::find_all(env::KIND_ARG).map(|(_, b)| b).collect();
+    let envp: Vec<&[u8]> = env::find_all(env::KIND_LINUX_ENV).map(|(_, b)| b).collect();
+    let mut random_bytes = [0u8; 16];
+    rng.fill(&mut random_bytes);
+    let info = StackInfo {
+        argv: &argv,
+        envp: &envp,
+        execfn: exe.as_bytes(),
+        random: random_bytes,
+        image: &image,
+        ids,
+        hwcap: cpuid_edx(),
+    };
+    let stack = match elf::plan_stack(layout::STACK_TOP, &info, layout::STACK_MAX / 4) {
+        Ok(s) => s,
+        Err(e) => cannot_start(exe, "arguments too long", e),
+    };
+    if let Err(e) = GuestUser.write(stack.sp, &stack.bytes) {
+        cannot_start(exe, "writing the stack", e);
+    }
+
+    let mut name = [0u8; 16];
+    let base = exe.rsplit('/').next().unwrap_or("").as_bytes();
+    let n = base.len().min(15);
+    name[..n].copy_from_slice(&base[..n]);
+    *PROCESS.get() = Some(Process {
+        pid,
+        ppid,
+        ids,
+        trace,
+        brk,
+        rng,
+        clock,
+        fs_base: 0,
+        name,
+        logged: [0; 8],
+    });
+
+    // This thread's library stack for the system calls to come, found through its UTCB.
+    let sc_stack: &'static mut [u8] = alloc::vec![0u8; SYSCALL_STACK].leak();
+    let top = (sc_stack.as_ptr() as u64 + SYSCALL_STACK as u64) & !15;
+    sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = top;
+
+    // SAFETY: taking the address of the entry stub.
+    let entry = linux_syscall_entry as *const () as u64;
+    if let Err(e) = sys::thread_foreign(slots::THREAD, entry, layout::LIB_BASE, layout::LIB_END) {
+        println!("linux: cannot mark the thread foreign: {}", e.name());
+        exit_process(EXIT_CANNOT_EXEC);
+    }
+    PROGRAM_ENTRY.store(image.entry, Ordering::Release);
+    // SAFETY: the stack and the program's image are mapped; the program runs from here on with
+    // a clean register state (rdx = 0: no function for atexit), rt's GS base kept.
+    unsafe {
+        core::arch::asm!(
+            "mov rsp, {sp}",
+            "xor eax, eax",
+            "xor ebx, ebx",
+            "xor ecx, ecx",
+            "xor edx, edx",
+            "xor esi, esi",
+            "xor edi, edi",
+            "xor ebp, ebp",
+            "xor r8d, r8d",
+            "xor r9d, r9d",
+            "xor r10d, r10d",
+            "xor r11d, r11d",
+            "xor r12d, r12d",
+            "xor r13d, r13d",
+            "xor r14d, r14d",
+            "xor r15d, r15d",
+            "jmp qword ptr [rip + {entry}]",
+            sp = in(reg) stack.sp,
+            entry = sym PROGRAM_ENTRY,
+            options(noreturn)
+        )
+    }
+}
+
+/// `AT_HWCAP` on x86-64 is CPUID leaf 1's EDX.
+fn cpuid_edx() -> u64 {
+    core::arch::x86_64::__cpuid(1).edx as u64
+}
+
+/// Opens the program, checks it and attaches its segments. Returns the placed image.
+fn load(path: &str) -> elf::Image {
+    let fs = files();
+    let fd = match fs.open(path, O_READ, 0) {
+        Ok(fd) => fd,
+        Err(e) => cannot_start(path, fs_why(e), errno::ENOENT),
+    };
+    let size = fs.fstat(fd).map(|s| s.size).unwrap_or(0);
+    let file = match fs.file_cap(fd) {
+        Ok(c) => c,
+        Err(_) => cannot_start(path, "no file capability", errno::EIO),
+    };
+    if size == 0 {
+        cannot_start(path, "empty file", errno::ENOEXEC);
+    }
+    // The headers: the file's first pages, attached read-only for a moment (never copied into
+    // the program's range).
+    let head_len = size.min(4 * PAGE).div_ceil(PAGE) * PAGE;
+    let head_at = match rm::attach(file, 0, head_len, None, rm::READ) {
+        Ok(a) => a,
+        Err(e) => cannot_start(path, "reading the headers", rm_errno(e)),
+    };
+    let mut head = alloc::vec![0u8; size.min(4 * PAGE) as usize];
+    // SAFETY: attached readable just above; the file has at least `head.len()` bytes.
+    unsafe { core::ptr::copy_nonoverlapping(head_at as *const u8, head.as_mut_ptr(), head.len()) };
+    let _ = rm::detach(head_at);
+    let image = match elf::parse(&head, size, layout::PROGRAM_MIN, layout::MMAP_TOP) {
+        Ok(i) => i,
+        Err(e) if e == errno::ELIBBAD => {
+            cannot_start(path, "dynamically linked (needs a program interpreter)", e)
+        }
+        Err(e) => cannot_start(path, "not a static x86-64 executable", e),
+    };
+    for s in &image.segments {
+        let x = if s.flags & PF_X != 0 { rm::EXEC } else { 0 };
+        let w = if s.flags & PF_W != 0 { rm::WRITE } else { 0 };
+        // File pages: private copy-on-write (read-only segments too, so that an mprotect to
+        // writable never writes the file).
+        let file_end = s.file_pages_end().min(s.map_end());
+        if file_end > s.map_start {
+            if let Err(e) = rm::attach(
+                file,
+                s.file_page,
+                file_end - s.map_start,
+                Some(s.map_start),
+                rm::READ | w | x | rm::COW,
+            ) {
+                cannot_start(path, "attaching a segment", rm_errno(e));
+            }
+            // The rest of the last file page belongs to the bss: zero it.
+            if w != 0 && s.file_end < file_end && s.mem_end > s.file_end {
+                let zeros = alloc::vec![0u8; (file_end.min(s.mem_end) - s.file_end) as usize];
+                if let Err(e) = GuestUser.write(s.file_end, &zeros) {
+                    cannot_start(path, "zeroing the bss", e);
+                }
+            }
+        }
+        let anon_from = file_end.max(s.map_start);
+        if s.map_end() > anon_from {
+            if let Err(e) = attach_anonymous(anon_from, s.map_end() - anon_from, rm::READ | w | x) {
+                cannot_start(path, "attaching the bss", e);
+            }
+        }
+    }
+    image
+}
+
+fn fs_why(e: sawmill_fsclient::Error) -> &'static str {
+    match e {
+        sawmill_fsclient::Error::NotFound => "no such file",
+        sawmill_fsclient::Error::Denied => "permission denied",
+        _ => "cannot open",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry from trap reflection.
+
+/// `Utcb::user` word holding the thread's library stack top; the entry stub reads it at
+/// `frame - 8`, so it must be the last word before `Utcb::foreign`.
+const SYSCALL_STACK_WORD: usize = 15;
+const _: () = assert!(
+    core::mem::offset_of!(Utcb, foreign) - core::mem::offset_of!(Utcb, user)
+        == (SYSCALL_STACK_WORD + 1) * 8
+);
+
+extern "C" {
+    fn linux_syscall_entry();
+}
+
+// The kernel resumes the thread here with rdi = &Utcb::foreign (the program's registers at its
+// `syscall`) and rsp below the program's red zone. We switch to the library's own stack at
+// once (nothing is written on the program's), serve the call, and return by restoring every
+// register from the frame except rcx and r11, which `syscall` clobbers (rcx = rip, r11 =
+// rflags, as Linux leaves them), rflags restored too.
+core::arch::global_asm!(
+    r#"
+.section .text.linux_syscall_entry, "ax"
+.global linux_syscall_entry
+linux_syscall_entry:
+    mov rsp, [rdi - 8]
+    cld
+    call {serve}
+    mov rdi, rax
+    push qword ptr [rdi + 17*8]
+    popfq
+    mov rbx, [rdi + 1*8]
+    mov rdx, [rdi + 3*8]
+    mov rsi, [rdi + 4*8]
+    mov rbp, [rdi + 6*8]
+    mov r8, [rdi + 8*8]
+    mov r9, [rdi + 9*8]
+    mov r10, [rdi + 10*8]
+    mov r12, [rdi + 12*8]
+    mov r13, [rdi + 13*8]
+    mov r14, [rdi + 14*8]
+    mov r15, [rdi + 15*8]
+    mov rax, [rdi + 0*8]
+    mov rcx, [rdi + 16*8]
+    mov r11, [rdi + 17*8]
+    mov rsp, [rdi + 7*8]
+    mov rdi, [rdi + 5*8]
+    jmp rcx
+"#,
+    serve = sym serve_reflected
+);
+
+/// Serves one reflected system call; returns the frame to resume from (its `rax` set).
+extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
+    // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; the
+    // copy keeps the registers safe from anything the call does with the UTCB.
+    let f = unsafe { *frame };
+    let args = [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9];
+    let r = syscall(f.rax, args);
+    // SAFETY: as above.
+    unsafe {
+        (*frame).rax = match r {
+            Ok(v) => v,
+            Err(e) => e.ret() as u64,
+        }
+    };
+    frame
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatcher.
+
+fn syscall(n: u64, a: [u64; 6]) -> SysResult {
+    let p = process();
+    if p.trace && (n == nr::EXIT || n == nr::EXIT_GROUP) {
+        println!(
+            "[{}] {}({}) = ?",
+            p.pid,
+            nr::name(n).unwrap_or("exit"),
+            a[0] as i32
+        );
+    }
+    let r = match core_call(n, a) {
+        Some(r) => r,
+        None => match files_guest::dispatch(n, a, &GuestUser) {
+            Some(r) => r,
+            None => console_fallback(n, a).unwrap_or_else(|| {
+                unknown(n);
+                Err(errno::ENOSYS)
+            }),
+        },
+    };
+    if p.trace {
+        println!("[{}] {}", p.pid, trace::line(n, &a, r));
+    }
+    r
+}
+
+/// Logs a call no one serves, once per number, by name.
+fn unknown(n: u64) {
+    let p = process();
+    let (w, b) = ((n / 64) as usize, n % 64);
+    if w < p.logged.len() {
+        if p.logged[w] >> b & 1 != 0 {
+            return;
+        }
+        p.logged[w] |= 1 << b;
+    }
+    match nr::name(n) {
+        Some(name) => println!("linux: unimplemented system call {} ({}): ENOSYS", name, n),
+        None => println!("linux: unknown system call {}: ENOSYS", n),
+    }
+}
+
+/// FALLBACK until the files layer serves descriptors: `write`/`writev` to 1 and 2 go to the
+/// debug console. This is the one place; when `files_guest::dispatch` serves them it is never
+/// reached for them.
+fn console_fallback(n: u64, a: [u64; 6]) -> Option<SysResult> {
+    let out = |addr: u64, len: u64| -> Result<(), Errno> {
+        let mut buf = alloc::vec![0u8; len.min(1 << 20) as usize];
+        GuestUser.read(addr, &mut buf)?;
+        sawmill_rt::write_bytes(&buf);
+        Ok(())
+    };
+    match n {
+        nr::WRITE if a[0] == 1 || a[0] == 2 => Some(out(a[1], a[2]).map(|_| a[2].min(1 << 20))),
+        nr::WRITEV if a[0] == 1 || a[0] == 2 => Some((|| {
+            if a[2] > 1024 {
+                return Err(errno::EINVAL);
+            }
+            let mut total = 0u64;
+            for i in 0..a[2] {
+                let mut iov = [0u8; 16];
+                GuestUser.read(a[1].wrapping_add(i * 16), &mut iov)?;
+                let base = u64::from_le_bytes(iov[0..8].try_into().unwrap());
+                let len = u64::from_le_bytes(iov[8..16].try_into().unwrap());
+                if len > 0 {
+                    out(base, len)?;
+                }
+                total += len;
+            }
+            Ok(total)
+        })()),
+        _ => None,
+    }
+}
+
+/// The calls the core serves (memory, process, time); None for the others.
+fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
+    let p = process();
+    let u = &GuestUser;
+    Some(match n {
+        nr::BRK => Ok(sys_brk(a[0])),
+        nr::MMAP => sys_mmap(a),
+        nr::MUNMAP => mm::range_args(a[0], a[1])
+            .and_then(|len| rm::detach_range(a[0], len).map_err(rm_errno))
+            .map(|_| 0),
+        nr::MPROTECT => sys_mprotect(a[0], a[1], a[2]),
+        nr::MREMAP => sys_mremap(a),
+        nr::MADVISE => sys_madvise(a[0], a[1], a[2]),
+        nr::ARCH_PRCTL => sys_arch_prctl(a[0], a[1]),
+        nr::SET_TID_ADDRESS => Ok(p.pid),
+        nr::SET_ROBUST_LIST => {
+            if a[1] == 24 {
+                Ok(0)
+            } else {
+                Err(errno::EINVAL)
+            }
+        }
+        // glibc and musl run without restartable sequences when the kernel has none.
+        nr::RSEQ => Err(errno::ENOSYS),
+        nr::PRLIMIT64 => {
+            if a[0] != 0 && a[0] != p.pid {
+                Err(errno::ESRCH)
+            } else {
+                rlimit(a[1], a[3])
+            }
+        }
+        nr::GETRLIMIT => rlimit(a[0], a[1]),
+        nr::GETRANDOM => sys_getrandom(a[0], a[1], a[2]),
+        nr::GETPID | nr::GETTID => Ok(p.pid),
+        nr::GETPPID => Ok(p.ppid),
+        nr::GETUID => Ok(p.ids[0] as u64),
+        nr::GETEUID => Ok(p.ids[1] as u64),
+        nr::GETGID => Ok(p.ids[2] as u64),
+        nr::GETEGID => Ok(p.ids[3] as u64),
+        nr::GETGROUPS => {
+            if (a[0] as i32) < 0 {
+                Err(errno::EINVAL)
+            } else {
+                Ok(0)
+            }
+        }
+        nr::UNAME => sys_uname(a[0]),
+        nr::SYSINFO => sys_sysinfo(a[0]),
+        nr::CLOCK_GETTIME => clock_now(a[0]).and_then(|ns| put_timespec(a[1], ns)),
+        nr::CLOCK_GETRES => clock_now(a[0]).and_then(|_| {
+            if a[1] != 0 {
+                put_timespec(a[1], 1)
+            } else {
+                Ok(0)
+            }
+        }),
+        nr::GETTIMEOFDAY => {
+            let ns = realtime_ns();
+            if a[0] != 0 {
+                let mut b = [0u8; 16];
+                b[0..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+                b[8..16].copy_from_slice(&((ns % 1_000_000_000) / 1000).to_le_bytes());
+                if let Err(e) = u.write(a[0], &b) {
+                    return Some(Err(e));
+                }
+            }
+            if a[1] != 0 {
+                if let Err(e) = u.write(a[1], &[0u8; 8]) {
+                    return Some(Err(e));
+                }
+            }
+            Ok(0)
+        }
+        nr::TIME => {
+            let s = realtime_ns() / 1_000_000_000;
+            if a[0] != 0 {
+                if let Err(e) = u.write(a[0], &s.to_le_bytes()) {
+                    return Some(Err(e));
+                }
+            }
+            Ok(s)
+        }
+        nr::NANOSLEEP => sleep(CLOCK_MONOTONIC, 0, a[0]),
+        nr::CLOCK_NANOSLEEP => sleep(a[0], a[1], a[2]),
+        nr::SCHED_YIELD => {
+            sys::yield_now();
+            Ok(0)
+        }
+        nr::PRCTL => sys_prctl(a[0], a[1]),
+        nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory.
+
+fn sys_brk(want: u64) -> u64 {
+    let p = process();
+    let Some((step, next)) = p.brk.plan(want) else {
+        return p.brk.cur;
+    };
+    let ok = match step {
+        BrkStep::Nothing => true,
+        BrkStep::Grow { from, to } => {
+            attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok()
+        }
+        BrkStep::Shrink { from, to } => rm::detach_range(from, to - from).is_ok(),
+    };
+    if ok {
+        p.brk = next;
+    }
+    p.brk.cur
+}
+
+/// The program's used ranges, for placement: every region, and the fsclient's file windows.
+fn used_ranges() -> Vec<(u64, u64)> {
+    let mut v = rm::ranges();
+    v.push(FSCLIENT_WINDOWS);
+    v
+}
+/// Where `lib/fsclient` maps file pages for `read`/`pread` (its WINDOWS, 64 windows of 64 MiB);
+/// kept free of the program's mappings.
+const FSCLIENT_WINDOWS: (u64, u64) = (0x8000_0000, 0x8000_0000 + 64 * (64 << 20));
+
+fn sys_mmap(a: [u64; 6]) -> SysResult {
+    let req = mm::mmap_args(a[0], a[1], a[2], a[3], a[4], a[5])?;
+    let len = req.len;
+    let at = match req.place {
+        Place::Replace(at) => at,
+        Place::NoReplace(at) => {
+            if used_ranges().iter().any(|&(s, e)| at < e && s < at + len) {
+                return Err(errno::EEXIST);
+            }
+            at
+        }
+        Place::Anywhere(hint) => mm::place(
+            &used_ranges(),
+            len,
+            hint,
+            layout::PROGRAM_MIN,
+            layout::MMAP_TOP,
+        )
+        .ok_or(errno::ENOMEM)?,
+    };
+    let rights = rm_rights(req.prot);
+    let (ds, fl, offset) = match req.fd {
+        None => (anonymous(len)?, rights | rm::OWNED, 0),
+        Some(fd) => {
+            let src = files_guest::mmap_source(fd)?;
+            if !src.readable || (req.shared && req.prot & mm::PROT_WRITE != 0 && !src.writable) {
+                return Err(errno::EACCES);
+            }
+            let cow = if req.shared { 0 } else { rm::COW };
+            (src.dataspace, rights | cow, req.offset)
+        }
+    };
+    if let Place::Replace(at) = req.place {
+        rm::detach_range(at, len).map_err(rm_errno)?;
+    }
+    match rm::attach(ds, offset, len, Some(at), fl) {
+        Ok(a) => {
+            if req.populate {
+                let _ = rm::populate(a, len, false);
+            }
+            Ok(a)
+        }
+        Err(e) => {
+            if fl & rm::OWNED != 0 {
+                let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+                let _ = sys::cap_delete(ds);
+            }
+            Err(rm_errno(e))
+        }
+    }
+}
+
+fn sys_mprotect(addr: u64, len: u64, prot: u64) -> SysResult {
+    if prot & !(mm::PROT_READ | mm::PROT_WRITE | mm::PROT_EXEC) != 0 {
+        return Err(errno::EINVAL);
+    }
+    let len = mm::range_args(addr, len)?;
+    rm::protect(addr, len, rm_rights(prot))
+        .map(|_| 0)
+        .map_err(|e| match e {
+            rm::RmError::NotFound => errno::ENOMEM,
+            e => rm_errno(e),
+        })
+}
+
+const MREMAP_DONTUNMAP: u64 = 4;
+
+fn sys_mremap(a: [u64; 6]) -> SysResult {
+    let (old, old_len, new_len, flags, new_addr) = (a[0], a[1], a[2], a[3], a[4]);
+    if !old.is_multiple_of(PAGE)
+        || flags & !(mm::MREMAP_MAYMOVE | mm::MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
+        || (flags & mm::MREMAP_FIXED != 0 && flags & mm::MREMAP_MAYMOVE == 0)
+    {
+        return Err(errno::EINVAL);
+    }
+    if flags & (mm::MREMAP_FIXED | MREMAP_DONTUNMAP) != 0 {
+        // Not yet: moving to a chosen address, keeping the old mapping.
+        let _ = new_addr;
+        return Err(errno::EINVAL);
+    }
+    let old_len = mm::page_up(old_len).ok_or(errno::EINVAL)?;
+    let new_len = mm::page_up(new_len).ok_or(errno::EINVAL)?;
+    if new_len == 0 || old_len == 0 {
+        return Err(errno::EINVAL);
+    }
+    if !mm::program_range(old, old_len) || !rm::covered(old, old_len, 0) {
+        return Err(errno::EFAULT);
+    }
+    if new_len <= old_len {
+        if new_len < old_len {
+            rm::detach_range(old + new_len, old_len - new_len).map_err(rm_errno)?;
+        }
+        return Ok(old);
+    }
+    let extra = new_len - old_len;
+    let tail_free = |at: u64| {
+        mm::program_range(at + old_len, extra)
+            && !used_ranges()
+                .iter()
+                .any(|&(s, e)| at + old_len < e && s < at + new_len)
+    };
+    let at = if tail_free(old) {
+        old
+    } else if flags & mm::MREMAP_MAYMOVE != 0 {
+        let to = mm::place(
+            &used_ranges(),
+            new_len,
+            0,
+            layout::PROGRAM_MIN,
+            layout::MMAP_TOP,
+        )
+        .ok_or(errno::ENOMEM)?;
+        rm::relocate(old, old_len, to).map_err(rm_errno)?;
+        to
+    } else {
+        return Err(errno::ENOMEM);
+    };
+    // Grow: the same source further on for a file mapping, fresh memory for anonymous.
+    let last = rm::region_info(at + old_len - 1).ok_or(errno::EFAULT)?;
+    let fl = last.flags;
+    if fl & rm::OWNED != 0 {
+        attach_anonymous(at + old_len, extra, fl & rm::RIGHTS)?;
+    } else {
+        let off = last.offset + (at + old_len - last.start);
+        rm::attach(last.ds, off, extra, Some(at + old_len), fl).map_err(rm_errno)?;
+    }
+    Ok(at)
+}
+
+const MADV_DONTNEED: u64 = 4;
+
+fn sys_madvise(addr: u64, len: u64, advice: u64) -> SysResult {
+    if !addr.is_multiple_of(PAGE) {
+        return Err(errno::EINVAL);
+    }
+    let len = mm::page_up(len).ok_or(errno::EINVAL)?;
+    if len == 0 {
+        return Ok(0);
+    }
+    if !mm::program_range(addr, len) {
+        return Err(errno::EINVAL);
+    }
+    if advice != MADV_DONTNEED {
+        return Ok(0);
+    }
+    if !rm::covered(addr, len, 0) {
+        return Err(errno::ENOMEM);
+    }
+    // Private anonymous pages are discarded: the range gets fresh zero-filled memory.
+    let mut p = addr;
+    while p < addr + len {
+        let r = rm::region_info(p).ok_or(errno::ENOMEM)?;
+        let end = r.end.min(addr + len);
+        if r.flags & rm::OWNED != 0 {
+            rm::detach_range(p, end - p).map_err(rm_errno)?;
+            attach_anonymous(p, end - p, r.flags & rm::RIGHTS)?;
+        }
+        p = end;
+    }
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process.
+
+const ARCH_SET_GS: u64 = 0x1001;
+const ARCH_SET_FS: u64 = 0x1002;
+const ARCH_GET_FS: u64 = 0x1003;
+const ARCH_GET_GS: u64 = 0x1004;
+
+fn sys_arch_prctl(code: u64, addr: u64) -> SysResult {
+    let p = process();
+    match code {
+        ARCH_SET_FS => {
+            if addr >= layout::PROGRAM_END {
+                return Err(errno::EPERM);
+            }
+            // GS stays the runtime's (it points at the thread's UTCB).
+            let gs = sawmill_rt::utcb() as *const Utcb as u64;
+            sys::set_tls(addr, gs).map_err(|_| errno::EPERM)?;
+            p.fs_base = addr;
+            Ok(0)
+        }
+        ARCH_GET_FS => GuestUser.write(addr, &p.fs_base.to_le_bytes()).map(|_| 0),
+        ARCH_GET_GS => GuestUser.write(addr, &0u64.to_le_bytes()).map(|_| 0),
+        // The program's GS base is the library's (the runtime's UTCB pointer).
+        ARCH_SET_GS => Err(errno::EPERM),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+const RLIM_INFINITY: u64 = u64::MAX;
+const RLIMIT_STACK: u64 = 3;
+const RLIMIT_NOFILE: u64 = 7;
+const RLIM_NLIMITS: u64 = 16;
+
+fn rlimit(resource: u64, old: u64) -> SysResult {
+    if resource >= RLIM_NLIMITS {
+        return Err(errno::EINVAL);
+    }
+    if old != 0 {
+        let (cur, max) = match resource {
+            RLIMIT_STACK => (layout::STACK_MAX, RLIM_INFINITY),
+            RLIMIT_NOFILE => (1024, 4096),
+            _ => (RLIM_INFINITY, RLIM_INFINITY),
+        };
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&cur.to_le_bytes());
+        b[8..16].copy_from_slice(&max.to_le_bytes());
+        GuestUser.write(old, &b)?;
+    }
+    Ok(0)
+}
+
+fn sys_getrandom(buf: u64, len: u64, flags: u64) -> SysResult {
+    random::check_flags(flags)?;
+    let len = len.min(1 << 25);
+    let mut chunk = [0u8; 256];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(256) as usize;
+        process().rng.fill(&mut chunk[..n]);
+        GuestUser.write(buf + done, &chunk[..n])?;
+        done += n as u64;
+    }
+    Ok(len)
+}
+
+fn sys_uname(addr: u64) -> SysResult {
+    let mut b = [0u8; 65 * 6];
+    for (i, f) in [
+        &b"Linux"[..],
+        b"sawmill",
+        b"6.1.0-sawmill",
+        b"#1 SMP sawmill",
+        b"x86_64",
+        b"(none)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        b[i * 65..i * 65 + f.len()].copy_from_slice(f);
+    }
+    GuestUser.write(addr, &b).map(|_| 0)
+}
+
+fn sys_sysinfo(addr: u64) -> SysResult {
+    let mut b = [0u8; 112];
+    let up = monotonic_ns() / 1_000_000_000;
+    b[0..8].copy_from_slice(&up.to_le_bytes());
+    let (used, quota, free) = rm::mem()
+        .and_then(|m| m.stats().ok())
+        .map(|s| (s.used, s.quota, s.free))
+        .unwrap_or((0, 0, 0));
+    let total = quota.min(used + free).max(used);
+    b[32..40].copy_from_slice(&total.to_le_bytes());
+    b[40..48].copy_from_slice(&(total - used).to_le_bytes());
+    b[80..82].copy_from_slice(&1u16.to_le_bytes());
+    b[104..108].copy_from_slice(&1u32.to_le_bytes());
+    GuestUser.write(addr, &b).map(|_| 0)
+}
+
+const PR_SET_NAME: u64 = 15;
+const PR_GET_NAME: u64 = 16;
+
+fn sys_prctl(op: u64, arg: u64) -> SysResult {
+    let p = process();
+    match op {
+        PR_SET_NAME => {
+            let mut n = [0u8; 16];
+            let s = GuestUser.cstr(arg, 4096).or_else(|e| {
+                // Linux copies at most 16 bytes; a longer string is cut, not refused.
+                if e == errno::ENAMETOOLONG {
+                    Ok(Vec::new())
+                } else {
+                    Err(e)
+                }
+            })?;
+            let k = s.len().min(15);
+            n[..k].copy_from_slice(&s[..k]);
+            p.name = n;
+            Ok(0)
+        }
+        PR_GET_NAME => GuestUser.write(arg, &p.name).map(|_| 0),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time.
+
+const CLOCK_REALTIME: u64 = 0;
+const CLOCK_MONOTONIC: u64 = 1;
+const TIMER_ABSTIME: u64 = 1;
+
+fn tsc_ns(ticks: u64) -> u64 {
+    let khz = process().clock.2;
+    ((ticks as u128) * 1_000_000 / khz as u128) as u64
+}
+
+fn monotonic_ns() -> u64 {
+    let t0 = process().clock.1;
+    tsc_ns(sys::rdtsc().saturating_sub(t0))
+}
+
+fn realtime_ns() -> u64 {
+    process().clock.0 * 1_000_000_000 + monotonic_ns()
+}
+
+/// The clock `id` now, in ns.
+fn clock_now(id: u64) -> Result<u64, Errno> {
+    match id {
+        // realtime, realtime_coarse
+        CLOCK_REALTIME | 5 => Ok(realtime_ns()),
+        // monotonic, process/thread cputime, monotonic_raw, monotonic_coarse, boottime
+        1..=4 | 6 | 7 => Ok(monotonic_ns()),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+fn put_timespec(addr: u64, ns: u64) -> SysResult {
+    let mut b = [0u8; 16];
+    b[0..8].copy_from_slice(&(ns / 1_000_000_000).to_le_bytes());
+    b[8..16].copy_from_slice(&(ns % 1_000_000_000).to_le_bytes());
+    GuestUser.write(addr, &b).map(|_| 0)
+}
+
+/// Sleeps on clock `id` for (or, with TIMER_ABSTIME, until) the timespec at `req`. The kernel
+/// has no timed wait, so the thread yields until the time has come.
+fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
+    let mut b = [0u8; 16];
+    GuestUser.read(req, &mut b)?;
+    let sec = i64::from_le_bytes(b[0..8].try_into().unwrap());
+    let nsec = i64::from_le_bytes(b[8..16].try_into().unwrap());
+    if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
+        return Err(errno::EINVAL);
+    }
+    if flags & !TIMER_ABSTIME != 0 {
+        return Err(errno::EINVAL);
+    }
+    let want = (sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nsec as u64);
+    let now = clock_now(id)?;
+    let deadline = if flags & TIMER_ABSTIME != 0 {
+        want
+    } else {
+        now.saturating_add(want)
+    };
+    while clock_now(id)? < deadline {
+        sys::yield_now();
+    }
+    Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The program's memory.
+
+/// The program's memory, every range checked against the region manager's map (attached, with
+/// the rights needed) before the library touches it: a bad pointer is EFAULT, never a fault in
+/// the library.
+pub struct GuestUser;
+
+impl GuestUser {
+    fn check(addr: u64, len: u64, need: u32) -> Result<(), Errno> {
+        if len == 0 {
+            return Ok(());
+        }
+        if !mm::program_range(addr, len) || !rm::covered(addr, len, need) {
+            return Err(errno::EFAULT);
+        }
+        Ok(())
+    }
+}
+
+impl User for GuestUser {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        Self::check(addr, buf.len() as u64, rm::READ)?;
+        // SAFETY: the range is attached readable in this address space (checked above); the
+        // region manager pages it in on touch.
+        unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        Self::check(addr, data.len() as u64, rm::READ | rm::WRITE)?;
+        // SAFETY: the range is attached writable (checked above).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
+        Ok(())
+    }
+
+    fn cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+        let mut out = Vec::new();
+        let mut a = addr;
+        while out.len() < max {
+            // Up to the end of the page: the next page may not be mapped.
+            let n = ((PAGE - a % PAGE) as usize).min(max - out.len());
+            let mut chunk = alloc::vec![0u8; n];
+            self.read(a, &mut chunk)?;
+            if let Some(z) = chunk.iter().position(|&c| c == 0) {
+                out.extend_from_slice(&chunk[..z]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk);
+            a += n as u64;
+        }
+        Err(errno::ENAMETOOLONG)
+    }
+}

@@ -10,6 +10,7 @@
 extern crate alloc;
 
 pub mod errno;
+pub mod files;
 pub mod layout;
 pub mod nr;
 

@@ -392,8 +392,12 @@ impl<B: Backend> Files<B> {
             }
             Object::Device(dev)
         } else {
+            // The type when a check below asked for it (then the description knows it).
+            let mut known = None;
             if flags & (O_NOFOLLOW | O_DIRECTORY) != 0 {
-                match self.backend.stat(&p, flags & O_NOFOLLOW == 0) {
+                let r = self.backend.stat(&p, flags & O_NOFOLLOW == 0);
+                known = r.as_ref().ok().map(|s| s.mode);
+                match r {
                     Ok(s) if flags & O_NOFOLLOW != 0 && s.mode & S_IFMT == S_IFLNK => {
                         return Err(ELOOP)
                     }
@@ -422,7 +426,7 @@ impl<B: Backend> Files<B> {
                     Object::File {
                         handle,
                         path: p,
-                        mode,
+                        mode: mode.or(known),
                         entries: None,
                     }
                 }
@@ -497,13 +501,14 @@ impl<B: Backend> Files<B> {
                 return Ok(done);
             }
             Some(Device::Console) => {
-                let mut tmp = vec![0u8; (count as usize).min(CHUNK)];
-                if tmp.is_empty() {
+                if count == 0 {
                     return Ok(0);
                 }
-                let n = self.backend.console_read(&mut tmp)?;
-                u.write(buf, &tmp[..n])?;
-                return Ok(n as u64);
+                let backend = &mut self.backend;
+                let want = (count as usize).min(CHUNK);
+                return u
+                    .with_out(buf, want, &mut |dst| backend.console_read(dst))
+                    .map(|n| n as u64);
             }
             None => {}
         }
@@ -517,20 +522,17 @@ impl<B: Backend> Files<B> {
         let start = at.unwrap_or(d.borrow().offset);
         let mut done = 0u64;
         while done < count {
-            let mut tmp = vec![0u8; ((count - done) as usize).min(CHUNK)];
-            let n = match self.backend.pread(handle, &mut tmp, start + done) {
+            let want = ((count - done) as usize).min(CHUNK);
+            let pos = start + done;
+            let backend = &mut self.backend;
+            let r = u.with_out(buf + done, want, &mut |dst| backend.pread(handle, dst, pos));
+            let n = match r {
                 Ok(n) => n,
                 Err(e) if done == 0 => return Err(e),
                 Err(_) => break,
             };
-            if let Err(e) = u.write(buf + done, &tmp[..n]) {
-                if done == 0 {
-                    return Err(e);
-                }
-                break;
-            }
             done += n as u64;
-            if n < tmp.len() {
+            if n < want {
                 break;
             }
         }
@@ -568,11 +570,16 @@ impl<B: Backend> Files<B> {
             Some(Device::Console) => {
                 let mut done = 0u64;
                 while done < count {
-                    let mut tmp = vec![0u8; ((count - done) as usize).min(CHUNK)];
-                    if let Err(e) = u.read(buf + done, &mut tmp) {
-                        return if done == 0 { Err(e) } else { Ok(done) };
-                    }
-                    match self.backend.console_write(&tmp) {
+                    let want = ((count - done) as usize).min(CHUNK);
+                    let backend = &mut self.backend;
+                    let r = u.with_in(buf + done, want, &mut |src| {
+                        let mut sent = 0;
+                        while sent < src.len() {
+                            sent += backend.console_write(&src[sent..])?;
+                        }
+                        Ok(sent)
+                    });
+                    match r {
                         Ok(n) => done += n as u64,
                         Err(e) if done == 0 => return Err(e),
                         Err(_) => break,
@@ -592,17 +599,15 @@ impl<B: Backend> Files<B> {
         }
         let mut done = 0u64;
         while done < count {
-            let mut tmp = vec![0u8; ((count - done) as usize).min(CHUNK)];
-            if let Err(e) = u.read(buf + done, &mut tmp) {
-                if done == 0 {
-                    return Err(e);
-                }
-                break;
-            }
-            match self.backend.pwrite(handle, &tmp, start + done) {
+            let want = ((count - done) as usize).min(CHUNK);
+            let pos = start + done;
+            let backend = &mut self.backend;
+            match u.with_in(buf + done, want, &mut |src| {
+                backend.pwrite(handle, src, pos)
+            }) {
                 Ok(n) => {
                     done += n as u64;
-                    if n < tmp.len() {
+                    if n < want {
                         break;
                     }
                 }
@@ -1442,7 +1447,7 @@ impl<B: Backend> Files<B> {
             _ => return Err(EINVAL),
         };
         if self.mode_of(&din)? & S_IFMT == S_IFDIR {
-            return Err(EISDIR);
+            return Err(EINVAL);
         }
         let count = count.min(MAX_RW);
         let mut done = 0u64;

@@ -63,6 +63,25 @@ impl User for Mem {
         }
         Err(ENAMETOOLONG)
     }
+    // Lends the memory itself after checking the range, as the guest does.
+    fn with_out(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        let o = self.range(addr, len)?;
+        fill(&mut self.0.borrow_mut()[o..o + len])
+    }
+    fn with_in(
+        &self,
+        addr: u64,
+        len: usize,
+        take: &mut dyn FnMut(&[u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        let o = self.range(addr, len)?;
+        take(&self.0.borrow()[o..o + len])
+    }
 }
 
 /// A process over the mock, with helpers that put strings in its memory.
@@ -760,4 +779,42 @@ fn descriptor_limit() {
 fn not_a_file_call() {
     let mut t = T::new();
     assert!(t.f.dispatch(nr::GETPID, [0; 6], &t.m).is_none());
+}
+
+/// A `User` with only the required methods: transfers go through the trait's default copies.
+struct Plain<'a>(&'a Mem);
+
+impl User for Plain<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        User::read(self.0, addr, buf)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        User::write(self.0, addr, data)
+    }
+    fn cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+        self.0.cstr(addr, max)
+    }
+}
+
+#[test]
+fn transfers_through_the_default_copies() {
+    let mut t = T::new();
+    let p = t.s("/tmp/plain");
+    let plain = Plain(&t.m);
+    let flags = (O_RDWR | O_CREAT) as u64;
+    let fd = t.f.dispatch(nr::OPEN, [p, flags, 0o644, 0, 0, 0], &plain);
+    let fd = fd.unwrap().unwrap();
+    t.m.set(BUF, b"through a buffer");
+    let w =
+        t.f.dispatch(nr::WRITE, [fd, BUF, 16, 0, 0, 0], &plain)
+            .unwrap();
+    assert_eq!(w, Ok(16));
+    let r =
+        t.f.dispatch(nr::PREAD64, [fd, BUF + 100, 100, 8, 0, 0], &plain);
+    assert_eq!(r.unwrap(), Ok(8));
+    assert_eq!(t.m.get(BUF + 100, 8), b"a buffer");
+    let r = t.f.dispatch(nr::READ, [fd, BAD, 100, 0, 0, 0], &plain);
+    assert_eq!(r.unwrap(), Err(EFAULT));
+    let r = t.f.dispatch(nr::WRITE, [fd, BAD, 100, 0, 0, 0], &plain);
+    assert_eq!(r.unwrap(), Err(EFAULT));
 }

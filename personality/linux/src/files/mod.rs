@@ -226,8 +226,8 @@ impl<B: Backend> Files<B> {
                 let _ = self.backend.sync();
                 Ok(0)
             }
-            nr::STATFS => self.statfs(AT_FDCWD, a[0], a[1], u),
-            nr::FSTATFS => self.statfs(fd0, 0, a[1], u),
+            nr::STATFS => self.statfs(None, a[0], a[1], u),
+            nr::FSTATFS => self.statfs(Some(fd0), 0, a[1], u),
             nr::CHDIR => self.chdir(a[0], u),
             nr::FCHDIR => self.fchdir(fd0),
             nr::GETCWD => self.getcwd(a[0], a[1], u),
@@ -768,11 +768,11 @@ impl<B: Backend> Files<B> {
         u: &dyn User,
         no_path: bool,
     ) -> Result<Stat, Errno> {
-        let given = if no_path {
-            Vec::new()
-        } else {
-            u.cstr(addr, path::PATH_MAX + 1)?
-        };
+        if no_path {
+            let d = self.table.get(dirfd)?;
+            return self.stat_of(&d);
+        }
+        let given = u.cstr(addr, path::PATH_MAX + 1)?;
         if given.is_empty() && flags & AT_EMPTY_PATH != 0 {
             if dirfd == AT_FDCWD {
                 let cwd = self.cwd.clone();
@@ -823,13 +823,14 @@ impl<B: Backend> Files<B> {
         Ok(0)
     }
 
-    fn statfs(&mut self, fd: i32, addr: u64, buf: u64, u: &dyn User) -> SysResult {
-        let s = if addr == 0 && fd != AT_FDCWD {
+    /// `statfs` (a path) or `fstatfs` (`fd` given).
+    fn statfs(&mut self, fd: Option<i32>, addr: u64, buf: u64, u: &dyn User) -> SysResult {
+        let s = if let Some(fd) = fd {
             let d = self.table.get(fd)?;
             let (handle, p) = match &d.borrow().object {
                 Object::File { handle, path, .. } => (Some(*handle), path.clone()),
                 Object::Path { path, .. } => (None, path.clone()),
-                Object::Device(_) => (None, b"/dev".to_vec()),
+                Object::Device(_) => (None, b"/".to_vec()),
             };
             match handle.map(|h| self.backend.fstatfs(h)) {
                 Some(Err(e)) if e != ENOSYS => return Err(e),

@@ -577,6 +577,8 @@ fn stat_calls() {
         Err(EBADF)
     );
     assert_eq!(t.call(nr::FSTAT, &[fd, BAD]), Err(EFAULT));
+    assert_eq!(t.call(nr::FSTAT, &[AT_FDCWD as u64, BUF]), Err(EBADF));
+    assert_eq!(t.call(nr::FSTATFS, &[AT_FDCWD as u64, BUF]), Err(EBADF));
     // statx.
     let p = t.s("/etc/passwd");
     assert_eq!(

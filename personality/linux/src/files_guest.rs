@@ -55,8 +55,16 @@ fn errno(e: FsError) -> Errno {
     }
 }
 
-/// fsclient takes paths as `str`: a name that is not UTF-8 cannot be passed yet.
+/// The longest path one fsclient call carries today (`bytes<400>` in interfaces/fs.idl; not in
+/// fsclient yet: Linux's 4095).
+const FSCLIENT_PATH_MAX: usize = 400;
+
+/// fsclient takes paths as `str`: a name that is not UTF-8 cannot be passed yet, and a path
+/// longer than one message is ENAMETOOLONG rather than the transport's failure.
 fn text(p: &[u8]) -> Result<&str, Errno> {
+    if p.len() > FSCLIENT_PATH_MAX {
+        return Err(ENAMETOOLONG);
+    }
     core::str::from_utf8(p).map_err(|_| EINVAL)
 }
 

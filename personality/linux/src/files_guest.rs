@@ -1,8 +1,30 @@
-//! PLACEHOLDER (being built by the files layer): the guest side of the descriptor table, over
-//! lib/fsclient and the console. The core (main.rs) calls exactly these functions.
+//! The guest side of the file layer: the process's one [`Files`] (descriptor table, working
+//! directory) over a backend made of `lib/fsclient` (the `vfs` capability) and the console
+//! server (`console` for output and control, `console-in` for input). The core (main.rs) calls
+//! [`init`], [`dispatch`], [`mmap_source`] and [`with_fs`].
+//!
+//! It touches the capabilities named above, the environment records of the process (its
+//! working directory, ids and seed) and, only when the process has no `console` capability, the
+//! debug console (so output is visible in systems without the console server).
+//!
+//! The file-system operations fsclient does not offer yet answer `ENOSYS` here, each in one
+//! place marked "not in fsclient yet": wiring one is a one-line change.
+
+// Until the core (main.rs) calls these functions they look unused to the compiler.
 #![allow(dead_code)]
 
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use sawmill_fsclient::{Error as FsError, Files as Fs};
+use sawmill_interfaces::{console, EntryKind};
+use sawmill_linux::errno::*;
+use sawmill_linux::files::abi::RENAME_NOREPLACE;
+use sawmill_linux::files::backend::{Backend, DirEntry, OpenHow, Opened, Stat, StatFs, TimeSet};
+use sawmill_linux::files::Files;
 use sawmill_linux::{Errno, SysResult, User};
+use sawmill_rt::env;
 
 /// What `mmap` of a descriptor maps: a dataspace capability slot of this task and its size.
 pub struct MapSource {
@@ -12,15 +34,334 @@ pub struct MapSource {
     pub writable: bool,
 }
 
-/// Sets up the descriptor table: 0, 1 and 2 on the console; `exe` is the program's path.
-pub fn init(_exe: &str) {}
-
-/// Serves the call if it is a file-system, descriptor or device call.
-pub fn dispatch(_nr: u64, _args: [u64; 6], _user: &dyn User) -> Option<SysResult> {
-    None
+/// A file-system error as Linux's errno.
+fn errno(e: FsError) -> Errno {
+    match e {
+        FsError::NotFound => ENOENT,
+        FsError::Denied => EACCES,
+        FsError::Exists => EEXIST,
+        FsError::NotDir => ENOTDIR,
+        FsError::IsDir => EISDIR,
+        FsError::NotEmpty => ENOTEMPTY,
+        FsError::NoSpace => ENOSPC,
+        FsError::Io | FsError::Corrupt | FsError::Gone => EIO,
+        FsError::Invalid => EINVAL,
+        FsError::NameTooLong => ENAMETOOLONG,
+        FsError::Loop => ELOOP,
+        FsError::Xdev => EXDEV,
+        FsError::BadFile => EBADF,
+        FsError::ReadOnly => EROFS,
+        FsError::TooLarge => EFBIG,
+    }
 }
 
-/// The dataspace behind descriptor `fd`, for `mmap`.
-pub fn mmap_source(_fd: i32) -> Result<MapSource, Errno> {
-    Err(sawmill_linux::errno::ENODEV)
+/// The longest path one fsclient call carries today (`bytes<400>` in interfaces/fs.idl; not in
+/// fsclient yet: Linux's 4095).
+const FSCLIENT_PATH_MAX: usize = 400;
+
+/// fsclient takes paths as `str`: a name that is not UTF-8 cannot be passed yet, and a path
+/// longer than one message is ENAMETOOLONG rather than the transport's failure.
+fn text(p: &[u8]) -> Result<&str, Errno> {
+    if p.len() > FSCLIENT_PATH_MAX {
+        return Err(ENAMETOOLONG);
+    }
+    core::str::from_utf8(p).map_err(|_| EINVAL)
+}
+
+fn stat_of(s: sawmill_fsclient::Stat) -> Stat {
+    Stat {
+        ino: s.ino as u64,
+        mode: s.mode,
+        nlink: s.nlink,
+        uid: s.uid,
+        gid: s.gid,
+        size: s.size,
+        ..Stat::default()
+    }
+}
+
+/// The `DT_*` of a directory entry's kind.
+fn dt_of(k: EntryKind) -> u8 {
+    match k {
+        EntryKind::Unknown => 0,
+        EntryKind::Fifo => 1,
+        EntryKind::CharDev => 2,
+        EntryKind::Dir => 4,
+        EntryKind::BlockDev => 6,
+        EntryKind::Regular => 8,
+        EntryKind::Symlink => 10,
+        EntryKind::Socket => 12,
+    }
+}
+
+/// The backend of a Linux process.
+pub struct Guest {
+    fs: Fs,
+    console: Option<console::Client>,
+    console_in: Option<console::Client>,
+    /// State of the generator behind `/dev/random` and `/dev/urandom` (from the process's seed).
+    rng: u64,
+}
+
+impl Guest {
+    fn new() -> Guest {
+        let mut rng = 0x9e37_79b9_7f4a_7c15;
+        if let Some((_, seed)) = env::find_all(env::KIND_LINUX_SEED).next() {
+            for c in seed.chunks(8) {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                rng = (rng ^ u64::from_le_bytes(w)).rotate_left(23);
+            }
+        }
+        Guest {
+            fs: Fs::new(env::cap("vfs").unwrap_or(0)),
+            console: env::cap("console").map(console::Client::new),
+            console_in: env::cap("console-in").map(console::Client::new),
+            rng,
+        }
+    }
+}
+
+/// Calls the file system does not answer yet (not in fsclient yet).
+const NOT_YET: Errno = ENOSYS;
+
+impl Backend for Guest {
+    fn open(&mut self, path: &[u8], how: OpenHow) -> Result<Opened, Errno> {
+        let mut flags = 0;
+        for (on, bit) in [
+            (how.read, sawmill_fsclient::O_READ),
+            (how.write, sawmill_fsclient::O_WRITE),
+            (how.trunc, sawmill_fsclient::O_TRUNC),
+            (how.create, sawmill_fsclient::O_CREATE),
+            (how.excl, sawmill_fsclient::O_EXCL),
+        ] {
+            if on {
+                flags |= bit;
+            }
+        }
+        // A device inode is the library's (Opened::Device) once the file system reports them.
+        let fd = self.fs.open(text(path)?, flags, how.mode).map_err(errno)?;
+        Ok(Opened::File {
+            handle: fd as u64,
+            mode: None,
+        })
+    }
+    fn close(&mut self, handle: u64) {
+        let _ = self.fs.close(handle as usize);
+    }
+    fn pread(&mut self, handle: u64, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
+        self.fs.pread(handle as usize, buf, off).map_err(errno)
+    }
+    fn pwrite(&mut self, handle: u64, data: &[u8], off: u64) -> Result<usize, Errno> {
+        self.fs.pwrite(handle as usize, data, off).map_err(errno)
+    }
+    fn fstat(&mut self, handle: u64) -> Result<Stat, Errno> {
+        self.fs.fstat(handle as usize).map(stat_of).map_err(errno)
+    }
+    fn ftruncate(&mut self, handle: u64, size: u64) -> Result<(), Errno> {
+        self.fs.ftruncate(handle as usize, size).map_err(errno)
+    }
+    fn fsync(&mut self, handle: u64) -> Result<(), Errno> {
+        self.fs.fsync(handle as usize).map_err(errno)
+    }
+    fn fchmod(&mut self, _handle: u64, _mode: u32) -> Result<(), Errno> {
+        Err(NOT_YET)
+    }
+    fn fchown(&mut self, _handle: u64, _uid: u32, _gid: u32) -> Result<(), Errno> {
+        Err(NOT_YET)
+    }
+    fn futimens(&mut self, _handle: u64, _times: [TimeSet; 2]) -> Result<(), Errno> {
+        Err(NOT_YET)
+    }
+    fn fstatfs(&mut self, _handle: u64) -> Result<StatFs, Errno> {
+        Err(NOT_YET)
+    }
+    fn stat(&mut self, path: &[u8], follow: bool) -> Result<Stat, Errno> {
+        let p = text(path)?;
+        let s = if follow {
+            self.fs.stat(p)
+        } else {
+            self.fs.lstat(p)
+        };
+        s.map(stat_of).map_err(errno)
+    }
+    fn truncate(&mut self, path: &[u8], size: u64) -> Result<(), Errno> {
+        self.fs.truncate(text(path)?, size).map_err(errno)
+    }
+    fn mkdir(&mut self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        self.fs.mkdir(text(path)?, mode).map_err(errno)
+    }
+    fn rmdir(&mut self, path: &[u8]) -> Result<(), Errno> {
+        self.fs.rmdir(text(path)?).map_err(errno)
+    }
+    fn unlink(&mut self, path: &[u8]) -> Result<(), Errno> {
+        self.fs.unlink(text(path)?).map_err(errno)
+    }
+    fn rename(&mut self, from: &[u8], to: &[u8], flags: u32) -> Result<(), Errno> {
+        let (f, t) = (text(from)?, text(to)?);
+        match flags {
+            0 => {}
+            // Not atomic until the file system takes the flag (not in fsclient yet).
+            RENAME_NOREPLACE => match self.fs.lstat(t) {
+                Ok(_) => return Err(EEXIST),
+                Err(FsError::NotFound) => {}
+                Err(e) => return Err(errno(e)),
+            },
+            // RENAME_EXCHANGE: not in fsclient yet.
+            _ => return Err(EINVAL),
+        }
+        self.fs.rename(f, t).map_err(errno)
+    }
+    fn link(&mut self, _old: &[u8], _new: &[u8]) -> Result<(), Errno> {
+        Err(NOT_YET)
+    }
+    fn symlink(&mut self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
+        self.fs.symlink(text(target)?, text(path)?).map_err(errno)
+    }
+    fn readlink(&mut self, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        self.fs.readlink(text(path)?).map_err(errno)
+    }
+    fn chmod(&mut self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        self.fs.chmod(text(path)?, mode).map_err(errno)
+    }
+    fn chown(&mut self, _path: &[u8], _uid: u32, _gid: u32, _follow: bool) -> Result<(), Errno> {
+        Err(NOT_YET)
+    }
+    fn utimens(&mut self, _path: &[u8], _times: [TimeSet; 2], _follow: bool) -> Result<(), Errno> {
+        Err(NOT_YET)
+    }
+    fn statfs(&mut self, _path: &[u8]) -> Result<StatFs, Errno> {
+        Err(NOT_YET)
+    }
+    fn read_dir(&mut self, path: &[u8]) -> Result<Vec<DirEntry>, Errno> {
+        let list = self.fs.readdir(text(path)?).map_err(errno)?;
+        Ok(list
+            .into_iter()
+            .map(|e| DirEntry {
+                ino: e.ino as u64,
+                kind: dt_of(e.kind),
+                name: e.name,
+            })
+            .collect())
+    }
+    fn sync(&mut self) -> Result<(), Errno> {
+        self.fs.sync().map_err(errno)
+    }
+    fn console_write(&mut self, data: &[u8]) -> Result<usize, Errno> {
+        let piece = &data[..data.len().min(480)];
+        match self.console {
+            Some(c) => c.write(piece).map(|n| n as usize).map_err(|_| EIO),
+            None => {
+                // No terminal in this system: the debug console shows the output.
+                sawmill_rt::write_bytes(piece);
+                Ok(piece.len())
+            }
+        }
+    }
+    fn console_read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+        let Some(c) = self.console_in else {
+            return Ok(0);
+        };
+        let d = c.read(buf.len().min(480) as u32).map_err(|_| EIO)?;
+        let n = d.as_slice().len().min(buf.len());
+        buf[..n].copy_from_slice(&d.as_slice()[..n]);
+        Ok(n)
+    }
+    fn console_winsize(&mut self) -> Result<(u16, u16), Errno> {
+        match self.console {
+            Some(c) => c.winsize().map(|w| (w.rows, w.cols)).map_err(|_| EIO),
+            None => Ok((24, 80)),
+        }
+    }
+    fn random(&mut self, buf: &mut [u8]) {
+        // splitmix64: fast and well mixed; the seed is the process's own.
+        for chunk in buf.chunks_mut(8) {
+            self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
+/// The process's file state, made at [`init`] (or the first call). The library serves one
+/// thread at a time today; the flag makes a second one wait rather than share it.
+struct State {
+    busy: AtomicBool,
+    files: UnsafeCell<Option<Files<Guest>>>,
+}
+
+// SAFETY: `files` is only reached through `with`, which holds `busy` for the whole access.
+unsafe impl Sync for State {}
+
+static STATE: State = State {
+    busy: AtomicBool::new(false),
+    files: UnsafeCell::new(None),
+};
+
+fn with<R>(f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
+    while STATE.busy.swap(true, Ordering::Acquire) {
+        core::hint::spin_loop();
+    }
+    // SAFETY: `busy` is ours until the store below, so no other reference to `files` exists.
+    let files = unsafe { &mut *STATE.files.get() };
+    let r = f(files.get_or_insert_with(|| Files::new(Guest::new(), b"")));
+    STATE.busy.store(false, Ordering::Release);
+    r
+}
+
+/// Sets up the descriptor table: 0, 1 and 2 on the console; `exe` is the program's path. The
+/// working directory and ids come from the environment records (KIND_LINUX_CWD, _IDS).
+pub fn init(exe: &str) {
+    with(|f| {
+        *f = Files::new(Guest::new(), exe.as_bytes());
+        if let Some((_, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+            let id = |i: usize| {
+                ids.get(i * 4..i * 4 + 4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            };
+            // parent, uid, euid, gid, egid: `access` checks the real ids.
+            if let (Some(uid), Some(gid)) = (id(1), id(3)) {
+                f.uid = uid;
+                f.gid = gid;
+            }
+        }
+        if let Some((_, cwd)) = env::find_all(env::KIND_LINUX_CWD).next() {
+            if f.set_cwd(cwd).is_err() {
+                sawmill_rt::println!("linux: cannot start in the working directory; using /");
+            }
+        }
+    })
+}
+
+/// Serves the call if it is a file-system, descriptor or device call.
+pub fn dispatch(nr: u64, args: [u64; 6], user: &dyn User) -> Option<SysResult> {
+    with(|f| f.dispatch(nr, args, user))
+}
+
+/// The dataspace behind descriptor `fd`, for `mmap` (the open file's capability, a read-only
+/// dataspace of the PFS; it stays valid while the descriptor's description is open).
+pub fn mmap_source(fd: i32) -> Result<MapSource, Errno> {
+    with(|f| {
+        let (handle, readable, writable, size) = f.map_handle(fd)?;
+        let dataspace = f.backend.fs.file_cap(handle as usize).map_err(errno)?;
+        Ok(MapSource {
+            dataspace,
+            size,
+            readable,
+            writable,
+        })
+    })
+}
+
+/// The process's one fsclient instance (the core opens the program's ELF through it).
+pub fn with_fs<R>(f: impl FnOnce(&mut Fs) -> R) -> R {
+    with(|files| f(&mut files.backend.fs))
+}
+
+/// Closes the close-on-exec descriptors (for `execve`).
+pub fn exec_closes() {
+    with(|f| f.exec_closes())
 }

@@ -11,6 +11,7 @@ extern crate alloc;
 
 pub mod elf;
 pub mod errno;
+pub mod files;
 pub mod layout;
 pub mod mm;
 pub mod nr;
@@ -33,4 +34,33 @@ pub trait User {
     /// The NUL-terminated string at `addr`, without its NUL; `ENAMETOOLONG` if there is no NUL
     /// in the first `max` bytes.
     fn cstr(&self, addr: u64, max: usize) -> Result<alloc::vec::Vec<u8>, Errno>;
+    /// Lets `fill` write up to `len` bytes meant for the program's address `addr` and returns
+    /// how many it wrote (a `read` straight into the program's buffer). An implementation that
+    /// has checked the range may lend the program's memory itself; this default goes through a
+    /// buffer. `EFAULT` if the range is not writable: before `fill` runs where the implementation
+    /// can tell (this default finds out after).
+    fn with_out(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        let mut buf = alloc::vec![0u8; len];
+        let n = fill(&mut buf)?.min(len);
+        self.write(addr, &buf[..n])?;
+        Ok(n)
+    }
+    /// Lets `take` read the program's `len` bytes at `addr` and returns what it returns (a
+    /// `write` straight from the program's buffer); the default copies them first. `EFAULT`
+    /// before `take` runs if the range is not readable.
+    fn with_in(
+        &self,
+        addr: u64,
+        len: usize,
+        take: &mut dyn FnMut(&[u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        let mut buf = alloc::vec![0u8; len];
+        self.read(addr, &mut buf)?;
+        take(&buf)
+    }
 }

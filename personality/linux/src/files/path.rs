@@ -1,0 +1,142 @@
+//! Turning a program's path into the absolute path the file system resolves: relative paths
+//! start at the working directory or at a directory descriptor's path, `.` and repeated slashes
+//! go, `..` is resolved here only where it is exact (against a base known to be free of
+//! symlinks, such as the working directory, which `chdir` canonicalizes); every other `..` is
+//! left for the file system, which resolves it physically after symlinks, as Linux does. A path
+//! that must name a directory (it ends in `/`, `.` or `..`) keeps a trailing `/`, so the file
+//! system refuses a non-directory with `ENOTDIR`.
+
+use alloc::vec::Vec;
+
+use crate::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
+use crate::Errno;
+
+use super::abi::{S_IFDIR, S_IFLNK, S_IFMT};
+use super::backend::Backend;
+
+/// The longest path Linux accepts, without its NUL (`PATH_MAX` - 1).
+pub const PATH_MAX: usize = 4095;
+/// The longest name of one directory entry (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+/// How many symlinks one resolution follows (`MAXSYMLINKS`).
+pub const MAX_LINKS: u32 = 40;
+
+/// A directory the path starts from: its absolute path, and whether that path is canonical (no
+/// symlinks, no `..`), which makes a leading `..` exact to resolve here.
+#[derive(Clone, Copy)]
+pub struct Base<'a> {
+    pub path: &'a [u8],
+    pub canonical: bool,
+}
+
+/// The absolute path for `path` given relative to `base`. `ENOENT` for an empty path,
+/// `ENAMETOOLONG` for a name over 255 bytes or a path over 4095.
+pub fn resolve(base: Base, path: &[u8]) -> Result<Vec<u8>, Errno> {
+    if path.is_empty() {
+        return Err(ENOENT);
+    }
+    if path.len() > PATH_MAX {
+        return Err(ENAMETOOLONG);
+    }
+    let mut parts: Vec<&[u8]> = Vec::new();
+    // How many of `parts` come from a canonical base (those a `..` may remove).
+    let mut exact = 0;
+    if path[0] != b'/' {
+        parts.extend(base.path.split(|&c| c == b'/').filter(|c| !c.is_empty()));
+        if base.canonical {
+            exact = parts.len();
+        }
+    }
+    let mut dir_only = false;
+    for name in path.split(|&c| c == b'/') {
+        dir_only = false;
+        match name {
+            b"" => dir_only = true,
+            b"." => dir_only = true,
+            b".." => {
+                dir_only = true;
+                if parts.is_empty() {
+                    // `/..` is `/`.
+                } else if exact == parts.len() {
+                    parts.pop();
+                    exact -= 1;
+                } else {
+                    parts.push(name);
+                }
+            }
+            _ if name.len() > NAME_MAX => return Err(ENAMETOOLONG),
+            _ => parts.push(name),
+        }
+    }
+    let mut out = Vec::with_capacity(path.len() + base.path.len() + 1);
+    for p in &parts {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() || dir_only {
+        out.push(b'/');
+    }
+    if out.len() > PATH_MAX {
+        return Err(ENAMETOOLONG);
+    }
+    Ok(out)
+}
+
+/// The canonical absolute path of the directory `path` names (every symlink replaced by its
+/// target, no `.` or `..`), asking the file system about each name: what `chdir` keeps, so that
+/// `getcwd` reports it as Linux does. `ENOTDIR` if it is not a directory.
+pub fn canonical_dir<B: Backend>(fs: &mut B, path: &[u8]) -> Result<Vec<u8>, Errno> {
+    // Names still to walk, last first; the canonical path walked so far.
+    let mut todo: Vec<Vec<u8>> = Vec::new();
+    push_names(&mut todo, path);
+    let mut done: Vec<u8> = Vec::new();
+    let mut links = 0;
+    while let Some(name) = todo.pop() {
+        match &name[..] {
+            b"." => continue,
+            b".." => {
+                let cut = done.iter().rposition(|&c| c == b'/').unwrap_or(0);
+                done.truncate(cut);
+                continue;
+            }
+            _ => {}
+        }
+        let at = done.len();
+        done.push(b'/');
+        done.extend_from_slice(&name);
+        let s = fs.stat(&done, false)?;
+        match s.mode & S_IFMT {
+            S_IFLNK => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(ELOOP);
+                }
+                let target = fs.readlink(&done)?;
+                if target.is_empty() {
+                    return Err(ENOENT);
+                }
+                done.truncate(at);
+                if target[0] == b'/' {
+                    done.clear();
+                }
+                push_names(&mut todo, &target);
+            }
+            S_IFDIR => {}
+            _ => return Err(ENOTDIR),
+        }
+        if done.len() > PATH_MAX {
+            return Err(ENAMETOOLONG);
+        }
+    }
+    if done.is_empty() {
+        done.push(b'/');
+    }
+    Ok(done)
+}
+
+/// Pushes the names of `path` on `todo` so that the first name is popped first.
+fn push_names(todo: &mut Vec<Vec<u8>>, path: &[u8]) {
+    for name in path.rsplit(|&c| c == b'/').filter(|c| !c.is_empty()) {
+        todo.push(name.to_vec());
+    }
+}

@@ -52,6 +52,10 @@ fn errno(e: FsError) -> Errno {
         FsError::BadFile => EBADF,
         FsError::ReadOnly => EROFS,
         FsError::TooLarge => EFBIG,
+        FsError::TooManyLinks => EMLINK,
+        FsError::NotPermitted => EPERM,
+        // Opening a device node: the caller serves the device itself (by its stat rdev).
+        FsError::Device => ENXIO,
     }
 }
 

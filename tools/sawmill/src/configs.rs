@@ -11,7 +11,10 @@ pub struct Servers;
 
 impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
-        matches!(module, "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio")
+        matches!(
+            module,
+            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "proc"
+        )
     }
 
     fn decode<'de, D: Deserializer<'de>>(
@@ -25,6 +28,7 @@ impl Schemas for Servers {
             "vfs" => schema::<sawmill_vfs_api::Config, D>(d),
             "ext2-pfs" => schema::<sawmill_ext2_api::Config, D>(d),
             "blk-virtio" => schema::<sawmill_blk_virtio_api::Config, D>(d),
+            "proc" => schema::<sawmill_proc_api::Config, D>(d),
             m => Err(serde::de::Error::custom(format!(
                 "module `{m}` has no configuration schema"
             ))),

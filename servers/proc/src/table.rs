@@ -199,6 +199,15 @@ impl<T> Table<T> {
         self.procs.is_empty()
     }
 
+    /// The pids of the running processes.
+    pub fn running_pids(&self) -> Vec<Pid> {
+        self.procs
+            .values()
+            .filter(|p| p.state == State::Running)
+            .map(|p| p.pid)
+            .collect()
+    }
+
     /// Running processes.
     pub fn running(&self) -> usize {
         self.procs
@@ -272,6 +281,7 @@ mod tests {
         assert_eq!(t.get(a).unwrap().creds.euid, 1000);
         assert_eq!(t.get(init).unwrap().children, vec![a]);
         assert_eq!(t.running(), 2);
+        assert_eq!(t.running_pids(), vec![init, a]);
         assert_eq!(t.end(a, Status::Exited(3)), Ok("a"));
         // Ending twice, or reaping a running process, is refused.
         assert_eq!(t.end(a, Status::Exited(3)), Err(TableError::WrongState));

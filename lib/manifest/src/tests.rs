@@ -205,13 +205,22 @@ fn round_trip() {
 
 #[test]
 fn further_modules_are_checked() {
-    invalid(|s| s.servers[1].modules.push("Bad".into()), "boot module `Bad`");
-    invalid(|s| s.servers[1].modules.push("manifest".into()), "`manifest`");
+    invalid(
+        |s| s.servers[1].modules.push("Bad".into()),
+        "boot module `Bad`",
+    );
+    invalid(
+        |s| s.servers[1].modules.push("manifest".into()),
+        "`manifest`",
+    );
     invalid(
         |s| s.servers[1].modules.push("linux-personality".into()),
         "listed twice",
     );
-    invalid(|s| s.servers[1].modules.push("test-ping".into()), "own module");
+    invalid(
+        |s| s.servers[1].modules.push("test-ping".into()),
+        "own module",
+    );
 }
 
 #[test]

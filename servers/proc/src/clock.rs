@@ -65,7 +65,11 @@ impl Rtc {
             _ => 20,
         };
         let year = century * 100 + conv(self.year) as i64;
-        if sec > 59 || min > 59 || hour > 23 || !(1..=31).contains(&day) || !(1..=12).contains(&month)
+        if sec > 59
+            || min > 59
+            || hour > 23
+            || !(1..=31).contains(&day)
+            || !(1..=12).contains(&month)
         {
             return None;
         }

@@ -62,9 +62,9 @@ impl ExecError {
             ExecError::NoPermission => String::from("Permission denied (no execute bit)"),
             ExecError::NotElf => String::from("Exec format error (not an ELF file)"),
             ExecError::WrongKind(w) => format!("Exec format error ({w})"),
-            ExecError::Dynamic(i) => format!(
-                "dynamically linked (interpreter {i}); only static programs run here"
-            ),
+            ExecError::Dynamic(i) => {
+                format!("dynamically linked (interpreter {i}); only static programs run here")
+            }
             ExecError::Io(w) => format!("Input/output error ({w})"),
         }
     }
@@ -120,7 +120,11 @@ pub fn check_elf(head: &[u8]) -> Result<(), ExecError> {
     }
     match u16_at(head, 16) {
         ET_EXEC | ET_DYN => {}
-        _ => return Err(ExecError::WrongKind("not an executable (object or core file)")),
+        _ => {
+            return Err(ExecError::WrongKind(
+                "not an executable (object or core file)",
+            ))
+        }
     }
     let phoff = u64_at(head, 32);
     let phentsize = u16_at(head, 54) as u64;
@@ -219,14 +223,20 @@ mod tests {
     fn static_executables_pass() {
         assert_eq!(check_elf(&elf(2, 62, 2, &[(1, 0, 0x400)])), Ok(()));
         // Static PIE.
-        assert_eq!(check_elf(&elf(2, 62, 3, &[(1, 0, 0x400), (6, 64, 56)])), Ok(()));
+        assert_eq!(
+            check_elf(&elf(2, 62, 3, &[(1, 0, 0x400), (6, 64, 56)])),
+            Ok(())
+        );
     }
 
     #[test]
     fn refusals() {
         assert_eq!(check_elf(b"#!/bin/sh\n"), Err(ExecError::NotElf));
         assert_eq!(check_elf(b""), Err(ExecError::NotElf));
-        assert!(matches!(check_elf(b"\x7fELF\x02"), Err(ExecError::WrongKind(_))));
+        assert!(matches!(
+            check_elf(b"\x7fELF\x02"),
+            Err(ExecError::WrongKind(_))
+        ));
         assert!(matches!(
             check_elf(&elf(1, 62, 2, &[(1, 0, 0x400)])),
             Err(ExecError::WrongKind("not a 64-bit ELF file"))

@@ -151,7 +151,10 @@ fn read_clock() -> Clock {
     }
     let tsc = sys::rdtsc();
     let unix = rtc.unix_time().unwrap_or_else(|| {
-        println!("proc: the RTC holds no valid date ({:?}); the clock starts at 1970", rtc);
+        println!(
+            "proc: the RTC holds no valid date ({:?}); the clock starts at 1970",
+            rtc
+        );
         0
     });
     let ticks = || sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0);
@@ -209,7 +212,10 @@ impl core::fmt::Display for StartError {
         match self {
             StartError::Exec(path, e) => write!(f, "{}: {}", path, e.describe()),
             StartError::Spawn(SpawnError::EnvFull) => {
-                write!(f, "Argument list too long (arguments and environment exceed a page)")
+                write!(
+                    f,
+                    "Argument list too long (arguments and environment exceed a page)"
+                )
             }
             StartError::Spawn(e) => write!(f, "cannot build the process: {}", e),
             StartError::Table => write!(f, "too many processes"),
@@ -220,7 +226,12 @@ impl core::fmt::Display for StartError {
 impl Proc {
     /// Finds program `name` (a path, or looked up in `PATH`) and checks it can run: its absolute
     /// path.
-    fn find_program(&mut self, name: &str, env: &[String], cwd: &str) -> Result<String, StartError> {
+    fn find_program(
+        &mut self,
+        name: &str,
+        env: &[String],
+        cwd: &str,
+    ) -> Result<String, StartError> {
         let mut last = ExecError::NotFound;
         for path in exec::candidates(name, cwd, exec::search_path(env)) {
             match self.files.stat(&path) {
@@ -241,7 +252,10 @@ impl Proc {
 
     fn check_file(&mut self, path: &str, mode: u32) -> Result<(), ExecError> {
         exec::check_mode(mode)?;
-        let fd = self.files.open(path, O_READ | O_NOMAP, 0).map_err(fs_error)?;
+        let fd = self
+            .files
+            .open(path, O_READ | O_NOMAP, 0)
+            .map_err(fs_error)?;
         let mut head = alloc::vec![0u8; exec::HEAD_BYTES];
         let r = self.files.pread(fd, &mut head, 0);
         let _ = self.files.close(fd);
@@ -306,7 +320,9 @@ impl Proc {
         cwd: &str,
     ) -> Result<(), SpawnError> {
         let mut caps = Vec::new();
-        let r = self.build_with(pid, serial, parent, creds, path, short, argv, envs, cwd, &mut caps);
+        let r = self.build_with(
+            pid, serial, parent, creds, path, short, argv, envs, cwd, &mut caps,
+        );
         match r {
             Ok(child) => {
                 let run = self.table.get_mut(pid).and_then(|p| p.task.as_mut());
@@ -386,7 +402,8 @@ impl Proc {
         for e in envs {
             p.records.push(rec(env::KIND_LINUX_ENV, 0, e.as_bytes()));
         }
-        p.records.push(rec(env::KIND_LINUX_EXEC, 0, path.as_bytes()));
+        p.records
+            .push(rec(env::KIND_LINUX_EXEC, 0, path.as_bytes()));
         let mut ids = Vec::with_capacity(20);
         for v in [
             parent.unwrap_or(0),
@@ -410,7 +427,8 @@ impl Proc {
             seed.extend_from_slice(&v.to_le_bytes());
         }
         p.records.push(rec(env::KIND_LINUX_SEED, 0, &seed));
-        p.records.push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
+        p.records
+            .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
@@ -552,7 +570,11 @@ impl rpc::Serve for Proc {
             let serial = m.badge & !(KERNEL_BIT | SECONDARY_BIT);
             self.kernel_message(serial, m.badge & SECONDARY_BIT != 0, m);
             // No answer: the thread's task is gone, or an exit has no caller.
-            return if self.done { next.stop() } else { next.skip(self) };
+            return if self.done {
+                next.stop()
+            } else {
+                next.skip(self)
+            };
         }
         let r: Reply = proc::dispatch(self, m);
         if self.done {

@@ -315,7 +315,10 @@ mod tests {
             t.create(Some(p), root(), 9).err(),
             Some(TableError::WrongState)
         );
-        assert_eq!(t.create(Some(77), root(), 9).err(), Some(TableError::NoProcess));
+        assert_eq!(
+            t.create(Some(77), root(), 9).err(),
+            Some(TableError::NoProcess)
+        );
         // When init ends, its children have no parent.
         t.end(init, Status::Exited(0)).unwrap();
         assert_eq!(t.get(c1).unwrap().ppid, 0);
@@ -334,10 +337,16 @@ mod tests {
         let (c, _) = t.create(Some(init), root(), ()).unwrap();
         assert_eq!(c, PID_WRAP + 1);
         // The table is full.
-        assert_eq!(t.create(Some(init), root(), ()).err(), Some(TableError::Full));
+        assert_eq!(
+            t.create(Some(init), root(), ()).err(),
+            Some(TableError::Full)
+        );
         t.end(c, Status::Exited(0)).unwrap();
         // A zombie still holds its slot and pid.
-        assert_eq!(t.create(Some(init), root(), ()).err(), Some(TableError::Full));
+        assert_eq!(
+            t.create(Some(init), root(), ()).err(),
+            Some(TableError::Full)
+        );
         t.reap(c).unwrap();
         assert!(t.create(Some(init), root(), ()).is_ok());
     }

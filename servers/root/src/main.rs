@@ -312,10 +312,7 @@ impl Root {
         let mut module_va = MODULES_BASE;
         for m in &s.modules {
             let Some((at, len)) = arch.find(m) else {
-                println!(
-                    "root: FAIL {}: module {} not in the boot archive",
-                    name, m
-                );
+                println!("root: FAIL {}: module {} not in the boot archive", name, m);
                 return;
             };
             let pages = len.div_ceil(4096);

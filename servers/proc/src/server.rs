@@ -53,11 +53,17 @@ struct Pool {
     pages: u64,
     next: u64,
     free: Vec<u64>,
+    /// Capability slots given back (the runtime's allocator never reuses one, and processes
+    /// come and go).
+    free_slots: Vec<u64>,
 }
 
 impl Resources for Pool {
     fn slot(&mut self) -> Result<u64, SpawnError> {
-        Ok(thread::alloc_slot())
+        Ok(self.free_slots.pop().unwrap_or_else(thread::alloc_slot))
+    }
+    fn free_slot(&mut self, slot: u64) {
+        self.free_slots.push(slot);
     }
     fn page(&mut self) -> Result<u64, SpawnError> {
         let a = match self.free.pop() {
@@ -299,10 +305,10 @@ impl Proc {
     }
 
     fn mint(&mut self, badge: u64, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
-        let s = thread::alloc_slot();
+        let s = self.pool.slot()?;
+        caps.push(s);
         sys::cap_mint(self.ep, s, badge, rights::SEND)
             .map_err(|e| SpawnError::Sys("minting a capability", e))?;
-        caps.push(s);
         Ok(s)
     }
 
@@ -335,6 +341,7 @@ impl Proc {
             Err(e) => {
                 for c in caps {
                     let _ = sys::cap_delete(c);
+                    self.pool.free_slot(c);
                 }
                 Err(e)
             }
@@ -448,6 +455,7 @@ impl Proc {
         }
         for c in r.caps {
             let _ = sys::cap_delete(c);
+            self.pool.free_slot(c);
         }
     }
 
@@ -637,6 +645,7 @@ fn main() {
             pages: pool_bytes / PAGE,
             next: 0,
             free: Vec::new(),
+            free_slots: Vec::new(),
         },
         files: Files::new(vfs),
         ep,

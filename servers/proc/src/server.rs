@@ -14,7 +14,7 @@ use sawmill_proc::clock::{self, Rtc};
 use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
-use sawmill_proc_api::Config;
+use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
 use sawmill_rt::{env, println, slots, sys, thread};
 use sawmill_spawn::{
     prepare, Cap, Child, Layout, MappedImage, Program, Record, Resources, Sizes, SpawnError,
@@ -90,6 +90,8 @@ struct Running {
     caps: Vec<u64>,
     /// Its program's name, for messages.
     name: String,
+    /// Its pending exec request (`proc.exec_data`).
+    exec: Vec<u8>,
 }
 
 /// The clock record every process starts with.
@@ -286,6 +288,7 @@ impl Proc {
             child: None,
             caps: Vec::new(),
             name: short.clone(),
+            exec: Vec::new(),
         };
         let (pid, serial) = self
             .table
@@ -448,6 +451,49 @@ impl Proc {
         Ok(child)
     }
 
+    /// Process `pid` runs a new program: a new task for the same pid is built and started,
+    /// then the old one ends. On an error the old one runs on, unchanged.
+    fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
+        let path = self.find_program(&req.program, &req.env, &req.cwd)?;
+        let short = String::from(path.rsplit('/').next().unwrap_or("?"));
+        let (ppid, creds) = match self.table.get(pid) {
+            Some(p) => (p.ppid, p.creds),
+            None => return Err(StartError::Table),
+        };
+        let serial = self.table.begin_exec(pid).map_err(|_| StartError::Table)?;
+        let parent = (ppid != 0).then_some(ppid);
+        let mut caps = Vec::new();
+        let built = self.build_with(
+            pid, serial, parent, creds, &path, &short, &req.argv, &req.env, &req.cwd, &mut caps,
+        );
+        match built {
+            Ok(child) => {
+                let new = Running {
+                    child: Some(child),
+                    caps,
+                    name: short.clone(),
+                    exec: Vec::new(),
+                };
+                match self.table.finish_exec(pid, serial, new) {
+                    Ok(old) => {
+                        println!("proc: pid {} runs {}", pid, path);
+                        self.release(old);
+                        Ok(())
+                    }
+                    Err(_) => Err(StartError::Table),
+                }
+            }
+            Err(e) => {
+                for c in caps {
+                    let _ = sys::cap_delete(c);
+                    self.pool.free_slot(c);
+                }
+                self.table.abort_exec(serial);
+                Err(StartError::Spawn(e))
+            }
+        }
+    }
+
     /// Ends a process's task and gives back everything made for it.
     fn release(&mut self, r: Running) {
         if let Some(c) = r.child {
@@ -569,6 +615,47 @@ impl proc::Server for Proc {
         }
         self.end(pid, Status::Signaled(sig));
         Ok(())
+    }
+
+    fn exec_data(&mut self, badge: u64, chunk: &[u8]) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        if run.exec.len() + chunk.len() > MAX_EXEC_REQUEST {
+            run.exec = Vec::new();
+            return Err(ProcError::TooBig);
+        }
+        run.exec.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    fn exec(&mut self, badge: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        let bytes = core::mem::take(&mut run.exec);
+        let req = ExecRequest::decode(&bytes).ok_or(ProcError::Invalid)?;
+        self.exec_request(pid, req).map_err(|e| {
+            println!("proc: pid {}: exec refused: {}", pid, e);
+            exec_error(&e)
+        })
+    }
+}
+
+fn exec_error(e: &StartError) -> ProcError {
+    match e {
+        StartError::Exec(_, ExecError::NotFound) => ProcError::NotFound,
+        StartError::Exec(_, ExecError::NotRegular | ExecError::NoPermission) => ProcError::Denied,
+        StartError::Exec(_, ExecError::Io(_)) => ProcError::Io,
+        StartError::Exec(_, _) => ProcError::NoExec,
+        StartError::Spawn(SpawnError::EnvFull) => ProcError::TooBig,
+        StartError::Spawn(_) | StartError::Table => ProcError::NoMemory,
     }
 }
 

@@ -216,6 +216,45 @@ impl<T> Table<T> {
             .count()
     }
 
+    /// Process `pid` is about to run a new program: a new serial number for the new task's
+    /// threads (the old one stays valid until [`Table::finish_exec`] or [`Table::abort_exec`]).
+    pub fn begin_exec(&mut self, pid: Pid) -> Result<u64, TableError> {
+        match self.procs.get(&pid) {
+            Some(p) if p.state == State::Running => {}
+            Some(_) => return Err(TableError::WrongState),
+            None => return Err(TableError::NoProcess),
+        }
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.serials.insert(serial, pid);
+        Ok(serial)
+    }
+
+    /// The new program of `pid` runs under `serial` with `task`: the old task's data comes back
+    /// (to be released), and messages under the old serial no longer name the process.
+    pub fn finish_exec(&mut self, pid: Pid, serial: u64, task: T) -> Result<T, TableError> {
+        if self.serials.get(&serial) != Some(&pid) {
+            return Err(TableError::NoProcess);
+        }
+        let p = self.procs.get_mut(&pid).ok_or(TableError::NoProcess)?;
+        if p.state != State::Running {
+            return Err(TableError::WrongState);
+        }
+        let old = p.task.replace(task).ok_or(TableError::WrongState)?;
+        let old_serial = core::mem::replace(&mut p.serial, serial);
+        self.serials.remove(&old_serial);
+        Ok(old)
+    }
+
+    /// The exec begun under `serial` failed: the serial is forgotten, the process unchanged.
+    pub fn abort_exec(&mut self, serial: u64) {
+        if let Some(pid) = self.serials.get(&serial) {
+            if self.procs.get(pid).is_some_and(|p| p.serial != serial) {
+                self.serials.remove(&serial);
+            }
+        }
+    }
+
     /// Process `pid` ended with `status`: it becomes a zombie, its children become init's (or
     /// parentless if it is init), and the caller gets back its data to release the task.
     pub fn end(&mut self, pid: Pid, status: Status) -> Result<T, TableError> {
@@ -349,6 +388,29 @@ mod tests {
         );
         t.reap(c).unwrap();
         assert!(t.create(Some(init), root(), ()).is_ok());
+    }
+
+    #[test]
+    fn exec_keeps_the_pid_and_changes_the_serial() {
+        let mut t: Table<&str> = Table::new(4);
+        let (init, s1) = t.create(None, root(), "old").unwrap();
+        let s2 = t.begin_exec(init).unwrap();
+        // Both serials name it while the new image is built.
+        assert_eq!((t.by_serial(s1), t.by_serial(s2)), (Some(init), Some(init)));
+        assert_eq!(t.finish_exec(init, s2, "new"), Ok("old"));
+        assert_eq!((t.by_serial(s1), t.by_serial(s2)), (None, Some(init)));
+        assert_eq!(t.get(init).unwrap().serial, s2);
+        // A failed exec changes nothing.
+        let s3 = t.begin_exec(init).unwrap();
+        t.abort_exec(s3);
+        assert_eq!(t.by_serial(s3), None);
+        assert_eq!(t.by_serial(s2), Some(init));
+        t.abort_exec(s2); // Not an exec in progress: kept.
+        assert_eq!(t.by_serial(s2), Some(init));
+        assert_eq!(t.finish_exec(init, s3, "x"), Err(TableError::NoProcess));
+        t.end(init, Status::Exited(0)).unwrap();
+        assert_eq!(t.begin_exec(init), Err(TableError::WrongState));
+        assert_eq!(t.begin_exec(9), Err(TableError::NoProcess));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! - `ud2`: an invalid instruction (proc: SIGILL);
 //! - `segv`: a write to an unmapped address (proc: SIGSEGV);
 //! - `abort`: `proc.killed(6)` (SIGABRT);
-//! - `vanish`: ends its only thread without telling proc (proc: SIGKILL).
+//! - `vanish`: ends its only thread without telling proc (proc: SIGKILL);
+//! - `exec`: checks that bad exec requests are refused and leave it running, then execs itself
+//!   in `check` mode (found through the new environment's `PATH`).
 #![no_std]
 #![no_main]
 
@@ -114,6 +116,59 @@ fn checks(p: &proc::Client) {
 
 extern crate alloc;
 
+fn send_request(
+    p: &proc::Client,
+    bytes: &[u8],
+) -> Result<(), sawmill_interfaces::rpc::Error<ProcError>> {
+    for chunk in bytes.chunks(480) {
+        p.exec_data(chunk)?;
+    }
+    p.exec()
+}
+
+fn exec_mode(p: &proc::Client) {
+    use alloc::string::String;
+    use alloc::vec;
+    use sawmill_interfaces::rpc::Error::App;
+    let r = send_request(p, b"garbage");
+    check(
+        r == Err(App(ProcError::Invalid)),
+        format_args!("a malformed exec request refused ({:?})", r),
+    );
+    let req = |program: &str| sawmill_proc_api::ExecRequest {
+        program: String::from(program),
+        cwd: String::from("/"),
+        argv: vec![
+            String::from("/bin/standin"),
+            String::from("check"),
+            String::from("two words"),
+        ],
+        env: vec![String::from("HOME=/root"), String::from("PATH=/bin")],
+    };
+    let r = send_request(p, &req("/bin/nope").encode());
+    check(
+        r == Err(App(ProcError::NotFound)),
+        format_args!(
+            "exec of a missing program refused, the caller runs on ({:?})",
+            r
+        ),
+    );
+    let r = send_request(p, &req("/").encode());
+    check(
+        r == Err(App(ProcError::Denied)),
+        format_args!("exec of a directory refused ({:?})", r),
+    );
+    let big = vec![0u8; sawmill_proc_api::MAX_EXEC_REQUEST + 1];
+    let r = send_request(p, &big);
+    check(
+        r == Err(App(ProcError::TooBig)) || r == Err(App(ProcError::Invalid)),
+        format_args!("an oversized exec request refused ({:?})", r),
+    );
+    println!("proc-standin: exec standin");
+    let r = send_request(p, &req("standin").encode());
+    println!("proc-standin: FAIL exec returned {:?}", r);
+}
+
 fn main() {
     let Some(ep) = env::cap("proc") else {
         println!("proc-standin: FAIL no proc capability");
@@ -139,6 +194,7 @@ fn main() {
             let r = p.killed(6);
             println!("proc-standin: FAIL killed returned {:?}", r);
         }
+        "exec" => exec_mode(&p),
         "vanish" => {
             let _ = slots::TASK;
             sawmill_rt::exit(3);

@@ -193,6 +193,27 @@ uses = ["vfs"]
     }
 
     #[test]
+    fn the_linux_system_and_procs_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../systems/linux.toml");
+        let s = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let p: sawmill_proc_api::Config = config(&s, "proc");
+        assert_eq!(p.init, vec!["/bin/sh".to_string()]);
+        assert_eq!(p.cwd, "/");
+        assert!(!p.trace);
+        assert_eq!(p.personality, sawmill_proc_api::DEFAULT_PERSONALITY);
+        assert_eq!(p.process_kmem_kb, sawmill_proc_api::DEFAULT_PROCESS_KMEM_KB);
+        let proc = s.servers.iter().find(|x| x.name == "proc").unwrap();
+        assert_eq!(proc.modules, vec!["linux-personality".to_string()]);
+        assert!(s.modules().contains(&"linux-personality"));
+        // A first command that does not fit proc's environment page is refused on the host.
+        let long = std::fs::read_to_string(path).unwrap().replace(
+            "init = [\"/bin/sh\"]",
+            &format!("init = [\"{}\"]", "x".repeat(3000)),
+        );
+        assert!(parse(&long).unwrap_err().contains("above 2048"));
+    }
+
+    #[test]
     fn modules_without_a_schema_take_no_config() {
         let e = err(&FS.replace(
             "name = \"app\"\nuses = [\"vfs\"]",

@@ -164,5 +164,7 @@ impl<'de> Deserialize<'de> for Endpoint {
 }
 
 /// Most bytes a server's encoded configuration may take: it travels in the server's one-page
-/// environment beside its name, arguments, capabilities and RAM ranges.
-pub const MAX_CONFIG_BYTES: usize = 1024;
+/// environment beside its name, arguments, capabilities and RAM ranges (mem's, the only long
+/// list, are optional records). 2 KiB leaves room for the process server's first command line
+/// and environment (`./sawmill run linux`).
+pub const MAX_CONFIG_BYTES: usize = 2048;

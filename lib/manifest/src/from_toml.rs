@@ -38,6 +38,7 @@ const SERVER_KEYS: &[&str] = &[
     "irq_lines",
     "console",
     "config",
+    "modules",
 ];
 
 /// The configuration schemas the host tool knows: module name → the `Config` type of its
@@ -620,6 +621,9 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
             s.irq_lines
                 .push(int(x, "irq_lines", &ctx, 0, 255).map_err(at("irq_lines"))? as u8);
         }
+    }
+    if let Some(v) = t.get("modules") {
+        s.modules = strings(v, "modules", &ctx).map_err(at("modules"))?;
     }
     if let Some(v) = t.get("pager") {
         s.pager = Some(string(v, "pager", &ctx).map_err(at("pager"))?);

@@ -80,6 +80,10 @@ pub struct Server {
     /// schema of its module (see [`config`]); empty if the module has no schema. Root passes it
     /// on unread in the environment, where the server decodes it (`sawmill_rt::env::config`).
     pub config: Vec<u8>,
+    /// Further boot modules root maps read-only (and executable) into the server, each listed in
+    /// its environment (`sawmill_rt::env::KIND_MODULE`: address, length and name): programs the
+    /// server starts itself, such as the process server's Linux personality library.
+    pub modules: Vec<String>,
 }
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
@@ -104,6 +108,7 @@ impl Default for Server {
             irq_lines: Vec::new(),
             console: true,
             config: Vec::new(),
+            modules: Vec::new(),
         }
     }
 }
@@ -188,6 +193,10 @@ pub fn encode(sys: &System) -> Vec<u8> {
         w.push(s.console as u8);
         put_u32(&mut w, s.config.len() as u32);
         w.extend_from_slice(&s.config);
+        put_u32(&mut w, s.modules.len() as u32);
+        for m in &s.modules {
+            put_str(&mut w, m);
+        }
     }
     w
 }
@@ -312,8 +321,8 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
     let name = r.string()?;
     // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
     // the pager flag, the RAM pool size, the huge pages, the I/O window flag, the IRQ-line
-    // list, the console flag and the configuration.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4 + 1 + 4)?;
+    // list, the console flag, the configuration and the module list.
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4 + 1 + 4 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -363,6 +372,11 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         let console = r.bool()?;
         let n = r.count(1)?;
         let config = r.take(n)?.to_vec();
+        let n = r.count(4)?;
+        let mut modules = Vec::with_capacity(n);
+        for _ in 0..n {
+            modules.push(r.string()?);
+        }
         servers.push(Server {
             name,
             module,
@@ -382,6 +396,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             irq_lines,
             console,
             config,
+            modules,
         });
     }
     if r.pos != bytes.len() {
@@ -423,7 +438,8 @@ pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
 ///   the RAM pool or an I/O window provides: mem charges memory per badge and frees it when that
 ///   client dies; pci gives each badge the devices assigned to it);
 /// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB, providing at most one
-///   endpoint (the one root and its clients call it on).
+///   endpoint (the one root and its clients call it on);
+/// - `modules` named like modules, each at most once per server and never the server's own.
 pub fn validate(sys: &System) -> Result<(), String> {
     if sys.name.is_empty() {
         return Err(String::from("system has no name"));
@@ -453,6 +469,18 @@ pub fn validate(sys: &System) -> Result<(), String> {
                 "server `{n}`: module name `{}` must be 1-{MAX_MODULE_NAME} characters of [a-z0-9_-]",
                 s.module
             ));
+        }
+        for (i, m) in s.modules.iter().enumerate() {
+            if !module_name_ok(m) || m == "manifest" || m == "root" {
+                return Err(format!(
+                    "server `{n}`: boot module `{m}` must be 1-{MAX_MODULE_NAME} characters of [a-z0-9_-] (not `manifest` or `root`)"
+                ));
+            }
+            if *m == s.module || s.modules[..i].contains(m) {
+                return Err(format!(
+                    "server `{n}`: boot module `{m}` is listed twice (or is its own module)"
+                ));
+            }
         }
         for p in &s.provides {
             if p.is_empty() {
@@ -597,12 +625,15 @@ pub fn validate(sys: &System) -> Result<(), String> {
 }
 
 impl System {
-    /// The distinct module names in first-use order: the boot modules an image must carry.
+    /// The distinct module names in first-use order: the boot modules an image must carry (each
+    /// server's module, then the further modules it lists).
     pub fn modules(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
         for s in &self.servers {
-            if !out.contains(&s.module.as_str()) {
-                out.push(&s.module);
+            for m in core::iter::once(&s.module).chain(&s.modules) {
+                if !out.contains(&m.as_str()) {
+                    out.push(m);
+                }
             }
         }
         out

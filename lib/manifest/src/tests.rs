@@ -38,6 +38,7 @@ fn sample() -> System {
                 }),
                 irq_lines: vec![10, 11],
                 console: false,
+                modules: vec!["linux-personality".into(), "test-pong".into()],
                 ..Server::default()
             },
         ],
@@ -203,9 +204,33 @@ fn round_trip() {
 }
 
 #[test]
+fn further_modules_are_checked() {
+    invalid(
+        |s| s.servers[1].modules.push("Bad".into()),
+        "boot module `Bad`",
+    );
+    invalid(
+        |s| s.servers[1].modules.push("manifest".into()),
+        "`manifest`",
+    );
+    invalid(
+        |s| s.servers[1].modules.push("linux-personality".into()),
+        "listed twice",
+    );
+    invalid(
+        |s| s.servers[1].modules.push("test-ping".into()),
+        "own module",
+    );
+}
+
+#[test]
 fn sample_is_valid_and_lists_modules() {
     validate(&sample()).unwrap();
-    assert_eq!(sample().modules(), vec!["test-pong", "test-ping"]);
+    // Further modules are carried too, each once.
+    assert_eq!(
+        sample().modules(),
+        vec!["test-pong", "test-ping", "linux-personality"]
+    );
     assert_eq!(sample().provider("pong").unwrap().name, "pong");
 }
 
@@ -407,6 +432,17 @@ expect = ["x"]
             (100, 256, 0, false)
         );
         assert_eq!(decode(&encode(&s)).unwrap(), s);
+    }
+
+    #[test]
+    fn modules_key() {
+        let t = "name = \"x\"\n[[server]]\nname = \"proc\"\nmodules = [\"linux-personality\"]\n";
+        let s = from_toml(t).unwrap();
+        assert_eq!(s.servers[0].modules, vec!["linux-personality".to_string()]);
+        assert_eq!(s.modules(), vec!["proc", "linux-personality"]);
+        assert_eq!(decode(&encode(&s)).unwrap(), s);
+        let e = from_toml(&t.replace("[\"linux-personality\"]", "\"x\"")).unwrap_err();
+        assert!(e.contains("`modules` must be an array"), "{e}");
     }
 
     #[test]

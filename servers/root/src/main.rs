@@ -36,6 +36,10 @@ const BASE_KMEM: u64 = 256 * 1024;
 /// tables of the pool's window.
 const POOL_KMEM_PER_PAGE: u64 = 160;
 
+/// Where root maps a server's further boot modules (manifest `modules`), one after the other:
+/// between the memory server's pool (64 GiB) and the region manager's range (1 TiB).
+const MODULES_BASE: u64 = 0x0000_0080_0000_0000;
+
 // The badge of root's own capability to the memory server (no manifest badge has bit 63).
 use sawmill_interfaces::mem::ROOT_BADGE as ROOT_MEM_BADGE;
 
@@ -302,9 +306,23 @@ impl Root {
         // Root's own capabilities made for this server (deleted when it ends).
         let mut caps = Vec::new();
         let ram_pages = s.ram_kb as u64 / 4;
+        // Further boot modules: mapped read-only and executable (the server may map their text
+        // on into programs it starts), listed with address, length and name.
+        let mut modules = Vec::new();
+        let mut module_va = MODULES_BASE;
+        for m in &s.modules {
+            let Some((at, len)) = arch.find(m) else {
+                println!("root: FAIL {}: module {} not in the boot archive", name, m);
+                return;
+            };
+            let pages = len.div_ceil(4096);
+            modules.push((m, at, len, module_va, pages));
+            module_va += pages.max(1) * 4096;
+        }
+        let module_pages = (module_va - MODULES_BASE) / 4096;
         let kmem = BASE_KMEM
             + s.kmem_kb as u64 * 1024
-            + ram_pages * POOL_KMEM_PER_PAGE
+            + (ram_pages + module_pages) * POOL_KMEM_PER_PAGE
             + (ram_pages / 512 + 8) * 4096;
         // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
         let mut p = Program::new(name, root_slots::FACTORY, kmem, s.priority);
@@ -335,6 +353,26 @@ impl Root {
                 kind: env::KIND_CONFIG,
                 value: 0,
                 bytes: s.config.clone(),
+                optional: false,
+            });
+        }
+        for &(m, at, len, va, pages) in &modules {
+            if pages > 0 {
+                p.maps.push(Map {
+                    what: "boot module",
+                    src: at,
+                    dst: va,
+                    pages,
+                    flags: map::READ | map::EXEC,
+                });
+            }
+            let mut b = Vec::with_capacity(8 + m.len());
+            b.extend_from_slice(&len.to_le_bytes());
+            b.extend_from_slice(m.as_bytes());
+            p.records.push(Record {
+                kind: env::KIND_MODULE,
+                value: va,
+                bytes: b,
                 optional: false,
             });
         }

@@ -13,7 +13,7 @@ impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
         matches!(
             module,
-            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console"
+            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console" | "proc"
         )
     }
 
@@ -29,6 +29,7 @@ impl Schemas for Servers {
             "ext2-pfs" => schema::<sawmill_ext2_api::Config, D>(d),
             "blk-virtio" => schema::<sawmill_blk_virtio_api::Config, D>(d),
             "console" => schema::<sawmill_console_api::Config, D>(d),
+            "proc" => schema::<sawmill_proc_api::Config, D>(d),
             m => Err(serde::de::Error::custom(format!(
                 "module `{m}` has no configuration schema"
             ))),
@@ -190,6 +191,27 @@ uses = ["vfs"]
             e2.contains("server `app` shares badge 1 on `vfs` with server `guest`"),
             "{e2}"
         );
+    }
+
+    #[test]
+    fn the_linux_system_and_procs_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../systems/linux.toml");
+        let s = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let p: sawmill_proc_api::Config = config(&s, "proc");
+        assert_eq!(p.init, vec!["/bin/sh".to_string()]);
+        assert_eq!(p.cwd, "/");
+        assert!(!p.trace);
+        assert_eq!(p.personality, sawmill_proc_api::DEFAULT_PERSONALITY);
+        assert_eq!(p.process_kmem_kb, sawmill_proc_api::DEFAULT_PROCESS_KMEM_KB);
+        let proc = s.servers.iter().find(|x| x.name == "proc").unwrap();
+        assert_eq!(proc.modules, vec!["linux-personality".to_string()]);
+        assert!(s.modules().contains(&"linux-personality"));
+        // A first command that does not fit proc's environment page is refused on the host.
+        let long = std::fs::read_to_string(path).unwrap().replace(
+            "init = [\"/bin/sh\"]",
+            &format!("init = [\"{}\"]", "x".repeat(3000)),
+        );
+        assert!(parse(&long).unwrap_err().contains("above 2048"));
     }
 
     #[test]

@@ -1,0 +1,198 @@
+//! What the process server `proc` and the rest of the system agree on: the schema of its
+//! manifest `config` table (the first process and what every process gets). Plain types only;
+//! it touches nothing. proc and the host tool (which checks, fills in and encodes the table;
+//! `./sawmill run linux` sets `init`, `env` and `trace`) use it.
+//!
+//! ```toml
+//! [[server]]
+//! name = "proc"
+//! provides = ["proc"]
+//! uses = ["vfs", "mem", "console", "console-in"]
+//! modules = ["linux-personality"]
+//! [server.config]
+//! init = ["/bin/busybox", "ls", "-l", "/"]
+//! env = ["PATH=/bin:/usr/bin", "HOME=/root"]
+//! ```
+//! - `init`: the first process's `argv`; `init[0]` is the program (a path; without a `/` it is
+//!   looked up in the `PATH` of `env`, as a shell does).
+//! - `env`: its environment strings (`NAME=value`).
+//! - `cwd`: its working directory (default `/`).
+//! - `trace`: print every system call of every process (default off).
+//! - `uid`, `gid`: its credentials (default 0, root).
+//! - `personality`: the boot module started as each process's library (default
+//!   `linux-personality`; a test may name a stand-in).
+//! - `process_kmem_kb`: kernel memory each process may use (page tables, mapping nodes, the
+//!   objects its library creates), default 4096.
+//! - `lib_heap_kb`: the library's heap, mapped before it starts (default 1024).
+//! - `pool_kb`: memory proc takes from `mem` to build processes from (their libraries' heaps,
+//!   stacks and writable pages), default 8192.
+//! - `priority`: the priority of every process (default 50, below the servers).
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use sawmill_manifest::config::{Peer, Peers};
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_PERSONALITY: &str = "linux-personality";
+pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
+pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
+pub const DEFAULT_POOL_KB: u32 = 8192;
+pub const DEFAULT_PRIORITY: u8 = 50;
+
+/// proc's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub init: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default = "root_dir")]
+    pub cwd: String,
+    #[serde(default)]
+    pub trace: bool,
+    #[serde(default)]
+    pub uid: u32,
+    #[serde(default)]
+    pub gid: u32,
+    #[serde(default = "personality")]
+    pub personality: String,
+    #[serde(default = "process_kmem_kb")]
+    pub process_kmem_kb: u32,
+    #[serde(default = "lib_heap_kb")]
+    pub lib_heap_kb: u32,
+    #[serde(default = "pool_kb")]
+    pub pool_kb: u32,
+    #[serde(default = "priority")]
+    pub priority: u8,
+}
+
+fn root_dir() -> String {
+    String::from("/")
+}
+fn personality() -> String {
+    String::from(DEFAULT_PERSONALITY)
+}
+fn process_kmem_kb() -> u32 {
+    DEFAULT_PROCESS_KMEM_KB
+}
+fn lib_heap_kb() -> u32 {
+    DEFAULT_LIB_HEAP_KB
+}
+fn pool_kb() -> u32 {
+    DEFAULT_POOL_KB
+}
+fn priority() -> u8 {
+    DEFAULT_PRIORITY
+}
+
+impl Peers for Config {
+    fn peers(&mut self, _f: &mut dyn FnMut(Peer<'_>)) {}
+}
+
+/// The request of `proc.exec` (interfaces/proc.idl): what the library writes into the dataspace
+/// it passes. Little-endian; each string is a u32 length and its bytes: the program (a path, or a
+/// name looked up in the `PATH` of the new environment), the working directory, a u32 count and
+/// the `argv` strings, a u32 count and the environment strings. [`ExecRequest::decode`] is total:
+/// any bytes give a request or `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecRequest {
+    pub program: String,
+    pub cwd: String,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+}
+
+/// Most bytes an exec request may take (Linux's own limit on `argv` plus environment is larger;
+/// a process's arguments and environment must also fit its one-page environment).
+pub const MAX_EXEC_REQUEST: usize = 64 * 1024;
+
+impl ExecRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        fn put(out: &mut Vec<u8>, s: &str) {
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        let mut out = Vec::new();
+        put(&mut out, &self.program);
+        put(&mut out, &self.cwd);
+        for list in [&self.argv, &self.env] {
+            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for s in list {
+                put(&mut out, s);
+            }
+        }
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Option<ExecRequest> {
+        let mut pos = 0usize;
+        let u32_ = |pos: &mut usize| -> Option<u32> {
+            let w = b.get(*pos..*pos + 4)?;
+            *pos += 4;
+            Some(u32::from_le_bytes(w.try_into().ok()?))
+        };
+        let string = |pos: &mut usize| -> Option<String> {
+            let n = u32_(pos)? as usize;
+            let s = b.get(*pos..pos.checked_add(n)?)?;
+            *pos += n;
+            Some(String::from(core::str::from_utf8(s).ok()?))
+        };
+        let program = string(&mut pos)?;
+        let cwd = string(&mut pos)?;
+        let mut lists: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+        for l in &mut lists {
+            let n = u32_(&mut pos)? as usize;
+            // Each string takes at least its 4-byte length: bounds the allocation.
+            if n > (b.len() - pos) / 4 {
+                return None;
+            }
+            for _ in 0..n {
+                l.push(string(&mut pos)?);
+            }
+        }
+        if pos != b.len() {
+            return None;
+        }
+        let [argv, env] = lists;
+        Some(ExecRequest {
+            program,
+            cwd,
+            argv,
+            env,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    #[test]
+    fn exec_requests_round_trip_and_garbage_is_refused() {
+        let r = ExecRequest {
+            program: "/bin/busybox".into(),
+            cwd: "/tmp".into(),
+            argv: alloc::vec!["ls".into(), "-l".into(), "".into()],
+            env: alloc::vec!["PATH=/bin".into()],
+        };
+        let b = r.encode();
+        assert_eq!(ExecRequest::decode(&b), Some(r));
+        for n in 0..b.len() {
+            assert_eq!(ExecRequest::decode(&b[..n]), None, "truncated at {n}");
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert_eq!(ExecRequest::decode(&long), None);
+        // A count far beyond the input, and bytes that are not UTF-8.
+        let mut huge = ExecRequest::default().encode();
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(ExecRequest::decode(&huge), None);
+        let mut bad = b.clone();
+        bad[4] = 0xff;
+        assert_eq!(ExecRequest::decode(&bad), None);
+    }
+}

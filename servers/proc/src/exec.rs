@@ -1,0 +1,305 @@
+//! What makes a file a program proc can run, and how a program name becomes a path.
+//!
+//! A program is a regular file with an execute bit, holding an ELF64 little-endian x86-64
+//! executable (`ET_EXEC`, or `ET_DYN` for a static position-independent one) without an
+//! interpreter (`PT_INTERP`: dynamically linked programs need a loader we do not have). Each
+//! refusal has its Linux errno and the status a shell reports (127: not found, 126: found but
+//! cannot run).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use sawmill_linux::errno::{self, Errno};
+
+/// Bytes of the file proc reads to check it: the ELF header and the program headers must lie in
+/// them (a linker puts the program headers right after the header).
+pub const HEAD_BYTES: usize = 4096;
+/// `PATH` when the environment has none (glibc's `execvp` default).
+pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecError {
+    /// No such file (or a component of the path is missing or not a directory).
+    NotFound,
+    /// A directory or another non-regular file.
+    NotRegular,
+    /// No execute bit.
+    NoPermission,
+    /// Not an ELF file at all (no magic).
+    NotElf,
+    /// An ELF file of another kind: what it is.
+    WrongKind(&'static str),
+    /// Dynamically linked: the interpreter it names.
+    Dynamic(String),
+    /// The file system failed: what went wrong.
+    Io(String),
+}
+
+impl ExecError {
+    /// The errno `execve` gives.
+    pub fn errno(&self) -> Errno {
+        match self {
+            ExecError::NotFound => errno::ENOENT,
+            ExecError::NotRegular | ExecError::NoPermission => errno::EACCES,
+            ExecError::NotElf | ExecError::WrongKind(_) | ExecError::Dynamic(_) => errno::ENOEXEC,
+            ExecError::Io(_) => errno::EIO,
+        }
+    }
+
+    /// The status a shell gives a command that could not be run.
+    pub fn shell_status(&self) -> u8 {
+        match self {
+            ExecError::NotFound => 127,
+            _ => 126,
+        }
+    }
+
+    /// Why, for a person.
+    pub fn describe(&self) -> String {
+        match self {
+            ExecError::NotFound => String::from("No such file or directory"),
+            ExecError::NotRegular => String::from("Permission denied (not a regular file)"),
+            ExecError::NoPermission => String::from("Permission denied (no execute bit)"),
+            ExecError::NotElf => String::from("Exec format error (not an ELF file)"),
+            ExecError::WrongKind(w) => format!("Exec format error ({w})"),
+            ExecError::Dynamic(i) => {
+                format!("dynamically linked (interpreter {i}); only static programs run here")
+            }
+            ExecError::Io(w) => format!("Input/output error ({w})"),
+        }
+    }
+}
+
+/// Mode bits of a regular file and the execute bits (`S_IFMT`, `S_IFREG`, any `x`).
+const S_IFMT: u32 = 0o170000;
+const S_IFREG: u32 = 0o100000;
+const ANY_EXEC: u32 = 0o111;
+
+/// Checks the file's mode: a regular file with an execute bit (for root, as Linux: any).
+pub fn check_mode(mode: u32) -> Result<(), ExecError> {
+    if mode & S_IFMT != S_IFREG {
+        return Err(ExecError::NotRegular);
+    }
+    if mode & ANY_EXEC == 0 {
+        return Err(ExecError::NoPermission);
+    }
+    Ok(())
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+const PT_INTERP: u32 = 3;
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
+const EM_X86_64: u16 = 62;
+
+/// Checks the start of the file (`head`: its first [`HEAD_BYTES`], or all of it if shorter).
+pub fn check_elf(head: &[u8]) -> Result<(), ExecError> {
+    if head.len() < 4 || &head[..4] != b"\x7fELF" {
+        return Err(ExecError::NotElf);
+    }
+    if head.len() < 64 {
+        return Err(ExecError::WrongKind("truncated ELF header"));
+    }
+    if head[4] != 2 {
+        return Err(ExecError::WrongKind("not a 64-bit ELF file"));
+    }
+    if head[5] != 1 {
+        return Err(ExecError::WrongKind("not little-endian"));
+    }
+    if u16_at(head, 18) != EM_X86_64 {
+        return Err(ExecError::WrongKind("not an x86-64 program"));
+    }
+    match u16_at(head, 16) {
+        ET_EXEC | ET_DYN => {}
+        _ => {
+            return Err(ExecError::WrongKind(
+                "not an executable (object or core file)",
+            ))
+        }
+    }
+    let phoff = u64_at(head, 32);
+    let phentsize = u16_at(head, 54) as u64;
+    let phnum = u16_at(head, 56) as u64;
+    if phentsize < 56 || phnum == 0 {
+        return Err(ExecError::WrongKind("no program headers"));
+    }
+    let end = phnum
+        .checked_mul(phentsize)
+        .and_then(|n| n.checked_add(phoff))
+        .filter(|&e| e <= head.len() as u64)
+        .ok_or(ExecError::WrongKind(
+            "program headers beyond the start of the file",
+        ))?;
+    let _ = end;
+    for i in 0..phnum {
+        let ph = (phoff + i * phentsize) as usize;
+        if u32_at(head, ph) == PT_INTERP {
+            let (off, size) = (u64_at(head, ph + 8), u64_at(head, ph + 32));
+            let name = off
+                .checked_add(size)
+                .filter(|&e| e <= head.len() as u64)
+                .map(|e| &head[off as usize..e as usize])
+                .map(|b| b.split(|&c| c == 0).next().unwrap_or(b))
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_else(|| String::from("?"));
+            return Err(ExecError::Dynamic(name));
+        }
+    }
+    Ok(())
+}
+
+/// The `PATH` of an environment (`NAME=value` strings), or the default.
+pub fn search_path(env: &[String]) -> &str {
+    env.iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or(DEFAULT_PATH)
+}
+
+/// `path` made absolute against the working directory `cwd` (no `.`/`..` folding: the VFS
+/// walks those).
+pub fn absolute(cwd: &str, path: &str) -> String {
+    if path.starts_with('/') {
+        String::from(path)
+    } else if cwd.ends_with('/') {
+        format!("{cwd}{path}")
+    } else {
+        format!("{cwd}/{path}")
+    }
+}
+
+/// The paths to try for program `name`, in order: `name` itself if it has a `/`, else each
+/// directory of `path` (an empty entry is the working directory), as `execvp` does.
+pub fn candidates(name: &str, cwd: &str, path: &str) -> Vec<String> {
+    if name.is_empty() {
+        return Vec::new();
+    }
+    if name.contains('/') {
+        return alloc::vec![absolute(cwd, name)];
+    }
+    path.split(':')
+        .map(|dir| {
+            let dir = if dir.is_empty() { "." } else { dir };
+            absolute(cwd, &format!("{dir}/{name}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ELF header with program headers right after it: (type, offset, filesz) each; the
+    /// interpreter string, if any, at 0x200.
+    fn elf(class: u8, machine: u16, etype: u16, phdrs: &[(u32, u64, u64)]) -> Vec<u8> {
+        let mut b = vec![0u8; 0x400];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = class;
+        b[5] = 1;
+        b[16..18].copy_from_slice(&etype.to_le_bytes());
+        b[18..20].copy_from_slice(&machine.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&(phdrs.len() as u16).to_le_bytes());
+        for (i, &(t, off, size)) in phdrs.iter().enumerate() {
+            let p = 64 + i * 56;
+            b[p..p + 4].copy_from_slice(&t.to_le_bytes());
+            b[p + 8..p + 16].copy_from_slice(&off.to_le_bytes());
+            b[p + 32..p + 40].copy_from_slice(&size.to_le_bytes());
+        }
+        b[0x200..0x21c].copy_from_slice(b"/lib64/ld-linux-x86-64.so.2\0");
+        b
+    }
+
+    #[test]
+    fn static_executables_pass() {
+        assert_eq!(check_elf(&elf(2, 62, 2, &[(1, 0, 0x400)])), Ok(()));
+        // Static PIE.
+        assert_eq!(
+            check_elf(&elf(2, 62, 3, &[(1, 0, 0x400), (6, 64, 56)])),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(check_elf(b"#!/bin/sh\n"), Err(ExecError::NotElf));
+        assert_eq!(check_elf(b""), Err(ExecError::NotElf));
+        assert!(matches!(
+            check_elf(b"\x7fELF\x02"),
+            Err(ExecError::WrongKind(_))
+        ));
+        assert!(matches!(
+            check_elf(&elf(1, 62, 2, &[(1, 0, 0x400)])),
+            Err(ExecError::WrongKind("not a 64-bit ELF file"))
+        ));
+        assert!(matches!(
+            check_elf(&elf(2, 183, 2, &[(1, 0, 0x400)])),
+            Err(ExecError::WrongKind("not an x86-64 program"))
+        ));
+        assert!(matches!(
+            check_elf(&elf(2, 62, 1, &[(1, 0, 0x400)])),
+            Err(ExecError::WrongKind(_))
+        ));
+        assert!(matches!(
+            check_elf(&elf(2, 62, 2, &[])),
+            Err(ExecError::WrongKind("no program headers"))
+        ));
+        assert_eq!(
+            check_elf(&elf(2, 62, 3, &[(1, 0, 0x400), (3, 0x200, 28)])),
+            Err(ExecError::Dynamic("/lib64/ld-linux-x86-64.so.2".into()))
+        );
+        // An interpreter string outside the bytes read does not crash the check.
+        assert_eq!(
+            check_elf(&elf(2, 62, 2, &[(3, u64::MAX, 28)])),
+            Err(ExecError::Dynamic("?".into()))
+        );
+        // Program headers running past what was read.
+        let mut b = elf(2, 62, 2, &[(1, 0, 0x400)]);
+        b[56..58].copy_from_slice(&60000u16.to_le_bytes());
+        assert!(matches!(check_elf(&b), Err(ExecError::WrongKind(_))));
+        b[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        b[56..58].copy_from_slice(&1u16.to_le_bytes());
+        assert!(matches!(check_elf(&b), Err(ExecError::WrongKind(_))));
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(check_mode(0o100755), Ok(()));
+        assert_eq!(check_mode(0o100100), Ok(()));
+        assert_eq!(check_mode(0o100644), Err(ExecError::NoPermission));
+        assert_eq!(check_mode(0o040755), Err(ExecError::NotRegular));
+    }
+
+    #[test]
+    fn statuses_and_errnos() {
+        assert_eq!(ExecError::NotFound.shell_status(), 127);
+        assert_eq!(ExecError::NotElf.shell_status(), 126);
+        assert_eq!(ExecError::NotFound.errno(), errno::ENOENT);
+        assert_eq!(ExecError::Dynamic("x".into()).errno(), errno::ENOEXEC);
+        assert_eq!(ExecError::NotRegular.errno(), errno::EACCES);
+    }
+
+    #[test]
+    fn names_become_paths() {
+        let env = vec![String::from("HOME=/root"), String::from("PATH=/sbin::/bin")];
+        assert_eq!(search_path(&env), "/sbin::/bin");
+        assert_eq!(search_path(&[]), DEFAULT_PATH);
+        assert_eq!(
+            candidates("ls", "/tmp", "/sbin::/bin"),
+            vec!["/sbin/ls", "/tmp/./ls", "/bin/ls"]
+        );
+        assert_eq!(candidates("./x", "/tmp", "/bin"), vec!["/tmp/./x"]);
+        assert_eq!(candidates("/bin/x", "/tmp", "/bin"), vec!["/bin/x"]);
+        assert_eq!(candidates("a/b", "/", "/bin"), vec!["/a/b"]);
+        assert!(candidates("", "/", "/bin").is_empty());
+    }
+}

@@ -1,0 +1,762 @@
+//! The process server in the guest: its pool, starting processes, the server loop.
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use sawmill_abi::{label, rights};
+use sawmill_fsclient::{Files, O_NOMAP, O_READ};
+use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
+use sawmill_interfaces::{proc, FsError, ProcError};
+use sawmill_linux::layout as linux;
+use sawmill_proc::clock::{self, Rtc};
+use sawmill_proc::exec::{self, ExecError};
+use sawmill_proc::signal;
+use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
+use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
+use sawmill_rt::{env, println, slots, sys, thread};
+use sawmill_spawn::{
+    prepare, Cap, Child, Layout, MappedImage, Program, Record, Resources, Sizes, SpawnError,
+};
+
+sawmill_rt::entry!(main);
+
+const PAGE: u64 = 4096;
+/// Badge bit of the capabilities the kernel's messages about a process's threads arrive with
+/// (the threads' pager and exception handler; the rest of the badge is the process's serial
+/// number). Only proc and the kernel hold them, so no process can forge such a message; a
+/// process's own `proc` capability carries just its pid.
+const KERNEL_BIT: u64 = 1 << 62;
+/// With [`KERNEL_BIT`]: the message is about a thread the library started itself, not the main
+/// thread (its normal exit does not end the process).
+const SECONDARY_BIT: u64 = 1 << 61;
+/// Processes at once (running and zombies).
+const MAX_PROCS: usize = 64;
+/// The main thread's stack in the library (its own stacks for the program come from its heap).
+const LIB_STACK: u64 = 64 * 1024;
+/// The kernel's timer tick (docs/ARCHITECTURE.md §2: the LAPIC's 10 ms period).
+const TICK_US: u64 = 10_000;
+/// Timer ticks the time-stamp counter is measured over at start.
+const CALIBRATION_TICKS: u64 = 5;
+
+fn fail(what: core::fmt::Arguments) -> ! {
+    println!("proc: FAIL {}", what);
+    sawmill_rt::exit(1)
+}
+
+/// Fresh pages for processes: an anonymous mem dataspace attached readable, writable and
+/// executable (copied text stays executable in the process; a mapping has at most our rights),
+/// mapped at start.
+struct Pool {
+    base: u64,
+    pages: u64,
+    next: u64,
+    free: Vec<u64>,
+    /// Capability slots given back (the runtime's allocator never reuses one, and processes
+    /// come and go).
+    free_slots: Vec<u64>,
+}
+
+impl Resources for Pool {
+    fn slot(&mut self) -> Result<u64, SpawnError> {
+        Ok(self.free_slots.pop().unwrap_or_else(thread::alloc_slot))
+    }
+    fn free_slot(&mut self, slot: u64) {
+        self.free_slots.push(slot);
+    }
+    fn page(&mut self) -> Result<u64, SpawnError> {
+        let a = match self.free.pop() {
+            Some(a) => a,
+            None if self.next < self.pages => {
+                self.next += 1;
+                self.base + (self.next - 1) * PAGE
+            }
+            None => return Err(SpawnError::NoMemory),
+        };
+        // SAFETY: a page of our pool, mapped read-write at start and handed to no one else now.
+        unsafe { core::ptr::write_bytes(a as *mut u8, 0, PAGE as usize) };
+        Ok(a)
+    }
+    fn free_page(&mut self, addr: u64) {
+        self.free.push(addr);
+    }
+}
+
+/// What proc keeps for a running process.
+struct Running {
+    child: Option<Child>,
+    /// proc's own slots minted for it (its `proc` capability, the kernel-message capabilities).
+    caps: Vec<u64>,
+    /// Its program's name, for messages.
+    name: String,
+    /// Its pending exec request (`proc.exec_data`).
+    exec: Vec<u8>,
+}
+
+/// The clock record every process starts with.
+#[derive(Clone, Copy)]
+struct Clock {
+    unix: u64,
+    tsc: u64,
+    khz: u64,
+}
+
+struct Proc {
+    cfg: Config,
+    table: Table<Running>,
+    pool: Pool,
+    files: Files,
+    /// Our endpoint (unbadged): processes' capabilities are minted from it.
+    ep: u64,
+    /// The personality library's boot module: address and length.
+    library: (u64, u64),
+    clock: Clock,
+    /// A counter mixed into each process's seed.
+    seeds: u64,
+    /// Set once init has ended: the loop stops.
+    done: bool,
+}
+
+fn cmos_read(reg: u8) -> u8 {
+    // SAFETY: the manifest gives proc ports 0x70-0x71 (the CMOS index and data ports); selecting
+    // a register and reading it touches nothing else (bit 7 keeps NMIs masked as they are).
+    unsafe {
+        core::arch::asm!("out 0x70, al", in("al") reg | 0x80, options(nomem, nostack));
+        let v: u8;
+        core::arch::asm!("in al, 0x71", out("al") v, options(nomem, nostack));
+        v
+    }
+}
+
+fn rtc_snapshot() -> Rtc {
+    Rtc {
+        sec: cmos_read(0x00),
+        min: cmos_read(0x02),
+        hour: cmos_read(0x04),
+        day: cmos_read(0x07),
+        month: cmos_read(0x08),
+        year: cmos_read(0x09),
+        century: cmos_read(0x32),
+        status_b: cmos_read(0x0b),
+    }
+}
+
+/// Reads the RTC (twice the same outside an update, as the data sheet advises) and measures the
+/// time-stamp counter's rate against the kernel's timer ticks.
+fn read_clock() -> Clock {
+    let mut rtc = rtc_snapshot();
+    for _ in 0..1000 {
+        // Status A bit 7: an update is in progress; wait it out.
+        while cmos_read(0x0a) & 0x80 != 0 {
+            sys::yield_now();
+        }
+        let again = rtc_snapshot();
+        if again == rtc {
+            break;
+        }
+        rtc = again;
+    }
+    let tsc = sys::rdtsc();
+    let unix = rtc.unix_time().unwrap_or_else(|| {
+        println!(
+            "proc: the RTC holds no valid date ({:?}); the clock starts at 1970",
+            rtc
+        );
+        0
+    });
+    let ticks = || sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0);
+    let t0 = ticks();
+    while ticks() == t0 {
+        sys::yield_now();
+    }
+    let (t1, c1) = (ticks(), sys::rdtsc());
+    while ticks() < t1 + CALIBRATION_TICKS {
+        sys::yield_now();
+    }
+    let (t2, c2) = (ticks(), sys::rdtsc());
+    Clock {
+        unix,
+        tsc,
+        khz: clock::tsc_khz(c2 - c1, t2 - t1, TICK_US),
+    }
+}
+
+/// A 64-bit mix (splitmix64's finaliser).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn fs_error(e: FsError) -> ExecError {
+    match e {
+        FsError::NotFound | FsError::NotDir => ExecError::NotFound,
+        FsError::Denied => ExecError::NoPermission,
+        FsError::IsDir => ExecError::NotRegular,
+        e => ExecError::Io(format!("{:?}", e)),
+    }
+}
+
+/// Why a process could not be started.
+enum StartError {
+    Exec(String, ExecError),
+    Spawn(SpawnError),
+    Table,
+}
+
+impl StartError {
+    fn shell_status(&self) -> u8 {
+        match self {
+            StartError::Exec(_, e) => e.shell_status(),
+            _ => 126,
+        }
+    }
+}
+
+impl core::fmt::Display for StartError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            StartError::Exec(path, e) => write!(f, "{}: {}", path, e.describe()),
+            StartError::Spawn(SpawnError::EnvFull) => {
+                write!(
+                    f,
+                    "Argument list too long (arguments and environment exceed a page)"
+                )
+            }
+            StartError::Spawn(e) => write!(f, "cannot build the process: {}", e),
+            StartError::Table => write!(f, "too many processes"),
+        }
+    }
+}
+
+impl Proc {
+    /// Finds program `name` (a path, or looked up in `PATH`) and checks it can run: its absolute
+    /// path.
+    fn find_program(
+        &mut self,
+        name: &str,
+        env: &[String],
+        cwd: &str,
+    ) -> Result<String, StartError> {
+        let mut last = ExecError::NotFound;
+        for path in exec::candidates(name, cwd, exec::search_path(env)) {
+            match self.files.stat(&path) {
+                Ok(st) => {
+                    return match self.check_file(&path, st.mode) {
+                        Ok(()) => Ok(path),
+                        Err(e) => Err(StartError::Exec(path, e)),
+                    }
+                }
+                Err(e) => last = fs_error(e),
+            }
+            if last != ExecError::NotFound {
+                return Err(StartError::Exec(path, last));
+            }
+        }
+        Err(StartError::Exec(String::from(name), last))
+    }
+
+    fn check_file(&mut self, path: &str, mode: u32) -> Result<(), ExecError> {
+        exec::check_mode(mode)?;
+        let fd = self
+            .files
+            .open(path, O_READ | O_NOMAP, 0)
+            .map_err(fs_error)?;
+        let mut head = alloc::vec![0u8; exec::HEAD_BYTES];
+        let r = self.files.pread(fd, &mut head, 0);
+        let _ = self.files.close(fd);
+        let n = r.map_err(fs_error)?;
+        exec::check_elf(&head[..n])
+    }
+
+    /// Starts a process running `argv` (its program found as a shell would) as a child of
+    /// `parent`: its pid.
+    fn start(
+        &mut self,
+        parent: Option<Pid>,
+        creds: Creds,
+        argv: &[String],
+        envs: &[String],
+        cwd: &str,
+    ) -> Result<Pid, StartError> {
+        let name = argv.first().map(|s| s.as_str()).unwrap_or("");
+        let path = self.find_program(name, envs, cwd)?;
+        let short = String::from(path.rsplit('/').next().unwrap_or("?"));
+        let running = Running {
+            child: None,
+            caps: Vec::new(),
+            name: short.clone(),
+            exec: Vec::new(),
+        };
+        let (pid, serial) = self
+            .table
+            .create(parent, creds, running)
+            .map_err(|_| StartError::Table)?;
+        match self.build(pid, serial, parent, creds, &path, &short, argv, envs, cwd) {
+            Ok(()) => Ok(pid),
+            Err(e) => {
+                // Nothing of it runs: take it out of the table again.
+                if let Ok(r) = self.table.end(pid, Status::Signaled(signal::SIGKILL)) {
+                    self.release(r);
+                }
+                let _ = self.table.reap(pid);
+                Err(StartError::Spawn(e))
+            }
+        }
+    }
+
+    fn mint(&mut self, badge: u64, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
+        let s = self.pool.slot()?;
+        caps.push(s);
+        sys::cap_mint(self.ep, s, badge, rights::SEND)
+            .map_err(|e| SpawnError::Sys("minting a capability", e))?;
+        Ok(s)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        &mut self,
+        pid: Pid,
+        serial: u64,
+        parent: Option<Pid>,
+        creds: Creds,
+        path: &str,
+        short: &str,
+        argv: &[String],
+        envs: &[String],
+        cwd: &str,
+    ) -> Result<(), SpawnError> {
+        let mut caps = Vec::new();
+        let r = self.build_with(
+            pid, serial, parent, creds, path, short, argv, envs, cwd, &mut caps,
+        );
+        match r {
+            Ok(child) => {
+                let run = self.table.get_mut(pid).and_then(|p| p.task.as_mut());
+                if let Some(run) = run {
+                    run.child = Some(child);
+                    run.caps = caps;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for c in caps {
+                    let _ = sys::cap_delete(c);
+                    self.pool.free_slot(c);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build_with(
+        &mut self,
+        pid: Pid,
+        serial: u64,
+        parent: Option<Pid>,
+        creds: Creds,
+        path: &str,
+        short: &str,
+        argv: &[String],
+        envs: &[String],
+        cwd: &str,
+        caps: &mut Vec<u64>,
+    ) -> Result<Child, SpawnError> {
+        let proc_cap = self.mint(pid as u64, caps)?;
+        let main_cap = self.mint(KERNEL_BIT | serial, caps)?;
+        let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, caps)?;
+        let kmem = self.cfg.process_kmem_kb as u64 * 1024;
+        let mut p = Program::new(short, slots::FACTORY, kmem, self.cfg.priority);
+        p.give_factory = true;
+        p.layout = Layout {
+            env: linux::LIB_ENV,
+            heap: linux::LIB_HEAP,
+            stack_top: linux::LIB_STACK_TOP,
+            utcb: linux::LIB_UTCB,
+            huge: linux::LIB_HUGE,
+            user_end: sawmill_abi::layout::USER_END,
+        };
+        p.sizes = Sizes {
+            heap_bytes: self.cfg.lib_heap_kb as u64 * 1024,
+            stack_bytes: LIB_STACK,
+            huge_pages: 0,
+        };
+        p.args = argv.to_vec();
+        // Faults and exceptions of the main thread (until the library's region manager pages
+        // it) and of the library's own threads come to us.
+        p.pager = main_cap;
+        p.exception_handler = main_cap;
+        p.caps.push(Cap::at("sys:pager", main_cap, slots::PAGER));
+        p.caps.push(Cap::at(
+            "sys:thread-handler",
+            helper_cap,
+            slots::THREAD_HANDLER,
+        ));
+        p.caps
+            .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
+        p.caps.push(Cap::named(proc::NAME, proc_cap));
+        for name in ["vfs", "mem", "console", "console-in"] {
+            if let Some(c) = env::cap(name) {
+                p.caps.push(Cap::named(name, c));
+            }
+        }
+        let rec = |kind: u64, value: u64, bytes: &[u8]| Record {
+            kind,
+            value,
+            bytes: bytes.to_vec(),
+            optional: false,
+        };
+        for e in envs {
+            p.records.push(rec(env::KIND_LINUX_ENV, 0, e.as_bytes()));
+        }
+        p.records
+            .push(rec(env::KIND_LINUX_EXEC, 0, path.as_bytes()));
+        let mut ids = Vec::with_capacity(20);
+        for v in [
+            parent.unwrap_or(0),
+            creds.uid,
+            creds.euid,
+            creds.gid,
+            creds.egid,
+        ] {
+            ids.extend_from_slice(&v.to_le_bytes());
+        }
+        p.records.push(rec(env::KIND_LINUX_IDS, pid as u64, &ids));
+        let mut clk = Vec::with_capacity(16);
+        clk.extend_from_slice(&self.clock.tsc.to_le_bytes());
+        clk.extend_from_slice(&self.clock.khz.to_le_bytes());
+        p.records
+            .push(rec(env::KIND_LINUX_CLOCK, self.clock.unix, &clk));
+        let mut seed = Vec::with_capacity(32);
+        for i in 0..4u64 {
+            self.seeds = self.seeds.wrapping_add(1);
+            let v = mix(sys::rdtsc() ^ mix(self.seeds ^ (pid as u64) << 32 ^ i));
+            seed.extend_from_slice(&v.to_le_bytes());
+        }
+        p.records.push(rec(env::KIND_LINUX_SEED, 0, &seed));
+        p.records
+            .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
+        p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
+
+        // SAFETY: root maps the module read-only and executable for as long as we run.
+        let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
+        let child = prepare(&p, &image, &mut self.pool)?;
+        if let Err(e) = child.start() {
+            child.destroy(&mut self.pool);
+            return Err(e);
+        }
+        Ok(child)
+    }
+
+    /// Process `pid` runs a new program: a new task for the same pid is built and started,
+    /// then the old one ends. On an error the old one runs on, unchanged.
+    fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
+        let path = self.find_program(&req.program, &req.env, &req.cwd)?;
+        let short = String::from(path.rsplit('/').next().unwrap_or("?"));
+        let (ppid, creds) = match self.table.get(pid) {
+            Some(p) => (p.ppid, p.creds),
+            None => return Err(StartError::Table),
+        };
+        let serial = self.table.begin_exec(pid).map_err(|_| StartError::Table)?;
+        let parent = (ppid != 0).then_some(ppid);
+        let mut caps = Vec::new();
+        let built = self.build_with(
+            pid, serial, parent, creds, &path, &short, &req.argv, &req.env, &req.cwd, &mut caps,
+        );
+        match built {
+            Ok(child) => {
+                let new = Running {
+                    child: Some(child),
+                    caps,
+                    name: short.clone(),
+                    exec: Vec::new(),
+                };
+                match self.table.finish_exec(pid, serial, new) {
+                    Ok(old) => {
+                        println!("proc: pid {} runs {}", pid, path);
+                        self.release(old);
+                        Ok(())
+                    }
+                    Err(_) => Err(StartError::Table),
+                }
+            }
+            Err(e) => {
+                for c in caps {
+                    let _ = sys::cap_delete(c);
+                    self.pool.free_slot(c);
+                }
+                self.table.abort_exec(serial);
+                Err(StartError::Spawn(e))
+            }
+        }
+    }
+
+    /// Ends a process's task and gives back everything made for it.
+    fn release(&mut self, r: Running) {
+        if let Some(c) = r.child {
+            c.destroy(&mut self.pool);
+        }
+        for c in r.caps {
+            let _ = sys::cap_delete(c);
+            self.pool.free_slot(c);
+        }
+    }
+
+    /// Process `pid` ended with `status`: its task goes, it stays a zombie for its parent (or,
+    /// without one, leaves the table). When init ends, everything ends.
+    fn end(&mut self, pid: Pid, status: Status) {
+        let Ok(r) = self.table.end(pid, status) else {
+            return;
+        };
+        self.release(r);
+        if self.table.get(pid).is_some_and(|p| p.ppid == 0) {
+            let _ = self.table.reap(pid);
+        }
+        if pid == INIT {
+            report_init(status);
+            self.done = true;
+        }
+    }
+
+    fn name_of(&self, pid: Pid) -> &str {
+        self.table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map_or("?", |r| r.name.as_str())
+    }
+
+    /// A kernel message about a thread of the process with serial number `serial`.
+    fn kernel_message(&mut self, serial: u64, secondary: bool, m: &IpcResult) {
+        let Some(pid) = self.table.by_serial(serial) else {
+            return; // About a process already gone (its other threads' exits).
+        };
+        if self.table.get(pid).map(|p| p.state) != Some(State::Running) {
+            return;
+        }
+        let status = match m.tag.label() {
+            label::EXCEPTION => {
+                let s = signal::for_exception(m.w[0]);
+                println!(
+                    "proc: pid {} ({}): {} at rip {:#x}: signal {}",
+                    pid,
+                    self.name_of(pid),
+                    sawmill_abi::exception_name(m.w[0]),
+                    m.w[2],
+                    s
+                );
+                Status::Signaled(s)
+            }
+            label::PAGE_FAULT => {
+                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 {
+                    "write"
+                } else {
+                    "read"
+                };
+                println!(
+                    "proc: pid {} ({}): unresolved {} fault at {:#x}, rip {:#x}: signal {}",
+                    pid,
+                    self.name_of(pid),
+                    what,
+                    m.w[0],
+                    m.w[2],
+                    signal::SIGSEGV
+                );
+                Status::Signaled(signal::SIGSEGV)
+            }
+            label::EXIT if secondary && m.w[0] != u64::MAX => return,
+            label::EXIT => {
+                // The library ended without telling us (or its task was killed).
+                println!(
+                    "proc: pid {} ({}): its library ended without exit (status {:#x}): signal {}",
+                    pid,
+                    self.name_of(pid),
+                    m.w[0],
+                    signal::SIGKILL
+                );
+                Status::Signaled(signal::SIGKILL)
+            }
+            _ => return,
+        };
+        self.end(pid, status);
+    }
+
+    /// The running process whose `proc` capability carries `badge`.
+    fn caller(&self, badge: u64) -> Result<Pid, ProcError> {
+        let pid = Pid::try_from(badge).map_err(|_| ProcError::NoProcess)?;
+        match self.table.get(pid) {
+            Some(p) if p.state == State::Running => Ok(pid),
+            _ => Err(ProcError::NoProcess),
+        }
+    }
+}
+
+fn report_init(status: Status) {
+    match status {
+        Status::Exited(c) => println!("proc: init exited with status {}", c),
+        Status::Signaled(s) => println!("proc: init killed by signal {}", s),
+    }
+}
+
+impl proc::Server for Proc {
+    fn exit(&mut self, badge: u64, status: u32) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let code = u8::try_from(status).map_err(|_| ProcError::Invalid)?;
+        self.end(pid, Status::Exited(code));
+        Ok(())
+    }
+
+    fn killed(&mut self, badge: u64, sig: u32) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        if sig == 0 || sig > signal::MAX {
+            return Err(ProcError::Invalid);
+        }
+        self.end(pid, Status::Signaled(sig));
+        Ok(())
+    }
+
+    fn exec_data(&mut self, badge: u64, chunk: &[u8]) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        if run.exec.len() + chunk.len() > MAX_EXEC_REQUEST {
+            run.exec = Vec::new();
+            return Err(ProcError::TooBig);
+        }
+        run.exec.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    fn exec(&mut self, badge: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        let bytes = core::mem::take(&mut run.exec);
+        let req = ExecRequest::decode(&bytes).ok_or(ProcError::Invalid)?;
+        self.exec_request(pid, req).map_err(|e| {
+            println!("proc: pid {}: exec refused: {}", pid, e);
+            exec_error(&e)
+        })
+    }
+}
+
+fn exec_error(e: &StartError) -> ProcError {
+    match e {
+        StartError::Exec(_, ExecError::NotFound) => ProcError::NotFound,
+        StartError::Exec(_, ExecError::NotRegular | ExecError::NoPermission) => ProcError::Denied,
+        StartError::Exec(_, ExecError::Io(_)) => ProcError::Io,
+        StartError::Exec(_, _) => ProcError::NoExec,
+        StartError::Spawn(SpawnError::EnvFull) => ProcError::TooBig,
+        StartError::Spawn(_) | StartError::Table => ProcError::NoMemory,
+    }
+}
+
+impl rpc::Serve for Proc {
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.badge & KERNEL_BIT != 0 {
+            let serial = m.badge & !(KERNEL_BIT | SECONDARY_BIT);
+            self.kernel_message(serial, m.badge & SECONDARY_BIT != 0, m);
+            // No answer: the thread's task is gone, or an exit has no caller.
+            return if self.done {
+                next.stop()
+            } else {
+                next.skip(self)
+            };
+        }
+        let r: Reply = proc::dispatch(self, m);
+        if self.done {
+            // Init ended: its caller is gone with it, nothing to answer.
+            next.stop()
+        } else {
+            next.reply(self, r)
+        }
+    }
+}
+
+/// The personality library's boot module (manifest `modules`): its address and length.
+fn module(name: &str) -> Option<(u64, u64)> {
+    env::find_all(env::KIND_MODULE).find_map(|(addr, b)| {
+        let len = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        (b.get(8..)? == name.as_bytes()).then_some((addr, len))
+    })
+}
+
+fn main() {
+    let cfg: Config = env::config().unwrap_or_else(|e| fail(format_args!("config: {}", e)));
+    let Some(ep) = env::cap(proc::NAME) else {
+        fail(format_args!("no `{}` endpoint", proc::NAME))
+    };
+    let library = module(&cfg.personality).unwrap_or_else(|| {
+        fail(format_args!(
+            "boot module `{}` not given (manifest `modules`)",
+            cfg.personality
+        ))
+    });
+    sawmill_rm::init().unwrap_or_else(|e| fail(format_args!("region manager: {:?}", e)));
+    let vfs = env::cap("vfs").unwrap_or_else(|| fail(format_args!("no `vfs` endpoint")));
+    let mem = sawmill_rm::mem().unwrap_or_else(|| fail(format_args!("no `mem` endpoint")));
+    let pool_bytes = cfg.pool_kb as u64 * 1024;
+    let ds = mem
+        .alloc(pool_bytes, 0, thread::alloc_slot())
+        .unwrap_or_else(|e| fail(format_args!("mem.alloc of the pool: {:?}", e)));
+    let base = sawmill_rm::attach(
+        ds,
+        0,
+        pool_bytes,
+        None,
+        sawmill_rm::READ | sawmill_rm::WRITE | sawmill_rm::EXEC,
+    )
+    .unwrap_or_else(|e| fail(format_args!("attaching the pool: {:?}", e)));
+    // Mapped now: processes' mappings are derived from ours.
+    sawmill_rm::populate(base, pool_bytes, true)
+        .unwrap_or_else(|e| fail(format_args!("populating the pool: {:?}", e)));
+    let clock = read_clock();
+    println!(
+        "proc: ready (clock {} s since 1970, TSC {} kHz; library {} KiB)",
+        clock.unix,
+        clock.khz,
+        library.1 / 1024
+    );
+    let mut st = Proc {
+        table: Table::new(MAX_PROCS),
+        pool: Pool {
+            base,
+            pages: pool_bytes / PAGE,
+            next: 0,
+            free: Vec::new(),
+            free_slots: Vec::new(),
+        },
+        files: Files::new(vfs),
+        ep,
+        library,
+        clock,
+        seeds: clock.tsc,
+        done: false,
+        cfg,
+    };
+    let creds = Creds::of(st.cfg.uid, st.cfg.gid);
+    let (argv, envs, cwd) = (st.cfg.init.clone(), st.cfg.env.clone(), st.cfg.cwd.clone());
+    match st.start(None, creds, &argv, &envs, &cwd) {
+        Ok(pid) => println!("proc: started pid {} ({})", pid, st.name_of(pid)),
+        Err(e) => {
+            println!("proc: cannot run init: {}", e);
+            report_init(Status::Exited(e.shell_status()));
+            return;
+        }
+    }
+    let _ = rpc::serve(ep, &mut st);
+    // Init has ended: so does every other process.
+    for pid in st.table.running_pids() {
+        if let Ok(r) = st.table.end(pid, Status::Signaled(signal::SIGKILL)) {
+            st.release(r);
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! The process table: process ids, parent and children, credentials, state and exit status, and
+//! the task behind each process. Built for what comes next (fork, wait, signals): a process that
+//! ends stays as a zombie holding its status until it is reaped, its children go to init, and
+//! every process has a serial number that is never reused (the badge of the kernel's messages
+//! about its threads), so a late message about an ended process can never be taken for another
+//! that got its pid.
+//!
+//! `T` is what the caller keeps per running process (its task and resources); the table hands it
+//! back when the process ends.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+pub type Pid = u32;
+/// The first process (Linux's init).
+pub const INIT: Pid = 1;
+/// Pids run below this (Linux's `PID_MAX_LIMIT` on 64-bit machines).
+pub const PID_MAX: Pid = 4 * 1024 * 1024;
+/// After wrapping, allocation starts again here (Linux's `RESERVED_PIDS`).
+pub const PID_WRAP: Pid = 300;
+
+/// Who a process acts as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Creds {
+    pub uid: u32,
+    pub gid: u32,
+    pub euid: u32,
+    pub egid: u32,
+}
+
+impl Creds {
+    /// Real and effective ids both `uid` / `gid`.
+    pub fn of(uid: u32, gid: u32) -> Creds {
+        Creds {
+            uid,
+            gid,
+            euid: uid,
+            egid: gid,
+        }
+    }
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// `exit_group(code)`: the low 8 bits of the code.
+    Exited(u8),
+    /// Ended by a signal's default action.
+    Signaled(u32),
+}
+
+impl Status {
+    /// The `wstatus` `wait4` reports (`WIFEXITED`: code << 8; `WIFSIGNALED`: the signal).
+    pub fn wait_status(self) -> u32 {
+        match self {
+            Status::Exited(c) => (c as u32) << 8,
+            Status::Signaled(s) => s & 0x7f,
+        }
+    }
+
+    /// What a shell reports as the command's status (`$?`): the code, or 128 + signal.
+    pub fn shell_status(self) -> u32 {
+        match self {
+            Status::Exited(c) => c as u32,
+            Status::Signaled(s) => 128 + s,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Running,
+    /// Ended, its status kept until its parent reaps it.
+    Zombie(Status),
+}
+
+#[derive(Debug)]
+pub struct Process<T> {
+    pub pid: Pid,
+    /// 0 for a process without a parent (init).
+    pub ppid: Pid,
+    pub creds: Creds,
+    pub state: State,
+    pub children: Vec<Pid>,
+    /// Never reused: names the process in the kernel's messages about its threads.
+    pub serial: u64,
+    /// The caller's data while the process runs.
+    pub task: Option<T>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableError {
+    /// As many processes as the table may hold, or no pid left.
+    Full,
+    /// No such process.
+    NoProcess,
+    /// The process has already ended (or, for `reap`, has not).
+    WrongState,
+}
+
+pub struct Table<T> {
+    procs: BTreeMap<Pid, Process<T>>,
+    serials: BTreeMap<u64, Pid>,
+    next_pid: Pid,
+    next_serial: u64,
+    limit: usize,
+}
+
+impl<T> Table<T> {
+    /// A table holding at most `limit` processes (running and zombies).
+    pub fn new(limit: usize) -> Table<T> {
+        Table {
+            procs: BTreeMap::new(),
+            serials: BTreeMap::new(),
+            next_pid: INIT,
+            next_serial: 1,
+            limit,
+        }
+    }
+
+    /// A new running process, child of `parent` (None: no parent, like init): its pid and
+    /// serial number. Pids count up and wrap to [`PID_WRAP`], skipping those in use.
+    pub fn create(
+        &mut self,
+        parent: Option<Pid>,
+        creds: Creds,
+        task: T,
+    ) -> Result<(Pid, u64), TableError> {
+        if self.procs.len() >= self.limit {
+            return Err(TableError::Full);
+        }
+        if let Some(pp) = parent {
+            match self.procs.get(&pp) {
+                Some(p) if p.state == State::Running => {}
+                Some(_) => return Err(TableError::WrongState),
+                None => return Err(TableError::NoProcess),
+            }
+        }
+        let mut pid = self.next_pid;
+        let mut tries: u32 = 0;
+        while self.procs.contains_key(&pid) {
+            pid = if pid + 1 >= PID_MAX {
+                PID_WRAP
+            } else {
+                pid + 1
+            };
+            tries += 1;
+            if tries >= PID_MAX {
+                return Err(TableError::Full);
+            }
+        }
+        self.next_pid = if pid + 1 >= PID_MAX {
+            PID_WRAP
+        } else {
+            pid + 1
+        };
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        if let Some(pp) = parent {
+            if let Some(p) = self.procs.get_mut(&pp) {
+                p.children.push(pid);
+            }
+        }
+        self.procs.insert(
+            pid,
+            Process {
+                pid,
+                ppid: parent.unwrap_or(0),
+                creds,
+                state: State::Running,
+                children: Vec::new(),
+                serial,
+                task: Some(task),
+            },
+        );
+        self.serials.insert(serial, pid);
+        Ok((pid, serial))
+    }
+
+    pub fn get(&self, pid: Pid) -> Option<&Process<T>> {
+        self.procs.get(&pid)
+    }
+
+    pub fn get_mut(&mut self, pid: Pid) -> Option<&mut Process<T>> {
+        self.procs.get_mut(&pid)
+    }
+
+    /// The process with serial number `serial`, if it is still in the table.
+    pub fn by_serial(&self, serial: u64) -> Option<Pid> {
+        self.serials.get(&serial).copied()
+    }
+
+    /// Processes in the table (running and zombies).
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
+    /// The pids of the running processes.
+    pub fn running_pids(&self) -> Vec<Pid> {
+        self.procs
+            .values()
+            .filter(|p| p.state == State::Running)
+            .map(|p| p.pid)
+            .collect()
+    }
+
+    /// Running processes.
+    pub fn running(&self) -> usize {
+        self.procs
+            .values()
+            .filter(|p| p.state == State::Running)
+            .count()
+    }
+
+    /// Process `pid` is about to run a new program: a new serial number for the new task's
+    /// threads (the old one stays valid until [`Table::finish_exec`] or [`Table::abort_exec`]).
+    pub fn begin_exec(&mut self, pid: Pid) -> Result<u64, TableError> {
+        match self.procs.get(&pid) {
+            Some(p) if p.state == State::Running => {}
+            Some(_) => return Err(TableError::WrongState),
+            None => return Err(TableError::NoProcess),
+        }
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.serials.insert(serial, pid);
+        Ok(serial)
+    }
+
+    /// The new program of `pid` runs under `serial` with `task`: the old task's data comes back
+    /// (to be released), and messages under the old serial no longer name the process.
+    pub fn finish_exec(&mut self, pid: Pid, serial: u64, task: T) -> Result<T, TableError> {
+        if self.serials.get(&serial) != Some(&pid) {
+            return Err(TableError::NoProcess);
+        }
+        let p = self.procs.get_mut(&pid).ok_or(TableError::NoProcess)?;
+        if p.state != State::Running {
+            return Err(TableError::WrongState);
+        }
+        let old = p.task.replace(task).ok_or(TableError::WrongState)?;
+        let old_serial = core::mem::replace(&mut p.serial, serial);
+        self.serials.remove(&old_serial);
+        Ok(old)
+    }
+
+    /// The exec begun under `serial` failed: the serial is forgotten, the process unchanged.
+    pub fn abort_exec(&mut self, serial: u64) {
+        if let Some(pid) = self.serials.get(&serial) {
+            if self.procs.get(pid).is_some_and(|p| p.serial != serial) {
+                self.serials.remove(&serial);
+            }
+        }
+    }
+
+    /// Process `pid` ended with `status`: it becomes a zombie, its children become init's (or
+    /// parentless if it is init), and the caller gets back its data to release the task.
+    pub fn end(&mut self, pid: Pid, status: Status) -> Result<T, TableError> {
+        let p = self.procs.get_mut(&pid).ok_or(TableError::NoProcess)?;
+        if p.state != State::Running {
+            return Err(TableError::WrongState);
+        }
+        p.state = State::Zombie(status);
+        let task = p.task.take().ok_or(TableError::WrongState)?;
+        let orphans = core::mem::take(&mut p.children);
+        let heir = if pid != INIT && self.procs.contains_key(&INIT) {
+            INIT
+        } else {
+            0
+        };
+        for c in &orphans {
+            if let Some(cp) = self.procs.get_mut(c) {
+                cp.ppid = heir;
+            }
+        }
+        if heir != 0 {
+            if let Some(init) = self.procs.get_mut(&INIT) {
+                init.children.extend(orphans);
+            }
+        }
+        Ok(task)
+    }
+
+    /// Removes zombie `pid` from the table: its status.
+    pub fn reap(&mut self, pid: Pid) -> Result<Status, TableError> {
+        let p = self.procs.get(&pid).ok_or(TableError::NoProcess)?;
+        let State::Zombie(status) = p.state else {
+            return Err(TableError::WrongState);
+        };
+        let (ppid, serial) = (p.ppid, p.serial);
+        self.procs.remove(&pid);
+        self.serials.remove(&serial);
+        if let Some(parent) = self.procs.get_mut(&ppid) {
+            parent.children.retain(|&c| c != pid);
+        }
+        Ok(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> Creds {
+        Creds::of(0, 0)
+    }
+
+    #[test]
+    fn create_end_reap() {
+        let mut t: Table<&str> = Table::new(8);
+        let (init, s1) = t.create(None, root(), "init").unwrap();
+        assert_eq!(init, INIT);
+        let (a, s2) = t.create(Some(init), Creds::of(1000, 100), "a").unwrap();
+        assert_eq!(a, 2);
+        assert_ne!(s1, s2);
+        assert_eq!(t.by_serial(s2), Some(a));
+        assert_eq!(t.get(a).unwrap().ppid, init);
+        assert_eq!(t.get(a).unwrap().creds.euid, 1000);
+        assert_eq!(t.get(init).unwrap().children, vec![a]);
+        assert_eq!(t.running(), 2);
+        assert_eq!(t.running_pids(), vec![init, a]);
+        assert_eq!(t.end(a, Status::Exited(3)), Ok("a"));
+        // Ending twice, or reaping a running process, is refused.
+        assert_eq!(t.end(a, Status::Exited(3)), Err(TableError::WrongState));
+        assert_eq!(t.reap(init), Err(TableError::WrongState));
+        assert_eq!(t.get(a).unwrap().state, State::Zombie(Status::Exited(3)));
+        assert_eq!(t.running(), 1);
+        assert_eq!(t.reap(a), Ok(Status::Exited(3)));
+        assert_eq!(t.by_serial(s2), None);
+        assert!(t.get(init).unwrap().children.is_empty());
+        assert_eq!(t.reap(a), Err(TableError::NoProcess));
+        // A new process gets a new pid and serial.
+        let (b, s3) = t.create(Some(init), root(), "b").unwrap();
+        assert_eq!(b, 3);
+        assert!(s3 > s2);
+    }
+
+    #[test]
+    fn orphans_go_to_init() {
+        let mut t: Table<u8> = Table::new(8);
+        let (init, _) = t.create(None, root(), 0).unwrap();
+        let (p, _) = t.create(Some(init), root(), 1).unwrap();
+        let (c1, _) = t.create(Some(p), root(), 2).unwrap();
+        let (c2, _) = t.create(Some(p), root(), 3).unwrap();
+        t.end(p, Status::Signaled(9)).unwrap();
+        assert_eq!(t.get(c1).unwrap().ppid, init);
+        assert_eq!(t.get(c2).unwrap().ppid, init);
+        assert_eq!(t.get(init).unwrap().children, vec![p, c1, c2]);
+        assert!(t.get(p).unwrap().children.is_empty());
+        // A child of an ended process cannot be made.
+        assert_eq!(
+            t.create(Some(p), root(), 9).err(),
+            Some(TableError::WrongState)
+        );
+        assert_eq!(
+            t.create(Some(77), root(), 9).err(),
+            Some(TableError::NoProcess)
+        );
+        // When init ends, its children have no parent.
+        t.end(init, Status::Exited(0)).unwrap();
+        assert_eq!(t.get(c1).unwrap().ppid, 0);
+    }
+
+    #[test]
+    fn pids_wrap_and_skip_those_in_use() {
+        let mut t: Table<()> = Table::new(4);
+        let (init, _) = t.create(None, root(), ()).unwrap();
+        t.next_pid = PID_MAX - 1;
+        let (a, _) = t.create(Some(init), root(), ()).unwrap();
+        assert_eq!(a, PID_MAX - 1);
+        let (b, _) = t.create(Some(init), root(), ()).unwrap();
+        assert_eq!(b, PID_WRAP);
+        t.next_pid = PID_WRAP;
+        let (c, _) = t.create(Some(init), root(), ()).unwrap();
+        assert_eq!(c, PID_WRAP + 1);
+        // The table is full.
+        assert_eq!(
+            t.create(Some(init), root(), ()).err(),
+            Some(TableError::Full)
+        );
+        t.end(c, Status::Exited(0)).unwrap();
+        // A zombie still holds its slot and pid.
+        assert_eq!(
+            t.create(Some(init), root(), ()).err(),
+            Some(TableError::Full)
+        );
+        t.reap(c).unwrap();
+        assert!(t.create(Some(init), root(), ()).is_ok());
+    }
+
+    #[test]
+    fn exec_keeps_the_pid_and_changes_the_serial() {
+        let mut t: Table<&str> = Table::new(4);
+        let (init, s1) = t.create(None, root(), "old").unwrap();
+        let s2 = t.begin_exec(init).unwrap();
+        // Both serials name it while the new image is built.
+        assert_eq!((t.by_serial(s1), t.by_serial(s2)), (Some(init), Some(init)));
+        assert_eq!(t.finish_exec(init, s2, "new"), Ok("old"));
+        assert_eq!((t.by_serial(s1), t.by_serial(s2)), (None, Some(init)));
+        assert_eq!(t.get(init).unwrap().serial, s2);
+        // A failed exec changes nothing.
+        let s3 = t.begin_exec(init).unwrap();
+        t.abort_exec(s3);
+        assert_eq!(t.by_serial(s3), None);
+        assert_eq!(t.by_serial(s2), Some(init));
+        t.abort_exec(s2); // Not an exec in progress: kept.
+        assert_eq!(t.by_serial(s2), Some(init));
+        assert_eq!(t.finish_exec(init, s3, "x"), Err(TableError::NoProcess));
+        t.end(init, Status::Exited(0)).unwrap();
+        assert_eq!(t.begin_exec(init), Err(TableError::WrongState));
+        assert_eq!(t.begin_exec(9), Err(TableError::NoProcess));
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(Status::Exited(7).wait_status(), 0x700);
+        assert_eq!(Status::Signaled(11).wait_status(), 11);
+        assert_eq!(Status::Exited(7).shell_status(), 7);
+        assert_eq!(Status::Signaled(11).shell_status(), 139);
+    }
+}

@@ -54,13 +54,16 @@ pub const O_NOMAP: u32 = 1 << 16;
 const _: () = assert!(O_NOMAP & OpenFlags::ALL.bits() == 0);
 
 const PAGE: u64 = 4096;
-/// Per-file mapping windows: file `fd` maps at `WINDOWS + fd * WINDOW_SIZE`.
-const WINDOWS: u64 = 0x8000_0000;
+/// Per-file mapping windows: file `fd` maps at `windows + fd * WINDOW_SIZE`, by default from
+/// here (a task with another layout chooses the base: [`Files::with_windows`]).
+pub const WINDOWS: u64 = 0x8000_0000;
 const WINDOW_SIZE: u64 = 64 << 20;
 const MAX_FDS: usize = 64;
-/// Where each descriptor's write buffer (the PFS's, `file::write_buffer`) is mapped, after the
-/// read windows.
-const WBUFS: u64 = WINDOWS + MAX_FDS as u64 * WINDOW_SIZE;
+/// Where each descriptor's write buffer (the PFS's, `file::write_buffer`) is mapped: this far
+/// after the base of the read windows.
+const WBUFS: u64 = MAX_FDS as u64 * WINDOW_SIZE;
+/// Address space the windows and write buffers take from their base.
+pub const WINDOWS_SPAN: u64 = WBUFS + MAX_FDS as u64 * WBUF_SIZE;
 const WBUF_SIZE: u64 = 16 << 10;
 /// Writes longer than one message's 480 bytes go through the write buffer.
 const SMALL_WRITE: usize = 480;
@@ -201,7 +204,7 @@ struct Fd {
     /// Addresses where `mmap` attached this file (detached on close).
     #[cfg_attr(not(target_os = "none"), allow(dead_code))]
     attached: Vec<u64>,
-    /// The PFS's write buffer is mapped at `WBUFS + fd * WBUF_SIZE` (asked for on the first
+    /// The PFS's write buffer is mapped at `windows + WBUFS + fd * WBUF_SIZE` (asked for on the first
     /// long write; the PFS takes it back on close).
     wbuf: bool,
 }
@@ -218,10 +221,18 @@ pub struct Files {
     free_slots: Vec<u64>,
     mounts: Vec<MountEnt>,
     mounts_version: u64,
+    /// Base of the file windows and write buffers.
+    windows: u64,
 }
 
 impl Files {
     pub fn new(vfs_ep: u64) -> Files {
+        Files::with_windows(vfs_ep, WINDOWS)
+    }
+
+    /// As [`Files::new`], with the file windows and write buffers in
+    /// `[windows, windows + WINDOWS_SPAN)`, which nothing else in the task may use.
+    pub fn with_windows(vfs_ep: u64, windows: u64) -> Files {
         let mut fds = Vec::new();
         fds.resize_with(MAX_FDS, || None);
         Files {
@@ -231,6 +242,7 @@ impl Files {
             free_slots: Vec::new(),
             mounts: Vec::new(),
             mounts_version: 0,
+            windows,
         }
     }
 
@@ -401,7 +413,7 @@ impl Files {
         // Drop our mappings of the file's pages so the window starts empty for the next file.
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
             let _ = sys::unmap(
-                WINDOWS + fd as u64 * WINDOW_SIZE,
+                self.windows + fd as u64 * WINDOW_SIZE,
                 (last as u64 + 1) * 64,
                 sawmill_abi::UNMAP_SELF,
             );
@@ -462,8 +474,8 @@ impl Files {
 
     /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how
     /// many from the first were mapped.
-    fn map_pages(f: &mut Fd, fd: usize, page: u64, count: u64) -> Result<u64> {
-        let win = WINDOWS + fd as u64 * WINDOW_SIZE;
+    fn map_pages(f: &mut Fd, windows: u64, fd: usize, page: u64, count: u64) -> Result<u64> {
+        let win = windows + fd as u64 * WINDOW_SIZE;
         let u = sawmill_rt::utcb();
         u.map_window = [win, WINDOW_SIZE];
         let dst = win + page * PAGE;
@@ -492,6 +504,7 @@ impl Files {
     }
 
     pub fn pread(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        let windows = self.windows;
         let f = self
             .fds
             .get_mut(fd)
@@ -506,7 +519,7 @@ impl Files {
         }
         let end = (off.saturating_add(buf.len() as u64)).min(f.size);
         let mut pos = off;
-        let win = WINDOWS + fd as u64 * WINDOW_SIZE;
+        let win = windows + fd as u64 * WINDOW_SIZE;
         while pos < end {
             let page = pos / PAGE;
             let po = pos % PAGE;
@@ -520,7 +533,7 @@ impl Files {
             let can_map = f.flags & O_NOMAP == 0 && (page + 1) * PAGE <= WINDOW_SIZE;
             if can_map && !mapped(f) {
                 let want = (end - pos).div_ceil(PAGE).clamp(1, 4);
-                Self::map_pages(f, fd, page, want)?;
+                Self::map_pages(f, windows, fd, page, want)?;
             }
             if can_map && mapped(f) {
                 // SAFETY: the page is mapped read-only at this address in our window (the PFS
@@ -560,6 +573,7 @@ impl Files {
     }
 
     pub fn pwrite(&mut self, fd: usize, buf: &[u8], off: u64) -> Result<usize> {
+        let windows = self.windows;
         let f = self.fd(fd)?;
         if f.flags & O_WRITE == 0 {
             return Err(FsError::BadFile);
@@ -568,7 +582,7 @@ impl Files {
         let mut done = 0;
         if buf.len() > SMALL_WRITE {
             // Through the PFS's write buffer, mapped here: copy in, one call per 16 KiB.
-            let at = WBUFS + fd as u64 * WBUF_SIZE;
+            let at = windows + WBUFS + fd as u64 * WBUF_SIZE;
             if !f.wbuf {
                 c.write_buffer(at, [at, WBUF_SIZE]).map_err(e)?;
                 // Every page must really be here before we write to it.

@@ -118,7 +118,10 @@ impl Guest {
             }
         }
         Guest {
-            fs: Fs::new(env::cap("vfs").unwrap_or(0)),
+            fs: Fs::with_windows(
+                env::cap("vfs").unwrap_or(0),
+                sawmill_linux::layout::LIB_FILE_WINDOWS,
+            ),
             console: env::cap("console").map(console::Client::new),
             console_in: env::cap("console-in").map(console::Client::new),
             rng,

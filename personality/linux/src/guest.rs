@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering};
 use sawmill_abi::{ForeignFrame, Utcb};
-use sawmill_fsclient::{Files, O_READ};
+use sawmill_fsclient::O_READ;
 use sawmill_interfaces::proc;
 use sawmill_linux::elf::{self, StackInfo, PF_W, PF_X};
 use sawmill_linux::errno::{self, Errno};
@@ -66,15 +66,6 @@ static PROGRAM_ENTRY: AtomicU64 = AtomicU64::new(0);
 
 fn process() -> &'static mut Process {
     PROCESS.get().as_mut().expect("process state set at start")
-}
-
-/// The process's file-system client. (Until the files layer exposes its own instance; then this
-/// becomes a call to it.)
-fn files() -> &'static mut Files {
-    static FILES: Single<Option<Files>> = Single(UnsafeCell::new(None));
-    FILES
-        .get()
-        .get_or_insert_with(|| Files::new(env::cap("vfs").unwrap_or(u64::MAX)))
 }
 
 /// Ends the process with `status` through the process server; without one (a test launcher
@@ -182,7 +173,7 @@ pub fn start() {
         layout::PROGRAM_MIN,
         layout::LIB_RM_END,
         layout::LIB_RM_BASE + PAGE,
-        layout::LIB_RM_END,
+        layout::LIB_FILE_WINDOWS,
         layout::LIB_RM_BASE,
     )
     .and_then(|_| rm::init())
@@ -286,15 +277,17 @@ fn cpuid_edx() -> u64 {
 
 /// Opens the program, checks it and attaches its segments. Returns the placed image.
 fn load(path: &str) -> elf::Image {
-    let fs = files();
-    let fd = match fs.open(path, O_READ, 0) {
-        Ok(fd) => fd,
+    // The file stays open in the process's file client (not among the program's descriptors)
+    // for as long as the process runs: its segments are mapped from it.
+    let opened = files_guest::with_fs(|fs| {
+        let fd = fs.open(path, O_READ, 0)?;
+        let size = fs.fstat(fd).map(|s| s.size).unwrap_or(0);
+        let file = fs.file_cap(fd).map_err(|_| sawmill_fsclient::Error::Io)?;
+        Ok((size, file))
+    });
+    let (size, file) = match opened {
+        Ok(x) => x,
         Err(e) => cannot_start(path, fs_why(e), errno::ENOENT),
-    };
-    let size = fs.fstat(fd).map(|s| s.size).unwrap_or(0);
-    let file = match fs.file_cap(fd) {
-        Ok(c) => c,
-        Err(_) => cannot_start(path, "no file capability", errno::EIO),
     };
     if size == 0 {
         cannot_start(path, "empty file", errno::ENOEXEC);
@@ -443,13 +436,10 @@ fn syscall(n: u64, a: [u64; 6]) -> SysResult {
     }
     let r = match core_call(n, a) {
         Some(r) => r,
-        None => match files_guest::dispatch(n, a, &GuestUser) {
-            Some(r) => r,
-            None => console_fallback(n, a).unwrap_or_else(|| {
-                unknown(n);
-                Err(errno::ENOSYS)
-            }),
-        },
+        None => files_guest::dispatch(n, a, &GuestUser).unwrap_or_else(|| {
+            unknown(n);
+            Err(errno::ENOSYS)
+        }),
     };
     if p.trace {
         println!("[{}] {}", p.pid, trace::line(n, &a, r));
@@ -470,39 +460,6 @@ fn unknown(n: u64) {
     match nr::name(n) {
         Some(name) => println!("linux: unimplemented system call {} ({}): ENOSYS", name, n),
         None => println!("linux: unknown system call {}: ENOSYS", n),
-    }
-}
-
-/// FALLBACK until the files layer serves descriptors: `write`/`writev` to 1 and 2 go to the
-/// debug console. This is the one place; when `files_guest::dispatch` serves them it is never
-/// reached for them.
-fn console_fallback(n: u64, a: [u64; 6]) -> Option<SysResult> {
-    let out = |addr: u64, len: u64| -> Result<(), Errno> {
-        let mut buf = alloc::vec![0u8; len.min(1 << 20) as usize];
-        GuestUser.read(addr, &mut buf)?;
-        sawmill_rt::write_bytes(&buf);
-        Ok(())
-    };
-    match n {
-        nr::WRITE if a[0] == 1 || a[0] == 2 => Some(out(a[1], a[2]).map(|_| a[2].min(1 << 20))),
-        nr::WRITEV if a[0] == 1 || a[0] == 2 => Some((|| {
-            if a[2] > 1024 {
-                return Err(errno::EINVAL);
-            }
-            let mut total = 0u64;
-            for i in 0..a[2] {
-                let mut iov = [0u8; 16];
-                GuestUser.read(a[1].wrapping_add(i * 16), &mut iov)?;
-                let base = u64::from_le_bytes(iov[0..8].try_into().unwrap());
-                let len = u64::from_le_bytes(iov[8..16].try_into().unwrap());
-                if len > 0 {
-                    out(base, len)?;
-                }
-                total += len;
-            }
-            Ok(total)
-        })()),
-        _ => None,
     }
 }
 
@@ -621,15 +578,11 @@ fn sys_brk(want: u64) -> u64 {
     p.brk.cur
 }
 
-/// The program's used ranges, for placement: every region, and the fsclient's file windows.
+/// The program's used ranges, for placement: every region (the file client's windows lie above
+/// the program's range, `layout::LIB_FILE_WINDOWS`).
 fn used_ranges() -> Vec<(u64, u64)> {
-    let mut v = rm::ranges();
-    v.push(FSCLIENT_WINDOWS);
-    v
+    rm::ranges()
 }
-/// Where `lib/fsclient` maps file pages for `read`/`pread` (its WINDOWS, 64 windows of 64 MiB);
-/// kept free of the program's mappings.
-const FSCLIENT_WINDOWS: (u64, u64) = (0x8000_0000, 0x8000_0000 + 64 * (64 << 20));
 
 fn sys_mmap(a: [u64; 6]) -> SysResult {
     let req = mm::mmap_args(a[0], a[1], a[2], a[3], a[4], a[5])?;

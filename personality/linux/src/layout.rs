@@ -35,11 +35,16 @@ pub const LIB_HEAP: u64 = 0x7010_0000;
 pub const LIB_STACK_TOP: u64 = 0x7800_0000;
 pub const LIB_UTCB: u64 = 0x7810_0000;
 pub const LIB_HUGE: u64 = 0x7a00_0000;
-/// The region manager places the library's own attachments (file windows, buffers) here.
+/// The region manager places the library's own attachments (buffers, the program's ELF while
+/// loading) here, up to the file client's windows.
 pub const LIB_RM_BASE: u64 = 0x0000_5000_0000_0000;
 pub const LIB_RM_END: u64 = 0x0000_6000_0000_0000;
+/// lib/fsclient's per-file windows (cache pages mapped for `read`) and write buffers, in
+/// `[LIB_FILE_WINDOWS, LIB_RM_END)` (`sawmill_fsclient::WINDOWS_SPAN` of it).
+pub const LIB_FILE_WINDOWS: u64 = 0x0000_5f00_0000_0000;
 
 const _: () = assert!(STACK_TOP < PROGRAM_END && MMAP_TOP > LIB_END);
 const _: () = assert!(PROGRAM_END <= LIB_RM_BASE && LIB_END <= 0x8000_0000);
+const _: () = assert!(LIB_RM_BASE < LIB_FILE_WINDOWS && LIB_FILE_WINDOWS < LIB_RM_END);
 const _: () = assert!(LIB_ENV > LIB_IMAGE && LIB_HEAP > LIB_ENV && LIB_STACK_TOP > LIB_HEAP);
 const _: () = assert!(LIB_UTCB > LIB_STACK_TOP && LIB_HUGE > LIB_UTCB && LIB_HUGE < LIB_END);

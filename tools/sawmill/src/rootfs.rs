@@ -97,13 +97,18 @@ fn run(cmd: &mut Command) -> Result<String, String> {
     Ok(text)
 }
 
-/// Copies a host tree into `to`, keeping symbolic links as links and permission bits.
+/// Copies a host tree into `to`, keeping symbolic links as links and permission bits. Entries
+/// are made in name order, so small (linear) directories list in that order on any copy.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     std::fs::create_dir_all(to).map_err(io(to))?;
     let md = std::fs::metadata(from).map_err(io(from))?;
     std::fs::set_permissions(to, md.permissions()).map_err(io(to))?;
-    for e in std::fs::read_dir(from).map_err(io(from))? {
-        let e = e.map_err(|e| e.to_string())?;
+    let mut entries: Vec<_> = std::fs::read_dir(from)
+        .map_err(io(from))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", from.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
         let (src, dst) = (e.path(), to.join(e.file_name()));
         let ft = e.file_type().map_err(|e| e.to_string())?;
         if ft.is_dir() {

@@ -42,12 +42,16 @@ pub const GUEST_BIN: &str = "/opt/bin";
 pub const TREE_TIME: i64 = 1_700_000_000;
 /// The environment of both runs: the default one plus a fixed time zone (the host's
 /// /etc/localtime must not matter) and the terminal size busybox falls back to.
+/// Sorted by name: the host's `Command` passes its environment sorted, so `env` shows the
+/// same order on both sides.
 pub const ENV: &[&str] = &[
-    "PATH=/bin:/usr/bin:/sbin:/usr/sbin",
     "HOME=/root",
+    "PATH=/bin:/usr/bin:/sbin:/usr/sbin",
     "TERM=vt100",
     "TZ=UTC0",
 ];
+/// An empty directory added to every copy of the tree (git keeps no empty directories).
+pub const EMPTY_DIR: &str = "emptydir";
 /// Terminal size of the host's pseudo-terminal (what the console reports).
 pub const COLUMNS: u16 = 80;
 pub const ROWS: u16 = 24;
@@ -306,16 +310,30 @@ fn set_time(p: &Path, t: i64) -> Result<(), String> {
     Ok(())
 }
 
-/// Gives every entry under `root` (and `root`) the fixed tree time, children first.
+/// Gives every entry under `root` (and `root`) the fixed tree time, children first, and the
+/// permissions a checkout under umask 022 has (the checkout's umask must not matter).
 pub fn fix_times(root: &Path) -> Result<(), String> {
+    let perm = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
     for e in std::fs::read_dir(root).map_err(|e| format!("{}: {e}", root.display()))? {
         let e = e.map_err(|e| e.to_string())?;
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+        let ft = e.file_type().map_err(|e| e.to_string())?;
+        if ft.is_dir() {
             fix_times(&e.path())?;
-        } else {
-            set_time(&e.path(), TREE_TIME)?;
+            continue;
         }
+        if ft.is_file() {
+            let md = e.metadata().map_err(|e| e.to_string())?;
+            perm(
+                &e.path(),
+                if md.mode() & 0o111 != 0 { 0o755 } else { 0o644 },
+            )?;
+        }
+        set_time(&e.path(), TREE_TIME)?;
     }
+    perm(root, 0o755)?;
     set_time(root, TREE_TIME)
 }
 
@@ -323,8 +341,8 @@ pub fn fix_times(root: &Path) -> Result<(), String> {
 fn fresh_tree(repo: &Repo, to: &Path) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(to);
     rootfs::copy_tree(&repo.root.join(TREE), to)?;
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("{}: {e}", to.display()))?;
+    let empty = to.join(EMPTY_DIR);
+    std::fs::create_dir_all(&empty).map_err(|e| format!("{}: {e}", empty.display()))?;
     fix_times(to)
 }
 
@@ -756,7 +774,11 @@ fn run_case(repo: &Repo, w: &Work, c: &Case, host_only: bool) -> (bool, Vec<Stri
         }
         let progs = w.progs.display().to_string();
         match host_run(&c.argv(&progs), &host_dir, &input) {
-            Ok(o) => Some(o),
+            Ok(o) => {
+                // Kept for reading: what the oracle printed.
+                let _ = std::fs::write(w.dir.join(format!("{slug}.expected")), &o.output);
+                Some(o)
+            }
             Err(e) => return fail(format!("host: {e}")),
         }
     };

@@ -58,6 +58,8 @@ pub const ROWS: u16 = 24;
 const HOST_TIMEOUT: Duration = Duration::from_secs(60);
 const GUEST_TIMEOUT: Duration = Duration::from_secs(300);
 const EOF_CHAR: u8 = 0x04;
+/// What a `@survive` program prints when the system still answered its last calls.
+pub const SURVIVED: &str = ": survived\n";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -78,17 +80,17 @@ pub struct Case {
 
 impl Case {
     pub fn title(&self) -> String {
-        let prog = match &self.kind {
-            Kind::Busybox => String::new(),
-            Kind::Prog(p) => format!("{p} "),
-            Kind::Survive(p) => format!("{p} (survive) "),
-        };
-        let stdin = self
-            .stdin
-            .as_ref()
-            .map(|s| format!(" < {s}"))
-            .unwrap_or_default();
-        format!("{} {prog}{}{stdin}", self.at, self.args.join(" "))
+        let mut words = vec![self.at.clone()];
+        match &self.kind {
+            Kind::Busybox => {}
+            Kind::Prog(p) => words.push(p.clone()),
+            Kind::Survive(p) => words.push(format!("{p} (survive)")),
+        }
+        words.extend(self.args.iter().cloned());
+        if let Some(s) = &self.stdin {
+            words.push(format!("< {s}"));
+        }
+        words.join(" ")
     }
 
     /// The argv on one side: busybox (same path on both) or a test program.
@@ -828,10 +830,16 @@ fn run_case(repo: &Repo, w: &Work, c: &Case, host_only: bool) -> (bool, Vec<Stri
     let mut details = Vec::new();
     match (&booted.ending, &want) {
         (Err(e), _) => problems.push(e.clone()),
-        (Ok(_), None) => {
-            // Survival: the program ended (any way) and root finished its round.
+        (Ok(end), None) => {
+            // Survival: root finished its round after the program ended (every server up), and
+            // the program either was killed alone or reported that proc and the file system
+            // still answered.
             if !booted.log.contains("root: all done") {
                 problems.push("root did not finish after the program ended".into());
+            }
+            let said = String::from_utf8_lossy(&got_out).contains(SURVIVED);
+            if matches!(end, super::Ending::Exited(_)) && !said {
+                problems.push(format!("the program exited without `{SURVIVED}`"));
             }
         }
         (Ok(end), Some(want)) => {

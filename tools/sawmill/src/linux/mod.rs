@@ -182,6 +182,8 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
         ending: Err(e),
         log: String::new(),
     };
+    // A log left from an earlier run must not be read as this one's.
+    let _ = std::fs::remove_file(&b.log);
     let (img, spec) = match prepare(repo, b) {
         Ok(x) => x,
         Err(e) => return fail(e),
@@ -195,7 +197,6 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
             output: output.clone(),
         },
     };
-    let _ = std::fs::remove_file(&b.log);
     let cfg = qemu::Config {
         image: img,
         memory: spec.memory.clone(),
@@ -303,6 +304,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
                 .into(),
         );
     }
+    available(repo)?;
     let disk = match &o.root {
         Some(p) if p.is_file() => p.clone(),
         Some(p) => return Err(format!("{}: no such root image", p.display())),
@@ -359,7 +361,8 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
             }
             Ok(e.status())
         }
-        Err(e) => Err(format!("{e}; debug console log: {}", log.display())),
+        Err(e) if log.is_file() => Err(format!("{e}; debug console log: {}", log.display())),
+        Err(e) => Err(e),
     }
 }
 
@@ -374,7 +377,10 @@ pub fn describe(e: Ending) -> String {
 pub fn available(repo: &Repo) -> Result<(), String> {
     let m = repo.root.join(MANIFEST);
     if !m.is_file() {
-        return Err(format!("{} is missing", Path::new(MANIFEST).display()));
+        return Err(format!(
+            "{} is missing (the Linux system is not in this tree)",
+            Path::new(MANIFEST).display()
+        ));
     }
     Ok(())
 }

@@ -858,12 +858,7 @@ fn run_case(repo: &Repo, w: &Work, c: &Case, host_only: bool) -> (bool, Vec<Stri
                 ));
             }
             let mut host = Vec::new();
-            match host_tree(&host_dir, "", &mut host).and_then(|_| {
-                image_tree(&img, GUEST_TREE).map(|g| {
-                    host.sort_by(|a, b| a.path.split('/').cmp(b.path.split('/')));
-                    g
-                })
-            }) {
+            match host_tree(&host_dir, "", &mut host).and_then(|_| image_tree(&img, GUEST_TREE)) {
                 Ok(got) => {
                     let p = tree_problems(&host, &got, w.started);
                     if !p.is_empty() {

@@ -255,8 +255,7 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
             let qerr = std::fs::read_to_string(&qlog).unwrap_or_default();
             let qerr = qerr
                 .lines()
-                .filter(|l| !l.contains("terminating on signal"))
-                .last()
+                .rfind(|l| !l.contains("terminating on signal"))
                 .map(|l| format!(" (QEMU: {l})"))
                 .unwrap_or_default();
             Err(format!(

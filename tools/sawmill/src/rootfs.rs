@@ -231,6 +231,8 @@ pub fn image_from_stage(stage: &Path, output: &Path, size_mb: u64) -> Result<(),
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
+    // The device nodes go into /dev, whatever the stage held.
+    mkdir_mode(&stage.join("dev"), 0o755)?;
     let tmp = output.with_extension("img.part");
     let _ = std::fs::remove_file(&tmp);
     run(Command::new("mke2fs")

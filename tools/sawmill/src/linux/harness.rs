@@ -1026,6 +1026,38 @@ mod tests {
         assert!(!same(&e(5), &e(170), 100));
     }
 
+    /// The comparison itself: the input tree on the host and in an image made from it are the
+    /// same tree, so a mismatch after a run is the run's doing.
+    #[test]
+    fn a_fresh_image_matches_the_fresh_host_tree() {
+        if Command::new("mke2fs").arg("-V").output().is_err() {
+            return;
+        }
+        let repo = Repo {
+            root: Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        };
+        let dir = std::env::temp_dir().join(format!("sawmill-harness-{}", std::process::id()));
+        let host = dir.join("host");
+        let stage = dir.join("stage");
+        fresh_tree(&repo, &host).unwrap();
+        fresh_tree(&repo, &stage.join("t")).unwrap();
+        let img = dir.join("t.img");
+        rootfs::image_from_stage(&stage, &img, 16).unwrap();
+        let mut want = Vec::new();
+        host_tree(&host, "", &mut want).unwrap();
+        let got = image_tree(&img, GUEST_TREE).unwrap();
+        assert!(want.len() > 10, "{want:?}");
+        assert_eq!(tree_problems(&want, &got, i64::MAX), Vec::<String>::new());
+        assert!(want.iter().all(|e| e.mtime == TREE_TIME));
+        // A changed byte is seen.
+        std::fs::write(host.join("a.txt"), "changed").unwrap();
+        let mut want = Vec::new();
+        host_tree(&host, "", &mut want).unwrap();
+        assert_eq!(tree_problems(&want, &got, i64::MAX).len(), 1);
+        assert!(fsck(&img).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn host_pty_run_looks_like_a_terminal() {
         if !Path::new(rootfs::HOST_BUSYBOX).is_file() {

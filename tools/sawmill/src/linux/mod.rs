@@ -318,7 +318,9 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
     let terminal = match &o.stdin {
         None => Terminal::Here,
         Some(f) => Terminal::Piped {
-            input: std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?,
+            input: harness::terminal_input(
+                &std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?,
+            ),
             output: piped_out.clone(),
         },
     };

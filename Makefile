@@ -1,5 +1,5 @@
 # Each target installs what is missing (scripts/setup.sh), then hands over to ./sawmill.
-.PHONY: run test lint bench hostile build clean setup setup-bench
+.PHONY: run test lint bench hostile build clean setup setup-bench test-linux
 
 SYSTEM ?= default
 
@@ -17,6 +17,10 @@ run: setup
 
 test: setup
 	./sawmill test
+
+# The Linux test harness alone (busybox applets and tests/linux/*.c against the host's Linux).
+test-linux: setup
+	./sawmill test-linux
 
 # Also part of `make test`.
 lint: setup

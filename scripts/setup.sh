@@ -7,10 +7,13 @@ set -euo pipefail
 
 # gcc + libc6-dev: the C linker and C runtime rustc needs to link host programs (the tool, tests).
 # grub-pc-bin, grub-common, xorriso, mtools: the test that boots the image through GRUB.
-# musl-tools: the Linux personality's test programs (static C, `cbins` of a scenario disk).
-packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools musl-tools)
+# busybox-static: the Linux system's root image and the Linux tests' oracle (/bin/busybox).
+# musl-tools: musl-gcc, which builds the Linux test programs (tests/linux/*.c) statically,
+# and the personality's own test programs (`cbins` of a scenario disk).
+packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools
+          busybox-static musl-tools)
 if [ "${1:-}" = "bench" ]; then
-    packages+=(busybox-static cpio linux-image-amd64)
+    packages+=(cpio linux-image-amd64)
 fi
 
 installed() {

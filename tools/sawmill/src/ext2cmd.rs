@@ -27,7 +27,7 @@ const USAGE: &str = "usage: sawmill ext2 <command> ...
   check IMAGE                consistency report";
 
 /// A file-backed device (pread/pwrite through std).
-struct FileDevice {
+pub(crate) struct FileDevice {
     file: File,
     size: u64,
 }
@@ -59,7 +59,7 @@ impl BlockDevice for FileDevice {
     }
 }
 
-type Image = Fs<FileDevice>;
+pub(crate) type Image = Fs<FileDevice>;
 type CmdResult = Result<i32, String>;
 
 pub fn main(args: &[String]) -> i32 {
@@ -83,7 +83,7 @@ pub fn run_to(args: &[String], out: &mut dyn Write) -> i32 {
     }
 }
 
-fn open_image(path: &str, write: bool) -> Result<Image, String> {
+pub(crate) fn open_image(path: &str, write: bool) -> Result<Image, String> {
     let file = fs::OpenOptions::new()
         .read(true)
         .write(write)

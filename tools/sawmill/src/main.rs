@@ -12,8 +12,10 @@ mod guest;
 mod hostilecmd;
 mod image;
 mod lint;
+mod linux;
 mod qemu;
 mod repo;
+mod rootfs;
 mod scenario;
 mod testcmd;
 
@@ -47,9 +49,10 @@ enum Cmd {
         #[arg(long)]
         no_build: bool,
     },
-    /// Boot a system in QEMU with the serial console on this terminal.
+    /// Boot a system in QEMU with the serial console on this terminal; `run linux [OPTIONS] --
+    /// PROGRAM [ARGS...]` runs one Linux program on the Linux system and exits with its status.
     Run {
-        /// System name or manifest path.
+        /// System name or manifest path (`linux`: the Linux system with PROGRAM as process 1).
         #[arg(default_value = "default")]
         system: String,
         /// Hard timeout in seconds; QEMU is killed when it expires.
@@ -61,6 +64,49 @@ enum Cmd {
         /// Use the guest binaries already built instead of running cargo.
         #[arg(long)]
         no_build: bool,
+        /// linux: the root file system image (default: target/linux/root.img, built if missing).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// linux: show only what the program writes (the debug console goes to
+        /// target/linux/run.log only).
+        #[arg(long)]
+        quiet: bool,
+        /// linux: print every system call of the program on the debug console, like strace.
+        #[arg(long)]
+        trace: bool,
+        /// linux: feed this file to the program's terminal (then ^D) instead of this terminal.
+        #[arg(long)]
+        stdin: Option<PathBuf>,
+        /// linux: the program and its arguments (after `--`).
+        #[arg(last = true)]
+        program: Vec<String>,
+    },
+    /// Build a root file-system image for the Linux system: Debian's static busybox with a link
+    /// per applet, /etc/passwd and /etc/group, /tmp, /root, /dev nodes, plus the given trees.
+    Rootfs {
+        /// Host directories copied into the image's root, in order.
+        trees: Vec<PathBuf>,
+        /// Output image.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Image size in MiB.
+        #[arg(long, default_value_t = rootfs::DEFAULT_SIZE_MB)]
+        size_mb: u64,
+        /// The busybox binary to put in /bin.
+        #[arg(long, default_value = rootfs::HOST_BUSYBOX)]
+        busybox: PathBuf,
+    },
+    /// The Linux test harness alone: each case of tests/linux/*.txt on the host and in sawmill,
+    /// compared (also part of a full `test` run).
+    TestLinux {
+        /// Only cases whose title contains one of these (e.g. `applets.txt:12`, `sort`).
+        filters: Vec<String>,
+        /// Cases run in parallel.
+        #[arg(short, long, default_value_t = 2)]
+        jobs: usize,
+        /// Run only the host side (the oracle), e.g. to check a new case.
+        #[arg(long)]
+        host_only: bool,
     },
     /// Run host unit tests and the QEMU scenarios in systems/tests/ (or only the named ones).
     Test {
@@ -153,7 +199,53 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
             timeout,
             icount,
             no_build,
-        } => run(&repo, &system, timeout, icount, no_build),
+            root,
+            quiet,
+            trace,
+            stdin,
+            program,
+        } => {
+            if system == "linux" {
+                return linux::run(
+                    &repo,
+                    &linux::RunOptions {
+                        argv: program,
+                        root,
+                        quiet,
+                        trace,
+                        stdin,
+                        timeout,
+                        no_build,
+                    },
+                );
+            }
+            if !program.is_empty() || root.is_some() || quiet || trace || stdin.is_some() {
+                return Err(
+                    "--root, --quiet, --trace, --stdin and a program are for `run linux`".into(),
+                );
+            }
+            run(&repo, &system, timeout, icount, no_build)
+        }
+        Cmd::Rootfs {
+            trees,
+            output,
+            size_mb,
+            busybox,
+        } => {
+            rootfs::build(&rootfs::Options {
+                trees,
+                output: output.clone(),
+                size_mb,
+                busybox,
+            })?;
+            println!("{}: root image ({size_mb} MiB)", output.display());
+            Ok(0)
+        }
+        Cmd::TestLinux {
+            filters,
+            jobs,
+            host_only,
+        } => Ok(testcmd::run_linux(&repo, filters, jobs, host_only)),
         Cmd::Test {
             scenarios,
             jobs,

@@ -516,6 +516,11 @@ impl Proc {
             let _ = self.table.reap(pid);
         }
         if pid == INIT {
+            // As Linux's reboot does: what the processes wrote reaches the disks before the
+            // machine stops.
+            if let Err(e) = self.files.sync() {
+                println!("proc: sync before shutdown failed: {:?}", e);
+            }
             report_init(status);
             self.done = true;
         }

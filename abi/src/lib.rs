@@ -525,6 +525,15 @@ pub mod kinfo {
     pub const TICKS: u64 = 1;
     /// Frames of user RAM handed to root.
     pub const USER_FRAMES: u64 = 2;
+    /// The real-time clock at boot, in seconds since 1970 (read from the CMOS RTC; 0 if it
+    /// held no valid date).
+    pub const BOOT_EPOCH: u64 = 3;
+    /// The time-stamp counter when the RTC was read.
+    pub const BOOT_TSC: u64 = 4;
+    /// The time-stamp counter's rate in kHz, measured against the timer in the first tenth of a
+    /// second after boot; 0 until then. Wall time = `BOOT_EPOCH` + (rdtsc - `BOOT_TSC`) / rate
+    /// (`sawmill_rt::clock`).
+    pub const TSC_KHZ: u64 = 5;
     /// `USER_RANGES + 2i` and `+ 2i + 1`: start and end of user RAM range `i` (0 past the last).
     pub const USER_RANGES: u64 = 16;
 }

@@ -13,6 +13,7 @@ extern crate alloc;
 // Hardware and memory:
 mod arch;
 mod boot;
+mod clock;
 mod mem;
 mod paging;
 mod serial;
@@ -309,6 +310,7 @@ extern "C" fn kmain() -> ! {
     arch::init();
     state::init();
     trace::init(&cmdline);
+    clock::init();
     {
         let kk = kernel();
         for (i, r) in all_ram[..nall.min(mem::MAX_RANGES)].iter().enumerate() {

@@ -43,6 +43,11 @@ pub struct Kernel {
     pub loaded_gs: u64,
     pub loaded_cr3: u64,
     pub ticks: u64,
+    /// The wall clock's figures (`clock`).
+    pub boot_epoch: u64,
+    pub boot_tsc: u64,
+    pub calibration_tsc: u64,
+    pub tsc_khz: u64,
     pub irqs: [IrqLine; 16],
     /// Dropped references not yet accounted (see `object::reap`).
     pub release: Vec<Cap>,
@@ -99,6 +104,10 @@ pub fn init() {
         loaded_gs: 0,
         loaded_cr3: 0,
         ticks: 0,
+        boot_epoch: 0,
+        boot_tsc: 0,
+        calibration_tsc: 0,
+        tsc_khz: 0,
         irqs: [IrqLine {
             notif: core::ptr::null_mut(),
             bits: 0,

@@ -130,6 +130,9 @@ fn kernel_info(which: u64) -> Result<u64, Error> {
         kinfo::KMEM_FREE => mem::kmem_free(),
         kinfo::TICKS => kernel().ticks,
         kinfo::USER_FRAMES => phys().user_frames,
+        kinfo::BOOT_EPOCH => kernel().boot_epoch,
+        kinfo::BOOT_TSC => kernel().boot_tsc,
+        kinfo::TSC_KHZ => kernel().tsc_khz,
         x if (kinfo::USER_RANGES..kinfo::USER_RANGES + 2 * mem::MAX_RANGES as u64).contains(&x) => {
             let i = ((x - kinfo::USER_RANGES) / 2) as usize;
             let r = if i < phys().nuser {

@@ -65,6 +65,7 @@ fn fpu_switch() {
 fn timer() {
     lapic_write(0xb0, 0);
     kernel().ticks += 1;
+    crate::clock::tick();
     crate::iommu::poll_faults();
 }
 

@@ -8,6 +8,7 @@
 
 extern crate alloc;
 
+pub mod clock;
 pub mod env;
 pub mod ipc;
 pub mod sys;

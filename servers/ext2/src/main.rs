@@ -63,8 +63,6 @@ const FILE_RO: u64 = 1 << 62;
 /// How many shadow pages ([`Shadow`]) a PFS keeps at most unless `shadow_pages=N` says
 /// otherwise; past that the oldest is revoked and reused (its client faults it in again).
 const MAX_SHADOWS: usize = 128;
-/// A fixed timestamp for changes: the system has no wall clock.
-const NOW: u32 = 1_700_000_000;
 
 fn err(e: E2) -> FsError {
     match e {
@@ -123,6 +121,7 @@ fn statfs_out(fs: &Fs<Dev>) -> StatfsOut {
 
 /// The engine's change for `which` (times set to now at `now`).
 fn set_attr_of(
+    now: u32,
     mode: u32,
     uid: u32,
     gid: u32,
@@ -130,9 +129,9 @@ fn set_attr_of(
     mtime: u32,
     which: SetAttrFields,
 ) -> SetAttr {
-    let time = |now: SetAttrFields, given: SetAttrFields, t: u32| {
-        if which.contains(now) {
-            Some(NOW)
+    let time = |to_now: SetAttrFields, given: SetAttrFields, t: u32| {
+        if which.contains(to_now) {
+            Some(now)
         } else {
             which.contains(given).then_some(t)
         }
@@ -287,6 +286,8 @@ struct Pfs {
     shadows: Vec<Shadow>,
     max_shadows: usize,
     name: &'static str,
+    /// The wall clock that stamps changes (read with `rdtsc`, no system call).
+    clock: sawmill_rt::clock::Wall,
     /// The receive slot, and per reply: the cache pages `file.map` hands out, the session
     /// capability `session` handed over (our copy goes once the reply is out).
     after: AfterReply,
@@ -314,7 +315,15 @@ impl Pfs {
         let st = self.fs.stat(ino).map_err(err)?;
         let cred = cred.map(|(uid, gid)| Cred { uid, gid });
         sawmill_interfaces::may_setattr(attr(&st), cred, which, uid, gid)?;
-        let a = set_attr_of(mode, uid, gid, atime, mtime, which);
+        let a = set_attr_of(
+            self.clock.now_secs() as u32,
+            mode,
+            uid,
+            gid,
+            atime,
+            mtime,
+            which,
+        );
         self.fs.set_attr(ino, &a).map_err(err)
     }
 
@@ -1132,6 +1141,8 @@ impl dataspace::Server for Pfs {
 impl rpc::Serve for Pfs {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        // Every change this request makes is stamped with the time it arrived.
+        self.fs.set_time(self.clock.now_secs() as u32);
         if m.badge >= FILE_BASE
             && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label())
         {
@@ -1316,7 +1327,8 @@ fn main() {
             return;
         }
     };
-    fs.set_time(NOW);
+    let clock = sawmill_rt::clock::Wall::get();
+    fs.set_time(clock.now_secs() as u32);
     let st = fs.statfs();
     println!(
         "ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB",
@@ -1328,6 +1340,7 @@ fn main() {
         return;
     }
     let mut p = Pfs {
+        clock,
         fs,
         cache,
         ep,

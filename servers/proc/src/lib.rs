@@ -1,6 +1,6 @@
 //! The process server's logic, host-tested: the process table ([`table`]), what makes a file
-//! runnable and how a program name is found ([`exec`]), the clock a process starts from
-//! ([`clock`]) and how a CPU exception becomes a signal ([`signal`]). The binary (`src/main.rs`)
+//! runnable and how a program name is found ([`exec`]) and how a CPU exception becomes a signal
+//! ([`signal`]). The binary (`src/main.rs`)
 //! adds the system calls, the file system and the server loop.
 //!
 //! It touches nothing but its own data.
@@ -8,7 +8,6 @@
 
 extern crate alloc;
 
-pub mod clock;
 pub mod exec;
 pub mod signal;
 pub mod table;

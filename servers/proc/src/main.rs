@@ -11,7 +11,7 @@
 //!
 //! It touches its own task, the objects it creates from its factory (every process's factory,
 //! task and thread), the pages of its pool (a `mem` dataspace processes are built from), the
-//! files it checks through the VFS, and the CMOS clock's ports (0x70-0x71), read once at start.
+//! files it checks through the VFS.
 //! The bookkeeping is the library (`src/lib.rs`, host-tested).
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]

@@ -10,7 +10,6 @@ use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{proc, FsError, ProcError};
 use sawmill_linux::layout as linux;
-use sawmill_proc::clock::{self, Rtc};
 use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
@@ -35,10 +34,6 @@ const SECONDARY_BIT: u64 = 1 << 61;
 const MAX_PROCS: usize = 64;
 /// The main thread's stack in the library (its own stacks for the program come from its heap).
 const LIB_STACK: u64 = 64 * 1024;
-/// The kernel's timer tick (docs/ARCHITECTURE.md §2: the LAPIC's 10 ms period).
-const TICK_US: u64 = 10_000;
-/// Timer ticks the time-stamp counter is measured over at start.
-const CALIBRATION_TICKS: u64 = 5;
 
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("proc: FAIL {}", what);
@@ -118,67 +113,17 @@ struct Proc {
     done: bool,
 }
 
-fn cmos_read(reg: u8) -> u8 {
-    // SAFETY: the manifest gives proc ports 0x70-0x71 (the CMOS index and data ports); selecting
-    // a register and reading it touches nothing else (bit 7 keeps NMIs masked as they are).
-    unsafe {
-        core::arch::asm!("out 0x70, al", in("al") reg | 0x80, options(nomem, nostack));
-        let v: u8;
-        core::arch::asm!("in al, 0x71", out("al") v, options(nomem, nostack));
-        v
-    }
-}
-
-fn rtc_snapshot() -> Rtc {
-    Rtc {
-        sec: cmos_read(0x00),
-        min: cmos_read(0x02),
-        hour: cmos_read(0x04),
-        day: cmos_read(0x07),
-        month: cmos_read(0x08),
-        year: cmos_read(0x09),
-        century: cmos_read(0x32),
-        status_b: cmos_read(0x0b),
-    }
-}
-
-/// Reads the RTC (twice the same outside an update, as the data sheet advises) and measures the
-/// time-stamp counter's rate against the kernel's timer ticks.
+/// The wall clock every process starts from: the kernel's figures (the RTC read at boot, the
+/// time-stamp counter's rate).
 fn read_clock() -> Clock {
-    let mut rtc = rtc_snapshot();
-    for _ in 0..1000 {
-        // Status A bit 7: an update is in progress; wait it out.
-        while cmos_read(0x0a) & 0x80 != 0 {
-            sys::yield_now();
-        }
-        let again = rtc_snapshot();
-        if again == rtc {
-            break;
-        }
-        rtc = again;
+    let w = sawmill_rt::clock::Wall::get();
+    if w.epoch == 0 {
+        println!("proc: the kernel has no valid date; the clock starts at 1970");
     }
-    let tsc = sys::rdtsc();
-    let unix = rtc.unix_time().unwrap_or_else(|| {
-        println!(
-            "proc: the RTC holds no valid date ({:?}); the clock starts at 1970",
-            rtc
-        );
-        0
-    });
-    let ticks = || sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0);
-    let t0 = ticks();
-    while ticks() == t0 {
-        sys::yield_now();
-    }
-    let (t1, c1) = (ticks(), sys::rdtsc());
-    while ticks() < t1 + CALIBRATION_TICKS {
-        sys::yield_now();
-    }
-    let (t2, c2) = (ticks(), sys::rdtsc());
     Clock {
-        unix,
-        tsc,
-        khz: clock::tsc_khz(c2 - c1, t2 - t1, TICK_US),
+        unix: w.epoch,
+        tsc: w.tsc,
+        khz: w.khz,
     }
 }
 

@@ -1,5 +1,7 @@
-//! The clock a process starts from: the CMOS real-time clock read once when proc starts, turned
-//! into seconds since 1970, and the time-stamp counter's rate, from which the library keeps time.
+//! The wall clock's arithmetic: the CMOS real-time clock's registers (read once by the kernel
+//! at boot) turned into seconds since 1970, and the time-stamp counter's rate from two
+//! readings a known number of timer ticks apart. User space keeps time from these
+//! (`kinfo::BOOT_EPOCH`, `BOOT_TSC`, `TSC_KHZ`; `sawmill_rt::clock`).
 
 /// Raw CMOS RTC registers as read (0x00 seconds, 0x02 minutes, 0x04 hours, 0x07 day of month,
 /// 0x08 month, 0x09 year, 0x32 century, 0x0b status B).

@@ -72,25 +72,94 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
 }
 
+/// Why a file is not a program this system runs (a static x86-64 Linux executable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not an ELF file at all (no magic).
+    NotElf,
+    /// An ELF file of another kind: what it is.
+    WrongKind(&'static str),
+    /// Dynamically linked: the interpreter it names (bytes up to its NUL, `?` if unreadable).
+    Dynamic(Vec<u8>),
+}
+
+impl Refusal {
+    /// The errno: `ENOEXEC`, or `ELIBBAD` for a program that needs a dynamic loader.
+    pub fn errno(&self) -> Errno {
+        match self {
+            Refusal::Dynamic(_) => errno::ELIBBAD,
+            _ => errno::ENOEXEC,
+        }
+    }
+}
+
+/// Checks the ELF header and program headers at the start of a file (`head`: its first bytes,
+/// holding the program headers, as a linker puts them right after the header): ELF64,
+/// little-endian, x86-64, `ET_EXEC` or (static PIE) `ET_DYN`, without `PT_INTERP`. Both the
+/// process server (before it starts anything) and the library (before it maps anything) ask.
+pub fn check(head: &[u8]) -> Result<(), Refusal> {
+    if head.len() < 4 || head[..4] != *b"\x7fELF" {
+        return Err(Refusal::NotElf);
+    }
+    if head.len() < 64 {
+        return Err(Refusal::WrongKind("truncated ELF header"));
+    }
+    if head[4] != 2 {
+        return Err(Refusal::WrongKind("not a 64-bit ELF file"));
+    }
+    if head[5] != 1 {
+        return Err(Refusal::WrongKind("not little-endian"));
+    }
+    if u16_at(head, 18) != EM_X86_64 {
+        return Err(Refusal::WrongKind("not an x86-64 program"));
+    }
+    if !matches!(u16_at(head, 16), ET_EXEC | ET_DYN) {
+        return Err(Refusal::WrongKind(
+            "not an executable (object or core file)",
+        ));
+    }
+    let phoff = u64_at(head, 32);
+    let phent = u16_at(head, 54) as u64;
+    let phnum = u16_at(head, 56) as u64;
+    if phent != 56 || phnum == 0 || phnum > 64 {
+        return Err(Refusal::WrongKind("no usable program headers"));
+    }
+    phoff
+        .checked_add(phent * phnum)
+        .filter(|&e| e <= head.len() as u64)
+        .ok_or(Refusal::WrongKind(
+            "program headers beyond the start of the file",
+        ))?;
+    for i in 0..phnum {
+        let ph = (phoff + i * phent) as usize;
+        if u32_at(head, ph) == PT_INTERP {
+            let (off, size) = (u64_at(head, ph + 8), u64_at(head, ph + 32));
+            let name = off
+                .checked_add(size)
+                .filter(|&e| e <= head.len() as u64)
+                .map(|e| &head[off as usize..e as usize])
+                .map(|b| b.split(|&c| c == 0).next().unwrap_or(b).to_vec())
+                .unwrap_or_else(|| b"?".to_vec());
+            return Err(Refusal::Dynamic(name));
+        }
+    }
+    Ok(())
+}
+
 /// Checks and places the image whose first bytes (at least the ELF header and the program
 /// headers) are `head`; `file_size` is the whole file's size. Everything must lie in
 /// `[lo, hi)`. `ENOEXEC` for anything that is not a static x86-64 executable; a program that
 /// needs a dynamic loader (`PT_INTERP`) is refused with `ELIBBAD`.
 pub fn parse(head: &[u8], file_size: u64, lo: u64, hi: u64) -> Result<Image, Errno> {
-    if head.len() < 64 || head[0..4] != *b"\x7fELF" || head[4] != 2 || head[5] != 1 {
-        return Err(errno::ENOEXEC);
-    }
-    let kind = u16_at(head, 16);
-    if u16_at(head, 18) != EM_X86_64 || (kind != ET_EXEC && kind != ET_DYN) {
-        return Err(errno::ENOEXEC);
-    }
-    let base = if kind == ET_DYN { PIE_BASE } else { 0 };
+    check(head).map_err(|r| r.errno())?;
+    let base = if u16_at(head, 16) == ET_DYN {
+        PIE_BASE
+    } else {
+        0
+    };
     let phoff = u64_at(head, 32);
     let phent = u16_at(head, 54) as u64;
     let phnum = u16_at(head, 56) as u64;
-    if phent != 56 || phnum == 0 || phnum > 64 {
-        return Err(errno::ENOEXEC);
-    }
     let ph_end = phoff
         .checked_add(phent * phnum)
         .filter(|&e| e <= head.len() as u64 && e <= file_size)

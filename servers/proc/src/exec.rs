@@ -9,6 +9,7 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use sawmill_linux::elf::Refusal;
 use sawmill_linux::errno::{self, Errno};
 
 /// Bytes of the file proc reads to check it: the ELF header and the program headers must lie in
@@ -86,75 +87,15 @@ pub fn check_mode(mode: u32) -> Result<(), ExecError> {
     Ok(())
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
-
-const PT_INTERP: u32 = 3;
-const ET_EXEC: u16 = 2;
-const ET_DYN: u16 = 3;
-const EM_X86_64: u16 = 62;
-
-/// Checks the start of the file (`head`: its first [`HEAD_BYTES`], or all of it if shorter).
+/// Checks the start of the file (`head`: its first [`HEAD_BYTES`], or all of it if shorter):
+/// the personality's own check (`sawmill_linux::elf::check`), which the library repeats before
+/// it maps anything.
 pub fn check_elf(head: &[u8]) -> Result<(), ExecError> {
-    if head.len() < 4 || &head[..4] != b"\x7fELF" {
-        return Err(ExecError::NotElf);
-    }
-    if head.len() < 64 {
-        return Err(ExecError::WrongKind("truncated ELF header"));
-    }
-    if head[4] != 2 {
-        return Err(ExecError::WrongKind("not a 64-bit ELF file"));
-    }
-    if head[5] != 1 {
-        return Err(ExecError::WrongKind("not little-endian"));
-    }
-    if u16_at(head, 18) != EM_X86_64 {
-        return Err(ExecError::WrongKind("not an x86-64 program"));
-    }
-    match u16_at(head, 16) {
-        ET_EXEC | ET_DYN => {}
-        _ => {
-            return Err(ExecError::WrongKind(
-                "not an executable (object or core file)",
-            ))
-        }
-    }
-    let phoff = u64_at(head, 32);
-    let phentsize = u16_at(head, 54) as u64;
-    let phnum = u16_at(head, 56) as u64;
-    if phentsize < 56 || phnum == 0 {
-        return Err(ExecError::WrongKind("no program headers"));
-    }
-    let end = phnum
-        .checked_mul(phentsize)
-        .and_then(|n| n.checked_add(phoff))
-        .filter(|&e| e <= head.len() as u64)
-        .ok_or(ExecError::WrongKind(
-            "program headers beyond the start of the file",
-        ))?;
-    let _ = end;
-    for i in 0..phnum {
-        let ph = (phoff + i * phentsize) as usize;
-        if u32_at(head, ph) == PT_INTERP {
-            let (off, size) = (u64_at(head, ph + 8), u64_at(head, ph + 32));
-            let name = off
-                .checked_add(size)
-                .filter(|&e| e <= head.len() as u64)
-                .map(|e| &head[off as usize..e as usize])
-                .map(|b| b.split(|&c| c == 0).next().unwrap_or(b))
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_else(|| String::from("?"));
-            return Err(ExecError::Dynamic(name));
-        }
-    }
-    Ok(())
+    sawmill_linux::elf::check(head).map_err(|r| match r {
+        Refusal::NotElf => ExecError::NotElf,
+        Refusal::WrongKind(w) => ExecError::WrongKind(w),
+        Refusal::Dynamic(name) => ExecError::Dynamic(String::from_utf8_lossy(&name).into_owned()),
+    })
 }
 
 /// The `PATH` of an environment (`NAME=value` strings), or the default.
@@ -251,7 +192,7 @@ mod tests {
         ));
         assert!(matches!(
             check_elf(&elf(2, 62, 2, &[])),
-            Err(ExecError::WrongKind("no program headers"))
+            Err(ExecError::WrongKind("no usable program headers"))
         ));
         assert_eq!(
             check_elf(&elf(2, 62, 3, &[(1, 0, 0x400), (3, 0x200, 28)])),

@@ -39,3 +39,15 @@ pub fn read_file(
     f.close(fd)?;
     Ok(out)
 }
+
+/// The value of a file-system call that must succeed; on failure prints `NAME: FAIL what: error`
+/// and ends the program with a non-zero status.
+pub fn ok<T>(r: Result<T, sawmill_fsclient::Error>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            sawmill_rt::println!("{}: FAIL {}: {:?}", sawmill_rt::env::name(), what, e);
+            sawmill_rt::exit(1)
+        }
+    }
+}

@@ -17,20 +17,10 @@ extern crate alloc;
 use alloc::string::String;
 use alloc::vec;
 use sawmill_fsclient::{Error, RenameFlags, TimeSet, O_CREATE, O_READ, O_WRITE};
-use sawmill_fstests::{check, files, read_file};
-use sawmill_rt::{env, println};
+use sawmill_fstests::{check, files, ok, read_file};
+use sawmill_rt::println;
 
 sawmill_rt::entry!(main);
-
-fn ok<T>(r: Result<T, Error>, what: &str) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => {
-            println!("{}: FAIL {}: {:?}", env::name(), what, e);
-            sawmill_rt::exit(1)
-        }
-    }
-}
 
 /// The PFS's clock (servers/ext2: the system has no wall clock yet).
 /// Whether `t` is "now": at or after the test started, and not in the future (the PFS stamps

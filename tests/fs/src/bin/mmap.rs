@@ -17,21 +17,11 @@
 extern crate alloc;
 
 use sawmill_fsclient::{fnv64, Error, Files, O_CREATE, O_READ, O_TRUNC, O_WRITE};
-use sawmill_fstests::{check, files, read_file};
+use sawmill_fstests::{check, files, ok, read_file};
 use sawmill_interfaces::{dataspace, file, rpc, DsError, DsFlags, MapFlags};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
-
-fn ok<T>(r: Result<T, Error>, what: &str) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => {
-            println!("{}: FAIL {}: {:?}", env::name(), what, e);
-            sawmill_rt::exit(1)
-        }
-    }
-}
 
 /// The bytes of an attached range.
 fn mem(addr: u64, len: u64) -> &'static [u8] {

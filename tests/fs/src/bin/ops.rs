@@ -14,20 +14,10 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use sawmill_fsclient::{Error, Files, TimeSet, O_CREATE, O_READ, O_TRUNC, O_WRITE};
-use sawmill_fstests::{check, files, read_file};
+use sawmill_fstests::{check, files, ok, read_file};
 use sawmill_rt::{env, println};
 
 sawmill_rt::entry!(main);
-
-fn ok<T>(r: Result<T, Error>, what: &str) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => {
-            println!("{}: FAIL {}: {:?}", env::name(), what, e);
-            sawmill_rt::exit(1)
-        }
-    }
-}
 
 fn write_file(f: &mut Files, path: &str, data: &[u8]) {
     let fd = ok(f.open(path, O_WRITE | O_CREATE | O_TRUNC, 0o644), path);

@@ -14,22 +14,12 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use sawmill_fsclient::{Error, Files, Protocol, O_CREATE, O_READ, O_WRITE};
-use sawmill_fstests::{check, files, read_file};
+use sawmill_fstests::{check, files, ok, read_file};
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{file, pfs, vfs, FsError, OpenFlags};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
-
-fn ok<T>(r: Result<T, Error>, what: &str) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => {
-            println!("{}: FAIL {}: {:?}", env::name(), what, e);
-            sawmill_rt::exit(1)
-        }
-    }
-}
 
 const CONTENT: &[u8] = b"at the end of the chain\n";
 /// Symlinks one resolution may follow (Linux MAXSYMLINKS).

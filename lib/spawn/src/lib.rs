@@ -27,6 +27,10 @@ pub mod plan;
 pub use plan::{Layout, Plan, Region, Sizes, SpawnError};
 
 #[cfg(target_os = "none")]
+mod pool;
+#[cfg(target_os = "none")]
 mod run;
+#[cfg(target_os = "none")]
+pub use pool::{MemPool, PoolError};
 #[cfg(target_os = "none")]
 pub use run::*;

@@ -14,14 +14,14 @@ use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
 use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
-use sawmill_rt::{env, println, slots, sys, thread};
+use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    prepare, Cap, Child, Layout, MappedImage, Program, Record, Resources, Sizes, SpawnError,
+    prepare, Cap, Child, Layout, MappedImage, MemPool, Program, Record, Resources, Sizes,
+    SpawnError,
 };
 
 sawmill_rt::entry!(main);
 
-const PAGE: u64 = 4096;
 /// Badge bit of the capabilities the kernel's messages about a process's threads arrive with
 /// (the threads' pager and exception handler; the rest of the badge is the process's serial
 /// number). Only proc and the kernel hold them, so no process can forge such a message; a
@@ -38,44 +38,6 @@ const LIB_STACK: u64 = 64 * 1024;
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("proc: FAIL {}", what);
     sawmill_rt::exit(1)
-}
-
-/// Fresh pages for processes: an anonymous mem dataspace attached readable, writable and
-/// executable (copied text stays executable in the process; a mapping has at most our rights),
-/// mapped at start.
-struct Pool {
-    base: u64,
-    pages: u64,
-    next: u64,
-    free: Vec<u64>,
-    /// Capability slots given back (the runtime's allocator never reuses one, and processes
-    /// come and go).
-    free_slots: Vec<u64>,
-}
-
-impl Resources for Pool {
-    fn slot(&mut self) -> Result<u64, SpawnError> {
-        Ok(self.free_slots.pop().unwrap_or_else(thread::alloc_slot))
-    }
-    fn free_slot(&mut self, slot: u64) {
-        self.free_slots.push(slot);
-    }
-    fn page(&mut self) -> Result<u64, SpawnError> {
-        let a = match self.free.pop() {
-            Some(a) => a,
-            None if self.next < self.pages => {
-                self.next += 1;
-                self.base + (self.next - 1) * PAGE
-            }
-            None => return Err(SpawnError::NoMemory),
-        };
-        // SAFETY: a page of our pool, mapped read-write at start and handed to no one else now.
-        unsafe { core::ptr::write_bytes(a as *mut u8, 0, PAGE as usize) };
-        Ok(a)
-    }
-    fn free_page(&mut self, addr: u64) {
-        self.free.push(addr);
-    }
 }
 
 /// What proc keeps for a running process.
@@ -100,7 +62,7 @@ struct Clock {
 struct Proc {
     cfg: Config,
     table: Table<Running>,
-    pool: Pool,
+    pool: MemPool,
     files: Files,
     /// Our endpoint (unbadged): processes' capabilities are minted from it.
     ep: u64,
@@ -652,22 +614,8 @@ fn main() {
     });
     sawmill_rm::init().unwrap_or_else(|e| fail(format_args!("region manager: {:?}", e)));
     let vfs = env::cap("vfs").unwrap_or_else(|| fail(format_args!("no `vfs` endpoint")));
-    let mem = sawmill_rm::mem().unwrap_or_else(|| fail(format_args!("no `mem` endpoint")));
-    let pool_bytes = cfg.pool_kb as u64 * 1024;
-    let ds = mem
-        .alloc(pool_bytes, 0, thread::alloc_slot())
-        .unwrap_or_else(|e| fail(format_args!("mem.alloc of the pool: {:?}", e)));
-    let base = sawmill_rm::attach(
-        ds,
-        0,
-        pool_bytes,
-        None,
-        sawmill_rm::READ | sawmill_rm::WRITE | sawmill_rm::EXEC,
-    )
-    .unwrap_or_else(|e| fail(format_args!("attaching the pool: {:?}", e)));
-    // Mapped now: processes' mappings are derived from ours.
-    sawmill_rm::populate(base, pool_bytes, true)
-        .unwrap_or_else(|e| fail(format_args!("populating the pool: {:?}", e)));
+    let pool = MemPool::new(cfg.pool_kb as u64 * 1024)
+        .unwrap_or_else(|e| fail(format_args!("the page pool: {:?}", e)));
     let clock = read_clock();
     println!(
         "proc: ready (clock {} s since 1970, TSC {} kHz; library {} KiB)",
@@ -677,13 +625,7 @@ fn main() {
     );
     let mut st = Proc {
         table: Table::new(MAX_PROCS),
-        pool: Pool {
-            base,
-            pages: pool_bytes / PAGE,
-            next: 0,
-            free: Vec::new(),
-            free_slots: Vec::new(),
-        },
+        pool,
         files: Files::new(vfs),
         ep,
         library,

@@ -19,9 +19,7 @@ use sawmill_fsclient::{Files, O_READ};
 use sawmill_interfaces::proc;
 use sawmill_linux::layout as lx;
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
-use sawmill_spawn::{
-    prepare, Cap, Layout, MappedImage, Program, Record, Resources, Sizes, SpawnError,
-};
+use sawmill_spawn::{prepare, Cap, Layout, MappedImage, MemPool, Program, Record, Sizes};
 
 sawmill_rt::entry!(main);
 
@@ -40,35 +38,6 @@ const BADGE_PROC: u64 = 2;
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("linux-launcher: FAIL {}", what);
     sawmill_rt::exit(1)
-}
-
-struct Pool {
-    base: u64,
-    next: u64,
-    free: Vec<u64>,
-}
-
-impl Resources for Pool {
-    fn slot(&mut self) -> Result<u64, SpawnError> {
-        Ok(thread::alloc_slot())
-    }
-    fn page(&mut self) -> Result<u64, SpawnError> {
-        let a = match self.free.pop() {
-            Some(a) => a,
-            None if self.next < POOL / PAGE => {
-                self.next += 1;
-                self.base + (self.next - 1) * PAGE
-            }
-            None => return Err(SpawnError::NoMemory),
-        };
-        // SAFETY: a page of our pool, mapped read-write (populated at start), used by no one
-        // else.
-        unsafe { core::ptr::write_bytes(a as *mut u8, 0, PAGE as usize) };
-        Ok(a)
-    }
-    fn free_page(&mut self, addr: u64) {
-        self.free.push(addr);
-    }
 }
 
 fn linux_layout() -> Layout {
@@ -157,25 +126,7 @@ fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program, Str
 fn main() {
     sawmill_rm::init().unwrap_or_else(|e| fail(format_args!("rm init: {:?}", e)));
     let mut fs = Files::new(env::cap("vfs").unwrap_or_else(|| fail(format_args!("no vfs"))));
-    let mem = sawmill_rm::mem().unwrap_or_else(|| fail(format_args!("no mem")));
-    let ds = mem
-        .alloc(POOL, 0, thread::alloc_slot())
-        .unwrap_or_else(|e| fail(format_args!("mem.alloc: {:?}", e)));
-    let base = sawmill_rm::attach(
-        ds,
-        0,
-        POOL,
-        None,
-        sawmill_rm::READ | sawmill_rm::WRITE | sawmill_rm::EXEC,
-    )
-    .unwrap_or_else(|e| fail(format_args!("attach pool: {:?}", e)));
-    sawmill_rm::populate(base, POOL, true)
-        .unwrap_or_else(|e| fail(format_args!("populate pool: {:?}", e)));
-    let mut pool = Pool {
-        base,
-        next: 0,
-        free: Vec::new(),
-    };
+    let mut pool = MemPool::new(POOL).unwrap_or_else(|e| fail(format_args!("page pool: {:?}", e)));
     let ep = thread::create(ObjKind::Endpoint, 0)
         .unwrap_or_else(|e| fail(format_args!("endpoint: {}", e.name())));
     let handler = thread::alloc_slot();

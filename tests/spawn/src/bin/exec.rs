@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use sawmill_abi::{label, rights, ObjKind};
 use sawmill_fsclient::{Files, O_READ};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
-use sawmill_spawn::{prepare, Cap, MappedImage, Program, Resources, Sizes, SpawnError};
+use sawmill_spawn::{prepare, Cap, MappedImage, MemPool, Program, Sizes, SpawnError};
 
 sawmill_rt::entry!(main);
 
@@ -36,43 +36,6 @@ fn fail(what: core::fmt::Arguments) -> ! {
         let _ = sys::task_kill(t);
     }
     sawmill_rt::exit(1)
-}
-
-/// Fresh pages from an anonymous mem dataspace attached read, write and execute (copied text
-/// pages must stay executable in the child, and a child's mapping has at most our rights).
-struct Pool {
-    base: u64,
-    next: u64,
-    free: Vec<u64>,
-}
-
-impl Pool {
-    fn in_use(&self) -> u64 {
-        self.next - self.free.len() as u64
-    }
-}
-
-impl Resources for Pool {
-    fn slot(&mut self) -> Result<u64, SpawnError> {
-        Ok(thread::alloc_slot())
-    }
-    fn page(&mut self) -> Result<u64, SpawnError> {
-        let a = match self.free.pop() {
-            Some(a) => a,
-            None if self.next < POOL / PAGE => {
-                self.next += 1;
-                self.base + (self.next - 1) * PAGE
-            }
-            None => return Err(SpawnError::NoMemory),
-        };
-        // SAFETY: a page of our pool, mapped read-write (populated at start) and used by no one
-        // else.
-        unsafe { core::ptr::write_bytes(a as *mut u8, 0, PAGE as usize) };
-        Ok(a)
-    }
-    fn free_page(&mut self, addr: u64) {
-        self.free.push(addr);
-    }
 }
 
 fn used() -> u64 {
@@ -120,26 +83,7 @@ fn program(kmem: u64, handler: u64) -> Program {
 fn main() {
     sawmill_rm::init().unwrap_or_else(|e| fail(format_args!("rm init: {:?}", e)));
     let mut fs = Files::new(env::cap("vfs").unwrap_or_else(|| fail(format_args!("no vfs"))));
-    let mem = sawmill_rm::mem().unwrap_or_else(|| fail(format_args!("no mem")));
-    let ds = mem
-        .alloc(POOL, 0, thread::alloc_slot())
-        .unwrap_or_else(|e| fail(format_args!("mem.alloc: {:?}", e)));
-    let base = sawmill_rm::attach(
-        ds,
-        0,
-        POOL,
-        None,
-        sawmill_rm::READ | sawmill_rm::WRITE | sawmill_rm::EXEC,
-    )
-    .unwrap_or_else(|e| fail(format_args!("attach pool: {:?}", e)));
-    // Mapped now, from this thread: children's mappings are derived from ours.
-    sawmill_rm::populate(base, POOL, true)
-        .unwrap_or_else(|e| fail(format_args!("populate pool: {:?}", e)));
-    let mut pool = Pool {
-        base,
-        next: 0,
-        free: Vec::new(),
-    };
+    let mut pool = MemPool::new(POOL).unwrap_or_else(|e| fail(format_args!("page pool: {:?}", e)));
     // The child's faults, exceptions and exit come here.
     let ep = thread::create(ObjKind::Endpoint, 0)
         .unwrap_or_else(|e| fail(format_args!("endpoint: {}", e.name())));

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -264,6 +265,89 @@ static void paths(void)
     SYS("getcwd(tiny buffer)", SYS_getcwd, target, 1);
 }
 
+/* Paths longer than one message of the file-system protocol (400 bytes; 240 for rename and
+ * link): 12 directories of 50-byte names, a file at the bottom made, renamed, linked and
+ * removed through the whole path. */
+static void long_paths(void)
+{
+    static char p[1024], q[1100];
+    size_t len = 0;
+    for (int i = 0; i < 12; i++) {
+        len += snprintf(p + len, sizeof p - len, "%sedge.long-%02d-%038d", i ? "/" : "", i, 0);
+        if (mkdir(p, 0755) < 0) {
+            check("mkdir(long path)", -1);
+            return;
+        }
+    }
+    printf("long path of %zu bytes\n", len);
+    snprintf(q, sizeof q, "%s/file", p);
+    int fd = open(q, O_CREAT | O_WRONLY | O_EXCL, 0644);
+    check("open(long path)", fd >= 0 ? 0 : -1);
+    check("write(long path)", write(fd, "deep", 4));
+    close(fd);
+    struct stat st;
+    check("stat(long path)", stat(q, &st));
+    printf("size %lld\n", (long long)st.st_size);
+    char r[1100];
+    snprintf(r, sizeof r, "%s/renamed", p);
+    check("rename(long paths)", rename(q, r));
+    check("link(long paths)", link(r, q));
+    check("stat(linked)", stat(r, &st));
+    printf("nlink %ld\n", (long)st.st_nlink);
+    check("unlink(long path)", unlink(q));
+    check("unlink(long path 2)", unlink(r));
+    for (int i = 11; i >= 0; i--) {
+        if (rmdir(p) < 0)
+            check("rmdir(long path)", -1);
+        char *slash = strrchr(p, '/');
+        if (slash)
+            *slash = 0;
+    }
+}
+
+/* Hard links, renameat2's NOREPLACE, explicit and omitted times, ownership, statfs. */
+static void links_and_times(void)
+{
+    int fd = open("edge.h", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    write(fd, "hard", 4);
+    struct stat st;
+    check("link", link("edge.h", "edge.h2"));
+    SYS("link(onto a name)", SYS_link, "edge.h", "edge.h2");
+    SYS("link(a directory)", SYS_link, ".", "edge.hd");
+    SYS("link(missing)", SYS_link, "edge.none", "edge.h3");
+    fstat(fd, &st);
+    printf("nlink after link %ld\n", (long)st.st_nlink);
+    SYS("renameat2(NOREPLACE, taken)", SYS_renameat2, AT_FDCWD, "edge.h", AT_FDCWD, "edge.h2", 1);
+    SYS("renameat2(NOREPLACE, free)", SYS_renameat2, AT_FDCWD, "edge.h2", AT_FDCWD, "edge.h3", 1);
+    SYS("renameat2(bad flags)", SYS_renameat2, AT_FDCWD, "edge.h3", AT_FDCWD, "edge.h4", 8);
+    SYS("unlink(second name)", SYS_unlink, "edge.h3");
+    fstat(fd, &st);
+    printf("nlink after unlink %ld\n", (long)st.st_nlink);
+    struct timespec ts[2] = {{1000000000, 0}, {1234567890, 0}};
+    check("utimensat", utimensat(AT_FDCWD, "edge.h", ts, 0));
+    stat("edge.h", &st);
+    printf("atime %lld mtime %lld\n", (long long)st.st_atime, (long long)st.st_mtime);
+    struct timespec omit[2] = {{0, UTIME_OMIT}, {1500000000, 0}};
+    check("futimens(omit atime)", futimens(fd, omit));
+    fstat(fd, &st);
+    printf("atime %lld mtime %lld\n", (long long)st.st_atime, (long long)st.st_mtime);
+    struct timespec bad[2] = {{0, 1000000000}, {0, 0}};
+    check("utimensat(bad nsec)", utimensat(AT_FDCWD, "edge.h", bad, 0));
+    check("fchmod", fchmod(fd, 0600));
+    fstat(fd, &st);
+    printf("mode %o\n", st.st_mode & 07777);
+    check("fchown(-1, -1)", fchown(fd, -1, -1));
+    check("lchown(missing)", lchown("edge.none", 0, 0));
+    struct statfs sf;
+    check("statfs", statfs(".", &sf));
+    printf("f_type %lx namelen %ld\n", (unsigned long)sf.f_type, (long)sf.f_namelen);
+    check("fstatfs", fstatfs(fd, &sf));
+    printf("f_type %lx\n", (unsigned long)sf.f_type);
+    SYS("statfs(missing)", SYS_statfs, "edge.none", &sf);
+    close(fd);
+    unlink("edge.h");
+}
+
 static void segv(void)
 {
     char *q = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -288,6 +372,8 @@ int main(int argc, char **argv)
     big_directory();
     memory();
     paths();
+    long_paths();
+    links_and_times();
     printf("edge: done\n");
     return 0;
 }

@@ -7,8 +7,8 @@
 //! working directory, ids and seed) and, only when the process has no `console` capability, the
 //! debug console (so output is visible in systems without the console server).
 //!
-//! The file-system operations fsclient does not offer yet answer `ENOSYS` here, each in one
-//! place marked "not in fsclient yet": wiring one is a one-line change.
+//! Every file-system call of the backend maps to one fsclient call; the one Linux operation the
+//! file system refuses by design is `RENAME_EXCHANGE` (`EINVAL`, docs/filesystem.md).
 
 // Until the core (main.rs) calls these functions they look unused to the compiler.
 #![allow(dead_code)]
@@ -17,11 +17,13 @@ use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use sawmill_fsclient::{Error as FsError, Files as Fs};
+use sawmill_fsclient::{Error as FsError, Files as Fs, RenameFlags};
 use sawmill_interfaces::{console, EntryKind};
 use sawmill_linux::errno::*;
 use sawmill_linux::files::abi::RENAME_NOREPLACE;
-use sawmill_linux::files::backend::{Backend, DirEntry, OpenHow, Opened, Stat, StatFs, TimeSet};
+use sawmill_linux::files::backend::{
+    makedev, Backend, DirEntry, OpenHow, Opened, Stat, StatFs, TimeSet, Timespec,
+};
 use sawmill_linux::files::Files;
 use sawmill_linux::{Errno, SysResult, User};
 use sawmill_rt::env;
@@ -44,7 +46,9 @@ fn errno(e: FsError) -> Errno {
         FsError::IsDir => EISDIR,
         FsError::NotEmpty => ENOTEMPTY,
         FsError::NoSpace => ENOSPC,
-        FsError::Io | FsError::Corrupt | FsError::Gone => EIO,
+        FsError::Io | FsError::Gone => EIO,
+        // Linux's EFSCORRUPTED.
+        FsError::Corrupt => EUCLEAN,
         FsError::Invalid => EINVAL,
         FsError::NameTooLong => ENAMETOOLONG,
         FsError::Loop => ELOOP,
@@ -59,29 +63,73 @@ fn errno(e: FsError) -> Errno {
     }
 }
 
-/// The longest path one fsclient call carries today (`bytes<400>` in interfaces/fs.idl; not in
-/// fsclient yet: Linux's 4095).
-const FSCLIENT_PATH_MAX: usize = 400;
-
-/// fsclient takes paths as `str`: a name that is not UTF-8 cannot be passed yet, and a path
-/// longer than one message is ENAMETOOLONG rather than the transport's failure.
+/// fsclient takes paths as `str`: a name that is not UTF-8 cannot be passed yet. (Length is
+/// fsclient's business: it stages long paths at the VFS; the file layer keeps Linux's limits.)
 fn text(p: &[u8]) -> Result<&str, Errno> {
-    if p.len() > FSCLIENT_PATH_MAX {
-        return Err(ENAMETOOLONG);
-    }
     core::str::from_utf8(p).map_err(|_| EINVAL)
 }
 
+/// The first device number of file systems other than the root (Linux's anonymous majors are
+/// 0; the root's number is the file layer's `ROOT_DEV`, given when `dev` is left 0).
+const MOUNT_DEV_BASE: u32 = 0x20;
+
 fn stat_of(s: sawmill_fsclient::Stat) -> Stat {
+    let time = |(sec, nsec): (u32, u32)| Timespec {
+        sec: sec as i64,
+        nsec,
+    };
     Stat {
+        // Mount 0 (the root, and every `fstat`, which does not know its mount) is the file
+        // layer's root device.
+        dev: if s.mount == 0 {
+            0
+        } else {
+            makedev(0, MOUNT_DEV_BASE + s.mount)
+        },
         ino: s.ino as u64,
         mode: s.mode,
         nlink: s.nlink,
         uid: s.uid,
         gid: s.gid,
+        rdev: makedev(s.rdev.0, s.rdev.1),
         size: s.size,
-        ..Stat::default()
+        blocks: Some(s.blocks),
+        atime: time(s.atime),
+        mtime: time(s.mtime),
+        ctime: time(s.ctime),
     }
+}
+
+/// ext2's magic, statfs's `f_type` for every file system of ours (docs/filesystem.md).
+const EXT2_SUPER_MAGIC: u64 = 0xEF53;
+
+fn statfs_of(s: sawmill_fsclient::StatFs) -> StatFs {
+    StatFs {
+        fs_type: EXT2_SUPER_MAGIC,
+        block_size: s.bsize as u64,
+        blocks: s.blocks,
+        blocks_free: s.bfree,
+        blocks_avail: s.bavail,
+        files: s.files,
+        files_free: s.ffree,
+        name_max: s.namelen as u64,
+        ..StatFs::default()
+    }
+}
+
+/// One time of utimensat as fsclient takes it: whole seconds (ext2 keeps no more). A time
+/// outside the file system's range is clamped to it, as Linux does (`timestamp_truncate`).
+fn time_set(t: TimeSet) -> sawmill_fsclient::TimeSet {
+    match t {
+        TimeSet::Omit => sawmill_fsclient::TimeSet::Omit,
+        TimeSet::Now => sawmill_fsclient::TimeSet::Now,
+        TimeSet::At(ts) => sawmill_fsclient::TimeSet::At(ts.sec.clamp(0, u32::MAX as i64) as u32),
+    }
+}
+
+/// chown's `-1` (`u32::MAX`) leaves the id alone.
+fn id(v: u32) -> Option<u32> {
+    (v != u32::MAX).then_some(v)
 }
 
 /// The `DT_*` of a directory entry's kind.
@@ -129,9 +177,6 @@ impl Guest {
     }
 }
 
-/// Calls the file system does not answer yet (not in fsclient yet).
-const NOT_YET: Errno = ENOSYS;
-
 impl Backend for Guest {
     fn open(&mut self, path: &[u8], how: OpenHow) -> Result<Opened, Errno> {
         let mut flags = 0;
@@ -146,8 +191,18 @@ impl Backend for Guest {
                 flags |= bit;
             }
         }
-        // A device inode is the library's (Opened::Device) once the file system reports them.
-        let fd = self.fs.open(text(path)?, flags, how.mode).map_err(errno)?;
+        let p = text(path)?;
+        let fd = match self.fs.open(p, flags, how.mode) {
+            Ok(fd) => fd,
+            // A device, FIFO or socket inode: the file layer serves it by its number.
+            Err(FsError::Device) => {
+                let s = self.fs.stat(p).map_err(errno)?;
+                return Ok(Opened::Device {
+                    rdev: makedev(s.rdev.0, s.rdev.1),
+                });
+            }
+            Err(e) => return Err(errno(e)),
+        };
         Ok(Opened::File {
             handle: fd as u64,
             mode: None,
@@ -171,17 +226,23 @@ impl Backend for Guest {
     fn fsync(&mut self, handle: u64) -> Result<(), Errno> {
         self.fs.fsync(handle as usize).map_err(errno)
     }
-    fn fchmod(&mut self, _handle: u64, _mode: u32) -> Result<(), Errno> {
-        Err(NOT_YET)
+    fn fchmod(&mut self, handle: u64, mode: u32) -> Result<(), Errno> {
+        self.fs.fchmod(handle as usize, mode).map_err(errno)
     }
-    fn fchown(&mut self, _handle: u64, _uid: u32, _gid: u32) -> Result<(), Errno> {
-        Err(NOT_YET)
+    fn fchown(&mut self, handle: u64, uid: u32, gid: u32) -> Result<(), Errno> {
+        self.fs
+            .fchown(handle as usize, id(uid), id(gid))
+            .map_err(errno)
     }
-    fn futimens(&mut self, _handle: u64, _times: [TimeSet; 2]) -> Result<(), Errno> {
-        Err(NOT_YET)
+    fn futimens(&mut self, handle: u64, times: [TimeSet; 2]) -> Result<(), Errno> {
+        let (a, m) = (time_set(times[0]), time_set(times[1]));
+        self.fs.futimens(handle as usize, a, m).map_err(errno)
     }
-    fn fstatfs(&mut self, _handle: u64) -> Result<StatFs, Errno> {
-        Err(NOT_YET)
+    fn fstatfs(&mut self, handle: u64) -> Result<StatFs, Errno> {
+        self.fs
+            .fstatfs(handle as usize)
+            .map(statfs_of)
+            .map_err(errno)
     }
     fn stat(&mut self, path: &[u8], follow: bool) -> Result<Stat, Errno> {
         let p = text(path)?;
@@ -206,21 +267,17 @@ impl Backend for Guest {
     }
     fn rename(&mut self, from: &[u8], to: &[u8], flags: u32) -> Result<(), Errno> {
         let (f, t) = (text(from)?, text(to)?);
-        match flags {
-            0 => {}
-            // Not atomic until the file system takes the flag (not in fsclient yet).
-            RENAME_NOREPLACE => match self.fs.lstat(t) {
-                Ok(_) => return Err(EEXIST),
-                Err(FsError::NotFound) => {}
-                Err(e) => return Err(errno(e)),
-            },
-            // RENAME_EXCHANGE: not in fsclient yet.
+        let sent = match flags {
+            0 => RenameFlags::from_bits_retain(0),
+            // Decided by the file system's engine, atomically with the rename.
+            RENAME_NOREPLACE => RenameFlags::NOREPLACE,
+            // RENAME_EXCHANGE: the file system does not offer it (as some of Linux's do not).
             _ => return Err(EINVAL),
-        }
-        self.fs.rename(f, t).map_err(errno)
+        };
+        self.fs.rename_flags(f, t, sent).map_err(errno)
     }
-    fn link(&mut self, _old: &[u8], _new: &[u8]) -> Result<(), Errno> {
-        Err(NOT_YET)
+    fn link(&mut self, old: &[u8], new: &[u8]) -> Result<(), Errno> {
+        self.fs.link(text(old)?, text(new)?).map_err(errno)
     }
     fn symlink(&mut self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
         self.fs.symlink(text(target)?, text(path)?).map_err(errno)
@@ -231,14 +288,17 @@ impl Backend for Guest {
     fn chmod(&mut self, path: &[u8], mode: u32) -> Result<(), Errno> {
         self.fs.chmod(text(path)?, mode).map_err(errno)
     }
-    fn chown(&mut self, _path: &[u8], _uid: u32, _gid: u32, _follow: bool) -> Result<(), Errno> {
-        Err(NOT_YET)
+    fn chown(&mut self, path: &[u8], uid: u32, gid: u32, follow: bool) -> Result<(), Errno> {
+        self.fs
+            .chown(text(path)?, id(uid), id(gid), follow)
+            .map_err(errno)
     }
-    fn utimens(&mut self, _path: &[u8], _times: [TimeSet; 2], _follow: bool) -> Result<(), Errno> {
-        Err(NOT_YET)
+    fn utimens(&mut self, path: &[u8], times: [TimeSet; 2], follow: bool) -> Result<(), Errno> {
+        let (a, m) = (time_set(times[0]), time_set(times[1]));
+        self.fs.utimens(text(path)?, a, m, follow).map_err(errno)
     }
-    fn statfs(&mut self, _path: &[u8]) -> Result<StatFs, Errno> {
-        Err(NOT_YET)
+    fn statfs(&mut self, path: &[u8]) -> Result<StatFs, Errno> {
+        self.fs.statfs(text(path)?).map(statfs_of).map_err(errno)
     }
     fn read_dir(&mut self, path: &[u8]) -> Result<Vec<DirEntry>, Errno> {
         let list = self.fs.readdir(text(path)?).map_err(errno)?;

@@ -4,10 +4,9 @@
 //! in-memory tree (`mock.rs`). Every method answers Linux errno values: the translation from the
 //! servers' errors happens once, in the implementation.
 //!
-//! Operations the file-system stack does not offer yet (hard links, ownership, times, statfs,
-//! calls by handle) are methods all the same: an implementation answers `ENOSYS` for them, and
-//! the file layer falls back where Linux behaviour allows (a call by handle is retried by the
-//! description's path).
+//! A backend that cannot do an operation answers `ENOSYS` for it; for the calls by handle
+//! (fchmod, fchown, futimens, fstatfs) the file layer then retries by the description's path.
+//! The guest's backend (fsclient) serves every one of them.
 
 use alloc::vec::Vec;
 

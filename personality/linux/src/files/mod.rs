@@ -361,12 +361,19 @@ impl<B: Backend> Files<B> {
     // ---- open and close ----
 
     fn openat(&mut self, dirfd: i32, addr: u64, flags: u32, mode: u32, u: &dyn User) -> SysResult {
+        // Linux checks the flags before it reads the path (`build_open_flags`): O_TMPFILE
+        // needs O_DIRECTORY, no O_CREAT, and write access.
+        let tmpfile_bit = O_TMPFILE & !O_DIRECTORY;
+        if flags & tmpfile_bit != 0 {
+            if flags & (O_TMPFILE | O_CREAT) != O_TMPFILE || flags & O_ACCMODE == O_RDONLY {
+                return Err(EINVAL);
+            }
+        } else if flags & (O_CREAT | O_DIRECTORY) == O_CREAT | O_DIRECTORY {
+            return Err(EINVAL);
+        }
         let given = u.cstr(addr, path::PATH_MAX + 1)?;
         if flags & O_TMPFILE == O_TMPFILE {
             return Err(EOPNOTSUPP);
-        }
-        if flags & (O_CREAT | O_DIRECTORY) == O_CREAT | O_DIRECTORY {
-            return Err(EINVAL);
         }
         let p = self.path_at(dirfd, &given)?;
         let fd = self.table.lowest_free(0)?;

@@ -9,11 +9,21 @@
 //! like the serial console), so programs that ask `isatty` (ls's columns, line buffering)
 //! behave alike. Input is fed on the terminal and ended with ^D on both sides.
 //!
-//! A test list line: `[@root] WORDS... [< FILE]` — busybox arguments (applet first), quoted
-//! with '…' or "…"; `@prog NAME ARGS` runs `tests/linux/NAME.c` (built with `musl-gcc
-//! -static`) instead; `@survive NAME ARGS` runs it in sawmill only, passing if the program
-//! ends (any status) and the system stays up (the hostile program: it would harm a host).
-//! `< FILE` feeds `tests/linux/FILE`. `@root` cases need the host run as root (uids shown).
+//! A test list line: `[@root] [@unordered] WORDS... [< FILE]` — busybox arguments (applet
+//! first), quoted with '…' or "…"; `@prog NAME ARGS` runs `tests/linux/NAME.c` (built with
+//! `musl-gcc -static`) instead; `@survive NAME ARGS` runs it in sawmill only, passing if the
+//! program ends (any status) and the system stays up (the hostile program: it would harm a
+//! host). `< FILE` feeds `tests/linux/FILE`. `@root` cases need the host run as root (uids
+//! shown).
+//!
+//! `@unordered` compares the output's lines as a multiset (both sides' lines sorted): for
+//! commands that print directory entries in readdir order (`find`, `du -a`), which POSIX
+//! leaves unspecified and which differs between the host's file system and ext2 (the host run
+//! cannot read the same image without mounting it). Use it only where the order is readdir's.
+//!
+//! The host run's working directory is a copy of the tree somewhere under target/, the guest's
+//! is [`GUEST_TREE`]: the host's output has that directory's absolute path replaced by
+//! [`GUEST_TREE`] before the comparison (`readlink -f`, `pwd`).
 //! Touches: target/linux/harness/ (copies, images, logs), the host's busybox and musl-gcc.
 
 use super::{Boot, Process, Terminal};
@@ -82,6 +92,8 @@ pub struct Case {
     pub args: Vec<String>,
     pub stdin: Option<String>,
     pub root_only: bool,
+    /// Output compared as a multiset of lines (readdir order, see the module header).
+    pub unordered: bool,
 }
 
 impl Case {
@@ -185,9 +197,13 @@ pub fn parse_list(file: &str, text: &str) -> Result<Vec<Case>, String> {
             continue;
         }
         let mut words = split_words(line).map_err(|e| format!("{at}: {e}"))?;
-        let mut root_only = false;
-        if words.first().map(String::as_str) == Some("@root") {
-            root_only = true;
+        let (mut root_only, mut unordered) = (false, false);
+        loop {
+            match words.first().map(String::as_str) {
+                Some("@root") if !root_only => root_only = true,
+                Some("@unordered") if !unordered => unordered = true,
+                _ => break,
+            }
             words.remove(0);
         }
         let first = words.first().cloned().unwrap_or_default();
@@ -227,6 +243,7 @@ pub fn parse_list(file: &str, text: &str) -> Result<Vec<Case>, String> {
             args: words,
             stdin,
             root_only,
+            unordered,
         });
     }
     Ok(cases)
@@ -253,6 +270,43 @@ pub fn terminal_input(stdin: &[u8]) -> Vec<u8> {
     }
     v.push(EOF_CHAR);
     v
+}
+
+/// Output with its lines sorted, for an `@unordered` case (the last line's newline is kept
+/// apart: a missing final newline still differs).
+pub fn sorted_lines(b: &[u8]) -> Vec<u8> {
+    let (body, ends) = match b.strip_suffix(b"\n") {
+        Some(body) => (body, true),
+        None => (b, false),
+    };
+    let mut lines: Vec<&[u8]> = body.split(|&c| c == b'\n').collect();
+    if body.is_empty() {
+        lines.clear();
+    }
+    lines.sort_unstable();
+    let mut out = lines.join(&b'\n');
+    if ends {
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The host's output with the absolute path of its working directory (the tree's copy) written
+/// as the guest's ([`GUEST_TREE`]): the one difference of place between the two runs.
+pub fn as_guest_paths(out: &[u8], host_dir: &Path) -> Vec<u8> {
+    let from = host_dir.as_os_str().as_encoded_bytes();
+    let mut res = Vec::with_capacity(out.len());
+    let mut i = 0;
+    while i < out.len() {
+        if !from.is_empty() && out[i..].starts_with(from) {
+            res.extend_from_slice(GUEST_TREE.as_bytes());
+            i += from.len();
+        } else {
+            res.push(out[i]);
+            i += 1;
+        }
+    }
+    res
 }
 
 /// A short line diff: common head and tail dropped, the differing middle shown.
@@ -879,10 +933,20 @@ fn run_case(repo: &Repo, w: &Work, c: &Case, host_only: bool) -> (bool, Vec<Stri
                     want.status
                 ));
             }
-            if got_out != want.output {
-                problems.push("output differs".into());
+            let mut want_out = as_guest_paths(&want.output, &host_dir);
+            let mut got_out = got_out.clone();
+            if c.unordered {
+                want_out = sorted_lines(&want_out);
+                got_out = sorted_lines(&got_out);
+            }
+            if got_out != want_out {
+                problems.push(if c.unordered {
+                    "output differs (lines sorted: @unordered)".into()
+                } else {
+                    "output differs".into()
+                });
                 details.extend(diff(
-                    &String::from_utf8_lossy(&want.output),
+                    &String::from_utf8_lossy(&want_out),
                     &String::from_utf8_lossy(&got_out),
                 ));
             }
@@ -1004,10 +1068,15 @@ mod tests {
     fn lists_parse() {
         let l = parse_list(
             "a.txt",
-            "# c\n\nls -l\n@root id\nsort < in/words\n@prog edge segv\n@survive hostile 5\n",
+            "# c\n\nls -l\n@root id\nsort < in/words\n@prog edge segv\n@survive hostile 5\n\
+             @unordered @root find .\n",
         )
         .unwrap();
-        assert_eq!(l.len(), 5);
+        assert_eq!(l.len(), 6);
+        assert!(l[5].unordered && l[5].root_only);
+        assert_eq!(l[5].args, vec!["find", "."]);
+        assert!(!l[0].unordered);
+        assert!(parse_list("a", "@unordered @unordered ls\n").is_err());
         assert_eq!(l[0].args, vec!["ls", "-l"]);
         assert_eq!(l[0].at, "a.txt:3");
         assert!(l[1].root_only);
@@ -1021,6 +1090,21 @@ mod tests {
         assert!(parse_list("a", "@bogus x\n").is_err());
         assert!(parse_list("a", "cat < /etc/passwd\n").is_err());
         assert!(parse_list("a", "@root\n").is_err());
+    }
+
+    #[test]
+    fn unordered_output_and_host_paths() {
+        assert_eq!(sorted_lines(b"./b\n./a\n.\n"), b".\n./a\n./b\n");
+        assert_eq!(sorted_lines(b"b\na"), b"a\nb");
+        assert_ne!(sorted_lines(b"a\nb\n"), sorted_lines(b"a\nb"));
+        // A multiset: a line twice is not the same as once.
+        assert_ne!(sorted_lines(b"a\na\n"), sorted_lines(b"a\n"));
+        assert_eq!(sorted_lines(b""), b"");
+        let d = Path::new("/w/target/x.host");
+        assert_eq!(
+            as_guest_paths(b"/w/target/x.host/dir/sub\n/w/target/x\n", d),
+            b"/t/dir/sub\n/w/target/x\n"
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub const EXPECTED: &[&str] = &[
     "linux.pagefault.anon",
     "linux.open",
     "linux.write4k",
+    "linux.exec",
 ];
 
 /// Files on the benchmark disk: (name, size in bytes). `lbench` knows these names.

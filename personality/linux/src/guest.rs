@@ -7,6 +7,7 @@
 //! below is used by one thread at a time: the reflection entry of that thread, or the start.
 
 use crate::files_guest;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::mm::{self, BrkStep, Place};
 use sawmill_linux::random::{self, Rng};
 use sawmill_linux::{layout, nr, trace, SysResult, User};
+use sawmill_proc_api::{ExecRequest, MAX_EXEC_REQUEST};
 use sawmill_rm as rm;
 use sawmill_rt::{env, println, slots, sys, thread};
 
@@ -553,6 +555,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         }
         nr::PRCTL => sys_prctl(a[0], a[1]),
         nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
+        nr::EXECVE => sys_execve(a[0], a[1], a[2]),
         _ => return None,
     })
 }
@@ -937,6 +940,87 @@ fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
         sys::yield_now();
     }
     Ok(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// execve: proc builds the new image (a fresh task with a fresh library for the same pid).
+
+/// Most bytes of a path `execve` reads (Linux's `PATH_MAX`).
+const PATH_MAX: usize = 4096;
+/// Most pointers of an `argv` or `envp` array read (the request's size limit bounds them anyway).
+const MAX_EXEC_STRINGS: usize = 8192;
+
+/// The NUL-terminated array of string pointers at `addr` (none if `addr` is 0, as Linux
+/// accepts), each string as UTF-8 (the request carries strings).
+fn exec_strings(addr: u64) -> Result<Vec<String>, Errno> {
+    let u = &GuestUser;
+    let mut out = Vec::new();
+    if addr == 0 {
+        return Ok(out);
+    }
+    loop {
+        if out.len() >= MAX_EXEC_STRINGS {
+            return Err(errno::E2BIG);
+        }
+        let mut w = [0u8; 8];
+        u.read(addr + 8 * out.len() as u64, &mut w)?;
+        let p = u64::from_le_bytes(w);
+        if p == 0 {
+            return Ok(out);
+        }
+        let s = u.cstr(p, MAX_EXEC_REQUEST).map_err(|e| {
+            if e == errno::ENAMETOOLONG {
+                errno::E2BIG
+            } else {
+                e
+            }
+        })?;
+        out.push(String::from_utf8(s).map_err(|_| errno::EINVAL)?);
+    }
+}
+
+/// `execve(path, argv, envp)`: the request goes to proc in message-sized pieces; on success
+/// proc ends this task and the call never returns.
+fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
+    let u = &GuestUser;
+    let program = String::from_utf8(u.cstr(path, PATH_MAX)?).map_err(|_| errno::ENOENT)?;
+    if program.is_empty() {
+        return Err(errno::ENOENT);
+    }
+    let req = ExecRequest {
+        program,
+        cwd: String::from_utf8(files_guest::cwd()).map_err(|_| errno::ENOENT)?,
+        argv: exec_strings(argv)?,
+        env: exec_strings(envp)?,
+    };
+    let bytes = req.encode();
+    if bytes.len() > MAX_EXEC_REQUEST {
+        return Err(errno::E2BIG);
+    }
+    let proc = proc::Client::new(env::cap("proc").ok_or(errno::ENOSYS)?);
+    for chunk in bytes.chunks(EXEC_CHUNK) {
+        proc.exec_data(chunk).map_err(proc_errno)?;
+    }
+    // Descriptors do not cross to the new library yet; on success nothing after this runs.
+    proc.exec().map_err(proc_errno)?;
+    Ok(0)
+}
+
+/// The piece of an exec request one `proc.exec_data` message carries (its `bytes<480>`).
+const EXEC_CHUNK: usize = 480;
+
+fn proc_errno(e: sawmill_interfaces::rpc::Error<sawmill_interfaces::ProcError>) -> Errno {
+    use sawmill_interfaces::rpc::Error as E;
+    use sawmill_interfaces::ProcError as P;
+    match e {
+        E::App(P::NotFound) => errno::ENOENT,
+        E::App(P::Denied) => errno::EACCES,
+        E::App(P::NoExec) => errno::ENOEXEC,
+        E::App(P::TooBig) => errno::E2BIG,
+        E::App(P::NoMemory) => errno::ENOMEM,
+        E::App(P::Io) => errno::EIO,
+        _ => errno::EINVAL,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

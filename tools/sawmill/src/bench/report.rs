@@ -22,6 +22,9 @@ pub struct Rule {
     pub sized: bool,
     /// Shown for context (different operations); the ratio is still computed.
     pub context: bool,
+    /// The same program on both systems (sawmill's Linux personality running `lbench`):
+    /// `<sawmill>X` pairs with `<linux>X` and gives `<ratio>X`, for any rest `X`.
+    pub mirror: bool,
 }
 
 /// The mapping from sawmill names to Linux names (also printed in `results.md`).
@@ -32,6 +35,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.reread4k",
         sized: true,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "mem.fault.anon",
@@ -39,6 +43,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.pagefault.anon",
         sized: false,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "fs.open",
@@ -46,6 +51,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.open",
         sized: false,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "fs.write4k",
@@ -53,6 +59,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.write4k",
         sized: false,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "ipc.null_rpc.roundtrip",
@@ -60,6 +67,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.null_rpc.vs_syscall",
         sized: false,
         context: true,
+        mirror: false,
     },
     Rule {
         sawmill: "ipc.null_rpc.roundtrip",
@@ -67,6 +75,15 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.null_rpc.vs_pipe",
         sized: false,
         context: true,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "linuxabi.",
+        linux: "linux.",
+        ratio: "ratio.linuxabi.",
+        sized: false,
+        context: false,
+        mirror: true,
     },
 ];
 
@@ -81,6 +98,10 @@ struct Pair<'a> {
 /// For `name`, the Linux name and ratio name under `rule`, if the rule applies.
 fn apply(rule: &Rule, name: &str) -> Option<(String, String)> {
     let rest = name.strip_prefix(rule.sawmill)?;
+    if rule.mirror {
+        return (!rest.is_empty())
+            .then(|| (format!("{}{rest}", rule.linux), format!("{}{rest}", rule.ratio)));
+    }
     if rule.sized {
         // ".<config>.<size>"; the config may itself contain dots, the size never does.
         let rest = rest.strip_prefix('.')?;
@@ -371,7 +392,13 @@ fn markdown(metrics: &[Metric], ratios: &[Metric]) -> String {
         "## Name mapping\n\n| sawmill metric | Linux metric | ratio metric |\n|---|---|---|\n",
     );
     for r in RULES {
-        let (s, l, q) = if r.sized {
+        let (s, l, q) = if r.mirror {
+            (
+                format!("{}<name>", r.sawmill),
+                format!("{}<name>", r.linux),
+                format!("{}<name>", r.ratio),
+            )
+        } else if r.sized {
             (
                 format!("{}.<config>.<size>", r.sawmill),
                 format!("{}<size>", r.linux),

@@ -1059,6 +1059,40 @@ impl User for GuestUser {
         Ok(())
     }
 
+    fn with_out(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        if len == 0 {
+            return fill(&mut []);
+        }
+        Self::check(addr, len as u64, rm::READ | rm::WRITE)?;
+        // SAFETY: the range is attached writable (checked above) and lies in the program's part
+        // of the address space, never the library's own memory; the program's thread is stopped
+        // in this call, so nothing else uses the bytes while `fill` holds them (a read lands
+        // straight in the program's buffer, no copy through the library).
+        let dst = unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) };
+        Ok(fill(dst)?.min(len))
+    }
+
+    fn with_in(
+        &self,
+        addr: u64,
+        len: usize,
+        take: &mut dyn FnMut(&[u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        if len == 0 {
+            return take(&[]);
+        }
+        Self::check(addr, len as u64, rm::READ)?;
+        // SAFETY: the range is attached readable (checked above), in the program's part of the
+        // address space; as for `with_out`, the program is stopped in this call.
+        let src = unsafe { core::slice::from_raw_parts(addr as *const u8, len) };
+        take(src)
+    }
+
     fn cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
         let mut out = Vec::new();
         let mut a = addr;

@@ -408,11 +408,14 @@ linux_syscall_entry:
 
 /// Serves one reflected system call; returns the frame to resume from (its `rax` set).
 extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
-    // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; the
-    // copy keeps the registers safe from anything the call does with the UTCB.
-    let f = unsafe { *frame };
-    let args = [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9];
-    let r = syscall(f.rax, args);
+    // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; only
+    // the number and the six argument registers are read (not the whole frame: this is the
+    // path of every call), before the call can touch the UTCB.
+    let (n, args) = unsafe {
+        let f = &*frame;
+        (f.rax, [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9])
+    };
+    let r = syscall(n, args);
     // SAFETY: as above.
     unsafe {
         (*frame).rax = match r {
@@ -470,14 +473,33 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
     let p = process();
     let u = &GuestUser;
     Some(match n {
-        nr::BRK => Ok(sys_brk(a[0])),
-        nr::MMAP => sys_mmap(a),
-        nr::MUNMAP => mm::range_args(a[0], a[1])
-            .and_then(|len| rm::detach_range(a[0], len).map_err(rm_errno))
-            .map(|_| 0),
-        nr::MPROTECT => sys_mprotect(a[0], a[1], a[2]),
-        nr::MREMAP => sys_mremap(a),
-        nr::MADVISE => sys_madvise(a[0], a[1], a[2]),
+        // The calls that change the program's mappings drop the range check's cached region.
+        nr::BRK => {
+            forget_region();
+            Ok(sys_brk(a[0]))
+        }
+        nr::MMAP => {
+            forget_region();
+            sys_mmap(a)
+        }
+        nr::MUNMAP => {
+            forget_region();
+            mm::range_args(a[0], a[1])
+                .and_then(|len| rm::detach_range(a[0], len).map_err(rm_errno))
+                .map(|_| 0)
+        }
+        nr::MPROTECT => {
+            forget_region();
+            sys_mprotect(a[0], a[1], a[2])
+        }
+        nr::MREMAP => {
+            forget_region();
+            sys_mremap(a)
+        }
+        nr::MADVISE => {
+            forget_region();
+            sys_madvise(a[0], a[1], a[2])
+        }
         nr::ARCH_PRCTL => sys_arch_prctl(a[0], a[1]),
         nr::SET_TID_ADDRESS => Ok(p.pid),
         nr::SET_ROBUST_LIST => {
@@ -1031,15 +1053,39 @@ fn proc_errno(e: sawmill_interfaces::rpc::Error<sawmill_interfaces::ProcError>) 
 /// the library.
 pub struct GuestUser;
 
+/// The program region the last range check found, `(start, end, flags)`: most calls touch
+/// the same buffer again, and the check then costs a few comparisons instead of a search of
+/// the region manager's map. Forgotten ([`forget_region`]) by every call that changes the
+/// program's mappings.
+static LAST_REGION: Single<(u64, u64, u32)> = Single(UnsafeCell::new((0, 0, 0)));
+
+/// Drops the cached region (the mappings are about to change).
+fn forget_region() {
+    *LAST_REGION.get() = (0, 0, 0);
+}
+
 impl GuestUser {
     fn check(addr: u64, len: u64, need: u32) -> Result<(), Errno> {
         if len == 0 {
             return Ok(());
         }
-        if !mm::program_range(addr, len) || !rm::covered(addr, len, need) {
+        if !mm::program_range(addr, len) {
             return Err(errno::EFAULT);
         }
-        Ok(())
+        let end = addr + len; // no overflow: program_range checked it
+        let last = LAST_REGION.get();
+        if addr >= last.0 && end <= last.1 && last.2 & need == need {
+            return Ok(());
+        }
+        match rm::region_info(addr) {
+            Some(r) if end <= r.end && r.flags & need == need => {
+                *last = (r.start, r.end, r.flags);
+                Ok(())
+            }
+            // Across regions: the full check.
+            Some(_) if rm::covered(addr, len, need) => Ok(()),
+            _ => Err(errno::EFAULT),
+        }
     }
 }
 

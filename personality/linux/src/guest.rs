@@ -430,25 +430,39 @@ extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
 // The dispatcher.
 
 fn syscall(n: u64, a: [u64; 6]) -> SysResult {
-    let p = process();
-    if p.trace && (n == nr::EXIT || n == nr::EXIT_GROUP) {
-        println!(
-            "[{}] {}({}) = ?",
-            p.pid,
-            nr::name(n).unwrap_or("exit"),
-            a[0] as i32
-        );
+    if process().trace {
+        return syscall_traced(n, a);
     }
-    let r = match core_call(n, a) {
+    serve_call(n, a)
+}
+
+/// The call itself: the core's calls, then the files layer's.
+#[inline(always)]
+fn serve_call(n: u64, a: [u64; 6]) -> SysResult {
+    match core_call(n, a) {
         Some(r) => r,
         None => files_guest::dispatch(n, a, &GuestUser).unwrap_or_else(|| {
             unknown(n);
             Err(errno::ENOSYS)
         }),
-    };
-    if p.trace {
-        println!("[{}] {}", p.pid, trace::line(n, &a, r));
     }
+}
+
+/// A call with tracing on (out of the common path: every call pays only the flag test).
+#[inline(never)]
+#[cold]
+fn syscall_traced(n: u64, a: [u64; 6]) -> SysResult {
+    let pid = process().pid;
+    if n == nr::EXIT || n == nr::EXIT_GROUP {
+        println!(
+            "[{}] {}({}) = ?",
+            pid,
+            nr::name(n).unwrap_or("exit"),
+            a[0] as i32
+        );
+    }
+    let r = serve_call(n, a);
+    println!("[{}] {}", pid, trace::line(n, &a, r));
     r
 }
 
@@ -469,6 +483,7 @@ fn unknown(n: u64) {
 }
 
 /// The calls the core serves (memory, process, time); None for the others.
+#[inline(always)]
 fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
     let p = process();
     let u = &GuestUser;

@@ -522,8 +522,7 @@ impl Files {
             && off.checked_add(len).is_some_and(|end| end <= f.size)
             && f.flags & O_NOMAP == 0
             && (page + 1) * PAGE <= WINDOW_SIZE
-            && f
-                .mapped
+            && f.mapped
                 .get((page / 64) as usize)
                 .is_some_and(|w| w & (1 << (page % 64)) != 0)
         {

@@ -78,7 +78,10 @@ pub fn run(
             disk: image,
             process: Process {
                 argv: argv(),
-                env: sys_linux::DEFAULT_ENV.iter().map(|s| s.to_string()).collect(),
+                env: sys_linux::DEFAULT_ENV
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
                 cwd: None,
                 trace: false,
                 no_echo: true,
@@ -154,7 +157,12 @@ mod tests {
     fn argv_names_the_data_and_the_skips() {
         assert_eq!(
             argv(),
-            ["/lbench", "/bench", "--prefix=linuxabi", "--skip=pipe.roundtrip"]
+            [
+                "/lbench",
+                "/bench",
+                "--prefix=linuxabi",
+                "--skip=pipe.roundtrip"
+            ]
         );
     }
 }

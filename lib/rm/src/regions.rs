@@ -468,14 +468,7 @@ impl Regions {
     /// Records that `pages` pages from `page` are now mapped (writable or not) in region `id`
     /// (ignored if that region was detached meanwhile).
     pub fn mapped(&mut self, id: u64, page: u64, pages: u64, writable: bool) {
-        // The region is almost always the one at `page` (the fault just resolved): a binary
-        // search there instead of a walk over every region by id.
-        let at = self.v.partition_point(|r| r.start <= page);
-        let found = match at.checked_sub(1) {
-            Some(i) if self.v[i].id == id => Some(&mut self.v[i]),
-            _ => self.by_id(id),
-        };
-        if let Some(r) = found {
+        if let Some(r) = self.by_id(id) {
             for k in 0..pages {
                 let a = page + k * PAGE;
                 if !r.contains(a) {

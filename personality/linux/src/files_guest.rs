@@ -428,6 +428,11 @@ pub fn with_fs<R>(f: impl FnOnce(&mut Fs) -> R) -> R {
     with(|files| f(&mut files.backend.fs))
 }
 
+/// The working directory (for `execve`'s request).
+pub fn cwd() -> alloc::vec::Vec<u8> {
+    with(|f| f.cwd().to_vec())
+}
+
 /// Closes the close-on-exec descriptors (for `execve`).
 pub fn exec_closes() {
     with(|f| f.exec_closes())

@@ -7,6 +7,7 @@
 //! below is used by one thread at a time: the reflection entry of that thread, or the start.
 
 use crate::files_guest;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::mm::{self, BrkStep, Place};
 use sawmill_linux::random::{self, Rng};
 use sawmill_linux::{layout, nr, trace, SysResult, User};
+use sawmill_proc_api::{ExecRequest, MAX_EXEC_REQUEST};
 use sawmill_rm as rm;
 use sawmill_rt::{env, println, slots, sys, thread};
 
@@ -406,11 +408,14 @@ linux_syscall_entry:
 
 /// Serves one reflected system call; returns the frame to resume from (its `rax` set).
 extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
-    // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; the
-    // copy keeps the registers safe from anything the call does with the UTCB.
-    let f = unsafe { *frame };
-    let args = [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9];
-    let r = syscall(f.rax, args);
+    // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; only
+    // the number and the six argument registers are read (not the whole frame: this is the
+    // path of every call), before the call can touch the UTCB.
+    let (n, args) = unsafe {
+        let f = &*frame;
+        (f.rax, [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9])
+    };
+    let r = syscall(n, args);
     // SAFETY: as above.
     unsafe {
         (*frame).rax = match r {
@@ -425,25 +430,39 @@ extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
 // The dispatcher.
 
 fn syscall(n: u64, a: [u64; 6]) -> SysResult {
-    let p = process();
-    if p.trace && (n == nr::EXIT || n == nr::EXIT_GROUP) {
-        println!(
-            "[{}] {}({}) = ?",
-            p.pid,
-            nr::name(n).unwrap_or("exit"),
-            a[0] as i32
-        );
+    if process().trace {
+        return syscall_traced(n, a);
     }
-    let r = match core_call(n, a) {
+    serve_call(n, a)
+}
+
+/// The call itself: the core's calls, then the files layer's.
+#[inline(always)]
+fn serve_call(n: u64, a: [u64; 6]) -> SysResult {
+    match core_call(n, a) {
         Some(r) => r,
         None => files_guest::dispatch(n, a, &GuestUser).unwrap_or_else(|| {
             unknown(n);
             Err(errno::ENOSYS)
         }),
-    };
-    if p.trace {
-        println!("[{}] {}", p.pid, trace::line(n, &a, r));
     }
+}
+
+/// A call with tracing on (out of the common path: every call pays only the flag test).
+#[inline(never)]
+#[cold]
+fn syscall_traced(n: u64, a: [u64; 6]) -> SysResult {
+    let pid = process().pid;
+    if n == nr::EXIT || n == nr::EXIT_GROUP {
+        println!(
+            "[{}] {}({}) = ?",
+            pid,
+            nr::name(n).unwrap_or("exit"),
+            a[0] as i32
+        );
+    }
+    let r = serve_call(n, a);
+    println!("[{}] {}", pid, trace::line(n, &a, r));
     r
 }
 
@@ -464,18 +483,38 @@ fn unknown(n: u64) {
 }
 
 /// The calls the core serves (memory, process, time); None for the others.
+#[inline(always)]
 fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
     let p = process();
     let u = &GuestUser;
     Some(match n {
-        nr::BRK => Ok(sys_brk(a[0])),
-        nr::MMAP => sys_mmap(a),
-        nr::MUNMAP => mm::range_args(a[0], a[1])
-            .and_then(|len| rm::detach_range(a[0], len).map_err(rm_errno))
-            .map(|_| 0),
-        nr::MPROTECT => sys_mprotect(a[0], a[1], a[2]),
-        nr::MREMAP => sys_mremap(a),
-        nr::MADVISE => sys_madvise(a[0], a[1], a[2]),
+        // The calls that change the program's mappings drop the range check's cached region.
+        nr::BRK => {
+            forget_region();
+            Ok(sys_brk(a[0]))
+        }
+        nr::MMAP => {
+            forget_region();
+            sys_mmap(a)
+        }
+        nr::MUNMAP => {
+            forget_region();
+            mm::range_args(a[0], a[1])
+                .and_then(|len| rm::detach_range(a[0], len).map_err(rm_errno))
+                .map(|_| 0)
+        }
+        nr::MPROTECT => {
+            forget_region();
+            sys_mprotect(a[0], a[1], a[2])
+        }
+        nr::MREMAP => {
+            forget_region();
+            sys_mremap(a)
+        }
+        nr::MADVISE => {
+            forget_region();
+            sys_madvise(a[0], a[1], a[2])
+        }
         nr::ARCH_PRCTL => sys_arch_prctl(a[0], a[1]),
         nr::SET_TID_ADDRESS => Ok(p.pid),
         nr::SET_ROBUST_LIST => {
@@ -553,6 +592,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         }
         nr::PRCTL => sys_prctl(a[0], a[1]),
         nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
+        nr::EXECVE => sys_execve(a[0], a[1], a[2]),
         _ => return None,
     })
 }
@@ -940,6 +980,87 @@ fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
 }
 
 // ---------------------------------------------------------------------------------------------
+// execve: proc builds the new image (a fresh task with a fresh library for the same pid).
+
+/// Most bytes of a path `execve` reads (Linux's `PATH_MAX`).
+const PATH_MAX: usize = 4096;
+/// Most pointers of an `argv` or `envp` array read (the request's size limit bounds them anyway).
+const MAX_EXEC_STRINGS: usize = 8192;
+
+/// The NUL-terminated array of string pointers at `addr` (none if `addr` is 0, as Linux
+/// accepts), each string as UTF-8 (the request carries strings).
+fn exec_strings(addr: u64) -> Result<Vec<String>, Errno> {
+    let u = &GuestUser;
+    let mut out = Vec::new();
+    if addr == 0 {
+        return Ok(out);
+    }
+    loop {
+        if out.len() >= MAX_EXEC_STRINGS {
+            return Err(errno::E2BIG);
+        }
+        let mut w = [0u8; 8];
+        u.read(addr + 8 * out.len() as u64, &mut w)?;
+        let p = u64::from_le_bytes(w);
+        if p == 0 {
+            return Ok(out);
+        }
+        let s = u.cstr(p, MAX_EXEC_REQUEST).map_err(|e| {
+            if e == errno::ENAMETOOLONG {
+                errno::E2BIG
+            } else {
+                e
+            }
+        })?;
+        out.push(String::from_utf8(s).map_err(|_| errno::EINVAL)?);
+    }
+}
+
+/// `execve(path, argv, envp)`: the request goes to proc in message-sized pieces; on success
+/// proc ends this task and the call never returns.
+fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
+    let u = &GuestUser;
+    let program = String::from_utf8(u.cstr(path, PATH_MAX)?).map_err(|_| errno::ENOENT)?;
+    if program.is_empty() {
+        return Err(errno::ENOENT);
+    }
+    let req = ExecRequest {
+        program,
+        cwd: String::from_utf8(files_guest::cwd()).map_err(|_| errno::ENOENT)?,
+        argv: exec_strings(argv)?,
+        env: exec_strings(envp)?,
+    };
+    let bytes = req.encode();
+    if bytes.len() > MAX_EXEC_REQUEST {
+        return Err(errno::E2BIG);
+    }
+    let proc = proc::Client::new(env::cap("proc").ok_or(errno::ENOSYS)?);
+    for chunk in bytes.chunks(EXEC_CHUNK) {
+        proc.exec_data(chunk).map_err(proc_errno)?;
+    }
+    // Descriptors do not cross to the new library yet; on success nothing after this runs.
+    proc.exec().map_err(proc_errno)?;
+    Ok(0)
+}
+
+/// The piece of an exec request one `proc.exec_data` message carries (its `bytes<480>`).
+const EXEC_CHUNK: usize = 480;
+
+fn proc_errno(e: sawmill_interfaces::rpc::Error<sawmill_interfaces::ProcError>) -> Errno {
+    use sawmill_interfaces::rpc::Error as E;
+    use sawmill_interfaces::ProcError as P;
+    match e {
+        E::App(P::NotFound) => errno::ENOENT,
+        E::App(P::Denied) => errno::EACCES,
+        E::App(P::NoExec) => errno::ENOEXEC,
+        E::App(P::TooBig) => errno::E2BIG,
+        E::App(P::NoMemory) => errno::ENOMEM,
+        E::App(P::Io) => errno::EIO,
+        _ => errno::EINVAL,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The program's memory.
 
 /// The program's memory, every range checked against the region manager's map (attached, with
@@ -947,15 +1068,39 @@ fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
 /// the library.
 pub struct GuestUser;
 
+/// The program region the last range check found, `(start, end, flags)`: most calls touch
+/// the same buffer again, and the check then costs a few comparisons instead of a search of
+/// the region manager's map. Forgotten ([`forget_region`]) by every call that changes the
+/// program's mappings.
+static LAST_REGION: Single<(u64, u64, u32)> = Single(UnsafeCell::new((0, 0, 0)));
+
+/// Drops the cached region (the mappings are about to change).
+fn forget_region() {
+    *LAST_REGION.get() = (0, 0, 0);
+}
+
 impl GuestUser {
     fn check(addr: u64, len: u64, need: u32) -> Result<(), Errno> {
         if len == 0 {
             return Ok(());
         }
-        if !mm::program_range(addr, len) || !rm::covered(addr, len, need) {
+        if !mm::program_range(addr, len) {
             return Err(errno::EFAULT);
         }
-        Ok(())
+        let end = addr + len; // no overflow: program_range checked it
+        let last = LAST_REGION.get();
+        if addr >= last.0 && end <= last.1 && last.2 & need == need {
+            return Ok(());
+        }
+        match rm::region_info(addr) {
+            Some(r) if end <= r.end && r.flags & need == need => {
+                *last = (r.start, r.end, r.flags);
+                Ok(())
+            }
+            // Across regions: the full check.
+            Some(_) if rm::covered(addr, len, need) => Ok(()),
+            _ => Err(errno::EFAULT),
+        }
     }
 }
 
@@ -973,6 +1118,40 @@ impl User for GuestUser {
         // SAFETY: the range is attached writable (checked above).
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
         Ok(())
+    }
+
+    fn with_out(
+        &self,
+        addr: u64,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        if len == 0 {
+            return fill(&mut []);
+        }
+        Self::check(addr, len as u64, rm::READ | rm::WRITE)?;
+        // SAFETY: the range is attached writable (checked above) and lies in the program's part
+        // of the address space, never the library's own memory; the program's thread is stopped
+        // in this call, so nothing else uses the bytes while `fill` holds them (a read lands
+        // straight in the program's buffer, no copy through the library).
+        let dst = unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, len) };
+        Ok(fill(dst)?.min(len))
+    }
+
+    fn with_in(
+        &self,
+        addr: u64,
+        len: usize,
+        take: &mut dyn FnMut(&[u8]) -> Result<usize, Errno>,
+    ) -> Result<usize, Errno> {
+        if len == 0 {
+            return take(&[]);
+        }
+        Self::check(addr, len as u64, rm::READ)?;
+        // SAFETY: the range is attached readable (checked above), in the program's part of the
+        // address space; as for `with_out`, the program is stopped in this call.
+        let src = unsafe { core::slice::from_raw_parts(addr as *const u8, len) };
+        take(src)
     }
 
     fn cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {

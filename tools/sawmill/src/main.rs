@@ -127,6 +127,10 @@ enum Cmd {
         /// Skip the Linux baseline.
         #[arg(long)]
         no_linux: bool,
+        /// Run only these parts (comma-separated): benchmark system names (`bench-fs`),
+        /// `linuxabi` (lbench on the Linux personality), `linux` (the baseline).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// The long run of the hostile client (issue 12): every systems/tests/hostile-*.toml with
     /// COUNT messages per server, then a table of sent / alive / wrong / hangs per server.
@@ -263,7 +267,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
             println!("{passed} passed, {failed} failed");
             Ok(i32::from(failed != 0))
         }
-        Cmd::Bench { no_linux } => Ok(bench::run(&repo, !no_linux)),
+        Cmd::Bench { no_linux, only } => Ok(bench::run(&repo, !no_linux, &only)),
         Cmd::Hostile { count, seed } => Ok(hostilecmd::run(&repo, count, seed)),
         Cmd::Ext2 { args } => Ok(ext2cmd::main(&args)),
     }

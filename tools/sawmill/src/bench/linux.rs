@@ -46,6 +46,7 @@ pub const EXPECTED: &[&str] = &[
     "linux.pagefault.anon",
     "linux.open",
     "linux.write4k",
+    "linux.exec",
 ];
 
 /// Files on the benchmark disk: (name, size in bytes). `lbench` knows these names.
@@ -87,18 +88,7 @@ pub fn run(
 
     // 1. The benchmark program.
     progress("linux: building bench/linux/lbench.c with musl-gcc");
-    let src = repo.join("bench/linux/lbench.c");
-    let lbench = work.join("lbench");
-    run_tool(
-        Command::new("musl-gcc")
-            .arg("-static")
-            .arg("-O2")
-            .arg("-Wall")
-            .arg("-o")
-            .arg(&lbench)
-            .arg(&src),
-        "musl-gcc (Debian package musl-tools)",
-    )?;
+    let lbench = build_lbench(repo, work)?;
 
     // 2. The initramfs.
     progress("linux: building the initramfs");
@@ -147,19 +137,7 @@ pub fn run(
     // 3. The ext2 disk.
     progress("linux: making the ext2 disk image with mkfs.ext2 -d");
     let disk_dir = work.join("disk");
-    let _ = fs::remove_dir_all(&disk_dir);
-    fs::create_dir_all(&disk_dir).map_err(|e| format!("create {}: {e}", disk_dir.display()))?;
-    let fixed = std::time::UNIX_EPOCH + Duration::from_secs(FIXED_TIME);
-    let times = fs::FileTimes::new().set_accessed(fixed).set_modified(fixed);
-    for (i, (name, size)) in DISK_FILES.iter().enumerate() {
-        let path = disk_dir.join(name);
-        fs::write(&path, pattern(*size, i as u64 + 1)).map_err(|e| format!("write {name}: {e}"))?;
-        fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_times(times))
-            .map_err(|e| format!("set times of {name}: {e}"))?;
-    }
+    write_disk_files(&disk_dir)?;
     let image = work.join("disk.img");
     let _ = fs::remove_file(&image);
     run_tool(
@@ -225,6 +203,43 @@ pub fn run(
         ));
     }
     Ok(metrics)
+}
+
+/// Builds `lbench` (musl, static) from bench/linux/lbench.c into `work/lbench`; returns its path.
+/// The same binary runs on Linux and, unmodified, on sawmill's Linux personality.
+pub fn build_lbench(repo: &Path, work: &Path) -> Result<PathBuf, String> {
+    fs::create_dir_all(work).map_err(|e| format!("create {}: {e}", work.display()))?;
+    let src = repo.join("bench/linux/lbench.c");
+    let lbench = work.join("lbench");
+    run_tool(
+        Command::new("musl-gcc")
+            .arg("-static")
+            .arg("-O2")
+            .arg("-Wall")
+            .arg("-o")
+            .arg(&lbench)
+            .arg(&src),
+        "musl-gcc (Debian package musl-tools)",
+    )?;
+    Ok(lbench)
+}
+
+/// Writes the benchmark files ([`DISK_FILES`], fixed contents and times) into `dir`, made anew.
+pub fn write_disk_files(disk_dir: &Path) -> Result<(), String> {
+    let _ = fs::remove_dir_all(disk_dir);
+    fs::create_dir_all(disk_dir).map_err(|e| format!("create {}: {e}", disk_dir.display()))?;
+    let fixed = std::time::UNIX_EPOCH + Duration::from_secs(FIXED_TIME);
+    let times = fs::FileTimes::new().set_accessed(fixed).set_modified(fixed);
+    for (i, (name, size)) in DISK_FILES.iter().enumerate() {
+        let path = disk_dir.join(name);
+        fs::write(&path, pattern(*size, i as u64 + 1)).map_err(|e| format!("write {name}: {e}"))?;
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_times(times))
+            .map_err(|e| format!("set times of {name}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Parses every `BENCH <name> <value> <unit>` line of a serial log, in order. Tolerates CR
@@ -702,7 +717,7 @@ fn boot(
 /// `CALIB loop of N instructions measured M units`: under icount M is N plus the few
 /// instructions of the time-stamp sequence. Anything else means the guest clock is not counting
 /// instructions (no `-icount`?) and every figure would be meaningless.
-fn check_calibration(line: &str) -> Result<(), String> {
+pub fn check_calibration(line: &str) -> Result<(), String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let n = words.get(3).and_then(|w| w.parse::<f64>().ok());
     let m = words.get(6).and_then(|w| w.parse::<f64>().ok());

@@ -4,6 +4,7 @@
 //! ([`linux`]), and writes the report ([`report`]) to target/bench/.
 
 pub mod linux;
+pub mod linuxabi;
 pub mod report;
 
 use crate::qemu::{self, Outcome};
@@ -118,14 +119,23 @@ fn sawmill_figures(
     Ok(metrics)
 }
 
-pub fn run(repo: &Repo, with_linux: bool) -> i32 {
+/// Runs the benchmarks; `only`, when not empty, names the parts to run (system names,
+/// `linuxabi`, `linux`).
+pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
+    let chosen = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    let with_linux = with_linux && chosen("linux");
+    let with_linuxabi = chosen("linuxabi");
     let out_dir = repo.target().join("bench");
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         eprintln!("sawmill bench: {}: {e}", out_dir.display());
         return 1;
     }
-    let systems = bench_systems(repo);
-    let steps = 1 + systems.len() + if with_linux { 2 } else { 1 };
+    let systems: Vec<String> = bench_systems(repo)
+        .into_iter()
+        .filter(|s| chosen(s))
+        .collect();
+    // build, each system, [the Linux personality's lbench], [the Linux baseline], the report
+    let steps = 2 + systems.len() + with_linuxabi as usize + with_linux as usize;
     let mut failures = Vec::new();
     let mut metrics = Vec::new();
     step(1, steps, "build sawmill guests");
@@ -136,6 +146,21 @@ pub fn run(repo: &Repo, with_linux: bool) -> i32 {
             match sawmill_figures(repo, &out_dir, name, 2 + i, steps) {
                 Ok(m) => metrics.extend(m),
                 Err(e) => failures.push(format!("{name}: {e}")),
+            }
+        }
+        if with_linuxabi {
+            step(
+                2 + systems.len(),
+                steps,
+                "sawmill: lbench on the Linux personality (systems/linux.toml, -icount shift=0)",
+            );
+            let mut progress = |msg: &str| {
+                println!("      {msg}");
+                let _ = std::io::stdout().flush();
+            };
+            match linuxabi::run(repo, &out_dir, &mut progress) {
+                Ok(m) => metrics.extend(m),
+                Err(e) => failures.push(format!("linuxabi: {e}")),
             }
         }
     }

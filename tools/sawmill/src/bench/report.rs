@@ -22,6 +22,9 @@ pub struct Rule {
     pub sized: bool,
     /// Shown for context (different operations); the ratio is still computed.
     pub context: bool,
+    /// The same program on both systems (sawmill's Linux personality running `lbench`):
+    /// `<sawmill>X` pairs with `<linux>X` and gives `<ratio>X`, for any rest `X`.
+    pub mirror: bool,
 }
 
 /// The mapping from sawmill names to Linux names (also printed in `results.md`).
@@ -32,6 +35,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.reread4k",
         sized: true,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "mem.fault.anon",
@@ -39,6 +43,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.pagefault.anon",
         sized: false,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "fs.open",
@@ -46,6 +51,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.open",
         sized: false,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "fs.write4k",
@@ -53,6 +59,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.write4k",
         sized: false,
         context: false,
+        mirror: false,
     },
     Rule {
         sawmill: "ipc.null_rpc.roundtrip",
@@ -60,6 +67,7 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.null_rpc.vs_syscall",
         sized: false,
         context: true,
+        mirror: false,
     },
     Rule {
         sawmill: "ipc.null_rpc.roundtrip",
@@ -67,8 +75,42 @@ pub const RULES: &[Rule] = &[
         ratio: "ratio.null_rpc.vs_pipe",
         sized: false,
         context: true,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "linuxabi.",
+        linux: "linux.",
+        ratio: "ratio.linuxabi.",
+        sized: false,
+        context: false,
+        mirror: true,
     },
 ];
+
+/// The issues' targets: (ratio name, or its prefix when it ends in `.`; the most the ratio may
+/// be). Shown in the `goal` column of results.md; not a test.
+pub const GOALS: &[(&str, f64)] = &[
+    ("ratio.reread4k.multiserver.", 0.90),
+    ("ratio.linuxabi.syscall.null", 0.8),
+    ("ratio.linuxabi.reread4k.", 0.5),
+    ("ratio.linuxabi.open", 1.0),
+    ("ratio.linuxabi.write4k", 1.0),
+    ("ratio.linuxabi.pagefault.anon", 1.0),
+];
+
+/// The goal for ratio `name`, if it has one.
+pub fn goal(name: &str) -> Option<f64> {
+    GOALS
+        .iter()
+        .find(|(g, _)| {
+            if g.ends_with('.') {
+                name.starts_with(g)
+            } else {
+                name == *g
+            }
+        })
+        .map(|&(_, v)| v)
+}
 
 /// One sawmill figure paired with its Linux counterpart.
 struct Pair<'a> {
@@ -81,6 +123,14 @@ struct Pair<'a> {
 /// For `name`, the Linux name and ratio name under `rule`, if the rule applies.
 fn apply(rule: &Rule, name: &str) -> Option<(String, String)> {
     let rest = name.strip_prefix(rule.sawmill)?;
+    if rule.mirror {
+        return (!rest.is_empty()).then(|| {
+            (
+                format!("{}{rest}", rule.linux),
+                format!("{}{rest}", rule.ratio),
+            )
+        });
+    }
     if rule.sized {
         // ".<config>.<size>"; the config may itself contain dots, the size never does.
         let rest = rest.strip_prefix('.')?;
@@ -266,17 +316,21 @@ fn markdown(metrics: &[Metric], ratios: &[Metric]) -> String {
             "No sawmill figure with a Linux counterpart in this run (Linux baseline only).\n\n",
         );
     } else {
-        o.push_str("| sawmill metric | sawmill | Linux metric | Linux | ratio | ratio metric |\n");
-        o.push_str("|---|---:|---|---:|---:|---|\n");
+        o.push_str(
+            "| sawmill metric | sawmill | Linux metric | Linux | ratio | ratio metric | goal |\n",
+        );
+        o.push_str("|---|---:|---|---:|---:|---|---|\n");
         for p in &pairs {
-            let ratio = if p.linux.value != 0.0 {
-                fmt_value(p.sawmill.value / p.linux.value, "ratio")
-            } else {
-                "-".to_string()
+            let r = (p.linux.value != 0.0).then(|| p.sawmill.value / p.linux.value);
+            let ratio = r.map_or("-".to_string(), |r| fmt_value(r, "ratio"));
+            let target = match (goal(&p.ratio_name), r) {
+                (Some(g), Some(r)) if r <= g => format!("≤ {g:.2} (met)"),
+                (Some(g), _) => format!("≤ {g:.2} (not met)"),
+                (None, _) => String::new(),
             };
             let _ = writeln!(
                 o,
-                "| `{}`{} | {} | `{}` | {} | {} | `{}` |",
+                "| `{}`{} | {} | `{}` | {} | {} | `{}` | {target} |",
                 p.sawmill.name,
                 if p.context { " (context)" } else { "" },
                 fmt_value(p.sawmill.value, &p.sawmill.unit),
@@ -371,7 +425,13 @@ fn markdown(metrics: &[Metric], ratios: &[Metric]) -> String {
         "## Name mapping\n\n| sawmill metric | Linux metric | ratio metric |\n|---|---|---|\n",
     );
     for r in RULES {
-        let (s, l, q) = if r.sized {
+        let (s, l, q) = if r.mirror {
+            (
+                format!("{}<name>", r.sawmill),
+                format!("{}<name>", r.linux),
+                format!("{}<name>", r.ratio),
+            )
+        } else if r.sized {
             (
                 format!("{}.<config>.<size>", r.sawmill),
                 format!("{}<size>", r.linux),
@@ -754,6 +814,30 @@ mod tests {
     #[test]
     fn json_empty() {
         assert_eq!(json(&[]), "[\n]\n");
+    }
+
+    #[test]
+    fn linuxabi_figures_pair_with_the_same_linux_name() {
+        let ms = vec![
+            m("linuxabi.reread4k.64k", 1000.0),
+            m("linuxabi.syscall.null", 300.0),
+            m("linuxabi.exec", 10.0),
+            m("linux.reread4k.64k", 2000.0),
+            m("linux.syscall.null", 360.0),
+        ];
+        let r = ratios(&ms);
+        let names: Vec<&str> = r.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["ratio.linuxabi.reread4k.64k", "ratio.linuxabi.syscall.null"]
+        );
+        assert_eq!(r[0].value, 0.5);
+        assert_eq!(goal("ratio.linuxabi.reread4k.64k"), Some(0.5));
+        assert_eq!(goal("ratio.linuxabi.syscall.null"), Some(0.8));
+        assert_eq!(goal("ratio.linuxabi.exec"), None);
+        let md = markdown(&ms, &r);
+        assert!(md.contains("≤ 0.50 (met)"), "{md}");
+        assert!(md.contains("≤ 0.80 (not met)"), "{md}");
     }
 
     #[test]

@@ -899,6 +899,7 @@ fn run_case(repo: &Repo, w: &Work, c: &Case, host_only: bool) -> (bool, Vec<Stri
         } else {
             GUEST_TIMEOUT
         },
+        icount: false,
     };
     let booted = super::boot(repo, &b);
     {

@@ -145,6 +145,8 @@ pub struct Boot {
     pub log: PathBuf,
     pub show_log: bool,
     pub timeout: Duration,
+    /// QEMU `-icount shift=0` (guest `rdtsc` counts instructions: the benchmarks).
+    pub icount: bool,
 }
 
 /// The result of a boot: the ending, or why there is none (with the log for the report).
@@ -200,7 +202,7 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
     let cfg = qemu::Config {
         image: img,
         memory: spec.memory.clone(),
-        icount: false,
+        icount: b.icount,
         extra,
         serial_log: Some(b.log.clone()),
         com2,
@@ -346,6 +348,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         log: log.clone(),
         show_log: !o.quiet,
         timeout: Duration::from_secs(o.timeout),
+        icount: false,
     };
     let r = boot(repo, &b);
     if piped {

@@ -390,19 +390,11 @@ impl<B: Backend> Files<B> {
                 path: p,
                 mode: s.mode,
             }
-        } else if let Some((dev, _)) = Self::device_path(&p) {
-            if flags & (O_CREAT | O_EXCL) == O_CREAT | O_EXCL {
-                return Err(EEXIST);
-            }
-            if flags & O_DIRECTORY != 0 {
-                return Err(ENOTDIR);
-            }
-            Object::Device(dev)
         } else {
             // The type when a check below asked for it (then the description knows it).
             let mut known = None;
             if flags & (O_NOFOLLOW | O_DIRECTORY) != 0 {
-                let r = self.backend.stat(&p, flags & O_NOFOLLOW == 0);
+                let r = self.stat_path(&p, flags & O_NOFOLLOW == 0);
                 known = r.as_ref().ok().map(|s| s.mode);
                 match r {
                     Ok(s) if flags & O_NOFOLLOW != 0 && s.mode & S_IFMT == S_IFLNK => {
@@ -424,7 +416,17 @@ impl<B: Backend> Files<B> {
                 trunc: flags & O_TRUNC != 0,
                 mode: mode & 0o7777 & !self.umask,
             };
-            match self.backend.open(&p, how)? {
+            // A device node is served by its numbers (`Opened::Device`); a device path with no
+            // node at all (a root image without /dev) by the path, as a devtmpfs would have it.
+            let opened = match self.backend.open(&p, how) {
+                Err(e) if e == ENOENT => match Self::device_path(&p) {
+                    Some(_) if flags & O_DIRECTORY != 0 => return Err(ENOTDIR),
+                    Some((_, rdev)) => Opened::Device { rdev },
+                    None => return Err(e),
+                },
+                r => r?,
+            };
+            match opened {
                 Opened::File { handle, mode } => {
                     if flags & O_DIRECTORY != 0 && mode.is_some_and(|m| m & S_IFMT != S_IFDIR) {
                         self.backend.close(handle);

@@ -635,7 +635,9 @@ fn devices() {
     let tty = t.open("/dev/tty", O_WRONLY, 0).unwrap();
     t.write(tty, b"to the terminal").unwrap();
     assert_eq!(t.f.backend.console_out, b"to the terminal");
-    assert_eq!(t.f.backend.calls, calls, "served in the library");
+    // One call each, the open (the mock image has no /dev nodes, so the path is served as a
+    // devtmpfs would); reads and writes are served in the library.
+    assert_eq!(t.f.backend.calls, calls + 4, "served in the library");
     // stat of a device the image does not have.
     let s = t.stat("/dev/null", 0).unwrap();
     assert_eq!(word32(&s, 24), S_IFCHR | 0o666);

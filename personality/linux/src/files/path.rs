@@ -88,8 +88,9 @@ pub fn resolve(base: Base, path: &[u8]) -> Result<Vec<u8>, Errno> {
 /// Whether `path` is already what [`resolve`] makes of it whatever the base: absolute, with no
 /// empty, `.` or `..` name (so no repeated or trailing slash) and no name over `NAME_MAX`. The
 /// common case (a program's absolute path), answered without taking the path apart.
-fn is_plain_absolute(path: &[u8]) -> bool {
+pub fn is_plain_absolute(path: &[u8]) -> bool {
     path.len() > 1
+        && path.len() <= PATH_MAX
         && path[0] == b'/'
         && path[1..]
             .split(|&c| c == b'/')

@@ -1155,18 +1155,21 @@ impl User for GuestUser {
     }
 
     fn cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+        // Scanned in place, a page at a time (the next page may not be mapped): only the
+        // string's own bytes are copied, never a page-sized buffer zeroed and scanned.
         let mut out = Vec::new();
         let mut a = addr;
         while out.len() < max {
-            // Up to the end of the page: the next page may not be mapped.
             let n = ((PAGE - a % PAGE) as usize).min(max - out.len());
-            let mut chunk = alloc::vec![0u8; n];
-            self.read(a, &mut chunk)?;
-            if let Some(z) = chunk.iter().position(|&c| c == 0) {
-                out.extend_from_slice(&chunk[..z]);
+            Self::check(a, n as u64, rm::READ)?;
+            // SAFETY: the range is attached readable (checked above), in the program's part of
+            // the address space; the program's thread is stopped in this call.
+            let src = unsafe { core::slice::from_raw_parts(a as *const u8, n) };
+            if let Some(z) = src.iter().position(|&c| c == 0) {
+                out.extend_from_slice(&src[..z]);
                 return Ok(out);
             }
-            out.extend_from_slice(&chunk);
+            out.extend_from_slice(src);
             a += n as u64;
         }
         Err(errno::ENAMETOOLONG)

@@ -275,10 +275,18 @@ impl<B: Backend> Files<B> {
         }
     }
 
+    /// As [`Self::path_at`] for a path the caller owns: a plain absolute one is kept as it is.
+    fn path_at_owned(&mut self, dirfd: i32, path: Vec<u8>) -> Result<Vec<u8>, Errno> {
+        if path::is_plain_absolute(&path) {
+            return Ok(path);
+        }
+        self.path_at(dirfd, &path)
+    }
+
     /// Reads the path argument and makes it absolute against `dirfd`.
     fn user_path(&mut self, dirfd: i32, addr: u64, u: &dyn User) -> Result<Vec<u8>, Errno> {
         let p = u.cstr(addr, path::PATH_MAX + 1)?;
-        self.path_at(dirfd, &p)
+        self.path_at_owned(dirfd, p)
     }
 
     /// The device served at absolute path `p`, if any.
@@ -375,7 +383,7 @@ impl<B: Backend> Files<B> {
         if flags & O_TMPFILE == O_TMPFILE {
             return Err(EOPNOTSUPP);
         }
-        let p = self.path_at(dirfd, &given)?;
+        let p = self.path_at_owned(dirfd, given)?;
         let fd = self.table.lowest_free(0)?;
         let cloexec = flags & O_CLOEXEC != 0;
         let mut kept = flags & STATUS_KEPT | O_LARGEFILE;

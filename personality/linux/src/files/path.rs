@@ -38,6 +38,9 @@ pub fn resolve(base: Base, path: &[u8]) -> Result<Vec<u8>, Errno> {
     if path.len() > PATH_MAX {
         return Err(ENAMETOOLONG);
     }
+    if is_plain_absolute(path) {
+        return Ok(path.to_vec());
+    }
     let mut parts: Vec<&[u8]> = Vec::new();
     // How many of `parts` come from a canonical base (those a `..` may remove).
     let mut exact = 0;
@@ -80,6 +83,18 @@ pub fn resolve(base: Base, path: &[u8]) -> Result<Vec<u8>, Errno> {
         return Err(ENAMETOOLONG);
     }
     Ok(out)
+}
+
+/// Whether `path` is already what [`resolve`] makes of it whatever the base: absolute, with no
+/// empty, `.` or `..` name (so no repeated or trailing slash) and no name over `NAME_MAX`. The
+/// common case (a program's absolute path), answered without taking the path apart.
+pub fn is_plain_absolute(path: &[u8]) -> bool {
+    path.len() > 1
+        && path.len() <= PATH_MAX
+        && path[0] == b'/'
+        && path[1..]
+            .split(|&c| c == b'/')
+            .all(|n| !n.is_empty() && n != b"." && n != b".." && n.len() <= NAME_MAX)
 }
 
 /// The canonical absolute path of the directory `path` names (every symlink replaced by its
@@ -138,5 +153,46 @@ pub fn canonical_dir<B: Backend>(fs: &mut B, path: &[u8]) -> Result<Vec<u8>, Err
 fn push_names(todo: &mut Vec<Vec<u8>>, path: &[u8]) {
     for name in path.rsplit(|&c| c == b'/').filter(|c| !c.is_empty()) {
         todo.push(name.to_vec());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CWD: Base = Base {
+        path: b"/home",
+        canonical: true,
+    };
+
+    #[test]
+    fn plain_absolute_paths_come_back_unchanged() {
+        for p in [&b"/bench/small"[..], b"/a", b"/a.b/..c/.d"] {
+            assert!(is_plain_absolute(p));
+            assert_eq!(resolve(CWD, p).unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn other_paths_take_the_general_way() {
+        for p in [
+            &b"/"[..],
+            b"a",
+            b"/a/",
+            b"/a//b",
+            b"/a/./b",
+            b"/a/..",
+            b"//a",
+        ] {
+            assert!(!is_plain_absolute(p));
+        }
+        assert_eq!(resolve(CWD, b"/a//b/.").unwrap(), b"/a/b/");
+        assert_eq!(resolve(CWD, b"x").unwrap(), b"/home/x");
+        assert_eq!(resolve(CWD, b"/").unwrap(), b"/");
+        let long = [b'n'; NAME_MAX + 1];
+        let mut p = b"/".to_vec();
+        p.extend_from_slice(&long);
+        assert!(!is_plain_absolute(&p));
+        assert_eq!(resolve(CWD, &p), Err(ENAMETOOLONG));
     }
 }

@@ -1,8 +1,8 @@
 /* Terminal ioctls on the controlling terminal, compared with Linux (the harness gives both
  * sides a terminal with the console's start settings): isatty, TCGETS on a terminal and on
- * other files (ENOTTY), bad pointers (EFAULT), an unknown request, TCSETS / TCSETSW / TCSETSF
- * (through tcsetattr) read back with TCGETS, TIOCSWINSZ read back with TIOCGWINSZ. With
- * argument `exec`, it then runs `busybox stty -a` in its place: the settings belong to the
+ * other files (ENOTTY), bad pointers (EFAULT), an unknown request, tcdrain and tcflush (a bad
+ * queue: EINVAL), TCSETS / TCSETSW / TCSETSF (through tcsetattr) read back with TCGETS,
+ * TIOCSWINSZ read back with TIOCGWINSZ. With argument `exec`, it then runs `busybox stty -a` in its place: the settings belong to the
  * terminal, not to the program that set them. */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +56,11 @@ int main(int argc, char **argv)
 	result("TIOCSWINSZ bad pointer", ioctl(0, TIOCSWINSZ, (void *)16));
 	result("unknown request", ioctl(0, 0x54ff, &t));
 	result("TCGETS closed", ioctl(99, TCGETS, &t));
+	result("tcdrain", tcdrain(1));
+	result("tcflush input", tcflush(0, TCIFLUSH));
+	/* Not tcflush(TCOFLUSH): on the host's pty it discards output the harness has not read yet. */
+	result("tcflush bad queue", tcflush(0, 3));
+	result("tcdrain /dev/null", tcdrain(fd));
 	show("start");
 
 	tcgetattr(0, &t);

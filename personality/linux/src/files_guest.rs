@@ -346,6 +346,12 @@ impl Backend for Guest {
             None => Ok(self.fallback_winsize),
         }
     }
+    fn console_pending(&mut self) -> Result<usize, Errno> {
+        match self.console_in {
+            Some(c) => c.pending().map(|n| n as usize).map_err(|_| EIO),
+            None => Ok(0),
+        }
+    }
     fn console_set_winsize(&mut self, rows: u16, cols: u16) -> Result<(), Errno> {
         match self.console {
             Some(c) => c.set_winsize(rows, cols).map_err(|_| EIO),

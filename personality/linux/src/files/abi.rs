@@ -107,6 +107,8 @@ pub const TCGETS: u32 = 0x5401;
 pub const TCSETS: u32 = 0x5402;
 pub const TCSETSW: u32 = 0x5403;
 pub const TCSETSF: u32 = 0x5404;
+pub const TCSBRK: u32 = 0x5409;
+pub const TCFLSH: u32 = 0x540b;
 pub const TIOCGPGRP: u32 = 0x540f;
 pub const TIOCSPGRP: u32 = 0x5410;
 pub const TIOCGWINSZ: u32 = 0x5413;
@@ -115,6 +117,11 @@ pub const FIONREAD: u32 = 0x541b;
 pub const FIONBIO: u32 = 0x5421;
 pub const FIONCLEX: u32 = 0x5450;
 pub const FIOCLEX: u32 = 0x5451;
+
+// TCFLSH's queue selectors.
+pub const TCIFLUSH: u64 = 0;
+pub const TCOFLUSH: u64 = 1;
+pub const TCIOFLUSH: u64 = 2;
 
 // utimensat's special nanosecond values.
 pub const UTIME_NOW: i64 = (1 << 30) - 1;

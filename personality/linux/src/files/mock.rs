@@ -476,6 +476,9 @@ impl Backend for Mock {
     fn console_winsize(&mut self) -> Result<(u16, u16), Errno> {
         Ok(self.winsize)
     }
+    fn console_pending(&mut self) -> Result<usize, Errno> {
+        Ok(self.console_in.len())
+    }
     fn console_set_winsize(&mut self, rows: u16, cols: u16) -> Result<(), Errno> {
         self.winsize = (rows, cols);
         Ok(())

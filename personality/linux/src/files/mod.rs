@@ -1420,9 +1420,22 @@ impl<B: Backend> Files<B> {
                 Ok(0)
             }
             FIONREAD => {
-                u.write(arg, &0u32.to_le_bytes())?;
+                let n = self.backend.console_pending()?.min(i32::MAX as usize);
+                u.write(arg, &(n as u32).to_le_bytes())?;
                 Ok(0)
             }
+            // tcdrain (argument 1) and breaks (0): output is on the line when a write returns,
+            // and a break is not sent.
+            TCSBRK => Ok(0),
+            TCFLSH => match arg {
+                TCIFLUSH | TCIOFLUSH => {
+                    let t = self.backend.console_tcgets()?;
+                    self.backend.console_tcsets(&t, true)?;
+                    Ok(0)
+                }
+                TCOFLUSH => Ok(0),
+                _ => Err(EINVAL),
+            },
             _ => Err(ENOTTY),
         }
     }

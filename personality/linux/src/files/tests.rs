@@ -204,6 +204,16 @@ fn terminal_settings_live_in_the_terminal() {
     assert_eq!(t.call(nr::IOCTL, &[0, TIOCSWINSZ as u64, BAD]), Err(EFAULT));
     assert_eq!(t.call(nr::IOCTL, &[0, TIOCGWINSZ as u64, BAD]), Err(EFAULT));
     assert_eq!(t.f.backend.termios, Termios::default());
+    // FIONREAD: what the terminal holds; TCFLSH of the input empties it; a bad queue: EINVAL.
+    t.f.backend.console_in = b"abc".to_vec();
+    assert_eq!(t.call(nr::IOCTL, &[0, FIONREAD as u64, BUF]), Ok(0));
+    assert_eq!(t.m.get(BUF, 4), [3, 0, 0, 0]);
+    assert_eq!(t.call(nr::IOCTL, &[0, TCFLSH as u64, TCOFLUSH]), Ok(0));
+    assert_eq!(t.f.backend.console_in.len(), 3);
+    assert_eq!(t.call(nr::IOCTL, &[0, TCFLSH as u64, 3]), Err(EINVAL));
+    assert_eq!(t.call(nr::IOCTL, &[0, TCFLSH as u64, TCIFLUSH]), Ok(0));
+    assert!(t.f.backend.console_in.is_empty());
+    assert_eq!(t.call(nr::IOCTL, &[0, TCSBRK as u64, 1]), Ok(0));
     // A request a terminal does not know: ENOTTY, as Linux answers on a tty.
     assert_eq!(t.call(nr::IOCTL, &[0, 0x54ff, BUF]), Err(ENOTTY));
     // Not a terminal: ENOTTY for all of them.

@@ -1,4 +1,5 @@
-//! Scenarios `console-uart`, `console-flow` and `console-raw`: clients of the console server (servers/console).
+//! Scenarios `console-uart`, `console-flow` and `console-raw`: clients of the console server
+//! (servers/console).
 //!
 //! With argument `reader`: checks the refusals (a read on `console`, read sizes 0 and 481,
 //! malformed messages) and the window size, then reads `console-in` until end of file, printing

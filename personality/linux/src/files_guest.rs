@@ -22,7 +22,7 @@ use sawmill_interfaces::{console, EntryKind};
 use sawmill_linux::errno::*;
 use sawmill_linux::files::abi::RENAME_NOREPLACE;
 use sawmill_linux::files::backend::{
-    makedev, Backend, DirEntry, OpenHow, Opened, Stat, StatFs, TimeSet, Timespec,
+    makedev, Backend, DirEntry, OpenHow, Opened, Stat, StatFs, Termios, TimeSet, Timespec,
 };
 use sawmill_linux::files::Files;
 use sawmill_linux::{Errno, SysResult, User};
@@ -151,6 +151,10 @@ pub struct Guest {
     fs: Fs,
     console: Option<console::Client>,
     console_in: Option<console::Client>,
+    /// The terminal's settings and size when there is no console server (the debug console
+    /// stands in for it): kept so that a program reads back what it set.
+    fallback_termios: Termios,
+    fallback_winsize: (u16, u16),
     /// State of the generator behind `/dev/random` and `/dev/urandom` (from the process's seed).
     rng: u64,
 }
@@ -172,6 +176,8 @@ impl Guest {
             ),
             console: env::cap("console").map(console::Client::new),
             console_in: env::cap("console-in").map(console::Client::new),
+            fallback_termios: Termios::default(),
+            fallback_winsize: (24, 80),
             rng,
         }
     }
@@ -337,7 +343,47 @@ impl Backend for Guest {
     fn console_winsize(&mut self) -> Result<(u16, u16), Errno> {
         match self.console {
             Some(c) => c.winsize().map(|w| (w.rows, w.cols)).map_err(|_| EIO),
-            None => Ok((24, 80)),
+            None => Ok(self.fallback_winsize),
+        }
+    }
+    fn console_pending(&mut self) -> Result<usize, Errno> {
+        match self.console_in {
+            Some(c) => c.pending().map(|n| n as usize).map_err(|_| EIO),
+            None => Ok(0),
+        }
+    }
+    fn console_set_winsize(&mut self, rows: u16, cols: u16) -> Result<(), Errno> {
+        match self.console {
+            Some(c) => c.set_winsize(rows, cols).map_err(|_| EIO),
+            None => {
+                self.fallback_winsize = (rows, cols);
+                Ok(())
+            }
+        }
+    }
+    fn console_tcgets(&mut self) -> Result<Termios, Errno> {
+        let Some(c) = self.console else {
+            return Ok(self.fallback_termios);
+        };
+        let t = c.tcgets().map_err(|_| EIO)?;
+        Ok(Termios {
+            iflag: t.iflag,
+            oflag: t.oflag,
+            cflag: t.cflag,
+            lflag: t.lflag,
+            line: t.line,
+            cc: t.cc,
+        })
+    }
+    fn console_tcsets(&mut self, t: &Termios, flush: bool) -> Result<(), Errno> {
+        match self.console {
+            Some(c) => c
+                .tcsets(t.iflag, t.oflag, t.cflag, t.lflag, t.line, t.cc, flush)
+                .map_err(|_| EIO),
+            None => {
+                self.fallback_termios = *t;
+                Ok(())
+            }
         }
     }
     fn random(&mut self, buf: &mut [u8]) {

@@ -13,7 +13,10 @@
 //!   When the discipline is full it stops the UART's receive interrupt and leaves bytes in the
 //!   UART (QEMU holds the rest); the reader, having made room, signals it to resume.
 //!
-//! Settings: the optional `config` table (`sawmill_console_api::Config`: echo, onlcr,
+//! The terminal's settings (a termios, read and changed through `tcgets`/`tcsets`) and its size
+//! live in [`Shared`] too: one terminal, whichever endpoint a program asks on.
+//!
+//! Start settings: the optional `config` table (`sawmill_console_api::Config`: echo, onlcr,
 //! canonical, rows, cols). It touches only ports 0x2f8..0x2ff, IRQ 3 and its endpoints.
 #![no_std]
 #![no_main]
@@ -26,6 +29,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use sawmill_abi::ObjKind;
 use sawmill_console_api::ldisc::{self, Input, LineDiscipline};
+use sawmill_console_api::termios::{Termios, NCCS};
 use sawmill_console_api::Config;
 use sawmill_interfaces::rpc::Bytes;
 use sawmill_interfaces::{console, ConsoleError};
@@ -57,6 +61,8 @@ struct Shared {
     stop_reported: bool,
     /// Scratch for output processing and echo (kept to avoid allocating per request).
     out: Vec<u8>,
+    /// The terminal's size (rows, columns).
+    winsize: (u16, u16),
 }
 
 /// The lock around [`Shared`]: held for bounded work only, never across a wait.
@@ -82,15 +88,13 @@ fn with_shared<R>(f: impl FnOnce(&mut Shared) -> R) -> R {
 /// One endpoint's server: `input` says whether it is `console-in`.
 struct Endpoint {
     input: bool,
-    rows: u16,
-    cols: u16,
 }
 
 impl console::Server for Endpoint {
     fn write(&mut self, _badge: u64, data: &[u8]) -> Result<u32, ConsoleError> {
         with_shared(|s| {
             s.out.clear();
-            ldisc::output(s.ldisc.modes(), data, &mut s.out);
+            ldisc::output(s.ldisc.termios(), data, &mut s.out);
             uart::send(&s.out);
         });
         Ok(data.len() as u32)
@@ -129,10 +133,57 @@ impl console::Server for Endpoint {
     }
 
     fn winsize(&mut self, _badge: u64) -> Result<console::WinsizeOut, ConsoleError> {
-        Ok(console::WinsizeOut {
-            rows: self.rows,
-            cols: self.cols,
+        let (rows, cols) = with_shared(|s| s.winsize);
+        Ok(console::WinsizeOut { rows, cols })
+    }
+
+    fn set_winsize(&mut self, _badge: u64, rows: u16, cols: u16) -> Result<(), ConsoleError> {
+        with_shared(|s| s.winsize = (rows, cols));
+        Ok(())
+    }
+
+    fn tcgets(&mut self, _badge: u64) -> Result<console::TcgetsOut, ConsoleError> {
+        let t = with_shared(|s| *s.ldisc.termios());
+        Ok(console::TcgetsOut {
+            iflag: t.iflag,
+            oflag: t.oflag,
+            cflag: t.cflag,
+            lflag: t.lflag,
+            line: t.line,
+            cc: t.cc,
         })
+    }
+
+    fn tcsets(
+        &mut self,
+        _badge: u64,
+        iflag: u32,
+        oflag: u32,
+        cflag: u32,
+        lflag: u32,
+        line: u8,
+        cc: [u8; NCCS],
+        flush: bool,
+    ) -> Result<(), ConsoleError> {
+        let t = Termios {
+            iflag,
+            oflag,
+            cflag,
+            lflag,
+            line,
+            cc,
+        };
+        with_shared(|s| {
+            s.ldisc.set_termios(t, flush);
+            if s.rx_stopped && s.ldisc.has_room() {
+                s.rx_stopped = false;
+                let _ = sys::notify_signal(slots::IRQ_NOTIFY, RESUME_BIT);
+            }
+            // A waiting reader may be served now (a partial line became readable, or VMIN
+            // went down): it looks again.
+            let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), 1);
+        });
+        Ok(())
     }
 }
 
@@ -218,25 +269,18 @@ fn main() {
     WAKE.store(wake, Ordering::Relaxed);
     uart::init();
     *SHARED.lock() = Some(Shared {
-        ldisc: LineDiscipline::new(cfg.modes()),
+        ldisc: LineDiscipline::new(cfg.termios()),
         rx_stopped: false,
         stop_reported: false,
         out: Vec::with_capacity(2 * MAX_TRANSFER),
+        winsize: (cfg.rows, cfg.cols),
     });
-    let (rows, cols) = (cfg.rows, cfg.cols);
     if let Err(e) = thread::spawn(255, THREAD_STACK, move || interrupts(irq)) {
         println!("console: FAIL interrupt thread: {}", e.name());
         return;
     }
     if let Err(e) = thread::spawn(255, THREAD_STACK, move || {
-        console::serve(
-            in_ep,
-            &mut Endpoint {
-                input: true,
-                rows,
-                cols,
-            },
-        )
+        console::serve(in_ep, &mut Endpoint { input: true })
     }) {
         println!("console: FAIL reader thread: {}", e.name());
         return;
@@ -249,12 +293,5 @@ fn main() {
         if cfg.onlcr { "on" } else { "off" },
         if cfg.canonical { "line" } else { "raw" }
     );
-    console::serve(
-        out_ep,
-        &mut Endpoint {
-            input: false,
-            rows,
-            cols,
-        },
-    )
+    console::serve(out_ep, &mut Endpoint { input: false })
 }

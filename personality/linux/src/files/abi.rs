@@ -107,6 +107,8 @@ pub const TCGETS: u32 = 0x5401;
 pub const TCSETS: u32 = 0x5402;
 pub const TCSETSW: u32 = 0x5403;
 pub const TCSETSF: u32 = 0x5404;
+pub const TCSBRK: u32 = 0x5409;
+pub const TCFLSH: u32 = 0x540b;
 pub const TIOCGPGRP: u32 = 0x540f;
 pub const TIOCSPGRP: u32 = 0x5410;
 pub const TIOCGWINSZ: u32 = 0x5413;
@@ -115,6 +117,11 @@ pub const FIONREAD: u32 = 0x541b;
 pub const FIONBIO: u32 = 0x5421;
 pub const FIONCLEX: u32 = 0x5450;
 pub const FIOCLEX: u32 = 0x5451;
+
+// TCFLSH's queue selectors.
+pub const TCIFLUSH: u64 = 0;
+pub const TCOFLUSH: u64 = 1;
+pub const TCIOFLUSH: u64 = 2;
 
 // utimensat's special nanosecond values.
 pub const UTIME_NOW: i64 = (1 << 30) - 1;
@@ -152,8 +159,7 @@ pub const STAT_SIZE: usize = 144;
 pub const STATX_SIZE: usize = 256;
 /// Size of `struct statfs` on x86-64.
 pub const STATFS_SIZE: usize = 120;
-/// Size of `struct termios` (the kernel's, what TCGETS fills).
-pub const TERMIOS_SIZE: usize = 36;
+pub use sawmill_console_api::termios::TERMIOS_SIZE;
 /// Size of `struct winsize`.
 pub const WINSIZE_SIZE: usize = 8;
 
@@ -267,46 +273,18 @@ pub fn pack_dirent64(
     put(out, at + 19, name);
 }
 
-// termios flags of the Linux console's defaults (the kernel's `tty_std_termios`).
-pub const ICRNL: u32 = 0o400;
-pub const IXON: u32 = 0o2000;
-pub const OPOST: u32 = 0o1;
-pub const ONLCR: u32 = 0o4;
-pub const B38400: u32 = 0o17;
-pub const CS8: u32 = 0o60;
-pub const CREAD: u32 = 0o200;
-pub const HUPCL: u32 = 0o2000;
-pub const ISIG: u32 = 0o1;
-pub const ICANON: u32 = 0o2;
-pub const ECHO: u32 = 0o10;
-pub const ECHOE: u32 = 0o20;
-pub const ECHOK: u32 = 0o40;
-pub const ECHOCTL: u32 = 0o1000;
-pub const ECHOKE: u32 = 0o4000;
-pub const IEXTEN: u32 = 0o100000;
-
-/// The console's terminal settings as a new Linux tty has them (`tty_std_termios`): canonical
-/// mode with echo, signals, CR→NL on input, NL→CRNL on output, 8 bits, and the usual control
-/// characters (^C ^\ DEL ^U ^D, VMIN 1, ^Q ^S ^Z, ^R ^O ^W ^V).
-pub fn default_termios() -> [u8; TERMIOS_SIZE] {
-    let mut b = [0u8; TERMIOS_SIZE];
-    put(&mut b, 0, &(ICRNL | IXON).to_le_bytes());
-    put(&mut b, 4, &(OPOST | ONLCR).to_le_bytes());
-    put(&mut b, 8, &(B38400 | CS8 | CREAD | HUPCL).to_le_bytes());
-    let lflag = ISIG | ICANON | ECHO | ECHOE | ECHOK | ECHOCTL | ECHOKE | IEXTEN;
-    put(&mut b, 12, &lflag.to_le_bytes());
-    // c_line 0, then c_cc[19].
-    let cc = [
-        3u8, 0x1c, 0x7f, 0x15, 4, 0, 1, 0, 0x11, 0x13, 0x1a, 0, 0x12, 0x0f, 0x17, 0x16, 0,
-    ];
-    put(&mut b, 17, &cc);
-    b
-}
-
 /// `struct winsize` for `rows` x `cols`.
 pub fn pack_winsize(rows: u16, cols: u16) -> [u8; WINSIZE_SIZE] {
     let mut b = [0u8; WINSIZE_SIZE];
     put(&mut b, 0, &rows.to_le_bytes());
     put(&mut b, 2, &cols.to_le_bytes());
     b
+}
+
+/// Rows and columns of a `struct winsize`.
+pub fn unpack_winsize(b: &[u8; WINSIZE_SIZE]) -> (u16, u16) {
+    (
+        u16::from_le_bytes([b[0], b[1]]),
+        u16::from_le_bytes([b[2], b[3]]),
+    )
 }

@@ -9,6 +9,7 @@
 //! The guest's backend (fsclient) serves every one of them.
 
 use alloc::vec::Vec;
+pub use sawmill_console_api::termios::Termios;
 
 use crate::Errno;
 
@@ -156,6 +157,14 @@ pub trait Backend {
     fn console_read(&mut self, buf: &mut [u8]) -> Result<usize, Errno>;
     /// The terminal's rows and columns.
     fn console_winsize(&mut self) -> Result<(u16, u16), Errno>;
+    /// Bytes a read could take now without waiting (FIONREAD).
+    fn console_pending(&mut self) -> Result<usize, Errno>;
+    /// Sets what [`console_winsize`](Backend::console_winsize) reports.
+    fn console_set_winsize(&mut self, rows: u16, cols: u16) -> Result<(), Errno>;
+    /// The terminal's settings (kept by the terminal, shared by every process on it).
+    fn console_tcgets(&mut self) -> Result<Termios, Errno>;
+    /// New terminal settings; `flush` discards the input held first (TCSETSF).
+    fn console_tcsets(&mut self, t: &Termios, flush: bool) -> Result<(), Errno>;
     /// Fills `buf` with random bytes (`/dev/random`, `/dev/urandom`).
     fn random(&mut self, buf: &mut [u8]);
 }

@@ -28,6 +28,9 @@ pub struct Mock {
     next_handle: u64,
     pub console_out: Vec<u8>,
     pub console_in: Vec<u8>,
+    /// The terminal's settings and size.
+    pub termios: Termios,
+    pub winsize: (u16, u16),
     /// How many calls reached the file system (to check what the library serves alone).
     pub calls: usize,
 }
@@ -62,6 +65,8 @@ impl Mock {
             next_handle: 100,
             console_out: Vec::new(),
             console_in: Vec::new(),
+            termios: Termios::default(),
+            winsize: (24, 80),
             calls: 0,
         }
     }
@@ -469,7 +474,24 @@ impl Backend for Mock {
         Ok(n)
     }
     fn console_winsize(&mut self) -> Result<(u16, u16), Errno> {
-        Ok((24, 80))
+        Ok(self.winsize)
+    }
+    fn console_pending(&mut self) -> Result<usize, Errno> {
+        Ok(self.console_in.len())
+    }
+    fn console_set_winsize(&mut self, rows: u16, cols: u16) -> Result<(), Errno> {
+        self.winsize = (rows, cols);
+        Ok(())
+    }
+    fn console_tcgets(&mut self) -> Result<Termios, Errno> {
+        Ok(self.termios)
+    }
+    fn console_tcsets(&mut self, t: &Termios, flush: bool) -> Result<(), Errno> {
+        self.termios = *t;
+        if flush {
+            self.console_in.clear();
+        }
+        Ok(())
     }
     fn random(&mut self, buf: &mut [u8]) {
         for (i, b) in buf.iter_mut().enumerate() {

@@ -34,7 +34,7 @@ use crate::{nr, Errno, SysResult, User};
 
 use abi::*;
 pub use backend::Backend;
-use backend::{major_minor, makedev, OpenHow, Opened, Stat, TimeSet, Timespec};
+use backend::{major_minor, makedev, OpenHow, Opened, Stat, Termios, TimeSet, Timespec};
 use path::Base;
 use table::{Description, Device, Object, Shared, Table, MAX_FDS};
 
@@ -99,8 +99,6 @@ pub struct Files<B: Backend> {
     /// Who the process is (for `access`).
     pub uid: u32,
     pub gid: u32,
-    /// The console's settings as the program last set them (`TCSETS`).
-    termios: [u8; TERMIOS_SIZE],
 }
 
 impl<B: Backend> Files<B> {
@@ -114,7 +112,6 @@ impl<B: Backend> Files<B> {
             exe: exe.to_vec(),
             uid: 0,
             gid: 0,
-            termios: default_termios(),
         };
         let console = Rc::new(RefCell::new(Description {
             object: Object::Device(Device::Console),
@@ -1406,13 +1403,16 @@ impl<B: Backend> Files<B> {
         }
         match req {
             TCGETS => {
-                u.write(arg, &self.termios)?;
+                let t = self.backend.console_tcgets()?;
+                u.write(arg, &t.to_bytes())?;
                 Ok(0)
             }
+            // Output is on the line when a write returns, so TCSETSW has nothing to wait for.
             TCSETS | TCSETSW | TCSETSF => {
                 let mut t = [0u8; TERMIOS_SIZE];
                 u.read(arg, &mut t)?;
-                self.termios = t;
+                self.backend
+                    .console_tcsets(&Termios::from_bytes(&t), req == TCSETSF)?;
                 Ok(0)
             }
             TIOCGWINSZ => {
@@ -1423,12 +1423,27 @@ impl<B: Backend> Files<B> {
             TIOCSWINSZ => {
                 let mut w = [0u8; WINSIZE_SIZE];
                 u.read(arg, &mut w)?;
+                let (rows, cols) = unpack_winsize(&w);
+                self.backend.console_set_winsize(rows, cols)?;
                 Ok(0)
             }
             FIONREAD => {
-                u.write(arg, &0u32.to_le_bytes())?;
+                let n = self.backend.console_pending()?.min(i32::MAX as usize);
+                u.write(arg, &(n as u32).to_le_bytes())?;
                 Ok(0)
             }
+            // tcdrain (argument 1) and breaks (0): output is on the line when a write returns,
+            // and a break is not sent.
+            TCSBRK => Ok(0),
+            TCFLSH => match arg {
+                TCIFLUSH | TCIOFLUSH => {
+                    let t = self.backend.console_tcgets()?;
+                    self.backend.console_tcsets(&t, true)?;
+                    Ok(0)
+                }
+                TCOFLUSH => Ok(0),
+                _ => Err(EINVAL),
+            },
             _ => Err(ENOTTY),
         }
     }

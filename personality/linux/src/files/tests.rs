@@ -159,6 +159,7 @@ fn console_descriptors_at_start() {
     // isatty: TCGETS works on the console, ENOTTY on a file.
     assert_eq!(t.call(nr::IOCTL, &[1, TCGETS as u64, BUF]), Ok(0));
     let tio = t.m.get(BUF, TERMIOS_SIZE);
+    use sawmill_console_api::termios::{ECHO, ICANON};
     assert_ne!(word32(&tio, 12) & ICANON, 0);
     assert_ne!(word32(&tio, 12) & ECHO, 0);
     assert_eq!(t.call(nr::IOCTL, &[1, TIOCGWINSZ as u64, BUF]), Ok(0));
@@ -166,6 +167,60 @@ fn console_descriptors_at_start() {
     let fd = t.open("/etc/passwd", O_RDONLY, 0).unwrap();
     assert_eq!(t.call(nr::IOCTL, &[fd, TCGETS as u64, BUF]), Err(ENOTTY));
     assert_eq!(t.call(nr::IOCTL, &[1, TCGETS as u64, BAD]), Err(EFAULT));
+}
+
+#[test]
+fn terminal_settings_live_in_the_terminal() {
+    use sawmill_console_api::termios::{Termios, ECHO, ICANON, VMIN};
+    let mut t = T::new();
+    assert_eq!(t.call(nr::IOCTL, &[0, TCGETS as u64, BUF]), Ok(0));
+    let got = t.m.get(BUF, TERMIOS_SIZE);
+    assert_eq!(got, Termios::default().to_bytes());
+    // `stty raw -echo`-like: what TCSETS sets, the terminal keeps, and TCGETS reads back.
+    let mut raw = Termios::default();
+    raw.lflag &= !(ICANON | ECHO);
+    raw.cc[VMIN] = 1;
+    t.m.set(BUF, &raw.to_bytes());
+    assert_eq!(t.call(nr::IOCTL, &[0, TCSETSW as u64, BUF]), Ok(0));
+    assert_eq!(t.f.backend.termios, raw);
+    t.m.set(BUF, &[0; TERMIOS_SIZE]);
+    assert_eq!(t.call(nr::IOCTL, &[2, TCGETS as u64, BUF]), Ok(0));
+    assert_eq!(t.m.get(BUF, TERMIOS_SIZE), raw.to_bytes());
+    // TCSETSF discards input held; TCSETS keeps it.
+    t.f.backend.console_in = b"typed ahead\n".to_vec();
+    t.m.set(BUF, &Termios::default().to_bytes());
+    assert_eq!(t.call(nr::IOCTL, &[0, TCSETS as u64, BUF]), Ok(0));
+    assert_eq!(t.f.backend.console_in.len(), 12);
+    assert_eq!(t.call(nr::IOCTL, &[0, TCSETSF as u64, BUF]), Ok(0));
+    assert!(t.f.backend.console_in.is_empty());
+    // TIOCSWINSZ sets what TIOCGWINSZ reports.
+    t.m.set(BUF, &[50, 0, 132, 0, 0, 0, 0, 0]);
+    assert_eq!(t.call(nr::IOCTL, &[1, TIOCSWINSZ as u64, BUF]), Ok(0));
+    t.m.set(BUF, &[0; 8]);
+    assert_eq!(t.call(nr::IOCTL, &[1, TIOCGWINSZ as u64, BUF]), Ok(0));
+    assert_eq!(t.m.get(BUF, 4), [50, 0, 132, 0]);
+    // Bad pointers: EFAULT, nothing changed.
+    assert_eq!(t.call(nr::IOCTL, &[0, TCSETS as u64, BAD]), Err(EFAULT));
+    assert_eq!(t.call(nr::IOCTL, &[0, TIOCSWINSZ as u64, BAD]), Err(EFAULT));
+    assert_eq!(t.call(nr::IOCTL, &[0, TIOCGWINSZ as u64, BAD]), Err(EFAULT));
+    assert_eq!(t.f.backend.termios, Termios::default());
+    // FIONREAD: what the terminal holds; TCFLSH of the input empties it; a bad queue: EINVAL.
+    t.f.backend.console_in = b"abc".to_vec();
+    assert_eq!(t.call(nr::IOCTL, &[0, FIONREAD as u64, BUF]), Ok(0));
+    assert_eq!(t.m.get(BUF, 4), [3, 0, 0, 0]);
+    assert_eq!(t.call(nr::IOCTL, &[0, TCFLSH as u64, TCOFLUSH]), Ok(0));
+    assert_eq!(t.f.backend.console_in.len(), 3);
+    assert_eq!(t.call(nr::IOCTL, &[0, TCFLSH as u64, 3]), Err(EINVAL));
+    assert_eq!(t.call(nr::IOCTL, &[0, TCFLSH as u64, TCIFLUSH]), Ok(0));
+    assert!(t.f.backend.console_in.is_empty());
+    assert_eq!(t.call(nr::IOCTL, &[0, TCSBRK as u64, 1]), Ok(0));
+    // A request a terminal does not know: ENOTTY, as Linux answers on a tty.
+    assert_eq!(t.call(nr::IOCTL, &[0, 0x54ff, BUF]), Err(ENOTTY));
+    // Not a terminal: ENOTTY for all of them.
+    let fd = t.open("/etc/passwd", O_RDONLY, 0).unwrap();
+    for req in [TCSETS, TCSETSF, TIOCGWINSZ, TIOCSWINSZ] {
+        assert_eq!(t.call(nr::IOCTL, &[fd, req as u64, BUF]), Err(ENOTTY));
+    }
 }
 
 #[test]

@@ -12,6 +12,8 @@
 //! config = { echo = false }
 //! ```
 //! All keys are optional (the table too):
+//! These set the terminal's settings at start (a Linux serial tty's by default, see
+//! [`Config::termios`]); programs change them at run time (`console.idl`'s `tcsets`).
 //! - `echo` (default true): echo typed characters back to the line, as a terminal expects. Off
 //!   for tests that feed input from a file and compare the output.
 //! - `onlcr` (default true): `\n` written becomes `\r\n` on the line, what a Linux tty does by
@@ -24,6 +26,7 @@
 extern crate alloc;
 
 pub mod ldisc;
+pub mod termios;
 
 use sawmill_manifest::config::{Peer, Peers};
 use serde::{Deserialize, Serialize};
@@ -67,14 +70,21 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The line discipline's modes these settings select.
-    pub fn modes(&self) -> ldisc::Modes {
-        ldisc::Modes {
-            canonical: self.canonical,
-            echo: self.echo,
-            icrnl: true,
-            onlcr: self.onlcr,
+    /// The terminal settings the console starts with: a Linux serial tty's, with the echo
+    /// bits cleared for `echo = false` (as `stty -echo -echoe -echok -echonl -echoctl`),
+    /// ONLCR for `onlcr = false`, ICANON for `canonical = false`.
+    pub fn termios(&self) -> termios::Termios {
+        let mut t = termios::Termios::default();
+        if !self.echo {
+            t.lflag &= !termios::Termios::ECHO_BITS;
         }
+        if !self.onlcr {
+            t.oflag &= !termios::ONLCR;
+        }
+        if !self.canonical {
+            t.lflag &= !termios::ICANON;
+        }
+        t
     }
 }
 

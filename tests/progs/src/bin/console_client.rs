@@ -1,4 +1,5 @@
-//! Scenarios `console-uart` and `console-flow`: clients of the console server (servers/console).
+//! Scenarios `console-uart`, `console-flow` and `console-raw`: clients of the console server
+//! (servers/console).
 //!
 //! With argument `reader`: checks the refusals (a read on `console`, read sizes 0 and 481,
 //! malformed messages) and the window size, then reads `console-in` until end of file, printing
@@ -9,16 +10,23 @@
 //! With argument `writer`: waits for the reader's word, lets it block in its read, writes
 //! through `console` and reports that the write was not held up.
 //!
+//! With argument `raw` (scenario `console-raw`; the console starts non-canonical without
+//! echo): checks the settings it reads, reads the typed bytes with VMIN = their count (erase,
+//! kill and `\r` arrive as bytes, ICRNL applied), polls with VMIN 0 / VTIME 0, then switches the
+//! terminal at run time (canonical, OPOST off) and writes lines that must reach the line
+//! without `\r`, and sets and reads back the window size.
+//!
 //! With arguments `slow N` (scenario `console-flow`): reads nothing until the console's line
 //! discipline is full, then reads N typed lines and checks each, then the end of file.
 #![no_std]
 #![no_main]
 extern crate alloc;
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use core::fmt::Write;
 use sawmill_abi::MsgTag;
 use sawmill_console_api::ldisc;
+use sawmill_console_api::termios::{self, Termios};
 use sawmill_interfaces::rpc::{proto, Error};
 use sawmill_interfaces::{console, ConsoleError};
 use sawmill_rt::{env, ipc, println, sys};
@@ -189,10 +197,82 @@ fn slow(lines: usize) {
     );
 }
 
+/// What the `raw` client expects to read: the scenario's `com2_input` as bytes, `\r` made `\n`.
+const RAW_TYPED: &[u8] = b"ab\x7f\x15c\nd";
+/// What it writes with OPOST off (the scenario expects it on COM2 as is).
+const RAW_WRITTEN: &[u8] = b"raw: no cr\nraw: after\n";
+
+fn settings(c: &console::Client) -> Option<Termios> {
+    let t = c.tcgets().ok()?;
+    Some(Termios {
+        iflag: t.iflag,
+        oflag: t.oflag,
+        cflag: t.cflag,
+        lflag: t.lflag,
+        line: t.line,
+        cc: t.cc,
+    })
+}
+
+fn set(c: &console::Client, t: &Termios) -> bool {
+    c.tcsets(t.iflag, t.oflag, t.cflag, t.lflag, t.line, t.cc, false)
+        .is_ok()
+}
+
+fn raw() {
+    let out = console::Client::new(endpoint("console"));
+    let input = console::Client::new(endpoint("console-in"));
+    let Some(mut t) = settings(&out) else {
+        println!("console-raw: FAIL tcgets");
+        return;
+    };
+    check!(
+        t.lflag & (termios::ICANON | termios::ECHO) == 0 && t.cc[termios::VMIN] == 1,
+        "start settings {:?}",
+        t
+    );
+    // The whole input in one read: VMIN makes it wait for all of it.
+    t.cc[termios::VMIN] = RAW_TYPED.len() as u8;
+    check!(set(&out, &t), "tcsets VMIN");
+    let got = input.read(480);
+    check!(
+        got.as_ref().map(|b| b.as_slice()) == Ok(RAW_TYPED),
+        "raw read {:?}",
+        got.map(|b| b.as_slice().escape_ascii().to_string())
+    );
+    println!("console-raw: read the typed bytes unedited in one read (VMIN)");
+    t.cc[termios::VMIN] = 0;
+    check!(set(&out, &t), "tcsets VMIN 0");
+    let got = input.read(480).map(|b| b.len());
+    check!(got == Ok(0), "poll read {:?}", got);
+    println!("console-raw: VMIN 0, VTIME 0: a read with nothing typed returns at once");
+    // At run time: canonical again, and output without processing.
+    t.lflag |= termios::ICANON;
+    t.oflag &= !termios::OPOST;
+    check!(set(&out, &t), "tcsets canonical");
+    check!(settings(&out) == Some(t), "tcgets after tcsets");
+    check!(
+        out.write(RAW_WRITTEN) == Ok(RAW_WRITTEN.len() as u32),
+        "write"
+    );
+    check!(out.set_winsize(50, 132).is_ok(), "set_winsize");
+    let ws = out.winsize();
+    check!(
+        ws == Ok(console::WinsizeOut {
+            rows: 50,
+            cols: 132
+        }),
+        "winsize {:?}",
+        ws
+    );
+    println!("console-raw: PASS");
+}
+
 fn main() {
     match env::arg(0) {
         Some("reader") => reader(),
         Some("writer") => writer(),
+        Some("raw") => raw(),
         Some("slow") => slow(env::arg(1).and_then(|n| n.parse().ok()).unwrap_or(0)),
         other => println!("console-client: FAIL unknown role {:?}", other),
     }

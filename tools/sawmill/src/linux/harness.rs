@@ -5,8 +5,8 @@
 //! status, and the tree afterwards (files, modes, owners, sizes, contents, link targets, and
 //! the times that are not "now"); the image must also be `e2fsck -fn` clean afterwards.
 //!
-//! Both sides get a terminal: on the host a pseudo-terminal (echo off, 80x24, output CR LF
-//! like the serial console), so programs that ask `isatty` (ls's columns, line buffering)
+//! Both sides get a terminal: on the host a pseudo-terminal set up as the console starts for
+//! piped input (a serial tty's settings with echo off, output CR LF; 80x24), so programs that ask `isatty` (ls's columns, line buffering)
 //! behave alike. Input is fed on the terminal and ended with ^D on both sides.
 //!
 //! A test list line: `[@root] [@unordered] WORDS... [< FILE]` — busybox arguments (applet
@@ -439,12 +439,28 @@ pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, St
     }
     // SAFETY: openpty just returned these descriptors, and nothing else owns them.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // The guest's terminal starts with the console's settings for piped input (a serial tty's,
+    // echo off): the pty gets exactly those, so `stty -a` agrees on both sides.
+    let want = sawmill_console_api::Config {
+        echo: false,
+        ..Default::default()
+    }
+    .termios();
     // SAFETY: termios is plain data; tcgetattr fills it from a valid terminal descriptor.
     let mut tio: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; tcsetattr reads the termios we pass.
+    // SAFETY: as above; tcsetattr reads the termios we pass, cfset*speed only write into it.
     unsafe {
         libc::tcgetattr(slave.as_raw_fd(), &mut tio);
-        tio.c_lflag &= !(libc::ECHO | libc::ECHOE | libc::ECHOK | libc::ECHONL | libc::ECHOCTL);
+        tio.c_iflag = want.iflag;
+        tio.c_oflag = want.oflag;
+        tio.c_cflag = want.cflag;
+        tio.c_lflag = want.lflag;
+        tio.c_line = want.line;
+        tio.c_cc = [0; libc::NCCS];
+        tio.c_cc[..want.cc.len()].copy_from_slice(&want.cc);
+        let speed = want.cflag & libc::CBAUD;
+        libc::cfsetispeed(&mut tio, speed);
+        libc::cfsetospeed(&mut tio, speed);
         libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &tio);
     }
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));

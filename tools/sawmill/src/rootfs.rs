@@ -82,7 +82,8 @@ fn io(p: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", p.display())
 }
 
-fn run(cmd: &mut Command) -> Result<String, String> {
+/// Runs a host command (the e2fsprogs tools), its output or a clear error.
+pub(crate) fn run(cmd: &mut Command) -> Result<String, String> {
     let out = cmd
         .output()
         .map_err(|e| format!("{cmd:?}: {e} (install e2fsprogs)"))?;

@@ -448,20 +448,7 @@ pub mod disk {
         Ok(())
     }
 
-    fn run(cmd: &mut Command) -> Result<String, String> {
-        let out = cmd
-            .output()
-            .map_err(|e| format!("{cmd:?}: {e} (install e2fsprogs)"))?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if !out.status.success() {
-            return Err(format!("{cmd:?} failed ({}): {}", out.status, text.trim()));
-        }
-        Ok(text)
-    }
+    use crate::rootfs::run;
 
     /// Builds every disk of a scenario into `dir` as `NAME-I.img`; returns the image paths.
     pub fn prepare_disks(

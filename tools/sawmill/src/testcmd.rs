@@ -24,6 +24,40 @@ pub struct Tally {
     pub failed: u64,
 }
 
+/// Runs `run` on every item on `jobs` threads, each returning whether it passed and the lines
+/// that report it; the lines of one item are printed together (under the tally's lock, so that
+/// reports of parallel runs do not interleave). Returns the count.
+pub fn run_parallel<T: Send>(
+    jobs: usize,
+    items: Vec<T>,
+    run: impl Fn(&T) -> (bool, Vec<String>) + Sync,
+) -> Tally {
+    let queue = Mutex::new(items.into_iter().collect::<VecDeque<_>>());
+    let tally = Mutex::new(Tally::default());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| loop {
+                let Some(item) = queue.lock().unwrap().pop_front() else {
+                    break;
+                };
+                let (ok, lines) = run(&item);
+                let mut t = tally.lock().unwrap();
+                if ok {
+                    t.passed += 1;
+                } else {
+                    t.failed += 1;
+                }
+                let mut out = std::io::stdout().lock();
+                for l in lines {
+                    let _ = writeln!(out, "{l}");
+                }
+                let _ = out.flush();
+            });
+        }
+    });
+    tally.into_inner().unwrap()
+}
+
 /// Sums every `test result: ... X passed; Y failed` line of cargo test output.
 pub fn parse_cargo_test(out: &str) -> Tally {
     let mut t = Tally::default();
@@ -285,31 +319,9 @@ pub fn run(repo: &Repo, opts: &Options) -> i32 {
         total.failed += scenarios.len() as u64;
         return finish(total);
     }
-    let queue = Mutex::new(scenarios.into_iter().collect::<VecDeque<_>>());
-    let tally = Mutex::new(Tally::default());
-    std::thread::scope(|s| {
-        for _ in 0..opts.jobs.max(1) {
-            s.spawn(|| loop {
-                let Some((name, path)) = queue.lock().unwrap().pop_front() else {
-                    break;
-                };
-                let (ok, lines) = run_scenario(repo, &name, &path);
-                let mut t = tally.lock().unwrap();
-                if ok {
-                    t.passed += 1;
-                } else {
-                    t.failed += 1;
-                }
-                // Print under the tally lock so reports of parallel runs do not interleave.
-                let mut out = std::io::stdout().lock();
-                for l in lines {
-                    let _ = writeln!(out, "{l}");
-                }
-                let _ = out.flush();
-            });
-        }
+    let t = run_parallel(opts.jobs, scenarios, |(name, path)| {
+        run_scenario(repo, name, path)
     });
-    let t = tally.into_inner().unwrap();
     total.passed += t.passed;
     total.failed += t.failed;
     if opts.names.is_empty() {

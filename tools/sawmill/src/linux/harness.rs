@@ -30,7 +30,6 @@ use super::{Boot, Process, Terminal};
 use crate::repo::Repo;
 use crate::rootfs;
 use crate::testcmd::Tally;
-use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -1038,30 +1037,7 @@ pub fn run(repo: &Repo, o: &Options) -> Tally {
             return tally;
         }
     };
-    let queue = Mutex::new(cases.into_iter().collect::<VecDeque<_>>());
-    let shared = Mutex::new(Tally::default());
-    std::thread::scope(|s| {
-        for _ in 0..o.jobs.max(1) {
-            s.spawn(|| loop {
-                let Some(c) = queue.lock().unwrap().pop_front() else {
-                    break;
-                };
-                let (ok, lines) = run_case(repo, &w, &c, o.host_only);
-                let mut t = shared.lock().unwrap();
-                if ok {
-                    t.passed += 1;
-                } else {
-                    t.failed += 1;
-                }
-                let mut out = std::io::stdout().lock();
-                for l in lines {
-                    let _ = writeln!(out, "{l}");
-                }
-                let _ = out.flush();
-            });
-        }
-    });
-    let t = shared.into_inner().unwrap();
+    let t = crate::testcmd::run_parallel(o.jobs, cases, |c| run_case(repo, &w, c, o.host_only));
     tally.passed += t.passed;
     tally.failed += t.failed;
     tally

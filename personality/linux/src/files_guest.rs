@@ -10,9 +10,6 @@
 //! Every file-system call of the backend maps to one fsclient call; the one Linux operation the
 //! file system refuses by design is `RENAME_EXCHANGE` (`EINVAL`, docs/filesystem.md).
 
-// Until the core (main.rs) calls these functions they look unused to the compiler.
-#![allow(dead_code)]
-
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -28,10 +25,10 @@ use sawmill_linux::files::Files;
 use sawmill_linux::{Errno, SysResult, User};
 use sawmill_rt::env;
 
-/// What `mmap` of a descriptor maps: a dataspace capability slot of this task and its size.
+/// What `mmap` of a descriptor maps: a dataspace capability slot of this task and the access
+/// the descriptor was opened with.
 pub struct MapSource {
     pub dataspace: u64,
-    pub size: u64,
     pub readable: bool,
     pub writable: bool,
 }
@@ -458,11 +455,10 @@ pub fn dispatch(nr: u64, args: [u64; 6], user: &dyn User) -> Option<SysResult> {
 /// dataspace of the PFS; it stays valid while the descriptor's description is open).
 pub fn mmap_source(fd: i32) -> Result<MapSource, Errno> {
     with(|f| {
-        let (handle, readable, writable, size) = f.map_handle(fd)?;
+        let (handle, readable, writable, _) = f.map_handle(fd)?;
         let dataspace = f.backend.fs.file_cap(handle as usize).map_err(errno)?;
         Ok(MapSource {
             dataspace,
-            size,
             readable,
             writable,
         })
@@ -477,9 +473,4 @@ pub fn with_fs<R>(f: impl FnOnce(&mut Fs) -> R) -> R {
 /// The working directory (for `execve`'s request).
 pub fn cwd() -> alloc::vec::Vec<u8> {
     with(|f| f.cwd().to_vec())
-}
-
-/// Closes the close-on-exec descriptors (for `execve`).
-pub fn exec_closes() {
-    with(|f| f.exec_closes())
 }

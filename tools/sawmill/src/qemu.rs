@@ -22,7 +22,6 @@ pub struct Config {
 }
 
 /// Where the guest's COM2 goes.
-#[allow(dead_code)] // Terminal and Piped: the Linux system's runs (being built)
 #[derive(Clone, Debug, Default)]
 pub enum Com2 {
     /// Not connected.

@@ -100,6 +100,15 @@ impl Table {
             .ok_or(EBADF)
     }
 
+    /// The description of `fd` without taking a reference (for a call that is done with it
+    /// before the table can change).
+    pub fn peek(&self, fd: i32) -> Option<&Shared> {
+        self.slots
+            .get(usize::try_from(fd).ok()?)?
+            .as_ref()
+            .map(|s| &s.desc)
+    }
+
     /// The lowest free descriptor at or above `min`; `EMFILE` if none is left.
     pub fn lowest_free(&self, min: usize) -> Result<usize, Errno> {
         (min..MAX_FDS)

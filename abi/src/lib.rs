@@ -408,6 +408,16 @@ pub mod fault {
     pub const WRITE: u64 = 1 << 1;
     pub const USER: u64 = 1 << 2;
     pub const EXEC: u64 = 1 << 4;
+
+    /// "write" or "read": the access of a fault with error-code `bits` (word 1 of a PAGE_FAULT
+    /// message), as the reports of unresolved faults print it.
+    pub fn access(bits: u64) -> &'static str {
+        if bits & WRITE != 0 {
+            "write"
+        } else {
+            "read"
+        }
+    }
 }
 
 /// The name of CPU exception `vector` (word 0 of an EXCEPTION message), as the kernel's log and

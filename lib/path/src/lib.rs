@@ -39,6 +39,10 @@ pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
 pub const S_IFLNK: u32 = 0o120000;
+pub const S_IFSOCK: u32 = 0o140000;
+pub const S_IFBLK: u32 = 0o060000;
+pub const S_IFCHR: u32 = 0o020000;
+pub const S_IFIFO: u32 = 0o010000;
 
 /// What a permission check needs of an inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

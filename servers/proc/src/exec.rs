@@ -11,6 +11,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_linux::elf::Refusal;
 use sawmill_linux::errno::{self, Errno};
+use sawmill_path::{S_IFMT, S_IFREG};
 
 /// Bytes of the file proc reads to check it: the ELF header and the program headers must lie in
 /// them (a linker puts the program headers right after the header).
@@ -71,9 +72,7 @@ impl ExecError {
     }
 }
 
-/// Mode bits of a regular file and the execute bits (`S_IFMT`, `S_IFREG`, any `x`).
-const S_IFMT: u32 = 0o170000;
-const S_IFREG: u32 = 0o100000;
+/// Any execute bit.
 const ANY_EXEC: u32 = 0o111;
 
 /// Checks the file's mode: a regular file with an execute bit (for root, as Linux: any).

@@ -40,6 +40,22 @@ fn fail(what: core::fmt::Arguments) -> ! {
     sawmill_rt::exit(1)
 }
 
+/// What a new task of a process is built from (its first program, or an exec's).
+#[derive(Clone, Copy)]
+struct Launch<'a> {
+    pid: Pid,
+    /// The task's serial number (the badge of the kernel's messages about its threads).
+    serial: u64,
+    parent: Option<Pid>,
+    creds: Creds,
+    /// The program's absolute path and its last component (the task's name).
+    path: &'a str,
+    short: &'a str,
+    argv: &'a [String],
+    envs: &'a [String],
+    cwd: &'a str,
+}
+
 /// What proc keeps for a running process.
 struct Running {
     child: Option<Child>,
@@ -201,7 +217,18 @@ impl Proc {
             .table
             .create(parent, creds, running)
             .map_err(|_| StartError::Table)?;
-        match self.build(pid, serial, parent, creds, &path, &short, argv, envs, cwd) {
+        let launch = Launch {
+            pid,
+            serial,
+            parent,
+            creds,
+            path: &path,
+            short: &short,
+            argv,
+            envs,
+            cwd,
+        };
+        match self.build(launch) {
             Ok(()) => Ok(pid),
             Err(e) => {
                 // Nothing of it runs: take it out of the table again.
@@ -222,23 +249,10 @@ impl Proc {
         Ok(s)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn build(
-        &mut self,
-        pid: Pid,
-        serial: u64,
-        parent: Option<Pid>,
-        creds: Creds,
-        path: &str,
-        short: &str,
-        argv: &[String],
-        envs: &[String],
-        cwd: &str,
-    ) -> Result<(), SpawnError> {
+    fn build(&mut self, l: Launch) -> Result<(), SpawnError> {
+        let pid = l.pid;
         let mut caps = Vec::new();
-        let r = self.build_with(
-            pid, serial, parent, creds, path, short, argv, envs, cwd, &mut caps,
-        );
+        let r = self.build_with(l, &mut caps);
         match r {
             Ok(child) => {
                 let run = self.table.get_mut(pid).and_then(|p| p.task.as_mut());
@@ -258,20 +272,18 @@ impl Proc {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn build_with(
-        &mut self,
-        pid: Pid,
-        serial: u64,
-        parent: Option<Pid>,
-        creds: Creds,
-        path: &str,
-        short: &str,
-        argv: &[String],
-        envs: &[String],
-        cwd: &str,
-        caps: &mut Vec<u64>,
-    ) -> Result<Child, SpawnError> {
+    fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
+        let Launch {
+            pid,
+            serial,
+            parent,
+            creds,
+            path,
+            short,
+            argv,
+            envs,
+            cwd,
+        } = l;
         let proc_cap = self.mint(pid as u64, caps)?;
         let main_cap = self.mint(KERNEL_BIT | serial, caps)?;
         let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, caps)?;
@@ -371,7 +383,18 @@ impl Proc {
         let parent = (ppid != 0).then_some(ppid);
         let mut caps = Vec::new();
         let built = self.build_with(
-            pid, serial, parent, creds, &path, &short, &req.argv, &req.env, &req.cwd, &mut caps,
+            Launch {
+                pid,
+                serial,
+                parent,
+                creds,
+                path: &path,
+                short: &short,
+                argv: &req.argv,
+                envs: &req.env,
+                cwd: &req.cwd,
+            },
+            &mut caps,
         );
         match built {
             Ok(child) => {
@@ -462,11 +485,7 @@ impl Proc {
                 Status::Signaled(s)
             }
             label::PAGE_FAULT => {
-                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 {
-                    "write"
-                } else {
-                    "read"
-                };
+                let what = sawmill_abi::fault::access(m.w[1]);
                 println!(
                     "proc: pid {} ({}): unresolved {} fault at {:#x}, rip {:#x}: signal {}",
                     pid,

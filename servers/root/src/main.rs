@@ -689,11 +689,7 @@ impl rpc::Serve for Supervisor<'_> {
                 root.servers[i].status = 0x100 + v;
             }
             label::PAGE_FAULT => {
-                let what = if m.w[1] & sawmill_abi::fault::WRITE != 0 {
-                    "write"
-                } else {
-                    "read"
-                };
+                let what = sawmill_abi::fault::access(m.w[1]);
                 println!(
                     "root: {} killed: page fault ({}) at {:#x}, rip {:#x}",
                     name, what, m.w[0], m.w[2]

@@ -98,9 +98,9 @@ pub const F_UNLCK: u16 = 2;
 
 // access(2) modes.
 pub const F_OK: u32 = 0;
-pub const X_OK: u32 = 1;
-pub const W_OK: u32 = 2;
-pub const R_OK: u32 = 4;
+pub const X_OK: u32 = sawmill_path::MAY_EXEC;
+pub const W_OK: u32 = sawmill_path::MAY_WRITE;
+pub const R_OK: u32 = sawmill_path::MAY_READ;
 
 // ioctl requests.
 pub const TCGETS: u32 = 0x5401;
@@ -127,15 +127,8 @@ pub const TCIOFLUSH: u64 = 2;
 pub const UTIME_NOW: i64 = (1 << 30) - 1;
 pub const UTIME_OMIT: i64 = (1 << 30) - 2;
 
-// File types (st_mode) and directory-entry types.
-pub const S_IFMT: u32 = 0o170000;
-pub const S_IFSOCK: u32 = 0o140000;
-pub const S_IFLNK: u32 = 0o120000;
-pub const S_IFREG: u32 = 0o100000;
-pub const S_IFBLK: u32 = 0o060000;
-pub const S_IFDIR: u32 = 0o040000;
-pub const S_IFCHR: u32 = 0o020000;
-pub const S_IFIFO: u32 = 0o010000;
+// File types (st_mode): the one definition in lib/path. Directory-entry types.
+pub use sawmill_path::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
 pub const DT_UNKNOWN: u8 = 0;
 pub const DT_DIR: u8 = 4;
 pub const DT_CHR: u8 = 2;

@@ -986,19 +986,17 @@ impl<B: Backend> Files<B> {
         if mode == F_OK {
             return Ok(0);
         }
-        let ok = if self.uid == 0 {
-            mode & X_OK == 0 || s.mode & S_IFMT == S_IFDIR || s.mode & 0o111 != 0
-        } else {
-            let bits = if self.uid == s.uid {
-                s.mode >> 6
-            } else if self.gid == s.gid {
-                s.mode >> 3
-            } else {
-                s.mode
-            };
-            bits & mode == mode
+        // R_OK, W_OK and X_OK are the rwx bits `may` asks for.
+        let attr = sawmill_path::Attr {
+            mode: s.mode,
+            uid: s.uid,
+            gid: s.gid,
         };
-        if ok {
+        let cred = sawmill_path::Cred {
+            uid: self.uid,
+            gid: self.gid,
+        };
+        if sawmill_path::may(attr, cred, mode) {
             Ok(0)
         } else {
             Err(EACCES)

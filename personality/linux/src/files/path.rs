@@ -14,12 +14,10 @@ use crate::Errno;
 use super::abi::{S_IFDIR, S_IFLNK, S_IFMT};
 use super::backend::Backend;
 
-/// The longest path Linux accepts, without its NUL (`PATH_MAX` - 1).
-pub const PATH_MAX: usize = 4095;
-/// The longest name of one directory entry (`NAME_MAX`).
-pub const NAME_MAX: usize = 255;
-/// How many symlinks one resolution follows (`MAXSYMLINKS`).
-pub const MAX_LINKS: u32 = 40;
+/// The longest path a program may pass: Linux's `PATH_MAX` counts the C string's NUL, so one
+/// byte less than the file system's limit (`sawmill_path::PATH_MAX`, which counts path bytes).
+pub const PATH_MAX: usize = sawmill_path::PATH_MAX - 1;
+pub use sawmill_path::{MAX_LINKS, NAME_MAX};
 
 /// A directory the path starts from: its absolute path, and whether that path is canonical (no
 /// symlinks, no `..`), which makes a leading `..` exact to resolve here.

@@ -2,7 +2,8 @@
 //! answers valid requests correctly" is tested from another client's side (a server that now
 //! serves only the hostile client badly, or refuses everyone else, shows up here).
 //!
-//! Protocol on the `check` endpoint: label = what to check ([`MEM`], [`VFS`], [`PFS`], [`PCI`]);
+//! Protocol on the `check` endpoint: label = what to check ([`MEM`], [`VFS`], [`PFS`], [`PCI`],
+//! [`CONSOLE`]);
 //! reply word 0 = wrong answers seen (0: all correct), word 1 = 1 if the server did not answer at
 //! all (an IPC error or GONE: it is dead). Every wrong answer is printed with what was expected.
 //!
@@ -12,7 +13,7 @@
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{
-    dataspace, file, mem, pci, pfs, vfs, DsError, DsFlags, MapFlags, OpenFlags, PciError,
+    console, dataspace, file, mem, pci, pfs, vfs, DsError, DsFlags, MapFlags, OpenFlags, PciError,
 };
 use sawmill_rt::slots::TASK;
 use sawmill_rt::{env, ipc, println, sys, thread};
@@ -24,6 +25,7 @@ pub const MEM: u16 = 1;
 pub const VFS: u16 = 2;
 pub const PFS: u16 = 3;
 pub const PCI: u16 = 4;
+pub const CONSOLE: u16 = 5;
 
 /// Where the checker maps a page of a fresh dataspace.
 const WIN: u64 = 0x5800_0000;
@@ -228,6 +230,50 @@ impl Checker {
     }
 }
 
+impl Checker {
+    /// The console answers another client correctly: its settings come back as they were set
+    /// (whatever the hostile client left), a write is taken whole, and nothing is pending on
+    /// the output endpoint's side that a read there could wait for.
+    fn console(&mut self) -> (u64, bool) {
+        let (mut n, mut dead) = (0, false);
+        let Some(ep) = env::cap("console") else {
+            return (1, false);
+        };
+        let c = console::Client::new(ep);
+        match c.tcgets() {
+            Ok(t) => {
+                let mut cc = t.cc;
+                cc[0] ^= 1;
+                let set = c.tcsets(t.iflag, t.oflag, t.cflag, t.lflag, t.line, cc, false);
+                match (set, c.tcgets()) {
+                    (Ok(()), Ok(u)) if u.cc == cc && u.lflag == t.lflag && u.iflag == t.iflag => {}
+                    r => wrong!(
+                        n,
+                        dead,
+                        r.1.map(|u| u.cc),
+                        "console.tcsets then tcgets (want the new settings)"
+                    ),
+                }
+            }
+            r => wrong!(n, dead, r.map(|t| t.lflag), "console.tcgets"),
+        }
+        match c.write(b"check\n") {
+            Ok(6) => {}
+            r => wrong!(n, dead, r, "console.write of 6 bytes (want 6)"),
+        }
+        match c.set_winsize(24, 80).and_then(|_| c.winsize()) {
+            Ok(w) if w.rows == 24 && w.cols == 80 => {}
+            r => wrong!(
+                n,
+                dead,
+                r.map(|w| (w.rows, w.cols)),
+                "console.set_winsize then winsize"
+            ),
+        }
+        (n, dead)
+    }
+}
+
 /// Serves the `check` endpoint for ever.
 pub fn serve() -> ! {
     let ep = env::cap("check").expect("check endpoint");
@@ -247,6 +293,7 @@ pub fn serve() -> ! {
             VFS => c.vfs(),
             PFS => c.pfs(),
             PCI => c.pci(),
+            CONSOLE => c.console(),
             _ => (1, false),
         };
         m = ipc::reply_recv(ep, MsgTag::new(0, 2), [n, dead as u64, 0, 0]);

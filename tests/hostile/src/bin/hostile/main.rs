@@ -8,6 +8,8 @@
 //! - `pfs`: a PFS through the session an ordinary client gets (`vfs.mount`), and its open files;
 //! - `blk`: a block driver whose only client we are (a region shared with it from mem);
 //! - `pci`: the platform server, through a badge that has no device;
+//! - `console`: the console server's `console` endpoint (output and terminal control; its
+//!   `console-in` endpoint waits for input by design, so only a flood of reads is not aimed);
 //! - `check`: serves the `check` endpoint for the others (see [`check`]);
 //! - `hole-mount`, `hole-exhaust`, `hole-dma`, `hole-victim`: the reproducers of issue 12's three
 //!   holes (see [`holes`]).
@@ -91,9 +93,10 @@ fn guest_main() {
         "pfs" => "pfs",
         "blk" => "blk",
         "pci" => "pci",
+        "console" => "console",
         _ => {
             println!(
-                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, check)",
+                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, console, check)",
                 mode
             );
             sawmill_rt::exit(1);

@@ -8,7 +8,8 @@ use sawmill_abi::{map, MsgTag};
 use sawmill_hostile::Target;
 use sawmill_interfaces::rpc::{Error as RpcError, Map};
 use sawmill_interfaces::{
-    blk, dataspace, file, mem, pci, pfs, vfs, BlkError, DsError, MapFlags, OpenFlags,
+    blk, console, dataspace, file, mem, pci, pfs, vfs, BlkError, ConsoleError, DsError, MapFlags,
+    OpenFlags,
 };
 use sawmill_rt::{env, println, utcb};
 
@@ -103,6 +104,15 @@ const BLK_OPS: [u16; 5] = [
 /// Map read-write, and writable now.
 const RW_NOW: MapFlags = MapFlags::from_bits_retain(0x103);
 const PCI_OPS: [u16; 1] = [pci::op::CLAIM];
+const CONSOLE_OPS: [u16; 7] = [
+    console::op::WRITE,
+    console::op::READ,
+    console::op::WINSIZE,
+    console::op::SET_WINSIZE,
+    console::op::TCGETS,
+    console::op::TCSETS,
+    console::op::PENDING,
+];
 
 /// Paths a buffer argument may carry: real ones of tests/fs/trees/basic, escapes, loops, and
 /// components just over the limits (a 256- and a 300-byte component: issue 12, hole 1).
@@ -163,6 +173,7 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
         "vfs" => run_fs(e, o, false),
         "pfs" => run_fs(e, o, true),
         "blk" => run_blk(e, o),
+        "console" => run_console(e, o),
         _ => run_pci(e, o),
     }
 }
@@ -171,7 +182,9 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
 /// mode aims at (the watchdog's own scenario aims the mem mode at a server that never answers).
 fn cap(name: &str) -> u64 {
     let main = match name {
-        "mem" | "vfs" | "blk" | "pci" => env::args().find_map(|a| a.strip_prefix("ep=")),
+        "mem" | "vfs" | "blk" | "pci" | "console" => {
+            env::args().find_map(|a| a.strip_prefix("ep="))
+        }
         _ => None,
     };
     let name = main.unwrap_or(name);
@@ -633,5 +646,31 @@ fn run_pci(e: &mut Engine, o: &Opts) -> bool {
             );
         }
         ask(e, check::PCI).1
+    })
+}
+
+// ---- console ----------------------------------------------------------------------------------
+
+fn run_console(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("console");
+    let aim = |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &CONSOLE_OPS,
+                hints: &[0, 1, 19, 480, 481, 0xffff_ffff],
+                payloads: &[b"hostile\n", b"\x1b[2J\x04\x7f\r"],
+            },
+            |_| Kind::Other,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // A read on the output endpoint is refused, never waits.
+        expect(
+            e,
+            console::Client::new(main).read(1).map(|d| d.len()),
+            |r| matches!(r, Err(RpcError::App(ConsoleError::WrongEndpoint))),
+            "read on the console endpoint (want WrongEndpoint)",
+        );
+        ask(e, check::CONSOLE).1
     })
 }

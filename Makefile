@@ -1,7 +1,7 @@
 # Each target installs what is missing (scripts/setup.sh), then hands over to ./sawmill.
 .PHONY: run test lint bench hostile build clean setup setup-bench test-linux
 
-SYSTEM ?= default
+SYSTEM ?= linux
 
 setup:
 	@bash scripts/setup.sh

@@ -11,6 +11,7 @@ mod ext2cmd;
 mod guest;
 mod hostilecmd;
 mod image;
+mod iso;
 mod lint;
 mod linux;
 mod qemu;
@@ -48,16 +49,24 @@ enum Cmd {
         /// Use the guest binaries already built instead of running cargo.
         #[arg(long)]
         no_build: bool,
+        /// Write a GRUB CD image instead (boots in other hypervisors and on a PC). `linux`: the
+        /// login shell as the first process, and the root file system beside the ISO as
+        /// `NAME-root.img` (attach it as a virtio disk).
+        #[arg(long)]
+        iso: bool,
     },
-    /// Boot a system in QEMU with the serial console on this terminal; `run linux [OPTIONS] --
-    /// PROGRAM [ARGS...]` runs one Linux program on the Linux system and exits with its status.
+    /// Boot a system in QEMU with the serial console on this terminal. `run` (or `run linux`)
+    /// boots the Linux system into a login shell on this terminal; `run linux [OPTIONS] --
+    /// PROGRAM [ARGS...]` runs one Linux program instead and exits with its status.
     Run {
-        /// System name or manifest path (`linux`: the Linux system with PROGRAM as process 1).
-        #[arg(default_value = "default")]
+        /// System name or manifest path (`linux`: the Linux system, with PROGRAM or a login
+        /// shell as the first process).
+        #[arg(default_value = "linux")]
         system: String,
-        /// Hard timeout in seconds; QEMU is killed when it expires.
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
+        /// Hard timeout in seconds; QEMU is killed when it expires (default 600, none for the
+        /// interactive shell).
+        #[arg(long)]
+        timeout: Option<u64>,
         /// Count instructions deterministically (-icount shift=0, TCG only).
         #[arg(long)]
         icount: bool,
@@ -178,11 +187,43 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
             system,
             output,
             no_build,
+            iso,
         } => {
-            let path = repo.resolve_system(&system)?;
+            let path = if iso && system == "linux" {
+                linux::patched_manifest(&repo, "iso", &linux::login_process())?
+            } else {
+                repo.resolve_system(&system)?
+            };
             let mf = image::load(&path)?;
             if !no_build {
                 guest::build(&repo)?;
+            }
+            if iso {
+                iso::write(&repo, &mf.system, &output)?;
+                println!(
+                    "{}: GRUB CD image of system `{}`",
+                    output.display(),
+                    mf.system.name
+                );
+                if system == "linux" {
+                    let root = iso::root_beside(&output);
+                    rootfs::build(&rootfs::Options {
+                        trees: Vec::new(),
+                        output: root.clone(),
+                        size_mb: rootfs::DEFAULT_SIZE_MB,
+                        busybox: rootfs::HOST_BUSYBOX.into(),
+                        motd: Some(linux::motd(&repo)?),
+                    })?;
+                    println!(
+                        "{}: its root file system; boot both with\n  qemu-system-x86_64 -m 256M \
+                         -cdrom {} -drive file={},if=virtio,format=raw -nic none -serial file:debug.log \
+                         -serial stdio",
+                        root.display(),
+                        output.display(),
+                        root.display()
+                    );
+                }
+                return Ok(0);
             }
             let info = image::write_image(&repo, &mf.system, &output)?;
             let p = info.placement;
@@ -228,7 +269,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                     "--root, --quiet, --trace, --stdin and a program are for `run linux`".into(),
                 );
             }
-            run(&repo, &system, timeout, icount, no_build)
+            run(&repo, &system, timeout.unwrap_or(600), icount, no_build)
         }
         Cmd::Rootfs {
             trees,
@@ -241,6 +282,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                 output: output.clone(),
                 size_mb,
                 busybox,
+                motd: Some(linux::motd(&repo)?),
             })?;
             println!("{}: root image ({size_mb} MiB)", output.display());
             Ok(0)

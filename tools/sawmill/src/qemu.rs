@@ -71,9 +71,15 @@ pub fn args(cfg: &Config, kvm: bool) -> Vec<String> {
         (Com2::None, _) => {}
         // Without a log file COM1 already has stdio; COM2 cannot share it.
         (_, None) => a.extend(["-serial".into(), "null".into()]),
-        (Com2::Terminal | Com2::Piped { .. }, Some(_)) => {
-            a.extend(["-serial".into(), "stdio".into()])
-        }
+        // A person at the terminal: Ctrl-C and Ctrl-Z go to the guest (signal=off), and the
+        // multiplexer's Ctrl-A x still quits QEMU.
+        (Com2::Terminal, Some(_)) => a.extend([
+            "-chardev".into(),
+            "stdio,id=com2,mux=on,signal=off".into(),
+            "-serial".into(),
+            "chardev:com2".into(),
+        ]),
+        (Com2::Piped { .. }, Some(_)) => a.extend(["-serial".into(), "stdio".into()]),
     }
     a.extend(
         [

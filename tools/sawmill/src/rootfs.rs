@@ -43,6 +43,16 @@ users:x:100:
 nogroup:x:65534:
 ";
 
+/// `/etc/profile`, read by login shells (`sh -l`, the shell `make run` starts): a prompt that
+/// shows where you are, and the message of the day printed with builtins only (no process is
+/// started for it).
+const PROFILE: &str = "# /etc/profile: read by login shells.
+export PS1='\\u@\\h:\\w\\$ '
+if [ -r /etc/motd ]; then
+    while IFS= read -r line; do echo \"$line\"; done < /etc/motd
+fi
+";
+
 /// Device nodes: (name under /dev, major, minor, permissions).
 pub const DEVICES: &[(&str, u32, u32, u32)] = &[
     ("null", 1, 3, 0o666),
@@ -59,6 +69,8 @@ pub struct Options {
     pub output: PathBuf,
     pub size_mb: u64,
     pub busybox: PathBuf,
+    /// `/etc/motd`, if the image gets one (the Linux system's: [`crate::linux::motd`]).
+    pub motd: Option<String>,
 }
 
 /// The applet paths of `busybox --list-full` (relative, e.g. `usr/bin/awk`), checked to be
@@ -162,7 +174,9 @@ pub fn stage_base(stage: &Path, busybox: &Path) -> Result<(), String> {
         ));
     }
     let applets = parse_applet_list(&String::from_utf8_lossy(&list.stdout))?;
-    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "etc", "dev", "var"] {
+    for d in [
+        "bin", "sbin", "usr/bin", "usr/sbin", "etc", "dev", "var", "proc",
+    ] {
         mkdir_mode(&stage.join(d), 0o755)?;
     }
     mkdir_mode(&stage.join("root"), 0o700)?;
@@ -184,6 +198,7 @@ pub fn stage_base(stage: &Path, busybox: &Path) -> Result<(), String> {
     write_mode(&stage.join("etc/passwd"), PASSWD, 0o644)?;
     write_mode(&stage.join("etc/group"), GROUP, 0o644)?;
     write_mode(&stage.join("etc/hostname"), "sawmill\n", 0o644)?;
+    write_mode(&stage.join("etc/profile"), PROFILE, 0o644)?;
     Ok(())
 }
 
@@ -276,6 +291,9 @@ pub fn build(opts: &Options) -> Result<(), String> {
     std::fs::create_dir_all(&stage).map_err(io(&stage))?;
     let r = (|| {
         stage_base(&stage, &opts.busybox)?;
+        if let Some(m) = &opts.motd {
+            write_mode(&stage.join("etc/motd"), m, 0o644)?;
+        }
         for t in &opts.trees {
             copy_tree(t, &stage)?;
         }
@@ -321,6 +339,7 @@ mod tests {
             output: dir.join("x.img"),
             size_mb: 8,
             busybox: "/nonexistent/busybox".into(),
+            motd: None,
         })
         .unwrap_err();
         assert!(e.contains("busybox-static"), "{e}");

@@ -62,6 +62,7 @@ pub fn run(
         output: image.clone(),
         size_mb: rootfs::DEFAULT_SIZE_MB,
         busybox: rootfs::HOST_BUSYBOX.into(),
+        motd: None,
     })?;
     let output = work.join("output.txt");
     let log = work.join("serial.log");

@@ -25,6 +25,14 @@ pub const DEFAULT_ENV: &[&str] = &[
     "TERM=vt100",
 ];
 
+/// The first process when `run linux` is given no program: busybox's shell as a login shell
+/// (it reads /etc/profile, which shows /etc/motd).
+pub const LOGIN_SHELL: &[&str] = &["/bin/sh", "-l"];
+/// Hard timeouts (s) of `run linux`: a program, and an interactive shell (a week: the user
+/// ends it).
+pub const PROGRAM_TIMEOUT: u64 = 600;
+pub const SHELL_TIMEOUT: u64 = 7 * 24 * 3600;
+
 const EXITED: &str = "proc: init exited with status ";
 const KILLED: &str = "proc: init killed by signal ";
 
@@ -155,23 +163,40 @@ pub struct Booted {
     pub log: String,
 }
 
-/// Makes the boot image for `b` (the guest crates must be built).
-fn prepare(repo: &Repo, b: &Boot) -> Result<(PathBuf, scenario::TestSpec), String> {
+/// The Linux manifest with `process` as the first process, written under target/linux/ as
+/// `TAG.toml` (distinct per parallel run); returns its path.
+pub fn patched_manifest(repo: &Repo, tag: &str, process: &Process) -> Result<PathBuf, String> {
     let mpath = repo.root.join(MANIFEST);
     let text = std::fs::read_to_string(&mpath)
         .map_err(|e| format!("{}: {e} (the Linux system's manifest)", mpath.display()))?;
     let patched = patch_manifest(
         &text,
-        &b.process,
+        process,
         sawmill_manifest::Schemas::has(&crate::configs::Servers, CONSOLE),
     )
     .map_err(|e| format!("{}: {e}", mpath.display()))?;
     let dir = repo.target().join("linux");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let patched_path = dir.join(format!("{}.toml", b.tag));
+    let patched_path = dir.join(format!("{tag}.toml"));
     std::fs::write(&patched_path, patched)
         .map_err(|e| format!("{}: {e}", patched_path.display()))?;
-    let mf = image::load(&patched_path)?;
+    Ok(patched_path)
+}
+
+/// The first process of an interactive system: the login shell on the terminal.
+pub fn login_process() -> Process {
+    Process {
+        argv: LOGIN_SHELL.iter().map(|s| s.to_string()).collect(),
+        env: DEFAULT_ENV.iter().map(|s| s.to_string()).collect(),
+        cwd: None,
+        trace: false,
+        no_echo: false,
+    }
+}
+
+/// Makes the boot image for `b` (the guest crates must be built).
+fn prepare(repo: &Repo, b: &Boot) -> Result<(PathBuf, scenario::TestSpec), String> {
+    let mf = image::load(&patched_manifest(repo, &b.tag, &b.process)?)?;
     let spec = scenario::parse(mf.test.as_ref())?;
     let img = repo.target().join("images").join(format!("{}.img", b.tag));
     image::write_image(repo, &mf.system, &img)?;
@@ -279,9 +304,60 @@ pub fn default_root(repo: &Repo) -> Result<PathBuf, String> {
             output: img.clone(),
             size_mb: rootfs::DEFAULT_SIZE_MB,
             busybox: rootfs::HOST_BUSYBOX.into(),
+            motd: Some(motd(repo)?),
         })?;
     }
     Ok(img)
+}
+
+/// `/etc/motd` of a root image for the Linux system: what the machine is and every server of
+/// its manifest (name, program, what it serves and uses), so the list is always the one booted.
+pub fn motd(repo: &Repo) -> Result<String, String> {
+    let mf = image::load(&repo.root.join(MANIFEST))?;
+    Ok(motd_text(&mf.system))
+}
+
+fn motd_text(system: &sawmill_manifest::System) -> String {
+    let mut rows = vec![(
+        "server".to_string(),
+        "program".to_string(),
+        "serves".to_string(),
+        "uses".to_string(),
+    )];
+    for s in &system.servers {
+        let uses: Vec<&str> = s.uses.iter().map(|u| u.endpoint.as_str()).collect();
+        let or_dash = |v: String| if v.is_empty() { "-".to_string() } else { v };
+        rows.push((
+            s.name.clone(),
+            s.module.clone(),
+            or_dash(s.provides.join(" ")),
+            or_dash(uses.join(" ")),
+        ));
+    }
+    let width =
+        |f: fn(&(String, String, String, String)) -> usize| rows.iter().map(f).max().unwrap_or(0);
+    let (w0, w1, w2) = (
+        width(|r| r.0.len()),
+        width(|r| r.1.len()),
+        width(|r| r.2.len()),
+    );
+    let mut m = String::from(
+        "sawmill: a multiserver operating system running unmodified Linux programs.\n\n\
+         This shell is a Linux process. Its system calls are served by the Linux personality\n\
+         library in its own task and by these servers, each a task of its own, protected from\n\
+         the others by the hardware (systems/linux.toml), on a capability microkernel:\n\n",
+    );
+    for r in &rows {
+        m.push_str(&format!(
+            "  {:w0$}  {:w1$}  {:w2$}  {}\n",
+            r.0, r.1, r.2, r.3
+        ));
+    }
+    m.push_str(
+        "\n`exit` or `poweroff` stops the machine with the file systems synced; what you write\n\
+         under / stays in the root image (target/linux/root.img for `make run`).\n",
+    );
+    m
 }
 
 /// Options of `./sawmill run linux`.
@@ -291,20 +367,14 @@ pub struct RunOptions {
     pub quiet: bool,
     pub trace: bool,
     pub stdin: Option<PathBuf>,
-    pub timeout: u64,
+    /// None: [`PROGRAM_TIMEOUT`], or [`SHELL_TIMEOUT`] for the login shell.
+    pub timeout: Option<u64>,
     pub no_build: bool,
 }
 
 /// `./sawmill run linux`: returns the program's exit status (128 + signal if killed), or an
 /// error for a boot that did not get that far.
 pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
-    if o.argv.is_empty() {
-        return Err(
-            "usage: sawmill run linux [--root IMAGE] [--quiet] [--trace] \
-                    [--stdin FILE] [--timeout S] -- PROGRAM [ARGS...]"
-                .into(),
-        );
-    }
     available(repo)?;
     let disk = match &o.root {
         Some(p) if p.is_file() => p.clone(),
@@ -326,8 +396,24 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
             output: piped_out.clone(),
         },
     };
+    // Without a program: a login shell on this terminal, the way `make run` boots the system.
+    let shell = o.argv.is_empty();
+    let argv = if shell {
+        LOGIN_SHELL.iter().map(|s| s.to_string()).collect()
+    } else {
+        o.argv.clone()
+    };
     let piped = matches!(terminal, Terminal::Piped { .. });
-    if !o.quiet {
+    let show_log = !o.quiet && !(shell && !piped);
+    if shell && !piped {
+        eprintln!(
+            "sawmill: booting {MANIFEST} into a login shell on this terminal, {} as / (kept \
+             between runs), the debug console in {}; `exit` or `poweroff` ends it, Ctrl-A x \
+             quits QEMU at once",
+            disk.display(),
+            log.display()
+        );
+    } else if !o.quiet {
         eprintln!(
             "sawmill: booting {MANIFEST} with {} as /, debug console below (also {})",
             disk.display(),
@@ -338,7 +424,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         tag: "linux-run".into(),
         disk,
         process: Process {
-            argv: o.argv.clone(),
+            argv,
             env: DEFAULT_ENV.iter().map(|s| s.to_string()).collect(),
             cwd: None,
             trace: o.trace,
@@ -346,8 +432,12 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         },
         terminal,
         log: log.clone(),
-        show_log: !o.quiet,
-        timeout: Duration::from_secs(o.timeout),
+        show_log,
+        timeout: Duration::from_secs(o.timeout.unwrap_or(if shell {
+            SHELL_TIMEOUT
+        } else {
+            PROGRAM_TIMEOUT
+        })),
         icount: false,
     };
     let r = boot(repo, &b);

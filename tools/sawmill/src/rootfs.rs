@@ -362,6 +362,7 @@ mod tests {
             output: img.clone(),
             size_mb: 16,
             busybox: HOST_BUSYBOX.into(),
+            motd: Some("hello from the motd\n".into()),
         })
         .unwrap();
         let fsck = Command::new("e2fsck")
@@ -388,6 +389,16 @@ mod tests {
             .arg(&img))
         .unwrap();
         assert!(ls.contains("Fast link dest: \"/bin/busybox\""), "{ls}");
+        let motd = run(Command::new("debugfs")
+            .args(["-R", "cat /etc/motd"])
+            .arg(&img))
+        .unwrap();
+        assert!(motd.contains("hello from the motd"), "{motd}");
+        let profile = run(Command::new("debugfs")
+            .args(["-R", "cat /etc/profile"])
+            .arg(&img))
+        .unwrap();
+        assert!(profile.contains("/etc/motd"), "{profile}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -484,6 +484,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_motd_lists_every_server_of_the_manifest() {
+        let repo = Repo::find().unwrap();
+        let mf = image::load(&repo.root.join(MANIFEST)).unwrap();
+        let m = motd_text(&mf.system);
+        for s in &mf.system.servers {
+            let row = m
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(s.name.as_str()))
+                .unwrap_or_else(|| panic!("no row for {}:\n{m}", s.name));
+            assert!(row.contains(&s.module), "{row}");
+        }
+        assert!(m.lines().count() < 25, "more than one screen:\n{m}");
+    }
+
+    #[test]
     fn endings_from_the_log() {
         assert_eq!(
             parse_ending("root: x\nproc: init exited with status 3\n"),

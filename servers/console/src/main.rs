@@ -63,6 +63,9 @@ struct Shared {
     out: Vec<u8>,
     /// The terminal's size (rows, columns).
     winsize: (u16, u16),
+    /// Signals typed (ISIG's characters, bit = signal number) not yet passed on to the
+    /// foreground process group.
+    raised: u32,
 }
 
 /// The lock around [`Shared`]: held for bounded work only, never across a wait.
@@ -206,8 +209,9 @@ fn take_input() -> bool {
                 break;
             }
             let byte = uart::receive();
-            let taken_now = s.ldisc.input(byte, &mut s.out);
-            debug_assert_eq!(taken_now, Input::Taken);
+            if let Input::Signal(sig) = s.ldisc.input(byte, &mut s.out) {
+                s.raised |= 1 << sig;
+            }
             taken += 1;
         }
         if !s.out.is_empty() {
@@ -234,7 +238,20 @@ fn interrupts(irq: u64) -> ! {
             // the (edge-triggered) line while it was masked: look once more.
             while take_input() {}
         }
+        let raised = with_shared(|s| core::mem::take(&mut s.raised));
+        if raised != 0 {
+            raise(raised);
+        }
     }
+}
+
+/// Passes typed signals (bit = signal number) on to the foreground process group, outside
+/// the lock.
+fn raise(signals: u32) {
+    println!(
+        "console: signal characters typed ({:#x}); no process server to pass them to",
+        signals
+    );
 }
 
 fn main() {
@@ -274,6 +291,7 @@ fn main() {
         stop_reported: false,
         out: Vec::with_capacity(2 * MAX_TRANSFER),
         winsize: (cfg.rows, cfg.cols),
+        raised: 0,
     });
     if let Err(e) = thread::spawn(255, THREAD_STACK, move || interrupts(irq)) {
         println!("console: FAIL interrupt thread: {}", e.name());

@@ -20,8 +20,11 @@
 //!   else echoes the kill character and, with ECHOK, a newline; ECHONL echoes `\n` even
 //!   without ECHO.
 //! - output: OPOST with ONLCR makes `\n` written `\r\n` on the line.
-//! - not acted on (kept in the settings): ISIG's characters (no signals are delivered: ^C is an
-//!   ordinary character), IEXTEN's (VWERASE, VLNEXT, VREPRINT), IXON flow control.
+//! - ISIG: VINTR (^C), VQUIT (^\\) and VSUSP (^Z) are not input: each is echoed (as `^C` with
+//!   ECHOCTL), throws away the input held unless NOFLSH, and is reported to the driver as
+//!   [`Input::Signal`] with SIGINT, SIGQUIT or SIGTSTP for the foreground process group.
+//! - not acted on (kept in the settings): IEXTEN's characters (VWERASE, VLNEXT, VREPRINT),
+//!   IXON flow control.
 //!
 //! Changing ICANON with input held follows Linux: to non-canonical, the line being typed and
 //! the finished lines all become readable bytes; to canonical, bytes not yet read become one
@@ -52,7 +55,14 @@ pub enum Input {
     Taken,
     /// No room: not consumed; offer it again after a read.
     Full,
+    /// Consumed as a signal character (ISIG): the foreground process group gets this signal.
+    Signal(u32),
 }
+
+/// The signals ISIG's characters raise (Linux's numbers).
+pub const SIGINT: u32 = 2;
+pub const SIGQUIT: u32 = 3;
+pub const SIGTSTP: u32 = 20;
 
 /// One terminal's input state.
 #[derive(Debug)]
@@ -127,15 +137,30 @@ impl LineDiscipline {
     /// Takes one byte received from the line; appends what to echo (already output-processed,
     /// ready for the line) to `echo`.
     pub fn input(&mut self, byte: u8, echo: &mut Vec<u8>) -> Input {
-        if !self.has_room() {
-            return Input::Full;
-        }
         let t = self.termios;
         let mut b = if t.iflag & ISTRIP != 0 {
             byte & 0x7f
         } else {
             byte
         };
+        // Signal characters act even when the input is full (^C must get through a flood).
+        if t.lflag & ISIG != 0 {
+            let sig = [(VINTR, SIGINT), (VQUIT, SIGQUIT), (VSUSP, SIGTSTP)]
+                .into_iter()
+                .find(|&(cc, _)| t.is_cc(cc, b));
+            if let Some((_, sig)) = sig {
+                if t.lflag & NOFLSH == 0 {
+                    self.ready.clear();
+                    self.lines.clear();
+                    self.line.clear();
+                }
+                self.echo(b, echo);
+                return Input::Signal(sig);
+            }
+        }
+        if !self.has_room() {
+            return Input::Full;
+        }
         if b == b'\r' {
             if t.iflag & IGNCR != 0 {
                 return Input::Taken;
@@ -600,5 +625,45 @@ mod tests {
         let mut ld = LineDiscipline::new(t);
         feed(&mut ld, b"ab#\x04\n");
         assert_eq!(reads(&mut ld, 64), vec![b"a\x04\n".to_vec()]);
+    }
+
+    #[test]
+    fn signal_characters_flush_echo_and_report() {
+        let mut t = Termios::default();
+        let mut ld = LineDiscipline::new(t);
+        let mut echo = Vec::new();
+        feed(&mut ld, b"done\npart");
+        assert_eq!(ld.input(0x03, &mut echo), Input::Signal(SIGINT));
+        assert_eq!(echo, b"^C".to_vec());
+        assert!(
+            !ld.readable(),
+            "^C flushes the finished and the typed input"
+        );
+        assert_eq!(ld.input(0x1c, &mut echo), Input::Signal(SIGQUIT));
+        assert_eq!(ld.input(0x1a, &mut echo), Input::Signal(SIGTSTP));
+        // NOFLSH keeps the input; without ISIG ^C is an ordinary character.
+        t.lflag |= NOFLSH;
+        ld.set_termios(t, false);
+        feed(&mut ld, b"kept\n");
+        assert_eq!(ld.input(0x03, &mut Vec::new()), Input::Signal(SIGINT));
+        t.lflag &= !ISIG;
+        ld.set_termios(t, false);
+        feed(&mut ld, b"\x03\n");
+        assert_eq!(
+            reads(&mut ld, 64),
+            vec![b"kept\n".to_vec(), b"\x03\n".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_signal_character_gets_through_full_input() {
+        let mut ld = LineDiscipline::new(raw(1, 0));
+        let mut echo = Vec::new();
+        while ld.input(b'x', &mut echo) == Input::Taken {}
+        let mut t = raw(1, 0);
+        t.lflag |= ISIG;
+        ld.set_termios(t, false);
+        assert_eq!(ld.input(0x03, &mut echo), Input::Signal(SIGINT));
+        assert!(ld.has_room());
     }
 }

@@ -38,6 +38,7 @@ pub const ECHOK: u32 = 0o40;
 pub const ECHONL: u32 = 0o100;
 pub const ECHOCTL: u32 = 0o1000;
 pub const ECHOKE: u32 = 0o4000;
+pub const NOFLSH: u32 = 0o200;
 pub const IEXTEN: u32 = 0o100000;
 
 // c_cc indices

@@ -414,6 +414,27 @@ pub struct Outcome {
     pub status: i32,
 }
 
+/// Gives the terminal `tty` exactly the settings `want` (the guest console's).
+pub fn set_terminal(tty: &OwnedFd, want: &sawmill_console_api::termios::Termios) {
+    // SAFETY: termios is plain data; tcgetattr fills it from a valid terminal descriptor.
+    let mut tio: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; tcsetattr reads the termios we pass, cfset*speed only write into it.
+    unsafe {
+        libc::tcgetattr(tty.as_raw_fd(), &mut tio);
+        tio.c_iflag = want.iflag;
+        tio.c_oflag = want.oflag;
+        tio.c_cflag = want.cflag;
+        tio.c_lflag = want.lflag;
+        tio.c_line = want.line;
+        tio.c_cc = [0; libc::NCCS];
+        tio.c_cc[..want.cc.len()].copy_from_slice(&want.cc);
+        let speed = want.cflag & libc::CBAUD;
+        libc::cfsetispeed(&mut tio, speed);
+        libc::cfsetospeed(&mut tio, speed);
+        libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, &tio);
+    }
+}
+
 /// Runs `argv` in `cwd` on a fresh pseudo-terminal (echo off, 80x24), typing `input`.
 pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, String> {
     let (mut master, mut slave) = (-1, -1);
@@ -440,28 +461,14 @@ pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, St
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     // The guest's terminal starts with the console's settings for piped input (a serial tty's,
     // echo off): the pty gets exactly those, so `stty -a` agrees on both sides.
-    let want = sawmill_console_api::Config {
-        echo: false,
-        ..Default::default()
-    }
-    .termios();
-    // SAFETY: termios is plain data; tcgetattr fills it from a valid terminal descriptor.
-    let mut tio: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; tcsetattr reads the termios we pass, cfset*speed only write into it.
-    unsafe {
-        libc::tcgetattr(slave.as_raw_fd(), &mut tio);
-        tio.c_iflag = want.iflag;
-        tio.c_oflag = want.oflag;
-        tio.c_cflag = want.cflag;
-        tio.c_lflag = want.lflag;
-        tio.c_line = want.line;
-        tio.c_cc = [0; libc::NCCS];
-        tio.c_cc[..want.cc.len()].copy_from_slice(&want.cc);
-        let speed = want.cflag & libc::CBAUD;
-        libc::cfsetispeed(&mut tio, speed);
-        libc::cfsetospeed(&mut tio, speed);
-        libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &tio);
-    }
+    set_terminal(
+        &slave,
+        &sawmill_console_api::Config {
+            echo: false,
+            ..Default::default()
+        }
+        .termios(),
+    );
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -725,7 +732,7 @@ fn tree_problems(want: &[Entry], got: &[Entry], started: i64) -> Vec<String> {
     p
 }
 
-fn fsck(img: &Path) -> Option<String> {
+pub fn fsck(img: &Path) -> Option<String> {
     match Command::new("e2fsck").arg("-fn").arg(img).output() {
         Ok(o) if o.status.success() => None,
         Ok(o) => Some(format!(
@@ -1038,6 +1045,28 @@ pub fn run(repo: &Repo, o: &Options) -> Tally {
         }
     };
     let t = crate::testcmd::run_parallel(o.jobs, cases, |c| run_case(repo, &w, c, o.host_only));
+    tally.passed += t.passed;
+    tally.failed += t.failed;
+    // The scripted terminal sessions (each a boot of its own).
+    let sessions = match super::session::scripts(repo, &o.filters) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("FAIL linux sessions: {e}");
+            tally.failed += 1;
+            return tally;
+        }
+    };
+    let t = crate::testcmd::run_parallel(o.jobs, sessions, |(name, path)| {
+        let start = Instant::now();
+        let took = || format!("{:.1}s", start.elapsed().as_secs_f64());
+        match super::session::run_one(repo, name, path, o.host_only) {
+            Ok(()) => (true, vec![format!("PASS session {name} ({})", took())]),
+            Err(e) => (
+                false,
+                vec![format!("FAIL session {name} ({}): {e}", took())],
+            ),
+        }
+    });
     tally.passed += t.passed;
     tally.failed += t.failed;
     tally

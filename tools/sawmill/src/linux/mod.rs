@@ -4,6 +4,7 @@
 //! same way. Touches: the manifest (patched copy under target/linux/), images, QEMU.
 
 pub mod harness;
+pub mod session;
 
 use crate::repo::Repo;
 use crate::{image, qemu, rootfs, scenario};
@@ -140,6 +141,9 @@ pub enum Terminal {
     Here,
     /// `input` fed to the line, the program's output into the file `output`.
     Piped { input: Vec<u8>, output: PathBuf },
+    /// QEMU's pipe character device on the FIFOs `PATH.in` (typed) and `PATH.out` (shown),
+    /// which the caller creates and drives (a scripted session, `session`).
+    Fifo(PathBuf),
 }
 
 /// One boot of the Linux system.
@@ -205,6 +209,12 @@ fn prepare(repo: &Repo, b: &Boot) -> Result<(PathBuf, scenario::TestSpec), Strin
 
 /// Boots the Linux system once and waits for the first process to end.
 pub fn boot(repo: &Repo, b: &Boot) -> Booted {
+    boot_driven(repo, b, &mut || None)
+}
+
+/// [`boot`], calling `driver` every 100 ms while the machine runs; a `Some(reason)` from it
+/// stops the machine.
+pub fn boot_driven(repo: &Repo, b: &Boot, driver: &mut dyn FnMut() -> Option<String>) -> Booted {
     let fail = |e: String| Booted {
         ending: Err(e),
         log: String::new(),
@@ -223,6 +233,16 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
             input: input.clone(),
             output: output.clone(),
         },
+        Terminal::Fifo(path) => {
+            // After the debug console's `-serial`, so it is the second serial line.
+            extra.extend([
+                "-chardev".to_string(),
+                format!("pipe,id=com2,path={}", path.display()),
+                "-serial".to_string(),
+                "chardev:com2".to_string(),
+            ]);
+            qemu::Com2::None
+        }
     };
     let cfg = qemu::Config {
         image: img,
@@ -258,6 +278,9 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
             if t.elapsed() >= Duration::from_secs(2) {
                 return Some("PANIC on the debug console".into());
             }
+        }
+        if let Some(why) = driver() {
+            return Some(why);
         }
         None
     };
@@ -404,8 +427,10 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         o.argv.clone()
     };
     let piped = matches!(terminal, Terminal::Piped { .. });
-    let show_log = !o.quiet && !(shell && !piped);
-    if shell && !piped {
+    // An interactive shell has this terminal: the debug console goes to the log file only.
+    let interactive = shell && !piped;
+    let show_log = !o.quiet && !interactive;
+    if interactive {
         eprintln!(
             "sawmill: booting {MANIFEST} into a login shell on this terminal, {} as / (kept \
              between runs), the debug console in {}; `exit` or `poweroff` ends it, Ctrl-A x \

@@ -52,7 +52,9 @@ pub fn unescape(text: &str) -> Result<Vec<u8>, String> {
             Some('x') => {
                 let hex: String = chars.by_ref().take(2).collect();
                 let v = u8::from_str_radix(&hex, 16)
-                    .map_err(|_| format!("`\\x{hex}`: two hex digits expected"))?;
+                    .ok()
+                    .filter(|_| hex.len() == 2)
+                    .ok_or_else(|| format!("`\\x{hex}`: two hex digits expected"))?;
                 out.push(v);
             }
             other => return Err(format!("unknown escape `\\{}`", other.unwrap_or(' '))),

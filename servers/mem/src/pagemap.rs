@@ -66,10 +66,14 @@ impl PageMap {
         let (c, o) = split(page);
         match self.chunks.get(c)? {
             Chunk::Dense(v) => v[o].checked_sub(1),
-            Chunk::Few(v) => v
-                .binary_search_by_key(&(o as u16), |e| e.0)
-                .ok()
-                .map(|i| v[i].1),
+            Chunk::Few(v) => match v.last() {
+                // Touching in order asks for the page after the last one: no search.
+                Some(&(last, _)) if (last as usize) < o => None,
+                _ => v
+                    .binary_search_by_key(&(o as u16), |e| e.0)
+                    .ok()
+                    .map(|i| v[i].1),
+            },
         }
     }
 

@@ -220,6 +220,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                         stdin,
                         timeout,
                         no_build,
+                        icount,
                     },
                 );
             }

@@ -293,6 +293,8 @@ pub struct RunOptions {
     pub stdin: Option<PathBuf>,
     pub timeout: u64,
     pub no_build: bool,
+    /// `-icount shift=0`: the program's `rdtsc` counts guest instructions (measuring by hand).
+    pub icount: bool,
 }
 
 /// `./sawmill run linux`: returns the program's exit status (128 + signal if killed), or an
@@ -348,7 +350,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         log: log.clone(),
         show_log: !o.quiet,
         timeout: Duration::from_secs(o.timeout),
-        icount: false,
+        icount: o.icount,
     };
     let r = boot(repo, &b);
     if piped {

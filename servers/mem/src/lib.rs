@@ -21,8 +21,11 @@
 
 extern crate alloc;
 
+pub mod pagemap;
+
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+pub use pagemap::PageMap;
 
 pub const PAGE: u64 = 4096;
 
@@ -182,18 +185,20 @@ pub struct Account {
 }
 
 /// One dataspace.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Ds {
     /// Badge of the client that created it (and pays for it).
     pub owner: u64,
     /// Size in pages.
     pub size: u64,
     /// Present pages (sparse: an untouched page costs nothing, not even here).
-    pub pages: BTreeMap<u64, Frame>,
+    pub pages: PageMap,
     /// Physically contiguous (DMA): all pages present from the start, never resized.
     pub contig: bool,
     /// Made by or copied from with `copy` (pages may be shared).
     pub cow: bool,
+    /// The owner's account (index into `Mem::accounts`): a fault charges it without a lookup.
+    acct: usize,
 }
 
 /// Limits of the server.
@@ -211,7 +216,10 @@ pub struct Limits {
 pub struct Mem {
     pub frames: Frames,
     ds: Vec<Option<Ds>>,
-    accounts: BTreeMap<u64, Account>,
+    /// The accounts, by index (a dataspace names its owner's); `None`: a free slot.
+    accounts: Vec<Option<Account>>,
+    /// Badge -> index in `accounts`.
+    account_of: BTreeMap<u64, usize>,
     quotas: BTreeMap<u64, u64>,
     pub limits: Limits,
 }
@@ -221,7 +229,8 @@ impl Mem {
         Mem {
             frames,
             ds: Vec::new(),
-            accounts: BTreeMap::new(),
+            accounts: Vec::new(),
+            account_of: BTreeMap::new(),
             quotas: BTreeMap::new(),
             limits,
         }
@@ -230,25 +239,56 @@ impl Mem {
     /// Gives client `badge` a quota other than the default.
     pub fn set_quota(&mut self, badge: u64, pages: u64) {
         self.quotas.insert(badge, pages);
-        if let Some(a) = self.accounts.get_mut(&badge) {
-            a.quota = pages;
+        if let Some(&i) = self.account_of.get(&badge) {
+            self.acct(i).quota = pages;
         }
     }
 
-    pub fn account(&mut self, badge: u64) -> &mut Account {
-        let q = *self
-            .quotas
-            .get(&badge)
-            .unwrap_or(&self.limits.default_quota);
-        self.accounts.entry(badge).or_insert(Account {
+    /// The index of `badge`'s account, made on first use.
+    fn account_index(&mut self, badge: u64) -> usize {
+        if let Some(&i) = self.account_of.get(&badge) {
+            return i;
+        }
+        let a = Account {
             used: 0,
-            quota: q,
+            quota: *self
+                .quotas
+                .get(&badge)
+                .unwrap_or(&self.limits.default_quota),
             dataspaces: 0,
-        })
+        };
+        let i = match self.accounts.iter().position(|a| a.is_none()) {
+            Some(i) => {
+                self.accounts[i] = Some(a);
+                i
+            }
+            None => {
+                self.accounts.push(Some(a));
+                self.accounts.len() - 1
+            }
+        };
+        self.account_of.insert(badge, i);
+        i
+    }
+
+    fn acct(&mut self, i: usize) -> &mut Account {
+        self.accounts[i].as_mut().expect("live account")
+    }
+
+    pub fn account(&mut self, badge: u64) -> &mut Account {
+        let i = self.account_index(badge);
+        self.acct(i)
     }
 
     fn charge(&mut self, badge: u64, n: u64) -> Result<(), MemErr> {
-        let a = self.account(badge);
+        let i = self.account_index(badge);
+        self.charge_at(i, n)
+    }
+
+    /// Charges account `i` (a live dataspace's `acct`) `n` pages.
+    #[inline]
+    fn charge_at(&mut self, i: usize, n: u64) -> Result<(), MemErr> {
+        let a = self.acct(i);
         match a.used.checked_add(n) {
             Some(u) if u <= a.quota => {
                 a.used = u;
@@ -259,7 +299,12 @@ impl Mem {
     }
 
     fn uncharge(&mut self, badge: u64, n: u64) {
-        let a = self.account(badge);
+        let i = self.account_index(badge);
+        self.uncharge_at(i, n);
+    }
+
+    fn uncharge_at(&mut self, i: usize, n: u64) {
+        let a = self.acct(i);
         a.used = a.used.saturating_sub(n);
     }
 
@@ -276,10 +321,11 @@ impl Mem {
             .map(|d| d.0)
     }
 
-    fn new_ds(&mut self, ds: Ds) -> Result<usize, MemErr> {
+    fn new_ds(&mut self, mut ds: Ds) -> Result<usize, MemErr> {
         let owner = ds.owner;
         let per = self.limits.ds_per_client;
-        let a = self.account(owner);
+        ds.acct = self.account_index(owner);
+        let a = self.acct(ds.acct);
         if a.dataspaces >= per {
             return Err(MemErr::NoMemory);
         }
@@ -291,7 +337,7 @@ impl Mem {
             }
             None => return Err(MemErr::NoMemory),
         };
-        self.account(owner).dataspaces += 1;
+        self.acct(ds.acct).dataspaces += 1;
         self.ds[id] = Some(ds);
         Ok(id)
     }
@@ -311,9 +357,10 @@ impl Mem {
         self.new_ds(Ds {
             owner: client,
             size,
-            pages: BTreeMap::new(),
+            pages: PageMap::new(),
             contig: false,
             cow: false,
+            acct: 0,
         })
     }
 
@@ -332,17 +379,23 @@ impl Mem {
             self.uncharge(client, n);
             return Err(MemErr::NoMemory);
         };
-        let mut map = BTreeMap::new();
+        let mut map = PageMap::new();
+        let mut made = Ok(());
         for i in 0..n {
             b.zero(first + i as u32);
-            map.insert(i, first + i as u32);
+            if made.is_ok() {
+                made = map.insert(i, first + i as u32).map(|_| ());
+            }
         }
-        match self.new_ds(Ds {
-            owner: client,
-            size: n,
-            pages: map,
-            contig: true,
-            cow: false,
+        match made.and_then(|_| {
+            self.new_ds(Ds {
+                owner: client,
+                size: n,
+                pages: map,
+                contig: true,
+                cow: false,
+                acct: 0,
+            })
         }) {
             Ok(id) => Ok((id, self.frames.paddr(first))),
             Err(e) => {
@@ -369,17 +422,21 @@ impl Mem {
         if page >= ds.size {
             return Err(MemErr::Invalid);
         }
-        let owner = ds.owner;
-        match ds.pages.get(&page).copied() {
+        let acct = ds.acct;
+        match ds.pages.get(page) {
             None => {
                 self.reclaim(b);
-                self.charge(owner, 1)?;
+                self.charge_at(acct, 1)?;
                 let Some(f) = self.frames.alloc() else {
-                    self.uncharge(owner, 1);
+                    self.uncharge_at(acct, 1);
                     return Err(MemErr::NoMemory);
                 };
+                if let Err(e) = self.ds[id].as_mut().unwrap().pages.insert(page, f) {
+                    self.frames.decref(f);
+                    self.uncharge_at(acct, 1);
+                    return Err(e);
+                }
                 b.zero(f);
-                self.ds[id].as_mut().unwrap().pages.insert(page, f);
                 Ok((f, true))
             }
             Some(f) if self.frames.refs(f) > 1 => {
@@ -394,7 +451,8 @@ impl Mem {
                 b.copy(f, nf);
                 b.revoke(f);
                 self.frames.decref(f);
-                self.ds[id].as_mut().unwrap().pages.insert(page, nf);
+                // Replacing a present page needs no memory.
+                let _ = self.ds[id].as_mut().unwrap().pages.insert(page, nf);
                 Ok((nf, true))
             }
             Some(f) => Ok((f, true)),
@@ -408,16 +466,12 @@ impl Mem {
             // Sharing would let a write move a DMA page away from its physical address.
             return Err(MemErr::Unsupported);
         }
-        let (owner, n) = (ds.owner, ds.pages.len() as u64);
-        let pages = ds.pages.clone();
+        let (owner, n) = (ds.owner, ds.pages.len());
         let size = ds.size;
         // A frame a device may be writing is not shared: the copy gets its own page now (the
         // device's write then lands in this dataspace only).
-        let pinned: Vec<(u64, Frame)> = pages
-            .iter()
-            .filter(|p| b.pinned(*p.1))
-            .map(|(&p, &f)| (p, f))
-            .collect();
+        let pinned: Vec<(u64, Frame)> = ds.pages.iter().filter(|p| b.pinned(p.1)).collect();
+        let mut copied = ds.pages.try_clone()?;
         self.reclaim(b);
         let mut own = Vec::with_capacity(pinned.len());
         for _ in 0..pinned.len() {
@@ -431,10 +485,10 @@ impl Mem {
                 }
             }
         }
-        let mut copied = pages.clone();
         for (&(p, f), &nf) in pinned.iter().zip(&own) {
             b.copy(f, nf);
-            copied.insert(p, nf);
+            // Replacing a present page needs no memory.
+            let _ = copied.insert(p, nf);
         }
         if let Err(e) = self.charge(owner, n) {
             for &nf in &own {
@@ -448,6 +502,7 @@ impl Mem {
             pages: copied,
             contig: false,
             cow: true,
+            acct: 0,
         }) {
             Ok(x) => x,
             Err(e) => {
@@ -459,13 +514,14 @@ impl Mem {
             }
         };
         // Existing writable mappings of the now shared frames must fault on the next write.
-        for (p, &f) in pages.iter() {
-            if pinned.iter().all(|x| x.0 != *p) {
+        let d = self.ds[id].as_mut().unwrap();
+        for (p, f) in d.pages.iter() {
+            if pinned.iter().all(|x| x.0 != p) {
                 self.frames.incref(f);
                 b.revoke(f);
             }
         }
-        self.ds[id].as_mut().unwrap().cow = true;
+        d.cow = true;
         Ok(new)
     }
 
@@ -475,7 +531,7 @@ impl Mem {
         if !ds.contig {
             return Err(MemErr::Unsupported);
         }
-        let f = *ds.pages.get(&page).ok_or(MemErr::Invalid)?;
+        let f = ds.pages.get(page).ok_or(MemErr::Invalid)?;
         Ok(self.frames.paddr(f))
     }
 
@@ -517,14 +573,14 @@ impl Mem {
         if ds.contig {
             return Err(MemErr::Unsupported);
         }
-        let owner = ds.owner;
+        let acct = ds.acct;
         let d = self.ds[id].as_mut().unwrap();
         d.size = size;
-        let gone = d.pages.split_off(&size);
-        for (_, f) in gone.iter() {
-            self.drop_page(b, *f);
+        let gone = d.pages.truncate(size);
+        for &f in gone.iter() {
+            self.drop_page(b, f);
         }
-        self.uncharge(owner, gone.len() as u64);
+        self.uncharge_at(acct, gone.len() as u64);
         Ok(())
     }
 
@@ -536,10 +592,10 @@ impl Mem {
             .and_then(|d| d.take())
             .ok_or(MemErr::Gone)?;
         for (_, f) in ds.pages.iter() {
-            self.drop_page(b, *f);
+            self.drop_page(b, f);
         }
-        self.uncharge(ds.owner, ds.pages.len() as u64);
-        let a = self.account(ds.owner);
+        self.uncharge_at(ds.acct, ds.pages.len());
+        let a = self.acct(ds.acct);
         a.dataspaces = a.dataspaces.saturating_sub(1);
         Ok(())
     }
@@ -554,7 +610,10 @@ impl Mem {
         for &i in &ids {
             let _ = self.free(b, i);
         }
-        self.accounts.remove(&client);
+        // Its dataspaces are gone, so no `Ds::acct` names the slot any more.
+        if let Some(i) = self.account_of.remove(&client) {
+            self.accounts[i] = None;
+        }
         ids
     }
 }

@@ -124,13 +124,11 @@ fn copy_gives_pinned_pages_a_private_frame() {
     b.mem[f1 as usize] = [2; 64];
     b.pinned.insert(f1);
     let c = m.copy(&mut b, d).unwrap();
-    let cp = m.get(c).unwrap().pages.clone();
-    assert_eq!(cp[&0], f0, "unpinned pages are shared");
-    assert_ne!(cp[&1], f1, "the pinned page is not");
-    assert_eq!(
-        b.mem[cp[&1] as usize], [2; 64],
-        "but its contents are copied"
-    );
+    let cp = &m.get(c).unwrap().pages;
+    assert_eq!(cp.get(0), Some(f0), "unpinned pages are shared");
+    let c1 = cp.get(1).unwrap();
+    assert_ne!(c1, f1, "the pinned page is not");
+    assert_eq!(b.mem[c1 as usize], [2; 64], "but its contents are copied");
     assert_eq!(m.frames.refs(f1), 1);
     assert_eq!(m.frames.refs(f0), 2);
     // The device writes f1 (only d sees it); a write fault in d needs no copy.
@@ -218,7 +216,7 @@ fn random_operations_with_pins_never_reuse_a_pinned_frame() {
         // (quarantine): never to another dataspace or page.
         for &(f, d, p) in &pinned_for {
             for i in m.ids().collect::<Vec<_>>() {
-                for (&q, &g) in &m.get(i).unwrap().pages {
+                for (q, g) in m.get(i).unwrap().pages.iter() {
                     if g == f {
                         assert!(i == d && q == p, "pinned frame {} reused by {}:{}", f, i, q);
                     }
@@ -228,7 +226,7 @@ fn random_operations_with_pins_never_reuse_a_pinned_frame() {
         // References: uses by dataspaces plus one per quarantined frame; free = refs 0.
         let mut uses = [0u16; 32];
         for i in m.ids().collect::<Vec<_>>() {
-            for &f in m.get(i).unwrap().pages.values() {
+            for (_, f) in m.get(i).unwrap().pages.iter() {
                 uses[f as usize] += 1;
             }
         }

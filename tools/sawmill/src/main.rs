@@ -261,6 +261,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                         stdin,
                         timeout,
                         no_build,
+                        icount,
                     },
                 );
             }

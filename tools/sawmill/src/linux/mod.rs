@@ -393,6 +393,8 @@ pub struct RunOptions {
     /// None: [`PROGRAM_TIMEOUT`], or [`SHELL_TIMEOUT`] for the login shell.
     pub timeout: Option<u64>,
     pub no_build: bool,
+    /// `-icount shift=0`: the program's `rdtsc` counts guest instructions (measuring by hand).
+    pub icount: bool,
 }
 
 /// `./sawmill run linux`: returns the program's exit status (128 + signal if killed), or an
@@ -463,7 +465,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         } else {
             PROGRAM_TIMEOUT
         })),
-        icount: false,
+        icount: o.icount,
     };
     let r = boot(repo, &b);
     if piped {

@@ -164,14 +164,22 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// pseudo-terminal with the console's default settings, in an empty directory.
 fn on_host(steps: &[Step], dir: &Path) -> Result<(), String> {
     let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty fills two descriptors; null name, termios and size mean the defaults.
+    // The size the guest's console reports.
+    let console = sawmill_console_api::Config::default();
+    let size = libc::winsize {
+        ws_row: console.rows,
+        ws_col: console.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors; null name and termios mean the defaults.
     let r = unsafe {
         libc::openpty(
             &mut master,
             &mut slave,
             std::ptr::null_mut(),
             std::ptr::null(),
-            std::ptr::null(),
+            &size,
         )
     };
     if r != 0 {
@@ -179,7 +187,7 @@ fn on_host(steps: &[Step], dir: &Path) -> Result<(), String> {
     }
     // SAFETY: openpty just returned these descriptors, and nothing else owns them.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    harness::set_terminal(&slave, &sawmill_console_api::Config::default().termios());
+    harness::set_terminal(&slave, &console.termios());
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
     let mut cmd = Command::new(rootfs::HOST_BUSYBOX);
     cmd.args(["sh", "-i"])

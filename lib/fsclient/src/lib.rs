@@ -196,6 +196,9 @@ pub struct DirEntry {
 
 struct Fd {
     cap: u64,
+    /// The session capability of the mount it was opened at directly (option 3), 0 if it came
+    /// from the VFS: such a file can be kept closed for a later open at that mount.
+    session: u64,
     flags: u32,
     off: u64,
     size: u64,
@@ -212,7 +215,14 @@ struct Fd {
 struct MountEnt {
     prefix: Vec<u8>,
     session: u64,
+    /// Files of this mount we closed and kept (at most [`KEPT_FILES`]): the next direct open
+    /// reopens one (`file.reopen`) instead of asking for a new capability.
+    kept: Vec<u64>,
 }
+
+/// Closed files kept per mount for reuse. Each holds one of the session's file charges at the
+/// PFS, so only a few: enough for a program that opens and closes in a loop.
+const KEPT_FILES: usize = 4;
 
 pub struct Files {
     vfs: vfs::Client,
@@ -281,6 +291,10 @@ impl Files {
             return Ok(());
         }
         for old in self.mounts.drain(..) {
+            for k in old.kept {
+                let _ = sys::cap_delete(k);
+                self.free_slots.push(k);
+            }
             if old.session != 0 {
                 let _ = sys::cap_delete(old.session);
                 self.free_slots.push(old.session);
@@ -292,6 +306,7 @@ impl Files {
                 Ok(o) => self.mounts.push(MountEnt {
                     prefix: o.prefix.as_slice().to_vec(),
                     session: o.s,
+                    kept: Vec::new(),
                 }),
                 Err(_) => {
                     self.free_slots.push(rx);
@@ -300,6 +315,7 @@ impl Files {
                     self.mounts.push(MountEnt {
                         prefix: Vec::new(),
                         session: 0,
+                        kept: Vec::new(),
                     });
                 }
             }
@@ -314,7 +330,7 @@ impl Files {
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
-    ) -> Option<Result<(u64, u64)>> {
+    ) -> Option<Result<(u64, u64, u64)>> {
         if path.first() != Some(&b'/')
             || path.len() > PATH_FIELD
             || path.split(|&c| c == b'/').any(|c| c == b"..")
@@ -340,10 +356,36 @@ impl Files {
             .strip_suffix(b"/")
             .unwrap_or(&self.mounts[m].prefix)
             .len()..];
+        let session = self.mounts[m].session;
+        // A closed file kept from this mount: reopened in place, no capability minted or moved.
+        while let Some(k) = self.mounts[m].kept.pop() {
+            match file::Client::new(k).reopen(rest, flags, mode) {
+                Ok(size) => return Some(Ok((k, size, session))),
+                Err(RpcError::App(FsError::BadFile)) => {
+                    // The PFS will not reopen it (its session went): let it go.
+                    let _ = sys::cap_delete(k);
+                    self.free_slots.push(k);
+                }
+                Err(RpcError::App(FsError::Xdev)) => {
+                    self.mounts[m].kept.push(k);
+                    return None;
+                }
+                Err(RpcError::App(x)) => {
+                    self.mounts[m].kept.push(k);
+                    return Some(Err(x));
+                }
+                Err(_) => {
+                    let _ = sys::cap_delete(k);
+                    self.free_slots.push(k);
+                    let _ = self.refresh_mounts();
+                    return Some(Err(FsError::Gone));
+                }
+            }
+        }
         // A mount point inside the rest (a deeper mount we know is dead) is the VFS's business.
         let rx = self.slot();
-        match pfs::Client::new(self.mounts[m].session).open_path(rest, flags, mode, rx) {
-            Ok(o) => Some(Ok((o.file, o.size))),
+        match pfs::Client::new(session).open_path(rest, flags, mode, rx) {
+            Ok(o) => Some(Ok((o.file, o.size, session))),
             Err(RpcError::App(FsError::Xdev)) => {
                 self.free_slots.push(rx);
                 None
@@ -374,13 +416,13 @@ impl Files {
         } else {
             None
         };
-        let (cap, size) = match direct {
+        let (cap, size, session) = match direct {
             Some(r) => r?,
             None => {
                 let arg = self.path(0, p, PATH_FIELD)?;
                 let rx = self.slot();
                 match self.vfs.open(arg.bytes(), sent, mode, rx) {
-                    Ok(o) => (o.file, o.size),
+                    Ok(o) => (o.file, o.size, 0),
                     Err(x) => {
                         self.free_slots.push(rx);
                         return Err(e(x));
@@ -390,6 +432,7 @@ impl Files {
         };
         self.fds[i] = Some(Fd {
             cap,
+            session,
             flags,
             off: 0,
             size,
@@ -418,8 +461,22 @@ impl Files {
                 sawmill_abi::UNMAP_SELF,
             );
         }
-        // Closing is dropping the capability: it is our only one, so the kernel tells the PFS
-        // (NO_SENDERS), which closes the file before it takes our next request. No `close` call.
+        // A file opened directly at a mount is closed at the PFS and kept for the next direct
+        // open there (`file.reopen`), up to KEPT_FILES; the mount must still be the one it came
+        // from. Otherwise closing is dropping the capability: it is our only one, so the kernel
+        // tells the PFS (NO_SENDERS), which closes the file before it takes our next request.
+        if f.session != 0 {
+            if let Some(m) = self
+                .mounts
+                .iter_mut()
+                .find(|m| m.session == f.session && m.kept.len() < KEPT_FILES)
+            {
+                if file::Client::new(f.cap).close().is_ok() {
+                    m.kept.push(f.cap);
+                    return Ok(());
+                }
+            }
+        }
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
         Ok(())

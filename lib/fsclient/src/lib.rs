@@ -25,6 +25,10 @@
 //!   whose `map` hands out the cache pages, so touching the memory faults the pages in through
 //!   the region manager and later accesses are plain loads. Writes through the file interface
 //!   are seen in the mapping at once (it *is* the cache).
+//! - **Closing.** A file opened directly at a mount is closed at the PFS (`file.close`) and its
+//!   capability kept, up to four per mount; the next direct open there reopens one in place
+//!   (`file.reopen`: no capability minted, moved or revoked). A file whose capability was handed
+//!   out ([`Files::share`]) or that came from the VFS is closed by dropping our capability.
 //! - **Sizes** are cached per open file (from open, our own writes and `fstat`); a read at or
 //!   past the cached end asks the PFS for the current size first.
 #![no_std]
@@ -199,6 +203,9 @@ struct Fd {
     /// The session capability of the mount it was opened at directly (option 3), 0 if it came
     /// from the VFS: such a file can be kept closed for a later open at that mount.
     session: u64,
+    /// Whether our capability may be the file's only one: false once it was handed out
+    /// ([`Files::share`]). Only then does `close` close the file at the PFS (and keep it).
+    sole: bool,
     flags: u32,
     off: u64,
     size: u64,
@@ -433,6 +440,7 @@ impl Files {
         self.fds[i] = Some(Fd {
             cap,
             session,
+            sole: true,
             flags,
             off: 0,
             size,
@@ -465,7 +473,7 @@ impl Files {
         // open there (`file.reopen`), up to KEPT_FILES; the mount must still be the one it came
         // from. Otherwise closing is dropping the capability: it is our only one, so the kernel
         // tells the PFS (NO_SENDERS), which closes the file before it takes our next request.
-        if f.session != 0 {
+        if f.session != 0 && f.sole {
             if let Some(m) = self
                 .mounts
                 .iter_mut()
@@ -524,9 +532,20 @@ impl Files {
     }
 
     /// The open file's capability: a `file` endpoint that is also a read-only `dataspace`
-    /// (interfaces/dataspace.idl). It stays the library's; valid until `close`.
+    /// (interfaces/dataspace.idl). It stays the library's; valid until `close`. To pass the open
+    /// file on to another task, use [`Self::share`].
     pub fn file_cap(&mut self, fd: usize) -> Result<u64> {
         Ok(self.fd(fd)?.cap)
+    }
+
+    /// The open file's capability, for copying to another task that is to share the open file
+    /// (a forked child: issue 14). From now on our `close` only drops our capability — the file
+    /// stays open at the PFS until the last copy goes — instead of closing it there and keeping
+    /// the capability for a later open (which would close the other task's file too).
+    pub fn share(&mut self, fd: usize) -> Result<u64> {
+        let f = self.fd(fd)?;
+        f.sole = false;
+        Ok(f.cap)
     }
 
     /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how

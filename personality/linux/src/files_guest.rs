@@ -478,7 +478,10 @@ pub fn pwrite_fast<U: User>(
 pub fn mmap_source(fd: i32) -> Result<MapSource, Errno> {
     with(|f| {
         let (handle, readable, writable, _) = f.map_handle(fd)?;
-        let dataspace = f.backend.fs.file_cap(handle as usize).map_err(errno)?;
+        // Shared with the region manager's mapping, which may outlive the descriptor: the
+        // file's close must then only drop the library's capability, never close the file at
+        // the PFS and reuse the capability for another (fsclient's kept files).
+        let dataspace = f.backend.fs.share(handle as usize).map_err(errno)?;
         Ok(MapSource {
             dataspace,
             readable,

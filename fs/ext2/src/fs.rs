@@ -173,7 +173,35 @@ pub struct Fs<D: BlockDevice> {
     /// same few inodes several times. Written through by `write_inode` and `new_inode`, the
     /// only two writers of the inode table.
     icache: Vec<Cached>,
+    /// Recent successful lookups, (directory, name) -> inode, direct-mapped by a hash of both:
+    /// a path walk asks for the same names again and again, and a directory scan reads and
+    /// compares every entry before the one wanted. Only found names are kept (no negative
+    /// entries), and every change to any directory's entries (`dir_add`, `dir_remove`,
+    /// `dir_retarget`, `set_dotdot`: the only writers of entries) empties the whole cache, so an
+    /// entry can never name a removed, renamed or reused inode.
+    names: Vec<NameEnt>,
 }
+
+/// An entry of the name cache (see `Fs::names`); `dir` 0 is empty.
+#[derive(Clone, Copy)]
+struct NameEnt {
+    dir: u32,
+    ino: u32,
+    len: u8,
+    name: [u8; NAME_CACHED_MAX],
+}
+
+const NAME_EMPTY: NameEnt = NameEnt {
+    dir: 0,
+    ino: 0,
+    len: 0,
+    name: [0; NAME_CACHED_MAX],
+};
+
+/// Entries of the name cache.
+const NCACHE: usize = 64;
+/// Longest name the name cache keeps (longer ones are looked up in the directory each time).
+const NAME_CACHED_MAX: usize = 30;
 
 /// An entry of the inode cache: the inode's 128-byte core and its times' nanoseconds.
 #[derive(Clone)]
@@ -326,6 +354,7 @@ impl<D: BlockDevice> Fs<D> {
                 };
                 ICACHE
             ],
+            names: vec![NAME_EMPTY; NCACHE],
         })
     }
 
@@ -602,12 +631,20 @@ impl<D: BlockDevice> Fs<D> {
         Ok(self.boff(self.gd32(g, G_INODE_TABLE)) + i as u64 * self.inode_size as u64)
     }
     pub(crate) fn read_inode(&mut self, ino: u32) -> Result<RawInode> {
-        let off = self.inode_off(ino)?;
-        let e = &self.icache[ino as usize % ICACHE];
-        if e.ino == ino {
-            return Ok(e.raw.clone());
+        Ok(self.cached_inode(ino)?.clone())
+    }
+
+    /// Inode `ino`, read into the inode cache if it is not there, borrowed from the cache (the
+    /// hot paths read fields of it without copying its 128 bytes).
+    #[inline]
+    fn cached_inode(&mut self, ino: u32) -> Result<&RawInode> {
+        let e = ino as usize % ICACHE;
+        // Entry 0 being empty has `ino` 0: inode 0 always goes to `inode_off`, which refuses it.
+        if ino == 0 || self.icache[e].ino != ino {
+            let off = self.inode_off(ino)?;
+            self.load_inode(ino, off)?;
         }
-        self.load_inode(ino, off)
+        Ok(&self.icache[e].raw)
     }
 
     /// Reads inode `ino` (at `off`) into the cache, with the nanoseconds of its times from a
@@ -911,7 +948,7 @@ impl<D: BlockDevice> Fs<D> {
     // ---- public inode operations ---------------------------------------------------------
 
     pub fn stat(&mut self, ino: u32) -> Result<Stat> {
-        let r = self.read_inode(ino)?;
+        let r = self.cached_inode(ino)?;
         let kind = FileKind::from_mode(r.mode());
         let rdev = if matches!(kind, FileKind::CharDev | FileKind::BlockDev) {
             decode_rdev(r.block(0), r.block(1))
@@ -1034,7 +1071,12 @@ impl<D: BlockDevice> Fs<D> {
     /// inode's group) so sequential writes stay contiguous.
     pub fn write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize> {
         self.writable()?;
-        let mut r = self.live_inode(ino)?;
+        // As `live_inode`, with one copy of the inode (the hot path of every write).
+        let c = self.cached_inode(ino)?;
+        if c.links() == 0 || c.mode() == 0 {
+            return Err(Error::Corrupt("reference to an unused inode"));
+        }
+        let mut r = c.clone();
         match FileKind::from_mode(r.mode()) {
             FileKind::Regular => {}
             FileKind::Dir => return Err(Error::IsDir),
@@ -1053,6 +1095,8 @@ impl<D: BlockDevice> Fs<D> {
         // of allocated blocks goes straight to the device).
         let mut fresh: Vec<u8> = Vec::new();
         let mut done = 0usize;
+        // Whether a block was allocated (the inode's map and block count changed).
+        let mut allocated = false;
         let result = (|| -> Result<()> {
             while done < data.len() {
                 let pos = off + done as u64;
@@ -1079,6 +1123,7 @@ impl<D: BlockDevice> Fs<D> {
                     fresh.fill(0);
                 }
                 fresh[boff..boff + chunk].copy_from_slice(part);
+                allocated = true;
                 let (b, new) = self.bmap_alloc(&mut r, lblk, goal, &fresh)?;
                 if !new {
                     self.dev.write_at(self.boff(b) + boff as u64, part)?;
@@ -1090,14 +1135,22 @@ impl<D: BlockDevice> Fs<D> {
         })();
         // Whatever was written (even on a mid-way error such as NoSpace) is recorded.
         let written_end = off + done as u64;
+        let mut changed = allocated;
         if written_end > r.size() {
             r.set_size(written_end);
+            changed = true;
         }
-        if done > 0 {
+        if done > 0 && (r.time(I_MTIME) != self.now || r.time(I_CTIME) != self.now) {
             r.set_time(I_MTIME, self.now);
             r.set_time(I_CTIME, self.now);
+            changed = true;
         }
-        self.write_inode(ino, &r)?;
+        // A rewrite of allocated blocks within the size in the second the times already say
+        // changes nothing in the inode (the common case of a program rewriting its file): no
+        // inode write. Times keep whole seconds here (`write_inode`), so "unchanged" is exact.
+        if changed {
+            self.write_inode(ino, &r)?;
+        }
         result.map(|_| done)
     }
 
@@ -1251,14 +1304,36 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     pub fn lookup(&mut self, dir: u32, name: &[u8]) -> Result<u32> {
+        let slot = name_slot(dir, name);
+        let e = &self.names[slot];
+        if e.dir == dir && e.len as usize == name.len() && e.name[..name.len()] == *name {
+            return Ok(e.ino);
+        }
         let r = self.live_inode(dir)?;
         if !r.is_dir() {
             return Err(Error::NotDir);
         }
         match self.find_entry(&r, name)? {
-            Some(s) => Ok(s.ino),
+            Some(s) => {
+                if name.len() <= NAME_CACHED_MAX {
+                    let mut e = NameEnt {
+                        dir,
+                        ino: s.ino,
+                        len: name.len() as u8,
+                        name: [0; NAME_CACHED_MAX],
+                    };
+                    e.name[..name.len()].copy_from_slice(name);
+                    self.names[slot] = e;
+                }
+                Ok(s.ino)
+            }
             None => Err(Error::NotFound),
         }
+    }
+
+    /// Empties the name cache: a directory's entries are about to change.
+    fn names_forget(&mut self) {
+        self.names.fill(NAME_EMPTY);
     }
 
     /// All live entries, `.` and `..` included, in on-disk order.
@@ -1324,6 +1399,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Adds `name -> ino` to `dir`, in the first gap big enough or in a new block.
     fn dir_add(&mut self, dir: u32, name: &[u8], ino: u32, kind: FileKind) -> Result<()> {
+        self.names_forget();
         let mut r = self.live_inode(dir)?;
         self.drop_index(dir, &mut r)?;
         let need = rec_len_for(name.len());
@@ -1363,6 +1439,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Removes entry `name` from `dir`, merging its space into the previous entry.
     fn dir_remove(&mut self, dir: u32, name: &[u8]) -> Result<()> {
+        self.names_forget();
         let mut r = self.live_inode(dir)?;
         let s = self.find_entry(&r, name)?.ok_or(Error::NotFound)?;
         self.drop_index(dir, &mut r)?;
@@ -1380,6 +1457,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Points an existing entry at a different inode (rename over an existing name).
     fn dir_retarget(&mut self, dir: u32, name: &[u8], ino: u32, kind: FileKind) -> Result<()> {
+        self.names_forget();
         let mut r = self.live_inode(dir)?;
         let s = self.find_entry(&r, name)?.ok_or(Error::NotFound)?;
         self.drop_index(dir, &mut r)?;
@@ -1393,6 +1471,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     fn set_dotdot(&mut self, dir: u32, parent: u32) -> Result<()> {
+        self.names_forget();
         let r = self.live_inode(dir)?;
         let s = self
             .find_entry(&r, b"..")?
@@ -1908,4 +1987,17 @@ fn scan_block<T>(
         off += rec_len;
     }
     Ok(None)
+}
+
+/// The name cache's slot for `name` in `dir`: a hash of the directory, the length and the
+/// name's first and last bytes (cheap, and enough to spread the names of one directory).
+#[inline]
+fn name_slot(dir: u32, name: &[u8]) -> usize {
+    let (first, last) = match name {
+        [] => (0, 0),
+        [a, .., b] => (*a, *b),
+        [a] => (*a, *a),
+    };
+    let h = (dir as u64) ^ (name.len() as u64) << 20 ^ (first as u64) << 32 ^ (last as u64) << 40;
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % NCACHE
 }

@@ -122,38 +122,48 @@ pub fn rec_len_for(name_len: usize) -> usize {
     (8 + name_len + 3) & !3
 }
 
-/// The first 128 bytes of an inode: everything ext2 itself uses.
+/// The first 128 bytes of an inode: everything ext2 itself uses. The accessors are `#[inline]`:
+/// a path walk reads a dozen fields per name, each a call into this crate otherwise.
 #[derive(Clone)]
 pub struct RawInode(pub [u8; 128]);
 
 impl RawInode {
+    #[inline]
     pub fn mode(&self) -> u16 {
         le16(&self.0, I_MODE)
     }
+    #[inline]
     pub fn kind_bits(&self) -> u16 {
         self.mode() & S_IFMT
     }
+    #[inline]
     pub fn is_dir(&self) -> bool {
         self.kind_bits() == S_IFDIR
     }
+    #[inline]
     pub fn is_symlink(&self) -> bool {
         self.kind_bits() == S_IFLNK
     }
+    #[inline]
     pub fn uid(&self) -> u32 {
         le16(&self.0, I_UID) as u32 | (le16(&self.0, I_UID_HIGH) as u32) << 16
     }
+    #[inline]
     pub fn gid(&self) -> u32 {
         le16(&self.0, I_GID) as u32 | (le16(&self.0, I_GID_HIGH) as u32) << 16
     }
+    #[inline]
     pub fn set_uid(&mut self, v: u32) {
         put16(&mut self.0, I_UID, v as u16);
         put16(&mut self.0, I_UID_HIGH, (v >> 16) as u16);
     }
+    #[inline]
     pub fn set_gid(&mut self, v: u32) {
         put16(&mut self.0, I_GID, v as u16);
         put16(&mut self.0, I_GID_HIGH, (v >> 16) as u16);
     }
     /// Directories keep only 32 bits of size (the high word is i_dir_acl in ext2).
+    #[inline]
     pub fn size(&self) -> u64 {
         let lo = le32(&self.0, I_SIZE) as u64;
         if self.is_dir() {
@@ -162,43 +172,55 @@ impl RawInode {
             lo | (le32(&self.0, I_SIZE_HIGH) as u64) << 32
         }
     }
+    #[inline]
     pub fn set_size(&mut self, v: u64) {
         put32(&mut self.0, I_SIZE, v as u32);
         if !self.is_dir() {
             put32(&mut self.0, I_SIZE_HIGH, (v >> 32) as u32);
         }
     }
+    #[inline]
     pub fn links(&self) -> u16 {
         le16(&self.0, I_LINKS)
     }
+    #[inline]
     pub fn set_links(&mut self, v: u16) {
         put16(&mut self.0, I_LINKS, v)
     }
     /// i_blocks in 512-byte sectors.
+    #[inline]
     pub fn sectors(&self) -> u32 {
         le32(&self.0, I_BLOCKS)
     }
+    #[inline]
     pub fn set_sectors(&mut self, v: u32) {
         put32(&mut self.0, I_BLOCKS, v)
     }
+    #[inline]
     pub fn flags(&self) -> u32 {
         le32(&self.0, I_FLAGS)
     }
+    #[inline]
     pub fn set_flags(&mut self, v: u32) {
         put32(&mut self.0, I_FLAGS, v)
     }
+    #[inline]
     pub fn block(&self, i: usize) -> u32 {
         le32(&self.0, I_BLOCK + 4 * i)
     }
+    #[inline]
     pub fn set_block(&mut self, i: usize, v: u32) {
         put32(&mut self.0, I_BLOCK + 4 * i, v)
     }
+    #[inline]
     pub fn file_acl(&self) -> u32 {
         le32(&self.0, I_FILE_ACL)
     }
+    #[inline]
     pub fn time(&self, off: usize) -> u32 {
         le32(&self.0, off)
     }
+    #[inline]
     pub fn set_time(&mut self, off: usize, v: u32) {
         put32(&mut self.0, off, v)
     }

@@ -462,3 +462,55 @@ fn inode_cache_never_shows_stale_inodes() {
     }
     assert_eq!(again.stat(g).unwrap().mode & 0o7777, 0o640);
 }
+
+#[test]
+fn name_cache_never_shows_removed_or_renamed_names() {
+    // Every lookup below first fills the name cache; each namespace change must be seen by the
+    // next lookup: unlink, rename over a name, rename of a directory (its `..`), rmdir and a
+    // directory made again with the freed inode, and more names than the cache has entries.
+    let s = Scratch::new("ncache");
+    let img = s.path("img");
+    mkfs(&img, 8 * 1024, &["-b", "1024", "-N", "512"], None);
+    let mut fs = load(&img);
+    let a = fs.create(2, b"a", 0o644, 0, 0).unwrap();
+    let b = fs.create(2, b"b", 0o644, 0, 0).unwrap();
+    assert_eq!(fs.lookup(2, b"a").unwrap(), a);
+    assert_eq!(fs.lookup(2, b"b").unwrap(), b);
+    fs.rename(2, b"a", 2, b"b").unwrap();
+    assert!(matches!(fs.lookup(2, b"a"), Err(Error::NotFound)));
+    assert_eq!(fs.lookup(2, b"b").unwrap(), a);
+    fs.unlink(2, b"b").unwrap();
+    assert!(matches!(fs.lookup(2, b"b"), Err(Error::NotFound)));
+    let d1 = fs.mkdir(2, b"d1", 0o755, 0, 0).unwrap();
+    let d2 = fs.mkdir(2, b"d2", 0o755, 0, 0).unwrap();
+    let sub = fs.mkdir(d1, b"sub", 0o755, 0, 0).unwrap();
+    assert_eq!(fs.lookup(sub, b"..").unwrap(), d1);
+    fs.rename(d1, b"sub", d2, b"sub").unwrap();
+    assert_eq!(fs.lookup(sub, b"..").unwrap(), d2);
+    assert!(matches!(fs.lookup(d1, b"sub"), Err(Error::NotFound)));
+    assert_eq!(fs.lookup(d2, b"sub").unwrap(), sub);
+    let inner = fs.create(sub, b"x", 0o644, 0, 0).unwrap();
+    assert_eq!(fs.lookup(sub, b"x").unwrap(), inner);
+    fs.unlink(sub, b"x").unwrap();
+    fs.rmdir(d2, b"sub").unwrap();
+    // The freed directory inode comes back as a new, empty directory elsewhere.
+    let again = fs.mkdir(d1, b"new", 0o755, 0, 0).unwrap();
+    assert!(matches!(fs.lookup(again, b"x"), Err(Error::NotFound)));
+    assert_eq!(fs.lookup(again, b"..").unwrap(), d1);
+    // More names than entries: each still found right.
+    let made: Vec<(Vec<u8>, u32)> = (0..200u32)
+        .map(|i| {
+            let n = format!("name{i}").into_bytes();
+            (n.clone(), fs.create(2, &n, 0o600, 0, 0).unwrap())
+        })
+        .collect();
+    for _ in 0..2 {
+        for (n, ino) in &made {
+            assert_eq!(fs.lookup(2, n).unwrap(), *ino);
+        }
+    }
+    let long = vec![b'l'; 200];
+    let l = fs.create(2, &long, 0o600, 0, 0).unwrap();
+    assert_eq!(fs.lookup(2, &long).unwrap(), l);
+    assert!(fs.check().unwrap().is_clean());
+}

@@ -25,6 +25,10 @@
 //!   whose `map` hands out the cache pages, so touching the memory faults the pages in through
 //!   the region manager and later accesses are plain loads. Writes through the file interface
 //!   are seen in the mapping at once (it *is* the cache).
+//! - **Closing.** A file opened directly at a mount is closed at the PFS (`file.close`) and its
+//!   capability kept, up to four per mount; the next direct open there reopens one in place
+//!   (`file.reopen`: no capability minted, moved or revoked). A file whose capability was handed
+//!   out ([`Files::share`]) or that came from the VFS is closed by dropping our capability.
 //! - **Sizes** are cached per open file (from open, our own writes and `fstat`); a read at or
 //!   past the cached end asks the PFS for the current size first.
 #![no_std]
@@ -196,6 +200,12 @@ pub struct DirEntry {
 
 struct Fd {
     cap: u64,
+    /// The session capability of the mount it was opened at directly (option 3), 0 if it came
+    /// from the VFS: such a file can be kept closed for a later open at that mount.
+    session: u64,
+    /// Whether our capability may be the file's only one: false once it was handed out
+    /// ([`Files::share`]). Only then does `close` close the file at the PFS (and keep it).
+    sole: bool,
     flags: u32,
     off: u64,
     size: u64,
@@ -212,7 +222,14 @@ struct Fd {
 struct MountEnt {
     prefix: Vec<u8>,
     session: u64,
+    /// Files of this mount we closed and kept (at most [`KEPT_FILES`]): the next direct open
+    /// reopens one (`file.reopen`) instead of asking for a new capability.
+    kept: Vec<u64>,
 }
+
+/// Closed files kept per mount for reuse. Each holds one of the session's file charges at the
+/// PFS, so only a few: enough for a program that opens and closes in a loop.
+const KEPT_FILES: usize = 4;
 
 pub struct Files {
     vfs: vfs::Client,
@@ -281,6 +298,10 @@ impl Files {
             return Ok(());
         }
         for old in self.mounts.drain(..) {
+            for k in old.kept {
+                let _ = sys::cap_delete(k);
+                self.free_slots.push(k);
+            }
             if old.session != 0 {
                 let _ = sys::cap_delete(old.session);
                 self.free_slots.push(old.session);
@@ -292,6 +313,7 @@ impl Files {
                 Ok(o) => self.mounts.push(MountEnt {
                     prefix: o.prefix.as_slice().to_vec(),
                     session: o.s,
+                    kept: Vec::new(),
                 }),
                 Err(_) => {
                     self.free_slots.push(rx);
@@ -300,6 +322,7 @@ impl Files {
                     self.mounts.push(MountEnt {
                         prefix: Vec::new(),
                         session: 0,
+                        kept: Vec::new(),
                     });
                 }
             }
@@ -314,7 +337,7 @@ impl Files {
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
-    ) -> Option<Result<(u64, u64)>> {
+    ) -> Option<Result<(u64, u64, u64)>> {
         if path.first() != Some(&b'/')
             || path.len() > PATH_FIELD
             || path.split(|&c| c == b'/').any(|c| c == b"..")
@@ -340,10 +363,36 @@ impl Files {
             .strip_suffix(b"/")
             .unwrap_or(&self.mounts[m].prefix)
             .len()..];
+        let session = self.mounts[m].session;
+        // A closed file kept from this mount: reopened in place, no capability minted or moved.
+        while let Some(k) = self.mounts[m].kept.pop() {
+            match file::Client::new(k).reopen(rest, flags, mode) {
+                Ok(size) => return Some(Ok((k, size, session))),
+                Err(RpcError::App(FsError::BadFile)) => {
+                    // The PFS will not reopen it (its session went): let it go.
+                    let _ = sys::cap_delete(k);
+                    self.free_slots.push(k);
+                }
+                Err(RpcError::App(FsError::Xdev)) => {
+                    self.mounts[m].kept.push(k);
+                    return None;
+                }
+                Err(RpcError::App(x)) => {
+                    self.mounts[m].kept.push(k);
+                    return Some(Err(x));
+                }
+                Err(_) => {
+                    let _ = sys::cap_delete(k);
+                    self.free_slots.push(k);
+                    let _ = self.refresh_mounts();
+                    return Some(Err(FsError::Gone));
+                }
+            }
+        }
         // A mount point inside the rest (a deeper mount we know is dead) is the VFS's business.
         let rx = self.slot();
-        match pfs::Client::new(self.mounts[m].session).open_path(rest, flags, mode, rx) {
-            Ok(o) => Some(Ok((o.file, o.size))),
+        match pfs::Client::new(session).open_path(rest, flags, mode, rx) {
+            Ok(o) => Some(Ok((o.file, o.size, session))),
             Err(RpcError::App(FsError::Xdev)) => {
                 self.free_slots.push(rx);
                 None
@@ -374,13 +423,13 @@ impl Files {
         } else {
             None
         };
-        let (cap, size) = match direct {
+        let (cap, size, session) = match direct {
             Some(r) => r?,
             None => {
                 let arg = self.path(0, p, PATH_FIELD)?;
                 let rx = self.slot();
                 match self.vfs.open(arg.bytes(), sent, mode, rx) {
-                    Ok(o) => (o.file, o.size),
+                    Ok(o) => (o.file, o.size, 0),
                     Err(x) => {
                         self.free_slots.push(rx);
                         return Err(e(x));
@@ -390,6 +439,8 @@ impl Files {
         };
         self.fds[i] = Some(Fd {
             cap,
+            session,
+            sole: true,
             flags,
             off: 0,
             size,
@@ -418,8 +469,22 @@ impl Files {
                 sawmill_abi::UNMAP_SELF,
             );
         }
-        // Closing is dropping the capability: it is our only one, so the kernel tells the PFS
-        // (NO_SENDERS), which closes the file before it takes our next request. No `close` call.
+        // A file opened directly at a mount is closed at the PFS and kept for the next direct
+        // open there (`file.reopen`), up to KEPT_FILES; the mount must still be the one it came
+        // from. Otherwise closing is dropping the capability: it is our only one, so the kernel
+        // tells the PFS (NO_SENDERS), which closes the file before it takes our next request.
+        if f.session != 0 && f.sole {
+            if let Some(m) = self
+                .mounts
+                .iter_mut()
+                .find(|m| m.session == f.session && m.kept.len() < KEPT_FILES)
+            {
+                if file::Client::new(f.cap).close().is_ok() {
+                    m.kept.push(f.cap);
+                    return Ok(());
+                }
+            }
+        }
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
         Ok(())
@@ -467,9 +532,20 @@ impl Files {
     }
 
     /// The open file's capability: a `file` endpoint that is also a read-only `dataspace`
-    /// (interfaces/dataspace.idl). It stays the library's; valid until `close`.
+    /// (interfaces/dataspace.idl). It stays the library's; valid until `close`. To pass the open
+    /// file on to another task, use [`Self::share`].
     pub fn file_cap(&mut self, fd: usize) -> Result<u64> {
         Ok(self.fd(fd)?.cap)
+    }
+
+    /// The open file's capability, for copying to another task that is to share the open file
+    /// (a forked child: issue 14). From now on our `close` only drops our capability — the file
+    /// stays open at the PFS until the last copy goes — instead of closing it there and keeping
+    /// the capability for a later open (which would close the other task's file too).
+    pub fn share(&mut self, fd: usize) -> Result<u64> {
+        let f = self.fd(fd)?;
+        f.sole = false;
+        Ok(f.cap)
     }
 
     /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how
@@ -503,7 +579,36 @@ impl Files {
         Ok(n)
     }
 
+    /// Reads at `off`. The common case (a reread of a cached file: the whole request inside one
+    /// page already mapped in our window, inside the known size) is inlined into the caller;
+    /// everything else is [`Self::pread_slow`].
+    #[inline]
     pub fn pread(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        if let Some(Some(f)) = self.fds.get(fd) {
+            let len = buf.len() as u64;
+            let page = off / PAGE;
+            // O_NOMAP files never have a page marked mapped; O_READ is checked as the slow path
+            // would (a file open only for writing has no mapped pages either, but say so).
+            if f.flags & O_READ != 0
+                && off % PAGE + len <= PAGE
+                && off.checked_add(len).is_some_and(|end| end <= f.size)
+                && page < WINDOW_SIZE / PAGE
+                && f.mapped
+                    .get((page / 64) as usize)
+                    .is_some_and(|w| w & (1 << (page % 64)) != 0)
+            {
+                let at = self.windows + fd as u64 * WINDOW_SIZE + off;
+                // SAFETY: the page is mapped read-only at this address in our window (the PFS
+                // granted it earlier); the range stays within the page (checked above).
+                unsafe { copy_bytes(at as *const u8, buf.as_mut_ptr(), buf.len()) };
+                return Ok(buf.len());
+            }
+        }
+        self.pread_slow(fd, buf, off)
+    }
+
+    #[inline(never)]
+    fn pread_slow(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
         let windows = self.windows;
         let f = self
             .fds
@@ -512,26 +617,6 @@ impl Files {
             .ok_or(FsError::BadFile)?;
         if f.flags & O_READ == 0 {
             return Err(FsError::BadFile);
-        }
-        // The common case first (a reread of a cached file): the whole request inside one page
-        // that is already mapped in our window, inside the known size.
-        let len = buf.len() as u64;
-        let po = off % PAGE;
-        let page = off / PAGE;
-        if po + len <= PAGE
-            && off.checked_add(len).is_some_and(|end| end <= f.size)
-            && f.flags & O_NOMAP == 0
-            && (page + 1) * PAGE <= WINDOW_SIZE
-            && f.mapped
-                .get((page / 64) as usize)
-                .is_some_and(|w| w & (1 << (page % 64)) != 0)
-        {
-            let at = windows + fd as u64 * WINDOW_SIZE + off;
-            // SAFETY: the page is mapped read-only at this address in our window (the PFS granted
-            // it earlier); the range stays within the page (checked above).
-            let src = unsafe { core::slice::from_raw_parts(at as *const u8, buf.len()) };
-            buf.copy_from_slice(src);
-            return Ok(buf.len());
         }
         if off.saturating_add(buf.len() as u64) > f.size {
             // Past what we know: the file may have grown.
@@ -620,9 +705,7 @@ impl Files {
                 }
                 // SAFETY: the PFS mapped WBUF_SIZE writable bytes at `at` for this descriptor
                 // (checked above); only this descriptor's writes use them.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(chunk.as_ptr(), at as *mut u8, chunk.len())
-                };
+                unsafe { copy_bytes(chunk.as_ptr(), at as *mut u8, chunk.len()) };
                 let n = c
                     .write_from_buffer(off + done as u64, chunk.len() as u32)
                     .map_err(e)? as usize;
@@ -882,6 +965,36 @@ impl Files {
     pub fn crash_mount(&mut self, i: u32) -> Result<()> {
         self.vfs.crash(i).map_err(e)
     }
+}
+
+/// Copies `n` bytes from `src` to `dst` (not overlapping): eight at a time with `rep movsq`,
+/// then the rest with `rep movsb`, without the general `memcpy`'s alignment prologue (a 4 KiB
+/// record is 512 iterations and a few instructions).
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `n` bytes, and the two must not overlap.
+#[inline(always)]
+pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract; the direction flag is clear (the ABI's default, and the
+    // library's entry stub clears it).
+    unsafe {
+        core::arch::asm!(
+            "rep movsq",
+            "mov rcx, {rest}",
+            "rep movsb",
+            rest = in(reg) n % 8,
+            inout("rcx") n / 8 => _,
+            inout("rsi") src => _,
+            inout("rdi") dst => _,
+            options(nostack, preserves_flags)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: as above.
+    unsafe {
+        core::ptr::copy_nonoverlapping(src, dst, n)
+    };
 }
 
 /// FNV-1a, 64 bit (the host tool writes these into `/CHECKSUMS`).

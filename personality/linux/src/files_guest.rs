@@ -214,6 +214,7 @@ impl Backend for Guest {
     fn close(&mut self, handle: u64) {
         let _ = self.fs.close(handle as usize);
     }
+    #[inline]
     fn pread(&mut self, handle: u64, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
         self.fs.pread(handle as usize, buf, off).map_err(errno)
     }
@@ -451,12 +452,36 @@ pub fn dispatch(nr: u64, args: [u64; 6], user: &dyn User) -> Option<SysResult> {
     with(|f| f.dispatch(nr, args, user))
 }
 
+/// `read(fd, buf, count)` when it is the common case (`Files::read_file`: a regular file, one
+/// chunk), with the program's memory access `U` known at compile time; `None` otherwise (the
+/// general [`dispatch`] serves it).
+#[inline(always)]
+pub fn read_fast<U: User>(fd: u64, buf: u64, count: u64, user: &U) -> Option<SysResult> {
+    with(|f| f.read_file(fd as u32 as i32, buf, count, user))
+}
+
+/// `pwrite64(fd, buf, count, off)` when it is the common case (`Files::pwrite_file`); `None`
+/// otherwise.
+#[inline(always)]
+pub fn pwrite_fast<U: User>(
+    fd: u64,
+    buf: u64,
+    count: u64,
+    off: u64,
+    user: &U,
+) -> Option<SysResult> {
+    with(|f| f.pwrite_file(fd as u32 as i32, buf, count, off as i64, user))
+}
+
 /// The dataspace behind descriptor `fd`, for `mmap` (the open file's capability, a read-only
 /// dataspace of the PFS; it stays valid while the descriptor's description is open).
 pub fn mmap_source(fd: i32) -> Result<MapSource, Errno> {
     with(|f| {
         let (handle, readable, writable, _) = f.map_handle(fd)?;
-        let dataspace = f.backend.fs.file_cap(handle as usize).map_err(errno)?;
+        // Shared with the region manager's mapping, which may outlive the descriptor: the
+        // file's close must then only drop the library's capability, never close the file at
+        // the PFS and reuse the capability for another (fsclient's kept files).
+        let dataspace = f.backend.fs.share(handle as usize).map_err(errno)?;
         Ok(MapSource {
             dataspace,
             readable,

@@ -389,15 +389,7 @@ impl Pfs {
         flags: OpenFlags,
         st: Stat,
     ) -> Result<OpenOut, FsError> {
-        if st.kind == FileKind::Dir && flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
-            return Err(FsError::IsDir);
-        }
-        if matches!(
-            st.kind,
-            FileKind::CharDev | FileKind::BlockDev | FileKind::Fifo | FileKind::Socket
-        ) {
-            return Err(FsError::Device);
-        }
+        Self::openable(&st, flags)?;
         if flags.contains(OpenFlags::TRUNC) && st.kind == FileKind::Regular {
             self.revoke_ino(ino);
             self.fs.truncate(ino, 0).map_err(err)?;
@@ -424,6 +416,28 @@ impl Pfs {
             return Err(FsError::NoSpace);
         }
         self.after.delete(cap);
+        let size = self.fill(i, ino, flags, &st);
+        Ok(OpenOut { file: cap, size })
+    }
+
+    /// Whether an inode with attributes `st` may be opened with `flags` at all (permissions
+    /// aside).
+    fn openable(st: &Stat, flags: OpenFlags) -> Result<(), FsError> {
+        if st.kind == FileKind::Dir && flags.intersects(OpenFlags::WRITE | OpenFlags::TRUNC) {
+            return Err(FsError::IsDir);
+        }
+        if matches!(
+            st.kind,
+            FileKind::CharDev | FileKind::BlockDev | FileKind::Fifo | FileKind::Socket
+        ) {
+            return Err(FsError::Device);
+        }
+        Ok(())
+    }
+
+    /// Makes file index `i` the open file of `ino` (truncated already if asked); returns the
+    /// size the client is told.
+    fn fill(&mut self, i: usize, ino: u32, flags: OpenFlags, st: &Stat) -> u64 {
         self.files[i] = Some(Open {
             ino,
             flags,
@@ -431,12 +445,11 @@ impl Pfs {
             ro_cap: 0,
             wbuf: None,
         });
-        let size = if flags.contains(OpenFlags::TRUNC) {
+        if flags.contains(OpenFlags::TRUNC) {
             0
         } else {
             st.size
-        };
-        Ok(OpenOut { file: cap, size })
+        }
     }
 
     /// Takes back every client mapping of `ino`'s cached pages (truncate, unlink): the blocks
@@ -550,15 +563,15 @@ impl Pfs {
         self.fs.lookup(dir, name).map_err(err)
     }
 
-    /// Option 3 path walk inside this file system, with the session's credentials (none for
-    /// the VFS, which checked already). The last name of the path is `self.walker.name()`.
+    /// Option 3 path walk inside this file system, with a session's credentials (none for the
+    /// VFS, which checked already). The last name of the path is `self.walker.name()`.
     fn walk(
         &mut self,
-        badge: u64,
+        creds: Option<(u32, u32)>,
         path: &[u8],
         follow_last: bool,
     ) -> Result<Walked<(u32, Stat)>, FsError> {
-        let cred = self.creds(badge)?.map(|(uid, gid)| Cred { uid, gid });
+        let cred = creds.map(|(uid, gid)| Cred { uid, gid });
         let root = self.fs.root();
         let root_st = self.fs.stat(root).map_err(err)?;
         let mut tree = Inodes {
@@ -804,7 +817,7 @@ impl pfs::Server for Pfs {
         mode: u32,
     ) -> Result<OpenPathOut, FsError> {
         let creds = self.creds(badge)?;
-        let w = self.walk(badge, path, true)?;
+        let w = self.walk(creds, path, true)?;
         let dir = w.parent.0;
         let access = flags - (OpenFlags::CREATE | OpenFlags::EXCL);
         let o = match w.node {
@@ -1009,6 +1022,43 @@ impl file::Server for Pfs {
         }
         // The index stays charged until the last capability goes (`no_senders`).
         self.close_index(badge.wrapping_sub(FILE_BASE) as usize)
+    }
+    fn reopen(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+        _mode: u32,
+    ) -> Result<u64, FsError> {
+        // Only the full capability of a closed file, charged to a session still alive: the
+        // walk and the permission check use that session's credentials, as `open_path` would.
+        if badge & FILE_RO != 0 {
+            return Err(FsError::BadFile);
+        }
+        let i = badge.wrapping_sub(FILE_BASE) as usize;
+        if self.files.get(i).is_none_or(|f| f.is_some()) {
+            return Err(FsError::BadFile);
+        }
+        let creds = self
+            .shares
+            .live_session_cred(i, &BADGES)
+            .ok_or(FsError::BadFile)?;
+        if flags.intersects(OpenFlags::CREATE | OpenFlags::EXCL) {
+            return Err(FsError::Invalid);
+        }
+        let w = self.walk(Some(creds), path, true)?;
+        let Some((ino, st)) = w.node else {
+            return Err(FsError::NotFound);
+        };
+        if !may(&st, creds, open_want(flags)) {
+            return Err(FsError::Denied);
+        }
+        Self::openable(&st, flags)?;
+        if flags.contains(OpenFlags::TRUNC) && st.kind == FileKind::Regular {
+            self.revoke_ino(ino);
+            self.fs.truncate(ino, 0).map_err(err)?;
+        }
+        Ok(self.fill(i, ino, flags, &st))
     }
 }
 

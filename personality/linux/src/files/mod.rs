@@ -637,8 +637,17 @@ impl<B: Backend> Files<B> {
 
     /// The common `read`: a regular file open for reading whose type is already known, at most
     /// one chunk. The same result as the general path, with one borrow of the description and
-    /// no reference taken; anything else is `None` (the general path serves it).
-    fn read_file(&mut self, fd: i32, buf: u64, count: u64, u: &dyn User) -> Option<SysResult> {
+    /// no reference taken; anything else is `None` (the general path serves it). Generic over
+    /// the memory access so that the guest's fast path (`files_guest::read_fast`) has the range
+    /// check and the copy inlined, with no dynamic call.
+    #[inline]
+    pub fn read_file<U: User + ?Sized>(
+        &mut self,
+        fd: i32,
+        buf: u64,
+        count: u64,
+        u: &U,
+    ) -> Option<SysResult> {
         let mut d = self.table.peek(fd)?.try_borrow_mut().ok()?;
         let acc = d.flags & O_ACCMODE;
         if d.flags & O_PATH != 0 || !(acc == O_RDONLY || acc == O_RDWR) || count > CHUNK as u64 {
@@ -664,6 +673,43 @@ impl<B: Backend> Files<B> {
             d.offset = pos + n as u64;
             n as u64
         }))
+    }
+
+    /// The common `pwrite64`: at most one chunk (and at least a byte) into a file open for
+    /// writing without `O_APPEND`, at an offset that cannot overflow. The same result as the
+    /// general path (`pread` then `write_desc`), with one borrow of the description and no
+    /// reference taken; anything else is `None` (the general path serves it, errors included).
+    #[inline]
+    pub fn pwrite_file<U: User + ?Sized>(
+        &mut self,
+        fd: i32,
+        buf: u64,
+        count: u64,
+        off: i64,
+        u: &U,
+    ) -> Option<SysResult> {
+        let d = self.table.peek(fd)?.try_borrow().ok()?;
+        let acc = d.flags & O_ACCMODE;
+        if d.flags & (O_PATH | O_APPEND) != 0
+            || !(acc == O_WRONLY || acc == O_RDWR)
+            || count == 0
+            || count > CHUNK as u64
+            || off < 0
+            || (off as u64).checked_add(count)? > i64::MAX as u64
+        {
+            return None;
+        }
+        let Object::File { handle, .. } = d.object else {
+            return None;
+        };
+        drop(d);
+        let backend = &mut self.backend;
+        Some(
+            u.with_in(buf, count as usize, &mut |src| {
+                backend.pwrite(handle, src, off as u64)
+            })
+            .map(|n| n as u64),
+        )
     }
 
     fn read(&mut self, fd: i32, buf: u64, count: u64, at: Option<u64>, u: &dyn User) -> SysResult {

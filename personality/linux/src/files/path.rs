@@ -165,7 +165,13 @@ mod tests {
 
     #[test]
     fn plain_absolute_paths_come_back_unchanged() {
-        for p in [&b"/bench/small"[..], b"/a", b"/a.b/..c/.d"] {
+        for p in [
+            &b"/bench/small"[..],
+            b"/a",
+            b"/a.b/..c/.d",
+            b"/.../a..",
+            b"/x/.a/b.",
+        ] {
             assert!(is_plain_absolute(p));
             assert_eq!(resolve(CWD, p).unwrap(), p);
         }
@@ -181,6 +187,10 @@ mod tests {
             b"/a/./b",
             b"/a/..",
             b"//a",
+            b"/.",
+            b"/a/.",
+            b"/../a",
+            b"/a/../b",
         ] {
             assert!(!is_plain_absolute(p));
         }

@@ -123,6 +123,17 @@ impl Shares {
         Some(Some(s.cred))
     }
 
+    /// The credentials of the live session file `index` is charged to; `None` when it is
+    /// charged to the VFS, to a session whose last capability went, or to no one (what
+    /// `file.reopen` may act with).
+    pub fn live_session_cred(&self, index: usize, b: &Badges) -> Option<(u32, u32)> {
+        let by = *self
+            .owner
+            .get(index)
+            .filter(|&&by| by != 0 && by != b.vfs)?;
+        self.cred(by.checked_sub(b.session_base)? as usize)
+    }
+
     /// A new session index for `cred`.
     pub fn new_session(&mut self, cred: (u32, u32)) -> usize {
         let s = Session {
@@ -240,6 +251,22 @@ mod tests {
         assert_eq!(sh.file_cred(0, &B), Some(Some((5, 6))));
         assert!(sh.release(0, &B));
         assert_eq!(sh.file_cred(0, &B), None);
+    }
+
+    #[test]
+    fn only_a_live_sessions_file_may_be_reopened() {
+        let mut sh = Shares::new(4, 4, 100);
+        let i = sh.new_session((5, 6));
+        assert!(sh.charge(100 + i as u64, 0, &B));
+        assert!(sh.charge(1, 1, &B));
+        assert_eq!(sh.live_session_cred(0, &B), Some((5, 6)));
+        assert_eq!(sh.live_session_cred(1, &B), None, "the VFS's file");
+        assert_eq!(sh.live_session_cred(2, &B), None, "not charged");
+        // The session's capability goes: its kept file opens nothing more.
+        sh.drop_session(i);
+        assert_eq!(sh.live_session_cred(0, &B), None);
+        assert!(sh.release(0, &B));
+        assert_eq!(sh.live_session_cred(0, &B), None);
     }
 
     #[test]

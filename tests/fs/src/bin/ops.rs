@@ -294,6 +294,22 @@ fn perm_test(f: &mut Files) {
         f.open("/secret", O_READ, 0) == Err(Error::Denied),
         "direct open of /secret allowed"
     );
+    // After direct closes the library reopens its kept files (`file.reopen`): each open must
+    // still be checked with our credentials and name the file asked for.
+    check!(
+        f.open("/public.txt", O_WRITE, 0) == Err(Error::Denied),
+        "direct write open of a 0644 root file allowed"
+    );
+    for _ in 0..3 {
+        check!(
+            ok(read_file(f, "/mine.txt"), "direct read mine") == b"mine\n",
+            "own file content through a reopened file"
+        );
+        check!(
+            ok(read_file(f, "/public.txt"), "direct read public") == b"public\n",
+            "public content through a reopened file"
+        );
+    }
     f.protocol = sawmill_fsclient::Protocol::Vfs;
     println!("ops: PASS permissions enforced for uid 1000");
 }

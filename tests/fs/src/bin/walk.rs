@@ -5,7 +5,9 @@
 //! - 40 symlinks in one resolution resolve, the 41st is `Loop`;
 //! - a 255-byte name is fine, a 256-byte name is `NameTooLong`;
 //! - a path that outgrows 4096 bytes by symlink expansion is `NameTooLong`;
-//! - a trailing slash after a file is `NotDir`.
+//! - a trailing slash after a file is `NotDir`;
+//! - `file.reopen` (the library's reuse of closed files) acts only on a closed file of a live
+//!   session, never creates, stays in its file system, and gives the file asked for.
 #![no_std]
 #![no_main]
 
@@ -240,6 +242,75 @@ fn names(f: &mut Files, s: &Session) {
     );
 }
 
+/// An RPC result as the file system's error (a transport error is a failure of the test).
+fn app<T>(r: Result<T, RpcError<FsError>>, what: &str) -> Result<T, FsError> {
+    r.map_err(|e| match e {
+        RpcError::App(x) => x,
+        e => {
+            println!("{}: FAIL {}: {:?}", env::name(), what, e);
+            sawmill_rt::exit(1)
+        }
+    })
+}
+
+fn reopen(s: &Session) {
+    let rx = thread::alloc_slot();
+    let o = ok(
+        app(
+            pfs::Client::new(s.0).open_path(b"/w/f", OpenFlags::READ, 0, rx),
+            "open_path",
+        ),
+        "open_path /w/f",
+    );
+    let c = file::Client::new(o.file);
+    check!(
+        app(c.reopen(b"/w/f", OpenFlags::READ, 0), "reopen") == Err(FsError::BadFile),
+        "reopened a file still open"
+    );
+    ok(app(c.close(), "close"), "close");
+    check!(
+        app(
+            c.reopen(b"/w/new", OpenFlags::READ | OpenFlags::CREATE, 0o644),
+            "reopen"
+        ) == Err(FsError::Invalid),
+        "reopen created a file"
+    );
+    check!(
+        app(c.reopen(b"/w/none", OpenFlags::READ, 0), "reopen") == Err(FsError::NotFound),
+        "reopened a name that does not exist"
+    );
+    check!(
+        app(c.reopen(b"/w/a2", OpenFlags::READ, 0), "reopen") == Err(FsError::Xdev),
+        "reopen followed an absolute link"
+    );
+    check!(
+        app(c.reopen(b"/w/f", OpenFlags::READ, 0), "reopen") == Ok(CONTENT.len() as u64),
+        "reopen of /w/f"
+    );
+    let got = ok(app(c.read(0, 480), "read"), "read reopened");
+    check!(got.as_slice() == CONTENT, "the reopened file's content");
+    ok(app(c.close(), "close"), "close");
+    let _ = sys::cap_delete(o.file);
+    // A file the VFS opened for us is charged to our session at the PFS (the VFS holds a copy
+    // of it): reopened with our credentials alike, and only when closed.
+    let vfs = vfs::Client::new(env::cap("vfs").expect("vfs endpoint"));
+    let o = ok(
+        app(vfs.open(b"/data/w/f", OpenFlags::READ, 0, rx), "vfs open"),
+        "vfs open",
+    );
+    let c = file::Client::new(o.file);
+    check!(
+        app(c.reopen(b"/w/f", OpenFlags::READ, 0), "reopen") == Err(FsError::BadFile),
+        "reopened a file the VFS opened, still open"
+    );
+    ok(app(c.close(), "close"), "close");
+    check!(
+        app(c.reopen(b"/w/f", OpenFlags::READ, 0), "reopen") == Ok(CONTENT.len() as u64),
+        "reopen of a closed file the VFS opened"
+    );
+    let _ = sys::cap_delete(o.file);
+}
+
 fn main() {
     let mut f = files();
     f.protocol = Protocol::Vfs;
@@ -256,5 +327,6 @@ fn main() {
     let s = Session::new(1);
     links(&mut f, &s);
     names(&mut f, &s);
+    reopen(&s);
     println!("walk: PASS limits hold through the VFS and at the PFS");
 }

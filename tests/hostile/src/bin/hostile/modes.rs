@@ -28,7 +28,7 @@ const MEM_OPS: [u16; 4] = [
     mem::op::STATS,
     mem::op::CLIENT_GONE,
 ];
-const FILE_OPS: [u16; 18] = [
+const FILE_OPS: [u16; 19] = [
     file::op::READ,
     file::op::WRITE,
     file::op::STAT,
@@ -36,6 +36,7 @@ const FILE_OPS: [u16; 18] = [
     file::op::FSYNC,
     file::op::MAP,
     file::op::CLOSE,
+    file::op::REOPEN,
     file::op::WRITE_BUFFER,
     file::op::WRITE_FROM_BUFFER,
     file::op::SETATTR,

@@ -16,7 +16,8 @@
 //! - `mounts`: the lines of `/proc/mounts`, in order (what the VFS's `mounts` table mounts, with
 //!   the names Linux's tools show: the device or source, the mount point, the file-system type;
 //!   `options` defaults to `rw`). procfs does not ask the VFS (the VFS is procfs's client: a
-//!   call back could deadlock), so the host tool checks that the two tables agree.
+//!   call back could deadlock); a host test (tools/sawmill `configs.rs`) checks that
+//!   systems/linux.toml's two tables agree.
 //! - `open_files`: snapshots open at once in all (default 256); `per_client`: of those, how many
 //!   one opener (the VFS, or one client's session) may hold (default 64).
 #![no_std]

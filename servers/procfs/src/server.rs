@@ -252,11 +252,7 @@ impl Procfs {
 
     fn attrs(&self, n: Node, p: Option<&Process>, size: u64) -> Attrs {
         let (uid, gid, time) = match p {
-            Some(p) => (
-                p.euid,
-                p.egid,
-                self.boot_epoch + p.started / USER_HZ,
-            ),
+            Some(p) => (p.euid, p.egid, self.boot_epoch + p.started / USER_HZ),
             None => (0, 0, self.boot_epoch),
         };
         Attrs {
@@ -380,8 +376,14 @@ impl Procfs {
         // Watched: when the client's last copy goes (closed, or it died) we are told and the
         // snapshot goes (`no_senders`). We keep no copy ourselves.
         let cap = self.slot();
-        if sys::cap_mint_watched(self.ep, cap, FILE_BASE + i as u64, rights::SEND, self.notice)
-            .is_err()
+        if sys::cap_mint_watched(
+            self.ep,
+            cap,
+            FILE_BASE + i as u64,
+            rights::SEND,
+            self.notice,
+        )
+        .is_err()
         {
             self.free_slots.push(cap);
             return Err(FsError::NoSpace);
@@ -404,8 +406,7 @@ impl Procfs {
 
     /// Who may ask: the VFS or a session we made.
     fn caller(&self, badge: u64) -> Result<(), FsError> {
-        if badge == VFS_BADGE || (SESSION_BASE..SESSION_BASE + self.next_session).contains(&badge)
-        {
+        if badge == VFS_BADGE || (SESSION_BASE..SESSION_BASE + self.next_session).contains(&badge) {
             Ok(())
         } else {
             Err(FsError::Denied)
@@ -467,7 +468,10 @@ impl pfs::Server for Procfs {
     fn open(&mut self, badge: u64, ino: u32, flags: OpenFlags) -> Result<OpenOut, FsError> {
         self.caller(badge)?;
         let (n, p) = self.node(ino)?;
-        if matches!(n, Node::Global(Global::SelfLink) | Node::Pid(_, PidEntry::Exe)) {
+        if matches!(
+            n,
+            Node::Global(Global::SelfLink) | Node::Pid(_, PidEntry::Exe)
+        ) {
             return Err(FsError::Loop);
         }
         let (file, size) = self.open_node(badge, n, p.as_ref(), flags)?;

@@ -13,14 +13,7 @@ impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
         matches!(
             module,
-            "mem"
-                | "pci"
-                | "vfs"
-                | "ext2-pfs"
-                | "blk-virtio"
-                | "console"
-                | "proc"
-                | "procfs"
+            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console" | "proc" | "procfs"
         )
     }
 

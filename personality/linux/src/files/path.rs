@@ -192,7 +192,12 @@ mod tests {
         assert_eq!(r(b"/proc/self", 7), b"/proc/7");
         assert_eq!(r(b"/proc/self/", 7), b"/proc/7/");
         assert_eq!(r(b"/proc/self/status", 42), b"/proc/42/status");
-        for other in [&b"/proc/selfish"[..], b"/proc/1/self", b"/proc", b"/x/proc/self"] {
+        for other in [
+            &b"/proc/selfish"[..],
+            b"/proc/1/self",
+            b"/proc",
+            b"/x/proc/self",
+        ] {
             assert_eq!(r(other, 7), other);
         }
         assert_eq!(r(b"/proc/self/stat", 0), b"/proc/self/stat");

@@ -404,7 +404,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
         o.argv.clone()
     };
     let piped = matches!(terminal, Terminal::Piped { .. });
-    let show_log = !o.quiet && !(shell && !piped);
+    let show_log = !o.quiet && (!shell || piped);
     if shell && !piped {
         eprintln!(
             "sawmill: booting {MANIFEST} into a login shell on this terminal, {} as / (kept \

@@ -6,7 +6,7 @@
 //! [[server]]
 //! name = "procfs"
 //! provides = ["procfs"]
-//! uses = ["proc", "mem"]
+//! uses = [{ endpoint = "proc", badge = 0x4000_0000 }, "mem"]   # a badge above every pid
 //! [server.config]
 //! mounts = [
 //!     { source = "/dev/root", path = "/", fstype = "ext2" },

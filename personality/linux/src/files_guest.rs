@@ -428,7 +428,8 @@ fn with<R>(f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
 pub fn init(exe: &str) {
     with(|f| {
         *f = Files::new(Guest::new(), exe.as_bytes());
-        if let Some((_, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+        if let Some((pid, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+            f.pid = u32::try_from(pid).unwrap_or(0);
             let id = |i: usize| {
                 ids.get(i * 4..i * 4 + 4)
                     .map(|b| u32::from_le_bytes(b.try_into().unwrap()))

@@ -878,15 +878,17 @@ fn sys_sysinfo(addr: u64) -> SysResult {
     let mut b = [0u8; 112];
     let up = monotonic_ns() / 1_000_000_000;
     b[0..8].copy_from_slice(&up.to_le_bytes());
-    let (used, quota, free) = rm::mem()
-        .and_then(|m| m.stats().ok())
-        .map(|s| (s.used, s.quota, s.free))
-        .unwrap_or((0, 0, 0));
-    let total = quota.min(used + free).max(used);
+    // The machine's figures, in pages, as /proc/meminfo reports them (servers/procfs): all of
+    // user RAM, and what the memory server has free.
+    let free = rm::mem().and_then(|m| m.stats().ok()).map_or(0, |s| s.free);
+    let total = sys::kernel_info(sawmill_abi::kinfo::USER_FRAMES)
+        .unwrap_or(0)
+        .max(free);
     b[32..40].copy_from_slice(&total.to_le_bytes());
-    b[40..48].copy_from_slice(&(total - used).to_le_bytes());
+    b[40..48].copy_from_slice(&free.to_le_bytes());
     b[80..82].copy_from_slice(&1u16.to_le_bytes());
-    b[104..108].copy_from_slice(&1u32.to_le_bytes());
+    // mem_unit: the figures count pages.
+    b[104..108].copy_from_slice(&(PAGE as u32).to_le_bytes());
     GuestUser.write(addr, &b).map(|_| 0)
 }
 

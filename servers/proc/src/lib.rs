@@ -1,5 +1,5 @@
 //! The process server's logic, host-tested: the process table ([`table`]), what makes a file
-//! runnable and how a program name is found ([`exec`]) and how a CPU exception becomes a signal
+//! runnable and how a program name is found ([`exec`]), what /proc is told ([`info`]) and how a CPU exception becomes a signal
 //! ([`signal`]). The binary (`src/main.rs`)
 //! adds the system calls, the file system and the server loop.
 //!
@@ -9,5 +9,6 @@
 extern crate alloc;
 
 pub mod exec;
+pub mod info;
 pub mod signal;
 pub mod table;

@@ -8,9 +8,10 @@ use alloc::vec::Vec;
 use sawmill_abi::{label, rights};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_interfaces::{proc, FsError, ProcError};
+use sawmill_interfaces::{proc, proc_info, FsError, ProcError, ProcState};
 use sawmill_linux::layout as linux;
 use sawmill_proc::exec::{self, ExecError};
+use sawmill_proc::info::{self, Facts, Known};
 use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
 use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
@@ -65,6 +66,19 @@ struct Running {
     name: String,
     /// Its pending exec request (`proc.exec_data`).
     exec: Vec<u8>,
+    /// What /proc shows of it (`proc_info`).
+    facts: Facts,
+}
+
+impl Known for Running {
+    fn facts(&self) -> &Facts {
+        &self.facts
+    }
+}
+
+/// The kernel's timer ticks since boot (100 a second).
+fn ticks() -> u64 {
+    sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0)
 }
 
 /// The clock record every process starts with.
@@ -212,6 +226,7 @@ impl Proc {
             caps: Vec::new(),
             name: short.clone(),
             exec: Vec::new(),
+            facts: Facts::new(argv, &path, ticks()),
         };
         let (pid, serial) = self
             .table
@@ -403,6 +418,7 @@ impl Proc {
                     caps,
                     name: short.clone(),
                     exec: Vec::new(),
+                    facts: Facts::new(&req.argv, &path, ticks()),
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -579,6 +595,46 @@ impl proc::Server for Proc {
     }
 }
 
+/// /proc's questions (servers/procfs): the logic is `sawmill_proc::info`.
+impl proc_info::Server for Proc {
+    fn pids(&mut self, _badge: u64, after: u32) -> Result<rpc::Bytes<480>, ProcError> {
+        rpc::Bytes::from_slice(&info::pids_after(&self.table, after)).ok_or(ProcError::Invalid)
+    }
+
+    fn status(&mut self, _badge: u64, pid: u32) -> Result<proc_info::StatusOut, ProcError> {
+        let i = info::info(&self.table, pid).ok_or(ProcError::NoProcess)?;
+        let mut name = rpc::Bytes::<64>::default();
+        name.set(&i.name.as_bytes()[..i.name.len().min(64)]);
+        Ok(proc_info::StatusOut {
+            state: if i.zombie {
+                ProcState::Zombie
+            } else {
+                ProcState::Running
+            },
+            ppid: i.ppid,
+            pgid: i.pgid,
+            sid: i.sid,
+            uid: i.uid,
+            euid: i.euid,
+            gid: i.gid,
+            egid: i.egid,
+            started: i.started,
+            exit: i.exit,
+            name,
+        })
+    }
+
+    fn cmdline(&mut self, _badge: u64, pid: u32, off: u32) -> Result<rpc::Bytes<480>, ProcError> {
+        let d = info::cmdline(&self.table, pid, off, 480).ok_or(ProcError::NoProcess)?;
+        rpc::Bytes::from_slice(&d).ok_or(ProcError::Invalid)
+    }
+
+    fn exe(&mut self, _badge: u64, pid: u32, off: u32) -> Result<rpc::Bytes<400>, ProcError> {
+        let d = info::exe(&self.table, pid, off, 400).ok_or(ProcError::NoProcess)?;
+        rpc::Bytes::from_slice(&d).ok_or(ProcError::Invalid)
+    }
+}
+
 fn exec_error(e: &StartError) -> ProcError {
     match e {
         StartError::Exec(_, ExecError::NotFound) => ProcError::NotFound,
@@ -602,7 +658,11 @@ impl rpc::Serve for Proc {
                 next.skip(self)
             };
         }
-        let r: Reply = proc::dispatch(self, m);
+        let r: Reply = if (proc_info::op::PIDS..=proc_info::op::EXE).contains(&m.tag.label()) {
+            proc_info::dispatch(self, m)
+        } else {
+            proc::dispatch(self, m)
+        };
         if self.done {
             // Init ended: its caller is gone with it, nothing to answer.
             next.stop()

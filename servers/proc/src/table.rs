@@ -199,6 +199,13 @@ impl<T> Table<T> {
         self.procs.is_empty()
     }
 
+    /// The pids in the table (running and zombies) greater than `after`, ascending (/proc).
+    pub fn pids_after(&self, after: Pid) -> impl Iterator<Item = Pid> + '_ {
+        self.procs
+            .range(after.saturating_add(1)..)
+            .map(|(&pid, _)| pid)
+    }
+
     /// The pids of the running processes.
     pub fn running_pids(&self) -> Vec<Pid> {
         self.procs

@@ -13,7 +13,7 @@ impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
         matches!(
             module,
-            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console" | "proc"
+            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console" | "proc" | "procfs"
         )
     }
 
@@ -30,6 +30,7 @@ impl Schemas for Servers {
             "blk-virtio" => schema::<sawmill_blk_virtio_api::Config, D>(d),
             "console" => schema::<sawmill_console_api::Config, D>(d),
             "proc" => schema::<sawmill_proc_api::Config, D>(d),
+            "procfs" => schema::<sawmill_procfs_api::Config, D>(d),
             m => Err(serde::de::Error::custom(format!(
                 "module `{m}` has no configuration schema"
             ))),
@@ -212,6 +213,20 @@ uses = ["vfs"]
             &format!("init = [\"{}\"]", "x".repeat(3000)),
         );
         assert!(parse(&long).unwrap_err().contains("above 2048"));
+    }
+
+    #[test]
+    fn procfs_lists_the_mounts_the_vfs_makes() {
+        // /proc/mounts is procfs's config (procfs cannot ask the VFS, its client): it must name
+        // the VFS's mount points, in the VFS's order.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../systems/linux.toml");
+        let s = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let vfs: sawmill_vfs_api::Config = config(&s, "vfs");
+        let procfs: sawmill_procfs_api::Config = config(&s, "procfs");
+        let a: Vec<&str> = vfs.mounts.iter().map(|m| m.path.as_str()).collect();
+        let b: Vec<&str> = procfs.mounts.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(a, b);
+        assert_eq!(a, ["/", "/proc"]);
     }
 
     #[test]

@@ -244,6 +244,9 @@ pub mod disk {
         pub checksums: bool,
         /// `debugfs -w -R CMD` run on the image after mke2fs (owners, modes, crafted damage).
         pub debugfs: Vec<String>,
+        /// The Linux root image's base system too (Debian's static busybox and its links,
+        /// /etc, /proc: `rootfs::stage_base`), for scenarios that run busybox applets.
+        pub busybox: bool,
     }
 
     const KEYS: &[&str] = &[
@@ -255,6 +258,7 @@ pub mod disk {
         "cbins",
         "checksums",
         "debugfs",
+        "busybox",
     ];
 
     pub fn parse(t: &toml::Table) -> Result<DiskSpec, String> {
@@ -272,6 +276,7 @@ pub mod disk {
             cbins: Vec::new(),
             checksums: false,
             debugfs: Vec::new(),
+            busybox: false,
         };
         if let Some(v) = t.get("tree") {
             d.tree = Some(v.as_str().ok_or("`tree` must be a path")?.to_string());
@@ -337,6 +342,9 @@ pub mod disk {
                     }
                 }
             }
+        }
+        if let Some(v) = t.get("busybox") {
+            d.busybox = v.as_bool().ok_or("`busybox` must be true or false")?;
         }
         if let Some(v) = t.get("checksums") {
             d.checksums = v.as_bool().ok_or("`checksums` must be true or false")?;
@@ -464,6 +472,9 @@ pub mod disk {
             let _ = std::fs::remove_dir_all(&stage);
             let _ = std::fs::remove_file(&img);
             std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+            if d.busybox {
+                crate::rootfs::stage_base(&stage, Path::new(crate::rootfs::HOST_BUSYBOX))?;
+            }
             if let Some(t) = &d.tree {
                 copy_tree(&repo.join(t), &stage)?;
             }

@@ -46,6 +46,8 @@ const CHUNK: usize = 64 << 10;
 const IOV_MAX: u64 = 1024;
 /// The link `/proc/self/exe` (what glibc's start-up reads).
 const PROC_SELF_EXE: &[u8] = b"/proc/self/exe";
+/// The link to the process's own /proc directory.
+const PROC_SELF: &[u8] = b"/proc/self";
 const PROC_SELF_FD: &[u8] = b"/proc/self/fd/";
 
 /// The devices known by path, with their numbers.
@@ -96,6 +98,8 @@ pub struct Files<B: Backend> {
     umask: u32,
     /// The program's path (`/proc/self/exe`).
     exe: Vec<u8>,
+    /// The process's pid (`/proc/self`; 0: not known).
+    pub pid: u32,
     /// Who the process is (for `access`).
     pub uid: u32,
     pub gid: u32,
@@ -110,6 +114,7 @@ impl<B: Backend> Files<B> {
             cwd: b"/".to_vec(),
             umask: 0o022,
             exe: exe.to_vec(),
+            pid: 0,
             uid: 0,
             gid: 0,
         };
@@ -246,8 +251,14 @@ impl<B: Backend> Files<B> {
 
     // ---- paths ----
 
-    /// The absolute path for `path` relative to `dirfd`.
+    /// The absolute path for `path` relative to `dirfd`, `/proc/self` made `/proc/PID`.
     fn path_at(&mut self, dirfd: i32, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        let p = self.path_at_as_given(dirfd, path)?;
+        Ok(path::proc_self(p, self.pid))
+    }
+
+    /// The absolute path for `path` relative to `dirfd`.
+    fn path_at_as_given(&mut self, dirfd: i32, path: &[u8]) -> Result<Vec<u8>, Errno> {
         if path.first() == Some(&b'/') || dirfd == AT_FDCWD {
             let base = Base {
                 path: &self.cwd,
@@ -275,7 +286,7 @@ impl<B: Backend> Files<B> {
     /// As [`Self::path_at`] for a path the caller owns: a plain absolute one is kept as it is.
     fn path_at_owned(&mut self, dirfd: i32, path: Vec<u8>) -> Result<Vec<u8>, Errno> {
         if path::is_plain_absolute(&path) {
-            return Ok(path);
+            return Ok(path::proc_self(path, self.pid));
         }
         self.path_at(dirfd, &path)
     }
@@ -988,10 +999,24 @@ impl<B: Backend> Files<B> {
         if size <= 0 {
             return Err(EINVAL);
         }
-        let p = self.path_at(dirfd, &given)?;
-        let target = if p == PROC_SELF_EXE {
+        let p = self.path_at_as_given(dirfd, &given)?;
+        if p == PROC_SELF && self.pid != 0 {
+            // The link to the own directory: its pid, as Linux's `self` reads.
+            let target = alloc::format!("{}", self.pid).into_bytes();
+            let n = target.len().min(size as usize);
+            u.write(buf, &target[..n])?;
+            return Ok(n as u64);
+        }
+        // The own /proc directory's links are answered here, from the library's own state.
+        let own = path::proc_self(PROC_SELF.to_vec(), self.pid);
+        let p = path::proc_self(p, self.pid);
+        let mine = p.strip_prefix(&own[..]);
+        let target = if p == PROC_SELF_EXE || mine == Some(&b"/exe"[..]) {
             self.exe.clone()
-        } else if let Some(n) = p.strip_prefix(PROC_SELF_FD) {
+        } else if let Some(n) = p
+            .strip_prefix(PROC_SELF_FD)
+            .or_else(|| mine.and_then(|r| r.strip_prefix(&b"/fd/"[..])))
+        {
             let fd = core::str::from_utf8(n)
                 .ok()
                 .and_then(|s| s.parse::<i32>().ok())

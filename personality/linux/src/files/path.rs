@@ -147,6 +147,21 @@ pub fn canonical_dir<B: Backend>(fs: &mut B, path: &[u8]) -> Result<Vec<u8>, Err
     Ok(done)
 }
 
+/// `/proc/self` names the reader's own /proc directory, which only the process itself knows (the
+/// /proc server is asked through the VFS on behalf of everyone): `/proc/self` and paths under it
+/// become `/proc/PID`. `pid` 0 (not known) leaves every path alone.
+pub fn proc_self(path: Vec<u8>, pid: u32) -> Vec<u8> {
+    const SELF: &[u8] = b"/proc/self";
+    match path.strip_prefix(SELF) {
+        Some(rest) if pid != 0 && (rest.is_empty() || rest[0] == b'/') => {
+            let mut out = alloc::format!("/proc/{}", pid).into_bytes();
+            out.extend_from_slice(rest);
+            out
+        }
+        _ => path,
+    }
+}
+
 /// Pushes the names of `path` on `todo` so that the first name is popped first.
 fn push_names(todo: &mut Vec<Vec<u8>>, path: &[u8]) {
     for name in path.rsplit(|&c| c == b'/').filter(|c| !c.is_empty()) {
@@ -175,6 +190,23 @@ mod tests {
             assert!(is_plain_absolute(p));
             assert_eq!(resolve(CWD, p).unwrap(), p);
         }
+    }
+
+    #[test]
+    fn proc_self_is_the_own_directory() {
+        let r = |p: &[u8], pid| proc_self(p.to_vec(), pid);
+        assert_eq!(r(b"/proc/self", 7), b"/proc/7");
+        assert_eq!(r(b"/proc/self/", 7), b"/proc/7/");
+        assert_eq!(r(b"/proc/self/status", 42), b"/proc/42/status");
+        for other in [
+            &b"/proc/selfish"[..],
+            b"/proc/1/self",
+            b"/proc",
+            b"/x/proc/self",
+        ] {
+            assert_eq!(r(other, 7), other);
+        }
+        assert_eq!(r(b"/proc/self/stat", 0), b"/proc/self/stat");
     }
 
     #[test]

@@ -885,3 +885,25 @@ fn transfers_through_the_default_copies() {
     let r = t.f.dispatch(nr::WRITE, [fd, BAD, 100, 0, 0, 0], &plain);
     assert_eq!(r.unwrap(), Err(EFAULT));
 }
+
+#[test]
+fn proc_self_names_the_own_directory() {
+    let mut t = T::new();
+    t.f.pid = 42;
+    t.f.backend.put("/proc/42/status", b"Name:\tprog\n");
+    // A path under /proc/self reaches /proc/PID.
+    let fd = t.open("/proc/self/status", O_RDONLY, 0).unwrap();
+    assert_eq!(t.read(fd, 100).unwrap(), b"Name:\tprog\n");
+    // readlink of the link itself gives the pid; the own directory's links are the library's.
+    let p = t.s("/proc/self");
+    assert_eq!(t.call(nr::READLINK, &[p, BUF, 100]), Ok(2));
+    assert_eq!(t.m.get(BUF, 2), b"42");
+    for own in ["/proc/self/exe", "/proc/42/exe"] {
+        let p = t.s(own);
+        assert_eq!(t.call(nr::READLINK, &[p, BUF, 100]), Ok(9));
+        assert_eq!(t.m.get(BUF, 9), b"/bin/prog");
+    }
+    let p = t.s("/proc/42/fd/1");
+    assert_eq!(t.call(nr::READLINK, &[p, BUF, 100]), Ok(12));
+    assert_eq!(t.m.get(BUF, 12), b"/dev/console");
+}

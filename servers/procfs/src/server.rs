@@ -702,6 +702,18 @@ impl file::Server for Procfs {
         }
         Ok(())
     }
+    fn reopen(
+        &mut self,
+        badge: u64,
+        _path: &[u8],
+        _flags: OpenFlags,
+        _mode: u32,
+    ) -> Result<u64, FsError> {
+        // Snapshots are made per open: a kept file is not reopened in place (BadFile tells the
+        // client to let it go and open afresh).
+        self.file(badge)?;
+        Err(FsError::BadFile)
+    }
     fn write_buffer(&mut self, badge: u64, _dst: u64) -> Result<rpc::Map, FsError> {
         self.file(badge)?;
         Err(FsError::BadFile)

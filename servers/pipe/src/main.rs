@@ -70,8 +70,6 @@ struct Server {
     free_slots: Vec<u64>,
     /// Registrations held now.
     registrations: usize,
-    /// The slot a registered notification arrives in.
-    rx: u64,
     after: AfterReply,
 }
 
@@ -393,7 +391,6 @@ fn main() {
         pipes: Vec::new(),
         free_slots: Vec::new(),
         registrations: 0,
-        rx,
         after: AfterReply::new(),
     };
     st.after.receive_into(&[rx]);

@@ -17,10 +17,14 @@
 pub mod abi;
 pub mod backend;
 pub mod path;
+pub mod pipe;
+pub mod poll;
 pub mod table;
 
 #[cfg(test)]
 mod mock;
+#[cfg(test)]
+mod pipe_tests;
 #[cfg(test)]
 mod tests;
 
@@ -151,7 +155,7 @@ impl<B: Backend> Files<B> {
         let handle = match d.object {
             Object::File { handle, .. } => handle,
             Object::Path { .. } => return Err(EBADF),
-            Object::Device(_) => return Err(ENODEV),
+            Object::Device(_) | Object::Pipe { .. } => return Err(ENODEV),
         };
         let acc = d.flags & O_ACCMODE;
         if acc == O_WRONLY {
@@ -239,7 +243,12 @@ impl<B: Backend> Files<B> {
             nr::FCNTL => self.fcntl(fd0, a[1] as u32, a[2], u),
             nr::IOCTL => self.ioctl(fd0, a[1] as u32, a[2], u),
             nr::SENDFILE => self.sendfile(fd0, fd_arg(a[1]), a[2], a[3], u),
-            nr::POLL => self.poll(a[0], a[1], u),
+            nr::PIPE => self.pipe2(a[0], 0, u),
+            nr::PIPE2 => self.pipe2(a[0], a[1] as u32, u),
+            nr::POLL => self.poll(a[0], a[1], a[2] as i32, u),
+            nr::PPOLL => self.ppoll(a[0], a[1], a[2], a[3], a[4], u),
+            nr::SELECT => self.select(a[0] as i32, [a[1], a[2], a[3]], a[4], false, u),
+            nr::PSELECT6 => self.pselect6(a[0] as i32, [a[1], a[2], a[3]], a[4], a[5], u),
             _ => return None,
         })
     }
@@ -268,7 +277,7 @@ impl<B: Backend> Files<B> {
                 },
                 path,
             ),
-            Object::Device(_) => Err(ENOTDIR),
+            Object::Device(_) | Object::Pipe { .. } => Err(ENOTDIR),
         }
     }
 
@@ -299,8 +308,10 @@ impl<B: Backend> Files<B> {
     /// Drops one reference to a description, closing its file when it was the last.
     fn release(&mut self, d: Shared) {
         if let Ok(cell) = Rc::try_unwrap(d) {
-            if let Object::File { handle, .. } = cell.into_inner().object {
-                self.backend.close(handle);
+            match cell.into_inner().object {
+                Object::File { handle, .. } => self.backend.close(handle),
+                Object::Pipe { handle, .. } => self.backend.pipe_close(handle),
+                _ => {}
             }
         }
     }
@@ -317,6 +328,7 @@ impl<B: Backend> Files<B> {
             }
             Object::Path { mode, .. } => Ok(*mode),
             Object::Device(_) => Ok(S_IFCHR),
+            Object::Pipe { .. } => Ok(S_IFIFO),
         }
     }
 
@@ -326,6 +338,7 @@ impl<B: Backend> Files<B> {
         let mut s = match &d.object {
             Object::File { handle, .. } => self.backend.fstat(*handle)?,
             Object::Path { path, .. } => self.backend.stat(path, true)?,
+            Object::Pipe { handle, .. } => self.pipe_stat(*handle),
             Object::Device(dev) => {
                 let rdev = DEVICES
                     .iter()
@@ -492,6 +505,9 @@ impl<B: Backend> Files<B> {
         at: Option<u64>,
         u: &dyn User,
     ) -> SysResult {
+        if Self::pipe_of(d).is_some() {
+            return self.pipe_read(d, buf, count, u);
+        }
         let count = count.min(MAX_RW);
         let dev = match &d.borrow().object {
             Object::Device(dev) => Some(*dev),
@@ -566,6 +582,9 @@ impl<B: Backend> Files<B> {
         at: Option<u64>,
         u: &dyn User,
     ) -> SysResult {
+        if Self::pipe_of(d).is_some() {
+            return self.pipe_write(d, buf, count, u);
+        }
         let count = count.min(MAX_RW);
         let (dev, handle, append) = {
             let d = d.borrow();
@@ -674,12 +693,18 @@ impl<B: Backend> Files<B> {
         }
         let d = self.table.get(fd)?;
         Self::check_access(&d, false)?;
+        if Self::pipe_of(&d).is_some() {
+            return self.pipe_read(&d, buf, count, u);
+        }
         self.read_desc(&d, buf, count, at, u)
     }
 
     fn write(&mut self, fd: i32, buf: u64, count: u64, at: Option<u64>, u: &dyn User) -> SysResult {
         let d = self.table.get(fd)?;
         Self::check_access(&d, true)?;
+        if Self::pipe_of(&d).is_some() {
+            return self.pipe_write(&d, buf, count, u);
+        }
         self.write_desc(&d, buf, count, at, u)
     }
 
@@ -698,7 +723,10 @@ impl<B: Backend> Files<B> {
         if off < 0 {
             return Err(EINVAL);
         }
-        if matches!(d.borrow().object, Object::Device(Device::Console)) {
+        if matches!(
+            d.borrow().object,
+            Object::Device(Device::Console) | Object::Pipe { .. }
+        ) {
             return Err(ESPIPE);
         }
         if write {
@@ -760,7 +788,7 @@ impl<B: Backend> Files<B> {
     fn lseek(&mut self, fd: i32, off: i64, whence: u32) -> SysResult {
         let d = self.table.get(fd)?;
         let (handle, is_path) = match &d.borrow().object {
-            Object::Device(Device::Console) => return Err(ESPIPE),
+            Object::Device(Device::Console) | Object::Pipe { .. } => return Err(ESPIPE),
             Object::Device(_) => return Ok(0),
             Object::Path { .. } => (0, true),
             Object::File { handle, .. } => (*handle, false),
@@ -880,7 +908,7 @@ impl<B: Backend> Files<B> {
             let (handle, p) = match &d.borrow().object {
                 Object::File { handle, path, .. } => (Some(*handle), path.clone()),
                 Object::Path { path, .. } => (None, path.clone()),
-                Object::Device(_) => (None, b"/".to_vec()),
+                Object::Device(_) | Object::Pipe { .. } => (None, b"/".to_vec()),
             };
             match handle.map(|h| self.backend.fstatfs(h)) {
                 Some(Err(e)) if e != ENOSYS => return Err(e),
@@ -955,6 +983,7 @@ impl<B: Backend> Files<B> {
             match &d.object {
                 Object::File { path, .. } | Object::Path { path, .. } => path.clone(),
                 Object::Device(Device::Console) => b"/dev/console".to_vec(),
+                Object::Pipe { handle, .. } => alloc::format!("pipe:[{}]", handle).into_bytes(),
                 Object::Device(dev) => DEVICES
                     .iter()
                     .find(|x| x.1 == *dev)
@@ -1092,7 +1121,7 @@ impl<B: Backend> Files<B> {
         let op = if og.is_empty() && flags & AT_EMPTY_PATH != 0 {
             match &self.table.get(ofd)?.borrow().object {
                 Object::File { path, .. } | Object::Path { path, .. } => path.clone(),
-                Object::Device(_) => return Err(EXDEV),
+                Object::Device(_) | Object::Pipe { .. } => return Err(EXDEV),
             }
         } else {
             self.path_at(ofd, &og)?
@@ -1134,7 +1163,7 @@ impl<B: Backend> Files<B> {
     fn fallback_path(&mut self, d: &Shared) -> Result<Vec<u8>, Errno> {
         match &d.borrow().object {
             Object::File { path, .. } | Object::Path { path, .. } => Ok(path.clone()),
-            Object::Device(_) => Err(EPERM),
+            Object::Device(_) | Object::Pipe { .. } => Err(EPERM),
         }
     }
 
@@ -1374,6 +1403,7 @@ impl<B: Backend> Files<B> {
                 Ok(0)
             }
             F_GETFL => Ok(d.borrow().flags as u64),
+            pipe::F_GETPIPE_SZ if Self::pipe_of(&d).is_some() => Ok(pipe::CAPACITY as u64),
             F_SETFL if is_path => Err(EBADF),
             F_SETFL => {
                 let mut d = d.borrow_mut();
@@ -1421,6 +1451,14 @@ impl<B: Backend> Files<B> {
                 return Ok(0);
             }
             _ => {}
+        }
+        if let Some((handle, _, _)) = Self::pipe_of(&d) {
+            if req != FIONREAD {
+                return Err(ENOTTY);
+            }
+            let n = self.pipe_unread(handle)?;
+            u.write(arg, &n.to_le_bytes())?;
+            return Ok(0);
         }
         if !console {
             if req == FIONREAD {
@@ -1510,7 +1548,6 @@ impl<B: Backend> Files<B> {
         };
         let in_handle = match din.borrow().object {
             Object::File { handle, .. } => handle,
-            Object::Device(Device::Console) => return Err(EINVAL),
             _ => return Err(EINVAL),
         };
         if self.mode_of(&din)? & S_IFMT == S_IFDIR {
@@ -1551,12 +1588,16 @@ impl<B: Backend> Files<B> {
 
     /// Writes library bytes to a description at its offset (for `sendfile`).
     fn write_bytes(&mut self, d: &Shared, data: &[u8]) -> Result<usize, Errno> {
+        if Self::pipe_of(d).is_some() {
+            return self.pipe_write_bytes(d, data);
+        }
         let (handle, dev, off) = {
             let d = d.borrow();
             match d.object {
                 Object::File { handle, .. } => (Some(handle), None, d.offset),
                 Object::Device(dev) => (None, Some(dev), 0),
                 Object::Path { .. } => return Err(EBADF),
+                Object::Pipe { .. } => return Err(EBADF),
             }
         };
         match (handle, dev) {
@@ -1574,39 +1615,6 @@ impl<B: Backend> Files<B> {
             }
             _ => Ok(data.len()),
         }
-    }
-
-    fn poll(&mut self, fds: u64, nfds: u64, u: &dyn User) -> SysResult {
-        const POLLIN: u16 = 0x1;
-        const POLLPRI: u16 = 0x2;
-        const POLLOUT: u16 = 0x4;
-        const POLLNVAL: u16 = 0x20;
-        const POLLRDNORM: u16 = 0x40;
-        const POLLWRNORM: u16 = 0x100;
-        if nfds > MAX_FDS as u64 {
-            return Err(EINVAL);
-        }
-        let mut raw = vec![0u8; nfds as usize * 8];
-        u.read(fds, &mut raw)?;
-        let mut ready = 0;
-        for p in raw.chunks_mut(8) {
-            let fd = i32::from_le_bytes(p[0..4].try_into().unwrap());
-            let events = u16::from_le_bytes(p[4..6].try_into().unwrap());
-            let revents = if fd < 0 {
-                0
-            } else if self.table.get(fd).is_err() {
-                POLLNVAL
-            } else {
-                // Files and devices are always ready; a console read waits for input itself.
-                events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM) & !POLLPRI
-            };
-            p[6..8].copy_from_slice(&revents.to_le_bytes());
-            if revents != 0 {
-                ready += 1;
-            }
-        }
-        u.write(fds, &raw)?;
-        Ok(ready)
     }
 }
 

@@ -57,6 +57,11 @@ pub enum Object {
         mode: u32,
     },
     Device(Device),
+    /// One end of a pipe (`pipe.rs`): the host's handle for it.
+    Pipe {
+        handle: u64,
+        end: sawmill_pipe_api::End,
+    },
 }
 
 /// An open file description.

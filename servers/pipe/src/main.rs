@@ -89,7 +89,11 @@ impl Server {
             return Err(PipeError::Invalid);
         }
         let i = ((badge & !END_BIT) >> 1) as usize;
-        let end = if badge & 1 != 0 { End::Write } else { End::Read };
+        let end = if badge & 1 != 0 {
+            End::Write
+        } else {
+            End::Read
+        };
         match self.pipes.get(i) {
             Some(Some(_)) => Ok((i, end)),
             _ => Err(PipeError::Invalid),
@@ -207,7 +211,9 @@ impl pipe::Server for Server {
         for (k, cap) in caps.iter_mut().enumerate() {
             let s = self.slot();
             let b = END_BIT | (i as u64) << 1 | k as u64;
-            if sys::cap_mint_watched(self.ep, s, b, rights::SEND, self.notice).is_err() {
+            if sys::cap_mint_watched(self.ep, s, b, rights::SEND | rights::GRANT, self.notice)
+                .is_err()
+            {
                 self.free_slots.push(s);
                 // The read end's capability (if minted) is deleted with our copy: its notice
                 // then ends the pipe. Without one, end it here.

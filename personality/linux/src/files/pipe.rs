@@ -117,7 +117,13 @@ impl<B: Backend> Files<B> {
     }
 
     /// `read` on a pipe's read end.
-    pub(super) fn pipe_read(&mut self, d: &Shared, buf: u64, count: u64, u: &dyn User) -> SysResult {
+    pub(super) fn pipe_read(
+        &mut self,
+        d: &Shared,
+        buf: u64,
+        count: u64,
+        u: &dyn User,
+    ) -> SysResult {
         let (handle, _, nonblock) = Self::pipe_of(d).ok_or(EBADF)?;
         let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;
         // One read never returns more than the pipe holds.
@@ -154,7 +160,13 @@ impl<B: Backend> Files<B> {
     }
 
     /// `write` on a pipe's write end: at most [`PIPE_BUF`] bytes land in one piece.
-    pub(super) fn pipe_write(&mut self, d: &Shared, buf: u64, count: u64, u: &dyn User) -> SysResult {
+    pub(super) fn pipe_write(
+        &mut self,
+        d: &Shared,
+        buf: u64,
+        count: u64,
+        u: &dyn User,
+    ) -> SysResult {
         let count = count.min(MAX_RW) as usize;
         self.pipe_write_from(d, count, &mut |off, len, take| {
             u.with_in(buf + off as u64, len, take)

@@ -320,7 +320,10 @@ fn poll_reports_linux_readiness_and_honours_timeouts() {
     assert_eq!(p.poll1(99, POLLIN, 0), (Ok(1), POLLNVAL));
     assert_eq!(p.poll1(-1, POLLIN, 0), (Ok(0), 0));
     // Files and devices are always ready; the terminal is writable.
-    assert_eq!(p.poll1(1, POLLOUT | POLLWRNORM, 0), (Ok(1), POLLOUT | POLLWRNORM));
+    assert_eq!(
+        p.poll1(1, POLLOUT | POLLWRNORM, 0),
+        (Ok(1), POLLOUT | POLLWRNORM)
+    );
     assert_eq!(p.poll1(0, POLLIN, 0), (Ok(0), 0));
     // Waiting on the terminal asks it to wake us.
     assert_eq!(p.poll1(0, POLLIN, 10).0, Ok(0));
@@ -361,7 +364,10 @@ fn select_marks_ready_descriptors_and_refuses_bad_ones() {
     assert_eq!(p.call(nr::SELECT, &[10, rs, 0, 0, tv]), Err(EBADF));
     set(&mut p, rs, &[9]);
     assert_eq!(p.call(nr::SELECT, &[9, rs, 0, 0, tv]), Ok(0));
-    assert_eq!(p.call(nr::SELECT, &[-1i64 as u64, rs, 0, 0, tv]), Err(EINVAL));
+    assert_eq!(
+        p.call(nr::SELECT, &[-1i64 as u64, rs, 0, 0, tv]),
+        Err(EINVAL)
+    );
     // pselect6 with a timespec, and a bad one.
     set(&mut p, rs, &[r]);
     assert_eq!(p.call(nr::PSELECT6, &[8, rs, 0, 0, tv, 0]), Ok(1));

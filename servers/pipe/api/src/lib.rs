@@ -298,7 +298,8 @@ impl Ring {
                 Ok(_) => return,
                 Err(held) => {
                     tries = tries.saturating_add(1);
-                    if !keep_waiting(tries) && w.compare_exchange(held, token, SeqCst, SeqCst).is_ok()
+                    if !keep_waiting(tries)
+                        && w.compare_exchange(held, token, SeqCst, SeqCst).is_ok()
                     {
                         return;
                     }

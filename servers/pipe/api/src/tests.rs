@@ -95,7 +95,13 @@ fn end_of_file_only_once_the_data_is_read() {
     assert_eq!(r.read(&mut out), Step::Moved(2));
     assert_eq!(r.read(&mut out), Step::Moved(1));
     assert_eq!(r.read(&mut out), Step::Eof);
-    assert_eq!(r.ready(End::Read), Ready { ready: false, gone: true });
+    assert_eq!(
+        r.ready(End::Read),
+        Ready {
+            ready: false,
+            gone: true
+        }
+    );
     assert!(r.can_go(End::Read, 1));
 }
 
@@ -137,7 +143,11 @@ fn garbage_positions_never_reach_outside_the_ring() {
     for _ in 0..20_000 {
         let (h, t) = (rnd(), rnd());
         // Half the time a plausible pair, half garbage.
-        let t = if h & 1 == 0 { h.wrapping_sub(t % (CAPACITY as u32 + 1)) } else { t };
+        let t = if h & 1 == 0 {
+            h.wrapping_sub(t % (CAPACITY as u32 + 1))
+        } else {
+            t
+        };
         m.ctl().head.store(h, SeqCst);
         m.ctl().tail.store(t, SeqCst);
         m.ctl().readers_waiting.store(rnd(), SeqCst);

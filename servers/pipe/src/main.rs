@@ -1,7 +1,9 @@
 //! The pipe server: serves `interfaces/pipe.idl` and, on each end, `dataspace` (the pipe's
-//! ring). A pipe is one anonymous dataspace of `mem` ([`RING_BYTES`]: control page and 64 KiB
-//! of data) that the server keeps attached and maps onward, page by page, to whoever attaches
-//! an end; the ends read and write the ring themselves (`sawmill_pipe_api::Ring`). The server
+//! ring). A pipe's ring ([`RING_BYTES`]: control page and 64 KiB of data) is a slice of a slab:
+//! an anonymous dataspace of `mem` holding [`SLAB_PIPES`] rings (mem bounds the dataspaces of
+//! one client), which the server keeps attached and maps onward, page by page, to whoever
+//! attaches an end. When a pipe ends, the server revokes every mapping made from its pages and
+//! zeroes them (no former holder can see the next pipe in that place); the ends read and write the ring themselves (`sawmill_pipe_api::Ring`). The server
 //! does three things only: hand out ends (`create`), wake the registered waiters of an end
 //! (`poke`, and when the other end goes), and mark an end gone (`*_gone` in the control page)
 //! when the kernel's `NO_SENDERS` notice says its last capability is gone — closed, dropped at
@@ -34,11 +36,13 @@ const END_BIT: u64 = 1 << 40;
 const NOTICE_BADGE: u64 = 1 << 41;
 /// Registrations in all (each holds one capability slot).
 const MAX_REGISTRATIONS: usize = 512;
+/// Rings per slab dataspace.
+const SLAB_PIPES: usize = 16;
+const SLAB_BYTES: u64 = (SLAB_PIPES * RING_BYTES) as u64;
 const PAGE: u64 = 4096;
 
 struct Pipe {
-    /// Our capability to the ring's dataspace at `mem`, and where we attached it.
-    ds: u64,
+    /// Where its ring is (in its slab, attached here).
     at: u64,
     /// Which ends still have a capability somewhere.
     alive: [bool; 2],
@@ -66,6 +70,8 @@ struct Server {
     ep: u64,
     notice: u64,
     pipes: Vec<Option<Pipe>>,
+    /// Where each slab is attached (its dataspace capability stays ours).
+    slabs: Vec<u64>,
     /// Capability slots free for reuse (the runtime never reuses one itself).
     free_slots: Vec<u64>,
     /// Registrations held now.
@@ -139,6 +145,26 @@ impl Server {
         }
     }
 
+    /// The address of ring `i`, its slab made if needed.
+    fn ring_at(&mut self, i: usize) -> Result<u64, PipeError> {
+        let slab = i / SLAB_PIPES;
+        while self.slabs.len() <= slab {
+            let mem = rm::mem().ok_or(PipeError::NoMemory)?;
+            let ds = mem
+                .alloc(SLAB_BYTES, 0, self.slot())
+                .map_err(|_| PipeError::NoMemory)?;
+            match rm::attach(ds, 0, SLAB_BYTES, None, rm::READ | rm::WRITE) {
+                Ok(at) => self.slabs.push(at),
+                Err(_) => {
+                    let _ = dataspace::Client::new(ds).free();
+                    self.free_slot(ds);
+                    return Err(PipeError::NoMemory);
+                }
+            }
+        }
+        Ok(self.slabs[slab] + ((i % SLAB_PIPES) * RING_BYTES) as u64)
+    }
+
     fn new_pipe(&mut self) -> Result<usize, PipeError> {
         let i = match self.pipes.iter().position(|p| p.is_none()) {
             Some(i) => i,
@@ -148,35 +174,12 @@ impl Server {
             }
             None => return Err(PipeError::NoSpace),
         };
-        let mem = rm::mem().ok_or(PipeError::NoMemory)?;
-        let ds_slot = self.slot();
-        let ds = match mem.alloc(RING_BYTES as u64, 0, ds_slot) {
-            Ok(ds) => ds,
-            Err(_) => {
-                self.free_slots.push(ds_slot);
-                return Err(PipeError::NoMemory);
-            }
-        };
-        let undo = |s: &mut Server| {
-            let _ = dataspace::Client::new(ds).free();
-            s.free_slot(ds);
-        };
-        let at = match rm::attach(ds, 0, RING_BYTES as u64, None, rm::READ | rm::WRITE) {
-            Ok(at) => at,
-            Err(_) => {
-                undo(self);
-                return Err(PipeError::NoMemory);
-            }
-        };
+        let at = self.ring_at(i)?;
         // Every page now: the pages we map onward must be there, and a fault in the server
         // would wait on mem.
-        if rm::populate(at, RING_BYTES as u64, true).is_err() {
-            let _ = rm::detach(at);
-            undo(self);
-            return Err(PipeError::NoMemory);
-        }
+        rm::populate(at, RING_BYTES as u64, true).map_err(|_| PipeError::NoMemory)?;
+        // A ring is all zeros here: fresh from mem, or cleared when its last pipe ended.
         self.pipes[i] = Some(Pipe {
-            ds,
             at,
             alive: [true, true],
             watchers: [Vec::new(), Vec::new()],
@@ -184,7 +187,8 @@ impl Server {
         Ok(i)
     }
 
-    /// Ends pipe `i` (both ends gone): its registrations, its ring, its slot.
+    /// Ends pipe `i` (both ends gone): its registrations, every mapping made from its ring's
+    /// pages (ours stay, for the next pipe in its place), its index.
     fn destroy(&mut self, i: usize) {
         let Some(p) = self.pipes.get_mut(i).and_then(|p| p.take()) else {
             return;
@@ -195,9 +199,10 @@ impl Server {
                 self.free_slot(s);
             }
         }
-        let _ = rm::detach(p.at);
-        let _ = dataspace::Client::new(p.ds).free();
-        self.free_slot(p.ds);
+        let _ = sys::unmap(p.at, (RING_BYTES as u64) / PAGE, 0);
+        // Nothing of this pipe's data reaches whoever gets the next pipe in its place.
+        // SAFETY: the ring is attached read-write here and populated; no one else maps it now.
+        unsafe { core::ptr::write_bytes(p.at as *mut u8, 0, RING_BYTES) };
     }
 }
 
@@ -395,6 +400,7 @@ fn main() {
         ep,
         notice,
         pipes: Vec::new(),
+        slabs: Vec::new(),
         free_slots: Vec::new(),
         registrations: 0,
         after: AfterReply::new(),

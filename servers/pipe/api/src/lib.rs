@@ -116,6 +116,12 @@ pub struct Ring {
     base: *mut u8,
 }
 
+// SAFETY: the ring is memory shared with other processes by design: every access through it is
+// an atomic or a copy bounded to the ring (the module header), so several threads may use it.
+unsafe impl Send for Ring {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Ring {}
+
 impl Ring {
     /// The ring at `base`.
     ///

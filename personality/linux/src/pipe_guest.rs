@@ -34,7 +34,9 @@ const LOCK_PATIENCE_MS: u64 = 200;
 struct EndState {
     /// Where its ring is attached.
     at: u64,
-    /// Whether the wake notification is registered with it.
+    /// Whether this process's wake notification is registered with it. (A forked child holds
+    /// a copy of this state but its own notification: fork must clear the flags in the child,
+    /// and give it its own lock token, before the child's first call.)
     registered: bool,
 }
 
@@ -97,18 +99,6 @@ impl Pipes {
         }
         let _ = sys::cap_delete(slot);
         self.free_slots.push(slot);
-    }
-
-    /// The process forked: the child's registrations are not its parent's. (For the fork
-    /// code: call in the child before it serves its first call.)
-    #[allow(dead_code)]
-    pub fn forked(&mut self) {
-        for e in self.ends.values_mut() {
-            e.registered = false;
-        }
-        self.token = env::find_all(env::KIND_LINUX_IDS)
-            .next()
-            .map_or(self.token, |(pid, _)| (pid as u32).max(1));
     }
 }
 
@@ -186,6 +176,10 @@ impl PipeHost for Guest {
             c.watch(wake, WAKE_IO).map_err(|_| EIO)?;
         }
         Ok(())
+    }
+
+    fn console_readable(&mut self) -> bool {
+        self.console.is_some_and(|c| c.readable().unwrap_or(false))
     }
 
     fn wait_io(&mut self, deadline: Option<u64>) -> Result<bool, Errno> {

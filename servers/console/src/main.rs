@@ -163,6 +163,10 @@ impl console::Server for Endpoint {
         Ok(with_shared(|s| s.ldisc.pending()) as u32)
     }
 
+    fn readable(&mut self, _badge: u64) -> Result<bool, ConsoleError> {
+        Ok(with_shared(|s| s.ldisc.readable()))
+    }
+
     fn watch(&mut self, _badge: u64, wake: u64, bits: u64) -> Result<(), ConsoleError> {
         with_shared(|s| {
             if s.ldisc.readable() {

@@ -42,6 +42,8 @@ pub trait PipeHost {
     fn pipe_watch(&mut self, end: u64) -> Result<(), Errno>;
     /// Asks the terminal to wake the process once input is readable.
     fn console_watch(&mut self) -> Result<(), Errno>;
+    /// Whether a read of the terminal would return at once (a line, end of file, raw bytes).
+    fn console_readable(&mut self) -> bool;
     /// Sleeps until woken for input/output, or until monotonic time `deadline` (ns); true if
     /// the deadline passed. `EINTR` if a signal ended the wait.
     fn wait_io(&mut self, deadline: Option<u64>) -> Result<bool, Errno>;

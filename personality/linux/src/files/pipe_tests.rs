@@ -69,6 +69,9 @@ impl PipeHost for Mock {
         self.pipes.console_watches += 1;
         Ok(())
     }
+    fn console_readable(&mut self) -> bool {
+        !self.console_in.is_empty()
+    }
     /// One thread only: a wait without a deadline would never end (EDEADLK tells the test it
     /// was reached); with one, the clock jumps there.
     fn wait_io(&mut self, deadline: Option<u64>) -> Result<bool, Errno> {

@@ -115,8 +115,7 @@ impl<B: Backend> Files<B> {
                 None => POLLERR,
             }
         } else if console {
-            let readable = events & (POLLIN | POLLRDNORM) != 0
-                && self.backend.console_pending().is_ok_and(|n| n > 0);
+            let readable = events & (POLLIN | POLLRDNORM) != 0 && self.backend.console_readable();
             POLLOUT | POLLWRNORM | if readable { POLLIN | POLLRDNORM } else { 0 }
         } else {
             DEFAULT_POLLMASK

@@ -104,8 +104,9 @@ const BLK_OPS: [u16; 5] = [
 /// Map read-write, and writable now.
 const RW_NOW: MapFlags = MapFlags::from_bits_retain(0x103);
 const PCI_OPS: [u16; 1] = [pci::op::CLAIM];
-const CONSOLE_OPS: [u16; 8] = [
+const CONSOLE_OPS: [u16; 9] = [
     console::op::WATCH,
+    console::op::READABLE,
     console::op::WRITE,
     console::op::READ,
     console::op::WINSIZE,

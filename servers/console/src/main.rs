@@ -340,13 +340,13 @@ fn main() {
         return;
     }
     if let Err(e) = thread::spawn(255, THREAD_STACK, move || {
-        let _ = console::serve(
+        console::serve(
             in_ep,
             &mut Endpoint {
                 input: true,
                 after: AfterReply::new(),
             },
-        );
+        )
     }) {
         println!("console: FAIL reader thread: {}", e.name());
         return;

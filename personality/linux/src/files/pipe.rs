@@ -58,6 +58,10 @@ pub trait PipeHost {
     fn sigpipe(&mut self);
 }
 
+/// Lends the bytes of a write: `(offset, len, take)` gives `take` the `len` bytes at `offset`.
+type Source<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+    + 'a;
+
 /// The device number `fstat` reports for pipes (Linux's pipefs is an anonymous device too).
 const PIPEFS_DEV: u64 = makedev(0, 12);
 
@@ -189,11 +193,7 @@ impl<B: Backend> Files<B> {
         &mut self,
         d: &Shared,
         count: usize,
-        source: &mut dyn FnMut(
-            usize,
-            usize,
-            &mut dyn FnMut(&[u8]) -> Result<usize, Errno>,
-        ) -> Result<usize, Errno>,
+        source: &mut Source<'_>,
     ) -> Result<usize, Errno> {
         let (handle, _, nonblock) = Self::pipe_of(d).ok_or(EBADF)?;
         let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;

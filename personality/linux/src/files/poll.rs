@@ -318,7 +318,7 @@ impl<B: Backend> Files<B> {
                     *w = u64::from_le_bytes(c.try_into().unwrap());
                 }
                 // Bits at or above nfds are not looked at.
-                if n % 64 != 0 {
+                if !n.is_multiple_of(64) {
                     bits[k][words - 1] &= (1u64 << (n % 64)) - 1;
                 }
             }

@@ -45,8 +45,8 @@ int main(void)
 
 	result("pipe2 bad flags", pipe2(fds, 0x1));
 	result("pipe2", pipe2(fds, O_CLOEXEC | O_NONBLOCK));
-	/* The lowest two free descriptors (the host's harness may hold some open). */
-	printf("fds adjacent %d\n", fds[1] == fds[0] + 1);
+	/* (Descriptor numbers are not printed: the host's harness may hold some open.) */
+	printf("fds differ %d\n", fds[0] != fds[1]);
 	for (int i = 0; i < 2; i++)
 		printf("end %d: fd flags %d, status %#x\n", i, fcntl(fds[i], F_GETFD),
 		       fcntl(fds[i], F_GETFL) & (O_ACCMODE | O_NONBLOCK));

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,6 +130,22 @@ int main(void)
 	close(p2[0]);
 	result("write without a reader", write(p2[1], "x", 1));
 	poll1("poll write end, no reader", p2[1], POLLOUT, 0);
+	close(p2[1]);
+
+	/* readv returns what is there (not waiting for a later vector); writev is one write. */
+	result("pipe", pipe(p2));
+	{
+		char a[5], b[100];
+		struct iovec out[2] = { { "ab", 2 }, { "cde", 3 } };
+		struct iovec in[2] = { { a, 3 }, { b, sizeof b } };
+		result("writev", writev(p2[1], out, 2));
+		n = readv(p2[0], in, 2);
+		printf("readv %d: %.3s %.2s\n", n, a, b);
+		in[0].iov_len = 5;
+		write(p2[1], "xyz", 3);
+		result("readv", readv(p2[0], in, 2));
+	}
+	close(p2[0]);
 	close(p2[1]);
 
 	/* poll and select over pipes, a file, standard output, bad descriptors. */

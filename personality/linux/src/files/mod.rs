@@ -761,6 +761,9 @@ impl<B: Backend> Files<B> {
                 .filter(|&t| t <= i64::MAX as u64)
                 .ok_or(EINVAL)?;
         }
+        if Self::pipe_of(&d).is_some() {
+            return self.pipe_vectored(&d, &vecs, write, u);
+        }
         let mut done = 0u64;
         for (base, len) in vecs {
             if len == 0 {

@@ -62,6 +62,10 @@ pub trait PipeHost {
 type Source<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
     + 'a;
 
+/// Lends a buffer for a read: `(len, fill)` gives `fill` `len` bytes to fill, returns its count.
+type Sink<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+    + 'a;
+
 /// The device number `fstat` reports for pipes (Linux's pipefs is an anonymous device too).
 const PIPEFS_DEV: u64 = makedev(0, 12);
 
@@ -130,10 +134,78 @@ impl<B: Backend> Files<B> {
         count: u64,
         u: &dyn User,
     ) -> SysResult {
-        let (handle, _, nonblock) = Self::pipe_of(d).ok_or(EBADF)?;
-        let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;
         // One read never returns more than the pipe holds.
         let count = count.min(MAX_RW).min(CAPACITY as u64) as usize;
+        self.pipe_read_into(d, count, &mut |len, fill| u.with_out(buf, len, fill))
+            .map(|n| n as u64)
+    }
+
+    /// `readv` / `writev` on a pipe: one transfer over all the vectors, as Linux makes it (a
+    /// read returns what is there without waiting for a later vector; a write of at most
+    /// [`PIPE_BUF`] bytes in all is atomic).
+    pub(super) fn pipe_vectored(
+        &mut self,
+        d: &Shared,
+        vecs: &[(u64, u64)],
+        write: bool,
+        u: &dyn User,
+    ) -> SysResult {
+        let total = vecs.iter().map(|v| v.1).sum::<u64>().min(MAX_RW) as usize;
+        // The bytes at logical offset `off` of the vectors: (address, length) pieces.
+        let pieces = |off: usize, len: usize| {
+            let mut out = alloc::vec::Vec::new();
+            let (mut at, mut want) = (0usize, len);
+            for &(base, l) in vecs {
+                let l = l as usize;
+                if want == 0 {
+                    break;
+                }
+                if off < at + l && off + len > at {
+                    let from = off.max(at) - at;
+                    let n = (l - from).min(want);
+                    out.push((base + from as u64, n));
+                    want -= n;
+                }
+                at += l;
+            }
+            out
+        };
+        let r = if write {
+            self.pipe_write_from(d, total, &mut |off, len, take| {
+                let mut tmp = alloc::vec![0u8; len];
+                let mut k = 0;
+                for (addr, n) in pieces(off, len) {
+                    u.read(addr, &mut tmp[k..k + n])?;
+                    k += n;
+                }
+                take(&tmp)
+            })
+        } else {
+            let count = total.min(CAPACITY);
+            self.pipe_read_into(d, count, &mut |len, fill| {
+                let mut tmp = alloc::vec![0u8; len];
+                let n = fill(&mut tmp)?;
+                let mut k = 0;
+                for (addr, m) in pieces(0, n) {
+                    u.write(addr, &tmp[k..k + m])?;
+                    k += m;
+                }
+                Ok(n)
+            })
+        };
+        r.map(|n| n as u64)
+    }
+
+    /// The read itself: `sink(len, fill)` lends `fill` a buffer of `len` bytes to read into and
+    /// returns how many it took.
+    fn pipe_read_into(
+        &mut self,
+        d: &Shared,
+        count: usize,
+        sink: &mut Sink<'_>,
+    ) -> Result<usize, Errno> {
+        let (handle, _, nonblock) = Self::pipe_of(d).ok_or(EBADF)?;
+        let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;
         if count == 0 {
             return Ok(0);
         }
@@ -141,7 +213,7 @@ impl<B: Backend> Files<B> {
             let token = self.backend.lock_token();
             let backend = &mut self.backend;
             let mut step = Step::Wait;
-            u.with_out(buf, count, &mut |dst| {
+            sink(count, &mut |dst| {
                 ring.lock(End::Read, token, &mut |n| backend.lock_patience(n));
                 step = ring.read(dst);
                 ring.unlock(End::Read, token);
@@ -155,7 +227,7 @@ impl<B: Backend> Files<B> {
                     if ring.peer_waiting(End::Read) {
                         self.backend.pipe_poke(handle);
                     }
-                    return Ok(n as u64);
+                    return Ok(n);
                 }
                 Step::Eof => return Ok(0),
                 Step::Wait if nonblock => return Err(EAGAIN),

@@ -377,3 +377,45 @@ fn select_marks_ready_descriptors_and_refuses_bad_ones() {
     p.m.write(tv, &(-1i64).to_le_bytes()).unwrap();
     assert_eq!(p.call(nr::PSELECT6, &[8, rs, 0, 0, tv, 0]), Err(EINVAL));
 }
+
+#[test]
+fn readv_returns_what_is_there_and_writev_is_one_write() {
+    let mut p = P::new();
+    let (r, w) = p.pipe(0);
+    // writev of "ab" + "cde": one write of 5.
+    let iov = BUF + 0x100;
+    p.m.write(BUF, b"ab").unwrap();
+    p.m.write(BUF + 0x10, b"cde").unwrap();
+    let mut v = Vec::new();
+    for (a, l) in [(BUF, 2u64), (BUF + 0x10, 3)] {
+        v.extend_from_slice(&a.to_le_bytes());
+        v.extend_from_slice(&l.to_le_bytes());
+    }
+    p.m.write(iov, &v).unwrap();
+    assert_eq!(p.call(nr::WRITEV, &[w, iov, 2]), Ok(5));
+    // readv into 5 + 100 bytes: the 5 that are there, without waiting for the second vector.
+    let mut v = Vec::new();
+    for (a, l) in [(BUF + 0x200, 5u64), (BUF + 0x300, 100)] {
+        v.extend_from_slice(&a.to_le_bytes());
+        v.extend_from_slice(&l.to_le_bytes());
+    }
+    p.m.write(iov, &v).unwrap();
+    assert_eq!(p.call(nr::READV, &[r, iov, 2]), Ok(5));
+    let mut got = [0u8; 5];
+    p.m.read(BUF + 0x200, &mut got).unwrap();
+    assert_eq!(&got, b"abcde");
+    // Split across the vectors: 3 + 2.
+    assert_eq!(p.write(w, b"vwxyz"), Ok(5));
+    let mut v = Vec::new();
+    for (a, l) in [(BUF + 0x200, 3u64), (BUF + 0x300, 100)] {
+        v.extend_from_slice(&a.to_le_bytes());
+        v.extend_from_slice(&l.to_le_bytes());
+    }
+    p.m.write(iov, &v).unwrap();
+    assert_eq!(p.call(nr::READV, &[r, iov, 2]), Ok(5));
+    let mut a = [0u8; 3];
+    let mut b = [0u8; 2];
+    p.m.read(BUF + 0x200, &mut a).unwrap();
+    p.m.read(BUF + 0x300, &mut b).unwrap();
+    assert_eq!((&a, &b), (b"vwx", b"yz"));
+}

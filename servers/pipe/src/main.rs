@@ -249,8 +249,16 @@ impl pipe::Server for Server {
                     .is_some_and(|p| p.watchers[index(end)].len() >= MAX_WATCHERS)
         };
         if full(self) {
+            // Registrations of processes that ended go first: this pipe's, then, if the
+            // server's table is what is full, every pipe's.
             self.prune(i, end);
             self.prune(i, end.peer());
+            if self.registrations >= MAX_REGISTRATIONS {
+                for k in 0..self.pipes.len() {
+                    self.prune(k, End::Read);
+                    self.prune(k, End::Write);
+                }
+            }
             if full(self) {
                 return Err(PipeError::NoSpace);
             }

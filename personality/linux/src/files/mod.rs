@@ -1455,11 +1455,11 @@ impl<B: Backend> Files<B> {
             }
             _ => {}
         }
-        if let Some((handle, _, _)) = Self::pipe_of(&d) {
+        if let Some(p) = Self::pipe_of(&d) {
             if req != FIONREAD {
                 return Err(ENOTTY);
             }
-            let n = self.pipe_unread(handle)?;
+            let n = Self::pipe_unread(p.ring);
             u.write(arg, &n.to_le_bytes())?;
             return Ok(0);
         }

@@ -66,6 +66,15 @@ type Source<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize,
 type Sink<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
     + 'a;
 
+/// A pipe end as a description holds it.
+#[derive(Clone, Copy)]
+pub(super) struct PipeEnd {
+    pub handle: u64,
+    pub end: End,
+    pub ring: Ring,
+    pub nonblock: bool,
+}
+
 /// The device number `fstat` reports for pipes (Linux's pipefs is an anonymous device too).
 const PIPEFS_DEV: u64 = makedev(0, 12);
 
@@ -79,16 +88,23 @@ impl<B: Backend> Files<B> {
         // Two descriptors are needed; the second is looked for above the first.
         let w = self.table.lowest_free(r + 1)?;
         let (re, we) = self.backend.pipe_create()?;
+        let (Some(rr), Some(wr)) = (self.backend.pipe_ring(re), self.backend.pipe_ring(we)) else {
+            self.backend.pipe_close(re);
+            self.backend.pipe_close(we);
+            return Err(ENFILE);
+        };
         let cloexec = flags & O_CLOEXEC != 0;
-        let desc = |handle, end, acc| {
+        let desc = |handle, end, ring, acc| {
             Rc::new(RefCell::new(Description {
-                object: Object::Pipe { handle, end },
+                object: Object::Pipe { handle, end, ring },
                 offset: 0,
                 flags: acc | flags & O_NONBLOCK,
             }))
         };
-        self.table.set(r, desc(re, End::Read, O_RDONLY), cloexec);
-        self.table.set(w, desc(we, End::Write, O_WRONLY), cloexec);
+        self.table
+            .set(r, desc(re, End::Read, rr, O_RDONLY), cloexec);
+        self.table
+            .set(w, desc(we, End::Write, wr, O_WRONLY), cloexec);
         let mut out = [0u8; 8];
         out[..4].copy_from_slice(&(r as i32).to_le_bytes());
         out[4..].copy_from_slice(&(w as i32).to_le_bytes());
@@ -103,11 +119,16 @@ impl<B: Backend> Files<B> {
         Ok(0)
     }
 
-    /// The end a description is open on, if a pipe: (handle, end, non-blocking).
-    pub(super) fn pipe_of(d: &Shared) -> Option<(u64, End, bool)> {
+    /// The end a description is open on, if a pipe.
+    pub(super) fn pipe_of(d: &Shared) -> Option<PipeEnd> {
         let d = d.borrow();
         match d.object {
-            Object::Pipe { handle, end } => Some((handle, end, d.flags & O_NONBLOCK != 0)),
+            Object::Pipe { handle, end, ring } => Some(PipeEnd {
+                handle,
+                end,
+                ring,
+                nonblock: d.flags & O_NONBLOCK != 0,
+            }),
             _ => None,
         }
     }
@@ -204,8 +225,12 @@ impl<B: Backend> Files<B> {
         count: usize,
         sink: &mut Sink<'_>,
     ) -> Result<usize, Errno> {
-        let (handle, _, nonblock) = Self::pipe_of(d).ok_or(EBADF)?;
-        let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;
+        let PipeEnd {
+            handle,
+            ring,
+            nonblock,
+            ..
+        } = Self::pipe_of(d).ok_or(EBADF)?;
         if count == 0 {
             return Ok(0);
         }
@@ -267,8 +292,12 @@ impl<B: Backend> Files<B> {
         count: usize,
         source: &mut Source<'_>,
     ) -> Result<usize, Errno> {
-        let (handle, _, nonblock) = Self::pipe_of(d).ok_or(EBADF)?;
-        let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;
+        let PipeEnd {
+            handle,
+            ring,
+            nonblock,
+            ..
+        } = Self::pipe_of(d).ok_or(EBADF)?;
         if count == 0 {
             return Ok(0);
         }
@@ -330,8 +359,7 @@ impl<B: Backend> Files<B> {
     }
 
     /// `FIONREAD` on a pipe end: the bytes it holds.
-    pub(super) fn pipe_unread(&mut self, handle: u64) -> Result<u32, Errno> {
-        let ring = self.backend.pipe_ring(handle).ok_or(EBADF)?;
-        Ok(ring.used().unwrap_or(0) as u32)
+    pub(super) fn pipe_unread(ring: Ring) -> u32 {
+        ring.used().unwrap_or(0) as u32
     }
 }

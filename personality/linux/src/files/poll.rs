@@ -97,22 +97,17 @@ impl<B: Backend> Files<B> {
         };
         let pipe = Self::pipe_of(&d);
         let console = matches!(d.borrow().object, Object::Device(Device::Console));
-        let mask = if let Some((handle, end, _)) = pipe {
-            match self.backend.pipe_ring(handle) {
-                Some(ring) => {
-                    let r = ring.ready(end);
-                    match end {
-                        End::Read => {
-                            (if r.ready { POLLIN | POLLRDNORM } else { 0 })
-                                | if r.gone { POLLHUP } else { 0 }
-                        }
-                        End::Write => {
-                            (if r.ready { POLLOUT | POLLWRNORM } else { 0 })
-                                | if r.gone { POLLERR } else { 0 }
-                        }
-                    }
+        let mask = if let Some(p) = pipe {
+            let r = p.ring.ready(p.end);
+            match p.end {
+                End::Read => {
+                    (if r.ready { POLLIN | POLLRDNORM } else { 0 })
+                        | if r.gone { POLLHUP } else { 0 }
                 }
-                None => POLLERR,
+                End::Write => {
+                    (if r.ready { POLLOUT | POLLWRNORM } else { 0 })
+                        | if r.gone { POLLERR } else { 0 }
+                }
             }
         } else if console {
             let readable = events & (POLLIN | POLLRDNORM) != 0 && self.backend.console_readable();
@@ -144,10 +139,8 @@ impl<B: Backend> Files<B> {
             let Ok(d) = self.table.get(fd) else {
                 continue;
             };
-            if let Some((handle, end, _)) = Self::pipe_of(&d) {
-                let Some(ring) = self.backend.pipe_ring(handle) else {
-                    continue;
-                };
+            if let Some(p) = Self::pipe_of(&d) {
+                let (handle, end, ring) = (p.handle, p.end, p.ring);
                 if let Err(e) = self.backend.pipe_watch(handle) {
                     self.disarm(armed);
                     return Err(e);

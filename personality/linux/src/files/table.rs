@@ -61,6 +61,8 @@ pub enum Object {
     Pipe {
         handle: u64,
         end: sawmill_pipe_api::End,
+        /// Its ring, as the host mapped it (kept here: no lookup on a read or write).
+        ring: sawmill_pipe_api::Ring,
     },
 }
 

@@ -448,7 +448,10 @@ fn readv_returns_what_is_there_and_writev_is_one_write() {
 fn pipe_path_loop() {
     let mut p = P::new();
     let (r, w) = p.pipe(O_NONBLOCK);
-    let n: u64 = std::env::var("LOOPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let n: u64 = std::env::var("LOOPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     p.m.write(BUF, b"x").unwrap();
     for _ in 0..n {
         assert_eq!(p.call(nr::WRITE, &[w, BUF, 1]), Ok(1));

@@ -146,7 +146,7 @@ fn dt_of(k: EntryKind) -> u8 {
 /// The backend of a Linux process.
 pub struct Guest {
     fs: Fs,
-    console: Option<console::Client>,
+    pub(crate) console: Option<console::Client>,
     console_in: Option<console::Client>,
     /// The terminal's settings and size when there is no console server (the debug console
     /// stands in for it): kept so that a program reads back what it set.
@@ -154,6 +154,8 @@ pub struct Guest {
     fallback_winsize: (u16, u16),
     /// State of the generator behind `/dev/random` and `/dev/urandom` (from the process's seed).
     rng: u64,
+    /// Pipes and waiting (`pipe_guest.rs`).
+    pub(crate) pipes: crate::pipe_guest::Pipes,
 }
 
 impl Guest {
@@ -176,6 +178,7 @@ impl Guest {
             fallback_termios: Termios::default(),
             fallback_winsize: (24, 80),
             rng,
+            pipes: crate::pipe_guest::Pipes::new(),
         }
     }
 }

@@ -31,7 +31,7 @@ use sawmill_abi::ObjKind;
 use sawmill_console_api::ldisc::{self, Input, LineDiscipline};
 use sawmill_console_api::termios::{Termios, NCCS};
 use sawmill_console_api::Config;
-use sawmill_interfaces::rpc::Bytes;
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next};
 use sawmill_interfaces::{console, ConsoleError};
 use sawmill_rt::{env, println, slots, sys, thread};
 
@@ -66,6 +66,25 @@ struct Shared {
     /// Signals typed (ISIG's characters, bit = signal number) not yet passed on to the
     /// foreground process group.
     raised: u32,
+    /// Notifications to signal once input is readable (`watch`): (slot, bits).
+    watchers: Vec<(u64, u64)>,
+    /// Capability slots free for reuse by `watch`.
+    free_slots: Vec<u64>,
+}
+
+/// Most registrations of `watch` held at once; one more wakes them all (a waiter woken for
+/// nothing looks again and registers anew), so none is lost.
+const MAX_WATCHERS: usize = 16;
+
+impl Shared {
+    /// Input is readable: every registered waiter is signalled, once.
+    fn wake_watchers(&mut self) {
+        for (slot, bits) in self.watchers.drain(..) {
+            let _ = sys::notify_signal(slot, bits);
+            let _ = sys::cap_delete(slot);
+            self.free_slots.push(slot);
+        }
+    }
 }
 
 /// The lock around [`Shared`]: held for bounded work only, never across a wait.
@@ -91,6 +110,18 @@ fn with_shared<R>(f: impl FnOnce(&mut Shared) -> R) -> R {
 /// One endpoint's server: `input` says whether it is `console-in`.
 struct Endpoint {
     input: bool,
+    /// Post-reply work: the receive slot for `watch`'s capability.
+    after: AfterReply,
+}
+
+impl rpc::Serve for Endpoint {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        console::handle(self, m, next)
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
 }
 
 impl console::Server for Endpoint {
@@ -133,6 +164,29 @@ impl console::Server for Endpoint {
 
     fn pending(&mut self, _badge: u64) -> Result<u32, ConsoleError> {
         Ok(with_shared(|s| s.ldisc.pending()) as u32)
+    }
+
+    fn readable(&mut self, _badge: u64) -> Result<bool, ConsoleError> {
+        Ok(with_shared(|s| s.ldisc.readable()))
+    }
+
+    fn watch(&mut self, _badge: u64, wake: u64, bits: u64) -> Result<(), ConsoleError> {
+        with_shared(|s| {
+            if s.ldisc.readable() {
+                let _ = sys::notify_signal(wake, bits);
+                return Ok(());
+            }
+            if s.watchers.len() >= MAX_WATCHERS {
+                s.wake_watchers();
+            }
+            let slot = s.free_slots.pop().unwrap_or_else(thread::alloc_slot);
+            if sys::cap_copy(wake, slot).is_err() {
+                s.free_slots.push(slot);
+                return Err(ConsoleError::Invalid);
+            }
+            s.watchers.push((slot, bits));
+            Ok(())
+        })
     }
 
     fn winsize(&mut self, _badge: u64) -> Result<console::WinsizeOut, ConsoleError> {
@@ -185,6 +239,9 @@ impl console::Server for Endpoint {
             // A waiting reader may be served now (a partial line became readable, or VMIN
             // went down): it looks again.
             let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), 1);
+            if s.ldisc.readable() {
+                s.wake_watchers();
+            }
         });
         Ok(())
     }
@@ -219,6 +276,7 @@ fn take_input() -> bool {
         }
         if s.ldisc.readable() {
             let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), 1);
+            s.wake_watchers();
         }
         !s.rx_stopped && uart::received()
     })
@@ -292,13 +350,21 @@ fn main() {
         out: Vec::with_capacity(2 * MAX_TRANSFER),
         winsize: (cfg.rows, cfg.cols),
         raised: 0,
+        watchers: Vec::new(),
+        free_slots: Vec::new(),
     });
     if let Err(e) = thread::spawn(255, THREAD_STACK, move || interrupts(irq)) {
         println!("console: FAIL interrupt thread: {}", e.name());
         return;
     }
     if let Err(e) = thread::spawn(255, THREAD_STACK, move || {
-        console::serve(in_ep, &mut Endpoint { input: true })
+        console::serve(
+            in_ep,
+            &mut Endpoint {
+                input: true,
+                after: AfterReply::new(),
+            },
+        )
     }) {
         println!("console: FAIL reader thread: {}", e.name());
         return;
@@ -311,5 +377,11 @@ fn main() {
         if cfg.onlcr { "on" } else { "off" },
         if cfg.canonical { "line" } else { "raw" }
     );
-    console::serve(out_ep, &mut Endpoint { input: false })
+    let mut out = Endpoint {
+        input: false,
+        after: AfterReply::new(),
+    };
+    // `watch` brings a capability: it lands here (and is deleted after each call).
+    out.after.receive_into(&[thread::alloc_slot()]);
+    let _ = rpc::serve(out_ep, &mut out);
 }

@@ -332,7 +332,14 @@ impl Proc {
         p.caps
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
-        for name in ["vfs", "mem", "console", "console-in"] {
+        // The process's wake notification (sawmill_proc_api::WAKE_CAP): ours is the original,
+        // revoked when the process's task goes, so copies it registered elsewhere die with it.
+        let wake = self.pool.slot()?;
+        sys::factory_create(slots::FACTORY, sawmill_abi::ObjKind::Notification, wake, 0)
+            .map_err(|e| SpawnError::Sys("creating the wake notification", e))?;
+        caps.push(wake);
+        p.caps.push(Cap::named(sawmill_proc_api::WAKE_CAP, wake));
+        for name in ["vfs", "mem", "console", "console-in", "pipe"] {
             if let Some(c) = env::cap(name) {
                 p.caps.push(Cap::named(name, c));
             }
@@ -446,6 +453,9 @@ impl Proc {
             c.destroy(&mut self.pool);
         }
         for c in r.caps {
+            // Revoked first: copies handed on (a wake notification registered at the pipe
+            // server) end with the process.
+            let _ = sys::cap_revoke(c);
             let _ = sys::cap_delete(c);
             self.pool.free_slot(c);
         }

@@ -33,6 +33,8 @@ pub struct Mock {
     pub winsize: (u16, u16),
     /// How many calls reached the file system (to check what the library serves alone).
     pub calls: usize,
+    /// Pipes' rings and the clock (`pipe_tests.rs`).
+    pub pipes: super::pipe_tests::MockPipes,
 }
 
 const ROOT: u64 = 2;
@@ -68,6 +70,7 @@ impl Mock {
             termios: Termios::default(),
             winsize: (24, 80),
             calls: 0,
+            pipes: Default::default(),
         }
     }
 

@@ -17,10 +17,14 @@
 pub mod abi;
 pub mod backend;
 pub mod path;
+pub mod pipe;
+pub mod poll;
 pub mod table;
 
 #[cfg(test)]
 mod mock;
+#[cfg(test)]
+mod pipe_tests;
 #[cfg(test)]
 mod tests;
 
@@ -156,7 +160,7 @@ impl<B: Backend> Files<B> {
         let handle = match d.object {
             Object::File { handle, .. } => handle,
             Object::Path { .. } => return Err(EBADF),
-            Object::Device(_) => return Err(ENODEV),
+            Object::Device(_) | Object::Pipe { .. } => return Err(ENODEV),
         };
         let acc = d.flags & O_ACCMODE;
         if acc == O_WRONLY {
@@ -244,7 +248,12 @@ impl<B: Backend> Files<B> {
             nr::FCNTL => self.fcntl(fd0, a[1] as u32, a[2], u),
             nr::IOCTL => self.ioctl(fd0, a[1] as u32, a[2], u),
             nr::SENDFILE => self.sendfile(fd0, fd_arg(a[1]), a[2], a[3], u),
-            nr::POLL => self.poll(a[0], a[1], u),
+            nr::PIPE => self.pipe2(a[0], 0, u),
+            nr::PIPE2 => self.pipe2(a[0], a[1] as u32, u),
+            nr::POLL => self.poll(a[0], a[1], a[2] as i32, u),
+            nr::PPOLL => self.ppoll(a[0], a[1], a[2], a[3], a[4], u),
+            nr::SELECT => self.select(a[0] as i32, [a[1], a[2], a[3]], a[4], false, u),
+            nr::PSELECT6 => self.pselect6(a[0] as i32, [a[1], a[2], a[3]], a[4], a[5], u),
             _ => return None,
         })
     }
@@ -279,7 +288,7 @@ impl<B: Backend> Files<B> {
                 },
                 path,
             ),
-            Object::Device(_) => Err(ENOTDIR),
+            Object::Device(_) | Object::Pipe { .. } => Err(ENOTDIR),
         }
     }
 
@@ -310,8 +319,10 @@ impl<B: Backend> Files<B> {
     /// Drops one reference to a description, closing its file when it was the last.
     fn release(&mut self, d: Shared) {
         if let Ok(cell) = Rc::try_unwrap(d) {
-            if let Object::File { handle, .. } = cell.into_inner().object {
-                self.backend.close(handle);
+            match cell.into_inner().object {
+                Object::File { handle, .. } => self.backend.close(handle),
+                Object::Pipe { handle, .. } => self.backend.pipe_close(handle),
+                _ => {}
             }
         }
     }
@@ -328,6 +339,7 @@ impl<B: Backend> Files<B> {
             }
             Object::Path { mode, .. } => Ok(*mode),
             Object::Device(_) => Ok(S_IFCHR),
+            Object::Pipe { .. } => Ok(S_IFIFO),
         }
     }
 
@@ -337,6 +349,7 @@ impl<B: Backend> Files<B> {
         let mut s = match &d.object {
             Object::File { handle, .. } => self.backend.fstat(*handle)?,
             Object::Path { path, .. } => self.backend.stat(path, true)?,
+            Object::Pipe { handle, .. } => self.pipe_stat(*handle),
             Object::Device(dev) => {
                 let rdev = DEVICES
                     .iter()
@@ -503,6 +516,9 @@ impl<B: Backend> Files<B> {
         at: Option<u64>,
         u: &dyn User,
     ) -> SysResult {
+        if Self::pipe_of(d).is_some() {
+            return self.pipe_read(d, buf, count, u);
+        }
         let count = count.min(MAX_RW);
         let dev = match &d.borrow().object {
             Object::Device(dev) => Some(*dev),
@@ -577,6 +593,9 @@ impl<B: Backend> Files<B> {
         at: Option<u64>,
         u: &dyn User,
     ) -> SysResult {
+        if Self::pipe_of(d).is_some() {
+            return self.pipe_write(d, buf, count, u);
+        }
         let count = count.min(MAX_RW);
         let (dev, handle, append) = {
             let d = d.borrow();
@@ -731,12 +750,18 @@ impl<B: Backend> Files<B> {
         }
         let d = self.table.get(fd)?;
         Self::check_access(&d, false)?;
+        if Self::pipe_of(&d).is_some() {
+            return self.pipe_read(&d, buf, count, u);
+        }
         self.read_desc(&d, buf, count, at, u)
     }
 
     fn write(&mut self, fd: i32, buf: u64, count: u64, at: Option<u64>, u: &dyn User) -> SysResult {
         let d = self.table.get(fd)?;
         Self::check_access(&d, true)?;
+        if Self::pipe_of(&d).is_some() {
+            return self.pipe_write(&d, buf, count, u);
+        }
         self.write_desc(&d, buf, count, at, u)
     }
 
@@ -755,7 +780,10 @@ impl<B: Backend> Files<B> {
         if off < 0 {
             return Err(EINVAL);
         }
-        if matches!(d.borrow().object, Object::Device(Device::Console)) {
+        if matches!(
+            d.borrow().object,
+            Object::Device(Device::Console) | Object::Pipe { .. }
+        ) {
             return Err(ESPIPE);
         }
         if write {
@@ -790,6 +818,9 @@ impl<B: Backend> Files<B> {
                 .filter(|&t| t <= i64::MAX as u64)
                 .ok_or(EINVAL)?;
         }
+        if Self::pipe_of(&d).is_some() {
+            return self.pipe_vectored(&d, &vecs, write, u);
+        }
         let mut done = 0u64;
         for (base, len) in vecs {
             if len == 0 {
@@ -817,7 +848,7 @@ impl<B: Backend> Files<B> {
     fn lseek(&mut self, fd: i32, off: i64, whence: u32) -> SysResult {
         let d = self.table.get(fd)?;
         let (handle, is_path) = match &d.borrow().object {
-            Object::Device(Device::Console) => return Err(ESPIPE),
+            Object::Device(Device::Console) | Object::Pipe { .. } => return Err(ESPIPE),
             Object::Device(_) => return Ok(0),
             Object::Path { .. } => (0, true),
             Object::File { handle, .. } => (*handle, false),
@@ -937,7 +968,7 @@ impl<B: Backend> Files<B> {
             let (handle, p) = match &d.borrow().object {
                 Object::File { handle, path, .. } => (Some(*handle), path.clone()),
                 Object::Path { path, .. } => (None, path.clone()),
-                Object::Device(_) => (None, b"/".to_vec()),
+                Object::Device(_) | Object::Pipe { .. } => (None, b"/".to_vec()),
             };
             match handle.map(|h| self.backend.fstatfs(h)) {
                 Some(Err(e)) if e != ENOSYS => return Err(e),
@@ -1026,6 +1057,7 @@ impl<B: Backend> Files<B> {
             match &d.object {
                 Object::File { path, .. } | Object::Path { path, .. } => path.clone(),
                 Object::Device(Device::Console) => b"/dev/console".to_vec(),
+                Object::Pipe { handle, .. } => alloc::format!("pipe:[{}]", handle).into_bytes(),
                 Object::Device(dev) => DEVICES
                     .iter()
                     .find(|x| x.1 == *dev)
@@ -1163,7 +1195,7 @@ impl<B: Backend> Files<B> {
         let op = if og.is_empty() && flags & AT_EMPTY_PATH != 0 {
             match &self.table.get(ofd)?.borrow().object {
                 Object::File { path, .. } | Object::Path { path, .. } => path.clone(),
-                Object::Device(_) => return Err(EXDEV),
+                Object::Device(_) | Object::Pipe { .. } => return Err(EXDEV),
             }
         } else {
             self.path_at(ofd, &og)?
@@ -1205,7 +1237,7 @@ impl<B: Backend> Files<B> {
     fn fallback_path(&mut self, d: &Shared) -> Result<Vec<u8>, Errno> {
         match &d.borrow().object {
             Object::File { path, .. } | Object::Path { path, .. } => Ok(path.clone()),
-            Object::Device(_) => Err(EPERM),
+            Object::Device(_) | Object::Pipe { .. } => Err(EPERM),
         }
     }
 
@@ -1445,6 +1477,7 @@ impl<B: Backend> Files<B> {
                 Ok(0)
             }
             F_GETFL => Ok(d.borrow().flags as u64),
+            pipe::F_GETPIPE_SZ if Self::pipe_of(&d).is_some() => Ok(pipe::CAPACITY as u64),
             F_SETFL if is_path => Err(EBADF),
             F_SETFL => {
                 let mut d = d.borrow_mut();
@@ -1492,6 +1525,14 @@ impl<B: Backend> Files<B> {
                 return Ok(0);
             }
             _ => {}
+        }
+        if let Some(p) = Self::pipe_of(&d) {
+            if req != FIONREAD {
+                return Err(ENOTTY);
+            }
+            let n = Self::pipe_unread(p.ring);
+            u.write(arg, &n.to_le_bytes())?;
+            return Ok(0);
         }
         if !console {
             if req == FIONREAD {
@@ -1581,7 +1622,6 @@ impl<B: Backend> Files<B> {
         };
         let in_handle = match din.borrow().object {
             Object::File { handle, .. } => handle,
-            Object::Device(Device::Console) => return Err(EINVAL),
             _ => return Err(EINVAL),
         };
         if self.mode_of(&din)? & S_IFMT == S_IFDIR {
@@ -1622,12 +1662,16 @@ impl<B: Backend> Files<B> {
 
     /// Writes library bytes to a description at its offset (for `sendfile`).
     fn write_bytes(&mut self, d: &Shared, data: &[u8]) -> Result<usize, Errno> {
+        if Self::pipe_of(d).is_some() {
+            return self.pipe_write_bytes(d, data);
+        }
         let (handle, dev, off) = {
             let d = d.borrow();
             match d.object {
                 Object::File { handle, .. } => (Some(handle), None, d.offset),
                 Object::Device(dev) => (None, Some(dev), 0),
                 Object::Path { .. } => return Err(EBADF),
+                Object::Pipe { .. } => return Err(EBADF),
             }
         };
         match (handle, dev) {
@@ -1645,39 +1689,6 @@ impl<B: Backend> Files<B> {
             }
             _ => Ok(data.len()),
         }
-    }
-
-    fn poll(&mut self, fds: u64, nfds: u64, u: &dyn User) -> SysResult {
-        const POLLIN: u16 = 0x1;
-        const POLLPRI: u16 = 0x2;
-        const POLLOUT: u16 = 0x4;
-        const POLLNVAL: u16 = 0x20;
-        const POLLRDNORM: u16 = 0x40;
-        const POLLWRNORM: u16 = 0x100;
-        if nfds > MAX_FDS as u64 {
-            return Err(EINVAL);
-        }
-        let mut raw = vec![0u8; nfds as usize * 8];
-        u.read(fds, &mut raw)?;
-        let mut ready = 0;
-        for p in raw.chunks_mut(8) {
-            let fd = i32::from_le_bytes(p[0..4].try_into().unwrap());
-            let events = u16::from_le_bytes(p[4..6].try_into().unwrap());
-            let revents = if fd < 0 {
-                0
-            } else if self.table.get(fd).is_err() {
-                POLLNVAL
-            } else {
-                // Files and devices are always ready; a console read waits for input itself.
-                events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM) & !POLLPRI
-            };
-            p[6..8].copy_from_slice(&revents.to_le_bytes());
-            if revents != 0 {
-                ready += 1;
-            }
-        }
-        u.write(fds, &raw)?;
-        Ok(ready)
     }
 }
 

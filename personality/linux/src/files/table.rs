@@ -57,6 +57,13 @@ pub enum Object {
         mode: u32,
     },
     Device(Device),
+    /// One end of a pipe (`pipe.rs`): the host's handle for it.
+    Pipe {
+        handle: u64,
+        end: sawmill_pipe_api::End,
+        /// Its ring, as the host mapped it (kept here: no lookup on a read or write).
+        ring: sawmill_pipe_api::Ring,
+    },
 }
 
 /// An open file description.

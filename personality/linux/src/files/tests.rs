@@ -812,7 +812,8 @@ fn sendfile_and_poll() {
     assert_eq!(word(&t.m.get(BUF, 8), 0), 9);
     assert_eq!(t.f.backend.data("/tmp/copy"), b"x:0:");
     assert_eq!(t.call(nr::SENDFILE, &[src, dst, 0, 4]), Err(EBADF));
-    // poll: two ready, one closed.
+    // poll: two ready (the terminal has input), one closed.
+    t.f.backend.console_in = b"typed\n".to_vec();
     let mut raw = Vec::new();
     for (fd, ev) in [(0i32, 1u16), (1, 4), (50, 1), (-1, 1)] {
         raw.extend_from_slice(&fd.to_le_bytes());

@@ -42,6 +42,19 @@ pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;
 pub const DEFAULT_PRIORITY: u8 = 50;
 
+/// The name of each process's wake notification: every blocking wait of a Linux process (a
+/// child's change of state, a signal, a pipe or the terminal becoming ready) is a wait on this
+/// one notification, so that any of them ends it. proc creates one per process and keeps the
+/// original; the bits say who signalled.
+pub const WAKE_CAP: &str = "proc:wake";
+/// A child changed state.
+pub const WAKE_CHILD: u64 = 1;
+/// A signal was sent to the process.
+pub const WAKE_SIGNAL: u64 = 2;
+/// A pipe or the terminal the process waits on may go on (registered with the pipe server or
+/// the console).
+pub const WAKE_IO: u64 = 4;
+
 /// proc's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

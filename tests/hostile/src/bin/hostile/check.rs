@@ -13,7 +13,8 @@
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{
-    console, dataspace, file, mem, pci, pfs, vfs, DsError, DsFlags, MapFlags, OpenFlags, PciError,
+    console, dataspace, file, mem, pci, pfs, pipe, vfs, DsError, DsFlags, MapFlags, OpenFlags,
+    PciError, PipeError,
 };
 use sawmill_rt::slots::TASK;
 use sawmill_rt::{env, ipc, println, sys, thread};
@@ -26,6 +27,7 @@ pub const VFS: u16 = 2;
 pub const PFS: u16 = 3;
 pub const PCI: u16 = 4;
 pub const CONSOLE: u16 = 5;
+pub const PIPE: u16 = 6;
 
 /// Where the checker maps a page of a fresh dataspace.
 const WIN: u64 = 0x5800_0000;
@@ -274,6 +276,53 @@ impl Checker {
     }
 }
 
+impl Checker {
+    /// The pipe server answers another client correctly: a pipe is created, its ends report the
+    /// ring's size, a poke and a sync are answered, a registration of a notification is taken,
+    /// and calls on the wrong capability are refused.
+    fn pipe(&mut self) -> (u64, bool) {
+        let (mut n, mut dead) = (0, false);
+        let Some(ep) = env::cap("pipe") else {
+            return (1, false);
+        };
+        let p = pipe::Client::new(ep);
+        let (a, b) = (thread::alloc_slot(), thread::alloc_slot());
+        match p.create(a, b) {
+            Ok(ends) => {
+                match dataspace::Client::new(ends.read).info() {
+                    Ok(i) if i.size == sawmill_pipe_api::RING_BYTES as u64 => {}
+                    r => wrong!(
+                        n,
+                        dead,
+                        r.map(|i| i.size),
+                        "info of a pipe end (want the ring)"
+                    ),
+                }
+                let end = pipe::Client::new(ends.write);
+                match end.poke().and_then(|_| end.sync()) {
+                    Ok(()) => {}
+                    r => wrong!(n, dead, r, "poke and sync on an end"),
+                }
+                if let Ok(wake) = thread::create(sawmill_abi::ObjKind::Notification, 0) {
+                    match end.register(wake, 4) {
+                        Ok(()) => {}
+                        r => wrong!(n, dead, r, "register on an end"),
+                    }
+                    let _ = sys::cap_delete(wake);
+                }
+                match p.poke() {
+                    Err(RpcError::App(PipeError::Invalid)) => {}
+                    r => wrong!(n, dead, r, "poke on the server (want Invalid)"),
+                }
+                let _ = sys::cap_delete(ends.read);
+                let _ = sys::cap_delete(ends.write);
+            }
+            r => wrong!(n, dead, r.map(|_| ()), "pipe.create"),
+        }
+        (n, dead)
+    }
+}
+
 /// Serves the `check` endpoint for ever.
 pub fn serve() -> ! {
     let ep = env::cap("check").expect("check endpoint");
@@ -294,6 +343,7 @@ pub fn serve() -> ! {
             PFS => c.pfs(),
             PCI => c.pci(),
             CONSOLE => c.console(),
+            PIPE => c.pipe(),
             _ => (1, false),
         };
         m = ipc::reply_recv(ep, MsgTag::new(0, 2), [n, dead as u64, 0, 0]);

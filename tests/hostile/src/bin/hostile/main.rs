@@ -10,6 +10,7 @@
 //! - `pci`: the platform server, through a badge that has no device;
 //! - `console`: the console server's `console` endpoint (output and terminal control; its
 //!   `console-in` endpoint waits for input by design, so only a flood of reads is not aimed);
+//! - `pipe`: the pipe server and the pipe ends it hands out (pipe and dataspace calls);
 //! - `check`: serves the `check` endpoint for the others (see [`check`]);
 //! - `hole-mount`, `hole-exhaust`, `hole-dma`, `hole-victim`: the reproducers of issue 12's three
 //!   holes (see [`holes`]).
@@ -94,9 +95,10 @@ fn guest_main() {
         "blk" => "blk",
         "pci" => "pci",
         "console" => "console",
+        "pipe" => "pipe",
         _ => {
             println!(
-                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, console, check)",
+                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, console, pipe, check)",
                 mode
             );
             sawmill_rt::exit(1);

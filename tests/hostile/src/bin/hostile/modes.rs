@@ -8,8 +8,8 @@ use sawmill_abi::{map, MsgTag};
 use sawmill_hostile::Target;
 use sawmill_interfaces::rpc::{Error as RpcError, Map};
 use sawmill_interfaces::{
-    blk, console, dataspace, file, mem, pci, pfs, vfs, BlkError, ConsoleError, DsError, MapFlags,
-    OpenFlags,
+    blk, console, dataspace, file, mem, pci, pfs, pipe, vfs, BlkError, ConsoleError, DsError,
+    MapFlags, OpenFlags,
 };
 use sawmill_rt::{env, println, utcb};
 
@@ -105,7 +105,9 @@ const BLK_OPS: [u16; 5] = [
 /// Map read-write, and writable now.
 const RW_NOW: MapFlags = MapFlags::from_bits_retain(0x103);
 const PCI_OPS: [u16; 1] = [pci::op::CLAIM];
-const CONSOLE_OPS: [u16; 7] = [
+const CONSOLE_OPS: [u16; 9] = [
+    console::op::WATCH,
+    console::op::READABLE,
     console::op::WRITE,
     console::op::READ,
     console::op::WINSIZE,
@@ -175,6 +177,7 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
         "pfs" => run_fs(e, o, true),
         "blk" => run_blk(e, o),
         "console" => run_console(e, o),
+        "pipe" => run_pipe(e, o),
         _ => run_pci(e, o),
     }
 }
@@ -183,7 +186,7 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
 /// mode aims at (the watchdog's own scenario aims the mem mode at a server that never answers).
 fn cap(name: &str) -> u64 {
     let main = match name {
-        "mem" | "vfs" | "blk" | "pci" | "console" => {
+        "mem" | "vfs" | "blk" | "pci" | "console" | "pipe" => {
             env::args().find_map(|a| a.strip_prefix("ep="))
         }
         _ => None,
@@ -673,5 +676,81 @@ fn run_console(e: &mut Engine, o: &Opts) -> bool {
             "read on the console endpoint (want WrongEndpoint)",
         );
         ask(e, check::CONSOLE).1
+    })
+}
+
+// ---- pipe -------------------------------------------------------------------------------------
+
+const PIPE_OPS: [u16; 4] = [
+    pipe::op::CREATE,
+    pipe::op::REGISTER,
+    pipe::op::POKE,
+    pipe::op::SYNC,
+];
+/// What an end is asked: the pipe calls and the dataspace calls (only `info` and `map` allowed).
+const PIPE_END_OPS: [u16; 11] = [
+    pipe::op::CREATE,
+    pipe::op::REGISTER,
+    pipe::op::POKE,
+    pipe::op::SYNC,
+    dataspace::op::INFO,
+    dataspace::op::MAP,
+    dataspace::op::COPY,
+    dataspace::op::PHYS,
+    dataspace::op::READ_ONLY,
+    dataspace::op::RESIZE,
+    dataspace::op::FREE,
+];
+
+fn run_pipe(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("pipe");
+    let aim = |k: Option<Kind>| -> Aim {
+        let ops: &'static [u16] = if k.is_some() {
+            &PIPE_END_OPS
+        } else {
+            &PIPE_OPS
+        };
+        (
+            Target {
+                ops,
+                hints: &[
+                    0,
+                    4,
+                    4096,
+                    69632,
+                    65536,
+                    SCRATCH,
+                    SCRATCH + 4096,
+                    0x103,
+                    1 << 40,
+                ],
+                payloads: &[],
+            },
+            // Ends: aimed at, and simply dropped (the server learns it from the kernel).
+            |_| Kind::Session,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // A pipe created and both ends dropped at once, many times: the server gives it back.
+        let p = pipe::Client::new(main);
+        for _ in 0..8 {
+            let (a, b) = (e.slot(), e.slot());
+            let _ = p.create(a, b);
+            e.release(a);
+            e.release(b);
+        }
+        // An end must not let itself be freed or resized.
+        let (a, b) = (e.slot(), e.slot());
+        if let Ok(ends) = p.create(a, b) {
+            expect(
+                e,
+                dataspace::Client::new(ends.write).free(),
+                |r| matches!(r, Err(RpcError::App(DsError::Unsupported))),
+                "free of a pipe end (want Unsupported)",
+            );
+        }
+        e.release(a);
+        e.release(b);
+        ask(e, check::PIPE).1
     })
 }

@@ -1,0 +1,236 @@
+//! The guest side of pipes and waiting: [`PipeHost`] for the process's backend, over the pipe
+//! server (`pipe`: create ends, register, poke, sync), the region manager (each end's ring is
+//! attached as a dataspace of the pipe server, in the library's own range, paged in on touch)
+//! and the process's one wake notification (`proc:wake`, `sawmill_proc_api::WAKE_*`).
+//!
+//! It touches the capabilities named above and the `console` (its `watch`), and the end
+//! capabilities the pipe server hands out (one slot per end; slots are reused).
+//!
+//! **Wake bits.** Every blocking wait of the process is on the one notification, whose wait
+//! takes all bits at once. [`PipeHost::wait_io`] ends on `WAKE_IO`; bits it does not handle
+//! (a child, a signal) are kept while it waits and posted back to the notification when it
+//! returns, so the wait that does handle them (wait4, the signals layer) still sees them.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use sawmill_interfaces::pipe;
+use sawmill_linux::errno::*;
+use sawmill_linux::files::pipe::PipeHost;
+use sawmill_linux::Errno;
+use sawmill_pipe_api::{Ring, RING_BYTES};
+use sawmill_proc_api::{WAKE_CAP, WAKE_IO};
+use sawmill_rm as rm;
+use sawmill_rt::{env, sys, thread};
+
+use crate::files_guest::Guest;
+
+/// How long a ring lock may stay held before its holder is presumed dead (ms): far above the
+/// few hundred instructions a holder keeps it, far below anything a person would notice.
+const LOCK_PATIENCE_MS: u64 = 200;
+
+/// One end this process holds.
+struct EndState {
+    /// Where its ring is attached.
+    at: u64,
+    /// Whether this process's wake notification is registered with it. (A forked child holds
+    /// a copy of this state but its own notification: fork must clear the flags in the child,
+    /// and give it its own lock token, before the child's first call.)
+    registered: bool,
+}
+
+/// The process's pipe state.
+pub struct Pipes {
+    server: Option<pipe::Client>,
+    wake: Option<u64>,
+    ends: BTreeMap<u64, EndState>,
+    free_slots: Vec<u64>,
+    token: u32,
+    /// TSC ticks per ms (the clock of deadlines and lock patience).
+    khz: u64,
+}
+
+/// When the current wait for a ring lock began (TSC).
+static LOCK_WAIT_START: AtomicU64 = AtomicU64::new(0);
+
+impl Pipes {
+    pub fn new() -> Pipes {
+        let pid = env::find_all(env::KIND_LINUX_IDS)
+            .next()
+            .map_or(1, |(pid, _)| pid);
+        Pipes {
+            server: env::cap(pipe::NAME).map(pipe::Client::new),
+            wake: env::cap(WAKE_CAP),
+            ends: BTreeMap::new(),
+            free_slots: Vec::new(),
+            // Not 0 (the free lock), and different from other processes'.
+            token: (pid as u32).max(1),
+            khz: sawmill_rt::clock::Wall::get().khz.max(1),
+        }
+    }
+
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    fn client(&self, end: u64) -> pipe::Client {
+        pipe::Client::new(end)
+    }
+
+    /// Attaches the ring of end `slot` (paged in from the pipe server on first touch).
+    fn attach(&mut self, slot: u64) -> Result<(), Errno> {
+        let at = rm::attach(slot, 0, RING_BYTES as u64, None, rm::READ | rm::WRITE)
+            .map_err(|_| ENOMEM)?;
+        self.ends.insert(
+            slot,
+            EndState {
+                at,
+                registered: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Drops end `slot`: its ring, its capability (the server learns whether it was the last).
+    fn drop_end(&mut self, slot: u64) {
+        if let Some(e) = self.ends.remove(&slot) {
+            let _ = rm::detach(e.at);
+        }
+        let _ = sys::cap_delete(slot);
+        self.free_slots.push(slot);
+    }
+}
+
+impl Default for Pipes {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now_ms(khz: u64) -> u64 {
+    sys::rdtsc() / khz
+}
+
+impl PipeHost for Guest {
+    fn pipe_create(&mut self) -> Result<(u64, u64), Errno> {
+        let p = &mut self.pipes;
+        let server = p.server.ok_or(ENFILE)?;
+        let (r, w) = (p.slot(), p.slot());
+        let made = match server.create(r, w) {
+            Ok(o) => (o.read, o.write),
+            Err(e) => {
+                p.free_slots.extend([r, w]);
+                return Err(match e {
+                    sawmill_interfaces::rpc::Error::App(sawmill_interfaces::PipeError::NoSpace) => {
+                        ENFILE
+                    }
+                    _ => ENOMEM,
+                });
+            }
+        };
+        if let Err(e) = p.attach(made.0).and_then(|_| p.attach(made.1)) {
+            p.drop_end(made.0);
+            p.drop_end(made.1);
+            return Err(e);
+        }
+        Ok(made)
+    }
+
+    fn pipe_ring(&mut self, end: u64) -> Option<Ring> {
+        let e = self.pipes.ends.get(&end)?;
+        // SAFETY: the ring is attached read-write at `at` (RING_BYTES) until `pipe_close`
+        // detaches it; the region manager pages it in from the pipe server when touched.
+        Some(unsafe { Ring::new(e.at as *mut u8) })
+    }
+
+    fn pipe_close(&mut self, end: u64) {
+        self.pipes.drop_end(end);
+        // Once the server answers, it has taken the notice our deletion may have caused: the
+        // other end's `*_gone` is set before this process's next call (a read right after
+        // closing the write end sees end of file at once).
+        if let Some(s) = self.pipes.server {
+            let _ = s.sync();
+        }
+    }
+
+    fn pipe_poke(&mut self, end: u64) {
+        let _ = self.pipes.client(end).poke();
+    }
+
+    fn pipe_watch(&mut self, end: u64) -> Result<(), Errno> {
+        let Some(wake) = self.pipes.wake else {
+            return Ok(()); // no notification: `wait_io` polls
+        };
+        let c = self.pipes.client(end);
+        let e = self.pipes.ends.get_mut(&end).ok_or(EBADF)?;
+        if !e.registered {
+            c.register(wake, WAKE_IO).map_err(|_| ENOMEM)?;
+            e.registered = true;
+        }
+        Ok(())
+    }
+
+    fn console_watch(&mut self) -> Result<(), Errno> {
+        if let (Some(c), Some(wake)) = (self.console, self.pipes.wake) {
+            c.watch(wake, WAKE_IO).map_err(|_| EIO)?;
+        }
+        Ok(())
+    }
+
+    fn console_readable(&mut self) -> bool {
+        self.console.is_some_and(|c| c.readable().unwrap_or(false))
+    }
+
+    fn wait_io(&mut self, deadline: Option<u64>) -> Result<bool, Errno> {
+        let Some(wake) = self.pipes.wake else {
+            // No wake notification (a system without one): look again after others ran.
+            sys::yield_now();
+            return Ok(deadline.is_some_and(|d| self.now_ns() >= d));
+        };
+        let mut kept = 0u64;
+        let timed_out = loop {
+            let bits = match deadline {
+                None => sys::notify_wait(wake, 0).unwrap_or(0),
+                // No timed wait in the kernel yet: look, and let others run until the deadline.
+                Some(_) => sys::notify_wait(wake, sawmill_abi::NOTIFY_NONBLOCK).unwrap_or(0),
+            };
+            kept |= bits & !WAKE_IO;
+            if bits & WAKE_IO != 0 {
+                break false;
+            }
+            if let Some(d) = deadline {
+                if self.now_ns() >= d {
+                    break true;
+                }
+                sys::yield_now();
+            }
+        };
+        if kept != 0 {
+            let _ = sys::notify_signal(wake, kept);
+        }
+        Ok(timed_out)
+    }
+
+    fn now_ns(&mut self) -> u64 {
+        ((sys::rdtsc() as u128) * 1_000_000 / self.pipes.khz as u128) as u64
+    }
+
+    fn lock_token(&mut self) -> u32 {
+        self.pipes.token
+    }
+
+    fn lock_patience(&mut self, tries: u32) -> bool {
+        let khz = self.pipes.khz;
+        if tries == 1 {
+            LOCK_WAIT_START.store(now_ms(khz), Ordering::Relaxed);
+        }
+        sys::yield_now();
+        now_ms(khz).saturating_sub(LOCK_WAIT_START.load(Ordering::Relaxed)) < LOCK_PATIENCE_MS
+    }
+
+    fn sigpipe(&mut self) {
+        // The signals layer delivers SIGPIPE here once it exists; until then the write's EPIPE
+        // is all the program sees.
+    }
+}

@@ -31,6 +31,8 @@ pub const LIB_IMAGE: u64 = LIB_BASE;
 /// The library's environment page, heap, stack top, UTCBs and 2 MiB pages (`lib/spawn`
 /// `Layout`).
 pub const LIB_ENV: u64 = 0x7000_0000;
+/// The process information page proc maps read-only (`sawmill_proc_api::INFO_PPID`...).
+pub const LIB_INFO: u64 = 0x7008_0000;
 pub const LIB_HEAP: u64 = 0x7010_0000;
 pub const LIB_STACK_TOP: u64 = 0x7800_0000;
 pub const LIB_UTCB: u64 = 0x7810_0000;
@@ -47,4 +49,5 @@ const _: () = assert!(STACK_TOP < PROGRAM_END && MMAP_TOP > LIB_END);
 const _: () = assert!(PROGRAM_END <= LIB_RM_BASE && LIB_END <= 0x8000_0000);
 const _: () = assert!(LIB_RM_BASE < LIB_FILE_WINDOWS && LIB_FILE_WINDOWS < LIB_RM_END);
 const _: () = assert!(LIB_ENV > LIB_IMAGE && LIB_HEAP > LIB_ENV && LIB_STACK_TOP > LIB_HEAP);
+const _: () = assert!(LIB_INFO > LIB_ENV && LIB_INFO < LIB_HEAP);
 const _: () = assert!(LIB_UTCB > LIB_STACK_TOP && LIB_HUGE > LIB_UTCB && LIB_HUGE < LIB_END);

@@ -2,21 +2,25 @@
 
 extern crate alloc;
 
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{label, rights};
+use sawmill_abi::{label, rights, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_interfaces::{proc, FsError, ProcError};
+use sawmill_interfaces::{proc, FsError, ProcError, WaitKind};
 use sawmill_linux::layout as linux;
 use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::signal;
-use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
-use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
+use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor, INIT};
+use sawmill_proc_api::{
+    Config, ExecRequest, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS,
+    WAKE_CAP, WAKE_CHILD,
+};
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    prepare, Cap, Child, Layout, MappedImage, MemPool, Program, Record, Resources, Sizes,
+    prepare, Cap, Child, Layout, Map, MappedImage, MemPool, Program, Record, Resources, Sizes,
     SpawnError,
 };
 
@@ -30,8 +34,6 @@ const KERNEL_BIT: u64 = 1 << 62;
 /// With [`KERNEL_BIT`]: the message is about a thread the library started itself, not the main
 /// thread (its normal exit does not end the process).
 const SECONDARY_BIT: u64 = 1 << 61;
-/// Processes at once (running and zombies).
-const MAX_PROCS: usize = 64;
 /// The main thread's stack in the library (its own stacks for the program come from its heap).
 const LIB_STACK: u64 = 64 * 1024;
 
@@ -54,6 +56,12 @@ struct Launch<'a> {
     argv: &'a [String],
     envs: &'a [String],
     cwd: &'a str,
+    /// Capabilities the caller handed off for the new image (`proc.handoff`), given to it as
+    /// `hand0`, `hand1`, ...
+    handoff: &'a [u64],
+    /// The process's wake notification and information page (proc's slot and address).
+    wake: u64,
+    info: u64,
 }
 
 /// What proc keeps for a running process.
@@ -65,6 +73,18 @@ struct Running {
     name: String,
     /// Its pending exec request (`proc.exec_data`).
     exec: Vec<u8>,
+    /// Its program's absolute path (a fork child's `/proc/self/exe`).
+    path: String,
+    /// Capabilities handed off for its next fork or exec (proc's slots).
+    handoff: Vec<u64>,
+}
+
+/// What proc keeps for a process for as long as it runs, across its execs: its wake
+/// notification (proc's slot) and its information page (an address in proc's pool).
+#[derive(Clone, Copy)]
+struct Extra {
+    wake: u64,
+    info: u64,
 }
 
 /// The clock record every process starts with.
@@ -89,6 +109,7 @@ struct Proc {
     seeds: u64,
     /// Set once init has ended: the loop stops.
     done: bool,
+    extras: BTreeMap<Pid, Extra>,
 }
 
 /// The wall clock every process starts from: the kernel's figures (the RTC read at boot, the
@@ -127,6 +148,8 @@ enum StartError {
     Exec(String, ExecError),
     Spawn(SpawnError),
     Table,
+    /// A limit on processes or memory is reached (`fork`: EAGAIN).
+    Again,
 }
 
 impl StartError {
@@ -150,6 +173,7 @@ impl core::fmt::Display for StartError {
             }
             StartError::Spawn(e) => write!(f, "cannot build the process: {}", e),
             StartError::Table => write!(f, "too many processes"),
+            StartError::Again => write!(f, "a process or memory limit is reached"),
         }
     }
 }
@@ -212,12 +236,25 @@ impl Proc {
             caps: Vec::new(),
             name: short.clone(),
             exec: Vec::new(),
+            path: path.clone(),
+            handoff: Vec::new(),
         };
         let (pid, serial) = self
             .table
             .create(parent, creds, running)
             .map_err(|_| StartError::Table)?;
+        let extra = match self.new_extra(parent.unwrap_or(0)) {
+            Ok(x) => x,
+            Err(e) => {
+                self.forget(pid);
+                return Err(StartError::Spawn(e));
+            }
+        };
+        self.extras.insert(pid, extra);
         let launch = Launch {
+            handoff: &[],
+            wake: extra.wake,
+            info: extra.info,
             pid,
             serial,
             parent,
@@ -231,13 +268,52 @@ impl Proc {
         match self.build(launch) {
             Ok(()) => Ok(pid),
             Err(e) => {
-                // Nothing of it runs: take it out of the table again.
-                if let Ok(r) = self.table.end(pid, Status::Signaled(signal::SIGKILL)) {
-                    self.release(r);
-                }
-                let _ = self.table.reap(pid);
+                self.forget(pid);
                 Err(StartError::Spawn(e))
             }
+        }
+    }
+
+    /// Takes a process of which nothing runs out of the table again, with all made for it.
+    fn forget(&mut self, pid: Pid) {
+        if let Ok(r) = self.table.end(pid, Status::Signaled(signal::SIGKILL)) {
+            self.release(r);
+        }
+        let _ = self.table.reap(pid);
+        self.release_extra(pid);
+    }
+
+    /// A new wake notification and information page (the parent's pid in it).
+    fn new_extra(&mut self, ppid: Pid) -> Result<Extra, SpawnError> {
+        let info = self.pool.page()?;
+        let wake = match self.pool.slot() {
+            Ok(s) => s,
+            Err(e) => {
+                self.pool.free_page(info);
+                return Err(e);
+            }
+        };
+        if let Err(e) = sys::factory_create(slots::FACTORY, ObjKind::Notification, wake, 0) {
+            self.pool.free_slot(wake);
+            self.pool.free_page(info);
+            return Err(SpawnError::Sys("creating a notification", e));
+        }
+        set_info_ppid(info, ppid);
+        Ok(Extra { wake, info })
+    }
+
+    fn release_extra(&mut self, pid: Pid) {
+        if let Some(x) = self.extras.remove(&pid) {
+            let _ = sys::cap_delete(x.wake);
+            self.pool.free_slot(x.wake);
+            self.pool.free_page(x.info);
+        }
+    }
+
+    /// Wakes process `pid`'s library with `bits` (it finds out what changed by asking).
+    fn wake(&self, pid: Pid, bits: u64) {
+        if let Some(x) = self.extras.get(&pid) {
+            let _ = sys::notify_signal(x.wake, bits);
         }
     }
 
@@ -283,6 +359,9 @@ impl Proc {
             argv,
             envs,
             cwd,
+            handoff,
+            wake,
+            info,
         } = l;
         let proc_cap = self.mint(pid as u64, caps)?;
         let main_cap = self.mint(KERNEL_BIT | serial, caps)?;
@@ -322,6 +401,18 @@ impl Proc {
                 p.caps.push(Cap::named(name, c));
             }
         }
+        p.caps.push(Cap::named(WAKE_CAP, wake));
+        for (i, &c) in handoff.iter().enumerate() {
+            p.caps
+                .push(Cap::named(&format!("{}{}", HANDOFF_CAP_PREFIX, i), c));
+        }
+        p.maps.push(Map {
+            what: "the process information page",
+            src: info,
+            dst: linux::LIB_INFO,
+            pages: 1,
+            flags: sawmill_abi::map::READ,
+        });
         let rec = |kind: u64, value: u64, bytes: &[u8]| Record {
             kind,
             value,
@@ -359,6 +450,10 @@ impl Proc {
         p.records
             .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
+        if !handoff.is_empty() {
+            p.records
+                .push(rec(env::KIND_LINUX_HANDOFF, handoff.len() as u64, &[]));
+        }
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
         let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
@@ -382,8 +477,13 @@ impl Proc {
         let serial = self.table.begin_exec(pid).map_err(|_| StartError::Table)?;
         let parent = (ppid != 0).then_some(ppid);
         let mut caps = Vec::new();
+        let handoff = self.take_handoff(pid);
+        let extra = self.extras.get(&pid).copied().ok_or(StartError::Table)?;
         let built = self.build_with(
             Launch {
+                handoff: &handoff,
+                wake: extra.wake,
+                info: extra.info,
                 pid,
                 serial,
                 parent,
@@ -396,6 +496,7 @@ impl Proc {
             },
             &mut caps,
         );
+        self.drop_caps(handoff);
         match built {
             Ok(child) => {
                 let new = Running {
@@ -403,11 +504,15 @@ impl Proc {
                     caps,
                     name: short.clone(),
                     exec: Vec::new(),
+                    path: path.clone(),
+                    handoff: Vec::new(),
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
                         println!("proc: pid {} runs {}", pid, path);
                         self.release(old);
+                        // A vfork parent may go on.
+                        self.wake(ppid, WAKE_CHILD);
                         Ok(())
                     }
                     Err(_) => Err(StartError::Table),
@@ -424,6 +529,79 @@ impl Proc {
         }
     }
 
+    /// The capabilities `pid` handed off, taken.
+    fn take_handoff(&mut self, pid: Pid) -> Vec<u64> {
+        self.table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .map(|r| core::mem::take(&mut r.handoff))
+            .unwrap_or_default()
+    }
+
+    /// Deletes proc's copies of handed-off capabilities.
+    fn drop_caps(&mut self, caps: Vec<u64>) {
+        for c in caps {
+            let _ = sys::cap_delete(c);
+            self.pool.free_slot(c);
+        }
+    }
+
+    /// A child of `parent` built from the state it handed off (`proc.fork`).
+    fn fork_child(&mut self, parent: Pid, handoff: &[u64]) -> Result<Pid, StartError> {
+        let (creds, path, short) = match self.table.get(parent) {
+            Some(p) => {
+                let r = p.task.as_ref().ok_or(StartError::Table)?;
+                (p.creds, r.path.clone(), r.name.clone())
+            }
+            None => return Err(StartError::Table),
+        };
+        let running = Running {
+            child: None,
+            caps: Vec::new(),
+            name: short.clone(),
+            exec: Vec::new(),
+            path: path.clone(),
+            handoff: Vec::new(),
+        };
+        let (pid, serial) = self
+            .table
+            .create(Some(parent), creds, running)
+            .map_err(|e| match e {
+                TableError::Full => StartError::Again,
+                _ => StartError::Table,
+            })?;
+        let extra = match self.new_extra(parent) {
+            Ok(x) => x,
+            Err(_) => {
+                self.forget(pid);
+                return Err(StartError::Again);
+            }
+        };
+        self.extras.insert(pid, extra);
+        let launch = Launch {
+            pid,
+            serial,
+            parent: Some(parent),
+            creds,
+            path: &path,
+            short: &short,
+            argv: &[],
+            envs: &[],
+            cwd: "/",
+            handoff,
+            wake: extra.wake,
+            info: extra.info,
+        };
+        match self.build(launch) {
+            Ok(()) => Ok(pid),
+            Err(e) => {
+                println!("proc: pid {}: fork refused: {}", parent, e);
+                self.forget(pid);
+                Err(StartError::Again)
+            }
+        }
+    }
+
     /// Ends a process's task and gives back everything made for it.
     fn release(&mut self, r: Running) {
         if let Some(c) = r.child {
@@ -433,17 +611,33 @@ impl Proc {
             let _ = sys::cap_delete(c);
             self.pool.free_slot(c);
         }
+        self.drop_caps(r.handoff);
     }
 
     /// Process `pid` ended with `status`: its task goes, it stays a zombie for its parent (or,
     /// without one, leaves the table). When init ends, everything ends.
     fn end(&mut self, pid: Pid, status: Status) {
+        let orphans = self
+            .table
+            .get(pid)
+            .map(|p| p.children.clone())
+            .unwrap_or_default();
         let Ok(r) = self.table.end(pid, status) else {
             return;
         };
         self.release(r);
-        if self.table.get(pid).is_some_and(|p| p.ppid == 0) {
+        self.release_extra(pid);
+        for c in orphans {
+            let heir = self.table.get(c).map_or(0, |p| p.ppid);
+            if let Some(x) = self.extras.get(&c) {
+                set_info_ppid(x.info, heir);
+            }
+        }
+        let ppid = self.table.get(pid).map_or(0, |p| p.ppid);
+        if ppid == 0 {
             let _ = self.table.reap(pid);
+        } else {
+            self.wake(ppid, WAKE_CHILD);
         }
         if pid == INIT {
             // As Linux's reboot does: what the processes wrote reaches the disks before the
@@ -524,6 +718,24 @@ impl Proc {
     }
 }
 
+/// Writes the parent's pid into a process's information page.
+fn set_info_ppid(info: u64, ppid: Pid) {
+    // SAFETY: `info` is a page of our pool, mapped read-write here, given to this process only
+    // (read-only in its task).
+    unsafe {
+        core::ptr::write_volatile((info as usize + INFO_PPID) as *mut u32, ppid);
+    }
+}
+
+fn table_error(e: TableError) -> ProcError {
+    match e {
+        TableError::NoChild => ProcError::NoChild,
+        TableError::NotPermitted | TableError::Execed => ProcError::NotPermitted,
+        TableError::Full => ProcError::Again,
+        TableError::NoProcess | TableError::WrongState => ProcError::NoSuchProcess,
+    }
+}
+
 fn report_init(status: Status) {
     match status {
         Status::Exited(c) => println!("proc: init exited with status {}", c),
@@ -577,6 +789,99 @@ impl proc::Server for Proc {
             exec_error(&e)
         })
     }
+
+    fn handoff(&mut self, badge: u64, c: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let held = self
+            .table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map_or(0, |r| r.handoff.len());
+        if held >= MAX_HANDOFF_CAPS {
+            return Err(ProcError::Invalid);
+        }
+        // The received capability goes when we return: keep a copy.
+        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
+        if sys::cap_copy(c, s).is_err() {
+            self.pool.free_slot(s);
+            return Err(ProcError::Invalid);
+        }
+        if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+            r.handoff.push(s);
+        }
+        Ok(())
+    }
+
+    fn fork(&mut self, badge: u64) -> Result<u32, ProcError> {
+        let pid = self.caller(badge)?;
+        let handoff = self.take_handoff(pid);
+        let r = self.fork_child(pid, &handoff);
+        self.drop_caps(handoff);
+        r.map_err(|e| match e {
+            StartError::Again | StartError::Spawn(_) => ProcError::Again,
+            e => exec_error(&e),
+        })
+    }
+
+    fn wait(&mut self, badge: u64, pid: i32) -> Result<proc::WaitOut, ProcError> {
+        let me = self.caller(badge)?;
+        let pgid = self.table.get(me).map_or(0, |p| p.pgid);
+        match self
+            .table
+            .wait(me, WaitFor::from_linux(pid, pgid))
+            .map_err(table_error)?
+        {
+            Some((child, st)) => {
+                self.release_extra(child);
+                Ok(proc::WaitOut {
+                    child,
+                    kind: WaitKind::Ended,
+                    status: st.wait_status(),
+                })
+            }
+            None => Ok(proc::WaitOut {
+                child: 0,
+                kind: WaitKind::None,
+                status: 0,
+            }),
+        }
+    }
+
+    fn vfork_done(&mut self, badge: u64, pid: u32) -> Result<bool, ProcError> {
+        let me = self.caller(badge)?;
+        Ok(match self.table.get(pid) {
+            Some(p) if p.ppid == me => p.execed || p.state != State::Running,
+            _ => true,
+        })
+    }
+
+    fn setpgid(&mut self, badge: u64, pid: u32, pgid: u32) -> Result<(), ProcError> {
+        let me = self.caller(badge)?;
+        self.table.setpgid(me, pid, pgid).map_err(table_error)
+    }
+
+    fn getpgid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        let pid = if pid == 0 { me } else { pid };
+        self.table
+            .get(pid)
+            .map(|p| p.pgid)
+            .ok_or(ProcError::NoSuchProcess)
+    }
+
+    fn setsid(&mut self, badge: u64) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        self.table.setsid(me).map_err(table_error)
+    }
+
+    fn getsid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        let pid = if pid == 0 { me } else { pid };
+        self.table
+            .get(pid)
+            .map(|p| p.sid)
+            .ok_or(ProcError::NoSuchProcess)
+    }
 }
 
 fn exec_error(e: &StartError) -> ProcError {
@@ -587,6 +892,7 @@ fn exec_error(e: &StartError) -> ProcError {
         StartError::Exec(_, _) => ProcError::NoExec,
         StartError::Spawn(SpawnError::EnvFull) => ProcError::TooBig,
         StartError::Spawn(_) | StartError::Table => ProcError::NoMemory,
+        StartError::Again => ProcError::Again,
     }
 }
 
@@ -643,7 +949,8 @@ fn main() {
         library.1 / 1024
     );
     let mut st = Proc {
-        table: Table::new(MAX_PROCS),
+        table: Table::new(cfg.max_procs as usize),
+        extras: BTreeMap::new(),
         pool,
         files: Files::new(vfs),
         ep,

@@ -27,6 +27,8 @@
 //! - `pool_kb`: memory proc takes from `mem` to build processes from (their libraries' heaps,
 //!   stacks and writable pages), default 8192.
 //! - `priority`: the priority of every process (default 50, below the servers).
+//! - `max_procs`: processes at once, running and zombies (default 64): `fork` beyond it is
+//!   refused with `EAGAIN` (Linux `RLIMIT_NPROC`, for every user together).
 #![no_std]
 
 extern crate alloc;
@@ -41,6 +43,7 @@ pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
 pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;
 pub const DEFAULT_PRIORITY: u8 = 50;
+pub const DEFAULT_MAX_PROCS: u32 = 64;
 
 /// proc's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +70,8 @@ pub struct Config {
     pub pool_kb: u32,
     #[serde(default = "priority")]
     pub priority: u8,
+    #[serde(default = "max_procs")]
+    pub max_procs: u32,
 }
 
 fn root_dir() -> String {
@@ -87,10 +92,36 @@ fn pool_kb() -> u32 {
 fn priority() -> u8 {
     DEFAULT_PRIORITY
 }
+fn max_procs() -> u32 {
+    DEFAULT_MAX_PROCS
+}
 
 impl Peers for Config {
     fn peers(&mut self, _f: &mut dyn FnMut(Peer<'_>)) {}
 }
+
+/// Bits proc signals on a process's wake notification (the capability `proc-wake` of its
+/// library). A library that must wait for something proc decides (a child's state, a signal)
+/// asks proc without blocking and, if nothing is there yet, waits on the notification.
+/// A child of the process changed state (ended, or ran a new program after `vfork`).
+pub const WAKE_CHILD: u64 = 1 << 0;
+/// A signal is pending for the process (the signals part sets it).
+pub const WAKE_SIGNAL: u64 = 1 << 1;
+/// The name of the wake notification in a process's environment.
+pub const WAKE_CAP: &str = "proc-wake";
+
+/// Most capabilities one `fork` or `exec` may hand off (`proc.handoff`): the state dataspace, the
+/// program's regions and its open files.
+pub const MAX_HANDOFF_CAPS: usize = 256;
+/// The name of handed-off capability `i` in the new image's environment: this prefix and `i`.
+pub const HANDOFF_CAP_PREFIX: &str = "hand";
+
+/// The process information page: one page proc writes and maps read-only into the process's
+/// library (`sawmill_linux::layout::LIB_INFO`), so that what proc may change under a running
+/// process (its parent, when the parent ends) is read without a call. Byte offsets of its
+/// little-endian fields:
+/// The parent's pid (u32; 0 for none). Changes to 1 when the parent ends (reparenting).
+pub const INFO_PPID: usize = 0;
 
 /// The request of `proc.exec` (interfaces/proc.idl): what the library writes into the dataspace
 /// it passes. Little-endian; each string is a u32 length and its bytes: the program (a path, or a

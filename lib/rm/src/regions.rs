@@ -119,6 +119,10 @@ impl Region {
     pub fn is_private(&self, i: u64) -> bool {
         bit(&self.private, i)
     }
+    /// A COW region's pages that live in its shadow (1 bit per page).
+    pub fn private_bits(&self) -> &[u64] {
+        &self.private
+    }
 }
 
 /// The regions of one address space range, sorted by address.
@@ -379,6 +383,34 @@ impl Regions {
         } else {
             None
         }
+    }
+
+    /// Attaches a region another address space had (`fork`): as [`Regions::attach`] at
+    /// `start`, with its shadow (a COW region's private pages) and which pages live there;
+    /// nothing is resident yet.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt(
+        &mut self,
+        start: u64,
+        size: u64,
+        ds: u64,
+        offset: u64,
+        fl: u32,
+        shadow: u64,
+        shadow_offset: u64,
+        private: &[u64],
+    ) -> Result<(), RegionErr> {
+        let at = self.attach(Some(start), size, PAGE, ds, offset, fl)?;
+        let i = self.v.partition_point(|x| x.start < at);
+        let r = &mut self.v[i];
+        if fl & flags::COW != 0 {
+            r.shadow = shadow;
+            r.shadow_offset = shadow_offset;
+            for (w, &b) in r.private.iter_mut().zip(private) {
+                *w = b;
+            }
+        }
+        Ok(())
     }
 
     /// Removes the region starting at `start`.

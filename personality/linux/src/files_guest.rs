@@ -474,3 +474,68 @@ pub fn with_fs<R>(f: impl FnOnce(&mut Fs) -> R) -> R {
 pub fn cwd() -> alloc::vec::Vec<u8> {
     with(|f| f.cwd().to_vec())
 }
+
+/// The descriptors, working directory and umask to hand to a new image (`exec`: without the
+/// close-on-exec ones). `file` turns a file's fsclient descriptor into (capability index, open
+/// flags); a file it cannot hand on is left out with its descriptors.
+pub fn export(
+    exec: bool,
+    file: &mut dyn FnMut(&mut Fs, u64) -> Option<(u32, u32)>,
+) -> sawmill_linux::handoff::State {
+    use sawmill_linux::handoff::{Object, State};
+    with(|f| {
+        let (mut descriptions, mut descriptors) = f.export(exec);
+        let mut dropped = Vec::new();
+        for (i, d) in descriptions.iter_mut().enumerate() {
+            if let Object::File {
+                file: handle,
+                open_flags,
+                ..
+            } = &mut d.object
+            {
+                match file(&mut f.backend.fs, *handle as u64) {
+                    Some((cap, flags)) => {
+                        *handle = cap;
+                        *open_flags = flags;
+                    }
+                    None => dropped.push(i as u32),
+                }
+            }
+        }
+        descriptors.retain(|d| !dropped.contains(&d.description));
+        State {
+            fork: None,
+            cwd: f.cwd().to_vec(),
+            umask: f.umask(),
+            descriptions,
+            descriptors,
+        }
+    })
+}
+
+/// Sets up the descriptor table from the state a previous image handed on (`caps`: the handed
+/// capabilities by index; a file's becomes an fsclient descriptor of this process).
+pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
+    use sawmill_linux::handoff::Object;
+    with(|f| {
+        *f = Files::new(Guest::new(), exe.as_bytes());
+        if let Some((_, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+            if let (Some(uid), Some(gid)) = (
+                ids.get(4..8).map(|b| u32::from_le_bytes(b.try_into().unwrap())),
+                ids.get(12..16).map(|b| u32::from_le_bytes(b.try_into().unwrap())),
+            ) {
+                f.uid = uid;
+                f.gid = gid;
+            }
+        }
+        f.adopt(st, &mut |b, o| match o {
+            Object::File {
+                file, open_flags, ..
+            } => {
+                let cap = *caps.get(*file as usize)?;
+                b.fs.adopt(cap, *open_flags).ok().map(|h| h as u64)
+            }
+            _ => None,
+        });
+    })
+}

@@ -77,6 +77,8 @@ pub struct ForkState {
     pub regions: Vec<Region>,
     /// A vfork child runs on this stack (`clone`'s stack argument; 0 = the parent's).
     pub stack: u64,
+    /// `CLONE_CHILD_SETTID`: where the child writes its pid (0 = nowhere).
+    pub child_tid: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -165,6 +167,7 @@ impl State {
                 }
                 w.0.extend_from_slice(&f.name);
                 w.u64(f.stack);
+                w.u64(f.child_tid);
                 w.u32(f.regions.len() as u32);
                 for r in &f.regions {
                     w.u64(r.start);
@@ -231,6 +234,7 @@ impl State {
                 let brk = [r.u64()?, r.u64()?, r.u64()?];
                 let name: [u8; 16] = r.take(16)?.try_into().ok()?;
                 let stack = r.u64()?;
+                let child_tid = r.u64()?;
                 let n = r.count(44)?;
                 let mut regions = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -252,6 +256,7 @@ impl State {
                     name,
                     regions,
                     stack,
+                    child_tid,
                 })
             }
             _ => return None,
@@ -353,6 +358,7 @@ mod tests {
                     },
                 ],
                 stack: 0,
+                child_tid: 0x7fff_0000,
             }),
             cwd: b"/tmp".to_vec(),
             umask: 0o022,

@@ -206,20 +206,21 @@ impl<B: Backend> Files<B> {
     pub fn adopt(
         &mut self,
         st: &handoff::State,
-        handle: &mut dyn FnMut(&handoff::Object) -> Option<u64>,
+        handle: &mut dyn FnMut(&mut B, &handoff::Object) -> Option<u64>,
     ) {
         for fd in self.table.fds().collect::<Vec<_>>() {
             if let Ok(d) = self.table.remove(fd) {
                 self.release(d);
             }
         }
+        let backend = &mut self.backend;
         let made: Vec<Option<Shared>> = st
             .descriptions
             .iter()
             .map(|d| {
                 let object = match &d.object {
                     handoff::Object::File { path, mode, .. } => Object::File {
-                        handle: handle(&d.object)?,
+                        handle: handle(backend, &d.object)?,
                         path: path.clone(),
                         mode: *mode,
                         entries: None,

@@ -8,7 +8,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{label, rights, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
-use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
+use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next, Reply};
 use sawmill_interfaces::{proc, FsError, ProcError, WaitKind};
 use sawmill_linux::layout as linux;
 use sawmill_proc::exec::{self, ExecError};
@@ -110,6 +110,8 @@ struct Proc {
     /// Set once init has ended: the loop stops.
     done: bool,
     extras: BTreeMap<Pid, Extra>,
+    /// The receive slot of `proc.handoff`'s capability (emptied after each handler).
+    after: AfterReply,
 }
 
 /// The wall clock every process starts from: the kernel's figures (the RTC read at boot, the
@@ -317,10 +319,17 @@ impl Proc {
         }
     }
 
-    fn mint(&mut self, badge: u64, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
+    /// A capability to our endpoint with `badge`; `grant`: its holder may send capabilities
+    /// (a process's own `proc` capability, for `proc.handoff`).
+    fn mint(&mut self, badge: u64, grant: bool, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
         let s = self.pool.slot()?;
         caps.push(s);
-        sys::cap_mint(self.ep, s, badge, rights::SEND)
+        let r = if grant {
+            rights::SEND | rights::GRANT
+        } else {
+            rights::SEND
+        };
+        sys::cap_mint(self.ep, s, badge, r)
             .map_err(|e| SpawnError::Sys("minting a capability", e))?;
         Ok(s)
     }
@@ -363,9 +372,9 @@ impl Proc {
             wake,
             info,
         } = l;
-        let proc_cap = self.mint(pid as u64, caps)?;
-        let main_cap = self.mint(KERNEL_BIT | serial, caps)?;
-        let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, caps)?;
+        let proc_cap = self.mint(pid as u64, true, caps)?;
+        let main_cap = self.mint(KERNEL_BIT | serial, false, caps)?;
+        let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, false, caps)?;
         let kmem = self.cfg.process_kmem_kb as u64 * 1024;
         let mut p = Program::new(short, slots::FACTORY, kmem, self.cfg.priority);
         p.give_factory = true;
@@ -897,6 +906,10 @@ fn exec_error(e: &StartError) -> ProcError {
 }
 
 impl rpc::Serve for Proc {
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.badge & KERNEL_BIT != 0 {
             let serial = m.badge & !(KERNEL_BIT | SECONDARY_BIT);
@@ -951,6 +964,7 @@ fn main() {
     let mut st = Proc {
         table: Table::new(cfg.max_procs as usize),
         extras: BTreeMap::new(),
+        after: AfterReply::new(),
         pool,
         files: Files::new(vfs),
         ep,
@@ -960,6 +974,8 @@ fn main() {
         done: false,
         cfg,
     };
+    let rx = sawmill_rt::thread::alloc_slot();
+    st.after.receive_into(&[rx]);
     let creds = Creds::of(st.cfg.uid, st.cfg.gid);
     let (argv, envs, cwd) = (st.cfg.init.clone(), st.cfg.env.clone(), st.cfg.cwd.clone());
     match st.start(None, creds, &argv, &envs, &cwd) {

@@ -182,8 +182,8 @@ fn hand_off(st: &State, caps: &mut Caps) -> Result<(), Errno> {
     }
     let _ = rm::detach(at);
     let p = proc_client()?;
-    for &c in &caps.slots {
-        p.handoff(c).map_err(proc_errno)?;
+    for (i, &c) in caps.slots.iter().enumerate() {
+        p.handoff(c, i == 0).map_err(proc_errno)?;
     }
     Ok(())
 }

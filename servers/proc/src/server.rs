@@ -477,6 +477,14 @@ impl Proc {
     /// Process `pid` runs a new program: a new task for the same pid is built and started,
     /// then the old one ends. On an error the old one runs on, unchanged.
     fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
+        // What the caller handed off is used up by this exec, whatever becomes of it.
+        let handoff = self.take_handoff(pid);
+        let r = self.exec_with(pid, req, &handoff);
+        self.drop_caps(handoff);
+        r
+    }
+
+    fn exec_with(&mut self, pid: Pid, req: ExecRequest, handoff: &[u64]) -> Result<(), StartError> {
         let path = self.find_program(&req.program, &req.env, &req.cwd)?;
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let (ppid, creds) = match self.table.get(pid) {
@@ -486,11 +494,10 @@ impl Proc {
         let serial = self.table.begin_exec(pid).map_err(|_| StartError::Table)?;
         let parent = (ppid != 0).then_some(ppid);
         let mut caps = Vec::new();
-        let handoff = self.take_handoff(pid);
         let extra = self.extras.get(&pid).copied().ok_or(StartError::Table)?;
         let built = self.build_with(
             Launch {
-                handoff: &handoff,
+                handoff,
                 wake: extra.wake,
                 info: extra.info,
                 pid,
@@ -505,7 +512,6 @@ impl Proc {
             },
             &mut caps,
         );
-        self.drop_caps(handoff);
         match built {
             Ok(child) => {
                 let new = Running {
@@ -792,15 +798,23 @@ impl proc::Server for Proc {
             .and_then(|p| p.task.as_mut())
             .ok_or(ProcError::NoProcess)?;
         let bytes = core::mem::take(&mut run.exec);
-        let req = ExecRequest::decode(&bytes).ok_or(ProcError::Invalid)?;
+        let Some(req) = ExecRequest::decode(&bytes) else {
+            let h = self.take_handoff(pid);
+            self.drop_caps(h);
+            return Err(ProcError::Invalid);
+        };
         self.exec_request(pid, req).map_err(|e| {
             println!("proc: pid {}: exec refused: {}", pid, e);
             exec_error(&e)
         })
     }
 
-    fn handoff(&mut self, badge: u64, c: u64) -> Result<(), ProcError> {
+    fn handoff(&mut self, badge: u64, c: u64, first: bool) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
+        if first {
+            let h = self.take_handoff(pid);
+            self.drop_caps(h);
+        }
         let held = self
             .table
             .get(pid)

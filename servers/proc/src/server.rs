@@ -64,6 +64,9 @@ struct Launch<'a> {
     info: u64,
 }
 
+/// A script's `#!` line: the interpreter and its optional argument.
+type Script = (String, Option<String>);
+
 /// What proc keeps for a running process.
 struct Running {
     child: Option<Child>,
@@ -182,19 +185,19 @@ impl core::fmt::Display for StartError {
 
 impl Proc {
     /// Finds program `name` (a path, or looked up in `PATH`) and checks it can run: its absolute
-    /// path.
+    /// path, and for a script its `#!` line (interpreter, optional argument).
     fn find_program(
         &mut self,
         name: &str,
         env: &[String],
         cwd: &str,
-    ) -> Result<String, StartError> {
+    ) -> Result<(String, Option<Script>), StartError> {
         let mut last = ExecError::NotFound;
         for path in exec::candidates(name, cwd, exec::search_path(env)) {
             match self.files.stat(&path) {
                 Ok(st) => {
                     return match self.check_file(&path, st.mode) {
-                        Ok(()) => Ok(path),
+                        Ok(script) => Ok((path, script)),
                         Err(e) => Err(StartError::Exec(path, e)),
                     }
                 }
@@ -207,7 +210,38 @@ impl Proc {
         Err(StartError::Exec(String::from(name), last))
     }
 
-    fn check_file(&mut self, path: &str, mode: u32) -> Result<(), ExecError> {
+    /// The program `argv` names, as `execve` runs it: a static ELF executable, or a script
+    /// whose `#!` line names the interpreter (itself possibly a script, a few levels deep). Its
+    /// absolute path and the `argv` it runs with.
+    fn resolve(
+        &mut self,
+        name: &str,
+        argv: &[String],
+        env: &[String],
+        cwd: &str,
+    ) -> Result<(String, Vec<String>), StartError> {
+        let (mut path, mut script) = self.find_program(name, env, cwd)?;
+        let mut argv = argv.to_vec();
+        // The script's name as the caller gave it (Linux's `bprm->filename`).
+        let mut given = if name.contains('/') {
+            String::from(name)
+        } else {
+            path.clone()
+        };
+        for _ in 0..exec::SHEBANG_DEPTH {
+            let Some((interp, arg)) = script else {
+                return Ok((path, argv));
+            };
+            argv = exec::script_argv(&interp, arg.as_deref(), &given, &argv);
+            let (p, s) = self.find_program(&exec::absolute(cwd, &interp), env, cwd)?;
+            given = interp;
+            path = p;
+            script = s;
+        }
+        Err(StartError::Exec(path, ExecError::NotElf))
+    }
+
+    fn check_file(&mut self, path: &str, mode: u32) -> Result<Option<Script>, ExecError> {
         exec::check_mode(mode)?;
         let fd = self
             .files
@@ -217,7 +251,10 @@ impl Proc {
         let r = self.files.pread(fd, &mut head, 0);
         let _ = self.files.close(fd);
         let n = r.map_err(fs_error)?;
-        exec::check_elf(&head[..n])
+        match exec::shebang(&head[..n]) {
+            Some(line) => line.map(Some),
+            None => exec::check_elf(&head[..n]).map(|_| None),
+        }
     }
 
     /// Starts a process running `argv` (its program found as a shell would) as a child of
@@ -231,7 +268,8 @@ impl Proc {
         cwd: &str,
     ) -> Result<Pid, StartError> {
         let name = argv.first().map(|s| s.as_str()).unwrap_or("");
-        let path = self.find_program(name, envs, cwd)?;
+        let (path, argv) = self.resolve(name, argv, envs, cwd)?;
+        let argv = &argv[..];
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let running = Running {
             child: None,
@@ -485,7 +523,7 @@ impl Proc {
     }
 
     fn exec_with(&mut self, pid: Pid, req: ExecRequest, handoff: &[u64]) -> Result<(), StartError> {
-        let path = self.find_program(&req.program, &req.env, &req.cwd)?;
+        let (path, argv) = self.resolve(&req.program, &req.argv, &req.env, &req.cwd)?;
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let (ppid, creds) = match self.table.get(pid) {
             Some(p) => (p.ppid, p.creds),
@@ -506,7 +544,7 @@ impl Proc {
                 creds,
                 path: &path,
                 short: &short,
-                argv: &req.argv,
+                argv: &argv,
                 envs: &req.env,
                 cwd: &req.cwd,
             },

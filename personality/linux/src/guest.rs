@@ -1217,9 +1217,16 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     for chunk in bytes.chunks(EXEC_CHUNK) {
         proc.exec_data(chunk).map_err(proc_errno)?;
     }
+    // Everything that can refuse the program is checked first, while this image can go on.
+    proc.exec_check().map_err(proc_errno)?;
     // The descriptors without close-on-exec, the working directory and umask go to the new
-    // image; on success nothing after this runs.
+    // image.
     fork_guest::exec_handoff()?;
+    // The point of no return: the program's memory goes back to mem (the new image needs it;
+    // proc ends this task once the new one runs). Should proc fail from here on, it ends this
+    // process, as Linux does.
+    forget_region();
+    let _ = rm::detach_range(layout::PROGRAM_MIN, layout::PROGRAM_END - layout::PROGRAM_MIN);
     if let Err(e) = proc.exec() {
         fork_guest::exec_failed();
         return Err(proc_errno(e));

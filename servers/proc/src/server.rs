@@ -64,6 +64,10 @@ struct Launch<'a> {
     info: u64,
 }
 
+/// An exec request `exec_check` accepted: the program's path, the `argv` it runs with, the
+/// request.
+type Checked = (String, Vec<String>, ExecRequest);
+
 /// A script's `#!` line: the interpreter and its optional argument.
 type Script = (String, Option<String>);
 
@@ -80,6 +84,8 @@ struct Running {
     path: String,
     /// Capabilities handed off for its next fork or exec (proc's slots).
     handoff: Vec<u64>,
+    /// Its exec request after `exec_check`: the program's path and the `argv` it runs with.
+    checked: Option<Checked>,
 }
 
 /// What proc keeps for a process for as long as it runs, across its execs: its wake
@@ -278,6 +284,7 @@ impl Proc {
             exec: Vec::new(),
             path: path.clone(),
             handoff: Vec::new(),
+            checked: None,
         };
         let (pid, serial) = self
             .table
@@ -523,7 +530,15 @@ impl Proc {
     }
 
     fn exec_with(&mut self, pid: Pid, req: ExecRequest, handoff: &[u64]) -> Result<(), StartError> {
-        let (path, argv) = self.resolve(&req.program, &req.argv, &req.env, &req.cwd)?;
+        let checked = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .and_then(|r| r.checked.take());
+        let (path, argv) = match checked {
+            Some((path, argv, _)) => (path, argv),
+            None => self.resolve(&req.program, &req.argv, &req.env, &req.cwd)?,
+        };
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let (ppid, creds) = match self.table.get(pid) {
             Some(p) => (p.ppid, p.creds),
@@ -559,6 +574,7 @@ impl Proc {
                     exec: Vec::new(),
                     path: path.clone(),
                     handoff: Vec::new(),
+                    checked: None,
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -615,6 +631,7 @@ impl Proc {
             exec: Vec::new(),
             path: path.clone(),
             handoff: Vec::new(),
+            checked: None,
         };
         let (pid, serial) = self
             .table
@@ -836,15 +853,48 @@ impl proc::Server for Proc {
             .and_then(|p| p.task.as_mut())
             .ok_or(ProcError::NoProcess)?;
         let bytes = core::mem::take(&mut run.exec);
-        let Some(req) = ExecRequest::decode(&bytes) else {
-            let h = self.take_handoff(pid);
-            self.drop_caps(h);
-            return Err(ProcError::Invalid);
+        let checked = run.checked.as_ref().map(|c| c.2.clone());
+        let req = match checked.clone().or_else(|| ExecRequest::decode(&bytes)) {
+            Some(r) => r,
+            None => {
+                let h = self.take_handoff(pid);
+                self.drop_caps(h);
+                return Err(ProcError::Invalid);
+            }
         };
-        self.exec_request(pid, req).map_err(|e| {
+        let r = self.exec_request(pid, req).map_err(|e| {
             println!("proc: pid {}: exec refused: {}", pid, e);
             exec_error(&e)
-        })
+        });
+        if r.is_err() && checked.is_some() {
+            // Past the point of no return: the caller has given up its memory.
+            self.end(pid, Status::Signaled(signal::SIGKILL));
+        }
+        r
+    }
+
+    fn exec_check(&mut self, badge: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        run.checked = None;
+        let bytes = core::mem::take(&mut run.exec);
+        let req = ExecRequest::decode(&bytes).ok_or(ProcError::Invalid)?;
+        match self.resolve(&req.program, &req.argv, &req.env, &req.cwd) {
+            Ok((path, argv)) => {
+                if let Some(run) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+                    run.checked = Some((path, argv, req));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                println!("proc: pid {}: exec refused: {}", pid, e);
+                Err(exec_error(&e))
+            }
+        }
     }
 
     fn handoff(&mut self, badge: u64, c: u64, first: bool) -> Result<(), ProcError> {

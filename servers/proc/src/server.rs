@@ -664,8 +664,8 @@ impl Proc {
         };
         match self.build(launch) {
             Ok(()) => Ok(pid),
-            Err(e) => {
-                println!("proc: pid {}: fork refused: {}", parent, e);
+            Err(_) => {
+                // The program learns EAGAIN; a fork bomb would fill the console otherwise.
                 self.forget(pid);
                 Err(StartError::Again)
             }

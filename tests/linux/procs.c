@@ -251,6 +251,27 @@ int main(int argc, char **argv)
     r = read(fd, buf, sizeof buf - 1);
     close(fd);
     printf("both wrote: %s", buf);
+    /* One offset for both: without O_APPEND the parent writes after the child, and a read in
+     * the child moves the parent's offset. */
+    fd = open("procs.out", O_WRONLY | O_TRUNC);
+    if ((c = fork()) == 0) {
+        write(fd, "child2\n", 7);
+        _exit(0);
+    }
+    waitpid(c, &st, 0);
+    write(fd, "parent2\n", 8);
+    close(fd);
+    fd = open("procs.out", O_RDONLY);
+    memset(buf, 0, sizeof buf);
+    if ((c = fork()) == 0) {
+        char x[3];
+        _exit(read(fd, x, 3));
+    }
+    waitpid(c, &st, 0);
+    printf("the child read %d, our offset is now %ld\n", WEXITSTATUS(st), (long)lseek(fd, 0, SEEK_CUR));
+    r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    printf("shared offset: %s", buf);
     unlink("procs.out");
     int a = open("procs.c1", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     int b = open("procs.c2", O_CREAT | O_WRONLY, 0644);

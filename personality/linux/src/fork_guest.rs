@@ -155,11 +155,7 @@ impl Caps {
 /// The descriptors, working directory and umask for the new image (`exec`: without the
 /// close-on-exec ones), files as capabilities in `caps`.
 fn file_state(caps: &mut Caps, exec: bool) -> State {
-    crate::files_guest::export(exec, &mut |fs, handle| {
-        let cap = fs.file_cap(handle as usize).ok()?;
-        let flags = fs.open_flags(handle as usize).ok()?;
-        Some((caps.index(cap), flags))
-    })
+    crate::files_guest::export(exec, &mut |cap| caps.index(cap))
 }
 
 /// Writes `st` into a fresh dataspace (index 0 of `caps`) and hands every capability to proc.
@@ -204,7 +200,9 @@ pub fn received() -> Option<(State, Vec<u64>)> {
     // SAFETY: attached readable just above, `info.size` bytes: a length word, then the state.
     let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, info.size as usize) };
     let len = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])) as usize;
-    let st = bytes.get(8..8usize.saturating_add(len)).and_then(State::decode);
+    let st = bytes
+        .get(8..8usize.saturating_add(len))
+        .and_then(State::decode);
     let _ = rm::detach(at);
     let _ = dataspace::Client::new(ds).free();
     let _ = sys::cap_delete(ds);

@@ -19,8 +19,8 @@ use sawmill_fsclient::O_READ;
 use sawmill_interfaces::proc;
 use sawmill_linux::elf::{self, StackInfo, PF_W, PF_X};
 use sawmill_linux::errno::{self, Errno};
-use sawmill_linux::mm::{self, BrkStep, Place};
 use sawmill_linux::handoff;
+use sawmill_linux::mm::{self, BrkStep, Place};
 use sawmill_linux::procs;
 use sawmill_linux::random::{self, Rng};
 use sawmill_linux::{layout, nr, trace, SysResult, User};
@@ -80,7 +80,10 @@ fn process() -> &'static mut Process {
 fn exit_process(status: u32) -> ! {
     // The program's memory goes back to mem now (proc ends the task, but the dataspaces are
     // charged to proc's account and would outlive it).
-    let _ = rm::detach_range(layout::PROGRAM_MIN, layout::PROGRAM_END - layout::PROGRAM_MIN);
+    let _ = rm::detach_range(
+        layout::PROGRAM_MIN,
+        layout::PROGRAM_END - layout::PROGRAM_MIN,
+    );
     if let Some(p) = env::cap("proc") {
         let _ = proc::Client::new(p).exit(status & 0xff);
     }
@@ -89,7 +92,10 @@ fn exit_process(status: u32) -> ! {
 }
 
 fn kill_process(signal: u32) -> ! {
-    let _ = rm::detach_range(layout::PROGRAM_MIN, layout::PROGRAM_END - layout::PROGRAM_MIN);
+    let _ = rm::detach_range(
+        layout::PROGRAM_MIN,
+        layout::PROGRAM_END - layout::PROGRAM_MIN,
+    );
     if let Some(p) = env::cap("proc") {
         let _ = proc::Client::new(p).killed(signal);
     }
@@ -1226,7 +1232,10 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     // proc ends this task once the new one runs). Should proc fail from here on, it ends this
     // process, as Linux does.
     forget_region();
-    let _ = rm::detach_range(layout::PROGRAM_MIN, layout::PROGRAM_END - layout::PROGRAM_MIN);
+    let _ = rm::detach_range(
+        layout::PROGRAM_MIN,
+        layout::PROGRAM_END - layout::PROGRAM_MIN,
+    );
     if let Err(e) = proc.exec() {
         fork_guest::exec_failed();
         return Err(proc_errno(e));

@@ -53,6 +53,9 @@ pub struct Description {
     pub object: Object,
     pub offset: u64,
     pub flags: u32,
+    /// The description's cell in the shared offset page (`State::offsets`), where every process
+    /// holding it keeps its offset; NONE for one not shared.
+    pub cell: u32,
 }
 
 /// A descriptor: its number, close-on-exec, its description (index into `descriptions`).
@@ -89,6 +92,8 @@ pub struct State {
     pub umask: u32,
     pub descriptions: Vec<Description>,
     pub descriptors: Vec<Descriptor>,
+    /// The shared offset page (a dataspace every process of the family maps), or NONE.
+    pub offsets: CapIndex,
 }
 
 const MAGIC: u32 = 0x5346_4f48; // "HOFS"
@@ -211,7 +216,9 @@ impl State {
             }
             w.u64(d.offset);
             w.u32(d.flags);
+            w.u32(d.cell);
         }
+        w.u32(self.offsets);
         w.u32(self.descriptors.len() as u32);
         for d in &self.descriptors {
             w.u32(d.fd as u32);
@@ -263,7 +270,7 @@ impl State {
         };
         let cwd = r.bytes()?;
         let umask = r.u32()?;
-        let n = r.count(13)?;
+        let n = r.count(17)?;
         let mut descriptions = Vec::with_capacity(n);
         for _ in 0..n {
             let object = match r.u8()? {
@@ -292,8 +299,10 @@ impl State {
                 object,
                 offset: r.u64()?,
                 flags: r.u32()?,
+                cell: r.u32()?,
             });
         }
+        let offsets = r.u32()?;
         let n = r.count(9)?;
         let mut descriptors = Vec::with_capacity(n);
         for _ in 0..n {
@@ -322,6 +331,7 @@ impl State {
             umask,
             descriptions,
             descriptors,
+            offsets,
         })
     }
 }
@@ -367,6 +377,7 @@ mod tests {
                     object: Object::Device(3),
                     offset: 0,
                     flags: 2,
+                    cell: NONE,
                 },
                 Description {
                     object: Object::File {
@@ -377,6 +388,7 @@ mod tests {
                     },
                     offset: 77,
                     flags: 0o2001,
+                    cell: 3,
                 },
                 Description {
                     object: Object::Path {
@@ -385,6 +397,7 @@ mod tests {
                     },
                     offset: 0,
                     flags: 0,
+                    cell: NONE,
                 },
             ],
             descriptors: alloc::vec![
@@ -409,6 +422,7 @@ mod tests {
                     description: 2
                 },
             ],
+            offsets: 5,
         }
     }
 
@@ -439,7 +453,9 @@ mod tests {
         let mut x: u64 = 7;
         for _ in 0..2000 {
             let mut b = sample().encode();
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let i = (x >> 33) as usize % b.len();
             b[i] = (x >> 17) as u8;
             let _ = State::decode(&b);

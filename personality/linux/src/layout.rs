@@ -41,6 +41,9 @@ pub const LIB_HUGE: u64 = 0x7a00_0000;
 /// loading) here, up to the file client's windows.
 pub const LIB_RM_BASE: u64 = 0x0000_5000_0000_0000;
 pub const LIB_RM_END: u64 = 0x0000_6000_0000_0000;
+/// The shared offset page of a family of processes (file offsets that `fork` shares), between
+/// the program's range and the region manager's own attachments.
+pub const LIB_OFFSETS: u64 = PROGRAM_END + 0x1000_0000;
 /// lib/fsclient's per-file windows (cache pages mapped for `read`) and write buffers, in
 /// `[LIB_FILE_WINDOWS, LIB_RM_END)` (`sawmill_fsclient::WINDOWS_SPAN` of it).
 pub const LIB_FILE_WINDOWS: u64 = 0x0000_5f00_0000_0000;
@@ -48,6 +51,7 @@ pub const LIB_FILE_WINDOWS: u64 = 0x0000_5f00_0000_0000;
 const _: () = assert!(STACK_TOP < PROGRAM_END && MMAP_TOP > LIB_END);
 const _: () = assert!(PROGRAM_END <= LIB_RM_BASE && LIB_END <= 0x8000_0000);
 const _: () = assert!(LIB_RM_BASE < LIB_FILE_WINDOWS && LIB_FILE_WINDOWS < LIB_RM_END);
+const _: () = assert!(LIB_OFFSETS >= PROGRAM_END && LIB_OFFSETS + 0x1000 <= LIB_RM_BASE);
 const _: () = assert!(LIB_ENV > LIB_IMAGE && LIB_HEAP > LIB_ENV && LIB_STACK_TOP > LIB_HEAP);
 const _: () = assert!(LIB_INFO > LIB_ENV && LIB_INFO < LIB_HEAP);
 const _: () = assert!(LIB_UTCB > LIB_STACK_TOP && LIB_HUGE > LIB_UTCB && LIB_HUGE < LIB_END);

@@ -266,8 +266,14 @@ mod tests {
     fn shebang_lines_as_linux() {
         let ok = |h: &[u8]| shebang(h).unwrap().unwrap();
         assert_eq!(ok(b"#!/bin/sh\necho"), ("/bin/sh".into(), None));
-        assert_eq!(ok(b"#! /bin/sh  -e -x \n"), ("/bin/sh".into(), Some("-e -x".into())));
-        assert_eq!(ok(b"#!/bin/busybox\tsh"), ("/bin/busybox".into(), Some("sh".into())));
+        assert_eq!(
+            ok(b"#! /bin/sh  -e -x \n"),
+            ("/bin/sh".into(), Some("-e -x".into()))
+        );
+        assert_eq!(
+            ok(b"#!/bin/busybox\tsh"),
+            ("/bin/busybox".into(), Some("sh".into()))
+        );
         assert!(shebang(b"\x7fELF").is_none());
         assert_eq!(shebang(b"#!\n"), Some(Err(ExecError::NotElf)));
         assert_eq!(shebang(b"#!   "), Some(Err(ExecError::NotElf)));
@@ -279,7 +285,10 @@ mod tests {
             script_argv("/bin/sh", Some("-e"), "./s", &argv),
             vec!["/bin/sh", "-e", "./s", "x"]
         );
-        assert_eq!(script_argv("/bin/sh", None, "/t/s", &[]), vec!["/bin/sh", "/t/s"]);
+        assert_eq!(
+            script_argv("/bin/sh", None, "/t/s", &[]),
+            vec!["/bin/sh", "/t/s"]
+        );
     }
 
     #[test]

@@ -633,13 +633,13 @@ impl Proc {
             handoff: Vec::new(),
             checked: None,
         };
-        let (pid, serial) = self
-            .table
-            .create(Some(parent), creds, running)
-            .map_err(|e| match e {
-                TableError::Full => StartError::Again,
-                _ => StartError::Table,
-            })?;
+        let (pid, serial) =
+            self.table
+                .create(Some(parent), creds, running)
+                .map_err(|e| match e {
+                    TableError::Full => StartError::Again,
+                    _ => StartError::Table,
+                })?;
         let extra = match self.new_extra(parent) {
             Ok(x) => x,
             Err(_) => {

@@ -574,7 +574,10 @@ mod tests {
     fn groups_and_sessions_as_linux() {
         let mut t: Table<u8> = Table::new(8);
         let (init, _) = t.create(None, root(), 0).unwrap();
-        assert_eq!((t.get(init).unwrap().pgid, t.get(init).unwrap().sid), (1, 1));
+        assert_eq!(
+            (t.get(init).unwrap().pgid, t.get(init).unwrap().sid),
+            (1, 1)
+        );
         let (a, _) = t.create(Some(init), root(), 1).unwrap();
         let (b, _) = t.create(Some(a), root(), 2).unwrap();
         assert_eq!((t.get(b).unwrap().pgid, t.get(b).unwrap().sid), (1, 1));

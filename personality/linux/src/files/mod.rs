@@ -185,6 +185,7 @@ impl<B: Backend> Files<B> {
                         object,
                         offset: b.offset,
                         flags: b.flags,
+                        cell: handoff::NONE,
                     });
                     drop(b);
                     shared.push(d.clone());
@@ -202,12 +203,13 @@ impl<B: Backend> Files<B> {
 
     /// Replaces the descriptor table, working directory and umask with those handed on by a
     /// `fork` or `execve`. `handle` gives the backend handle of a file description (`None`: the
-    /// file could not be taken over; its descriptors stay closed).
+    /// file could not be taken over; its descriptors stay closed). Returns the descriptions
+    /// made, in the state's order.
     pub fn adopt(
         &mut self,
         st: &handoff::State,
         handle: &mut dyn FnMut(&mut B, &handoff::Object) -> Option<u64>,
-    ) {
+    ) -> Vec<Option<Shared>> {
         for fd in self.table.fds().collect::<Vec<_>>() {
             if let Ok(d) = self.table.remove(fd) {
                 self.release(d);
@@ -249,6 +251,12 @@ impl<B: Backend> Files<B> {
             self.cwd = st.cwd.clone();
         }
         self.umask = st.umask & 0o777;
+        made
+    }
+
+    /// The description behind `fd`, if it is open.
+    pub fn description(&self, fd: i32) -> Option<Shared> {
+        self.table.peek(fd).cloned()
     }
 
     /// The file-system handle behind `fd` for `mmap`: (handle, readable, writable, size).

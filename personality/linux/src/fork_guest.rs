@@ -16,7 +16,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::handoff::{self, CapIndex, State, NONE};
 use sawmill_linux::procs::{self, CloneKind};
 use sawmill_linux::{layout, SysResult, User};
-use sawmill_proc_api::{HANDOFF_CAP_PREFIX, WAKE_CAP, WAKE_SIGNAL};
+use sawmill_proc_api::{HANDOFF_CAP_PREFIX, WAKE_CAP, WAKE_CHILD, WAKE_SIGNAL};
 use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
 
@@ -38,8 +38,19 @@ impl<T> Single<T> {
 /// Capability slots given back, for reuse (a task has 1024 and the runtime never reuses one;
 /// a shell forks without end).
 static FREE_SLOTS: Single<Vec<u64>> = Single(UnsafeCell::new(Vec::new()));
-/// Wake bits seen but not yet used (a wait consumes every bit of the notification).
+/// Wake bits seen by a wait but not yet used (a wait consumes every bit of the notification):
+/// `WAKE_SIGNAL` stays here until the signal code takes it ([`take_wake`]); `WAKE_CHILD` needs
+/// no keeping (every waiter asks proc again after each wake).
 static PENDING_WAKE: Single<u64> = Single(UnsafeCell::new(0));
+
+/// Takes the wake bits of `mask` seen so far (for the signal code: `WAKE_SIGNAL`).
+#[allow(dead_code)]
+pub fn take_wake(mask: u64) -> u64 {
+    let p = PENDING_WAKE.get();
+    let b = *p & mask;
+    *p &= !mask;
+    b
+}
 
 fn slot() -> u64 {
     FREE_SLOTS.get().pop().unwrap_or_else(thread::alloc_slot)
@@ -85,7 +96,7 @@ pub fn wait_wake() -> Result<(), Errno> {
             0
         }
     };
-    *PENDING_WAKE.get() |= bits;
+    *PENDING_WAKE.get() |= bits & !WAKE_CHILD;
     if *PENDING_WAKE.get() & WAKE_SIGNAL != 0 {
         // Signals (h-sig): return Err(EINTR) here when a caught signal interrupts the wait.
     }

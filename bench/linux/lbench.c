@@ -25,7 +25,7 @@
  *   --prefix=NAME   metric names start with NAME. instead of "linux." (sawmill's Linux
  *                   personality runs this same binary as "linuxabi.")
  *   --skip=LIST     metrics not to run, by name without the prefix (e.g. pipe.roundtrip, which
- *                   needs fork); a skipped metric prints nothing
+ *                   needs pipes); a skipped metric prints nothing
  * The exec metric re-executes this program (argv[0], so start it by its path) with the
  * internal arguments --exec-pass=, --exec-best=, --exec-t0= in front of the user's.
  *
@@ -298,6 +298,40 @@ static void write_cached(const char *dir)
     emit("write4k", best);
 }
 
+/* fork_wait: fork, the child _exits at once, the parent waits for it: the whole round trip
+ * (the child's copy of the address space, its exit, the reap). fork_exec_wait: the same with
+ * the child running this static binary again (execve, the C library's start-up, main exits at
+ * once on --exit-now) before it exits: what a shell does for every external command. */
+#define FORK_WARM 2
+#define FORKS_PER_PASS 8
+
+static void fork_wait(const char *self, int exec)
+{
+    double best = 1e30;
+    char *args[] = { (char *)self, "--exit-now", NULL };
+    extern char **environ;
+    for (int p = 0; p < FORK_WARM + PASSES; p++) {
+        uint64_t t0 = stamp();
+        for (int i = 0; i < FORKS_PER_PASS; i++) {
+            pid_t c = fork();
+            if (c < 0)
+                die("fork");
+            if (c == 0) {
+                if (exec)
+                    execve(self, args, environ);
+                _exit(0);
+            }
+            int st;
+            if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                die("waitpid");
+        }
+        uint64_t t1 = stamp();
+        if (p >= FORK_WARM)
+            best = min_d(best, (double)(t1 - t0) / FORKS_PER_PASS);
+    }
+    emit(exec ? "fork_exec_wait" : "fork_wait", best);
+}
+
 /* execve of this static binary up to the first instruction of its main: the parent stamps just
  * before execve and passes the stamp in argv; main stamps first thing and continues the chain.
  * EXEC_WARM untimed passes, then PASSES timed ones; the minimum is reported by the last. The
@@ -340,6 +374,8 @@ int main(int argc, char **argv)
 {
     uint64_t entered = stamp(); /* first: the end of an exec pass */
     static const char *sizes[] = {"64k", "128k", "256k", "1m", "4m"};
+    if (argc == 2 && strcmp(argv[1], "--exit-now") == 0)
+        return 0;
     int exec_pass = -1;
     uint64_t exec_best = ~0ull, exec_t0 = 0;
     const char *dir = "/mnt";
@@ -404,6 +440,10 @@ int main(int argc, char **argv)
         open_close(dir);
     if (wanted("write4k"))
         write_cached(dir);
+    if (wanted("fork_wait"))
+        fork_wait(argv[0], 0);
+    if (wanted("fork_exec_wait"))
+        fork_wait(argv[0], 1);
     if (wanted("exec"))
         exec_next(argv[0], 0, ~0ull); /* the chain's last pass prints "LBENCH done" */
     printf("LBENCH done\n");

@@ -451,6 +451,38 @@ impl Files {
         Ok(i)
     }
 
+    /// Takes over an open file another task opened (its capability `cap`, a slot of this task
+    /// that becomes the descriptor's, and the `open` flags it was opened with): the descriptor.
+    /// For a process made by `fork`, or the image after `execve`: the PFS sees one more holder
+    /// of the same open file.
+    pub fn adopt(&mut self, cap: u64, flags: u32) -> Result<usize> {
+        let i = self
+            .fds
+            .iter()
+            .position(|f| f.is_none())
+            .ok_or(FsError::NoSpace)?;
+        self.fds[i] = Some(Fd {
+            cap,
+            // Shared with its other holders: closing drops our capability, never closes the file
+            // at the PFS for them (see `share`).
+            session: 0,
+            sole: false,
+            flags,
+            off: 0,
+            // Unknown: a read at or past it asks the PFS for the size first.
+            size: 0,
+            mapped: Vec::new(),
+            attached: Vec::new(),
+            wbuf: false,
+        });
+        Ok(i)
+    }
+
+    /// The `open` flags descriptor `fd` was opened (or adopted) with.
+    pub fn open_flags(&mut self, fd: usize) -> Result<u32> {
+        Ok(self.fd(fd)?.flags)
+    }
+
     pub fn close(&mut self, fd: usize) -> Result<()> {
         let f = self
             .fds

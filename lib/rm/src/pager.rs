@@ -239,6 +239,68 @@ pub fn relocate(addr: u64, len: u64, to: u64) -> Result<(), RmError> {
     Ok(())
 }
 
+/// One region as [`snapshot`] reports it: enough to attach the same memory elsewhere
+/// ([`adopt`], in a `fork` child).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionSnap {
+    pub start: u64,
+    pub size: u64,
+    /// The dataspace slot and the byte offset in it of `start`.
+    pub ds: u64,
+    pub offset: u64,
+    pub flags: u32,
+    /// A COW region's private pages: their dataspace (0 = none yet), the offset in it of
+    /// `start`, and which pages live there (1 bit per page).
+    pub shadow: u64,
+    pub shadow_offset: u64,
+    pub private: alloc::vec::Vec<u64>,
+}
+
+/// Every region in `[lo, hi)`, in address order (for `fork`).
+pub fn snapshot(lo: u64, hi: u64) -> alloc::vec::Vec<RegionSnap> {
+    REGIONS
+        .lock()
+        .iter()
+        .filter(|r| r.start >= lo && r.end() <= hi)
+        .map(|r| RegionSnap {
+            start: r.start,
+            size: r.size,
+            ds: r.ds,
+            offset: r.offset,
+            flags: r.flags,
+            shadow: r.shadow,
+            shadow_offset: r.shadow_offset,
+            private: r.private_bits().to_vec(),
+        })
+        .collect()
+}
+
+/// Attaches a region of a snapshot (with dataspace and shadow slots of this task): nothing is
+/// mapped until touched.
+pub fn adopt(r: &RegionSnap) -> Result<(), RmError> {
+    if EP.load(Ordering::Acquire) == 0 {
+        return Err(RmError::NotReady);
+    }
+    Ok(REGIONS.lock().adopt(
+        r.start,
+        r.size,
+        r.ds,
+        r.offset,
+        r.flags,
+        r.shadow,
+        r.shadow_offset,
+        &r.private,
+    )?)
+}
+
+/// The pages of `[addr, addr + len)` are no longer mapped here (their dataspace revoked them,
+/// e.g. a `dataspace.copy` made them copy-on-write): unmaps them and forgets them, so the next
+/// access faults and maps them again.
+pub fn forget(addr: u64, len: u64) {
+    REGIONS.lock().forget(addr, len);
+    let _ = sys::unmap(addr, len / PAGE, sawmill_abi::UNMAP_SELF);
+}
+
 /// Whether `[addr, addr + len)` is attached without a gap with at least the flags `need`.
 pub fn covered(addr: u64, len: u64, need: u32) -> bool {
     REGIONS.lock().covered(addr, len, need)

@@ -119,6 +119,10 @@ impl Region {
     pub fn is_private(&self, i: u64) -> bool {
         bit(&self.private, i)
     }
+    /// A COW region's pages that live in its shadow (1 bit per page).
+    pub fn private_bits(&self) -> &[u64] {
+        &self.private
+    }
 }
 
 /// The regions of one address space range, sorted by address.
@@ -381,6 +385,34 @@ impl Regions {
         }
     }
 
+    /// Attaches a region another address space had (`fork`): as [`Regions::attach`] at
+    /// `start`, with its shadow (a COW region's private pages) and which pages live there;
+    /// nothing is resident yet.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt(
+        &mut self,
+        start: u64,
+        size: u64,
+        ds: u64,
+        offset: u64,
+        fl: u32,
+        shadow: u64,
+        shadow_offset: u64,
+        private: &[u64],
+    ) -> Result<(), RegionErr> {
+        let at = self.attach(Some(start), size, PAGE, ds, offset, fl)?;
+        let i = self.v.partition_point(|x| x.start < at);
+        let r = &mut self.v[i];
+        if fl & flags::COW != 0 {
+            r.shadow = shadow;
+            r.shadow_offset = shadow_offset;
+            for (w, &b) in r.private.iter_mut().zip(private) {
+                *w = b;
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the region starting at `start`.
     pub fn detach(&mut self, start: u64) -> Result<Region, RegionErr> {
         let i = self
@@ -551,6 +583,51 @@ mod tests {
             Ok(0x1000_4000),
             "the hole is reused"
         );
+    }
+
+    #[test]
+    fn adopted_cow_regions_keep_their_private_pages() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        let cow = RW | flags::COW;
+        // Page 1 lives in the shadow (slot 9, whose offset 0x3000 is the region's start), page 0
+        // in the source.
+        m.adopt(0x1000_0000, 0x2000, 5, 0x1000, cow, 9, 0x3000, &[0b10])
+            .unwrap();
+        let r = m.lookup(0x1000_0000).unwrap();
+        assert!(!r.is_private(0) && r.is_private(1) && !r.is_resident(1));
+        assert_eq!(r.private_bits(), &[0b10]);
+        let id = r.id;
+        assert_eq!(
+            m.fault(0x1000_1000, false),
+            Fault::Map {
+                id,
+                ds: 9,
+                offset: 0x4000,
+                page: 0x1000_1000,
+                flags: RW
+            }
+        );
+        assert!(matches!(
+            m.fault(0x1000_0000, true),
+            Fault::Copy {
+                ds: 5,
+                offset: 0x1000,
+                shadow: 9,
+                ..
+            }
+        ));
+        // A plain region ignores shadow and bits; overlaps are refused as for attach.
+        m.adopt(0x1100_0000, 0x1000, 6, 0, RW, 7, 0, &[1]).unwrap();
+        assert_eq!(m.lookup(0x1100_0000).unwrap().shadow, 0);
+        assert_eq!(
+            m.adopt(0x1000_1000, 0x1000, 6, 0, RW, 0, 0, &[]),
+            Err(RegionErr::Busy)
+        );
+        // What was mapped is forgotten (a copy revoked it).
+        m.mapped(id, 0x1000_1000, 1, true);
+        assert_eq!(m.fault(0x1000_1000, true), Fault::Cached);
+        m.forget(0x1000_0000, 0x2000);
+        assert_ne!(m.fault(0x1000_1000, true), Fault::Cached);
     }
 
     #[test]

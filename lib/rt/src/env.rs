@@ -47,6 +47,10 @@ pub const KIND_LINUX_TRACE: u64 = 36;
 pub const KIND_LINUX_SEED: u64 = 37;
 /// Bytes = the working directory to start in.
 pub const KIND_LINUX_CWD: u64 = 38;
+/// Value = how many capabilities the process's previous image (a `fork` parent, or the image
+/// before an `execve`) handed over (`hand0`, `hand1`, ...: the first a dataspace with the state
+/// the library adopts, `personality/linux/src/handoff.rs`).
+pub const KIND_LINUX_HANDOFF: u64 = 39;
 pub const PAGE: usize = 4096;
 
 /// Builds an environment page.

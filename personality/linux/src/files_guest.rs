@@ -10,8 +10,9 @@
 //! Every file-system call of the backend maps to one fsclient call; the one Linux operation the
 //! file system refuses by design is `RENAME_EXCHANGE` (`EINVAL`, docs/filesystem.md).
 
+use alloc::rc::{Rc, Weak};
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
+use core::cell::{RefCell, UnsafeCell};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use sawmill_fsclient::{Error as FsError, Files as Fs, RenameFlags};
@@ -21,6 +22,7 @@ use sawmill_linux::files::abi::RENAME_NOREPLACE;
 use sawmill_linux::files::backend::{
     makedev, Backend, DirEntry, OpenHow, Opened, Stat, StatFs, Termios, TimeSet, Timespec,
 };
+use sawmill_linux::files::table::{Description, Shared};
 use sawmill_linux::files::Files;
 use sawmill_linux::{Errno, SysResult, User};
 use sawmill_rt::env;
@@ -453,7 +455,43 @@ pub fn init(exe: &str) {
 
 /// Serves the call if it is a file-system, descriptor or device call.
 pub fn dispatch(nr: u64, args: [u64; 6], user: &dyn User) -> Option<SysResult> {
-    with(|f| f.dispatch(nr, args, user))
+    with(|f| {
+        if sharing().cells.is_empty() {
+            return f.dispatch(nr, args, user);
+        }
+        dispatch_shared(f, nr, args, user)
+    })
+}
+
+/// A call while some descriptions' offsets are shared with other processes: the offsets of
+/// the descriptors it names come in from their cells and go back after it.
+#[inline(never)]
+fn dispatch_shared(
+    f: &mut Files<Guest>,
+    nr: u64,
+    args: [u64; 6],
+    user: &dyn User,
+) -> Option<SysResult> {
+    let sh = sharing();
+    let second = if nr == sawmill_linux::nr::SENDFILE {
+        args[1] as i32
+    } else {
+        -1
+    };
+    let mut synced: [Option<(Shared, u32)>; 2] = [None, None];
+    for (k, fd) in [args[0] as i32, second].into_iter().enumerate() {
+        if let Some(d) = f.description(fd) {
+            if let Some(c) = sh.cell_of(&d) {
+                d.borrow_mut().offset = cell_ptr(c).load(Ordering::Relaxed);
+                synced[k] = Some((d, c));
+            }
+        }
+    }
+    let r = f.dispatch(nr, args, user);
+    for (d, c) in synced.into_iter().flatten() {
+        cell_ptr(c).store(d.borrow().offset, Ordering::Relaxed);
+    }
+    r
 }
 
 /// `read(fd, buf, count)` when it is the common case (`Files::read_file`: a regular file, one
@@ -502,4 +540,208 @@ pub fn with_fs<R>(f: impl FnOnce(&mut Fs) -> R) -> R {
 /// The working directory (for `execve`'s request).
 pub fn cwd() -> alloc::vec::Vec<u8> {
     with(|f| f.cwd().to_vec())
+}
+
+/// File offsets shared across `fork` (Linux: one offset per open file description, whichever
+/// process moves it). A description both processes hold gets a cell in the family's offset
+/// page (an anonymous dataspace every process of it maps at `layout::LIB_OFFSETS`; cell 0 counts
+/// the cells given out); each holder keeps its own `Description` and copies the offset in from
+/// the cell before a call on the descriptor and back after it. Only the file layer's own
+/// thread uses it (under `with`).
+struct Sharing {
+    /// The offset page's dataspace slot (0: none yet).
+    page: u64,
+    cells: Vec<(Weak<RefCell<Description>>, u32)>,
+}
+
+struct SharingCell(UnsafeCell<Sharing>);
+// SAFETY: used only inside `with`, which holds the file state's `busy` flag.
+unsafe impl Sync for SharingCell {}
+static SHARING: SharingCell = SharingCell(UnsafeCell::new(Sharing {
+    page: 0,
+    cells: Vec::new(),
+}));
+
+/// Cells in the offset page (the first counts those given out).
+const OFFSET_CELLS: u32 = 512;
+
+fn sharing() -> &'static mut Sharing {
+    // SAFETY: see `SharingCell`: the caller holds the file state (inside `with`).
+    unsafe { &mut *SHARING.0.get() }
+}
+
+fn cell_ptr(cell: u32) -> &'static core::sync::atomic::AtomicU64 {
+    // SAFETY: the offset page is attached read-write at LIB_OFFSETS whenever a cell exists
+    // (cells are only handed out or adopted after it is), and `cell` < OFFSET_CELLS.
+    unsafe {
+        &*((sawmill_linux::layout::LIB_OFFSETS + cell as u64 * 8)
+            as *const core::sync::atomic::AtomicU64)
+    }
+}
+
+impl Sharing {
+    fn cell_of(&self, d: &Shared) -> Option<u32> {
+        let p = Rc::as_ptr(d);
+        self.cells
+            .iter()
+            .find(|(w, _)| core::ptr::eq(w.as_ptr(), p))
+            .map(|&(_, c)| c)
+    }
+
+    /// Makes the offset page if there is none yet: false if it cannot be had.
+    fn ensure_page(&mut self) -> bool {
+        if self.page != 0 {
+            return true;
+        }
+        let Some(m) = sawmill_rm::mem() else {
+            return false;
+        };
+        let Ok(ds) = m.alloc(4096, 0, sawmill_rt::thread::alloc_slot()) else {
+            return false;
+        };
+        let at = sawmill_linux::layout::LIB_OFFSETS;
+        if sawmill_rm::attach(ds, 0, 4096, Some(at), sawmill_rm::READ | sawmill_rm::WRITE).is_err()
+        {
+            let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+            return false;
+        }
+        self.page = ds;
+        cell_ptr(0).store(1, Ordering::Relaxed);
+        true
+    }
+
+    /// A new cell holding `offset`, for description `d`.
+    fn new_cell(&mut self, d: &Shared, offset: u64) -> Option<u32> {
+        if !self.ensure_page() {
+            return None;
+        }
+        let c = cell_ptr(0).fetch_add(1, Ordering::Relaxed);
+        if c >= OFFSET_CELLS as u64 {
+            return None;
+        }
+        cell_ptr(c as u32).store(offset, Ordering::Relaxed);
+        self.cells.retain(|(w, _)| w.strong_count() > 0);
+        self.cells.push((Rc::downgrade(d), c as u32));
+        Some(c as u32)
+    }
+}
+
+/// The descriptors, working directory and umask to hand to a new image (`exec`: without the
+/// close-on-exec ones). `index` gives a capability's index in the handoff; a file that cannot be
+/// handed on is left out with its descriptors. For a `fork`, every file description gets a
+/// shared offset cell.
+pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::handoff::State {
+    use sawmill_linux::handoff::{Object, State, NONE};
+    with(|f| {
+        let (mut descriptions, mut descriptors) = f.export(exec);
+        let sh = sharing();
+        let mut dropped = Vec::new();
+        for (i, d) in descriptions.iter_mut().enumerate() {
+            // A pipe end: its capability (the host's handle is its slot) goes as it is.
+            if let Object::Pipe { end, .. } = &mut d.object {
+                *end = index(*end as u64);
+                continue;
+            }
+            if let Object::File {
+                file: handle,
+                open_flags,
+                ..
+            } = &mut d.object
+            {
+                let fs = &mut f.backend.fs;
+                let h = *handle as usize;
+                // Shared from now on: our close must not close the other holder's file.
+                match (fs.share(h), fs.open_flags(h)) {
+                    (Ok(cap), Ok(flags)) => {
+                        *handle = index(cap);
+                        *open_flags = flags;
+                    }
+                    _ => {
+                        dropped.push(i as u32);
+                        continue;
+                    }
+                }
+                // The description itself, through any descriptor naming it.
+                let shared = descriptors
+                    .iter()
+                    .find(|x| x.description == i as u32)
+                    .and_then(|x| f.description(x.fd));
+                if let Some(sd) = shared {
+                    d.cell = match sh.cell_of(&sd) {
+                        // The cell is the truth (another process may have moved it since).
+                        Some(c) => {
+                            d.offset = cell_ptr(c).load(Ordering::Relaxed);
+                            c
+                        }
+                        None if !exec => sh.new_cell(&sd, d.offset).unwrap_or(NONE),
+                        None => NONE,
+                    };
+                }
+            }
+        }
+        descriptors.retain(|d| !dropped.contains(&d.description));
+        State {
+            fork: None,
+            cwd: f.cwd().to_vec(),
+            umask: f.umask(),
+            descriptions,
+            descriptors,
+            offsets: if sh.page != 0 { index(sh.page) } else { NONE },
+        }
+    })
+}
+
+/// Sets up the descriptor table from the state a previous image handed on (`caps`: the handed
+/// capabilities by index; a file's becomes an fsclient descriptor of this process), and maps
+/// the family's offset page.
+pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
+    use sawmill_linux::handoff::{Object, NONE};
+    with(|f| {
+        *f = Files::new(Guest::new(), exe.as_bytes());
+        if let Some((_, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+            if let (Some(uid), Some(gid)) = (
+                ids.get(4..8)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap())),
+                ids.get(12..16)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap())),
+            ) {
+                f.uid = uid;
+                f.gid = gid;
+            }
+        }
+        let made = f.adopt(st, &mut |b, o| match o {
+            Object::File {
+                file, open_flags, ..
+            } => {
+                let cap = *caps.get(*file as usize)?;
+                b.fs.adopt(cap, *open_flags).ok().map(|h| h as u64)
+            }
+            Object::Pipe { end, .. } => b.pipes.adopt(*caps.get(*end as usize)?).ok(),
+            _ => None,
+        });
+        let sh = sharing();
+        let page = if st.offsets == NONE {
+            0
+        } else {
+            caps.get(st.offsets as usize).copied().unwrap_or(0)
+        };
+        if page == 0
+            || sawmill_rm::attach(
+                page,
+                0,
+                4096,
+                Some(sawmill_linux::layout::LIB_OFFSETS),
+                sawmill_rm::READ | sawmill_rm::WRITE,
+            )
+            .is_err()
+        {
+            return;
+        }
+        sh.page = page;
+        for (d, m) in st.descriptions.iter().zip(&made) {
+            if let (Some(m), true) = (m, d.cell < OFFSET_CELLS && d.cell != 0) {
+                sh.cells.push((Rc::downgrade(m), d.cell));
+            }
+        }
+    })
 }

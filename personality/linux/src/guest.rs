@@ -3,10 +3,13 @@
 //! to `files_guest`. Decisions are made by the host-tested modules of the library crate
 //! (`elf`, `mm`, `random`, `trace`); this module carries them out.
 //!
-//! Only the program's one thread enters the library (no `clone` yet), so the process state
-//! below is used by one thread at a time: the reflection entry of that thread, or the start.
+//! Only the program's one thread enters the library (`clone` makes processes, not threads), so
+//! the process state below is used by one thread at a time: the reflection entry of that
+//! thread, or the start. A `fork` child starts here too: it adopts the state its parent handed
+//! on (`fork_guest`) and returns to the program from the parent's `fork` with rax = 0.
 
 use crate::files_guest;
+use crate::fork_guest;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
@@ -16,7 +19,9 @@ use sawmill_fsclient::O_READ;
 use sawmill_interfaces::proc;
 use sawmill_linux::elf::{self, StackInfo, PF_W, PF_X};
 use sawmill_linux::errno::{self, Errno};
+use sawmill_linux::handoff;
 use sawmill_linux::mm::{self, BrkStep, Place};
+use sawmill_linux::procs;
 use sawmill_linux::random::{self, Rng};
 use sawmill_linux::{layout, nr, trace, SysResult, User};
 use sawmill_proc_api::{ExecRequest, MAX_EXEC_REQUEST};
@@ -73,6 +78,12 @@ fn process() -> &'static mut Process {
 /// Ends the process with `status` through the process server; without one (a test launcher
 /// that serves none), by ending the thread.
 fn exit_process(status: u32) -> ! {
+    // The program's memory goes back to mem now (proc ends the task, but the dataspaces are
+    // charged to proc's account and would outlive it).
+    let _ = rm::detach_range(
+        layout::PROGRAM_MIN,
+        layout::PROGRAM_END - layout::PROGRAM_MIN,
+    );
     if let Some(p) = env::cap("proc") {
         let _ = proc::Client::new(p).exit(status & 0xff);
     }
@@ -81,6 +92,10 @@ fn exit_process(status: u32) -> ! {
 }
 
 fn kill_process(signal: u32) -> ! {
+    let _ = rm::detach_range(
+        layout::PROGRAM_MIN,
+        layout::PROGRAM_END - layout::PROGRAM_MIN,
+    );
     if let Some(p) = env::cap("proc") {
         let _ = proc::Client::new(p).killed(signal);
     }
@@ -184,7 +199,17 @@ pub fn start() {
         exit_process(EXIT_CANNOT_EXEC);
     }
     rm::set_unresolved_hook(unresolved_fault);
-    files_guest::init(exe);
+    HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);
+    let received = fork_guest::received();
+    if let Some((mut st, caps)) = received {
+        if let Some(f) = st.fork.take() {
+            files_guest::adopt(exe, &st, &caps);
+            start_forked(exe, f, &caps, (pid, ppid, ids, clock, rng, trace));
+        }
+        files_guest::adopt(exe, &st, &caps);
+    } else {
+        files_guest::init(exe);
+    }
 
     let image = load(exe);
     let brk = mm::Brk::new(image.brk);
@@ -270,6 +295,138 @@ pub fn start() {
             options(noreturn)
         )
     }
+}
+
+/// Whether proc maps the process information page (`layout::LIB_INFO`): a test launcher
+/// without proc does not.
+static HAS_INFO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// A `fork` child: takes over the parent's memory regions, break, thread pointer and registers,
+/// and returns to the program from its `fork` with rax = 0. Never returns.
+fn start_forked(
+    exe: &str,
+    f: handoff::ForkState,
+    caps: &[u64],
+    (pid, ppid, ids, clock, rng, trace): (u64, u64, [u32; 4], (u64, u64, u64), Rng, bool),
+) -> ! {
+    let cap = |i: u32| caps.get(i as usize).copied().unwrap_or(0);
+    for r in &f.regions {
+        let snap = rm::RegionSnap {
+            start: r.start,
+            size: r.size,
+            ds: cap(r.ds),
+            offset: r.offset,
+            flags: r.flags,
+            shadow: if r.shadow == handoff::NONE {
+                0
+            } else {
+                cap(r.shadow)
+            },
+            shadow_offset: r.shadow_offset,
+            private: r.private.clone(),
+        };
+        if let Err(e) = rm::adopt(&snap) {
+            println!("linux: fork child: region {:#x}: {:?}", r.start, e);
+            kill_process(9);
+        }
+    }
+    let mut name = f.name;
+    name[15] = 0;
+    *PROCESS.get() = Some(Process {
+        pid,
+        ppid,
+        ids,
+        trace,
+        brk: mm::Brk {
+            start: f.brk[0],
+            cur: f.brk[1],
+            mapped: f.brk[2],
+        },
+        rng,
+        clock,
+        fs_base: f.fs_base,
+        name,
+        logged: [0; 8],
+    });
+    let _ = exe;
+    if f.fs_base != 0 {
+        let gs = sawmill_rt::utcb() as *const Utcb as u64;
+        let _ = sys::set_tls(f.fs_base, gs);
+    }
+    let sc_stack: &'static mut [u8] = alloc::vec![0u8; SYSCALL_STACK].leak();
+    let top = (sc_stack.as_ptr() as u64 + SYSCALL_STACK as u64) & !15;
+    sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = top;
+    let entry = linux_syscall_entry as *const () as u64;
+    if let Err(e) = sys::thread_foreign(slots::THREAD, entry, layout::LIB_BASE, layout::LIB_END) {
+        println!("linux: cannot mark the thread foreign: {}", e.name());
+        exit_process(EXIT_CANNOT_EXEC);
+    }
+    if f.child_tid != 0 {
+        let _ = GuestUser.write(f.child_tid, &(pid as u32).to_le_bytes());
+    }
+    let fr = &mut sawmill_rt::utcb().foreign;
+    let w = |i: usize| f.frame.get(i).copied().unwrap_or(0);
+    *fr = ForeignFrame {
+        rax: 0,
+        rbx: w(1),
+        rcx: w(2),
+        rdx: w(3),
+        rsi: w(4),
+        rdi: w(5),
+        rbp: w(6),
+        rsp: if f.stack != 0 { f.stack } else { w(7) },
+        r8: w(8),
+        r9: w(9),
+        r10: w(10),
+        r11: w(11),
+        r12: w(12),
+        r13: w(13),
+        r14: w(14),
+        r15: w(15),
+        rip: w(16),
+        rflags: w(17),
+    };
+    let frame = fr as *mut ForeignFrame as u64;
+    // SAFETY: the frame holds the parent's registers at its `fork` (rax = 0), every region of
+    // the program is attached, and the return path of the entry stub restores them all and
+    // jumps to the program, as after any system call; it runs on this thread's library stack.
+    unsafe {
+        core::arch::asm!(
+            "mov rsp, {sp}",
+            "jmp linux_syscall_return",
+            sp = in(reg) top,
+            in("rax") frame,
+            options(noreturn)
+        )
+    }
+}
+
+/// The parent's pid: from the process information page proc keeps (it changes when the parent
+/// ends), or what the process started with.
+fn parent_pid() -> u64 {
+    if HAS_INFO.load(Ordering::Relaxed) {
+        // SAFETY: proc maps the information page read-only at LIB_INFO before the library
+        // starts, for the whole life of the task; a u32 at INFO_PPID.
+        unsafe {
+            core::ptr::read_volatile(
+                (layout::LIB_INFO as usize + sawmill_proc_api::INFO_PPID) as *const u32,
+            ) as u64
+        }
+    } else {
+        process().ppid
+    }
+}
+
+/// What a fork child takes over of the library's process state: the thread pointer, the break
+/// (start, current, mapped end) and the name.
+pub(crate) fn fork_fields() -> (u64, [u64; 3], [u8; 16]) {
+    let p = process();
+    (p.fs_base, [p.brk.start, p.brk.cur, p.brk.mapped], p.name)
+}
+
+/// The real user id.
+pub(crate) fn uid() -> u32 {
+    process().ids[0]
 }
 
 /// `AT_HWCAP` on x86-64 is CPUID leaf 1's EDX.
@@ -382,6 +539,8 @@ linux_syscall_entry:
     mov rsp, [rdi - 8]
     cld
     call {serve}
+.global linux_syscall_return
+linux_syscall_return:
     mov rdi, rax
     push qword ptr [rdi + 17*8]
     popfq
@@ -540,7 +699,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         nr::GETRLIMIT => rlimit(a[0], a[1]),
         nr::GETRANDOM => sys_getrandom(a[0], a[1], a[2]),
         nr::GETPID | nr::GETTID => Ok(p.pid),
-        nr::GETPPID => Ok(p.ppid),
+        nr::GETPPID => Ok(parent_pid()),
         nr::GETUID => Ok(p.ids[0] as u64),
         nr::GETEUID => Ok(p.ids[1] as u64),
         nr::GETGID => Ok(p.ids[2] as u64),
@@ -597,6 +756,24 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         nr::PRCTL => sys_prctl(a[0], a[1]),
         nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
         nr::EXECVE => sys_execve(a[0], a[1], a[2]),
+        nr::FORK => fork_guest::fork(procs::CloneKind::Fork, 0, 0, 0, 0),
+        nr::VFORK => fork_guest::fork(procs::CloneKind::Vfork, 0, 0, 0, 0),
+        // clone(flags, stack, parent_tid, child_tid, tls)
+        nr::CLONE => match procs::clone_kind(a[0]) {
+            Ok(k) => fork_guest::fork(k, a[0], a[1], a[2], a[3]),
+            Err(e) => {
+                unknown(n);
+                Err(e)
+            }
+        },
+        nr::CLONE3 => Err(errno::ENOSYS),
+        nr::WAIT4 => fork_guest::wait4(a[0], a[1], a[2], a[3]),
+        nr::WAITID => fork_guest::waitid(a[0], a[1], a[2], a[3], a[4]),
+        nr::SETPGID => fork_guest::setpgid(a[0], a[1]),
+        nr::GETPGID => fork_guest::getpgid(a[0]),
+        nr::GETPGRP => fork_guest::getpgid(0),
+        nr::SETSID => fork_guest::setsid(),
+        nr::GETSID => fork_guest::getsid(a[0]),
         _ => return None,
     })
 }
@@ -1026,9 +1203,17 @@ fn exec_strings(addr: u64) -> Result<Vec<String>, Errno> {
 /// proc ends this task and the call never returns.
 fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     let u = &GuestUser;
-    let program = String::from_utf8(u.cstr(path, PATH_MAX)?).map_err(|_| errno::ENOENT)?;
+    let mut program = String::from_utf8(u.cstr(path, PATH_MAX)?).map_err(|_| errno::ENOENT)?;
     if program.is_empty() {
         return Err(errno::ENOENT);
+    }
+    if program == "/proc/self/exe" {
+        // The program this process runs (busybox runs its applets so).
+        program = env::find_all(env::KIND_LINUX_EXEC)
+            .next()
+            .and_then(|(_, b)| core::str::from_utf8(b).ok())
+            .map(String::from)
+            .unwrap_or(program);
     }
     let req = ExecRequest {
         program,
@@ -1044,8 +1229,23 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     for chunk in bytes.chunks(EXEC_CHUNK) {
         proc.exec_data(chunk).map_err(proc_errno)?;
     }
-    // Descriptors do not cross to the new library yet; on success nothing after this runs.
-    proc.exec().map_err(proc_errno)?;
+    // Everything that can refuse the program is checked first, while this image can go on.
+    proc.exec_check().map_err(proc_errno)?;
+    // The descriptors without close-on-exec, the working directory and umask go to the new
+    // image.
+    fork_guest::exec_handoff()?;
+    // The point of no return: the program's memory goes back to mem (the new image needs it;
+    // proc ends this task once the new one runs). Should proc fail from here on, it ends this
+    // process, as Linux does.
+    forget_region();
+    let _ = rm::detach_range(
+        layout::PROGRAM_MIN,
+        layout::PROGRAM_END - layout::PROGRAM_MIN,
+    );
+    if let Err(e) = proc.exec() {
+        fork_guest::exec_failed();
+        return Err(proc_errno(e));
+    }
     Ok(0)
 }
 
@@ -1081,7 +1281,7 @@ pub struct GuestUser;
 static LAST_REGION: Single<(u64, u64, u32)> = Single(UnsafeCell::new((0, 0, 0)));
 
 /// Drops the cached region (the mappings are about to change).
-fn forget_region() {
+pub(crate) fn forget_region() {
     *LAST_REGION.get() = (0, 0, 0);
 }
 

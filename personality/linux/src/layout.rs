@@ -31,6 +31,8 @@ pub const LIB_IMAGE: u64 = LIB_BASE;
 /// The library's environment page, heap, stack top, UTCBs and 2 MiB pages (`lib/spawn`
 /// `Layout`).
 pub const LIB_ENV: u64 = 0x7000_0000;
+/// The process information page proc maps read-only (`sawmill_proc_api::INFO_PPID`...).
+pub const LIB_INFO: u64 = 0x7008_0000;
 pub const LIB_HEAP: u64 = 0x7010_0000;
 pub const LIB_STACK_TOP: u64 = 0x7800_0000;
 pub const LIB_UTCB: u64 = 0x7810_0000;
@@ -39,6 +41,9 @@ pub const LIB_HUGE: u64 = 0x7a00_0000;
 /// loading) here, up to the file client's windows.
 pub const LIB_RM_BASE: u64 = 0x0000_5000_0000_0000;
 pub const LIB_RM_END: u64 = 0x0000_6000_0000_0000;
+/// The shared offset page of a family of processes (file offsets that `fork` shares), between
+/// the program's range and the region manager's own attachments.
+pub const LIB_OFFSETS: u64 = PROGRAM_END + 0x1000_0000;
 /// lib/fsclient's per-file windows (cache pages mapped for `read`) and write buffers, in
 /// `[LIB_FILE_WINDOWS, LIB_RM_END)` (`sawmill_fsclient::WINDOWS_SPAN` of it).
 pub const LIB_FILE_WINDOWS: u64 = 0x0000_5f00_0000_0000;
@@ -46,5 +51,7 @@ pub const LIB_FILE_WINDOWS: u64 = 0x0000_5f00_0000_0000;
 const _: () = assert!(STACK_TOP < PROGRAM_END && MMAP_TOP > LIB_END);
 const _: () = assert!(PROGRAM_END <= LIB_RM_BASE && LIB_END <= 0x8000_0000);
 const _: () = assert!(LIB_RM_BASE < LIB_FILE_WINDOWS && LIB_FILE_WINDOWS < LIB_RM_END);
+const _: () = assert!(LIB_OFFSETS >= PROGRAM_END && LIB_OFFSETS + 0x1000 <= LIB_RM_BASE);
 const _: () = assert!(LIB_ENV > LIB_IMAGE && LIB_HEAP > LIB_ENV && LIB_STACK_TOP > LIB_HEAP);
+const _: () = assert!(LIB_INFO > LIB_ENV && LIB_INFO < LIB_HEAP);
 const _: () = assert!(LIB_UTCB > LIB_STACK_TOP && LIB_HUGE > LIB_UTCB && LIB_HUGE < LIB_END);

@@ -12,9 +12,11 @@ extern crate alloc;
 pub mod elf;
 pub mod errno;
 pub mod files;
+pub mod handoff;
 pub mod layout;
 pub mod mm;
 pub mod nr;
+pub mod procs;
 pub mod random;
 pub mod trace;
 

@@ -19,6 +19,8 @@ extern crate alloc;
 #[cfg(target_os = "none")]
 mod files_guest;
 #[cfg(target_os = "none")]
+mod fork_guest;
+#[cfg(target_os = "none")]
 mod guest;
 #[cfg(target_os = "none")]
 mod pipe_guest;

@@ -34,9 +34,8 @@ const LOCK_PATIENCE_MS: u64 = 200;
 struct EndState {
     /// Where its ring is attached.
     at: u64,
-    /// Whether this process's wake notification is registered with it. (A forked child holds
-    /// a copy of this state but its own notification: fork must clear the flags in the child,
-    /// and give it its own lock token, before the child's first call.)
+    /// Whether this process's wake notification is registered with it. (A forked child starts
+    /// a fresh library: it adopts its ends unregistered, with its own pid as its lock token.)
     registered: bool,
 }
 
@@ -90,6 +89,13 @@ impl Pipes {
             },
         );
         Ok(())
+    }
+
+    /// Takes over a pipe end another image of the process (or its parent) held: capability
+    /// `slot` of this task, its ring attached anew. Returns the end's handle.
+    pub fn adopt(&mut self, slot: u64) -> Result<u64, Errno> {
+        self.attach(slot)?;
+        Ok(slot)
     }
 
     /// Drops end `slot`: its ring, its capability (the server learns whether it was the last).

@@ -348,7 +348,9 @@ fn main() {
         frames,
         Limits {
             default_quota,
-            ds_per_client: 64,
+            ds_per_client: cfg
+                .dataspaces_per_client
+                .unwrap_or(sawmill_mem_api::DEFAULT_DATASPACES_PER_CLIENT),
             ds_total: DS_TOTAL,
         },
     );

@@ -97,6 +97,57 @@ pub fn check_elf(head: &[u8]) -> Result<(), ExecError> {
     })
 }
 
+/// Most bytes of a `#!` line Linux reads (`BINPRM_BUF_SIZE`); a longer interpreter name is
+/// refused with ENOEXEC.
+pub const SHEBANG_MAX: usize = 256;
+/// How deep scripts may name scripts as their interpreter (Linux's 4 more levels).
+pub const SHEBANG_DEPTH: usize = 5;
+
+/// A script's `#!` line, as Linux's `binfmt_script` reads it: the interpreter (up to the first
+/// blank) and at most one argument (the rest of the line, blanks around it removed). `None` if
+/// `head` does not start with `#!`; NotElf if the line names no interpreter or it does not fit.
+pub fn shebang(head: &[u8]) -> Option<Result<(String, Option<String>), ExecError>> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line_end = rest.iter().position(|&c| c == b'\n');
+    let line = &rest[..line_end.unwrap_or(rest.len()).min(SHEBANG_MAX - 2)];
+    let blank = |c: &u8| *c == b' ' || *c == b'\t';
+    let line = match line.iter().position(|c| !blank(c)) {
+        Some(i) => &line[i..],
+        None => return Some(Err(ExecError::NotElf)),
+    };
+    let name_end = line.iter().position(blank).unwrap_or(line.len());
+    // The interpreter's name must end inside what was read (Linux: ENOEXEC otherwise).
+    if line_end.is_none_or(|e| e >= SHEBANG_MAX - 2) && name_end == line.len() {
+        return Some(Err(ExecError::NotElf));
+    }
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| ExecError::NotElf);
+    let interp = match text(&line[..name_end]) {
+        Ok(i) => i,
+        Err(e) => return Some(Err(e)),
+    };
+    let arg = line[name_end..].trim_ascii();
+    let arg = if arg.is_empty() {
+        None
+    } else {
+        match text(arg) {
+            Ok(a) => Some(a),
+            Err(e) => return Some(Err(e)),
+        }
+    };
+    Some(Ok((interp, arg)))
+}
+
+/// The `argv` a script runs with: the interpreter, its argument if any, the script's name as
+/// the caller gave it, then the caller's arguments after the first.
+pub fn script_argv(interp: &str, arg: Option<&str>, script: &str, argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len() + 2);
+    out.push(String::from(interp));
+    out.extend(arg.map(String::from));
+    out.push(String::from(script));
+    out.extend(argv.iter().skip(1).cloned());
+    out
+}
+
 /// The `PATH` of an environment (`NAME=value` strings), or the default.
 pub fn search_path(env: &[String]) -> &str {
     env.iter()
@@ -209,6 +260,35 @@ mod tests {
         b[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
         b[56..58].copy_from_slice(&1u16.to_le_bytes());
         assert!(matches!(check_elf(&b), Err(ExecError::WrongKind(_))));
+    }
+
+    #[test]
+    fn shebang_lines_as_linux() {
+        let ok = |h: &[u8]| shebang(h).unwrap().unwrap();
+        assert_eq!(ok(b"#!/bin/sh\necho"), ("/bin/sh".into(), None));
+        assert_eq!(
+            ok(b"#! /bin/sh  -e -x \n"),
+            ("/bin/sh".into(), Some("-e -x".into()))
+        );
+        assert_eq!(
+            ok(b"#!/bin/busybox\tsh"),
+            ("/bin/busybox".into(), Some("sh".into()))
+        );
+        assert!(shebang(b"\x7fELF").is_none());
+        assert_eq!(shebang(b"#!\n"), Some(Err(ExecError::NotElf)));
+        assert_eq!(shebang(b"#!   "), Some(Err(ExecError::NotElf)));
+        let mut long = b"#!/".to_vec();
+        long.extend(core::iter::repeat_n(b'a', 300));
+        assert_eq!(shebang(&long), Some(Err(ExecError::NotElf)));
+        let argv = vec![String::from("./s"), String::from("x")];
+        assert_eq!(
+            script_argv("/bin/sh", Some("-e"), "./s", &argv),
+            vec!["/bin/sh", "-e", "./s", "x"]
+        );
+        assert_eq!(
+            script_argv("/bin/sh", None, "/t/s", &[]),
+            vec!["/bin/sh", "/t/s"]
+        );
     }
 
     #[test]

@@ -87,31 +87,15 @@ pub struct Info {
     pub name: String,
 }
 
-/// The process at the top of `pid`'s chain of parents. Proc has no process groups or sessions
-/// yet: until it does, every process counts in its top ancestor's group and session (for a
-/// process proc started itself, its own pid, as Linux's init has).
-fn top_ancestor<T>(t: &Table<T>, pid: Pid) -> Pid {
-    let mut p = pid;
-    // Bounded by the table's size: a parent chain never loops, but do not trust it blindly.
-    for _ in 0..=t.len() {
-        match t.get(p) {
-            Some(x) if x.ppid != 0 && t.get(x.ppid).is_some() => p = x.ppid,
-            _ => break,
-        }
-    }
-    p
-}
-
 /// `status`: process `pid`, or None if it is not in the table.
 pub fn info<T: Known>(t: &Table<T>, pid: Pid) -> Option<Info> {
     let p: &Process<T> = t.get(pid)?;
-    let top = top_ancestor(t, pid);
     let facts = p.task.as_ref().map(|r| r.facts());
     Some(Info {
         zombie: matches!(p.state, State::Zombie(_)),
         ppid: p.ppid,
-        pgid: top,
-        sid: top,
+        pgid: p.pgid,
+        sid: p.sid,
         uid: p.creds.uid,
         euid: p.creds.euid,
         gid: p.creds.gid,

@@ -2,22 +2,26 @@
 
 extern crate alloc;
 
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{label, rights};
+use sawmill_abi::{label, rights, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
-use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_interfaces::{proc, proc_info, FsError, ProcError, ProcState};
+use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next, Reply};
+use sawmill_interfaces::{proc, proc_info, FsError, ProcError, ProcState, WaitKind};
 use sawmill_linux::layout as linux;
 use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::info::{self, Facts, Known};
 use sawmill_proc::signal;
-use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
-use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
+use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor, INIT};
+use sawmill_proc_api::{
+    Config, ExecRequest, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS,
+    WAKE_CAP, WAKE_CHILD,
+};
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    prepare, Cap, Child, Layout, MappedImage, MemPool, Program, Record, Resources, Sizes,
+    prepare, Cap, Child, Layout, Map, MappedImage, MemPool, Program, Record, Resources, Sizes,
     SpawnError,
 };
 
@@ -31,8 +35,6 @@ const KERNEL_BIT: u64 = 1 << 62;
 /// With [`KERNEL_BIT`]: the message is about a thread the library started itself, not the main
 /// thread (its normal exit does not end the process).
 const SECONDARY_BIT: u64 = 1 << 61;
-/// Processes at once (running and zombies).
-const MAX_PROCS: usize = 64;
 /// The main thread's stack in the library (its own stacks for the program come from its heap).
 const LIB_STACK: u64 = 64 * 1024;
 
@@ -55,7 +57,20 @@ struct Launch<'a> {
     argv: &'a [String],
     envs: &'a [String],
     cwd: &'a str,
+    /// Capabilities the caller handed off for the new image (`proc.handoff`), given to it as
+    /// `hand0`, `hand1`, ...
+    handoff: &'a [u64],
+    /// The process's wake notification and information page (proc's slot and address).
+    wake: u64,
+    info: u64,
 }
+
+/// An exec request `exec_check` accepted: the program's path, the `argv` it runs with, the
+/// request.
+type Checked = (String, Vec<String>, ExecRequest);
+
+/// A script's `#!` line: the interpreter and its optional argument.
+type Script = (String, Option<String>);
 
 /// What proc keeps for a running process.
 struct Running {
@@ -68,6 +83,10 @@ struct Running {
     exec: Vec<u8>,
     /// What /proc shows of it (`proc_info`).
     facts: Facts,
+    /// Capabilities handed off for its next fork or exec (proc's slots).
+    handoff: Vec<u64>,
+    /// Its exec request after `exec_check`: the program's path and the `argv` it runs with.
+    checked: Option<Checked>,
 }
 
 impl Known for Running {
@@ -79,6 +98,14 @@ impl Known for Running {
 /// The kernel's timer ticks since boot (100 a second).
 fn ticks() -> u64 {
     sys::kernel_info(sawmill_abi::kinfo::TICKS).unwrap_or(0)
+}
+
+/// What proc keeps for a process for as long as it runs, across its execs: its wake
+/// notification (proc's slot) and its information page (an address in proc's pool).
+#[derive(Clone, Copy)]
+struct Extra {
+    wake: u64,
+    info: u64,
 }
 
 /// The clock record every process starts with.
@@ -103,6 +130,9 @@ struct Proc {
     seeds: u64,
     /// Set once init has ended: the loop stops.
     done: bool,
+    extras: BTreeMap<Pid, Extra>,
+    /// The receive slot of `proc.handoff`'s capability (emptied after each handler).
+    after: AfterReply,
 }
 
 /// The wall clock every process starts from: the kernel's figures (the RTC read at boot, the
@@ -141,6 +171,8 @@ enum StartError {
     Exec(String, ExecError),
     Spawn(SpawnError),
     Table,
+    /// A limit on processes or memory is reached (`fork`: EAGAIN).
+    Again,
 }
 
 impl StartError {
@@ -164,25 +196,26 @@ impl core::fmt::Display for StartError {
             }
             StartError::Spawn(e) => write!(f, "cannot build the process: {}", e),
             StartError::Table => write!(f, "too many processes"),
+            StartError::Again => write!(f, "a process or memory limit is reached"),
         }
     }
 }
 
 impl Proc {
     /// Finds program `name` (a path, or looked up in `PATH`) and checks it can run: its absolute
-    /// path.
+    /// path, and for a script its `#!` line (interpreter, optional argument).
     fn find_program(
         &mut self,
         name: &str,
         env: &[String],
         cwd: &str,
-    ) -> Result<String, StartError> {
+    ) -> Result<(String, Option<Script>), StartError> {
         let mut last = ExecError::NotFound;
         for path in exec::candidates(name, cwd, exec::search_path(env)) {
             match self.files.stat(&path) {
                 Ok(st) => {
                     return match self.check_file(&path, st.mode) {
-                        Ok(()) => Ok(path),
+                        Ok(script) => Ok((path, script)),
                         Err(e) => Err(StartError::Exec(path, e)),
                     }
                 }
@@ -195,7 +228,38 @@ impl Proc {
         Err(StartError::Exec(String::from(name), last))
     }
 
-    fn check_file(&mut self, path: &str, mode: u32) -> Result<(), ExecError> {
+    /// The program `argv` names, as `execve` runs it: a static ELF executable, or a script
+    /// whose `#!` line names the interpreter (itself possibly a script, a few levels deep). Its
+    /// absolute path and the `argv` it runs with.
+    fn resolve(
+        &mut self,
+        name: &str,
+        argv: &[String],
+        env: &[String],
+        cwd: &str,
+    ) -> Result<(String, Vec<String>), StartError> {
+        let (mut path, mut script) = self.find_program(name, env, cwd)?;
+        let mut argv = argv.to_vec();
+        // The script's name as the caller gave it (Linux's `bprm->filename`).
+        let mut given = if name.contains('/') {
+            String::from(name)
+        } else {
+            path.clone()
+        };
+        for _ in 0..exec::SHEBANG_DEPTH {
+            let Some((interp, arg)) = script else {
+                return Ok((path, argv));
+            };
+            argv = exec::script_argv(&interp, arg.as_deref(), &given, &argv);
+            let (p, s) = self.find_program(&exec::absolute(cwd, &interp), env, cwd)?;
+            given = interp;
+            path = p;
+            script = s;
+        }
+        Err(StartError::Exec(path, ExecError::NotElf))
+    }
+
+    fn check_file(&mut self, path: &str, mode: u32) -> Result<Option<Script>, ExecError> {
         exec::check_mode(mode)?;
         let fd = self
             .files
@@ -205,7 +269,10 @@ impl Proc {
         let r = self.files.pread(fd, &mut head, 0);
         let _ = self.files.close(fd);
         let n = r.map_err(fs_error)?;
-        exec::check_elf(&head[..n])
+        match exec::shebang(&head[..n]) {
+            Some(line) => line.map(Some),
+            None => exec::check_elf(&head[..n]).map(|_| None),
+        }
     }
 
     /// Starts a process running `argv` (its program found as a shell would) as a child of
@@ -219,7 +286,8 @@ impl Proc {
         cwd: &str,
     ) -> Result<Pid, StartError> {
         let name = argv.first().map(|s| s.as_str()).unwrap_or("");
-        let path = self.find_program(name, envs, cwd)?;
+        let (path, argv) = self.resolve(name, argv, envs, cwd)?;
+        let argv = &argv[..];
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let running = Running {
             child: None,
@@ -227,12 +295,25 @@ impl Proc {
             name: short.clone(),
             exec: Vec::new(),
             facts: Facts::new(argv, &path, ticks()),
+            handoff: Vec::new(),
+            checked: None,
         };
         let (pid, serial) = self
             .table
             .create(parent, creds, running)
             .map_err(|_| StartError::Table)?;
+        let extra = match self.new_extra(parent.unwrap_or(0)) {
+            Ok(x) => x,
+            Err(e) => {
+                self.forget(pid);
+                return Err(StartError::Spawn(e));
+            }
+        };
+        self.extras.insert(pid, extra);
         let launch = Launch {
+            handoff: &[],
+            wake: extra.wake,
+            info: extra.info,
             pid,
             serial,
             parent,
@@ -246,20 +327,69 @@ impl Proc {
         match self.build(launch) {
             Ok(()) => Ok(pid),
             Err(e) => {
-                // Nothing of it runs: take it out of the table again.
-                if let Ok(r) = self.table.end(pid, Status::Signaled(signal::SIGKILL)) {
-                    self.release(r);
-                }
-                let _ = self.table.reap(pid);
+                self.forget(pid);
                 Err(StartError::Spawn(e))
             }
         }
     }
 
-    fn mint(&mut self, badge: u64, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
+    /// Takes a process of which nothing runs out of the table again, with all made for it.
+    fn forget(&mut self, pid: Pid) {
+        if let Ok(r) = self.table.end(pid, Status::Signaled(signal::SIGKILL)) {
+            self.release(r);
+        }
+        let _ = self.table.reap(pid);
+        self.release_extra(pid);
+    }
+
+    /// A new wake notification and information page (the parent's pid in it).
+    fn new_extra(&mut self, ppid: Pid) -> Result<Extra, SpawnError> {
+        let info = self.pool.page()?;
+        let wake = match self.pool.slot() {
+            Ok(s) => s,
+            Err(e) => {
+                self.pool.free_page(info);
+                return Err(e);
+            }
+        };
+        if let Err(e) = sys::factory_create(slots::FACTORY, ObjKind::Notification, wake, 0) {
+            self.pool.free_slot(wake);
+            self.pool.free_page(info);
+            return Err(SpawnError::Sys("creating a notification", e));
+        }
+        set_info_ppid(info, ppid);
+        Ok(Extra { wake, info })
+    }
+
+    fn release_extra(&mut self, pid: Pid) {
+        if let Some(x) = self.extras.remove(&pid) {
+            // Revoked first: the copies the process registered (at the pipe server, the
+            // console) die with it.
+            let _ = sys::cap_revoke(x.wake);
+            let _ = sys::cap_delete(x.wake);
+            self.pool.free_slot(x.wake);
+            self.pool.free_page(x.info);
+        }
+    }
+
+    /// Wakes process `pid`'s library with `bits` (it finds out what changed by asking).
+    fn wake(&self, pid: Pid, bits: u64) {
+        if let Some(x) = self.extras.get(&pid) {
+            let _ = sys::notify_signal(x.wake, bits);
+        }
+    }
+
+    /// A capability to our endpoint with `badge`; `grant`: its holder may send capabilities
+    /// (a process's own `proc` capability, for `proc.handoff`).
+    fn mint(&mut self, badge: u64, grant: bool, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
         let s = self.pool.slot()?;
         caps.push(s);
-        sys::cap_mint(self.ep, s, badge, rights::SEND)
+        let r = if grant {
+            rights::SEND | rights::GRANT
+        } else {
+            rights::SEND
+        };
+        sys::cap_mint(self.ep, s, badge, r)
             .map_err(|e| SpawnError::Sys("minting a capability", e))?;
         Ok(s)
     }
@@ -298,10 +428,13 @@ impl Proc {
             argv,
             envs,
             cwd,
+            handoff,
+            wake,
+            info,
         } = l;
-        let proc_cap = self.mint(pid as u64, caps)?;
-        let main_cap = self.mint(KERNEL_BIT | serial, caps)?;
-        let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, caps)?;
+        let proc_cap = self.mint(pid as u64, true, caps)?;
+        let main_cap = self.mint(KERNEL_BIT | serial, false, caps)?;
+        let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, false, caps)?;
         let kmem = self.cfg.process_kmem_kb as u64 * 1024;
         let mut p = Program::new(short, slots::FACTORY, kmem, self.cfg.priority);
         p.give_factory = true;
@@ -332,18 +465,23 @@ impl Proc {
         p.caps
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
-        // The process's wake notification (sawmill_proc_api::WAKE_CAP): ours is the original,
-        // revoked when the process's task goes, so copies it registered elsewhere die with it.
-        let wake = self.pool.slot()?;
-        sys::factory_create(slots::FACTORY, sawmill_abi::ObjKind::Notification, wake, 0)
-            .map_err(|e| SpawnError::Sys("creating the wake notification", e))?;
-        caps.push(wake);
-        p.caps.push(Cap::named(sawmill_proc_api::WAKE_CAP, wake));
         for name in ["vfs", "mem", "console", "console-in", "pipe"] {
             if let Some(c) = env::cap(name) {
                 p.caps.push(Cap::named(name, c));
             }
         }
+        p.caps.push(Cap::named(WAKE_CAP, wake));
+        for (i, &c) in handoff.iter().enumerate() {
+            p.caps
+                .push(Cap::named(&format!("{}{}", HANDOFF_CAP_PREFIX, i), c));
+        }
+        p.maps.push(Map {
+            what: "the process information page",
+            src: info,
+            dst: linux::LIB_INFO,
+            pages: 1,
+            flags: sawmill_abi::map::READ,
+        });
         let rec = |kind: u64, value: u64, bytes: &[u8]| Record {
             kind,
             value,
@@ -381,6 +519,10 @@ impl Proc {
         p.records
             .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
+        if !handoff.is_empty() {
+            p.records
+                .push(rec(env::KIND_LINUX_HANDOFF, handoff.len() as u64, &[]));
+        }
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
         let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
@@ -395,7 +537,23 @@ impl Proc {
     /// Process `pid` runs a new program: a new task for the same pid is built and started,
     /// then the old one ends. On an error the old one runs on, unchanged.
     fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
-        let path = self.find_program(&req.program, &req.env, &req.cwd)?;
+        // What the caller handed off is used up by this exec, whatever becomes of it.
+        let handoff = self.take_handoff(pid);
+        let r = self.exec_with(pid, req, &handoff);
+        self.drop_caps(handoff);
+        r
+    }
+
+    fn exec_with(&mut self, pid: Pid, req: ExecRequest, handoff: &[u64]) -> Result<(), StartError> {
+        let checked = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .and_then(|r| r.checked.take());
+        let (path, argv) = match checked {
+            Some((path, argv, _)) => (path, argv),
+            None => self.resolve(&req.program, &req.argv, &req.env, &req.cwd)?,
+        };
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let (ppid, creds) = match self.table.get(pid) {
             Some(p) => (p.ppid, p.creds),
@@ -404,15 +562,19 @@ impl Proc {
         let serial = self.table.begin_exec(pid).map_err(|_| StartError::Table)?;
         let parent = (ppid != 0).then_some(ppid);
         let mut caps = Vec::new();
+        let extra = self.extras.get(&pid).copied().ok_or(StartError::Table)?;
         let built = self.build_with(
             Launch {
+                handoff,
+                wake: extra.wake,
+                info: extra.info,
                 pid,
                 serial,
                 parent,
                 creds,
                 path: &path,
                 short: &short,
-                argv: &req.argv,
+                argv: &argv,
                 envs: &req.env,
                 cwd: &req.cwd,
             },
@@ -426,11 +588,15 @@ impl Proc {
                     name: short.clone(),
                     exec: Vec::new(),
                     facts: Facts::new(&req.argv, &path, ticks()),
+                    handoff: Vec::new(),
+                    checked: None,
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
                         println!("proc: pid {} runs {}", pid, path);
                         self.release(old);
+                        // A vfork parent may go on.
+                        self.wake(ppid, WAKE_CHILD);
                         Ok(())
                     }
                     Err(_) => Err(StartError::Table),
@@ -447,6 +613,85 @@ impl Proc {
         }
     }
 
+    /// The capabilities `pid` handed off, taken.
+    fn take_handoff(&mut self, pid: Pid) -> Vec<u64> {
+        self.table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .map(|r| core::mem::take(&mut r.handoff))
+            .unwrap_or_default()
+    }
+
+    /// Deletes proc's copies of handed-off capabilities.
+    fn drop_caps(&mut self, caps: Vec<u64>) {
+        for c in caps {
+            let _ = sys::cap_delete(c);
+            self.pool.free_slot(c);
+        }
+    }
+
+    /// A child of `parent` built from the state it handed off (`proc.fork`).
+    fn fork_child(&mut self, parent: Pid, handoff: &[u64]) -> Result<Pid, StartError> {
+        let (creds, facts, short) = match self.table.get(parent) {
+            Some(p) => {
+                let r = p.task.as_ref().ok_or(StartError::Table)?;
+                (p.creds, r.facts.clone(), r.name.clone())
+            }
+            None => return Err(StartError::Table),
+        };
+        let path = facts.exe.clone();
+        let running = Running {
+            child: None,
+            caps: Vec::new(),
+            name: short.clone(),
+            exec: Vec::new(),
+            // The parent's program and arguments, started now.
+            facts: Facts {
+                started: ticks(),
+                ..facts
+            },
+            handoff: Vec::new(),
+            checked: None,
+        };
+        let (pid, serial) =
+            self.table
+                .create(Some(parent), creds, running)
+                .map_err(|e| match e {
+                    TableError::Full => StartError::Again,
+                    _ => StartError::Table,
+                })?;
+        let extra = match self.new_extra(parent) {
+            Ok(x) => x,
+            Err(_) => {
+                self.forget(pid);
+                return Err(StartError::Again);
+            }
+        };
+        self.extras.insert(pid, extra);
+        let launch = Launch {
+            pid,
+            serial,
+            parent: Some(parent),
+            creds,
+            path: &path,
+            short: &short,
+            argv: &[],
+            envs: &[],
+            cwd: "/",
+            handoff,
+            wake: extra.wake,
+            info: extra.info,
+        };
+        match self.build(launch) {
+            Ok(()) => Ok(pid),
+            Err(_) => {
+                // The program learns EAGAIN; a fork bomb would fill the console otherwise.
+                self.forget(pid);
+                Err(StartError::Again)
+            }
+        }
+    }
+
     /// Ends a process's task and gives back everything made for it.
     fn release(&mut self, r: Running) {
         if let Some(c) = r.child {
@@ -459,17 +704,33 @@ impl Proc {
             let _ = sys::cap_delete(c);
             self.pool.free_slot(c);
         }
+        self.drop_caps(r.handoff);
     }
 
     /// Process `pid` ended with `status`: its task goes, it stays a zombie for its parent (or,
     /// without one, leaves the table). When init ends, everything ends.
     fn end(&mut self, pid: Pid, status: Status) {
+        let orphans = self
+            .table
+            .get(pid)
+            .map(|p| p.children.clone())
+            .unwrap_or_default();
         let Ok(r) = self.table.end(pid, status) else {
             return;
         };
         self.release(r);
-        if self.table.get(pid).is_some_and(|p| p.ppid == 0) {
+        self.release_extra(pid);
+        for c in orphans {
+            let heir = self.table.get(c).map_or(0, |p| p.ppid);
+            if let Some(x) = self.extras.get(&c) {
+                set_info_ppid(x.info, heir);
+            }
+        }
+        let ppid = self.table.get(pid).map_or(0, |p| p.ppid);
+        if ppid == 0 {
             let _ = self.table.reap(pid);
+        } else {
+            self.wake(ppid, WAKE_CHILD);
         }
         if pid == INIT {
             // As Linux's reboot does: what the processes wrote reaches the disks before the
@@ -550,6 +811,24 @@ impl Proc {
     }
 }
 
+/// Writes the parent's pid into a process's information page.
+fn set_info_ppid(info: u64, ppid: Pid) {
+    // SAFETY: `info` is a page of our pool, mapped read-write here, given to this process only
+    // (read-only in its task).
+    unsafe {
+        core::ptr::write_volatile((info as usize + INFO_PPID) as *mut u32, ppid);
+    }
+}
+
+fn table_error(e: TableError) -> ProcError {
+    match e {
+        TableError::NoChild => ProcError::NoChild,
+        TableError::NotPermitted | TableError::Execed => ProcError::NotPermitted,
+        TableError::Full => ProcError::Again,
+        TableError::NoProcess | TableError::WrongState => ProcError::NoSuchProcess,
+    }
+}
+
 fn report_init(status: Status) {
     match status {
         Status::Exited(c) => println!("proc: init exited with status {}", c),
@@ -597,11 +876,145 @@ impl proc::Server for Proc {
             .and_then(|p| p.task.as_mut())
             .ok_or(ProcError::NoProcess)?;
         let bytes = core::mem::take(&mut run.exec);
-        let req = ExecRequest::decode(&bytes).ok_or(ProcError::Invalid)?;
-        self.exec_request(pid, req).map_err(|e| {
+        let checked = run.checked.as_ref().map(|c| c.2.clone());
+        let req = match checked.clone().or_else(|| ExecRequest::decode(&bytes)) {
+            Some(r) => r,
+            None => {
+                let h = self.take_handoff(pid);
+                self.drop_caps(h);
+                return Err(ProcError::Invalid);
+            }
+        };
+        let r = self.exec_request(pid, req).map_err(|e| {
             println!("proc: pid {}: exec refused: {}", pid, e);
             exec_error(&e)
+        });
+        if r.is_err() && checked.is_some() {
+            // Past the point of no return: the caller has given up its memory.
+            self.end(pid, Status::Signaled(signal::SIGKILL));
+        }
+        r
+    }
+
+    fn exec_check(&mut self, badge: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        run.checked = None;
+        let bytes = core::mem::take(&mut run.exec);
+        let req = ExecRequest::decode(&bytes).ok_or(ProcError::Invalid)?;
+        match self.resolve(&req.program, &req.argv, &req.env, &req.cwd) {
+            Ok((path, argv)) => {
+                if let Some(run) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+                    run.checked = Some((path, argv, req));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                println!("proc: pid {}: exec refused: {}", pid, e);
+                Err(exec_error(&e))
+            }
+        }
+    }
+
+    fn handoff(&mut self, badge: u64, c: u64, first: bool) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        if first {
+            let h = self.take_handoff(pid);
+            self.drop_caps(h);
+        }
+        let held = self
+            .table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map_or(0, |r| r.handoff.len());
+        if held >= MAX_HANDOFF_CAPS {
+            return Err(ProcError::Invalid);
+        }
+        // The received capability goes when we return: keep a copy.
+        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
+        if sys::cap_copy(c, s).is_err() {
+            self.pool.free_slot(s);
+            return Err(ProcError::Invalid);
+        }
+        if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+            r.handoff.push(s);
+        }
+        Ok(())
+    }
+
+    fn fork(&mut self, badge: u64) -> Result<u32, ProcError> {
+        let pid = self.caller(badge)?;
+        let handoff = self.take_handoff(pid);
+        let r = self.fork_child(pid, &handoff);
+        self.drop_caps(handoff);
+        r.map_err(|e| match e {
+            StartError::Again | StartError::Spawn(_) => ProcError::Again,
+            e => exec_error(&e),
         })
+    }
+
+    fn wait(&mut self, badge: u64, pid: i32) -> Result<proc::WaitOut, ProcError> {
+        let me = self.caller(badge)?;
+        let pgid = self.table.get(me).map_or(0, |p| p.pgid);
+        match self
+            .table
+            .wait(me, WaitFor::from_linux(pid, pgid))
+            .map_err(table_error)?
+        {
+            Some((child, st)) => {
+                self.release_extra(child);
+                Ok(proc::WaitOut {
+                    child,
+                    kind: WaitKind::Ended,
+                    status: st.wait_status(),
+                })
+            }
+            None => Ok(proc::WaitOut {
+                child: 0,
+                kind: WaitKind::None,
+                status: 0,
+            }),
+        }
+    }
+
+    fn vfork_done(&mut self, badge: u64, pid: u32) -> Result<bool, ProcError> {
+        let me = self.caller(badge)?;
+        Ok(match self.table.get(pid) {
+            Some(p) if p.ppid == me => p.execed || p.state != State::Running,
+            _ => true,
+        })
+    }
+
+    fn setpgid(&mut self, badge: u64, pid: u32, pgid: u32) -> Result<(), ProcError> {
+        let me = self.caller(badge)?;
+        self.table.setpgid(me, pid, pgid).map_err(table_error)
+    }
+
+    fn getpgid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        let pid = if pid == 0 { me } else { pid };
+        self.table
+            .get(pid)
+            .map(|p| p.pgid)
+            .ok_or(ProcError::NoSuchProcess)
+    }
+
+    fn setsid(&mut self, badge: u64) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        self.table.setsid(me).map_err(table_error)
+    }
+
+    fn getsid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        let pid = if pid == 0 { me } else { pid };
+        self.table
+            .get(pid)
+            .map(|p| p.sid)
+            .ok_or(ProcError::NoSuchProcess)
     }
 }
 
@@ -653,10 +1066,15 @@ fn exec_error(e: &StartError) -> ProcError {
         StartError::Exec(_, _) => ProcError::NoExec,
         StartError::Spawn(SpawnError::EnvFull) => ProcError::TooBig,
         StartError::Spawn(_) | StartError::Table => ProcError::NoMemory,
+        StartError::Again => ProcError::Again,
     }
 }
 
 impl rpc::Serve for Proc {
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.badge & KERNEL_BIT != 0 {
             let serial = m.badge & !(KERNEL_BIT | SECONDARY_BIT);
@@ -713,7 +1131,9 @@ fn main() {
         library.1 / 1024
     );
     let mut st = Proc {
-        table: Table::new(MAX_PROCS),
+        table: Table::new(cfg.max_procs as usize),
+        extras: BTreeMap::new(),
+        after: AfterReply::new(),
         pool,
         files: Files::new(vfs),
         ep,
@@ -723,6 +1143,8 @@ fn main() {
         done: false,
         cfg,
     };
+    let rx = sawmill_rt::thread::alloc_slot();
+    st.after.receive_into(&[rx]);
     let creds = Creds::of(st.cfg.uid, st.cfg.gid);
     let (argv, envs, cwd) = (st.cfg.init.clone(), st.cfg.env.clone(), st.cfg.cwd.clone());
     match st.start(None, creds, &argv, &envs, &cwd) {

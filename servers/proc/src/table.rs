@@ -82,6 +82,13 @@ pub struct Process<T> {
     pub creds: Creds,
     pub state: State,
     pub children: Vec<Pid>,
+    /// Its process group and session (Linux: inherited at fork, changed by `setpgid` and
+    /// `setsid`).
+    pub pgid: Pid,
+    pub sid: Pid,
+    /// Ran a new program since it was made (a parent's `setpgid` on it is then refused, and a
+    /// `vfork` parent may go on).
+    pub execed: bool,
     /// Never reused: names the process in the kernel's messages about its threads.
     pub serial: u64,
     /// The caller's data while the process runs.
@@ -96,6 +103,33 @@ pub enum TableError {
     NoProcess,
     /// The process has already ended (or, for `reap`, has not).
     WrongState,
+    /// No child matches (`wait`).
+    NoChild,
+    /// Not allowed (`setpgid`, `setsid`: Linux's EPERM).
+    NotPermitted,
+    /// `setpgid` of a child that ran a new program (Linux's EACCES).
+    Execed,
+}
+
+/// Which children a `wait` means (Linux `wait4`'s pid argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    Any,
+    Pid(Pid),
+    /// Members of this process group.
+    Group(Pid),
+}
+
+impl WaitFor {
+    /// Linux's encoding: > 0 a pid, -1 any, 0 the caller's group (`own_pgid`), < -1 group -pid.
+    pub fn from_linux(pid: i32, own_pgid: Pid) -> WaitFor {
+        match pid {
+            -1 => WaitFor::Any,
+            0 => WaitFor::Group(own_pgid),
+            p if p > 0 => WaitFor::Pid(p as Pid),
+            p => WaitFor::Group(p.unsigned_abs()),
+        }
+    }
 }
 
 pub struct Table<T> {
@@ -129,9 +163,10 @@ impl<T> Table<T> {
         if self.procs.len() >= self.limit {
             return Err(TableError::Full);
         }
+        let (mut pgid, mut sid) = (0, 0);
         if let Some(pp) = parent {
             match self.procs.get(&pp) {
-                Some(p) if p.state == State::Running => {}
+                Some(p) if p.state == State::Running => (pgid, sid) = (p.pgid, p.sid),
                 Some(_) => return Err(TableError::WrongState),
                 None => return Err(TableError::NoProcess),
             }
@@ -169,6 +204,10 @@ impl<T> Table<T> {
                 creds,
                 state: State::Running,
                 children: Vec::new(),
+                // Without a parent it leads a session and group of its own.
+                pgid: if parent.is_some() { pgid } else { pid },
+                sid: if parent.is_some() { sid } else { pid },
+                execed: false,
                 serial,
                 task: Some(task),
             },
@@ -248,6 +287,7 @@ impl<T> Table<T> {
             return Err(TableError::WrongState);
         }
         let old = p.task.replace(task).ok_or(TableError::WrongState)?;
+        p.execed = true;
         let old_serial = core::mem::replace(&mut p.serial, serial);
         self.serials.remove(&old_serial);
         Ok(old)
@@ -288,6 +328,98 @@ impl<T> Table<T> {
             }
         }
         Ok(task)
+    }
+
+    /// The first ended child of `parent` that `which` matches, reaped: `Ok(Some((pid,
+    /// status)))`; `Ok(None)` if children match but none has ended; `NoChild` if none matches.
+    pub fn wait(
+        &mut self,
+        parent: Pid,
+        which: WaitFor,
+    ) -> Result<Option<(Pid, Status)>, TableError> {
+        let p = self.procs.get(&parent).ok_or(TableError::NoProcess)?;
+        let mut matched = false;
+        let mut ended = None;
+        for &c in &p.children {
+            let Some(cp) = self.procs.get(&c) else {
+                continue;
+            };
+            let hit = match which {
+                WaitFor::Any => true,
+                WaitFor::Pid(x) => c == x,
+                WaitFor::Group(g) => cp.pgid == g,
+            };
+            if !hit {
+                continue;
+            }
+            matched = true;
+            if let State::Zombie(st) = cp.state {
+                ended = Some((c, st));
+                break;
+            }
+        }
+        match ended {
+            Some((c, st)) => {
+                self.reap(c)?;
+                Ok(Some((c, st)))
+            }
+            None if matched => Ok(None),
+            None => Err(TableError::NoChild),
+        }
+    }
+
+    /// Linux `setpgid(pid, pgid)` by `caller` (0 for either means the caller / the pid).
+    pub fn setpgid(&mut self, caller: Pid, pid: Pid, pgid: Pid) -> Result<(), TableError> {
+        let pid = if pid == 0 { caller } else { pid };
+        let pgid = if pgid == 0 { pid } else { pgid };
+        let c = self.procs.get(&caller).ok_or(TableError::NoProcess)?;
+        let (csid, cchildren) = (c.sid, c.children.contains(&pid));
+        if pid != caller && !cchildren {
+            return Err(TableError::NoProcess);
+        }
+        let t = self.procs.get(&pid).ok_or(TableError::NoProcess)?;
+        if t.state != State::Running {
+            return Err(TableError::NoProcess);
+        }
+        if pid != caller && t.sid != csid {
+            return Err(TableError::NotPermitted);
+        }
+        if pid != caller && t.execed {
+            return Err(TableError::Execed);
+        }
+        // A session leader stays in its group.
+        if t.sid == pid {
+            return Err(TableError::NotPermitted);
+        }
+        // Joining a group: it must exist in the same session.
+        if pgid != pid
+            && !self
+                .procs
+                .values()
+                .any(|q| q.pgid == pgid && q.sid == csid && q.state == State::Running)
+        {
+            return Err(TableError::NotPermitted);
+        }
+        if let Some(t) = self.procs.get_mut(&pid) {
+            t.pgid = pgid;
+        }
+        Ok(())
+    }
+
+    /// Linux `setsid()` by `caller`: it leads a new session and group (refused for a group
+    /// leader): the session id.
+    pub fn setsid(&mut self, caller: Pid) -> Result<Pid, TableError> {
+        if self
+            .procs
+            .values()
+            .any(|q| q.pgid == caller && q.state == State::Running)
+        {
+            return Err(TableError::NotPermitted);
+        }
+        let c = self.procs.get_mut(&caller).ok_or(TableError::NoProcess)?;
+        c.pgid = caller;
+        c.sid = caller;
+        Ok(caller)
     }
 
     /// Removes zombie `pid` from the table: its status.
@@ -418,6 +550,66 @@ mod tests {
         t.end(init, Status::Exited(0)).unwrap();
         assert_eq!(t.begin_exec(init), Err(TableError::WrongState));
         assert_eq!(t.begin_exec(9), Err(TableError::NoProcess));
+    }
+
+    #[test]
+    fn wait_reaps_the_matching_ended_child() {
+        let mut t: Table<u8> = Table::new(8);
+        let (init, _) = t.create(None, root(), 0).unwrap();
+        assert_eq!(t.wait(init, WaitFor::Any), Err(TableError::NoChild));
+        let (a, _) = t.create(Some(init), root(), 1).unwrap();
+        let (b, _) = t.create(Some(init), root(), 2).unwrap();
+        assert_eq!(t.wait(init, WaitFor::Any), Ok(None));
+        t.end(b, Status::Exited(4)).unwrap();
+        assert_eq!(t.wait(init, WaitFor::Pid(a)), Ok(None));
+        assert_eq!(t.wait(init, WaitFor::Pid(99)), Err(TableError::NoChild));
+        assert_eq!(t.wait(init, WaitFor::Any), Ok(Some((b, Status::Exited(4)))));
+        assert!(t.get(b).is_none());
+        t.setpgid(init, a, 0).unwrap();
+        assert_eq!(t.wait(init, WaitFor::Group(init)), Err(TableError::NoChild));
+        t.end(a, Status::Signaled(9)).unwrap();
+        assert_eq!(
+            t.wait(init, WaitFor::from_linux(-(a as i32), 1)),
+            Ok(Some((a, Status::Signaled(9))))
+        );
+        assert_eq!(WaitFor::from_linux(0, 7), WaitFor::Group(7));
+        assert_eq!(WaitFor::from_linux(-1, 7), WaitFor::Any);
+        assert_eq!(WaitFor::from_linux(5, 7), WaitFor::Pid(5));
+    }
+
+    #[test]
+    fn groups_and_sessions_as_linux() {
+        let mut t: Table<u8> = Table::new(8);
+        let (init, _) = t.create(None, root(), 0).unwrap();
+        assert_eq!(
+            (t.get(init).unwrap().pgid, t.get(init).unwrap().sid),
+            (1, 1)
+        );
+        let (a, _) = t.create(Some(init), root(), 1).unwrap();
+        let (b, _) = t.create(Some(a), root(), 2).unwrap();
+        assert_eq!((t.get(b).unwrap().pgid, t.get(b).unwrap().sid), (1, 1));
+        // init leads its session: it cannot leave its group, nor start a session.
+        assert_eq!(t.setpgid(init, 0, 0), Err(TableError::NotPermitted));
+        assert_eq!(t.setsid(init), Err(TableError::NotPermitted));
+        // Not a child of the caller.
+        assert_eq!(t.setpgid(init, b, 0), Err(TableError::NoProcess));
+        // A new group led by a, and b joins it from a.
+        t.setpgid(a, 0, 0).unwrap();
+        t.setpgid(a, b, a).unwrap();
+        assert_eq!(t.get(b).unwrap().pgid, a);
+        // A group that does not exist.
+        assert_eq!(t.setpgid(a, b, 77), Err(TableError::NotPermitted));
+        // a leads a group: no setsid; b may.
+        assert_eq!(t.setsid(a), Err(TableError::NotPermitted));
+        assert_eq!(t.setsid(b), Ok(b));
+        assert_eq!((t.get(b).unwrap().pgid, t.get(b).unwrap().sid), (b, b));
+        // Now in another session: a cannot move it.
+        assert_eq!(t.setpgid(a, b, a), Err(TableError::NotPermitted));
+        // After exec a parent cannot change the child's group.
+        let (c, _) = t.create(Some(a), root(), 3).unwrap();
+        let s = t.begin_exec(c).unwrap();
+        t.finish_exec(c, s, 4).unwrap();
+        assert_eq!(t.setpgid(a, c, a), Err(TableError::Execed));
     }
 
     #[test]

@@ -34,7 +34,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use crate::errno::*;
-use crate::{nr, Errno, SysResult, User};
+use crate::{handoff, nr, Errno, SysResult, User};
 
 use abi::*;
 pub use backend::Backend;
@@ -149,6 +149,139 @@ impl<B: Backend> Files<B> {
         for d in self.table.take_cloexec() {
             self.release(d);
         }
+    }
+
+    /// The umask (for the state a `fork` or `execve` hands on).
+    pub fn umask(&self) -> u32 {
+        self.umask
+    }
+
+    /// The descriptors a `fork` (every one) or an `execve` (those without close-on-exec) hands
+    /// on, and their descriptions, each once (descriptors sharing one keep sharing it). A file's
+    /// `file` field is its backend handle here: the caller turns it into a capability index.
+    pub fn export(&self, exec: bool) -> (Vec<handoff::Description>, Vec<handoff::Descriptor>) {
+        let mut shared: Vec<Shared> = Vec::new();
+        let mut descs = Vec::new();
+        let mut fds = Vec::new();
+        for fd in self.table.fds() {
+            let cloexec = self.table.cloexec(fd).unwrap_or(false);
+            if exec && cloexec {
+                continue;
+            }
+            let Ok(d) = self.table.get(fd) else {
+                continue;
+            };
+            let i = match shared.iter().position(|s| Rc::ptr_eq(s, &d)) {
+                Some(i) => i,
+                None => {
+                    let b = d.borrow();
+                    let object = match &b.object {
+                        Object::File {
+                            handle, path, mode, ..
+                        } => handoff::Object::File {
+                            file: *handle as u32,
+                            open_flags: 0,
+                            path: path.clone(),
+                            mode: *mode,
+                        },
+                        Object::Path { path, mode } => handoff::Object::Path {
+                            path: path.clone(),
+                            mode: *mode,
+                        },
+                        Object::Device(dev) => handoff::Object::Device(*dev as u8),
+                        Object::Pipe { handle, end, .. } => handoff::Object::Pipe {
+                            end: *handle as u32,
+                            write: *end == sawmill_pipe_api::End::Write,
+                        },
+                    };
+                    descs.push(handoff::Description {
+                        object,
+                        offset: b.offset,
+                        flags: b.flags,
+                        cell: handoff::NONE,
+                    });
+                    drop(b);
+                    shared.push(d.clone());
+                    shared.len() - 1
+                }
+            };
+            fds.push(handoff::Descriptor {
+                fd,
+                cloexec: if exec { false } else { cloexec },
+                description: i as u32,
+            });
+        }
+        (descs, fds)
+    }
+
+    /// Replaces the descriptor table, working directory and umask with those handed on by a
+    /// `fork` or `execve`. `handle` gives the backend handle of a file description (`None`: the
+    /// file could not be taken over; its descriptors stay closed). Returns the descriptions
+    /// made, in the state's order.
+    pub fn adopt(
+        &mut self,
+        st: &handoff::State,
+        handle: &mut dyn FnMut(&mut B, &handoff::Object) -> Option<u64>,
+    ) -> Vec<Option<Shared>> {
+        for fd in self.table.fds().collect::<Vec<_>>() {
+            if let Ok(d) = self.table.remove(fd) {
+                self.release(d);
+            }
+        }
+        let backend = &mut self.backend;
+        let made: Vec<Option<Shared>> = st
+            .descriptions
+            .iter()
+            .map(|d| {
+                let object = match &d.object {
+                    handoff::Object::File { path, mode, .. } => Object::File {
+                        handle: handle(backend, &d.object)?,
+                        path: path.clone(),
+                        mode: *mode,
+                        entries: None,
+                    },
+                    handoff::Object::Path { path, mode } => Object::Path {
+                        path: path.clone(),
+                        mode: *mode,
+                    },
+                    handoff::Object::Device(n) => Object::Device(Device::from_u8(*n)?),
+                    handoff::Object::Pipe { write, .. } => {
+                        let handle = handle(backend, &d.object)?;
+                        Object::Pipe {
+                            handle,
+                            end: if *write {
+                                sawmill_pipe_api::End::Write
+                            } else {
+                                sawmill_pipe_api::End::Read
+                            },
+                            ring: backend.pipe_ring(handle)?,
+                        }
+                    }
+                };
+                Some(Rc::new(RefCell::new(Description {
+                    object,
+                    offset: d.offset,
+                    flags: d.flags,
+                })))
+            })
+            .collect();
+        for fd in &st.descriptors {
+            if let Some(Some(d)) = made.get(fd.description as usize) {
+                if (fd.fd as usize) < MAX_FDS {
+                    self.table.set(fd.fd as usize, d.clone(), fd.cloexec);
+                }
+            }
+        }
+        if !st.cwd.is_empty() {
+            self.cwd = st.cwd.clone();
+        }
+        self.umask = st.umask & 0o777;
+        made
+    }
+
+    /// The description behind `fd`, if it is open.
+    pub fn description(&self, fd: i32) -> Option<Shared> {
+        self.table.peek(fd).cloned()
     }
 
     /// The file-system handle behind `fd` for `mmap`: (handle, readable, writable, size).

@@ -37,6 +37,15 @@ pub enum Device {
     Console,
 }
 
+impl Device {
+    /// The device a number of `Device as u8` names (the state handed to a new image).
+    pub fn from_u8(n: u8) -> Option<Device> {
+        [Device::Null, Device::Zero, Device::Random, Device::Console]
+            .into_iter()
+            .find(|d| *d as u8 == n)
+    }
+}
+
 /// What a description is open on.
 #[derive(Debug)]
 pub enum Object {

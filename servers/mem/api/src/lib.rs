@@ -31,9 +31,15 @@ pub const POOL_BASE: u64 = 0x0000_0010_0000_0000;
 pub struct Config {
     #[serde(default)]
     pub default_quota_kb: Option<u32>,
+    /// Dataspaces one client may hold at once (default [`DEFAULT_DATASPACES_PER_CLIENT`]); the
+    /// process server's badge carries every Linux process's memory, so its system raises it.
+    #[serde(default)]
+    pub dataspaces_per_client: Option<u32>,
     #[serde(default)]
     pub quota: Vec<Quota>,
 }
+
+pub const DEFAULT_DATASPACES_PER_CLIENT: u32 = 64;
 
 /// The limit of one client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

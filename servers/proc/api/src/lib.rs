@@ -27,6 +27,8 @@
 //! - `pool_kb`: memory proc takes from `mem` to build processes from (their libraries' heaps,
 //!   stacks and writable pages), default 8192.
 //! - `priority`: the priority of every process (default 50, below the servers).
+//! - `max_procs`: processes at once, running and zombies (default 64): `fork` beyond it is
+//!   refused with `EAGAIN` (Linux `RLIMIT_NPROC`, for every user together).
 #![no_std]
 
 extern crate alloc;
@@ -41,15 +43,17 @@ pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
 pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;
 pub const DEFAULT_PRIORITY: u8 = 50;
+pub const DEFAULT_MAX_PROCS: u32 = 64;
 
 /// The name of each process's wake notification: every blocking wait of a Linux process (a
 /// child's change of state, a signal, a pipe or the terminal becoming ready) is a wait on this
-/// one notification, so that any of them ends it. proc creates one per process and keeps the
-/// original; the bits say who signalled.
+/// one notification, so that any of them ends it. proc creates one per process (kept across
+/// its execs) and keeps the original; the bits say who signalled. A library that must wait for
+/// something proc decides asks proc without blocking and, if nothing is there yet, waits on it.
 pub const WAKE_CAP: &str = "proc:wake";
-/// A child changed state.
+/// A child of the process changed state (ended, or ran a new program after `vfork`).
 pub const WAKE_CHILD: u64 = 1;
-/// A signal was sent to the process.
+/// A signal is pending for the process.
 pub const WAKE_SIGNAL: u64 = 2;
 /// A pipe or the terminal the process waits on may go on (registered with the pipe server or
 /// the console).
@@ -80,6 +84,8 @@ pub struct Config {
     pub pool_kb: u32,
     #[serde(default = "priority")]
     pub priority: u8,
+    #[serde(default = "max_procs")]
+    pub max_procs: u32,
 }
 
 fn root_dir() -> String {
@@ -100,10 +106,26 @@ fn pool_kb() -> u32 {
 fn priority() -> u8 {
     DEFAULT_PRIORITY
 }
+fn max_procs() -> u32 {
+    DEFAULT_MAX_PROCS
+}
 
 impl Peers for Config {
     fn peers(&mut self, _f: &mut dyn FnMut(Peer<'_>)) {}
 }
+
+/// Most capabilities one `fork` or `exec` may hand off (`proc.handoff`): the state dataspace, the
+/// program's regions and its open files.
+pub const MAX_HANDOFF_CAPS: usize = 256;
+/// The name of handed-off capability `i` in the new image's environment: this prefix and `i`.
+pub const HANDOFF_CAP_PREFIX: &str = "hand";
+
+/// The process information page: one page proc writes and maps read-only into the process's
+/// library (`sawmill_linux::layout::LIB_INFO`), so that what proc may change under a running
+/// process (its parent, when the parent ends) is read without a call. Byte offsets of its
+/// little-endian fields:
+/// The parent's pid (u32; 0 for none). Changes to 1 when the parent ends (reparenting).
+pub const INFO_PPID: usize = 0;
 
 /// The request of `proc.exec` (interfaces/proc.idl): what the library writes into the dataspace
 /// it passes. Little-endian; each string is a u32 length and its bytes: the program (a path, or a

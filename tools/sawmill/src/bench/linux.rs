@@ -46,6 +46,8 @@ pub const EXPECTED: &[&str] = &[
     "linux.pagefault.anon",
     "linux.open",
     "linux.write4k",
+    "linux.fork_wait",
+    "linux.fork_exec_wait",
     "linux.exec",
 ];
 

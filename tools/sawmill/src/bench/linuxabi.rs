@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// Metric name prefix of this run (`lbench --prefix=`).
 pub const PREFIX: &str = "linuxabi";
-/// `lbench` metrics skipped on sawmill (`--skip=`): the pipe round trip needs `fork`.
+/// `lbench` metrics skipped on sawmill (`--skip=`): the pipe round trip needs pipes.
 pub const SKIPPED: &[&str] = &["pipe.roundtrip"];
 /// Where the benchmark files lie in the image (`lbench`'s directory argument).
 const DATA_DIR: &str = "bench";

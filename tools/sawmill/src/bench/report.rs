@@ -96,6 +96,7 @@ pub const GOALS: &[(&str, f64)] = &[
     ("ratio.linuxabi.open", 1.0),
     ("ratio.linuxabi.write4k", 1.0),
     ("ratio.linuxabi.pagefault.anon", 1.0),
+    ("ratio.linuxabi.fork_exec_wait", 1.5),
 ];
 
 /// The goal for ratio `name`, if it has one.

@@ -1,0 +1,452 @@
+//! The process calls that need proc and the handoff between images, in the guest: `fork`,
+//! `vfork` and `clone` (the parent's side: the state and capabilities handed to proc), the state
+//! an `execve` hands on, `wait4`/`waitid` and the wake loop, process groups and sessions.
+//! What is decided is decided by the host-tested modules (`handoff`, `procs`); the child's side
+//! of a fork (adopting the state, returning to the program) is `guest::start`.
+//!
+//! It touches the program's region map (lib/rm: a snapshot, `dataspace.copy` of its private
+//! memory, which makes the parent's own pages copy-on-write), the descriptor table through
+//! `files_guest`, and the `proc` and `mem` capabilities and the wake notification.
+
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+
+use sawmill_interfaces::{dataspace, proc, WaitKind};
+use sawmill_linux::errno::{self, Errno};
+use sawmill_linux::handoff::{self, CapIndex, State, NONE};
+use sawmill_linux::procs::{self, CloneKind};
+use sawmill_linux::{layout, SysResult, User};
+use sawmill_proc_api::{HANDOFF_CAP_PREFIX, WAKE_CAP, WAKE_CHILD, WAKE_SIGNAL};
+use sawmill_rm as rm;
+use sawmill_rt::{env, sys, thread};
+
+use crate::guest::{self, GuestUser};
+
+/// State used by the program's one thread only (see `guest`).
+struct Single<T>(UnsafeCell<T>);
+// SAFETY: only the program's one thread enters the library (guest's module header).
+unsafe impl<T> Sync for Single<T> {}
+impl<T> Single<T> {
+    #[allow(clippy::mut_from_ref)]
+    fn get(&self) -> &mut T {
+        // SAFETY: as for `Sync`: each use takes it once and does not keep it across a call
+        // that takes it again.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+/// Capability slots given back, for reuse (a task has 1024 and the runtime never reuses one;
+/// a shell forks without end).
+static FREE_SLOTS: Single<Vec<u64>> = Single(UnsafeCell::new(Vec::new()));
+/// Wake bits seen by a wait but not yet used (a wait consumes every bit of the notification):
+/// `WAKE_SIGNAL` stays here until the signal code takes it ([`take_wake`]); `WAKE_CHILD` needs
+/// no keeping (every waiter asks proc again after each wake).
+static PENDING_WAKE: Single<u64> = Single(UnsafeCell::new(0));
+
+/// Takes the wake bits of `mask` seen so far (for the signal code: `WAKE_SIGNAL`).
+#[allow(dead_code)]
+pub fn take_wake(mask: u64) -> u64 {
+    let p = PENDING_WAKE.get();
+    let b = *p & mask;
+    *p &= !mask;
+    b
+}
+
+fn slot() -> u64 {
+    FREE_SLOTS.get().pop().unwrap_or_else(thread::alloc_slot)
+}
+
+fn free_slot(s: u64) {
+    let _ = sys::cap_delete(s);
+    FREE_SLOTS.get().push(s);
+}
+
+fn proc_client() -> Result<proc::Client, Errno> {
+    env::cap(proc::NAME)
+        .map(proc::Client::new)
+        .ok_or(errno::ENOSYS)
+}
+
+fn proc_errno(e: sawmill_interfaces::rpc::Error<sawmill_interfaces::ProcError>) -> Errno {
+    use sawmill_interfaces::rpc::Error as E;
+    use sawmill_interfaces::ProcError as P;
+    match e {
+        E::App(P::Again) => errno::EAGAIN,
+        E::App(P::NoChild) => errno::ECHILD,
+        E::App(P::NotPermitted) => errno::EPERM,
+        E::App(P::NoSuchProcess) => errno::ESRCH,
+        E::App(P::NoMemory) => errno::ENOMEM,
+        _ => errno::EINVAL,
+    }
+}
+
+/// Waits until proc signals the process's wake notification, keeping the bits for whoever
+/// asks next. The hook for signals: a pending signal (WAKE_SIGNAL) ends the wait with EINTR
+/// once the signal code decides the call is interrupted (today: only noted, the wait goes on).
+pub fn wait_wake() -> Result<(), Errno> {
+    let Some(n) = env::cap(WAKE_CAP) else {
+        // Without a wake notification (a launcher without proc): poll politely.
+        sys::yield_now();
+        return Ok(());
+    };
+    let bits = match sys::notify_wait(n, 0) {
+        Ok(b) => b,
+        Err(_) => {
+            sys::yield_now();
+            0
+        }
+    };
+    *PENDING_WAKE.get() |= bits & !WAKE_CHILD;
+    if *PENDING_WAKE.get() & WAKE_SIGNAL != 0 {
+        // Signals (h-sig): return Err(EINTR) here when a caught signal interrupts the wait.
+    }
+    Ok(())
+}
+
+/// The capabilities a new image gets, by index, and the indices given out so far.
+struct Caps {
+    slots: Vec<u64>,
+    /// Of `slots`, those made for the handoff (copies): given back after it.
+    made: Vec<u64>,
+}
+
+impl Caps {
+    fn new() -> Caps {
+        // Index 0 is the state's dataspace, filled in last.
+        Caps {
+            slots: alloc::vec![0],
+            made: Vec::new(),
+        }
+    }
+    /// The index of `slot`, added once.
+    fn index(&mut self, slot: u64) -> CapIndex {
+        match self.slots.iter().position(|&s| s == slot) {
+            Some(i) => i as CapIndex,
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as CapIndex
+            }
+        }
+    }
+    /// A copy-on-write copy of dataspace `ds` (once per dataspace: `copies` maps the
+    /// original slot to its copy's index).
+    fn copy(&mut self, ds: u64, copies: &mut Vec<(u64, CapIndex)>) -> Result<CapIndex, Errno> {
+        if let Some(&(_, i)) = copies.iter().find(|(o, _)| *o == ds) {
+            return Ok(i);
+        }
+        let s = slot();
+        match dataspace::Client::new(ds).copy(s) {
+            Ok(c) => {
+                self.made.push(c);
+                let i = self.index(c);
+                copies.push((ds, i));
+                Ok(i)
+            }
+            Err(_) => {
+                FREE_SLOTS.get().push(s);
+                Err(errno::EAGAIN)
+            }
+        }
+    }
+    /// Frees what was made (the handoff failed: nothing of it may stay).
+    fn discard(self) {
+        for c in self.made {
+            let _ = dataspace::Client::new(c).free();
+            free_slot(c);
+        }
+    }
+    /// Gives back our slots of what was made (the new image holds them now).
+    fn done(self) {
+        for c in self.made {
+            free_slot(c);
+        }
+    }
+}
+
+/// The descriptors, working directory and umask for the new image (`exec`: without the
+/// close-on-exec ones), files as capabilities in `caps`.
+fn file_state(caps: &mut Caps, exec: bool) -> State {
+    crate::files_guest::export(exec, &mut |cap| caps.index(cap))
+}
+
+/// Writes `st` into a fresh dataspace (index 0 of `caps`) and hands every capability to proc.
+fn hand_off(st: &State, caps: &mut Caps) -> Result<(), Errno> {
+    let bytes = st.encode();
+    let len = (bytes.len() as u64 + 8).div_ceil(4096) * 4096;
+    let m = rm::mem().ok_or(errno::ENOMEM)?;
+    let s = slot();
+    let ds = m.alloc(len, 0, s).map_err(|_| {
+        FREE_SLOTS.get().push(s);
+        errno::EAGAIN
+    })?;
+    caps.made.push(ds);
+    caps.slots[0] = ds;
+    let at = rm::attach(ds, 0, len, None, rm::READ | rm::WRITE).map_err(|_| errno::ENOMEM)?;
+    // SAFETY: attached read-write just above, `len` >= 8 + bytes.len(): the length, the state.
+    unsafe {
+        core::ptr::write_unaligned(at as *mut u64, bytes.len() as u64);
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), (at + 8) as *mut u8, bytes.len());
+    }
+    let _ = rm::detach(at);
+    let p = proc_client()?;
+    for (i, &c) in caps.slots.iter().enumerate() {
+        p.handoff(c, i == 0).map_err(proc_errno)?;
+    }
+    Ok(())
+}
+
+/// The state the previous image handed on (a fork parent, or the image before `execve`) and
+/// the capabilities it names (this task's slots, by index); `None` if there is none. The
+/// state's dataspace is freed once read.
+pub fn received() -> Option<(State, Vec<u64>)> {
+    let n = env::value(env::KIND_LINUX_HANDOFF)? as usize;
+    let mut caps = Vec::with_capacity(n);
+    for i in 0..n {
+        let name = alloc::format!("{}{}", HANDOFF_CAP_PREFIX, i);
+        caps.push(env::cap(&name).unwrap_or(0));
+    }
+    let ds = *caps.first()?;
+    let info = dataspace::Client::new(ds).info().ok()?;
+    let at = rm::attach(ds, 0, info.size, None, rm::READ).ok()?;
+    // SAFETY: attached readable just above, `info.size` bytes: a length word, then the state.
+    let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, info.size as usize) };
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])) as usize;
+    let st = bytes
+        .get(8..8usize.saturating_add(len))
+        .and_then(State::decode);
+    let _ = rm::detach(at);
+    let _ = dataspace::Client::new(ds).free();
+    let _ = sys::cap_delete(ds);
+    st.map(|s| (s, caps))
+}
+
+/// `fork`, `vfork` and `clone`: the child's pid, or an error with nothing changed.
+pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid: u64) -> SysResult {
+    let frame = &sawmill_rt::utcb().foreign;
+    let mut words = Vec::with_capacity(18);
+    for w in [
+        frame.rax,
+        frame.rbx,
+        frame.rcx,
+        frame.rdx,
+        frame.rsi,
+        frame.rdi,
+        frame.rbp,
+        frame.rsp,
+        frame.r8,
+        frame.r9,
+        frame.r10,
+        frame.r11,
+        frame.r12,
+        frame.r13,
+        frame.r14,
+        frame.r15,
+        frame.rip,
+        frame.rflags,
+    ] {
+        words.push(w);
+    }
+    let mut caps = Caps::new();
+    let mut copies = Vec::new();
+    let mut regions = Vec::new();
+    let mut revoked = Vec::new();
+    let snap = rm::snapshot(layout::PROGRAM_MIN, layout::PROGRAM_END);
+    let made = (|| -> Result<(), Errno> {
+        for r in &snap {
+            let private = r.flags & rm::OWNED != 0;
+            let ds = if private {
+                caps.copy(r.ds, &mut copies)?
+            } else {
+                caps.index(r.ds)
+            };
+            let shadow = if r.shadow != 0 {
+                caps.copy(r.shadow, &mut copies)?
+            } else {
+                NONE
+            };
+            if private || r.shadow != 0 {
+                revoked.push((r.start, r.size));
+            }
+            regions.push(handoff::Region {
+                start: r.start,
+                size: r.size,
+                ds,
+                offset: r.offset,
+                flags: r.flags,
+                shadow,
+                shadow_offset: r.shadow_offset,
+                private: r.private.clone(),
+            });
+        }
+        Ok(())
+    })();
+    // The copies made the parent's pages copy-on-write (mem revoked their mappings): they
+    // fault in again on the next touch.
+    for &(a, l) in &revoked {
+        rm::forget(a, l);
+    }
+    guest::forget_region();
+    if let Err(e) = made {
+        caps.discard();
+        return Err(e);
+    }
+    let mut st = file_state(&mut caps, false);
+    let (fs_base, brk, name) = guest::fork_fields();
+    st.fork = Some(handoff::ForkState {
+        frame: words,
+        fs_base,
+        brk,
+        name,
+        regions,
+        stack,
+        child_tid: if flags & procs::CLONE_CHILD_SETTID != 0 {
+            child_tid
+        } else {
+            0
+        },
+    });
+    if let Err(e) = hand_off(&st, &mut caps) {
+        caps.discard();
+        return Err(e);
+    }
+    let pid = match proc_client()?.fork() {
+        Ok(pid) => pid,
+        Err(e) => {
+            caps.discard();
+            return Err(proc_errno(e));
+        }
+    };
+    caps.done();
+    if flags & procs::CLONE_PARENT_SETTID != 0 && parent_tid != 0 {
+        let _ = GuestUser.write(parent_tid, &pid.to_le_bytes());
+    }
+    if kind == CloneKind::Vfork {
+        // The parent waits until the child runs a new program or ends.
+        let p = proc_client()?;
+        while !p.vfork_done(pid).unwrap_or(true) {
+            wait_wake()?;
+        }
+    }
+    Ok(pid as u64)
+}
+
+/// Hands the descriptors, working directory and umask to proc for the image `execve` starts.
+/// On an error nothing is left over.
+pub fn exec_handoff() -> Result<(), Errno> {
+    let mut caps = Caps::new();
+    let st = file_state(&mut caps, true);
+    match hand_off(&st, &mut caps) {
+        Ok(()) => {
+            // The state's dataspace is the new image's to free; if the exec fails it is
+            // proc's copy that goes, and ours is freed here.
+            EXEC_STATE.get().replace(caps.slots[0]);
+            caps.made.retain(|&c| c != caps.slots[0]);
+            caps.done();
+            Ok(())
+        }
+        Err(e) => {
+            caps.discard();
+            Err(e)
+        }
+    }
+}
+
+/// The state dataspace of an `execve` under way (freed if the exec fails).
+static EXEC_STATE: Single<Option<u64>> = Single(UnsafeCell::new(None));
+
+/// The exec failed: its state is freed.
+pub fn exec_failed() {
+    if let Some(ds) = EXEC_STATE.get().take() {
+        let _ = dataspace::Client::new(ds).free();
+        free_slot(ds);
+    }
+}
+
+/// `wait4(pid, wstatus, options, rusage)`.
+pub fn wait4(pid: u64, wstatus: u64, options: u64, rusage: u64) -> SysResult {
+    procs::wait4_options(options)?;
+    let (child, status) = wait_for(pid as i32, options & procs::WNOHANG != 0)?;
+    if child != 0 {
+        if wstatus != 0 {
+            GuestUser.write(wstatus, &status.to_le_bytes())?;
+        }
+        if rusage != 0 {
+            GuestUser.write(rusage, &[0u8; 144])?;
+        }
+    }
+    Ok(child as u64)
+}
+
+/// `waitid(idtype, id, infop, options, rusage)`.
+pub fn waitid(idtype: u64, id: u64, info: u64, options: u64, rusage: u64) -> SysResult {
+    let target = procs::waitid_target(idtype, id, options)?;
+    if options & procs::WEXITED == 0 {
+        // Only stop/continue asked for: they come with signals; nothing to report yet.
+        return Err(errno::ECHILD);
+    }
+    let (child, status) = wait_for(target, options & procs::WNOHANG != 0)?;
+    if info != 0 {
+        let uid = guest::uid();
+        GuestUser.write(info, &procs::waitid_info(child, status, uid))?;
+    }
+    if rusage != 0 {
+        GuestUser.write(rusage, &[0u8; 144])?;
+    }
+    Ok(0)
+}
+
+/// Waits for a child matching `pid` (wait4's encoding) to end: (its pid, wstatus), or (0, 0)
+/// with `nohang` if none has yet.
+fn wait_for(pid: i32, nohang: bool) -> Result<(u32, u32), Errno> {
+    if pid == i32::MIN {
+        return Err(errno::ESRCH);
+    }
+    let p = proc_client()?;
+    loop {
+        let r = p.wait(pid).map_err(proc_errno)?;
+        if r.kind == WaitKind::Ended {
+            return Ok((r.child, r.status));
+        }
+        if nohang {
+            return Ok((0, 0));
+        }
+        wait_wake()?;
+    }
+}
+
+pub fn setpgid(pid: u64, pgid: u64) -> SysResult {
+    if (pid as i64) < 0 || (pgid as i64) < 0 {
+        return Err(errno::EINVAL);
+    }
+    proc_client()?
+        .setpgid(pid as u32, pgid as u32)
+        .map(|_| 0)
+        .map_err(proc_errno)
+}
+
+pub fn getpgid(pid: u64) -> SysResult {
+    if (pid as i64) < 0 {
+        return Err(errno::ESRCH);
+    }
+    proc_client()?
+        .getpgid(pid as u32)
+        .map(|g| g as u64)
+        .map_err(proc_errno)
+}
+
+pub fn setsid() -> SysResult {
+    proc_client()?
+        .setsid()
+        .map(|s| s as u64)
+        .map_err(proc_errno)
+}
+
+pub fn getsid(pid: u64) -> SysResult {
+    if (pid as i64) < 0 {
+        return Err(errno::ESRCH);
+    }
+    proc_client()?
+        .getsid(pid as u32)
+        .map(|s| s as u64)
+        .map_err(proc_errno)
+}

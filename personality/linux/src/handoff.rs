@@ -1,0 +1,479 @@
+//! The state one image of a process hands to the next: to a `fork` child (everything the
+//! library knows of the process: registers, memory regions, descriptors, working directory) or
+//! to the image an `execve` starts (descriptors without close-on-exec, working directory,
+//! umask). The library writes it into a dataspace it hands to proc as its first capability
+//! (`proc.handoff`), followed by the capabilities the state names by index (dataspaces, open
+//! files); proc gives them to the new image in that order, which decodes the state here and
+//! adopts it. Plain data, host-tested; [`State::decode`] is total: any bytes give a state or
+//! `None`.
+
+use alloc::vec::Vec;
+
+/// A capability named by index into the handed-off list; `NONE` for none.
+pub type CapIndex = u32;
+pub const NONE: CapIndex = u32::MAX;
+
+/// One region of the program's memory (lib/rm's region map).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Region {
+    pub start: u64,
+    pub size: u64,
+    /// The source dataspace and the offset in it of `start`.
+    pub ds: CapIndex,
+    pub offset: u64,
+    /// lib/rm region flags.
+    pub flags: u32,
+    /// A copy-on-write region's private pages: their dataspace (or NONE), the offset in it of
+    /// `start`, which pages live there.
+    pub shadow: CapIndex,
+    pub shadow_offset: u64,
+    pub private: Vec<u64>,
+}
+
+/// What a description is open on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Object {
+    /// A file of the file system: its open file (a capability), the file client's open flags,
+    /// the path it was opened by and its mode when known.
+    File {
+        file: CapIndex,
+        open_flags: u32,
+        path: Vec<u8>,
+        mode: Option<u32>,
+    },
+    /// `O_PATH`.
+    Path { path: Vec<u8>, mode: u32 },
+    /// A device the library serves (`files::table::Device` as a number).
+    Device(u8),
+    /// One end of a pipe: its capability (also its ring's dataspace) and which end it is.
+    Pipe { end: CapIndex, write: bool },
+}
+
+/// An open file description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Description {
+    pub object: Object,
+    pub offset: u64,
+    pub flags: u32,
+    /// The description's cell in the shared offset page (`State::offsets`), where every process
+    /// holding it keeps its offset; NONE for one not shared.
+    pub cell: u32,
+}
+
+/// A descriptor: its number, close-on-exec, its description (index into `descriptions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    pub fd: i32,
+    pub cloexec: bool,
+    pub description: u32,
+}
+
+/// What `fork` adds to what `execve` keeps.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ForkState {
+    /// The program's registers at its `fork` (`sawmill_abi::ForeignFrame` as words; the child
+    /// returns with rax = 0).
+    pub frame: Vec<u64>,
+    pub fs_base: u64,
+    /// `mm::Brk`: start, current break, mapped end.
+    pub brk: [u64; 3],
+    /// The thread's name (`prctl(PR_SET_NAME)`).
+    pub name: [u8; 16],
+    pub regions: Vec<Region>,
+    /// A vfork child runs on this stack (`clone`'s stack argument; 0 = the parent's).
+    pub stack: u64,
+    /// `CLONE_CHILD_SETTID`: where the child writes its pid (0 = nowhere).
+    pub child_tid: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct State {
+    /// Present for a fork child; absent for the image after `execve`.
+    pub fork: Option<ForkState>,
+    pub cwd: Vec<u8>,
+    pub umask: u32,
+    pub descriptions: Vec<Description>,
+    pub descriptors: Vec<Descriptor>,
+    /// The shared offset page (a dataspace every process of the family maps), or NONE.
+    pub offsets: CapIndex,
+}
+
+const MAGIC: u32 = 0x5346_4f48; // "HOFS"
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+    }
+    fn words(&mut self, w: &[u64]) {
+        self.u32(w.len() as u32);
+        for &x in w {
+            self.u64(x);
+        }
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    /// A count of items each at least `min` bytes long: bounded by what is left.
+    fn count(&mut self, min: usize) -> Option<usize> {
+        let n = self.u32()? as usize;
+        (n <= (self.b.len() - self.pos) / min.max(1)).then_some(n)
+    }
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = self.count(1)?;
+        Some(self.take(n)?.to_vec())
+    }
+    fn words(&mut self) -> Option<Vec<u64>> {
+        let n = self.count(8)?;
+        (0..n).map(|_| self.u64()).collect()
+    }
+}
+
+impl State {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        w.u32(MAGIC);
+        match &self.fork {
+            None => w.u8(0),
+            Some(f) => {
+                w.u8(1);
+                w.words(&f.frame);
+                w.u64(f.fs_base);
+                for v in f.brk {
+                    w.u64(v);
+                }
+                w.0.extend_from_slice(&f.name);
+                w.u64(f.stack);
+                w.u64(f.child_tid);
+                w.u32(f.regions.len() as u32);
+                for r in &f.regions {
+                    w.u64(r.start);
+                    w.u64(r.size);
+                    w.u32(r.ds);
+                    w.u64(r.offset);
+                    w.u32(r.flags);
+                    w.u32(r.shadow);
+                    w.u64(r.shadow_offset);
+                    w.words(&r.private);
+                }
+            }
+        }
+        w.bytes(&self.cwd);
+        w.u32(self.umask);
+        w.u32(self.descriptions.len() as u32);
+        for d in &self.descriptions {
+            match &d.object {
+                Object::File {
+                    file,
+                    open_flags,
+                    path,
+                    mode,
+                } => {
+                    w.u8(0);
+                    w.u32(*file);
+                    w.u32(*open_flags);
+                    w.bytes(path);
+                    w.u8(mode.is_some() as u8);
+                    w.u32(mode.unwrap_or(0));
+                }
+                Object::Path { path, mode } => {
+                    w.u8(1);
+                    w.bytes(path);
+                    w.u32(*mode);
+                }
+                Object::Device(n) => {
+                    w.u8(2);
+                    w.u8(*n);
+                }
+                Object::Pipe { end, write } => {
+                    w.u8(3);
+                    w.u32(*end);
+                    w.u8(*write as u8);
+                }
+            }
+            w.u64(d.offset);
+            w.u32(d.flags);
+            w.u32(d.cell);
+        }
+        w.u32(self.offsets);
+        w.u32(self.descriptors.len() as u32);
+        for d in &self.descriptors {
+            w.u32(d.fd as u32);
+            w.u8(d.cloexec as u8);
+            w.u32(d.description);
+        }
+        w.0
+    }
+
+    pub fn decode(b: &[u8]) -> Option<State> {
+        let mut r = Reader { b, pos: 0 };
+        if r.u32()? != MAGIC {
+            return None;
+        }
+        let fork = match r.u8()? {
+            0 => None,
+            1 => {
+                let frame = r.words()?;
+                let fs_base = r.u64()?;
+                let brk = [r.u64()?, r.u64()?, r.u64()?];
+                let name: [u8; 16] = r.take(16)?.try_into().ok()?;
+                let stack = r.u64()?;
+                let child_tid = r.u64()?;
+                let n = r.count(44)?;
+                let mut regions = Vec::with_capacity(n);
+                for _ in 0..n {
+                    regions.push(Region {
+                        start: r.u64()?,
+                        size: r.u64()?,
+                        ds: r.u32()?,
+                        offset: r.u64()?,
+                        flags: r.u32()?,
+                        shadow: r.u32()?,
+                        shadow_offset: r.u64()?,
+                        private: r.words()?,
+                    });
+                }
+                Some(ForkState {
+                    frame,
+                    fs_base,
+                    brk,
+                    name,
+                    regions,
+                    stack,
+                    child_tid,
+                })
+            }
+            _ => return None,
+        };
+        let cwd = r.bytes()?;
+        let umask = r.u32()?;
+        let n = r.count(17)?;
+        let mut descriptions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let object = match r.u8()? {
+                0 => Object::File {
+                    file: r.u32()?,
+                    open_flags: r.u32()?,
+                    path: r.bytes()?,
+                    mode: {
+                        let some = r.u8()?;
+                        let m = r.u32()?;
+                        match some {
+                            0 => None,
+                            1 => Some(m),
+                            _ => return None,
+                        }
+                    },
+                },
+                1 => Object::Path {
+                    path: r.bytes()?,
+                    mode: r.u32()?,
+                },
+                2 => Object::Device(r.u8()?),
+                3 => Object::Pipe {
+                    end: r.u32()?,
+                    write: match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return None,
+                    },
+                },
+                _ => return None,
+            };
+            descriptions.push(Description {
+                object,
+                offset: r.u64()?,
+                flags: r.u32()?,
+                cell: r.u32()?,
+            });
+        }
+        let offsets = r.u32()?;
+        let n = r.count(9)?;
+        let mut descriptors = Vec::with_capacity(n);
+        for _ in 0..n {
+            let fd = r.u32()? as i32;
+            let cloexec = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            let description = r.u32()?;
+            if description as usize >= descriptions.len() || fd < 0 {
+                return None;
+            }
+            descriptors.push(Descriptor {
+                fd,
+                cloexec,
+                description,
+            });
+        }
+        if r.pos != b.len() {
+            return None;
+        }
+        Some(State {
+            fork,
+            cwd,
+            umask,
+            descriptions,
+            descriptors,
+            offsets,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> State {
+        State {
+            fork: Some(ForkState {
+                frame: (0..18).collect(),
+                fs_base: 0x4000_1000,
+                brk: [0x60_0000, 0x60_1234, 0x60_2000],
+                name: *b"busybox\0\0\0\0\0\0\0\0\0",
+                regions: alloc::vec![
+                    Region {
+                        start: 0x40_0000,
+                        size: 0x2000,
+                        ds: 1,
+                        offset: 0,
+                        flags: 13,
+                        shadow: 2,
+                        shadow_offset: 0x1000,
+                        private: alloc::vec![2],
+                    },
+                    Region {
+                        start: 0x7000_0000,
+                        size: 0x1000,
+                        ds: 3,
+                        flags: 3,
+                        shadow: NONE,
+                        ..Region::default()
+                    },
+                ],
+                stack: 0,
+                child_tid: 0x7fff_0000,
+            }),
+            cwd: b"/tmp".to_vec(),
+            umask: 0o022,
+            descriptions: alloc::vec![
+                Description {
+                    object: Object::Device(3),
+                    offset: 0,
+                    flags: 2,
+                    cell: NONE,
+                },
+                Description {
+                    object: Object::File {
+                        file: 4,
+                        open_flags: 3,
+                        path: b"/tmp/x".to_vec(),
+                        mode: Some(0o100644),
+                    },
+                    offset: 77,
+                    flags: 0o2001,
+                    cell: 3,
+                },
+                Description {
+                    object: Object::Path {
+                        path: b"/".to_vec(),
+                        mode: 0o40755,
+                    },
+                    offset: 0,
+                    flags: 0,
+                    cell: NONE,
+                },
+            ],
+            descriptors: alloc::vec![
+                Descriptor {
+                    fd: 0,
+                    cloexec: false,
+                    description: 0
+                },
+                Descriptor {
+                    fd: 1,
+                    cloexec: false,
+                    description: 0
+                },
+                Descriptor {
+                    fd: 10,
+                    cloexec: true,
+                    description: 1
+                },
+                Descriptor {
+                    fd: 11,
+                    cloexec: false,
+                    description: 2
+                },
+            ],
+            offsets: 5,
+        }
+    }
+
+    #[test]
+    fn states_round_trip_and_garbage_is_refused() {
+        for s in [
+            sample(),
+            State {
+                fork: None,
+                ..sample()
+            },
+            State::default(),
+        ] {
+            let b = s.encode();
+            assert_eq!(State::decode(&b), Some(s.clone()));
+            for n in 0..b.len() {
+                assert_eq!(State::decode(&b[..n]), None, "truncated at {n}");
+            }
+            let mut long = b.clone();
+            long.push(0);
+            assert_eq!(State::decode(&long), None);
+        }
+        // A descriptor naming a description that is not there.
+        let mut s = sample();
+        s.descriptors[0].description = 9;
+        assert_eq!(State::decode(&s.encode()), None);
+        // Random bytes never panic.
+        let mut x: u64 = 7;
+        for _ in 0..2000 {
+            let mut b = sample().encode();
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let i = (x >> 33) as usize % b.len();
+            b[i] = (x >> 17) as u8;
+            let _ = State::decode(&b);
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Linux's process calls as the library decides them, host-tested: which `clone` flag sets it
+//! serves (fork and vfork, not threads), the options `wait4` and `waitid` accept and what they
+//! write (`wstatus`, the `siginfo_t` of `waitid`).
+
+use crate::errno::{self, Errno};
+
+pub const CLONE_VM: u64 = 0x100;
+pub const CLONE_FS: u64 = 0x200;
+pub const CLONE_FILES: u64 = 0x400;
+pub const CLONE_SIGHAND: u64 = 0x800;
+pub const CLONE_VFORK: u64 = 0x4000;
+pub const CLONE_PARENT: u64 = 0x8000;
+pub const CLONE_THREAD: u64 = 0x10000;
+pub const CLONE_SETTLS: u64 = 0x80000;
+pub const CLONE_PARENT_SETTID: u64 = 0x10_0000;
+pub const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
+pub const CLONE_CHILD_SETTID: u64 = 0x100_0000;
+/// The low byte: the signal the parent gets when the child ends.
+pub const CSIGNAL: u64 = 0xff;
+/// Flags that change nothing for a process that is not a thread (or that are ignored by Linux).
+const HARMLESS: u64 = CSIGNAL
+    | CLONE_PARENT_SETTID
+    | CLONE_CHILD_SETTID
+    | CLONE_CHILD_CLEARTID
+    | 0x40_0000 // CLONE_DETACHED
+    | 0x80_0000 // CLONE_UNTRACED
+    | 0x4_0000; // CLONE_SYSVSEM
+
+/// What a `clone` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloneKind {
+    /// A new process with a copy of the caller's memory (`fork`).
+    Fork,
+    /// `vfork` (and `posix_spawn`'s CLONE_VM|CLONE_VFORK): a new process; the parent waits
+    /// until it runs a new program or ends. The child runs on a copy of the memory (see
+    /// docs/proc.md: its writes are not seen by the parent).
+    Vfork,
+}
+
+/// The kind of `clone(flags, ...)`; threads and the rest are refused: `EINVAL` for a thread
+/// (`CLONE_THREAD`, or `CLONE_VM` without `CLONE_VFORK`), `ENOSYS`-like `EINVAL` for the rest.
+pub fn clone_kind(flags: u64) -> Result<CloneKind, Errno> {
+    let vfork = flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK;
+    let rest = flags & !HARMLESS;
+    if vfork && rest & !(CLONE_VM | CLONE_VFORK) == 0 {
+        return Ok(CloneKind::Vfork);
+    }
+    if rest == 0 {
+        return Ok(CloneKind::Fork);
+    }
+    if flags & CLONE_VFORK != 0 && rest & !CLONE_VFORK == 0 {
+        return Ok(CloneKind::Vfork);
+    }
+    Err(errno::EINVAL)
+}
+
+pub const WNOHANG: u64 = 1;
+pub const WUNTRACED: u64 = 2;
+pub const WSTOPPED: u64 = 2;
+pub const WEXITED: u64 = 4;
+pub const WCONTINUED: u64 = 8;
+pub const WNOWAIT: u64 = 0x0100_0000;
+const WNOTHREAD: u64 = 0x2000_0000;
+const WALL: u64 = 0x4000_0000;
+const WCLONE: u64 = 0x8000_0000;
+
+/// `wait4`'s options: EINVAL for unknown bits.
+pub fn wait4_options(o: u64) -> Result<(), Errno> {
+    if o & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
+        return Err(errno::EINVAL);
+    }
+    Ok(())
+}
+
+pub const P_ALL: u64 = 0;
+pub const P_PID: u64 = 1;
+pub const P_PGID: u64 = 2;
+
+/// `waitid(idtype, id, _, options)` as `wait4`'s pid argument; EINVAL for what Linux refuses
+/// (unknown bits, no state asked for, an unknown id type). `WNOWAIT` is refused too (it would
+/// need a wait that does not reap).
+pub fn waitid_target(idtype: u64, id: u64, options: u64) -> Result<i32, Errno> {
+    if options & !(WNOHANG | WSTOPPED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE)
+        != 0
+        || options & (WEXITED | WSTOPPED | WCONTINUED) == 0
+    {
+        return Err(errno::EINVAL);
+    }
+    if options & WNOWAIT != 0 {
+        return Err(errno::EINVAL);
+    }
+    match idtype {
+        P_ALL => Ok(-1),
+        P_PID if id as i32 > 0 => Ok(id as i32),
+        // 0: the caller's group (Linux 5.4 and later).
+        P_PGID if (id as i32) >= 0 => Ok(-(id as i32)),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+const SIGCHLD: u32 = 17;
+const CLD_EXITED: i32 = 1;
+const CLD_KILLED: i32 = 2;
+
+/// The `siginfo_t` (128 bytes) `waitid` writes for child `pid` that ended with `wstatus`, or
+/// all zeros (`pid` 0: WNOHANG and nothing ended).
+pub fn waitid_info(pid: u32, wstatus: u32, uid: u32) -> [u8; 128] {
+    let mut b = [0u8; 128];
+    if pid == 0 {
+        return b;
+    }
+    let (code, status) = if wstatus & 0x7f == 0 {
+        (CLD_EXITED, ((wstatus >> 8) & 0xff) as i32)
+    } else {
+        (CLD_KILLED, (wstatus & 0x7f) as i32)
+    };
+    b[0..4].copy_from_slice(&SIGCHLD.to_le_bytes());
+    b[8..12].copy_from_slice(&code.to_le_bytes());
+    b[16..20].copy_from_slice(&pid.to_le_bytes());
+    b[20..24].copy_from_slice(&uid.to_le_bytes());
+    b[24..28].copy_from_slice(&status.to_le_bytes());
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clone_flag_sets() {
+        // glibc's fork, musl's fork, plain SIGCHLD.
+        let glibc_fork = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | 17;
+        assert_eq!(clone_kind(glibc_fork), Ok(CloneKind::Fork));
+        assert_eq!(clone_kind(17), Ok(CloneKind::Fork));
+        assert_eq!(clone_kind(0), Ok(CloneKind::Fork));
+        // musl's posix_spawn and glibc's vfork through clone.
+        assert_eq!(
+            clone_kind(CLONE_VM | CLONE_VFORK | 17),
+            Ok(CloneKind::Vfork)
+        );
+        assert_eq!(clone_kind(CLONE_VFORK | 17), Ok(CloneKind::Vfork));
+        // Threads.
+        let pthread = CLONE_VM
+            | CLONE_FS
+            | CLONE_FILES
+            | CLONE_SIGHAND
+            | CLONE_THREAD
+            | 0x40000
+            | CLONE_SETTLS
+            | CLONE_PARENT_SETTID
+            | CLONE_CHILD_CLEARTID;
+        assert_eq!(clone_kind(pthread), Err(errno::EINVAL));
+        assert_eq!(clone_kind(CLONE_VM | 17), Err(errno::EINVAL));
+        assert_eq!(clone_kind(CLONE_PARENT | 17), Err(errno::EINVAL));
+    }
+
+    #[test]
+    fn wait_options() {
+        assert_eq!(wait4_options(WNOHANG | WUNTRACED | WCONTINUED), Ok(()));
+        assert_eq!(wait4_options(0x10), Err(errno::EINVAL));
+        assert_eq!(waitid_target(P_ALL, 0, WEXITED), Ok(-1));
+        assert_eq!(waitid_target(P_PID, 5, WEXITED | WNOHANG), Ok(5));
+        assert_eq!(waitid_target(P_PGID, 7, WEXITED), Ok(-7));
+        assert_eq!(waitid_target(P_PGID, 0, WEXITED), Ok(0));
+        assert_eq!(waitid_target(P_PID, 0, WEXITED), Err(errno::EINVAL));
+        assert_eq!(waitid_target(P_ALL, 0, WNOHANG), Err(errno::EINVAL));
+        assert_eq!(waitid_target(9, 0, WEXITED), Err(errno::EINVAL));
+    }
+
+    #[test]
+    fn waitid_siginfo() {
+        let b = waitid_info(42, 3 << 8, 0);
+        assert_eq!(u32::from_le_bytes(b[0..4].try_into().unwrap()), 17);
+        assert_eq!(i32::from_le_bytes(b[8..12].try_into().unwrap()), 1);
+        assert_eq!(u32::from_le_bytes(b[16..20].try_into().unwrap()), 42);
+        assert_eq!(i32::from_le_bytes(b[24..28].try_into().unwrap()), 3);
+        let k = waitid_info(42, 9, 0);
+        assert_eq!(i32::from_le_bytes(k[8..12].try_into().unwrap()), 2);
+        assert_eq!(i32::from_le_bytes(k[24..28].try_into().unwrap()), 9);
+        assert_eq!(waitid_info(0, 0, 0), [0u8; 128]);
+    }
+}

@@ -141,6 +141,9 @@ pub struct Thread {
     /// The thread this thread awaits a reply from.
     pub server: *mut Thread,
     pub notif: *mut Notification,
+    /// A timed wait's deadline (TSC) and the thread's place in the timer queue while armed.
+    pub deadline: u64,
+    pub timer: Option<sawmill_kcore::timers::Links<*mut Thread>>,
     pub fs_base: u64,
     pub gs_base: u64,
     /// Foreign (Linux) mode: reflection entry and the native code range.

@@ -120,6 +120,14 @@ fn reply_recv(cur: *mut Thread) -> SysResult {
             thread::kill_thread(c);
             None
         }
+        Replied::Diverted(c, [entry, a1, a2]) => {
+            if thread::divert(c, entry, a1, a2) {
+                Some(c)
+            } else {
+                thread::kill_thread(c);
+                None
+            }
+        }
     };
     endpoint::recv_after_reply(cur, woken)
 }
@@ -237,7 +245,7 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             let Obj::Notification(n) = cap_of(task, a0, rights::RECV)?.obj else {
                 return Err(reject!(Error::WrongKind, "not a notification"));
             };
-            notification::wait(cur, n, a1)
+            notification::wait(cur, n, a1, a2)
         }
         Sys::IoPortGive => {
             let io = cap::lookup(task, a0)?;

@@ -44,6 +44,8 @@ pub fn new_thread(f: *mut Factory) -> Result<*mut Thread, Error> {
         caller: core::ptr::null_mut(),
         server: core::ptr::null_mut(),
         notif: core::ptr::null_mut(),
+        deadline: 0,
+        timer: None,
         fs_base: 0,
         gs_base: 0,
         foreign: None,
@@ -228,6 +230,28 @@ pub fn reflect(cur: *mut Thread, entry: u64) {
     f.rip = entry;
     f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
     f.rdi = t.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;
+}
+
+/// A fault handler's `DIVERT` verdict: the faulting thread `t` continues at `entry` in its own
+/// task with all its registers saved in `Utcb::foreign` (rcx and r11 its own, not a system
+/// call's), `rdi` = that frame, `rsi` = `a1`, `rdx` = `a2`, `rsp` below the red zone: a Linux
+/// library turns the fault into a signal there. False (the thread then ends) if `entry` is
+/// not a user address or the thread has no UTCB.
+pub fn divert(t: *mut Thread, entry: u64, a1: u64, a2: u64) -> bool {
+    // SAFETY: live thread (it was waiting for this verdict).
+    let x = unsafe { &mut *t };
+    if x.utcb_pa == 0 || !paging::user_range_ok(entry, 1) {
+        return false;
+    }
+    utcb(t).foreign = foreign_frame(&x.frame);
+    let f = &mut x.frame;
+    f.rip = entry;
+    f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
+    f.rdi = x.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;
+    f.rsi = a1;
+    f.rdx = a2;
+    x.state = State::Ready;
+    true
 }
 
 pub fn config(

@@ -134,6 +134,15 @@ pub fn notify_wait(n: u64, flags: u64) -> Result<u64, Error> {
     let (r, bits, _) = raw(Sys::NotifyWait, [n, flags, 0, 0, 0, 0]);
     res(r).map(|_| bits)
 }
+/// Waits on notification `n` until a bit comes (its bits) or the time-stamp counter reaches
+/// `deadline` (`WouldBlock`).
+pub fn notify_wait_until(n: u64, deadline: u64) -> Result<u64, Error> {
+    let (r, bits, _) = raw(
+        Sys::NotifyWait,
+        [n, sawmill_abi::NOTIFY_DEADLINE, deadline, 0, 0, 0],
+    );
+    res(r).map(|_| bits)
+}
 pub fn ioport_give(io: u64, task: u64, base: u64, count: u64) -> Result<(), Error> {
     call(Sys::IoPortGive, [io, task, base, count, 0, 0])
 }

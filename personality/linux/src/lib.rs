@@ -16,6 +16,7 @@ pub mod layout;
 pub mod mm;
 pub mod nr;
 pub mod random;
+pub mod signal;
 pub mod trace;
 
 pub use errno::Errno;

@@ -20,6 +20,8 @@ extern crate alloc;
 mod files_guest;
 #[cfg(target_os = "none")]
 mod guest;
+#[cfg(target_os = "none")]
+mod signal_guest;
 
 #[cfg(target_os = "none")]
 sawmill_rt::entry!(main);

@@ -5,7 +5,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{label, rights};
+use sawmill_abi::{label, rights, MsgTag, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{proc, FsError, ProcError};
@@ -13,7 +13,7 @@ use sawmill_linux::layout as linux;
 use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, INIT};
-use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST};
+use sawmill_proc_api::{Config, ExecRequest, MAX_EXEC_REQUEST, WAKE_CAP, WAKE_SIGNAL};
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
     prepare, Cap, Child, Layout, MappedImage, MemPool, Program, Record, Resources, Sizes,
@@ -65,6 +65,10 @@ struct Running {
     name: String,
     /// Its pending exec request (`proc.exec_data`).
     exec: Vec<u8>,
+    /// Our copy of its wake notification (`proc:wake`), 0 if none was made.
+    wake: u64,
+    /// Where its library takes its program's faults (`proc.sig_entry`; 0: they kill).
+    fault_entry: u64,
 }
 
 /// The clock record every process starts with.
@@ -212,6 +216,8 @@ impl Proc {
             caps: Vec::new(),
             name: short.clone(),
             exec: Vec::new(),
+            wake: 0,
+            fault_entry: 0,
         };
         let (pid, serial) = self
             .table
@@ -254,11 +260,12 @@ impl Proc {
         let mut caps = Vec::new();
         let r = self.build_with(l, &mut caps);
         match r {
-            Ok(child) => {
+            Ok((child, wake)) => {
                 let run = self.table.get_mut(pid).and_then(|p| p.task.as_mut());
                 if let Some(run) = run {
                     run.child = Some(child);
                     run.caps = caps;
+                    run.wake = wake;
                 }
                 Ok(())
             }
@@ -272,7 +279,8 @@ impl Proc {
         }
     }
 
-    fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
+    /// Builds and starts the task; returns it and our copy of its wake notification.
+    fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<(Child, u64), SpawnError> {
         let Launch {
             pid,
             serial,
@@ -287,6 +295,10 @@ impl Proc {
         let proc_cap = self.mint(pid as u64, caps)?;
         let main_cap = self.mint(KERNEL_BIT | serial, caps)?;
         let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, caps)?;
+        let wake = self.pool.slot()?;
+        caps.push(wake);
+        sys::factory_create(slots::FACTORY, ObjKind::Notification, wake, 0)
+            .map_err(|e| SpawnError::Sys("creating the wake notification", e))?;
         let kmem = self.cfg.process_kmem_kb as u64 * 1024;
         let mut p = Program::new(short, slots::FACTORY, kmem, self.cfg.priority);
         p.give_factory = true;
@@ -317,6 +329,7 @@ impl Proc {
         p.caps
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
+        p.caps.push(Cap::named(WAKE_CAP, wake));
         for name in ["vfs", "mem", "console", "console-in"] {
             if let Some(c) = env::cap(name) {
                 p.caps.push(Cap::named(name, c));
@@ -367,7 +380,7 @@ impl Proc {
             child.destroy(&mut self.pool);
             return Err(e);
         }
-        Ok(child)
+        Ok((child, wake))
     }
 
     /// Process `pid` runs a new program: a new task for the same pid is built and started,
@@ -397,12 +410,14 @@ impl Proc {
             &mut caps,
         );
         match built {
-            Ok(child) => {
+            Ok((child, wake)) => {
                 let new = Running {
                     child: Some(child),
                     caps,
                     name: short.clone(),
                     exec: Vec::new(),
+                    wake,
+                    fault_entry: 0,
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -442,6 +457,26 @@ impl Proc {
             return;
         };
         self.release(r);
+        // The parent learns by SIGCHLD (its default action ignores it).
+        if let Some((ppid, uid)) = self.table.get(pid).map(|p| (p.ppid, p.creds.uid)) {
+            if ppid != 0 {
+                let (code, st) = match status {
+                    Status::Exited(c) => (1, c as i32),
+                    Status::Signaled(s) if s & signal::CORE != 0 => (3, (s & 0x7f) as i32),
+                    Status::Signaled(s) => (2, s as i32),
+                };
+                self.post(
+                    ppid,
+                    signal::Record {
+                        sig: signal::SIGCHLD,
+                        code,
+                        pid,
+                        uid,
+                        status: st,
+                    },
+                );
+            }
+        }
         if self.table.get(pid).is_some_and(|p| p.ppid == 0) {
             let _ = self.table.reap(pid);
         }
@@ -456,6 +491,28 @@ impl Proc {
         }
     }
 
+    /// Makes signal `r` pending for running process `pid` and wakes its library.
+    fn post(&mut self, pid: Pid, r: signal::Record) {
+        let Some(p) = self.table.get_mut(pid) else {
+            return;
+        };
+        if p.state != State::Running {
+            return;
+        }
+        p.signals.push(r);
+        if let Some(run) = p.task.as_ref() {
+            if run.wake != 0 {
+                let _ = sys::notify_signal(run.wake, WAKE_SIGNAL);
+            }
+        }
+    }
+
+    /// The process group of `pid`. (Process groups come with fork; until then every process
+    /// leads its own.)
+    fn group_of(&self, pid: Pid) -> Pid {
+        pid
+    }
+
     fn name_of(&self, pid: Pid) -> &str {
         self.table
             .get(pid)
@@ -463,17 +520,34 @@ impl Proc {
             .map_or("?", |r| r.name.as_str())
     }
 
-    /// A kernel message about a thread of the process with serial number `serial`.
-    fn kernel_message(&mut self, serial: u64, secondary: bool, m: &IpcResult) {
+    /// A kernel message about a thread of the process with serial number `serial`; the reply
+    /// if the thread is to go on (an exception diverted to its library's fault entry).
+    fn kernel_message(&mut self, serial: u64, secondary: bool, m: &IpcResult) -> Option<Reply> {
         let Some(pid) = self.table.by_serial(serial) else {
-            return; // About a process already gone (its other threads' exits).
+            return None; // About a process already gone (its other threads' exits).
         };
         if self.table.get(pid).map(|p| p.state) != Some(State::Running) {
-            return;
+            return None;
         }
         let status = match m.tag.label() {
             label::EXCEPTION => {
                 let s = signal::for_exception(m.w[0]);
+                let entry = self
+                    .table
+                    .get(pid)
+                    .and_then(|p| p.task.as_ref())
+                    .map_or(0, |r| r.fault_entry);
+                if entry != 0 && !secondary && m.w[0] < 32 {
+                    // The library decides: the program's handler, or the default action.
+                    let (vector, err, rip) = (m.w[0], m.w[1], m.w[2]);
+                    let code = signal::code_for_exception(vector) as u16 as u64;
+                    let info = s as u64 | vector << 8 | code << 16 | (err & 0xffff_ffff) << 32;
+                    let addr = if signal::addr_is_rip(vector) { rip } else { 0 };
+                    return Some(Reply {
+                        tag: MsgTag::new(label::DIVERT, 3),
+                        w: [entry, info, addr, 0],
+                    });
+                }
                 println!(
                     "proc: pid {} ({}): {} at rip {:#x}: signal {}",
                     pid,
@@ -497,7 +571,7 @@ impl Proc {
                 );
                 Status::Signaled(signal::SIGSEGV)
             }
-            label::EXIT if secondary && m.w[0] != u64::MAX => return,
+            label::EXIT if secondary && m.w[0] != u64::MAX => return None,
             label::EXIT => {
                 // The library ended without telling us (or its task was killed).
                 println!(
@@ -509,9 +583,10 @@ impl Proc {
                 );
                 Status::Signaled(signal::SIGKILL)
             }
-            _ => return,
+            _ => return None,
         };
         self.end(pid, status);
+        None
     }
 
     /// The running process whose `proc` capability carries `badge`.
@@ -527,6 +602,10 @@ impl Proc {
 fn report_init(status: Status) {
     match status {
         Status::Exited(c) => println!("proc: init exited with status {}", c),
+        Status::Signaled(s) if s & signal::CORE != 0 => println!(
+            "proc: init killed by signal {} (core dumped)",
+            s & !signal::CORE
+        ),
         Status::Signaled(s) => println!("proc: init killed by signal {}", s),
     }
 }
@@ -541,10 +620,102 @@ impl proc::Server for Proc {
 
     fn killed(&mut self, badge: u64, sig: u32) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
-        if sig == 0 || sig > signal::MAX {
+        let num = sig & !signal::CORE;
+        if num == 0 || num > signal::MAX {
             return Err(ProcError::Invalid);
         }
         self.end(pid, Status::Signaled(sig));
+        Ok(())
+    }
+
+    fn kill(&mut self, badge: u64, target: i32, sig: u32, code: i32) -> Result<(), ProcError> {
+        let me = self.caller(badge)?;
+        if sig > signal::MAX {
+            return Err(ProcError::Invalid);
+        }
+        // A process may claim only the codes kill and tkill give (Linux refuses a forged
+        // kernel code from user space the same way).
+        if code != 0 && code != -6 {
+            return Err(ProcError::NotPermitted);
+        }
+        let creds = self.table.get(me).map(|p| p.creds).ok_or(ProcError::NoProcess)?;
+        let sel = signal::target(target, self.group_of(me));
+        let named: Vec<Pid> = self
+            .table
+            .running_pids()
+            .into_iter()
+            .filter(|&p| match sel {
+                signal::Target::One(t) => p == t,
+                signal::Target::Group(g) => self.group_of(p) == g,
+                signal::Target::All => p != INIT && p != me,
+            })
+            .collect();
+        if named.is_empty() {
+            return Err(ProcError::NoTarget);
+        }
+        let allowed: Vec<Pid> = named
+            .into_iter()
+            .filter(|&p| {
+                self.table.get(p).is_some_and(|t| {
+                    signal::may_signal(creds.uid, creds.euid, t.creds.uid, t.creds.euid)
+                })
+            })
+            .collect();
+        if allowed.is_empty() {
+            return Err(ProcError::NotPermitted);
+        }
+        if sig == 0 {
+            return Ok(());
+        }
+        for p in allowed {
+            if sig == signal::SIGKILL {
+                // Nothing the process does can stop this one: its task ends here.
+                self.end(p, Status::Signaled(signal::SIGKILL));
+            } else {
+                let rec = signal::Record {
+                    sig,
+                    code,
+                    pid: me,
+                    uid: creds.uid,
+                    status: 0,
+                };
+                self.post(p, rec);
+            }
+        }
+        Ok(())
+    }
+
+    fn sig_next(&mut self, badge: u64) -> Result<proc::SigNextOut, ProcError> {
+        let pid = self.caller(badge)?;
+        let p = self.table.get_mut(pid).ok_or(ProcError::NoProcess)?;
+        let r = p.signals.take().unwrap_or(signal::Record {
+            sig: 0,
+            code: 0,
+            pid: 0,
+            uid: 0,
+            status: 0,
+        });
+        Ok(proc::SigNextOut {
+            sig: r.sig,
+            code: r.code,
+            pid: r.pid,
+            uid: r.uid,
+            status: r.status,
+        })
+    }
+
+    fn sig_entry(&mut self, badge: u64, entry: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        // Only inside the library's zone: a program cannot make proc divert to its own code.
+        if entry != 0 && !(linux::LIB_BASE..linux::LIB_END).contains(&entry) {
+            return Err(ProcError::Invalid);
+        }
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        run.fault_entry = entry;
         Ok(())
     }
 
@@ -594,12 +765,13 @@ impl rpc::Serve for Proc {
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.badge & KERNEL_BIT != 0 {
             let serial = m.badge & !(KERNEL_BIT | SECONDARY_BIT);
-            self.kernel_message(serial, m.badge & SECONDARY_BIT != 0, m);
-            // No answer: the thread's task is gone, or an exit has no caller.
-            return if self.done {
-                next.stop()
-            } else {
-                next.skip(self)
+            let r = self.kernel_message(serial, m.badge & SECONDARY_BIT != 0, m);
+            // No answer unless the thread goes on: the thread's task is gone, or an exit has no
+            // caller.
+            return match r {
+                _ if self.done => next.stop(),
+                Some(r) => next.reply(self, r),
+                None => next.skip(self),
             };
         }
         let r: Reply = proc::dispatch(self, m);

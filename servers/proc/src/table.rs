@@ -54,7 +54,8 @@ impl Status {
     pub fn wait_status(self) -> u32 {
         match self {
             Status::Exited(c) => (c as u32) << 8,
-            Status::Signaled(s) => s & 0x7f,
+            // The signal, with the core-dump bit (0x80) if the default action dumped core.
+            Status::Signaled(s) => s & 0xff,
         }
     }
 
@@ -62,7 +63,7 @@ impl Status {
     pub fn shell_status(self) -> u32 {
         match self {
             Status::Exited(c) => c as u32,
-            Status::Signaled(s) => 128 + s,
+            Status::Signaled(s) => 128 + (s & 0x7f),
         }
     }
 }
@@ -86,6 +87,8 @@ pub struct Process<T> {
     pub serial: u64,
     /// The caller's data while the process runs.
     pub task: Option<T>,
+    /// Signals sent to it that its library has not taken yet (kept across exec, as Linux).
+    pub signals: crate::signal::Pending,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +174,7 @@ impl<T> Table<T> {
                 children: Vec::new(),
                 serial,
                 task: Some(task),
+                signals: Default::default(),
             },
         );
         self.serials.insert(serial, pid);

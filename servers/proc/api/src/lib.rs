@@ -37,6 +37,14 @@ use sawmill_manifest::config::{Peer, Peers};
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_PERSONALITY: &str = "linux-personality";
+
+/// The name of each process's wake notification (a named capability in its environment): proc
+/// keeps a copy and signals it when something the library may be waiting for happens.
+pub const WAKE_CAP: &str = "proc:wake";
+/// Wake bit: a child changed state (`wait4`).
+pub const WAKE_CHILD: u64 = 1;
+/// Wake bit: a signal is pending at proc (`proc.sig_next` takes it).
+pub const WAKE_SIGNAL: u64 = 2;
 pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
 pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;

@@ -6,8 +6,8 @@ use crate::factory::{charge, hdr};
 use crate::obj::{Notification, State, Thread};
 use crate::sched;
 use crate::state::kernel;
-use alloc::boxed::Box;
 use crate::timeout;
+use alloc::boxed::Box;
 use sawmill_abi::{Error, NOTIFY_DEADLINE, NOTIFY_NONBLOCK};
 
 pub fn new_notification(f: *mut crate::obj::Factory) -> Result<*mut Notification, Error> {

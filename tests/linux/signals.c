@@ -427,6 +427,25 @@ static void timers(void)
            ename(e), alarms, last.si_code, dt > 0.8 && dt < 3.0);
     printf("alarm(0) = %u\n", alarm(0));
 
+    struct timespec full = {0, 300000000};
+    t0 = now();
+    r = nanosleep(&full, 0);
+    dt = now() - t0;
+    printf("nanosleep(0.3 s) = %d, took 0.3 to 1 s: %d\n", r, dt >= 0.3 && dt < 1.0);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += 200000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, 0);
+    struct timespec after;
+    clock_gettime(CLOCK_MONOTONIC, &after);
+    printf("clock_nanosleep(abs) = %d, woke after the deadline: %d\n", r,
+           after.tv_sec > until.tv_sec ||
+               (after.tv_sec == until.tv_sec && after.tv_nsec >= until.tv_nsec));
+
     struct itimerval it = {{0, 0}, {0, 200000}}, cur;
     setitimer(ITIMER_REAL, &it, 0);
     struct timespec req = {5, 0}, rem = {0, 0};

@@ -85,7 +85,10 @@ pub(crate) fn kill_process(status: u32) -> ! {
     if let Some(p) = env::cap("proc") {
         let _ = proc::Client::new(p).killed(status);
     }
-    println!("linux: killed by signal {} (no process server)", status & 0x7f);
+    println!(
+        "linux: killed by signal {} (no process server)",
+        status & 0x7f
+    );
     sawmill_rt::exit(128 + (status & 0x7f) as u64)
 }
 
@@ -383,8 +386,6 @@ linux_syscall_entry:
     mov rsp, [rdi - 8]
     cld
     call {serve}
-    test al, 1
-    jnz 2f
     mov rdi, rax
     push qword ptr [rdi + 17*8]
     popfq
@@ -405,18 +406,14 @@ linux_syscall_entry:
     mov rsp, [rdi + 7*8]
     mov rdi, [rdi + 5*8]
     jmp rcx
-2:
-    and rax, -2
-    mov rdi, rax
-    jmp linux_resume_full
 "#,
     serve = sym serve_reflected
 );
 
-/// Serves one reflected system call; returns the frame to resume from (its `rax` set), with
-/// bit 0 set if every register must be restored (a signal handler's entry or `rt_sigreturn`:
-/// `linux_resume_full`). Every return is a delivery point for signals.
-extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> usize {
+/// Serves one reflected system call; returns the frame to resume from (its `rax` set). Every
+/// return is a delivery point for signals (`signal_guest::on_return`, which resumes the
+/// program itself when a handler is entered or `rt_sigreturn` ran).
+extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
     // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; only
     // the number and the six argument registers are read (not the whole frame: this is the
     // path of every call), before the call can touch the UTCB.
@@ -424,18 +421,17 @@ extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> usize {
         let f = &*frame;
         (f.rax, [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9])
     };
-    let r = syscall(n, args, frame);
-    if signal_guest::attention() {
-        return signal_guest::on_return(frame, n, r);
-    }
-    // SAFETY: as above.
-    unsafe {
-        (*frame).rax = match r {
-            Ok(v) => v,
-            Err(e) => e.ret() as u64,
-        }
+    let rax = match syscall(n, args, frame) {
+        Ok(v) => v,
+        Err(e) => e.ret() as u64,
     };
-    frame as usize
+    if signal_guest::attention() {
+        signal_guest::on_return(frame, n, rax);
+    } else {
+        // SAFETY: as above.
+        unsafe { (*frame).rax = rax };
+    }
+    frame
 }
 
 // ---------------------------------------------------------------------------------------------

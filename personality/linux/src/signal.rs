@@ -289,7 +289,9 @@ pub enum Disposition {
     Handle(Action),
     Ignore,
     /// The process ends by the signal (with a core dump if `core`).
-    Terminate { core: bool },
+    Terminate {
+        core: bool,
+    },
     Stop,
     Continue,
 }
@@ -522,7 +524,8 @@ const USER_SS: u64 = 0x2b;
 /// RFLAGS bits a handler starts without (DF, TF, RF) and the ones `rt_sigreturn` may restore
 /// (Linux's `FIX_EFLAGS`: CF PF AF ZF SF TF DF OF AC RF).
 const HANDLER_CLEARS: u64 = 0x400 | 0x100 | 0x1_0000;
-const RESTORABLE_FLAGS: u64 = 0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400 | 0x800 | 0x4_0000 | 0x1_0000;
+const RESTORABLE_FLAGS: u64 =
+    0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400 | 0x800 | 0x4_0000 | 0x1_0000;
 
 /// A signal frame ready to be written: where, its bytes (frame then, at `fpstate`, the FPU
 /// area), and the registers the handler starts with.

@@ -28,9 +28,13 @@ static REAL_TIMER: Single<Itimer> = Single(UnsafeCell::new(Itimer {
     deadline: 0,
     interval: 0,
 }));
-/// Set while a signal may be deliverable: the return path then looks (cleared when not).
-static ATTENTION: AtomicBool = AtomicBool::new(false);
-/// The TSC value at which the return path next looks at the timer and at proc's wake bits.
+/// System calls left until the return path next looks (at the pending set, the clock, proc's
+/// wake bits): 1 forces a look at the next return. Counting is the cheapest test the return of
+/// every call can make (`linuxabi.syscall.null`); the look itself reads the clock.
+static COUNTDOWN: Single<u64> = Single(UnsafeCell::new(1));
+/// Returns between looks while nothing is pending.
+const LOOK_EVERY: u64 = 32;
+/// The TSC value at which a look next takes the timer and proc's wake bits.
 static NEXT_POLL: AtomicU64 = AtomicU64::new(0);
 /// The wake notification (proc's `proc:wake`, or our own without proc) and wake bits taken by
 /// a poll that the waiter they were meant for has not seen yet.
@@ -49,16 +53,23 @@ fn signals() -> &'static mut Signals {
     SIGNALS.get().get_or_insert_with(Signals::new)
 }
 
-/// Recomputes whether the return path must look.
+/// Makes the return path look at the next return if a signal is deliverable.
 fn refresh() {
-    ATTENTION.store(signals().deliverable(), Ordering::Relaxed);
+    if signals().deliverable() {
+        force_look();
+    }
 }
 
-/// The hot-path test at the return of every system call: something may be deliverable, or the
-/// timer or proc's wake bits are due a look.
+fn force_look() {
+    *COUNTDOWN.get() = 1;
+}
+
+/// The hot-path test at the return of every system call: whether to look now.
 #[inline(always)]
 pub fn attention() -> bool {
-    ATTENTION.load(Ordering::Relaxed) || sys::rdtsc() >= NEXT_POLL.load(Ordering::Relaxed)
+    let c = COUNTDOWN.get();
+    *c = c.wrapping_sub(1);
+    *c == 0
 }
 
 /// A 512-byte `fxsave` area (the instruction needs 16-byte alignment).
@@ -95,16 +106,32 @@ pub fn init() {
     let mut fx = Fx([0; 512]);
     fxsave(&mut fx);
     let mask = u32::from_le_bytes(fx.0[28..32].try_into().unwrap());
-    MXCSR_MASK.store(if mask == 0 { 0xffbf } else { mask as u64 }, Ordering::Relaxed);
-    NEXT_POLL.store(sys::rdtsc() + guest::ns_to_tsc(POLL_MS * 1_000_000), Ordering::Relaxed);
+    MXCSR_MASK.store(
+        if mask == 0 { 0xffbf } else { mask as u64 },
+        Ordering::Relaxed,
+    );
+    NEXT_POLL.store(
+        sys::rdtsc() + guest::ns_to_tsc(POLL_MS * 1_000_000),
+        Ordering::Relaxed,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
 // Sources: the timer, proc.
 
 /// Looks at the interval timer and at proc's wake bits (without blocking) and makes what came
+/// pending, if their time has come; sets the next poll time.
+fn look() {
+    *COUNTDOWN.get() = LOOK_EVERY;
+    if sys::rdtsc() >= NEXT_POLL.load(Ordering::Relaxed) {
+        poll();
+    }
+}
+
+/// Looks at the interval timer and at proc's wake bits (without blocking) and makes what came
 /// pending; sets the next poll time.
 fn poll() {
+    *COUNTDOWN.get() = LOOK_EVERY;
     let now_tsc = sys::rdtsc();
     let now = guest::monotonic_ns();
     let t = REAL_TIMER.get();
@@ -191,9 +218,8 @@ fn block_until(deadline: Option<u64>) -> bool {
         }
         // Wake for the interval timer too.
         let t = REAL_TIMER.get();
-        let timer = (t.deadline != 0).then(|| {
-            now + guest::ns_to_tsc(t.deadline.saturating_sub(guest::monotonic_ns()))
-        });
+        let timer = (t.deadline != 0)
+            .then(|| now + guest::ns_to_tsc(t.deadline.saturating_sub(guest::monotonic_ns())));
         let until = match (deadline, timer) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -235,8 +261,7 @@ fn setup_frame(frame: &mut ForeignFrame, info: &Info, a: &Action, trap: &Trap) -
     };
     let mut fx = Fx([0; 512]);
     fxsave(&mut fx);
-    if GuestUser.write(f.fpstate, &fx.0).is_err() || GuestUser.write(f.addr, &f.bytes).is_err()
-    {
+    if GuestUser.write(f.fpstate, &fx.0).is_err() || GuestUser.write(f.addr, &f.bytes).is_err() {
         return false;
     }
     s.enter_handler(info.signo, a);
@@ -258,7 +283,7 @@ fn setup_frame(frame: &mut ForeignFrame, info: &Info, a: &Action, trap: &Trap) -
 /// first, as in Linux). `result`: the interrupted system call's result, for the restart rules
 /// (None at a fault). Returns whether the registers changed beyond rax (the full restore is
 /// needed).
-fn deliver(frame: &mut ForeignFrame, nr_: u64, mut result: Option<SysResult>, trap: &Trap) -> bool {
+fn deliver(frame: &mut ForeignFrame, nr_: u64, mut result: Option<u64>, trap: &Trap) -> bool {
     let mut changed = false;
     while let Some((info, d)) = signals().take() {
         match d {
@@ -289,17 +314,22 @@ fn deliver(frame: &mut ForeignFrame, nr_: u64, mut result: Option<SysResult>, tr
     changed
 }
 
-/// Writes the system call's result into `frame`'s rax, or restarts the call (rip back to the
-/// `syscall` instruction, rax its number again) when a signal interrupted it and the rules say
-/// so: `handler` is the action of the handler about to run, None if none runs.
-fn fix_result(frame: &mut ForeignFrame, nr_: u64, r: SysResult, handler: Option<&Action>) {
-    let restart = match r {
-        Err(e) if e == sig::ERESTARTSYS => {
+/// Writes the system call's result (`rax`: a value or a negated errno) into `frame`, or
+/// restarts the call (rip back to the `syscall` instruction, rax its number again) when a
+/// signal interrupted it and the rules say so: `handler` is the action of the handler about
+/// to run, None if none runs.
+fn fix_result(frame: &mut ForeignFrame, nr_: u64, rax: u64, handler: Option<&Action>) {
+    let restart = match rax {
+        r if r == sig::ERESTARTSYS.ret() as u64 => {
             handler.is_none_or(|a| a.flags & sig::SA_RESTART != 0)
         }
-        Err(e) if e == sig::ERESTARTNOHAND || e == sig::ERESTART_RESTARTBLOCK => handler.is_none(),
+        r if r == sig::ERESTARTNOHAND.ret() as u64
+            || r == sig::ERESTART_RESTARTBLOCK.ret() as u64 =>
+        {
+            handler.is_none()
+        }
         _ => {
-            frame.rax = ret(r);
+            frame.rax = rax;
             return;
         }
     };
@@ -311,24 +341,38 @@ fn fix_result(frame: &mut ForeignFrame, nr_: u64, r: SysResult, handler: Option<
     }
 }
 
-fn ret(r: SysResult) -> u64 {
-    match r {
-        Ok(v) => v,
-        Err(e) => e.ret() as u64,
+/// The return path when [`attention`] said so: looks, delivers, and writes the result. If a
+/// handler is entered or `rt_sigreturn` ran, it resumes the program itself with every
+/// register restored (`linux_resume_full`) and does not return.
+pub fn on_return(frame: *mut ForeignFrame, nr_: u64, rax: u64) {
+    look();
+    // SAFETY: this thread's UTCB frame (see guest::serve_reflected).
+    let f = unsafe { &mut *frame };
+    // The common case: the look found nothing to do.
+    if !signals().deliverable() && !FULL_AFTER.load(Ordering::Relaxed) && !is_restart(rax) {
+        f.rax = rax;
+        return;
+    }
+    let full = deliver(f, nr_, Some(rax), &Trap::default());
+    if full | FULL_AFTER.swap(false, Ordering::Relaxed) {
+        // SAFETY: the frame holds the program's complete registers; the stub restores them
+        // and jumps to its rip, leaving the library (its stack is taken afresh next entry).
+        unsafe { core::arch::asm!("jmp linux_resume_full", in("rdi") frame, options(noreturn)) }
     }
 }
 
-/// The return path when [`attention`] said so: polls, delivers, and writes the result. The
-/// frame pointer to resume from, with bit 0 set if every register must be restored.
-pub fn on_return(frame: *mut ForeignFrame, nr_: u64, r: SysResult) -> usize {
-    poll();
-    // SAFETY: this thread's UTCB frame (see guest::serve_reflected).
-    let f = unsafe { &mut *frame };
-    let full = deliver(f, nr_, Some(r), &Trap::default());
-    frame as usize | full as usize | FULL_AFTER.swap(false, Ordering::Relaxed) as usize
+/// Whether `rax` is one of the internal restart results.
+fn is_restart(rax: u64) -> bool {
+    [
+        sig::ERESTARTSYS,
+        sig::ERESTARTNOHAND,
+        sig::ERESTART_RESTARTBLOCK,
+    ]
+    .iter()
+    .any(|e| rax == e.ret() as u64)
 }
 
-/// Set by `rt_sigreturn` (with [`ATTENTION`], so that its return comes through
+/// Set by `rt_sigreturn` (which also forces a look, so that its return comes through
 /// [`on_return`]): every register it restored must be restored.
 static FULL_AFTER: AtomicBool = AtomicBool::new(false);
 
@@ -344,7 +388,14 @@ extern "C" fn serve_fault(frame: *mut ForeignFrame, packed: u64, addr: u64) -> *
     if !sig::valid(signo) || (layout::LIB_BASE..layout::LIB_END).contains(&f.rip) {
         // A fault of the library itself is a bug, never the program's to handle.
         println!("linux: signal {} in the library at rip {:#x}", signo, f.rip);
-        terminate(if sig::valid(signo) { signo } else { sig::SIGSEGV }, true);
+        terminate(
+            if sig::valid(signo) {
+                signo
+            } else {
+                sig::SIGSEGV
+            },
+            true,
+        );
     }
     let trap = Trap {
         err,
@@ -359,10 +410,18 @@ extern "C" fn serve_fault(frame: *mut ForeignFrame, packed: u64, addr: u64) -> *
 /// The region manager's hook for a fault it cannot resolve: the program's (rip outside the
 /// library) goes to [`serve_fault`] as SIGSEGV (SIGBUS for a page the dataspace refused, as
 /// beyond a file's end).
-pub fn unresolved_fault(addr: u64, bits: u64, rip: u64, why: sawmill_rm::FaultWhy) -> Option<[u64; 3]> {
+pub fn unresolved_fault(
+    addr: u64,
+    bits: u64,
+    rip: u64,
+    why: sawmill_rm::FaultWhy,
+) -> Option<[u64; 3]> {
     use sawmill_rm::FaultWhy;
     if (layout::LIB_BASE..layout::LIB_END).contains(&rip) {
-        println!("linux: SIGSEGV in the library at {:#x} (rip {:#x})", addr, rip);
+        println!(
+            "linux: SIGSEGV in the library at {:#x} (rip {:#x})",
+            addr, rip
+        );
         terminate(sig::SIGSEGV, true);
     }
     let (signo, code) = match why {
@@ -544,7 +603,10 @@ fn sys_sigaltstack(ss: u64, old: u64, sp: u64) -> SysResult {
 fn sys_rt_sigreturn(frame: &mut ForeignFrame) -> SysResult {
     let at = frame.rsp.wrapping_sub(8);
     let mut uc = [0u8; sig::UCONTEXT_LEN];
-    if GuestUser.read(at.wrapping_add(sig::UC_OFFSET), &mut uc).is_err() {
+    if GuestUser
+        .read(at.wrapping_add(sig::UC_OFFSET), &mut uc)
+        .is_err()
+    {
         terminate(sig::SIGSEGV, true);
     }
     let back = sig::restore(&uc, &regs_of(frame));
@@ -563,10 +625,13 @@ fn sys_rt_sigreturn(frame: &mut ForeignFrame) -> SysResult {
     // The alternate stack as the frame recorded it (errors ignored, as Linux's
     // restore_altstack does).
     let (ss_sp, flags, size) = back.stack;
-    let _ = s.sigaltstack(Some((ss_sp, flags & !sig::SS_ONSTACK, size)), back.regs[RSP]);
+    let _ = s.sigaltstack(
+        Some((ss_sp, flags & !sig::SS_ONSTACK, size)),
+        back.regs[RSP],
+    );
     set_regs(frame, &back.regs);
     FULL_AFTER.store(true, Ordering::Relaxed);
-    ATTENTION.store(true, Ordering::Relaxed);
+    force_look();
     Ok(back.regs[RAX])
 }
 
@@ -580,7 +645,7 @@ fn raise_self(signo: u32, code: i32) -> SysResult {
         terminate(sig::SIGKILL, false);
     }
     signals().raise(Info::from_process(signo, code, pid as u32, uid));
-    refresh();
+    force_look();
     Ok(0)
 }
 
@@ -656,10 +721,12 @@ fn write_itimerval(addr: u64, (value, interval): (u64, u64)) -> SysResult {
 
 /// The virtual and profiling timers are kept (reported back) but never fire: the library
 /// does not measure the process's CPU time.
-static OTHER_TIMERS: Single<[Itimer; 2]> = Single(UnsafeCell::new([Itimer {
-    deadline: 0,
-    interval: 0,
-}; 2]));
+static OTHER_TIMERS: Single<[Itimer; 2]> = Single(UnsafeCell::new(
+    [Itimer {
+        deadline: 0,
+        interval: 0,
+    }; 2],
+));
 
 fn timer(which: u64) -> Result<&'static mut Itimer, Errno> {
     match which {
@@ -684,6 +751,7 @@ fn sys_setitimer(which: u64, new: u64, old: u64) -> SysResult {
     t.set(now, value, interval);
     // The next poll no later than the expiry.
     NEXT_POLL.store(0, Ordering::Relaxed);
+    force_look();
     Ok(0)
 }
 
@@ -697,6 +765,7 @@ fn sys_alarm(secs: u64) -> SysResult {
     let now = guest::monotonic_ns();
     let (old, _) = REAL_TIMER.get().set(now, secs * 1_000_000_000, 0);
     NEXT_POLL.store(0, Ordering::Relaxed);
+    force_look();
     Ok(sig::alarm_seconds(old))
 }
 

@@ -638,7 +638,11 @@ impl proc::Server for Proc {
         if code != 0 && code != -6 {
             return Err(ProcError::NotPermitted);
         }
-        let creds = self.table.get(me).map(|p| p.creds).ok_or(ProcError::NoProcess)?;
+        let creds = self
+            .table
+            .get(me)
+            .map(|p| p.creds)
+            .ok_or(ProcError::NoProcess)?;
         let sel = signal::target(target, self.group_of(me));
         let named: Vec<Pid> = self
             .table

@@ -84,11 +84,17 @@ fn take_prefers_faults_then_low_numbers_and_keeps_the_first_info() {
     s.raise(Info::from_process(SIGUSR1, SI_USER, 9, 0));
     s.force(Info::fault(SIGSEGV, SEGV_MAPERR, 0x10));
     let (i, d) = s.take().unwrap();
-    assert_eq!((i.signo, d), (SIGSEGV, Disposition::Terminate { core: true }));
+    assert_eq!(
+        (i.signo, d),
+        (SIGSEGV, Disposition::Terminate { core: true })
+    );
     let (i, _) = s.take().unwrap();
     assert_eq!((i.signo, i.word0), (SIGUSR1, 8));
     let (i, d) = s.take().unwrap();
-    assert_eq!((i.signo, d), (SIGTERM, Disposition::Terminate { core: false }));
+    assert_eq!(
+        (i.signo, d),
+        (SIGTERM, Disposition::Terminate { core: false })
+    );
     assert!(s.take().is_none());
 }
 
@@ -150,7 +156,8 @@ fn sigaltstack_rules() {
         s.sigaltstack(Some((0, SS_DISABLE, 0)), 0x10_2000),
         Err(errno::EPERM)
     );
-    s.sigaltstack(Some((0, SS_DISABLE, 0)), 0x7000_0000).unwrap();
+    s.sigaltstack(Some((0, SS_DISABLE, 0)), 0x7000_0000)
+        .unwrap();
     assert_eq!(AltStack::parse(&s.altstack.to_bytes(0)), (0, SS_DISABLE, 0));
 }
 

@@ -686,12 +686,10 @@ impl Itimer {
         if self.deadline == 0 || now < self.deadline {
             return false;
         }
-        self.deadline = if self.interval == 0 {
-            0
-        } else {
-            // Expiries missed while nobody looked are merged into one signal, as Linux does.
-            let missed = (now - self.deadline) / self.interval;
-            self.deadline + (missed + 1) * self.interval
+        // Expiries missed while nobody looked are merged into one signal, as Linux does.
+        self.deadline = match (now - self.deadline).checked_div(self.interval) {
+            None => 0,
+            Some(missed) => self.deadline + (missed + 1) * self.interval,
         };
         true
     }

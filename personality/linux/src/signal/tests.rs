@@ -50,7 +50,7 @@ fn masks_never_block_kill_or_stop_and_how_is_checked() {
         Ok(!UNBLOCKABLE)
     );
     assert_eq!(s.blocked & bit(SIGINT), 0);
-    assert_eq!(s.sigprocmask(SIG_SETMASK, Some(bit(SIGTERM))).is_ok(), true);
+    assert!(s.sigprocmask(SIG_SETMASK, Some(bit(SIGTERM))).is_ok());
     assert_eq!(s.blocked, bit(SIGTERM));
     assert_eq!(s.sigprocmask(7, Some(0)), Err(errno::EINVAL));
     assert_eq!(s.sigprocmask(7, None), Ok(bit(SIGTERM)));

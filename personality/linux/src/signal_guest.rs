@@ -402,7 +402,20 @@ extern "C" fn serve_fault(frame: *mut ForeignFrame, packed: u64, addr: u64) -> *
         trapno,
         cr2: if trapno == 14 { addr } else { 0 },
     };
-    signals().force(Info::fault(signo, code, addr));
+    let s = signals();
+    s.force(Info::fault(signo, code, addr));
+    if s.action(signo).handler == sig::SIG_DFL {
+        // The process dies of it: say where on the debug console (the program's output is
+        // left as Linux leaves it).
+        let name = match signo {
+            sig::SIGSEGV => "SIGSEGV",
+            sig::SIGBUS => "SIGBUS",
+            sig::SIGILL => "SIGILL",
+            sig::SIGFPE => "SIGFPE",
+            _ => "SIGTRAP",
+        };
+        println!("linux: {} at {:#x} (rip {:#x})", name, addr, f.rip);
+    }
     deliver(f, 0, None, &trap);
     frame
 }

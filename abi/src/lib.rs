@@ -137,10 +137,17 @@ pub enum Sys {
     /// the task's end takes them from the devices before the call returns). Without one it is
     /// the physical address of the first page (nothing is confined).
     DmaMap = 36,
+    /// `thread_interrupt(thread=rdi, notification=rsi, entry=rdx)`: when `notification` (held
+    /// with RECV) is signalled while foreign thread `thread` of the caller's task is preempted
+    /// in its foreign code, the thread continues at `entry` with its registers saved in
+    /// `Utcb::foreign` (as for a DIVERT verdict: rdi = the frame, rsi = rdx = 0). How a Linux
+    /// library gets a signal to a program that makes no system call. Replaces an earlier
+    /// binding of either; entry 0 unbinds the thread.
+    ThreadInterrupt = 37,
 }
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 37;
+pub const SYS_COUNT: u64 = 38;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -186,6 +193,7 @@ impl TryFrom<u64> for Sys {
             Unpin,
             DmaBind,
             DmaMap,
+            ThreadInterrupt,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

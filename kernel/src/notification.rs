@@ -17,6 +17,7 @@ pub fn new_notification(f: *mut crate::obj::Factory) -> Result<*mut Notification
         hdr: hdr(f, size),
         bits: 0,
         waiter: core::ptr::null_mut(),
+        interrupt: core::ptr::null_mut(),
     })))
 }
 
@@ -88,8 +89,24 @@ pub fn expire() {
     }
 }
 
-/// A notification is destroyed: its waiter learns so, IRQ lines bound to it are unbound.
+/// The foreign thread a signal of `n` interrupts (`thread_interrupt`), if any.
+pub fn interrupt_target(n: *mut Notification) -> Option<*mut Thread> {
+    // SAFETY: live notification.
+    let t = unsafe { (*n).interrupt };
+    (!t.is_null()).then_some(t)
+}
+
+/// A notification is destroyed: its waiter learns so, IRQ lines bound to it are unbound, a
+/// thread it would interrupt is unbound.
 pub fn gone(p: *mut Notification) {
+    // SAFETY: p is being destroyed; a bound thread is live.
+    unsafe {
+        let t = (*p).interrupt;
+        if !t.is_null() {
+            (*t).interrupt = None;
+            (*p).interrupt = core::ptr::null_mut();
+        }
+    }
     // SAFETY: p is being destroyed; its waiter is live.
     let w = unsafe { (*p).waiter };
     if !w.is_null() {

@@ -7,6 +7,7 @@
  *        signals abort    abort(): dies by SIGABRT (a core signal)
  *        signals segv     a write to address 0 without a handler: dies by SIGSEGV
  *        signals alarm    alarm(1) then spin in system calls: dies by SIGALRM
+ *        signals spin     alarm(1) then spin without system calls: dies by SIGALRM
  *        signals ignore   SIG_IGN for SIGTERM, SIGCHLD's default: both survive a raise */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -468,6 +469,13 @@ static void timers(void)
     memset(&per, 0, sizeof per);
     setitimer(ITIMER_REAL, &per, &cur);
     printf("old interval %ld us\n", (long)cur.it_interval.tv_usec);
+    /* A loop without a single system call is interrupted too. */
+    alarms = 0;
+    struct itimerval once = {{0, 0}, {0, 100000}};
+    setitimer(ITIMER_REAL, &once, 0);
+    while (alarms == 0)
+        ;
+    printf("a loop without system calls got SIGALRM: code %d\n", last.si_code);
     SYS("setitimer(which 5)", SYS_setitimer, 5, &per, 0);
     per.it_value.tv_usec = 2000000;
     SYS("setitimer(usec 2000000)", SYS_setitimer, ITIMER_REAL, &per, 0);
@@ -500,6 +508,12 @@ int main(int argc, char **argv)
         alarm(1);
         for (;;)
             getppid();
+    }
+    if (argc > 1 && !strcmp(argv[1], "spin")) {
+        printf("alarm(1), then a loop without system calls\n");
+        alarm(1);
+        for (;;)
+            __asm__ volatile("");
     }
     if (argc > 1 && !strcmp(argv[1], "ignore")) {
         signal(SIGTERM, SIG_IGN);

@@ -165,6 +165,11 @@ pub fn set_tls(fs: u64, gs: u64) -> Result<(), Error> {
 pub fn thread_foreign(thread: u64, entry: u64, lo: u64, hi: u64) -> Result<(), Error> {
     call(Sys::ThreadForeign, [thread, entry, lo, hi, 0, 0])
 }
+/// A signal of `notification` interrupts foreign `thread` in its foreign code: it continues at
+/// `entry` (see `Sys::ThreadInterrupt`); entry 0 unbinds.
+pub fn thread_interrupt(thread: u64, notification: u64, entry: u64) -> Result<(), Error> {
+    call(Sys::ThreadInterrupt, [thread, notification, entry, 0, 0, 0])
+}
 pub fn map_phys(control: u64, paddr: u64, vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::MapPhys, [control, paddr, vaddr, pages, flags, 0])
 }

@@ -18,8 +18,8 @@ use sawmill_linux::signal::{
     self as sig, Action, Disposition, Info, Itimer, Regs, Signals, Trap, RAX, RSP,
 };
 use sawmill_linux::{layout, nr, SysResult, User};
-use sawmill_proc_api::{WAKE_CAP, WAKE_SIGNAL};
-use sawmill_rt::{env, println, sys, thread};
+use sawmill_proc_api::{WAKE_CAP, WAKE_SIGNAL, WAKE_TIMER};
+use sawmill_rt::{env, println, slots, sys, thread};
 
 /// The process's signal state (the one program thread's; see guest's `Single`).
 static SIGNALS: Single<Option<Signals>> = Single(UnsafeCell::new(None));
@@ -103,6 +103,11 @@ pub fn init() {
         .or_else(|| thread::create(ObjKind::Notification, 0).ok())
         .unwrap_or(0);
     WAKE.store(wake, Ordering::Relaxed);
+    if wake != 0 {
+        // A signal of the wake notification (proc's, or our timer thread's) reaches the program
+        // even while it runs without system calls.
+        let _ = sys::thread_interrupt(slots::THREAD, wake, linux_fault_entry as *const () as u64);
+    }
     let mut fx = Fx([0; 512]);
     fxsave(&mut fx);
     let mask = u32::from_le_bytes(fx.0[28..32].try_into().unwrap());
@@ -137,6 +142,7 @@ fn poll() {
     let t = REAL_TIMER.get();
     if t.fire(now) {
         signals().raise(Info::kernel(sig::SIGALRM));
+        sync_timer_thread();
     }
     let wake = WAKE.load(Ordering::Relaxed);
     if wake != 0 {
@@ -152,12 +158,67 @@ fn poll() {
     refresh();
 }
 
-/// Wake bits arrived: signals are fetched from proc, the rest kept for their waiter.
+/// Wake bits arrived: signals are fetched from proc, the rest kept for their waiter (the
+/// timer's bit only woke us: the timer itself is read by `poll`).
 fn take_wake_bits(bits: u64) {
     if bits & WAKE_SIGNAL != 0 {
         fetch_from_proc();
     }
-    WAKE_STASH.fetch_or(bits & !WAKE_SIGNAL, Ordering::Relaxed);
+    WAKE_STASH.fetch_or(bits & !(WAKE_SIGNAL | WAKE_TIMER), Ordering::Relaxed);
+}
+
+/// The TSC deadline the timer thread waits for (0: none) and its notification (0: the thread
+/// is not started yet; it starts with the first armed timer).
+static TIMER_TSC: AtomicU64 = AtomicU64::new(0);
+static TIMER_KICK: AtomicU64 = AtomicU64::new(0);
+
+/// Tells the timer thread the real-time timer's next expiry (it signals the wake notification
+/// then, which interrupts the program wherever it runs: `thread_interrupt`).
+fn sync_timer_thread() {
+    let t = REAL_TIMER.get();
+    let want = if t.deadline == 0 {
+        0
+    } else {
+        sys::rdtsc() + guest::ns_to_tsc(t.deadline.saturating_sub(guest::monotonic_ns()))
+    };
+    TIMER_TSC.store(want, Ordering::Release);
+    let kick = TIMER_KICK.load(Ordering::Acquire);
+    if kick != 0 {
+        let _ = sys::notify_signal(kick, 1);
+        return;
+    }
+    if want == 0 || WAKE.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let Ok(n) = thread::create(ObjKind::Notification, 0) else {
+        return;
+    };
+    TIMER_KICK.store(n, Ordering::Release);
+    if sawmill_rm::spawn(16 * 1024, move || timer_thread(n)).is_err() {
+        TIMER_KICK.store(0, Ordering::Release);
+    }
+}
+
+/// The timer thread: waits until the deadline (or a new one), then signals the wake
+/// notification once per expiry.
+fn timer_thread(kick: u64) {
+    let wake = WAKE.load(Ordering::Relaxed);
+    loop {
+        let d = TIMER_TSC.load(Ordering::Acquire);
+        let r = if d == 0 {
+            sys::notify_wait(kick, 0)
+        } else {
+            sys::notify_wait_until(kick, d)
+        };
+        if r == Err(sawmill_abi::Error::WouldBlock)
+            && d != 0
+            && TIMER_TSC
+                .compare_exchange(d, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let _ = sys::notify_signal(wake, WAKE_TIMER);
+        }
+    }
 }
 
 /// Takes every signal proc holds for us into the pending set.
@@ -381,6 +442,12 @@ static FULL_AFTER: AtomicBool = AtomicBool::new(false);
 extern "C" fn serve_fault(frame: *mut ForeignFrame, packed: u64, addr: u64) -> *mut ForeignFrame {
     // SAFETY: the kernel passes this thread's UTCB frame.
     let f = unsafe { &mut *frame };
+    if packed == 0 {
+        // Not a fault: the wake notification interrupted the program (`thread_interrupt`).
+        poll();
+        deliver(f, 0, None, &Trap::default());
+        return frame;
+    }
     let signo = (packed & 0xff) as u32;
     let trapno = (packed >> 8) & 0xff;
     let code = (packed >> 16) as u16 as i16 as i32;
@@ -762,6 +829,9 @@ fn sys_setitimer(which: u64, new: u64, old: u64) -> SysResult {
         write_itimerval(old, prev)?;
     }
     t.set(now, value, interval);
+    if which == ITIMER_REAL {
+        sync_timer_thread();
+    }
     // The next poll no later than the expiry.
     NEXT_POLL.store(0, Ordering::Relaxed);
     force_look();
@@ -777,6 +847,7 @@ fn sys_alarm(secs: u64) -> SysResult {
     let secs = secs as u32 as u64;
     let now = guest::monotonic_ns();
     let (old, _) = REAL_TIMER.get().set(now, secs * 1_000_000_000, 0);
+    sync_timer_thread();
     NEXT_POLL.store(0, Ordering::Relaxed);
     force_look();
     Ok(sig::alarm_seconds(old))

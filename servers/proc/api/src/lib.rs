@@ -45,6 +45,8 @@ pub const WAKE_CAP: &str = "proc:wake";
 pub const WAKE_CHILD: u64 = 1;
 /// Wake bit: a signal is pending at proc (`proc.sig_next` takes it).
 pub const WAKE_SIGNAL: u64 = 2;
+/// Wake bit the library sets itself: its interval timer expired (its timer thread).
+pub const WAKE_TIMER: u64 = 4;
 pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
 pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;

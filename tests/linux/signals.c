@@ -97,6 +97,12 @@ static void info_fields(void)
     got = 0;
     syscall(SYS_tgkill, getpid(), getpid(), SIGUSR1);
     printf("tgkill: got %d code %d\n", got, last.si_code);
+    /* To the process group (this process leads its own, on the host through the harness's
+     * setsid): in sawmill through proc and back by the wake notification. */
+    got = 0;
+    kill(0, SIGUSR1);
+    printf("kill group 0: got %d code %d pid_ok %d\n", got, last.si_code,
+           last.si_pid == getpid());
     dfl(SIGUSR1);
 }
 

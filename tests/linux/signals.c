@@ -8,7 +8,8 @@
  *        signals segv     a write to address 0 without a handler: dies by SIGSEGV
  *        signals alarm    alarm(1) then spin in system calls: dies by SIGALRM
  *        signals spin     alarm(1) then spin without system calls: dies by SIGALRM
- *        signals ignore   SIG_IGN for SIGTERM, SIGCHLD's default: both survive a raise */
+ *        signals ignore   SIG_IGN for SIGTERM, SIGCHLD's default: both survive a raise
+ *        signals exec     what execve keeps of the signal state (runs itself again) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <setjmp.h>
@@ -520,6 +521,34 @@ int main(int argc, char **argv)
         alarm(1);
         for (;;)
             __asm__ volatile("");
+    }
+    if (argc > 1 && !strcmp(argv[1], "exec")) {
+        /* What execve keeps: ignored stays ignored, caught returns to the default, the mask
+         * stays. */
+        sigset_t s;
+        signal(SIGINT, SIG_IGN);
+        on(SIGUSR1, record, 0);
+        sigemptyset(&s);
+        sigaddset(&s, SIGUSR2);
+        sigprocmask(SIG_BLOCK, &s, 0);
+        printf("exec: SIGINT ignored, SIGUSR1 caught, SIGUSR2 blocked\n");
+        execl(argv[0], argv[0], "after-exec", (char *)0);
+        printf("execl failed\n");
+        return 1;
+    }
+    if (argc > 1 && !strcmp(argv[1], "after-exec")) {
+        struct sigaction q;
+        sigset_t s;
+        sigaction(SIGINT, 0, &q);
+        printf("after exec: SIGINT ignored %d", q.sa_handler == SIG_IGN);
+        sigaction(SIGUSR1, 0, &q);
+        printf(", SIGUSR1 default %d", q.sa_handler == SIG_DFL);
+        sigprocmask(SIG_BLOCK, 0, &s);
+        printf(", SIGUSR2 blocked %d, SIGINT blocked %d\n", sigismember(&s, SIGUSR2),
+               sigismember(&s, SIGINT));
+        raise(SIGINT);
+        printf("survived an ignored SIGINT\n");
+        return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "ignore")) {
         signal(SIGTERM, SIG_IGN);

@@ -47,6 +47,9 @@ pub const KIND_LINUX_TRACE: u64 = 36;
 pub const KIND_LINUX_SEED: u64 = 37;
 /// Bytes = the working directory to start in.
 pub const KIND_LINUX_CWD: u64 = 38;
+/// A Linux process's signal state across `execve` (value: the blocked mask; bytes: the
+/// ignored mask, u64 little-endian).
+pub const KIND_LINUX_SIGNALS: u64 = 45;
 pub const PAGE: usize = 4096;
 
 /// Builds an environment page.

@@ -1062,6 +1062,7 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     for chunk in bytes.chunks(EXEC_CHUNK) {
         proc.exec_data(chunk).map_err(proc_errno)?;
     }
+    signal_guest::before_exec(&proc);
     // Descriptors do not cross to the new library yet; on success nothing after this runs.
     proc.exec().map_err(proc_errno)?;
     Ok(0)

@@ -490,6 +490,66 @@ impl Signals {
         Ok(old)
     }
 
+    /// What survives `execve` (Linux): the signals whose action is SIG_IGN stay ignored (caught
+    /// ones return to the default), the mask stays. `(ignored, blocked)`.
+    pub fn exec_state(&self) -> (u64, u64) {
+        let ignored = (1..=NSIG)
+            .filter(|&s| self.action(s).handler == SIG_IGN)
+            .fold(0, |m, s| m | bit(s));
+        (ignored, self.blocked)
+    }
+
+    /// The state a new program starts with after `execve` (see [`Signals::exec_state`]).
+    pub fn after_exec(ignored: u64, blocked: u64) -> Signals {
+        let mut s = Signals::new();
+        for sig in 1..=NSIG {
+            if ignored & bit(sig) != 0 && bit(sig) & UNBLOCKABLE == 0 {
+                s.actions[sig as usize - 1].handler = SIG_IGN;
+            }
+        }
+        s.blocked = blocked & !UNBLOCKABLE;
+        s
+    }
+
+    /// The state a `fork` child inherits, as bytes for the trip through proc: every action, the
+    /// mask and the alternate stack (pending signals are not inherited, as Linux).
+    pub fn encode_for_fork(&self) -> alloc::vec::Vec<u8> {
+        let mut out = alloc::vec::Vec::with_capacity(FORK_STATE_LEN);
+        for a in &self.actions {
+            out.extend_from_slice(&a.to_bytes());
+        }
+        out.extend_from_slice(&self.blocked.to_le_bytes());
+        out.extend_from_slice(&self.altstack.sp.to_le_bytes());
+        out.extend_from_slice(&self.altstack.size.to_le_bytes());
+        out.extend_from_slice(&(self.altstack.flags as u64).to_le_bytes());
+        out
+    }
+
+    /// A fork child's state from [`Signals::encode_for_fork`]'s bytes (None if malformed).
+    pub fn decode_fork(b: &[u8]) -> Option<Signals> {
+        if b.len() != FORK_STATE_LEN {
+            return None;
+        }
+        let mut s = Signals::new();
+        for (i, a) in s.actions.iter_mut().enumerate() {
+            let mut w = [0u8; 32];
+            w.copy_from_slice(&b[i * 32..i * 32 + 32]);
+            *a = Action::from_bytes(&w);
+            a.mask &= !UNBLOCKABLE;
+        }
+        let word = |i: usize| {
+            let at = NSIG as usize * 32 + i * 8;
+            u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+        };
+        s.blocked = word(0) & !UNBLOCKABLE;
+        s.altstack = AltStack {
+            sp: word(1),
+            size: word(2),
+            flags: word(3) as u32,
+        };
+        Some(s)
+    }
+
     /// The mask a handler of `sig` with action `a` runs under, set now; returns the mask to
     /// give back at `rt_sigreturn` (the one `rt_sigsuspend` replaced, if it did).
     pub fn enter_handler(&mut self, sig: u32, a: &Action) -> u64 {
@@ -502,6 +562,9 @@ impl Signals {
         old
     }
 }
+
+/// Bytes of [`Signals::encode_for_fork`].
+pub const FORK_STATE_LEN: usize = NSIG as usize * 32 + 4 * 8;
 
 /// `sizeof(struct rt_sigframe)` on x86-64: the return address, `ucontext` (304) and
 /// `siginfo` (128).

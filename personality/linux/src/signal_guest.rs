@@ -97,8 +97,15 @@ fn fpu_init_state() -> Fx {
     fx
 }
 
-/// At start: the wake notification, the processor's MXCSR mask, the first poll time.
+/// At start: the signal state an exec kept, the wake notification, the processor's MXCSR
+/// mask, the first poll time.
 pub fn init() {
+    if let Some((blocked, b)) = env::find_all(env::KIND_LINUX_SIGNALS).next() {
+        let ignored = b
+            .get(..8)
+            .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
+        *SIGNALS.get() = Some(Signals::after_exec(ignored, blocked));
+    }
     let wake = env::cap(WAKE_CAP)
         .or_else(|| thread::create(ObjKind::Notification, 0).ok())
         .unwrap_or(0);
@@ -851,6 +858,14 @@ fn sys_alarm(secs: u64) -> SysResult {
     NEXT_POLL.store(0, Ordering::Relaxed);
     force_look();
     Ok(sig::alarm_seconds(old))
+}
+
+/// Before `execve`: tells proc what the new program keeps (the ignored signals, the mask).
+pub fn before_exec(p: &proc::Client) {
+    let (ignored, blocked) = signals().exec_state();
+    if ignored | blocked != 0 {
+        let _ = p.sig_exec(ignored, blocked);
+    }
 }
 
 /// Sleeps until the TSC reads `deadline`, or a signal: `ERESTART_RESTARTBLOCK` then (EINTR

@@ -69,6 +69,8 @@ struct Running {
     wake: u64,
     /// Where its library takes its program's faults (`proc.sig_entry`; 0: they kill).
     fault_entry: u64,
+    /// The ignored signals and the mask its next exec keeps (`proc.sig_exec`).
+    exec_signals: (u64, u64),
 }
 
 /// The clock record every process starts with.
@@ -218,6 +220,7 @@ impl Proc {
             exec: Vec::new(),
             wake: 0,
             fault_entry: 0,
+            exec_signals: (0, 0),
         };
         let (pid, serial) = self
             .table
@@ -372,6 +375,19 @@ impl Proc {
         p.records
             .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
+        // Across an exec: the signals the old program ignored and its mask.
+        let (ignored, blocked) = self
+            .table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map_or((0, 0), |r| r.exec_signals);
+        if ignored | blocked != 0 {
+            p.records.push(rec(
+                env::KIND_LINUX_SIGNALS,
+                blocked,
+                &ignored.to_le_bytes(),
+            ));
+        }
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
         let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
@@ -418,6 +434,7 @@ impl Proc {
                     exec: Vec::new(),
                     wake,
                     fault_entry: 0,
+                    exec_signals: (0, 0),
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -706,6 +723,17 @@ impl proc::Server for Proc {
             uid: r.uid,
             status: r.status,
         })
+    }
+
+    fn sig_exec(&mut self, badge: u64, ignored: u64, blocked: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        run.exec_signals = (ignored, blocked);
+        Ok(())
     }
 
     fn sig_entry(&mut self, badge: u64, entry: u64) -> Result<(), ProcError> {

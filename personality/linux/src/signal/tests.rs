@@ -306,3 +306,29 @@ fn itimers_fire_reload_and_report() {
     assert_eq!(alarm_seconds(2_600_000_000), 3);
     assert_eq!(kill_status(SIGSEGV, true), 0x8b);
 }
+
+#[test]
+fn exec_keeps_ignored_and_mask_fork_keeps_everything_but_pending() {
+    let mut s = Signals::new();
+    s.sigaction(SIGINT, Some(handler(SIG_IGN, 0, 0))).unwrap();
+    s.sigaction(SIGUSR1, Some(handler(0x40_2000, SA_SIGINFO, bit(SIGTERM))))
+        .unwrap();
+    s.sigprocmask(SIG_BLOCK, Some(bit(SIGHUP))).unwrap();
+    s.sigaltstack(Some((0x10_0000, 0, 0x4000)), 0).unwrap();
+    s.raise(Info::kernel(SIGHUP));
+    let (ign, blk) = s.exec_state();
+    assert_eq!((ign, blk), (bit(SIGINT), bit(SIGHUP)));
+    let e = Signals::after_exec(ign | bit(SIGKILL), blk | bit(SIGSTOP));
+    assert_eq!(e.action(SIGINT).handler, SIG_IGN);
+    assert_eq!(e.action(SIGUSR1).handler, SIG_DFL);
+    assert_eq!(e.action(SIGKILL).handler, SIG_DFL);
+    assert_eq!(e.blocked, bit(SIGHUP));
+    let b = s.encode_for_fork();
+    assert_eq!(b.len(), FORK_STATE_LEN);
+    let f = Signals::decode_fork(&b).unwrap();
+    assert_eq!(f.action(SIGUSR1), s.action(SIGUSR1));
+    assert_eq!(f.blocked, s.blocked);
+    assert_eq!(f.altstack, s.altstack);
+    assert_eq!(f.pending(), 0);
+    assert!(Signals::decode_fork(&b[1..]).is_none());
+}

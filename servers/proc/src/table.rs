@@ -305,6 +305,15 @@ impl<T> Table<T> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn wait_status_of_a_core_dump() {
+        // The signal with the core bit (0x80) as proc.killed records it; the shell sees
+        // 128 + the signal.
+        assert_eq!(Status::Signaled(11 | 0x80).wait_status(), 0x8b);
+        assert_eq!(Status::Signaled(11 | 0x80).shell_status(), 139);
+        assert_eq!(Status::Signaled(15).wait_status(), 15);
+    }
     use super::*;
 
     fn root() -> Creds {

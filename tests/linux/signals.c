@@ -306,6 +306,17 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
 
 extern char ud2_here[], int3_after[];
 
+/* Deep recursion that defeats tail calls: each level keeps a page of its own. */
+static long recurse(long n)
+{
+    volatile char pad[4096];
+    if (n > (1L << 30)) /* never: the stack ends long before */
+        return n;
+    pad[0] = (char)n;
+    pad[4095] = (char)n;
+    return recurse(n + 1) + pad[0] + pad[4095];
+}
+
 static void faults(void)
 {
     on(SIGSEGV, fault_handler, 0);
@@ -344,6 +355,17 @@ static void faults(void)
         __asm__ volatile("int3\n.globl int3_after\nint3_after: nop");
     }
     printf("int3: sig %d code %d\n", fault_sig, fault_code);
+    /* A stack overflow: the handler can only run on the alternate stack. */
+    static char ovf_stack[65536];
+    stack_t ss = {.ss_sp = ovf_stack, .ss_size = sizeof ovf_stack, .ss_flags = 0};
+    sigaltstack(&ss, 0);
+    on(SIGSEGV, fault_handler, SA_ONSTACK);
+    if (!sigsetjmp(jb, 1))
+        printf("recursed %ld\n", recurse(1));
+    printf("stack overflow: sig %d code %d, handled on the alternate stack\n", fault_sig,
+           fault_code);
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, 0);
     dfl(SIGSEGV);
     dfl(SIGFPE);
     dfl(SIGILL);

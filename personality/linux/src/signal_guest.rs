@@ -170,6 +170,8 @@ fn poll() {
 fn take_wake_bits(bits: u64) {
     if bits & WAKE_SIGNAL != 0 {
         fetch_from_proc();
+        // Delivered at this call's return if deliverable.
+        refresh();
     }
     WAKE_STASH.fetch_or(bits & !(WAKE_SIGNAL | WAKE_TIMER), Ordering::Relaxed);
 }
@@ -268,7 +270,11 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
 }
 
 /// Whether a signal is deliverable now (after a look at the timer and proc): a blocking call
-/// ends then (`EINTR` or a restart, decided at delivery).
+/// ends then (`EINTR` or a restart, decided at delivery). The shape of every blocking call
+/// (`wait4`, a pipe's read):
+/// `loop { try without blocking; if interrupted() { return Err(signal::ERESTARTSYS) }
+/// wait_wake(None); }` — ERESTARTSYS restarts under SA_RESTART, else EINTR (or
+/// `ERESTARTNOHAND` for calls Linux never restarts).
 pub fn interrupted() -> bool {
     poll();
     signals().deliverable()

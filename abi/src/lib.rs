@@ -137,10 +137,17 @@ pub enum Sys {
     /// the task's end takes them from the devices before the call returns). Without one it is
     /// the physical address of the first page (nothing is confined).
     DmaMap = 36,
+    /// `thread_interrupt(thread=rdi, notification=rsi, entry=rdx)`: when `notification` (held
+    /// with RECV) is signalled while foreign thread `thread` of the caller's task is preempted
+    /// in its foreign code, the thread continues at `entry` with its registers saved in
+    /// `Utcb::foreign` (as for a DIVERT verdict: rdi = the frame, rsi = rdx = 0). How a Linux
+    /// library gets a signal to a program that makes no system call. Replaces an earlier
+    /// binding of either; entry 0 unbinds the thread.
+    ThreadInterrupt = 37,
 }
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 37;
+pub const SYS_COUNT: u64 = 38;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -186,6 +193,7 @@ impl TryFrom<u64> for Sys {
             Unpin,
             DmaBind,
             DmaMap,
+            ThreadInterrupt,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()
@@ -392,6 +400,11 @@ pub mod label {
     /// Words: 0 = the watched badge. The receiver's badge is that of the notice capability
     /// named at the mint, which is how a server tells this from a client's forgery. No reply.
     pub const NO_SENDERS: u16 = 0xfff4;
+    /// Reply label to a `PAGE_FAULT` or `EXCEPTION` message: the thread continues at word 0
+    /// in its own task with its registers saved in `Utcb::foreign` (as for a reflected foreign
+    /// system call, but rcx and r11 its own), rdi = that frame, rsi = word 1, rdx = word 2,
+    /// rsp below the red zone. How a Linux library turns a fault into a signal.
+    pub const DIVERT: u16 = 0xfff5;
 }
 
 /// Flags of [`Sys::CapMint`] (`r8`).
@@ -565,8 +578,11 @@ pub mod pin {
     pub const TRANSLATE_PINS: u64 = 1;
 }
 
-/// Flags of [`Sys::NotifyWait`].
+/// Flags of [`Sys::NotifyWait`]: do not block.
 pub const NOTIFY_NONBLOCK: u64 = 1;
+/// Flag of [`Sys::NotifyWait`]: block at most until the time-stamp counter reads the third
+/// argument (then `WouldBlock`; checked on the timer's ticks, so up to one tick late).
+pub const NOTIFY_DEADLINE: u64 = 2;
 
 /// The port window of a minted I/O-control capability: badge = `base | count << 16`
 /// (use [`io_badge`]); returns (base, count).

@@ -273,6 +273,9 @@ pub enum Replied {
     /// The caller sent a fault or exception message and the verdict ends it: the system call
     /// kills it (a layer above this one).
     Refused(*mut Thread),
+    /// The caller sent a fault or exception message and the verdict (`label::DIVERT`) sends it
+    /// to its own handler code: entry and two arguments (carried out a layer above).
+    Diverted(*mut Thread, [u64; 3]),
 }
 
 /// Replies to the caller `r` is serving, if any.
@@ -296,6 +299,10 @@ pub fn reply(r: *mut Thread) -> Replied {
                     let it = u.map_items[i];
                     let _ = vm::map_pages(y.task, it.src, x.task, it.dst, it.pages, it.flags);
                 }
+            }
+            if lbl == label::DIVERT {
+                let f = &y.frame;
+                return Replied::Diverted(c, [f.rdx, f.r10, f.r8]);
             }
             // Resuming needs a return address a return instruction can use (see
             // sched::off_the_end), whatever the handler says.
@@ -579,6 +586,7 @@ pub fn detach(t: *mut Thread) {
             // SAFETY: live notification.
             unsafe { (*x.notif).waiter = null_mut() };
             x.notif = null_mut();
+            crate::timeout::disarm(t);
         }
         _ => {}
     }

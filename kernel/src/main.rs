@@ -29,6 +29,7 @@ mod factory;
 mod iommu;
 mod pin;
 mod sched;
+mod timeout;
 mod vm;
 // One module per kernel object; each may use those above it in this list:
 mod endpoint;

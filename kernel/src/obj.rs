@@ -141,10 +141,16 @@ pub struct Thread {
     /// The thread this thread awaits a reply from.
     pub server: *mut Thread,
     pub notif: *mut Notification,
+    /// A timed wait's deadline (TSC) and the thread's place in the timer queue while armed.
+    pub deadline: u64,
+    pub timer: Option<sawmill_kcore::timers::Links<*mut Thread>>,
     pub fs_base: u64,
     pub gs_base: u64,
     /// Foreign (Linux) mode: reflection entry and the native code range.
     pub foreign: Option<(u64, u64, u64)>,
+    /// The notification whose signal interrupts this thread in its foreign code, and where it
+    /// then continues (`thread_interrupt`).
+    pub interrupt: Option<(*mut Notification, u64)>,
     pub started: bool,
     /// Ended, but its EXIT message still waits in its handler's endpoint queue.
     pub zombie: bool,
@@ -186,6 +192,8 @@ pub struct Notification {
     pub hdr: Hdr,
     pub bits: u64,
     pub waiter: *mut Thread,
+    /// A foreign thread a signal interrupts (`thread_interrupt`; its `interrupt` names us).
+    pub interrupt: *mut Thread,
 }
 
 #[derive(Clone, Copy)]

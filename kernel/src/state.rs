@@ -10,6 +10,7 @@ use alloc::vec::Vec;
 use sawmill_kcore::cspace::CSpace;
 use sawmill_kcore::mapdb::MapDb;
 use sawmill_kcore::pins::PinTable;
+use sawmill_kcore::timers::TimerQueue;
 
 pub const NPRIO: usize = 256;
 /// Fixed sizes of the kernel's bookkeeping arrays, allocated once at boot so that the kernel's
@@ -43,6 +44,8 @@ pub struct Kernel {
     pub loaded_gs: u64,
     pub loaded_cr3: u64,
     pub ticks: u64,
+    /// Threads in a timed wait, earliest deadline first (`timeout`).
+    pub timeouts: TimerQueue<*mut Thread>,
     /// The wall clock's figures (`clock`).
     pub boot_epoch: u64,
     pub boot_tsc: u64,
@@ -104,6 +107,7 @@ pub fn init() {
         loaded_gs: 0,
         loaded_cr3: 0,
         ticks: 0,
+        timeouts: TimerQueue::new(),
         boot_epoch: 0,
         boot_tsc: 0,
         calibration_tsc: 0,

@@ -120,6 +120,14 @@ fn reply_recv(cur: *mut Thread) -> SysResult {
             thread::kill_thread(c);
             None
         }
+        Replied::Diverted(c, [entry, a1, a2]) => {
+            if thread::divert(c, entry, a1, a2) {
+                Some(c)
+            } else {
+                thread::kill_thread(c);
+                None
+            }
+        }
     };
     endpoint::recv_after_reply(cur, woken)
 }
@@ -231,13 +239,16 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 return Err(reject!(Error::WrongKind, "not a notification"));
             };
             notification::signal(n, a1);
+            if let Some(t) = notification::interrupt_target(n) {
+                thread::interrupt(t);
+            }
             Ok(())
         }
         Sys::NotifyWait => {
             let Obj::Notification(n) = cap_of(task, a0, rights::RECV)?.obj else {
                 return Err(reject!(Error::WrongKind, "not a notification"));
             };
-            notification::wait(cur, n, a1)
+            notification::wait(cur, n, a1, a2)
         }
         Sys::IoPortGive => {
             let io = cap::lookup(task, a0)?;
@@ -267,6 +278,12 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
         }
         Sys::SetTls => thread::set_tls(cur, a0, a1),
         Sys::ThreadForeign => thread::set_foreign(task, thread_cap(task, a0)?, a1, a2, a3),
+        Sys::ThreadInterrupt => {
+            let Obj::Notification(n) = cap_of(task, a1, rights::RECV)?.obj else {
+                return Err(reject!(Error::WrongKind, "not a notification"));
+            };
+            thread::bind_interrupt(task, thread_cap(task, a0)?, n, a2)
+        }
         Sys::MapPhys => {
             if cap::lookup(task, a0)?.obj != Obj::Control {
                 return Err(reject!(Error::WrongKind, "not the control capability"));

@@ -7,7 +7,7 @@ use crate::endpoint;
 use crate::error::SysResult;
 use crate::factory::{self, charge, hdr};
 use crate::mem::{phys, phys_to_virt, PAGE};
-use crate::obj::{utcb, Factory, FxArea, State, Task, Thread, EXIT_KILLED};
+use crate::obj::{utcb, Factory, FxArea, Notification, State, Task, Thread, EXIT_KILLED};
 use crate::paging;
 use crate::sched;
 use crate::state::kernel;
@@ -44,9 +44,12 @@ pub fn new_thread(f: *mut Factory) -> Result<*mut Thread, Error> {
         caller: core::ptr::null_mut(),
         server: core::ptr::null_mut(),
         notif: core::ptr::null_mut(),
+        deadline: 0,
+        timer: None,
         fs_base: 0,
         gs_base: 0,
         foreign: None,
+        interrupt: None,
         started: false,
         zombie: false,
     })))
@@ -86,6 +89,7 @@ pub fn end_thread(p: *mut Thread, status: u64, notify: bool) {
     if let Some(c) = t.pager.take() {
         cap::release(c);
     }
+    unbind_interrupt(p);
     let exc = t.exc.take();
     if !t.task.is_null() {
         // SAFETY: the task outlives the binding (kill_task kills threads first).
@@ -173,6 +177,73 @@ pub fn set_foreign(task: *mut Task, th: *mut Thread, entry: u64, lo: u64, hi: u6
     Ok(())
 }
 
+/// Drops thread `t`'s interrupt binding, on both sides.
+fn unbind_interrupt(t: *mut Thread) {
+    // SAFETY: live thread; a bound notification is live (its destruction unbinds first).
+    unsafe {
+        if let Some((n, _)) = (*t).interrupt.take() {
+            (*n).interrupt = core::ptr::null_mut();
+        }
+    }
+}
+
+/// `thread_interrupt`: a signal of notification `n` interrupts thread `th` (of `task`) in its
+/// foreign code, which then continues at `entry` (0: unbind).
+pub fn bind_interrupt(
+    task: *mut Task,
+    th: *mut Thread,
+    n: *mut Notification,
+    entry: u64,
+) -> SysResult {
+    // SAFETY: live thread and notification (the caller holds capabilities).
+    let (x, nn) = unsafe { (&mut *th, &mut *n) };
+    if x.task != task || x.utcb_pa == 0 {
+        return Err(reject!(
+            Error::Invalid,
+            "thread not bound to the caller's task"
+        ));
+    }
+    if entry != 0 && !paging::user_range_ok(entry, 1) {
+        return Err(reject!(Error::Invalid, "entry outside user space"));
+    }
+    unbind_interrupt(th);
+    if entry == 0 {
+        return Ok(());
+    }
+    if !nn.interrupt.is_null() {
+        unbind_interrupt(nn.interrupt);
+    }
+    nn.interrupt = th;
+    x.interrupt = Some((n, entry));
+    Ok(())
+}
+
+/// The notification bound to `t` was signalled: if `t` is ready but not running, stopped in
+/// its foreign code by an interrupt (not in its native code, not in a system call, not waiting
+/// for a page), it continues at its interrupt entry with its registers in `Utcb::foreign`.
+pub fn interrupt(t: *mut Thread) {
+    // SAFETY: a bound thread is live (its end unbinds).
+    let x = unsafe { &mut *t };
+    let (Some((_, entry)), Some((_, lo, hi))) = (x.interrupt, x.foreign) else {
+        return;
+    };
+    if t == kernel().current
+        || x.state != State::Ready
+        || x.frame.vector == crate::arch::SYSCALL_VECTOR
+        || (lo..hi).contains(&x.frame.rip)
+        || x.utcb_pa == 0
+    {
+        return;
+    }
+    utcb(t).foreign = foreign_frame(&x.frame);
+    let f = &mut x.frame;
+    f.rip = entry;
+    f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
+    f.rdi = x.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;
+    f.rsi = 0;
+    f.rdx = 0;
+}
+
 /// `thread_regs`: copies thread `th`'s registers to `out` in `task`.
 pub fn regs(task: *mut Task, th: *mut Thread, out: u64) -> SysResult {
     // SAFETY: live thread.
@@ -228,6 +299,28 @@ pub fn reflect(cur: *mut Thread, entry: u64) {
     f.rip = entry;
     f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
     f.rdi = t.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;
+}
+
+/// A fault handler's `DIVERT` verdict: the faulting thread `t` continues at `entry` in its own
+/// task with all its registers saved in `Utcb::foreign` (rcx and r11 its own, not a system
+/// call's), `rdi` = that frame, `rsi` = `a1`, `rdx` = `a2`, `rsp` below the red zone: a Linux
+/// library turns the fault into a signal there. False (the thread then ends) if `entry` is
+/// not a user address or the thread has no UTCB.
+pub fn divert(t: *mut Thread, entry: u64, a1: u64, a2: u64) -> bool {
+    // SAFETY: live thread (it was waiting for this verdict).
+    let x = unsafe { &mut *t };
+    if x.utcb_pa == 0 || !paging::user_range_ok(entry, 1) {
+        return false;
+    }
+    utcb(t).foreign = foreign_frame(&x.frame);
+    let f = &mut x.frame;
+    f.rip = entry;
+    f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
+    f.rdi = x.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;
+    f.rsi = a1;
+    f.rdx = a2;
+    x.state = State::Ready;
+    true
 }
 
 pub fn config(

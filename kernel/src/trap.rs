@@ -66,6 +66,7 @@ fn timer() {
     lapic_write(0xb0, 0);
     kernel().ticks += 1;
     crate::clock::tick();
+    crate::notification::expire();
     crate::iommu::poll_faults();
 }
 

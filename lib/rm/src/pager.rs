@@ -16,9 +16,27 @@ pub const RM_END: u64 = 0x0000_2000_0000_0000;
 /// The pager thread's scratch page (for copying copy-on-write pages), just below the range
 /// unless [`configure`] puts it elsewhere.
 static SCRATCH: AtomicU64 = AtomicU64::new(RM_BASE - PAGE);
-/// Called with (address, fault bits, rip) for a fault the region manager cannot resolve, instead
-/// of passing it on to root (0 = none). It does not return if it ends the task.
+/// Called with (address, fault bits, rip, why) for a fault the region manager cannot resolve,
+/// instead of passing it on to root (0 = none). It does not return if it ends the task; if it
+/// returns `Some(words)` the thread is diverted (`label::DIVERT` with those words), else the
+/// fault goes on to root.
 static UNRESOLVED_HOOK: AtomicU64 = AtomicU64::new(0);
+
+/// Why the region manager could not resolve a fault (for [`set_unresolved_hook`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultWhy {
+    /// No region covers the address.
+    NoRegion,
+    /// A region covers it without the rights the access needs.
+    NoRights,
+    /// The dataspace refused the page (e.g. beyond the end of a file).
+    Dataspace,
+    /// No memory for a private copy.
+    NoMemory,
+}
+
+/// What a hook of [`set_unresolved_hook`] is.
+pub type UnresolvedHook = fn(u64, u64, u64, FaultWhy) -> Option<[u64; 3]>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RmError {
@@ -152,9 +170,10 @@ pub fn configure(
     Ok(())
 }
 
-/// Calls `hook(address, fault bits, rip)` for faults the region manager cannot resolve instead
-/// of passing them to root.
-pub fn set_unresolved_hook(hook: fn(u64, u64, u64)) {
+/// Calls `hook(address, fault bits, rip, why)` for faults the region manager cannot resolve;
+/// its `Some(words)` diverts the faulting thread (`label::DIVERT`), None passes the fault on to
+/// root.
+pub fn set_unresolved_hook(hook: UnresolvedHook) {
     UNRESOLVED_HOOK.store(hook as usize as u64, Ordering::Release);
 }
 
@@ -529,12 +548,12 @@ struct Pager;
 impl rpc::Serve for Pager {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        let l = if m.tag.label() == label::PAGE_FAULT {
+        let r = if m.tag.label() == label::PAGE_FAULT {
             handle(m.badge, m.w[0], m.w[1], m.w[2])
         } else {
-            rpc::proto::BAD_OPCODE
+            Reply::label(rpc::proto::BAD_OPCODE)
         };
-        next.reply_plain(Reply::label(l))
+        next.reply_plain(r)
     }
 }
 
@@ -542,16 +561,16 @@ fn pager_loop(ep: u64) {
     let _ = rpc::serve(ep, &mut Pager);
 }
 
-/// Resolves one fault; the reply label (0 resumes the thread).
-fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> u16 {
+/// Resolves one fault; the reply (label 0 resumes the thread).
+fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> Reply {
     let write = bits & fault::WRITE != 0;
     FAULTS.fetch_add(1, Ordering::Relaxed);
     match resolve(addr, write) {
-        Ok(()) => 0,
+        Ok(()) => Reply::EMPTY,
         Err(why) => {
             let name = env::name();
             let what = if write { "write" } else { "read" };
-            match why {
+            match &why {
                 Unresolved::NoRegion => {}
                 Unresolved::ReadOnly(s, n) => {
                     println!("rm: {}: thread {} wrote to read-only region {:#x}+{:#x} at {:#x} (rip {:#x})", name, thread, s, n, addr, rip)
@@ -567,9 +586,20 @@ fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> u16 {
             }
             let hook = UNRESOLVED_HOOK.load(Ordering::Acquire);
             if hook != 0 {
-                // SAFETY: the value was stored from a `fn(u64, u64, u64)` by set_unresolved_hook.
-                let f: fn(u64, u64, u64) = unsafe { core::mem::transmute(hook as usize) };
-                f(addr, bits, rip);
+                let kind = match &why {
+                    Unresolved::NoRegion => FaultWhy::NoRegion,
+                    Unresolved::ReadOnly(..) => FaultWhy::NoRights,
+                    Unresolved::Ds(_) => FaultWhy::Dataspace,
+                    Unresolved::Mem => FaultWhy::NoMemory,
+                };
+                // SAFETY: the value was stored from an `UnresolvedHook` by set_unresolved_hook.
+                let f: UnresolvedHook = unsafe { core::mem::transmute(hook as usize) };
+                if let Some(w) = f(addr, bits, rip, kind) {
+                    return Reply {
+                        tag: MsgTag::new(label::DIVERT, 3),
+                        w: [w[0], w[1], w[2], 0],
+                    };
+                }
             }
             // Root reports it like any unresolved fault and ends the task.
             let r = ipc::call(
@@ -577,11 +607,11 @@ fn handle(thread: u64, addr: u64, bits: u64, rip: u64) -> u16 {
                 MsgTag::new(label::PAGE_FAULT, 3),
                 [addr, bits, rip, 0],
             );
-            if r.err == 0 && r.tag.label() != 0 {
+            Reply::label(if r.err == 0 && r.tag.label() != 0 {
                 r.tag.label()
             } else {
                 1
-            }
+            })
         }
     }
 }

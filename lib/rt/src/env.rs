@@ -51,6 +51,9 @@ pub const KIND_LINUX_CWD: u64 = 38;
 /// before an `execve`) handed over (`hand0`, `hand1`, ...: the first a dataspace with the state
 /// the library adopts, `personality/linux/src/handoff.rs`).
 pub const KIND_LINUX_HANDOFF: u64 = 39;
+/// A Linux process's signal state across `execve` (value: the blocked mask; bytes: the
+/// ignored mask, u64 little-endian).
+pub const KIND_LINUX_SIGNALS: u64 = 45;
 pub const PAGE: usize = 4096;
 
 /// Builds an environment page.

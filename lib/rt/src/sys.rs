@@ -134,6 +134,15 @@ pub fn notify_wait(n: u64, flags: u64) -> Result<u64, Error> {
     let (r, bits, _) = raw(Sys::NotifyWait, [n, flags, 0, 0, 0, 0]);
     res(r).map(|_| bits)
 }
+/// Waits on notification `n` until a bit comes (its bits) or the time-stamp counter reaches
+/// `deadline` (`WouldBlock`).
+pub fn notify_wait_until(n: u64, deadline: u64) -> Result<u64, Error> {
+    let (r, bits, _) = raw(
+        Sys::NotifyWait,
+        [n, sawmill_abi::NOTIFY_DEADLINE, deadline, 0, 0, 0],
+    );
+    res(r).map(|_| bits)
+}
 pub fn ioport_give(io: u64, task: u64, base: u64, count: u64) -> Result<(), Error> {
     call(Sys::IoPortGive, [io, task, base, count, 0, 0])
 }
@@ -155,6 +164,11 @@ pub fn set_tls(fs: u64, gs: u64) -> Result<(), Error> {
 }
 pub fn thread_foreign(thread: u64, entry: u64, lo: u64, hi: u64) -> Result<(), Error> {
     call(Sys::ThreadForeign, [thread, entry, lo, hi, 0, 0])
+}
+/// A signal of `notification` interrupts foreign `thread` in its foreign code: it continues at
+/// `entry` (see `Sys::ThreadInterrupt`); entry 0 unbinds.
+pub fn thread_interrupt(thread: u64, notification: u64, entry: u64) -> Result<(), Error> {
+    call(Sys::ThreadInterrupt, [thread, notification, entry, 0, 0, 0])
 }
 pub fn map_phys(control: u64, paddr: u64, vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::MapPhys, [control, paddr, vaddr, pages, flags, 0])

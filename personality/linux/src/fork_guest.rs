@@ -16,7 +16,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::handoff::{self, CapIndex, State, NONE};
 use sawmill_linux::procs::{self, CloneKind};
 use sawmill_linux::{layout, SysResult, User};
-use sawmill_proc_api::{HANDOFF_CAP_PREFIX, WAKE_CAP, WAKE_CHILD, WAKE_SIGNAL};
+use sawmill_proc_api::HANDOFF_CAP_PREFIX;
 use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
 
@@ -38,20 +38,6 @@ impl<T> Single<T> {
 /// Capability slots given back, for reuse (a task has 1024 and the runtime never reuses one;
 /// a shell forks without end).
 static FREE_SLOTS: Single<Vec<u64>> = Single(UnsafeCell::new(Vec::new()));
-/// Wake bits seen by a wait but not yet used (a wait consumes every bit of the notification):
-/// `WAKE_SIGNAL` stays here until the signal code takes it ([`take_wake`]); `WAKE_CHILD` needs
-/// no keeping (every waiter asks proc again after each wake).
-static PENDING_WAKE: Single<u64> = Single(UnsafeCell::new(0));
-
-/// Takes the wake bits of `mask` seen so far (for the signal code: `WAKE_SIGNAL`).
-#[allow(dead_code)]
-pub fn take_wake(mask: u64) -> u64 {
-    let p = PENDING_WAKE.get();
-    let b = *p & mask;
-    *p &= !mask;
-    b
-}
-
 fn slot() -> u64 {
     FREE_SLOTS.get().pop().unwrap_or_else(thread::alloc_slot)
 }
@@ -80,26 +66,16 @@ fn proc_errno(e: sawmill_interfaces::rpc::Error<sawmill_interfaces::ProcError>) 
     }
 }
 
-/// Waits until proc signals the process's wake notification, keeping the bits for whoever
-/// asks next. The hook for signals: a pending signal (WAKE_SIGNAL) ends the wait with EINTR
-/// once the signal code decides the call is interrupted (today: only noted, the wait goes on).
+/// Waits until the process's wake notification is signalled (through the signals layer, which
+/// takes the signal bits), or ends the wait for a caught signal.
 pub fn wait_wake() -> Result<(), Errno> {
-    let Some(n) = env::cap(WAKE_CAP) else {
-        // Without a wake notification (a launcher without proc): poll politely.
-        sys::yield_now();
-        return Ok(());
-    };
-    let bits = match sys::notify_wait(n, 0) {
-        Ok(b) => b,
-        Err(_) => {
-            sys::yield_now();
-            0
-        }
-    };
-    *PENDING_WAKE.get() |= bits & !WAKE_CHILD;
-    if *PENDING_WAKE.get() & WAKE_SIGNAL != 0 {
-        // Signals (h-sig): return Err(EINTR) here when a caught signal interrupts the wait.
+    // A caught signal ends the wait (EINTR, or a restart under SA_RESTART).
+    if crate::signal_guest::interrupted() {
+        return Err(sawmill_linux::signal::ERESTARTSYS);
     }
+    // Whatever woke us, the caller asks proc again (a child's change of state is proc's to
+    // tell); other bits are the signals layer's, which took them.
+    crate::signal_guest::wait_wake(None);
     Ok(())
 }
 
@@ -304,6 +280,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         } else {
             0
         },
+        signals: crate::signal_guest::fork_state(),
     });
     if let Err(e) = hand_off(&st, &mut caps) {
         caps.discard();

@@ -10,6 +10,7 @@
 
 use crate::files_guest;
 use crate::fork_guest;
+use crate::signal_guest;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
@@ -31,19 +32,17 @@ use sawmill_rt::{env, println, slots, sys, thread};
 const PAGE: u64 = 4096;
 /// The library's own stack for serving a thread's system calls.
 const SYSCALL_STACK: usize = 64 * 1024;
-/// SIGSEGV, for a fault the region manager cannot resolve.
-const SIGSEGV: u32 = 11;
 /// The exit status of a program that could not be started (as a shell reports "not found" or
 /// "cannot execute").
 const EXIT_CANNOT_EXEC: u32 = 126;
 
 /// State used by the program's one thread only (see the module header).
-struct Single<T>(UnsafeCell<T>);
+pub(crate) struct Single<T>(pub(crate) UnsafeCell<T>);
 // SAFETY: one thread at a time uses it (the module header says why).
 unsafe impl<T> Sync for Single<T> {}
 impl<T> Single<T> {
     #[allow(clippy::mut_from_ref)]
-    fn get(&self) -> &mut T {
+    pub(crate) fn get(&self) -> &mut T {
         // SAFETY: see the `Sync` impl: no two references are live at once, because each system
         // call takes it once at its start and the library is not re-entered.
         unsafe { &mut *self.0.get() }
@@ -91,23 +90,27 @@ fn exit_process(status: u32) -> ! {
     sawmill_rt::exit(status as u64 & 0xff)
 }
 
-fn kill_process(signal: u32) -> ! {
+/// Ends the process by a signal's default action: `status` is the signal, with 0x80 if it
+/// dumps core (`proc.killed`). The program's memory goes back first.
+pub(crate) fn kill_process(status: u32) -> ! {
     let _ = rm::detach_range(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
     if let Some(p) = env::cap("proc") {
-        let _ = proc::Client::new(p).killed(signal);
+        let _ = proc::Client::new(p).killed(status);
     }
-    println!("linux: killed by signal {} (no process server)", signal);
-    sawmill_rt::exit(128 + signal as u64)
+    println!(
+        "linux: killed by signal {} (no process server)",
+        status & 0x7f
+    );
+    sawmill_rt::exit(128 + (status & 0x7f) as u64)
 }
 
-/// The region manager's report of a fault it cannot resolve: the program touched memory it has
-/// no right to, which Linux answers with SIGSEGV.
-fn unresolved_fault(addr: u64, _bits: u64, rip: u64) {
-    println!("linux: SIGSEGV at {:#x} (rip {:#x})", addr, rip);
-    kill_process(SIGSEGV)
+/// The process's pid and uid.
+pub(crate) fn ids() -> (u64, u32) {
+    let p = process();
+    (p.pid, p.ids[0])
 }
 
 fn cannot_start(path: &str, why: &str, e: Errno) -> ! {
@@ -198,7 +201,7 @@ pub fn start() {
         println!("linux: region manager: {:?}", e);
         exit_process(EXIT_CANNOT_EXEC);
     }
-    rm::set_unresolved_hook(unresolved_fault);
+    rm::set_unresolved_hook(signal_guest::unresolved_fault);
     HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);
     let received = fork_guest::received();
     if let Some((mut st, caps)) = received {
@@ -257,6 +260,7 @@ pub fn start() {
         logged: [0; 8],
     });
 
+    signal_guest::init();
     // This thread's library stack for the system calls to come, found through its UTCB.
     let sc_stack: &'static mut [u8] = alloc::vec![0u8; SYSCALL_STACK].leak();
     let top = (sc_stack.as_ptr() as u64 + SYSCALL_STACK as u64) & !15;
@@ -349,6 +353,8 @@ fn start_forked(
         logged: [0; 8],
     });
     let _ = exe;
+    signal_guest::init();
+    signal_guest::adopt_fork(&f.signals);
     if f.fs_base != 0 {
         let gs = sawmill_rt::utcb() as *const Utcb as u64;
         let _ = sys::set_tls(f.fs_base, gs);
@@ -565,7 +571,9 @@ linux_syscall_return:
     serve = sym serve_reflected
 );
 
-/// Serves one reflected system call; returns the frame to resume from (its `rax` set).
+/// Serves one reflected system call; returns the frame to resume from (its `rax` set). Every
+/// return is a delivery point for signals (`signal_guest::on_return`, which resumes the
+/// program itself when a handler is entered or `rt_sigreturn` ran).
 extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
     // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; only
     // the number and the six argument registers are read (not the whole frame: this is the
@@ -574,43 +582,47 @@ extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
         let f = &*frame;
         (f.rax, [f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9])
     };
-    let r = syscall(n, args);
-    // SAFETY: as above.
-    unsafe {
-        (*frame).rax = match r {
-            Ok(v) => v,
-            Err(e) => e.ret() as u64,
-        }
+    let rax = match syscall(n, args, frame) {
+        Ok(v) => v,
+        Err(e) => e.ret() as u64,
     };
+    if signal_guest::attention() {
+        signal_guest::on_return(frame, n, rax);
+    } else {
+        // SAFETY: as above.
+        unsafe { (*frame).rax = rax };
+    }
     frame
 }
 
 // ---------------------------------------------------------------------------------------------
 // The dispatcher.
 
-fn syscall(n: u64, a: [u64; 6]) -> SysResult {
+fn syscall(n: u64, a: [u64; 6], frame: *mut ForeignFrame) -> SysResult {
     if process().trace {
-        return syscall_traced(n, a);
+        return syscall_traced(n, a, frame);
     }
-    serve_call(n, a)
+    serve_call(n, a, frame)
 }
 
-/// The call itself: the core's calls, then the files layer's.
+/// The call itself: the core's calls, then the files layer's, then the signal calls.
 #[inline(always)]
-fn serve_call(n: u64, a: [u64; 6]) -> SysResult {
+fn serve_call(n: u64, a: [u64; 6], frame: *mut ForeignFrame) -> SysResult {
     match core_call(n, a) {
         Some(r) => r,
-        None => files_guest::dispatch(n, a, &GuestUser).unwrap_or_else(|| {
-            unknown(n);
-            Err(errno::ENOSYS)
-        }),
+        None => files_guest::dispatch(n, a, &GuestUser)
+            .or_else(|| signal_guest::dispatch(n, a, frame))
+            .unwrap_or_else(|| {
+                unknown(n);
+                Err(errno::ENOSYS)
+            }),
     }
 }
 
 /// A call with tracing on (out of the common path: every call pays only the flag test).
 #[inline(never)]
 #[cold]
-fn syscall_traced(n: u64, a: [u64; 6]) -> SysResult {
+fn syscall_traced(n: u64, a: [u64; 6], frame: *mut ForeignFrame) -> SysResult {
     let pid = process().pid;
     if n == nr::EXIT || n == nr::EXIT_GROUP {
         println!(
@@ -620,7 +632,7 @@ fn syscall_traced(n: u64, a: [u64; 6]) -> SysResult {
             a[0] as i32
         );
     }
-    let r = serve_call(n, a);
+    let r = serve_call(n, a, frame);
     println!("[{}] {}", pid, trace::line(n, &a, r));
     r
 }
@@ -747,8 +759,8 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
             }
             Ok(s)
         }
-        nr::NANOSLEEP => sleep(CLOCK_MONOTONIC, 0, a[0]),
-        nr::CLOCK_NANOSLEEP => sleep(a[0], a[1], a[2]),
+        nr::NANOSLEEP => sleep(CLOCK_MONOTONIC, 0, a[0], a[1]),
+        nr::CLOCK_NANOSLEEP => sleep(a[0], a[1], a[2], a[3]),
         nr::SCHED_YIELD => {
             sys::yield_now();
             Ok(0)
@@ -1107,7 +1119,13 @@ fn tsc_ns(ticks: u64) -> u64 {
     ((ticks as u128) * 1_000_000 / khz as u128) as u64
 }
 
-fn monotonic_ns() -> u64 {
+/// TSC ticks in `ns` nanoseconds.
+pub(crate) fn ns_to_tsc(ns: u64) -> u64 {
+    let khz = process().clock.2;
+    ((ns as u128) * khz as u128 / 1_000_000) as u64
+}
+
+pub(crate) fn monotonic_ns() -> u64 {
     let t0 = process().clock.1;
     tsc_ns(sys::rdtsc().saturating_sub(t0))
 }
@@ -1134,9 +1152,10 @@ fn put_timespec(addr: u64, ns: u64) -> SysResult {
     GuestUser.write(addr, &b).map(|_| 0)
 }
 
-/// Sleeps on clock `id` for (or, with TIMER_ABSTIME, until) the timespec at `req`. The kernel
-/// has no timed wait, so the thread yields until the time has come.
-fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
+/// Sleeps on clock `id` for (or, with TIMER_ABSTIME, until) the timespec at `req`: a timed
+/// wait on the process's wake notification, ended early by a signal (then the time left goes
+/// to `rem` for a relative sleep, and the call is interrupted: EINTR when a handler runs).
+fn sleep(id: u64, flags: u64, req: u64, rem: u64) -> SysResult {
     let mut b = [0u8; 16];
     GuestUser.read(req, &mut b)?;
     let sec = i64::from_le_bytes(b[0..8].try_into().unwrap());
@@ -1156,10 +1175,17 @@ fn sleep(id: u64, flags: u64, req: u64) -> SysResult {
     } else {
         now.saturating_add(want)
     };
-    while clock_now(id)? < deadline {
-        sys::yield_now();
+    let tsc_deadline = sys::rdtsc().saturating_add(ns_to_tsc(deadline.saturating_sub(now)));
+    match signal_guest::sleep_until(tsc_deadline) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            if rem != 0 && flags & TIMER_ABSTIME == 0 {
+                let left = deadline.saturating_sub(clock_now(id)?);
+                put_timespec(rem, left)?;
+            }
+            Err(e)
+        }
     }
-    Ok(0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1231,6 +1257,8 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     }
     // Everything that can refuse the program is checked first, while this image can go on.
     proc.exec_check().map_err(proc_errno)?;
+    // The ignored signals and the mask go to the new image (Linux's execve keeps them).
+    signal_guest::before_exec(&proc);
     // The descriptors without close-on-exec, the working directory and umask go to the new
     // image.
     fork_guest::exec_handoff()?;

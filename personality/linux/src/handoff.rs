@@ -84,6 +84,8 @@ pub struct ForkState {
     pub stack: u64,
     /// `CLONE_CHILD_SETTID`: where the child writes its pid (0 = nowhere).
     pub child_tid: u64,
+    /// The signal state the child inherits (`signal::Signals::encode_for_fork`).
+    pub signals: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -175,6 +177,7 @@ impl State {
                 w.0.extend_from_slice(&f.name);
                 w.u64(f.stack);
                 w.u64(f.child_tid);
+                w.bytes(&f.signals);
                 w.u32(f.regions.len() as u32);
                 for r in &f.regions {
                     w.u64(r.start);
@@ -249,6 +252,7 @@ impl State {
                 let name: [u8; 16] = r.take(16)?.try_into().ok()?;
                 let stack = r.u64()?;
                 let child_tid = r.u64()?;
+                let signals = r.bytes()?;
                 let n = r.count(44)?;
                 let mut regions = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -271,6 +275,7 @@ impl State {
                     regions,
                     stack,
                     child_tid,
+                    signals,
                 })
             }
             _ => return None,
@@ -384,6 +389,7 @@ mod tests {
                 ],
                 stack: 0,
                 child_tid: 0x7fff_0000,
+                signals: alloc::vec![7; 40],
             }),
             cwd: b"/tmp".to_vec(),
             umask: 0o022,

@@ -18,6 +18,7 @@ pub mod mm;
 pub mod nr;
 pub mod procs;
 pub mod random;
+pub mod signal;
 pub mod trace;
 
 pub use errno::Errno;

@@ -24,6 +24,8 @@ mod fork_guest;
 mod guest;
 #[cfg(target_os = "none")]
 mod pipe_guest;
+#[cfg(target_os = "none")]
+mod signal_guest;
 
 #[cfg(target_os = "none")]
 sawmill_rt::entry!(main);

@@ -189,33 +189,23 @@ impl PipeHost for Guest {
     }
 
     fn wait_io(&mut self, deadline: Option<u64>) -> Result<bool, Errno> {
-        let Some(wake) = self.pipes.wake else {
-            // No wake notification (a system without one): look again after others ran.
-            sys::yield_now();
-            return Ok(deadline.is_some_and(|d| self.now_ns() >= d));
-        };
-        let mut kept = 0u64;
-        let timed_out = loop {
-            let bits = match deadline {
-                None => sys::notify_wait(wake, 0).unwrap_or(0),
-                // No timed wait in the kernel yet: look, and let others run until the deadline.
-                Some(_) => sys::notify_wait(wake, sawmill_abi::NOTIFY_NONBLOCK).unwrap_or(0),
-            };
-            kept |= bits & !WAKE_IO;
+        // Every wait of the process goes through the signals layer's, so a caught signal ends
+        // it (EINTR, or a restart under SA_RESTART) and no wake bit is lost to another waiter:
+        // a waiter always looks at its condition again before it waits.
+        let khz = self.pipes.khz as u128;
+        let tsc_deadline = deadline.map(|ns| (ns as u128 * khz / 1_000_000) as u64);
+        loop {
+            if crate::signal_guest::interrupted() {
+                return Err(sawmill_linux::signal::ERESTARTSYS);
+            }
+            let bits = crate::signal_guest::wait_wake(tsc_deadline);
             if bits & WAKE_IO != 0 {
-                break false;
+                return Ok(false);
             }
-            if let Some(d) = deadline {
-                if self.now_ns() >= d {
-                    break true;
-                }
-                sys::yield_now();
+            if deadline.is_some_and(|d| self.now_ns() >= d) {
+                return Ok(true);
             }
-        };
-        if kept != 0 {
-            let _ = sys::notify_signal(wake, kept);
         }
-        Ok(timed_out)
     }
 
     fn now_ns(&mut self) -> u64 {
@@ -236,7 +226,9 @@ impl PipeHost for Guest {
     }
 
     fn sigpipe(&mut self) {
-        // The signals layer delivers SIGPIPE here once it exists; until then the write's EPIPE
-        // is all the program sees.
+        let _ = crate::signal_guest::raise_self(
+            sawmill_linux::signal::SIGPIPE,
+            sawmill_linux::signal::SI_USER,
+        );
     }
 }

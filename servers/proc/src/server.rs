@@ -6,7 +6,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{label, rights, ObjKind};
+use sawmill_abi::{label, rights, MsgTag, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next, Reply};
 use sawmill_interfaces::{proc, proc_info, FsError, ProcError, ProcState, WaitKind};
@@ -17,7 +17,7 @@ use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor, INIT};
 use sawmill_proc_api::{
     Config, ExecRequest, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS,
-    WAKE_CAP, WAKE_CHILD,
+    WAKE_CAP, WAKE_CHILD, WAKE_SIGNAL,
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
@@ -87,6 +87,10 @@ struct Running {
     handoff: Vec<u64>,
     /// Its exec request after `exec_check`: the program's path and the `argv` it runs with.
     checked: Option<Checked>,
+    /// Where its library takes its program's faults (`proc.sig_entry`; 0: they kill).
+    fault_entry: u64,
+    /// The ignored signals and the mask its next exec keeps (`proc.sig_exec`).
+    exec_signals: (u64, u64),
 }
 
 impl Known for Running {
@@ -297,6 +301,8 @@ impl Proc {
             facts: Facts::new(argv, &path, ticks()),
             handoff: Vec::new(),
             checked: None,
+            fault_entry: 0,
+            exec_signals: (0, 0),
         };
         let (pid, serial) = self
             .table
@@ -417,6 +423,7 @@ impl Proc {
         }
     }
 
+    /// Builds and starts the task; returns it and our copy of its wake notification.
     fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
         let Launch {
             pid,
@@ -523,6 +530,19 @@ impl Proc {
             p.records
                 .push(rec(env::KIND_LINUX_HANDOFF, handoff.len() as u64, &[]));
         }
+        // Across an exec: the signals the old program ignored and its mask.
+        let (ignored, blocked) = self
+            .table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map_or((0, 0), |r| r.exec_signals);
+        if ignored | blocked != 0 {
+            p.records.push(rec(
+                env::KIND_LINUX_SIGNALS,
+                blocked,
+                &ignored.to_le_bytes(),
+            ));
+        }
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
         let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
@@ -590,6 +610,8 @@ impl Proc {
                     facts: Facts::new(&req.argv, &path, ticks()),
                     handoff: Vec::new(),
                     checked: None,
+                    fault_entry: 0,
+                    exec_signals: (0, 0),
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -652,6 +674,8 @@ impl Proc {
             },
             handoff: Vec::new(),
             checked: None,
+            fault_entry: 0,
+            exec_signals: (0, 0),
         };
         let (pid, serial) =
             self.table
@@ -726,6 +750,26 @@ impl Proc {
                 set_info_ppid(x.info, heir);
             }
         }
+        // The parent learns by SIGCHLD (its default action ignores it).
+        if let Some((ppid, uid)) = self.table.get(pid).map(|p| (p.ppid, p.creds.uid)) {
+            if ppid != 0 {
+                let (code, st) = match status {
+                    Status::Exited(c) => (1, c as i32),
+                    Status::Signaled(s) if s & signal::CORE != 0 => (3, (s & 0x7f) as i32),
+                    Status::Signaled(s) => (2, s as i32),
+                };
+                self.post(
+                    ppid,
+                    signal::Record {
+                        sig: signal::SIGCHLD,
+                        code,
+                        pid,
+                        uid,
+                        status: st,
+                    },
+                );
+            }
+        }
         let ppid = self.table.get(pid).map_or(0, |p| p.ppid);
         if ppid == 0 {
             let _ = self.table.reap(pid);
@@ -743,6 +787,23 @@ impl Proc {
         }
     }
 
+    /// Makes signal `r` pending for running process `pid` and wakes its library.
+    fn post(&mut self, pid: Pid, r: signal::Record) {
+        let Some(p) = self.table.get_mut(pid) else {
+            return;
+        };
+        if p.state != State::Running {
+            return;
+        }
+        p.signals.push(r);
+        self.wake(pid, WAKE_SIGNAL);
+    }
+
+    /// The process group of `pid` (0 if it is not in the table).
+    fn group_of(&self, pid: Pid) -> Pid {
+        self.table.get(pid).map_or(0, |p| p.pgid)
+    }
+
     fn name_of(&self, pid: Pid) -> &str {
         self.table
             .get(pid)
@@ -750,17 +811,34 @@ impl Proc {
             .map_or("?", |r| r.name.as_str())
     }
 
-    /// A kernel message about a thread of the process with serial number `serial`.
-    fn kernel_message(&mut self, serial: u64, secondary: bool, m: &IpcResult) {
+    /// A kernel message about a thread of the process with serial number `serial`; the reply
+    /// if the thread is to go on (an exception diverted to its library's fault entry).
+    fn kernel_message(&mut self, serial: u64, secondary: bool, m: &IpcResult) -> Option<Reply> {
         let Some(pid) = self.table.by_serial(serial) else {
-            return; // About a process already gone (its other threads' exits).
+            return None; // About a process already gone (its other threads' exits).
         };
         if self.table.get(pid).map(|p| p.state) != Some(State::Running) {
-            return;
+            return None;
         }
         let status = match m.tag.label() {
             label::EXCEPTION => {
                 let s = signal::for_exception(m.w[0]);
+                let entry = self
+                    .table
+                    .get(pid)
+                    .and_then(|p| p.task.as_ref())
+                    .map_or(0, |r| r.fault_entry);
+                if entry != 0 && !secondary && m.w[0] < 32 {
+                    // The library decides: the program's handler, or the default action.
+                    let (vector, err, rip) = (m.w[0], m.w[1], m.w[2]);
+                    let code = signal::code_for_exception(vector) as u16 as u64;
+                    let info = s as u64 | vector << 8 | code << 16 | (err & 0xffff_ffff) << 32;
+                    let addr = if signal::addr_is_rip(vector) { rip } else { 0 };
+                    return Some(Reply {
+                        tag: MsgTag::new(label::DIVERT, 3),
+                        w: [entry, info, addr, 0],
+                    });
+                }
                 println!(
                     "proc: pid {} ({}): {} at rip {:#x}: signal {}",
                     pid,
@@ -784,7 +862,7 @@ impl Proc {
                 );
                 Status::Signaled(signal::SIGSEGV)
             }
-            label::EXIT if secondary && m.w[0] != u64::MAX => return,
+            label::EXIT if secondary && m.w[0] != u64::MAX => return None,
             label::EXIT => {
                 // The library ended without telling us (or its task was killed).
                 println!(
@@ -796,9 +874,10 @@ impl Proc {
                 );
                 Status::Signaled(signal::SIGKILL)
             }
-            _ => return,
+            _ => return None,
         };
         self.end(pid, status);
+        None
     }
 
     /// The running process whose `proc` capability carries `badge`.
@@ -832,6 +911,10 @@ fn table_error(e: TableError) -> ProcError {
 fn report_init(status: Status) {
     match status {
         Status::Exited(c) => println!("proc: init exited with status {}", c),
+        Status::Signaled(s) if s & signal::CORE != 0 => println!(
+            "proc: init killed by signal {} (core dumped)",
+            s & !signal::CORE
+        ),
         Status::Signaled(s) => println!("proc: init killed by signal {}", s),
     }
 }
@@ -846,10 +929,117 @@ impl proc::Server for Proc {
 
     fn killed(&mut self, badge: u64, sig: u32) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
-        if sig == 0 || sig > signal::MAX {
+        let num = sig & !signal::CORE;
+        if num == 0 || num > signal::MAX {
             return Err(ProcError::Invalid);
         }
         self.end(pid, Status::Signaled(sig));
+        Ok(())
+    }
+
+    fn kill(&mut self, badge: u64, target: i32, sig: u32, code: i32) -> Result<(), ProcError> {
+        let me = self.caller(badge)?;
+        if sig > signal::MAX {
+            return Err(ProcError::Invalid);
+        }
+        // A process may claim only the codes kill and tkill give (Linux refuses a forged
+        // kernel code from user space the same way).
+        if code != 0 && code != -6 {
+            return Err(ProcError::NotPermitted);
+        }
+        let creds = self
+            .table
+            .get(me)
+            .map(|p| p.creds)
+            .ok_or(ProcError::NoProcess)?;
+        let sel = signal::target(target, self.group_of(me));
+        let named: Vec<Pid> = self
+            .table
+            .running_pids()
+            .into_iter()
+            .filter(|&p| match sel {
+                signal::Target::One(t) => p == t,
+                signal::Target::Group(g) => self.group_of(p) == g,
+                signal::Target::All => p != INIT && p != me,
+            })
+            .collect();
+        if named.is_empty() {
+            return Err(ProcError::NoSuchProcess);
+        }
+        let allowed: Vec<Pid> = named
+            .into_iter()
+            .filter(|&p| {
+                self.table.get(p).is_some_and(|t| {
+                    signal::may_signal(creds.uid, creds.euid, t.creds.uid, t.creds.euid)
+                })
+            })
+            .collect();
+        if allowed.is_empty() {
+            return Err(ProcError::NotPermitted);
+        }
+        if sig == 0 {
+            return Ok(());
+        }
+        for p in allowed {
+            if sig == signal::SIGKILL {
+                // Nothing the process does can stop this one: its task ends here.
+                self.end(p, Status::Signaled(signal::SIGKILL));
+            } else {
+                let rec = signal::Record {
+                    sig,
+                    code,
+                    pid: me,
+                    uid: creds.uid,
+                    status: 0,
+                };
+                self.post(p, rec);
+            }
+        }
+        Ok(())
+    }
+
+    fn sig_next(&mut self, badge: u64) -> Result<proc::SigNextOut, ProcError> {
+        let pid = self.caller(badge)?;
+        let p = self.table.get_mut(pid).ok_or(ProcError::NoProcess)?;
+        let r = p.signals.take().unwrap_or(signal::Record {
+            sig: 0,
+            code: 0,
+            pid: 0,
+            uid: 0,
+            status: 0,
+        });
+        Ok(proc::SigNextOut {
+            sig: r.sig,
+            code: r.code,
+            pid: r.pid,
+            uid: r.uid,
+            status: r.status,
+        })
+    }
+
+    fn sig_exec(&mut self, badge: u64, ignored: u64, blocked: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        run.exec_signals = (ignored, blocked);
+        Ok(())
+    }
+
+    fn sig_entry(&mut self, badge: u64, entry: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        // Only inside the library's zone: a program cannot make proc divert to its own code.
+        if entry != 0 && !(linux::LIB_BASE..linux::LIB_END).contains(&entry) {
+            return Err(ProcError::Invalid);
+        }
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        run.fault_entry = entry;
         Ok(())
     }
 
@@ -1078,12 +1268,13 @@ impl rpc::Serve for Proc {
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         if m.badge & KERNEL_BIT != 0 {
             let serial = m.badge & !(KERNEL_BIT | SECONDARY_BIT);
-            self.kernel_message(serial, m.badge & SECONDARY_BIT != 0, m);
-            // No answer: the thread's task is gone, or an exit has no caller.
-            return if self.done {
-                next.stop()
-            } else {
-                next.skip(self)
+            let r = self.kernel_message(serial, m.badge & SECONDARY_BIT != 0, m);
+            // No answer unless the thread goes on: the thread's task is gone, or an exit has no
+            // caller.
+            return match r {
+                _ if self.done => next.stop(),
+                Some(r) => next.reply(self, r),
+                None => next.skip(self),
             };
         }
         let r: Reply = if (proc_info::op::PIDS..=proc_info::op::EXE).contains(&m.tag.label()) {

@@ -54,7 +54,8 @@ impl Status {
     pub fn wait_status(self) -> u32 {
         match self {
             Status::Exited(c) => (c as u32) << 8,
-            Status::Signaled(s) => s & 0x7f,
+            // The signal, with the core-dump bit (0x80) if the default action dumped core.
+            Status::Signaled(s) => s & 0xff,
         }
     }
 
@@ -62,7 +63,7 @@ impl Status {
     pub fn shell_status(self) -> u32 {
         match self {
             Status::Exited(c) => c as u32,
-            Status::Signaled(s) => 128 + s,
+            Status::Signaled(s) => 128 + (s & 0x7f),
         }
     }
 }
@@ -93,6 +94,8 @@ pub struct Process<T> {
     pub serial: u64,
     /// The caller's data while the process runs.
     pub task: Option<T>,
+    /// Signals sent to it that its library has not taken yet (kept across exec, as Linux).
+    pub signals: crate::signal::Pending,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +213,7 @@ impl<T> Table<T> {
                 execed: false,
                 serial,
                 task: Some(task),
+                signals: Default::default(),
             },
         );
         self.serials.insert(serial, pid);
@@ -440,6 +444,15 @@ impl<T> Table<T> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn wait_status_of_a_core_dump() {
+        // The signal with the core bit (0x80) as proc.killed records it; the shell sees
+        // 128 + the signal.
+        assert_eq!(Status::Signaled(11 | 0x80).wait_status(), 0x8b);
+        assert_eq!(Status::Signaled(11 | 0x80).shell_status(), 139);
+        assert_eq!(Status::Signaled(15).wait_status(), 15);
+    }
     use super::*;
 
     fn root() -> Creds {

@@ -39,6 +39,7 @@ use sawmill_manifest::config::{Peer, Peers};
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_PERSONALITY: &str = "linux-personality";
+
 pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
 pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;
@@ -58,6 +59,8 @@ pub const WAKE_SIGNAL: u64 = 2;
 /// A pipe or the terminal the process waits on may go on (registered with the pipe server or
 /// the console).
 pub const WAKE_IO: u64 = 4;
+/// Set by the library itself: its interval timer expired (its timer thread).
+pub const WAKE_TIMER: u64 = 8;
 
 /// proc's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

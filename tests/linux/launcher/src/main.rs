@@ -169,9 +169,11 @@ fn main() {
                 "linux-launcher: {} exited with status {}",
                 path, m.w[0] as u32
             ),
+            // The signal, without the core-dump flag (0x80).
             (BADGE_PROC, proc::op::KILLED) => println!(
                 "linux-launcher: {} killed by signal {}",
-                path, m.w[0] as u32
+                path,
+                m.w[0] as u32 & 0x7f
             ),
             (_, label::PAGE_FAULT) => println!(
                 "linux-launcher: FAIL {}: unresolved page fault at {:#x}, rip {:#x}",

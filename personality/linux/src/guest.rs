@@ -786,6 +786,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         nr::GETPGRP => fork_guest::getpgid(0),
         nr::SETSID => fork_guest::setsid(),
         nr::GETSID => fork_guest::getsid(a[0]),
+        nr::REBOOT => sys_reboot(p.ids[1], a[0], a[1], a[2]),
         _ => return None,
     })
 }
@@ -1061,6 +1062,37 @@ fn sys_uname(addr: u64) -> SysResult {
         b[i * 65..i * 65 + f.len()].copy_from_slice(f);
     }
     GuestUser.write(addr, &b).map(|_| 0)
+}
+
+/// `reboot(2)`: privilege (EPERM), then the magic numbers and the command; halt, power off
+/// and restart go to proc, which stops the machine (this call does not return then).
+fn sys_reboot(euid: u32, magic: u64, magic2: u64, cmd: u64) -> SysResult {
+    if euid != 0 {
+        return Err(errno::EPERM);
+    }
+    match procs::reboot_args(magic, magic2, cmd)? {
+        procs::Reboot::CtrlAltDel => Ok(0),
+        _ => ask_power_off(cmd),
+    }
+}
+
+fn ask_power_off(cmd: u64) -> SysResult {
+    let p = env::cap(proc::NAME).ok_or(errno::ENOSYS)?;
+    proc::Client::new(p)
+        .reboot(cmd as u32)
+        .map(|_| 0)
+        .map_err(|e| match e {
+            sawmill_interfaces::rpc::Error::App(sawmill_interfaces::ProcError::NotPermitted) => {
+                errno::EPERM
+            }
+            _ => errno::EIO,
+        })
+}
+
+/// Pid 1 stops the machine for busybox's `poweroff`/`halt`/`reboot` signal
+/// (`procs::init_power_command`); returns only if proc refused.
+pub(crate) fn power_off(cmd: u64) {
+    let _ = ask_power_off(cmd);
 }
 
 fn sys_sysinfo(addr: u64) -> SysResult {

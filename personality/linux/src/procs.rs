@@ -98,7 +98,7 @@ pub fn waitid_target(idtype: u64, id: u64, options: u64) -> Result<i32, Errno> {
     }
 }
 
-const SIGCHLD: u32 = 17;
+use crate::signal::SIGCHLD;
 const CLD_EXITED: i32 = 1;
 const CLD_KILLED: i32 = 2;
 
@@ -122,9 +122,91 @@ pub fn waitid_info(pid: u32, wstatus: u32, uid: u32) -> [u8; 128] {
     b
 }
 
+/// What `reboot(2)` asks of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reboot {
+    /// `LINUX_REBOOT_CMD_CAD_ON`/`_OFF`: only a setting (what Ctrl-Alt-Del does); nothing happens.
+    CtrlAltDel,
+    Halt,
+    PowerOff,
+    Restart,
+}
+
+/// `reboot(magic, magic2, cmd, arg)`'s checks, as Linux makes them: both magic numbers
+/// (`EINVAL`), then the command (`EINVAL` for commands sawmill has no machine for: `RESTART2`,
+/// `KEXEC`, `SW_SUSPEND`). The caller's privilege (`EPERM`) is checked first, by the caller.
+pub fn reboot_args(magic: u64, magic2: u64, cmd: u64) -> Result<Reboot, Errno> {
+    const MAGIC1: u32 = 0xfee1_dead;
+    const MAGIC2: [u32; 4] = [672_274_793, 85_072_278, 369_367_448, 537_993_216];
+    if magic as u32 != MAGIC1 || !MAGIC2.contains(&(magic2 as u32)) {
+        return Err(crate::errno::EINVAL);
+    }
+    match cmd as u32 {
+        0x89ab_cdef | 0 => Ok(Reboot::CtrlAltDel),
+        0xcdef_0123 => Ok(Reboot::Halt),
+        0x4321_fedc => Ok(Reboot::PowerOff),
+        0x0123_4567 => Ok(Reboot::Restart),
+        _ => Err(crate::errno::EINVAL),
+    }
+}
+
+/// Busybox's `poweroff`, `halt` and `reboot` (without `-f`) ask init by a signal: SIGUSR2,
+/// SIGUSR1, SIGTERM. sawmill's pid 1 is the first program (a shell), not an init that catches
+/// them, so when one of them would end pid 1 by its default action and came from another
+/// process, the library stops the machine as that init would: the `reboot(2)` command to use.
+pub fn init_power_command(pid: u64, info: &crate::signal::Info) -> Option<u64> {
+    use crate::signal::{SIGTERM, SIGUSR1, SIGUSR2, SI_USER};
+    let sender = info.word0 as u32;
+    if pid != 1 || info.code != SI_USER || sender == 1 {
+        return None;
+    }
+    match info.signo {
+        SIGUSR1 => Some(0xcdef_0123),
+        SIGUSR2 => Some(0x4321_fedc),
+        SIGTERM => Some(0x0123_4567),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_init_power_signals_from_others_stop_the_machine() {
+        use crate::signal::{Info, SIGHUP, SIGTERM, SIGUSR2, SI_USER};
+        let from = |signo, pid| Info::from_process(signo, SI_USER, pid, 0);
+        assert_eq!(init_power_command(1, &from(SIGUSR2, 7)), Some(0x4321_fedc));
+        assert_eq!(init_power_command(1, &from(SIGTERM, 7)), Some(0x0123_4567));
+        // Sent by itself (`kill -TERM $$`), to another pid, or another signal: the default.
+        assert_eq!(init_power_command(1, &from(SIGTERM, 1)), None);
+        assert_eq!(init_power_command(2, &from(SIGUSR2, 7)), None);
+        assert_eq!(init_power_command(1, &from(SIGHUP, 7)), None);
+    }
+
+    #[test]
+    fn reboot_checks_magic_and_command() {
+        let m = 0xfee1_dead;
+        assert_eq!(
+            reboot_args(m, 672_274_793, 0x4321_fedc),
+            Ok(Reboot::PowerOff)
+        );
+        assert_eq!(
+            reboot_args(m, 537_993_216, 0x0123_4567),
+            Ok(Reboot::Restart)
+        );
+        assert_eq!(reboot_args(m, 85_072_278, 0xcdef_0123), Ok(Reboot::Halt));
+        assert_eq!(reboot_args(m, 369_367_448, 0), Ok(Reboot::CtrlAltDel));
+        assert_eq!(reboot_args(m, 1, 0x4321_fedc), Err(crate::errno::EINVAL));
+        assert_eq!(
+            reboot_args(0, 672_274_793, 0x4321_fedc),
+            Err(crate::errno::EINVAL)
+        );
+        assert_eq!(
+            reboot_args(m, 672_274_793, 0xa1b2_c3d4),
+            Err(crate::errno::EINVAL)
+        );
+    }
 
     #[test]
     fn clone_flag_sets() {

@@ -17,7 +17,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::signal::{
     self as sig, Action, Disposition, Info, Itimer, Regs, Signals, Trap, RAX, RSP,
 };
-use sawmill_linux::{layout, nr, SysResult, User};
+use sawmill_linux::{layout, nr, procs, SysResult, User};
 use sawmill_proc_api::{WAKE_CAP, WAKE_SIGNAL, WAKE_TIMER};
 use sawmill_rt::{env, println, slots, sys, thread};
 
@@ -364,7 +364,12 @@ fn deliver(frame: &mut ForeignFrame, nr_: u64, mut result: Option<u64>, trap: &T
             Disposition::Ignore | Disposition::Continue => {}
             // Stopping needs proc to stop the process (job control): not yet; ignored.
             Disposition::Stop => {}
-            Disposition::Terminate { core } => terminate(info.signo, core),
+            Disposition::Terminate { core } => {
+                if let Some(cmd) = procs::init_power_command(guest::ids().0, &info) {
+                    guest::power_off(cmd);
+                }
+                terminate(info.signo, core)
+            }
             Disposition::Handle(a) => {
                 if let Some(r) = result.take() {
                     fix_result(frame, nr_, r, Some(&a));

@@ -1017,6 +1017,26 @@ impl proc::Server for Proc {
         })
     }
 
+    fn reboot(&mut self, badge: u64, cmd: u32) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        if self.table.get(pid).is_none_or(|p| p.creds.euid != 0) {
+            return Err(ProcError::NotPermitted);
+        }
+        // As Linux's reboot does: what the processes wrote reaches the disks first.
+        if let Err(e) = self.files.sync() {
+            println!("proc: sync before shutdown failed: {:?}", e);
+        }
+        println!(
+            "{} (reboot command {:#x} by pid {})",
+            sawmill_proc_api::POWER_OFF_LINE,
+            cmd,
+            pid
+        );
+        // The loop stops; main ends every process.
+        self.done = true;
+        Ok(())
+    }
+
     fn sig_exec(&mut self, badge: u64, ignored: u64, blocked: u64) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
         let run = self

@@ -40,6 +40,9 @@ use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_PERSONALITY: &str = "linux-personality";
 
+/// What proc prints on the debug console when `reboot(2)` stops the machine (the host tool
+/// reads it as a clean end, like init's exit).
+pub const POWER_OFF_LINE: &str = "proc: the machine powers off";
 pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
 pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
 pub const DEFAULT_POOL_KB: u32 = 8192;

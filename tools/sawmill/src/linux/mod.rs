@@ -42,6 +42,8 @@ const KILLED: &str = "proc: init killed by signal ";
 pub enum Ending {
     Exited(i32),
     Killed(i32),
+    /// A process stopped the machine with `reboot(2)` (busybox `poweroff -f`, `halt -f`).
+    PoweredOff,
 }
 
 impl Ending {
@@ -50,6 +52,7 @@ impl Ending {
         match self {
             Ending::Exited(n) => n,
             Ending::Killed(s) => 128 + s,
+            Ending::PoweredOff => 0,
         }
     }
 }
@@ -74,6 +77,9 @@ pub fn parse_ending(log: &str) -> Option<Ending> {
             if let Some(s) = num(&line[i + KILLED.len()..]) {
                 return Some(Ending::Killed(s));
             }
+        }
+        if line.contains(sawmill_proc_api::POWER_OFF_LINE) {
+            return Some(Ending::PoweredOff);
         }
     }
     None
@@ -491,6 +497,7 @@ pub fn describe(e: Ending) -> String {
     match e {
         Ending::Exited(n) => format!("program exited with status {n}"),
         Ending::Killed(s) => format!("program killed by signal {s} (status {})", 128 + s),
+        Ending::PoweredOff => "the machine was powered off (reboot(2))".into(),
     }
 }
 
@@ -538,6 +545,10 @@ mod tests {
         assert_eq!(Ending::Killed(11).status(), 139);
         assert_eq!(parse_ending("proc: init exited with status \n"), None);
         assert_eq!(parse_ending("nothing"), None);
+        assert_eq!(
+            parse_ending("proc: the machine powers off (reboot command 0x4321fedc by pid 1)\n"),
+            Some(Ending::PoweredOff)
+        );
     }
 
     const SYS: &str = r#"name = "linux"

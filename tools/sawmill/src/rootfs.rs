@@ -279,6 +279,37 @@ pub fn image_from_stage(stage: &Path, output: &Path, size_mb: u64) -> Result<(),
     std::fs::rename(&tmp, output).map_err(io(output))
 }
 
+/// Replaces (or adds) file `path` of an existing image with `text` (mode 0644, owner root):
+/// `debugfs -w`, no root rights needed.
+pub fn replace_file(img: &Path, path: &str, text: &str) -> Result<(), String> {
+    let (dir, name) = path.rsplit_once('/').ok_or("an absolute path expected")?;
+    let src = img.with_extension("file.tmp");
+    std::fs::write(&src, text).map_err(io(&src))?;
+    let script = img.with_extension("debugfs.tmp");
+    // One command per line, words split at blanks: every name quoted. `write` takes a name in
+    // the current directory.
+    let q = |p: &str| format!("\"{}\"", p.replace('"', "\\\""));
+    let (d, n, f) = (
+        q(if dir.is_empty() { "/" } else { dir }),
+        q(name),
+        q(&src.display().to_string()),
+    );
+    std::fs::write(
+        &script,
+        format!(
+            "cd {d}\nrm {n}\nwrite {f} {n}\nsif {n} mode 0100644\nsif {n} uid 0\nsif {n} gid 0\n"
+        ),
+    )
+    .map_err(io(&script))?;
+    let r = run(Command::new("debugfs")
+        .args(["-w", "-f"])
+        .arg(&script)
+        .arg(img));
+    let _ = std::fs::remove_file(&src);
+    let _ = std::fs::remove_file(&script);
+    r.map(|_| ())
+}
+
 /// `./sawmill rootfs`: stage busybox + base + the given trees, then make the image.
 pub fn build(opts: &Options) -> Result<(), String> {
     for t in &opts.trees {
@@ -399,6 +430,11 @@ mod tests {
             .arg(&img))
         .unwrap();
         assert!(profile.contains("/etc/motd"), "{profile}");
+        replace_file(&img, "/etc/motd", "a new day\n").unwrap();
+        let motd = run(Command::new("debugfs").args(["-R", "cat /etc/motd"]).arg(&img)).unwrap();
+        assert!(motd.contains("a new day") && !motd.contains("hello"), "{motd}");
+        let fsck = Command::new("e2fsck").arg("-fn").arg(&img).output().unwrap();
+        assert!(fsck.status.success(), "{fsck:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

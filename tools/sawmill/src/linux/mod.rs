@@ -326,7 +326,10 @@ pub fn boot_driven(repo: &Repo, b: &Boot, driver: &mut dyn FnMut() -> Option<Str
 /// The default root image (busybox, /etc, /dev, /tmp), built when missing.
 pub fn default_root(repo: &Repo) -> Result<PathBuf, String> {
     let img = repo.target().join("linux").join("root.img");
-    if !img.is_file() {
+    if img.is_file() {
+        // Kept between runs: its message of the day follows the manifest's servers.
+        rootfs::replace_file(&img, "/etc/motd", &motd(repo)?)?;
+    } else {
         eprintln!("sawmill: building the default root image {}", img.display());
         rootfs::build(&rootfs::Options {
             trees: Vec::new(),

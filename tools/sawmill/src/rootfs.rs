@@ -431,9 +431,19 @@ mod tests {
         .unwrap();
         assert!(profile.contains("/etc/motd"), "{profile}");
         replace_file(&img, "/etc/motd", "a new day\n").unwrap();
-        let motd = run(Command::new("debugfs").args(["-R", "cat /etc/motd"]).arg(&img)).unwrap();
-        assert!(motd.contains("a new day") && !motd.contains("hello"), "{motd}");
-        let fsck = Command::new("e2fsck").arg("-fn").arg(&img).output().unwrap();
+        let motd = run(Command::new("debugfs")
+            .args(["-R", "cat /etc/motd"])
+            .arg(&img))
+        .unwrap();
+        assert!(
+            motd.contains("a new day") && !motd.contains("hello"),
+            "{motd}"
+        );
+        let fsck = Command::new("e2fsck")
+            .arg("-fn")
+            .arg(&img)
+            .output()
+            .unwrap();
         assert!(fsck.status.success(), "{fsck:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -698,7 +698,8 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
     use sawmill_linux::handoff::{Object, NONE};
     with(|f| {
         *f = Files::new(Guest::new(), exe.as_bytes());
-        if let Some((_, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+        if let Some((pid, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+            f.pid = u32::try_from(pid).unwrap_or(0);
             if let (Some(uid), Some(gid)) = (
                 ids.get(4..8)
                     .map(|b| u32::from_le_bytes(b.try_into().unwrap())),

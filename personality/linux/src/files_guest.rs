@@ -25,6 +25,7 @@ use sawmill_linux::files::backend::{
 use sawmill_linux::files::table::{Description, Shared};
 use sawmill_linux::files::Files;
 use sawmill_linux::{Errno, SysResult, User};
+use sawmill_proc_api::WAKE_IO;
 use sawmill_rt::env;
 
 /// What `mmap` of a descriptor maps: a dataspace capability slot of this task and the access
@@ -334,14 +335,52 @@ impl Backend for Guest {
             }
         }
     }
-    fn console_read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
-        let Some(c) = self.console_in else {
+    fn console_read(&mut self, buf: &mut [u8], nonblock: bool) -> Result<usize, Errno> {
+        let Some(c_in) = self.console_in else {
             return Ok(0);
         };
-        let d = c.read(buf.len().min(480) as u32).map_err(|_| EIO)?;
-        let n = d.as_slice().len().min(buf.len());
-        buf[..n].copy_from_slice(&d.as_slice()[..n]);
-        Ok(n)
+        // A background process group of the terminal's session gets SIGTTIN (or EIO).
+        crate::tty_guest::check(sawmill_linux::signal::SIGTTIN)?;
+        let max = buf.len().min(480) as u32;
+        let wake = crate::signal_guest::wake_cap();
+        let (Some(c), true) = (self.console, wake != 0) else {
+            // No wake notification to wait on: the console's own waiting read.
+            let d = c_in.read(max).map_err(|_| EIO)?;
+            let n = d.as_slice().len().min(buf.len());
+            buf[..n].copy_from_slice(&d.as_slice()[..n]);
+            return Ok(n);
+        };
+        // The console never holds us: a read that must wait waits on the process's wake
+        // notification (the console signals it when input is readable), where a signal ends
+        // the wait as it does for pipes.
+        loop {
+            let r = c.try_read(max).map_err(|_| EIO)?;
+            if r.done {
+                let n = r.data.as_slice().len().min(buf.len());
+                buf[..n].copy_from_slice(&r.data.as_slice()[..n]);
+                return Ok(n);
+            }
+            if nonblock {
+                return Err(EAGAIN);
+            }
+            if crate::signal_guest::interrupted() {
+                return Err(sawmill_linux::signal::ERESTARTSYS);
+            }
+            c.watch(wake, WAKE_IO).map_err(|_| EIO)?;
+            crate::signal_guest::wait_wake(None);
+        }
+    }
+    fn tty_job(&mut self, req: u32, arg: u32) -> Result<u32, Errno> {
+        if self.console.is_none() {
+            return Err(ENOTTY);
+        }
+        crate::tty_guest::job(req, arg)
+    }
+    fn tty_may_change(&mut self) -> Result<(), Errno> {
+        if self.console.is_none() {
+            return Ok(());
+        }
+        crate::tty_guest::check(sawmill_linux::signal::SIGTTOU)
     }
     fn console_winsize(&mut self) -> Result<(u16, u16), Errno> {
         match self.console {

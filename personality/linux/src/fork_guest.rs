@@ -342,7 +342,7 @@ pub fn exec_failed() {
 /// `wait4(pid, wstatus, options, rusage)`.
 pub fn wait4(pid: u64, wstatus: u64, options: u64, rusage: u64) -> SysResult {
     procs::wait4_options(options)?;
-    let (child, status) = wait_for(pid as i32, options & procs::WNOHANG != 0)?;
+    let (child, status) = wait_for(pid as i32, options)?;
     if child != 0 {
         if wstatus != 0 {
             GuestUser.write(wstatus, &status.to_le_bytes())?;
@@ -357,11 +357,7 @@ pub fn wait4(pid: u64, wstatus: u64, options: u64, rusage: u64) -> SysResult {
 /// `waitid(idtype, id, infop, options, rusage)`.
 pub fn waitid(idtype: u64, id: u64, info: u64, options: u64, rusage: u64) -> SysResult {
     let target = procs::waitid_target(idtype, id, options)?;
-    if options & procs::WEXITED == 0 {
-        // Only stop/continue asked for: they come with signals; nothing to report yet.
-        return Err(errno::ECHILD);
-    }
-    let (child, status) = wait_for(target, options & procs::WNOHANG != 0)?;
+    let (child, status) = wait_for(target, options)?;
     if info != 0 {
         let uid = guest::uid();
         GuestUser.write(info, &procs::waitid_info(child, status, uid))?;
@@ -372,19 +368,27 @@ pub fn waitid(idtype: u64, id: u64, info: u64, options: u64, rusage: u64) -> Sys
     Ok(0)
 }
 
-/// Waits for a child matching `pid` (wait4's encoding) to end: (its pid, wstatus), or (0, 0)
-/// with `nohang` if none has yet.
-fn wait_for(pid: i32, nohang: bool) -> Result<(u32, u32), Errno> {
+/// Waits for a child matching `pid` (wait4's encoding) to end, or with `WUNTRACED` /
+/// `WCONTINUED` in `options` to stop or continue: (its pid, wstatus), or (0, 0) with `WNOHANG`
+/// if nothing happened yet.
+fn wait_for(pid: i32, options: u64) -> Result<(u32, u32), Errno> {
     if pid == i32::MIN {
         return Err(errno::ESRCH);
     }
     let p = proc_client()?;
+    let changes = (options & (procs::WUNTRACED | procs::WCONTINUED)) as u32;
     loop {
-        let r = p.wait(pid).map_err(proc_errno)?;
-        if r.kind == WaitKind::Ended {
-            return Ok((r.child, r.status));
+        let (child, kind, status) = if changes == 0 {
+            let r = p.wait(pid).map_err(proc_errno)?;
+            (r.child, r.kind, r.status)
+        } else {
+            let r = p.wait_change(pid, changes).map_err(proc_errno)?;
+            (r.child, r.kind, r.status)
+        };
+        if kind != WaitKind::None {
+            return Ok((child, status));
         }
-        if nohang {
+        if options & procs::WNOHANG != 0 {
             return Ok((0, 0));
         }
         wait_wake()?;

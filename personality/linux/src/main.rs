@@ -26,6 +26,8 @@ mod guest;
 mod pipe_guest;
 #[cfg(target_os = "none")]
 mod signal_guest;
+#[cfg(target_os = "none")]
+mod tty_guest;
 
 #[cfg(target_os = "none")]
 sawmill_rt::entry!(main);

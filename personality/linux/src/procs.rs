@@ -101,6 +101,9 @@ pub fn waitid_target(idtype: u64, id: u64, options: u64) -> Result<i32, Errno> {
 use crate::signal::SIGCHLD;
 const CLD_EXITED: i32 = 1;
 const CLD_KILLED: i32 = 2;
+const CLD_STOPPED: i32 = 5;
+const CLD_CONTINUED: i32 = 6;
+const SIGCONT: u32 = 18;
 
 /// The `siginfo_t` (128 bytes) `waitid` writes for child `pid` that ended with `wstatus`, or
 /// all zeros (`pid` 0: WNOHANG and nothing ended).
@@ -109,7 +112,11 @@ pub fn waitid_info(pid: u32, wstatus: u32, uid: u32) -> [u8; 128] {
     if pid == 0 {
         return b;
     }
-    let (code, status) = if wstatus & 0x7f == 0 {
+    let (code, status) = if wstatus == 0xffff {
+        (CLD_CONTINUED, SIGCONT as i32)
+    } else if wstatus & 0xff == 0x7f {
+        (CLD_STOPPED, ((wstatus >> 8) & 0xff) as i32)
+    } else if wstatus & 0x7f == 0 {
         (CLD_EXITED, ((wstatus >> 8) & 0xff) as i32)
     } else {
         (CLD_KILLED, (wstatus & 0x7f) as i32)
@@ -260,5 +267,18 @@ mod tests {
         assert_eq!(i32::from_le_bytes(k[8..12].try_into().unwrap()), 2);
         assert_eq!(i32::from_le_bytes(k[24..28].try_into().unwrap()), 9);
         assert_eq!(waitid_info(0, 0, 0), [0u8; 128]);
+        // A stop (WIFSTOPPED, SIGTSTP) and a continue (WIFCONTINUED).
+        let s = waitid_info(42, 0x147f, 0);
+        assert_eq!(
+            i32::from_le_bytes(s[8..12].try_into().unwrap()),
+            CLD_STOPPED
+        );
+        assert_eq!(i32::from_le_bytes(s[24..28].try_into().unwrap()), 20);
+        let c = waitid_info(42, 0xffff, 0);
+        assert_eq!(
+            i32::from_le_bytes(c[8..12].try_into().unwrap()),
+            CLD_CONTINUED
+        );
+        assert_eq!(i32::from_le_bytes(c[24..28].try_into().unwrap()), 18);
     }
 }

@@ -86,6 +86,11 @@ pub const fn bit(sig: u32) -> u64 {
 
 /// Signals no mask blocks and no action catches.
 pub const UNBLOCKABLE: u64 = bit(SIGKILL) | bit(SIGSTOP);
+/// The signals whose default action stops the process.
+pub const STOP_SIGNALS: u64 = bit(SIGSTOP) | bit(SIGTSTP) | bit(SIGTTIN) | bit(SIGTTOU);
+/// SIGCHLD's `si_code` for a child that stopped or was continued.
+pub const CLD_STOPPED: i32 = 5;
+pub const CLD_CONTINUED: i32 = 6;
 
 /// Whether `sig` is a signal number.
 pub fn valid(sig: u32) -> bool {
@@ -384,7 +389,24 @@ impl Signals {
     /// each signal is kept (a second arrival while pending merges with the first).
     pub fn raise(&mut self, info: Info) {
         let sig = info.signo;
-        if !valid(sig) || self.ignored(sig) {
+        if !valid(sig) {
+            return;
+        }
+        // A SIGCONT discards the stop signals pending, a stop signal a pending SIGCONT, even
+        // when ignored (Linux's `prepare_signal`).
+        if sig == SIGCONT {
+            self.pending &= !STOP_SIGNALS;
+        } else if STOP_SIGNALS & bit(sig) != 0 {
+            self.pending &= !bit(SIGCONT);
+        }
+        // A child's stop or continue does not interest a parent with SA_NOCLDSTOP.
+        if sig == SIGCHLD
+            && (info.code == CLD_STOPPED || info.code == CLD_CONTINUED)
+            && self.action(SIGCHLD).flags & SA_NOCLDSTOP != 0
+        {
+            return;
+        }
+        if self.ignored(sig) {
             return;
         }
         if self.pending & bit(sig) == 0 {

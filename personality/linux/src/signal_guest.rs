@@ -18,7 +18,7 @@ use sawmill_linux::signal::{
     self as sig, Action, Disposition, Info, Itimer, Regs, Signals, Trap, RAX, RSP,
 };
 use sawmill_linux::{layout, nr, procs, SysResult, User};
-use sawmill_proc_api::{WAKE_CAP, WAKE_SIGNAL, WAKE_TIMER};
+use sawmill_proc_api::{WAKE_CAP, WAKE_CONT, WAKE_SIGNAL, WAKE_TIMER};
 use sawmill_rt::{env, println, slots, sys, thread};
 
 /// The process's signal state (the one program thread's; see guest's `Single`).
@@ -168,12 +168,57 @@ fn poll() {
 /// Wake bits arrived: signals are fetched from proc, the rest kept for their waiter (the
 /// timer's bit only woke us: the timer itself is read by `poll`).
 fn take_wake_bits(bits: u64) {
+    if bits & WAKE_CONT != 0 {
+        CONTINUED.store(true, Ordering::Relaxed);
+    }
     if bits & WAKE_SIGNAL != 0 {
         fetch_from_proc();
         // Delivered at this call's return if deliverable.
         refresh();
     }
-    WAKE_STASH.fetch_or(bits & !(WAKE_SIGNAL | WAKE_TIMER), Ordering::Relaxed);
+    WAKE_STASH.fetch_or(
+        bits & !(WAKE_SIGNAL | WAKE_TIMER | WAKE_CONT),
+        Ordering::Relaxed,
+    );
+}
+
+/// Set when proc said a SIGCONT continued us (`WAKE_CONT`): the stop's wait ends.
+static CONTINUED: AtomicBool = AtomicBool::new(false);
+
+/// Takes what proc holds for us now (signals sent by others), without waiting: a call that
+/// learned proc just sent us one (a background terminal access) delivers it at its return.
+pub fn fetch_now() {
+    poll();
+}
+
+/// The process's wake notification (0: none).
+pub fn wake_cap() -> u64 {
+    WAKE.load(Ordering::Relaxed)
+}
+
+/// Whether the program ignores or blocks `signo` (the terminal's background checks).
+pub fn ignores_or_blocks(signo: u32) -> bool {
+    let s = signals();
+    s.blocked & sig::bit(signo) != 0 || s.action(signo).handler == sig::SIG_IGN
+}
+
+/// The default action of stop signal `signo`: proc records the stop (the parent's `wait`
+/// and SIGCHLD), and the program's thread waits here until a SIGCONT (proc's `WAKE_CONT`);
+/// a SIGKILL ends the task meanwhile. Other signals stay pending until then, as on Linux.
+fn stop(signo: u32) {
+    let Some(p) = env::cap("proc") else {
+        return;
+    };
+    CONTINUED.store(false, Ordering::Relaxed);
+    if !proc::Client::new(p).stop(signo).unwrap_or(false) {
+        return; // a SIGCONT came first
+    }
+    let mut kept = 0;
+    while !CONTINUED.swap(false, Ordering::Relaxed) {
+        // Bits for other waiters (a child's end, a pipe) are kept for them.
+        kept |= wait_wake(None);
+    }
+    WAKE_STASH.fetch_or(kept, Ordering::Relaxed);
 }
 
 /// The TSC deadline the timer thread waits for (0: none) and its notification (0: the thread
@@ -362,8 +407,7 @@ fn deliver(frame: &mut ForeignFrame, nr_: u64, mut result: Option<u64>, trap: &T
     while let Some((info, d)) = signals().take() {
         match d {
             Disposition::Ignore | Disposition::Continue => {}
-            // Stopping needs proc to stop the process (job control): not yet; ignored.
-            Disposition::Stop => {}
+            Disposition::Stop => stop(info.signo),
             Disposition::Terminate { core } => {
                 if let Some(cmd) = procs::init_power_command(guest::ids().0, &info) {
                     guest::power_off(cmd);

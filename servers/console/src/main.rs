@@ -14,10 +14,16 @@
 //!   UART (QEMU holds the rest); the reader, having made room, signals it to resume.
 //!
 //! The terminal's settings (a termios, read and changed through `tcgets`/`tcsets`) and its size
-//! live in [`Shared`] too: one terminal, whichever endpoint a program asks on.
+//! live in [`Shared`] too: one terminal, whichever endpoint a program asks on. Its session and
+//! foreground process group are the process server's (`proc`, optional): a typed Ctrl-C,
+//! Ctrl-\ or Ctrl-Z becomes `proc.tty_signal`, which signals the foreground group. A Linux
+//! process reads with `try_read` (never waits here) and waits on its own wake notification
+//! (`watch`), so that a signal can end its wait; `console-in`'s waiting `read` stays for
+//! clients without one.
 //!
 //! Start settings: the optional `config` table (`sawmill_console_api::Config`: echo, onlcr,
-//! canonical, rows, cols). It touches only ports 0x2f8..0x2ff, IRQ 3 and its endpoints.
+//! canonical, rows, cols). It touches only ports 0x2f8..0x2ff, IRQ 3, its endpoints and the
+//! `proc` capability (only for `tty_signal`).
 #![no_std]
 #![no_main]
 
@@ -32,7 +38,7 @@ use sawmill_console_api::ldisc::{self, Input, LineDiscipline};
 use sawmill_console_api::termios::{Termios, NCCS};
 use sawmill_console_api::Config;
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next};
-use sawmill_interfaces::{console, ConsoleError};
+use sawmill_interfaces::{console, proc, ConsoleError};
 use sawmill_rt::{env, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -160,6 +166,27 @@ impl console::Server for Endpoint {
             // came between the check and here stays pending, so none is lost.
             let _ = sys::notify_wait(WAKE.load(Ordering::Relaxed), 0);
         }
+    }
+
+    fn try_read(&mut self, _badge: u64, max: u32) -> Result<console::TryReadOut, ConsoleError> {
+        let max = max as usize;
+        if max == 0 || max > MAX_TRANSFER {
+            return Err(ConsoleError::Invalid);
+        }
+        let mut data = Bytes::<MAX_TRANSFER>::new();
+        let got = with_shared(|s| {
+            let n = s.ldisc.read(&mut data.buf_mut()[..max])?;
+            if s.rx_stopped && s.ldisc.has_room() {
+                s.rx_stopped = false;
+                let _ = sys::notify_signal(slots::IRQ_NOTIFY, RESUME_BIT);
+            }
+            Some(n)
+        });
+        data.set_len(got.unwrap_or(0));
+        Ok(console::TryReadOut {
+            data,
+            done: got.is_some(),
+        })
     }
 
     fn pending(&mut self, _badge: u64) -> Result<u32, ConsoleError> {
@@ -303,13 +330,28 @@ fn interrupts(irq: u64) -> ! {
     }
 }
 
-/// Passes typed signals (bit = signal number) on to the foreground process group, outside
-/// the lock.
+/// The process server's capability (`proc`, badged `CONSOLE_BADGE`), 0 without one.
+static PROC: AtomicU64 = AtomicU64::new(0);
+
+/// Passes typed signals (bit = signal number) on to the foreground process group through the
+/// process server, which keeps the terminal's session and foreground group; outside the lock.
 fn raise(signals: u32) {
-    println!(
-        "console: signal characters typed ({:#x}); no process server to pass them to",
-        signals
-    );
+    let p = PROC.load(Ordering::Relaxed);
+    if p == 0 {
+        println!(
+            "console: signal characters typed ({:#x}); no process server to pass them to",
+            signals
+        );
+        return;
+    }
+    let client = proc::Client::new(p);
+    for sig in 1..32 {
+        if signals & (1 << sig) != 0 {
+            if let Err(e) = client.tty_signal(sig) {
+                println!("console: proc refused signal {}: {:?}", sig, e);
+            }
+        }
+    }
 }
 
 fn main() {
@@ -342,6 +384,7 @@ fn main() {
         }
     };
     WAKE.store(wake, Ordering::Relaxed);
+    PROC.store(env::cap("proc").unwrap_or(0), Ordering::Relaxed);
     uart::init();
     *SHARED.lock() = Some(Shared {
         ldisc: LineDiscipline::new(cfg.termios()),

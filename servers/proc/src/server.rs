@@ -15,9 +15,10 @@ use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::info::{self, Facts, Known};
 use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor, INIT};
+use sawmill_proc::tty::{self, Caller, Terminal, TtyError};
 use sawmill_proc_api::{
-    Config, ExecRequest, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS,
-    WAKE_CAP, WAKE_CHILD, WAKE_SIGNAL,
+    Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST,
+    MAX_HANDOFF_CAPS, WAKE_CAP, WAKE_CHILD, WAKE_CONT, WAKE_SIGNAL,
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
@@ -134,6 +135,8 @@ struct Proc {
     seeds: u64,
     /// Set once init has ended: the loop stops.
     done: bool,
+    /// The console's session and foreground group (`src/tty.rs`).
+    terminal: Terminal,
     extras: BTreeMap<Pid, Extra>,
     /// The receive slot of `proc.handoff`'s capability (emptied after each handler).
     after: AfterReply,
@@ -743,6 +746,13 @@ impl Proc {
             return;
         };
         self.release(r);
+        // The controlling process is gone: its terminal is free, its foreground group hung up.
+        if let Some(fg) = self.terminal.leader_ended(pid) {
+            if pid != INIT {
+                self.signal_group(fg, signal::SIGHUP);
+                self.signal_group(fg, signal::SIGCONT);
+            }
+        }
         self.release_extra(pid);
         for c in orphans {
             let heir = self.table.get(c).map_or(0, |p| p.ppid);
@@ -795,8 +805,72 @@ impl Proc {
         if p.state != State::Running {
             return;
         }
-        p.signals.push(r);
-        self.wake(pid, WAKE_SIGNAL);
+        let continued = tty::on_send(&mut self.table, pid, r.sig);
+        if let Some(p) = self.table.get_mut(pid) {
+            p.signals.push(r);
+        }
+        if continued {
+            self.wake(pid, WAKE_CONT | WAKE_SIGNAL);
+            self.tell_parent(pid, tty::Change::Continued);
+        } else {
+            self.wake(pid, WAKE_SIGNAL);
+        }
+    }
+
+    /// The parent of `pid` learns of its stop or continue: SIGCHLD (its library drops it under
+    /// SA_NOCLDSTOP) and a wake for a `wait`.
+    fn tell_parent(&mut self, pid: Pid, change: tty::Change) {
+        let Some((ppid, uid)) = self.table.get(pid).map(|p| (p.ppid, p.creds.uid)) else {
+            return;
+        };
+        if ppid == 0 {
+            return;
+        }
+        let (code, status) = change.sigchld();
+        self.post(
+            ppid,
+            signal::Record {
+                sig: signal::SIGCHLD,
+                code,
+                pid,
+                uid,
+                status,
+            },
+        );
+        self.wake(ppid, WAKE_CHILD);
+    }
+
+    /// Sends `sig` from the kernel (sender pid 0, SI_KERNEL) to every running member of
+    /// process group `pgrp`.
+    fn signal_group(&mut self, pgrp: Pid, sig: u32) {
+        if pgrp == 0 {
+            return;
+        }
+        for p in self.table.running_pids() {
+            if self.group_of(p) != pgrp {
+                continue;
+            }
+            if sig == signal::SIGKILL {
+                self.end(p, Status::Signaled(sig));
+                continue;
+            }
+            self.post(
+                p,
+                signal::Record {
+                    sig,
+                    code: 0x80,
+                    pid: 0,
+                    uid: 0,
+                    status: 0,
+                },
+            );
+        }
+    }
+
+    /// The caller's facts for a terminal call.
+    fn tty_caller(&self, badge: u64) -> Result<Caller, ProcError> {
+        let pid = self.caller(badge)?;
+        Caller::of(&self.table, pid).ok_or(ProcError::NoProcess)
     }
 
     /// The process group of `pid` (0 if it is not in the table).
@@ -896,6 +970,17 @@ fn set_info_ppid(info: u64, ppid: Pid) {
     // (read-only in its task).
     unsafe {
         core::ptr::write_volatile((info as usize + INFO_PPID) as *mut u32, ppid);
+    }
+}
+
+fn tty_error(e: TtyError) -> ProcError {
+    match e {
+        TtyError::NotTty => ProcError::NotTty,
+        TtyError::NotPermitted => ProcError::NotPermitted,
+        TtyError::NoGroup => ProcError::NoSuchProcess,
+        TtyError::Invalid => ProcError::Invalid,
+        TtyError::Background(_) => ProcError::Background,
+        TtyError::Io => ProcError::Io,
     }
 }
 
@@ -1218,6 +1303,108 @@ impl proc::Server for Proc {
         self.table.setsid(me).map_err(table_error)
     }
 
+    fn tty_set_ctty(&mut self, badge: u64, steal: bool) -> Result<(), ProcError> {
+        let c = self.tty_caller(badge)?;
+        self.terminal.set_ctty(&c, steal).map_err(tty_error)
+    }
+
+    fn tty_drop_ctty(&mut self, badge: u64) -> Result<(), ProcError> {
+        let c = self.tty_caller(badge)?;
+        if let Some(fg) = self.terminal.drop_ctty(&c).map_err(tty_error)? {
+            self.signal_group(fg, signal::SIGHUP);
+            self.signal_group(fg, signal::SIGCONT);
+        }
+        Ok(())
+    }
+
+    fn tty_get(&mut self, badge: u64) -> Result<proc::TtyGetOut, ProcError> {
+        let c = self.tty_caller(badge)?;
+        let (pgrp, sid) = self.terminal.get(&c).map_err(tty_error)?;
+        Ok(proc::TtyGetOut { pgrp, sid })
+    }
+
+    fn tty_set_pgrp(&mut self, badge: u64, pgrp: u32, ttou_ok: bool) -> Result<(), ProcError> {
+        let c = self.tty_caller(badge)?;
+        let session = tty::session_of_group(&self.table, pgrp);
+        let r = self.terminal.set_pgrp(&c, pgrp, ttou_ok, session);
+        if let Err(TtyError::Background(sig)) = r {
+            self.signal_group(c.pgid, sig);
+        }
+        r.map_err(tty_error)
+    }
+
+    fn tty_check(&mut self, badge: u64, sig: u32, ignored: bool) -> Result<(), ProcError> {
+        let c = self.tty_caller(badge)?;
+        if sig != signal::SIGTTIN && sig != signal::SIGTTOU {
+            return Err(ProcError::Invalid);
+        }
+        let r = self.terminal.check(&c, sig, ignored);
+        if let Err(TtyError::Background(s)) = r {
+            self.signal_group(c.pgid, s);
+        }
+        r.map_err(tty_error)
+    }
+
+    fn tty_signal(&mut self, badge: u64, sig: u32) -> Result<(), ProcError> {
+        if badge != CONSOLE_BADGE {
+            return Err(ProcError::NotPermitted);
+        }
+        if sig == 0 || sig > signal::MAX {
+            return Err(ProcError::Invalid);
+        }
+        if self.terminal.session != 0 {
+            self.signal_group(self.terminal.fg, sig);
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, badge: u64, sig: u32) -> Result<bool, ProcError> {
+        let pid = self.caller(badge)?;
+        if !tty::is_stop(sig) {
+            return Err(ProcError::Invalid);
+        }
+        if !tty::stop(&mut self.table, pid, sig) {
+            return Ok(false);
+        }
+        self.tell_parent(pid, tty::Change::Stopped(sig));
+        Ok(true)
+    }
+
+    fn wait_change(
+        &mut self,
+        badge: u64,
+        pid: i32,
+        options: u32,
+    ) -> Result<proc::WaitChangeOut, ProcError> {
+        let me = self.caller(badge)?;
+        let pgid = self.table.get(me).map_or(0, |p| p.pgid);
+        let found = tty::wait_change(&mut self.table, me, WaitFor::from_linux(pid, pgid), options)
+            .map_err(table_error)?;
+        Ok(match found {
+            Some(tty::Found::Ended(child, status)) => {
+                self.release_extra(child);
+                proc::WaitChangeOut {
+                    child,
+                    kind: WaitKind::Ended,
+                    status,
+                }
+            }
+            Some(tty::Found::Changed(child, ch)) => proc::WaitChangeOut {
+                child,
+                kind: match ch {
+                    tty::Change::Stopped(_) => WaitKind::Stopped,
+                    tty::Change::Continued => WaitKind::Continued,
+                },
+                status: ch.wait_status(),
+            },
+            None => proc::WaitChangeOut {
+                child: 0,
+                kind: WaitKind::None,
+                status: 0,
+            },
+        })
+    }
+
     fn getsid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
         let me = self.caller(badge)?;
         let pid = if pid == 0 { me } else { pid };
@@ -1352,6 +1539,7 @@ fn main() {
         clock,
         seeds: clock.tsc,
         done: false,
+        terminal: Terminal::default(),
         cfg,
     };
     let rx = sawmill_rt::thread::alloc_slot();
@@ -1359,7 +1547,14 @@ fn main() {
     let creds = Creds::of(st.cfg.uid, st.cfg.gid);
     let (argv, envs, cwd) = (st.cfg.init.clone(), st.cfg.env.clone(), st.cfg.cwd.clone());
     match st.start(None, creds, &argv, &envs, &cwd) {
-        Ok(pid) => println!("proc: started pid {} ({})", pid, st.name_of(pid)),
+        Ok(pid) => {
+            println!("proc: started pid {} ({})", pid, st.name_of(pid));
+            // As a getty's login does for the shell it starts: the console is the controlling
+            // terminal of init's session (init's descriptors 0, 1 and 2 are on it).
+            if let Some(c) = Caller::of(&st.table, pid) {
+                let _ = st.terminal.set_ctty(&c, false);
+            }
+        }
         Err(e) => {
             println!("proc: cannot run init: {}", e);
             report_init(Status::Exited(e.shell_status()));

@@ -12,6 +12,12 @@ pub const SIGBUS: u32 = 7;
 pub const SIGFPE: u32 = 8;
 pub const SIGKILL: u32 = 9;
 pub const SIGCHLD: u32 = 17;
+pub const SIGHUP: u32 = 1;
+pub const SIGCONT: u32 = 18;
+pub const SIGSTOP: u32 = 19;
+pub const SIGTSTP: u32 = 20;
+pub const SIGTTIN: u32 = 21;
+pub const SIGTTOU: u32 = 22;
 /// `proc.killed`'s flag: the default action dumped core (the wait status's core bit).
 pub const CORE: u32 = 0x80;
 pub const SIGSEGV: u32 = 11;
@@ -84,6 +90,17 @@ impl Pending {
 
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// Whether signal `sig` is waiting.
+    pub fn has(&self, sig: u32) -> bool {
+        self.queue.iter().any(|q| q.sig == sig)
+    }
+
+    /// Drops every waiting signal `drop` names (a SIGCONT discards the stop signals waiting,
+    /// a stop signal a waiting SIGCONT, as Linux's `prepare_signal`).
+    pub fn discard(&mut self, drop: impl Fn(u32) -> bool) {
+        self.queue.retain(|q| !drop(q.sig));
     }
 }
 

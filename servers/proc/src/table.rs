@@ -96,6 +96,8 @@ pub struct Process<T> {
     pub task: Option<T>,
     /// Signals sent to it that its library has not taken yet (kept across exec, as Linux).
     pub signals: crate::signal::Pending,
+    /// Stopped or not, and the change its parent's `wait` has not seen yet (job control).
+    pub job: crate::tty::Job,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +216,7 @@ impl<T> Table<T> {
                 serial,
                 task: Some(task),
                 signals: Default::default(),
+                job: Default::default(),
             },
         );
         self.serials.insert(serial, pid);

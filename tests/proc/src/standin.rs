@@ -106,6 +106,12 @@ fn checks(p: &proc::Client) {
             && p.killed(65) == Err(sawmill_interfaces::rpc::Error::App(ProcError::Invalid)),
         format_args!("killed(0) and killed(65) refused"),
     );
+    // Only the console passes typed signals on; a process's own stop needs a stop signal.
+    check(
+        p.tty_signal(2) == Err(sawmill_interfaces::rpc::Error::App(ProcError::NotPermitted))
+            && p.stop(15) == Err(sawmill_interfaces::rpc::Error::App(ProcError::Invalid)),
+        format_args!("tty_signal from a process and stop(SIGTERM) refused"),
+    );
     let proc_ep = env::cap("proc").unwrap_or(0);
     let r = ipc::call(proc_ep, MsgTag::new(77, 1), [1, 2, 3, 4]);
     check(

@@ -216,6 +216,23 @@ uses = ["vfs"]
     }
 
     #[test]
+    fn the_console_calls_proc_under_the_badge_proc_trusts() {
+        // proc takes `tty_signal` (a typed Ctrl-C) only under this badge.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../systems/linux.toml");
+        let s = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let console = s.servers.iter().find(|x| x.name == "console").unwrap();
+        let u = console.uses.iter().find(|u| u.endpoint == "proc").unwrap();
+        assert_eq!(u.badge, sawmill_proc_api::CONSOLE_BADGE);
+        // No other client of proc holds it.
+        for srv in s.servers.iter().filter(|x| x.name != "console") {
+            assert!(srv
+                .uses
+                .iter()
+                .all(|u| u.endpoint != "proc" || u.badge != sawmill_proc_api::CONSOLE_BADGE));
+        }
+    }
+
+    #[test]
     fn procfs_lists_the_mounts_the_vfs_makes() {
         // /proc/mounts is procfs's config (procfs cannot ask the VFS, its client): it must name
         // the VFS's mount points, in the VFS's order.

@@ -109,12 +109,15 @@ pub const TCSETSW: u32 = 0x5403;
 pub const TCSETSF: u32 = 0x5404;
 pub const TCSBRK: u32 = 0x5409;
 pub const TCFLSH: u32 = 0x540b;
+pub const TIOCSCTTY: u32 = 0x540e;
 pub const TIOCGPGRP: u32 = 0x540f;
 pub const TIOCSPGRP: u32 = 0x5410;
 pub const TIOCGWINSZ: u32 = 0x5413;
 pub const TIOCSWINSZ: u32 = 0x5414;
 pub const FIONREAD: u32 = 0x541b;
 pub const FIONBIO: u32 = 0x5421;
+pub const TIOCNOTTY: u32 = 0x5422;
+pub const TIOCGSID: u32 = 0x5429;
 pub const FIONCLEX: u32 = 0x5450;
 pub const FIOCLEX: u32 = 0x5451;
 

@@ -153,8 +153,21 @@ pub trait Backend: super::pipe::PipeHost {
 
     /// Writes to the terminal; returns the bytes taken.
     fn console_write(&mut self, data: &[u8]) -> Result<usize, Errno>;
-    /// Reads from the terminal (at most one line in line mode; 0 = end of file).
-    fn console_read(&mut self, buf: &mut [u8]) -> Result<usize, Errno>;
+    /// Reads from the terminal (at most one line in line mode; 0 = end of file); `nonblock`
+    /// (O_NONBLOCK): EAGAIN instead of waiting. A read from a background process group gets
+    /// SIGTTIN (ERESTARTSYS) or EIO, a wait ends for a caught signal (ERESTARTSYS).
+    fn console_read(&mut self, buf: &mut [u8], nonblock: bool) -> Result<usize, Errno>;
+    /// The terminal's job control (`TIOCSCTTY`, `TIOCNOTTY`, `TIOCGPGRP`, `TIOCSPGRP`,
+    /// `TIOCGSID`: `req` with its integer argument): the value the ioctl reports. Without a
+    /// process server the terminal is no one's (ENOTTY).
+    fn tty_job(&mut self, _req: u32, _arg: u32) -> Result<u32, Errno> {
+        Err(crate::errno::ENOTTY)
+    }
+    /// Before a change of the terminal's settings: a background process group gets SIGTTOU
+    /// (ERESTARTSYS) unless it ignores or blocks it.
+    fn tty_may_change(&mut self) -> Result<(), Errno> {
+        Ok(())
+    }
     /// The terminal's rows and columns.
     fn console_winsize(&mut self) -> Result<(u16, u16), Errno>;
     /// Bytes a read could take now without waiting (FIONREAD).

@@ -465,7 +465,7 @@ impl Backend for Mock {
         self.console_out.extend_from_slice(&data[..n]);
         Ok(n)
     }
-    fn console_read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+    fn console_read(&mut self, buf: &mut [u8], _nonblock: bool) -> Result<usize, Errno> {
         let line = self
             .console_in
             .iter()

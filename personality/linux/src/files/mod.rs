@@ -680,8 +680,9 @@ impl<B: Backend> Files<B> {
                 }
                 let backend = &mut self.backend;
                 let want = (count as usize).min(CHUNK);
+                let nonblock = d.borrow().flags & O_NONBLOCK != 0;
                 return u
-                    .with_out(buf, want, &mut |dst| backend.console_read(dst))
+                    .with_out(buf, want, &mut |dst| backend.console_read(dst, nonblock))
                     .map(|n| n as u64);
             }
             None => {}
@@ -1688,11 +1689,28 @@ impl<B: Backend> Files<B> {
             }
             // Output is on the line when a write returns, so TCSETSW has nothing to wait for.
             TCSETS | TCSETSW | TCSETSF => {
+                self.backend.tty_may_change()?;
                 let mut t = [0u8; TERMIOS_SIZE];
                 u.read(arg, &mut t)?;
                 self.backend
                     .console_tcsets(&Termios::from_bytes(&t), req == TCSETSF)?;
                 Ok(0)
+            }
+            // Job control: the session and foreground group are proc's.
+            TIOCSCTTY | TIOCNOTTY => self.backend.tty_job(req, arg as u32).map(|_| 0),
+            TIOCGPGRP | TIOCGSID => {
+                let v = self.backend.tty_job(req, 0)?;
+                u.write(arg, &v.to_le_bytes())?;
+                Ok(0)
+            }
+            TIOCSPGRP => {
+                let mut v = [0u8; 4];
+                u.read(arg, &mut v)?;
+                let pgrp = i32::from_le_bytes(v);
+                if pgrp < 0 {
+                    return Err(EINVAL);
+                }
+                self.backend.tty_job(req, pgrp as u32).map(|_| 0)
             }
             TIOCGWINSZ => {
                 let (rows, cols) = self.backend.console_winsize()?;

@@ -332,3 +332,51 @@ fn exec_keeps_ignored_and_mask_fork_keeps_everything_but_pending() {
     assert_eq!(f.pending(), 0);
     assert!(Signals::decode_fork(&b[1..]).is_none());
 }
+
+#[test]
+fn stop_and_continue_cancel_each_other() {
+    let mut s = Signals::new();
+    s.raise(Info::kernel(SIGTSTP));
+    s.raise(Info::kernel(SIGTTIN));
+    assert_eq!(s.pending(), bit(SIGTSTP) | bit(SIGTTIN));
+    s.raise(Info::kernel(SIGCONT));
+    assert_eq!(s.pending(), bit(SIGCONT));
+    s.raise(Info::kernel(SIGSTOP));
+    assert_eq!(s.pending(), bit(SIGSTOP));
+    assert_eq!(s.take().map(|(_, d)| d), Some(Disposition::Stop));
+    // Ignored, SIGCONT still discards the stops.
+    s.sigaction(
+        SIGCONT,
+        Some(Action {
+            handler: SIG_IGN,
+            ..Action::default()
+        }),
+    )
+    .unwrap();
+    s.raise(Info::kernel(SIGTTOU));
+    s.raise(Info::kernel(SIGCONT));
+    assert_eq!(s.pending(), 0);
+}
+
+#[test]
+fn nocldstop_drops_stop_and_continue_reports() {
+    let mut s = Signals::new();
+    s.sigaction(
+        SIGCHLD,
+        Some(Action {
+            handler: 0x1000,
+            flags: SA_NOCLDSTOP,
+            ..Action::default()
+        }),
+    )
+    .unwrap();
+    let mut i = Info::kernel(SIGCHLD);
+    i.code = CLD_STOPPED;
+    s.raise(i);
+    i.code = CLD_CONTINUED;
+    s.raise(i);
+    assert_eq!(s.pending(), 0);
+    i.code = 1; // CLD_EXITED
+    s.raise(i);
+    assert_eq!(s.pending(), bit(SIGCHLD));
+}

@@ -64,6 +64,14 @@ pub const WAKE_SIGNAL: u64 = 2;
 pub const WAKE_IO: u64 = 4;
 /// Set by the library itself: its interval timer expired (its timer thread).
 pub const WAKE_TIMER: u64 = 8;
+/// The process was stopped and a `SIGCONT` continued it (job control): its library, waiting
+/// in its stop, goes on.
+pub const WAKE_CONT: u64 = 16;
+
+/// The badge of the console server's `proc` capability (systems/linux.toml): only its holder
+/// may call the terminal's `tty_signal` (a typed Ctrl-C, Ctrl-\, Ctrl-Z). Above every pid
+/// (proc's `PID_MAX` is 4 Mi), so it speaks for no process.
+pub const CONSOLE_BADGE: u64 = 0x4000_0001;
 
 /// proc's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

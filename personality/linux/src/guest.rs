@@ -201,6 +201,13 @@ pub fn start() {
         println!("linux: region manager: {:?}", e);
         exit_process(EXIT_CANNOT_EXEC);
     }
+    // The library's heap beyond the small one proc maps before it starts: demand-zero pages of
+    // mem, touched only as the library grows (most processes use a few dozen pages of it), so a
+    // process costs proc's pool and kernel memory little and 200 of them fit.
+    if let Err(e) = rm::init_heap(layout::LIB_HEAP_DEMAND) {
+        println!("linux: the library's heap: {:?}", e);
+        exit_process(EXIT_CANNOT_EXEC);
+    }
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
     HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);
     let received = fork_guest::received();

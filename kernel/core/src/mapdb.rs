@@ -647,8 +647,12 @@ mod tests {
             let space = (k % 3) as u32;
             db.insert_child(space, 0x1000 * (k + 1), m(4, 0x1000 * (k + 1), 0))
                 .unwrap();
-            db.insert_child(space, 0x1000 * (k + 1), m(space, 0x100_0000 + 0x1000 * k, 0))
-                .unwrap();
+            db.insert_child(
+                space,
+                0x1000 * (k + 1),
+                m(space, 0x100_0000 + 0x1000 * k, 0),
+            )
+            .unwrap();
         }
         check(&db);
         db.move_mapping(4, 0x1000, 5, 0x9000).unwrap();

@@ -92,7 +92,7 @@ fn process() -> &'static mut Process {
 fn exit_process(status: u32) -> ! {
     // The program's memory goes back to mem now (proc ends the task, but the dataspaces are
     // charged to proc's account and would outlive it).
-    let _ = rm::detach_range(
+    let _ = rm::detach_range_ending(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
@@ -106,7 +106,7 @@ fn exit_process(status: u32) -> ! {
 /// Ends the process by a signal's default action: `status` is the signal, with 0x80 if it
 /// dumps core (`proc.killed`). The program's memory goes back first.
 pub(crate) fn kill_process(status: u32) -> ! {
-    let _ = rm::detach_range(
+    let _ = rm::detach_range_ending(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
@@ -1283,7 +1283,7 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     // proc ends this task once the new one runs). Should proc fail from here on, it ends this
     // process, as Linux does.
     forget_region();
-    let _ = rm::detach_range(
+    let _ = rm::detach_range_ending(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );

@@ -217,9 +217,14 @@ pub fn start() {
     // The library's heap beyond the small one proc maps before it starts: demand-zero pages of
     // mem, touched only as the library grows (most processes use a few dozen pages of it), so a
     // process costs proc's pool and kernel memory little and 200 of them fit.
-    if let Err(e) = rm::init_heap(layout::LIB_HEAP_DEMAND) {
-        println!("linux: the library's heap: {:?}", e);
-        exit_process(EXIT_CANNOT_EXEC);
+    // A memory server with less RAM than that refuses so large a dataspace: then less.
+    let mut heap = layout::LIB_HEAP_DEMAND;
+    while let Err(e) = rm::init_heap(heap) {
+        if heap <= layout::LIB_HEAP_DEMAND_MIN {
+            println!("linux: the library's heap: {:?}", e);
+            exit_process(EXIT_CANNOT_EXEC);
+        }
+        heap /= 2;
     }
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
     HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);

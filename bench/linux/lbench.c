@@ -21,7 +21,8 @@
  * open+close keeps getting cheaper for its first ~70,000 calls.
  *
  * Usage: lbench <directory holding the benchmark files> [--prefix=NAME] [--skip=METRIC,...]
- *   expects <dir>/f64k <dir>/f128k <dir>/f256k <dir>/f1m <dir>/f4m and <dir>/small
+ *   expects <dir>/f64k <dir>/f128k <dir>/f256k <dir>/f1m <dir>/f4m, <dir>/small and
+ *   <dir>/script.sh (shell_script runs `/bin/busybox sh <dir>/script.sh <dir>`)
  *   --prefix=NAME   metric names start with NAME. instead of "linux." (sawmill's Linux
  *                   personality runs this same binary as "linuxabi.")
  *   --skip=LIST     metrics not to run, by name without the prefix (e.g. pipe.roundtrip, which
@@ -220,6 +221,73 @@ static void pipe_roundtrip(void)
     emit("pipe.roundtrip", best);
 }
 
+/* Pipe bandwidth: the parent writes 64 KiB at a time into a pipe (one write call; the pipe holds
+ * 64 KiB, so the writer blocks while the reader drains it), the child reads it in 64 KiB reads
+ * and, after each batch, answers one byte on a second pipe; a pass is CHUNKS_PER_PASS chunks and
+ * that answer, so the figure is the instructions per 64 KiB moved, both sides and the switches
+ * between them included. */
+#define PIPE_CHUNK (64 * 1024)
+#define CHUNKS_PER_PASS 16
+
+static void pipe_bw(void)
+{
+    /* Mapped for this metric alone and unmapped after: a static buffer would add 16 pages to
+     * every later fork's copy. */
+    char *chunk = mmap(NULL, PIPE_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (chunk == MAP_FAILED)
+        die("mmap");
+    int data[2], ack[2];
+    if (pipe(data) < 0 || pipe(ack) < 0)
+        die("pipe");
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        close(data[1]);
+        close(ack[0]);
+        long got = 0;
+        ssize_t r;
+        while ((r = read(data[0], chunk, PIPE_CHUNK)) > 0) {
+            got += r;
+            if (got == (long)CHUNKS_PER_PASS * PIPE_CHUNK) {
+                got = 0;
+                if (write(ack[1], "k", 1) != 1)
+                    _exit(1);
+            }
+        }
+        _exit(r == 0 ? 0 : 1);
+    }
+    close(data[0]);
+    close(ack[1]);
+    memset(chunk, 0x6c, PIPE_CHUNK);
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (int i = 0; i < CHUNKS_PER_PASS; i++) {
+            size_t done = 0;
+            while (done < PIPE_CHUNK) {
+                ssize_t w = write(data[1], chunk + done, PIPE_CHUNK - done);
+                if (w <= 0)
+                    die("pipe write");
+                done += (size_t)w;
+            }
+        }
+        char c;
+        if (read(ack[0], &c, 1) != 1)
+            die("pipe ack");
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / CHUNKS_PER_PASS);
+    }
+    close(data[1]);
+    close(ack[0]);
+    int st;
+    if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("pipe reader");
+    munmap(chunk, PIPE_CHUNK);
+    emit("pipe.bw", best);
+}
+
 /* First touch of fresh anonymous pages: mmap a region, forbid transparent
  * huge pages on it (Debian's kernel defaults THP to "always", which would
  * turn most 4 KB faults into one 2 MB fault), write one byte per page. The
@@ -332,6 +400,46 @@ static void fork_wait(const char *self, int exec)
     emit(exec ? "fork_exec_wait" : "fork_wait", best);
 }
 
+/* A fixed busybox shell script (<dir>/script.sh: loops, a pipeline, command substitution,
+ * subshells, applets run in forked children), run as `/bin/busybox sh <dir>/script.sh <dir>` in
+ * a forked and exec'd child with its output to /dev/null: the whole run, fork to reap, in total
+ * instructions. SHELL_WARM untimed runs, then PASSES timed ones. */
+#define SHELL_WARM 1
+
+static void shell_script(const char *dir)
+{
+    char script[256];
+    snprintf(script, sizeof script, "%s/script.sh", dir);
+    char *args[] = { "busybox", "sh", script, (char *)dir, NULL };
+    extern char **environ;
+    double best = 1e30;
+    for (int p = 0; p < SHELL_WARM + PASSES; p++) {
+        uint64_t t0 = stamp();
+        pid_t c = fork();
+        if (c < 0)
+            die("fork");
+        if (c == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            if (null < 0 || dup2(null, 1) < 0)
+                _exit(126);
+            close(null);
+            execve("/bin/busybox", args, environ);
+            _exit(127);
+        }
+        int st;
+        if (waitpid(c, &st, 0) != c)
+            die("waitpid");
+        uint64_t t1 = stamp();
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("LBENCH error: %s ended with status %#x\n", script, st);
+            exit(1);
+        }
+        if (p >= SHELL_WARM)
+            best = min_d(best, (double)(t1 - t0));
+    }
+    emit("shell_script", best);
+}
+
 /* execve of this static binary up to the first instruction of its main: the parent stamps just
  * before execve and passes the stamp in argv; main stamps first thing and continues the chain.
  * EXEC_WARM untimed passes, then PASSES timed ones; the minimum is reported by the last. The
@@ -434,6 +542,8 @@ int main(int argc, char **argv)
         null_syscall();
     if (wanted("pipe.roundtrip"))
         pipe_roundtrip();
+    if (wanted("pipe.bw"))
+        pipe_bw();
     if (wanted("pagefault.anon"))
         pagefault_anon();
     if (wanted("open"))
@@ -444,6 +554,8 @@ int main(int argc, char **argv)
         fork_wait(argv[0], 0);
     if (wanted("fork_exec_wait"))
         fork_wait(argv[0], 1);
+    if (wanted("shell_script"))
+        shell_script(dir);
     if (wanted("exec"))
         exec_next(argv[0], 0, ~0ull); /* the chain's last pass prints "LBENCH done" */
     printf("LBENCH done\n");

@@ -34,6 +34,7 @@ const SERVER_KEYS: &[&str] = &[
     "pager",
     "ram_kb",
     "huge_pages",
+    "cap_slots",
     "io_window",
     "irq_lines",
     "console",
@@ -631,6 +632,10 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
     if let Some(v) = t.get("huge_pages") {
         s.huge_pages =
             int(v, "huge_pages", &ctx, 0, u32::MAX as i64).map_err(at("huge_pages"))? as u32;
+    }
+    if let Some(v) = t.get("cap_slots") {
+        s.cap_slots =
+            int(v, "cap_slots", &ctx, 0, u32::MAX as i64).map_err(at("cap_slots"))? as u32;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64).map_err(at("ram_kb"))? as u32;

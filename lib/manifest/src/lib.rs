@@ -65,6 +65,10 @@ pub struct Server {
     /// 2 MiB pages root maps for this server at `sawmill_rt::layout::HUGE` (0 = none, at most
     /// 64).
     pub huge_pages: u32,
+    /// Size of its capability table (default [`DEFAULT_CAP_SLOTS`], at most
+    /// [`MAX_CAP_SLOTS`]): servers that hold a capability or two per client object (`mem` per
+    /// dataspace, `proc` per process) need more than the default.
+    pub cap_slots: u32,
     /// Restricted I/O-port authority: root mints its I/O-control capability with the badge
     /// `sawmill_abi::io_badge(base, count)` (slot named `sys:io-control`), so the server can grant
     /// ports of this window to other tasks (`ioport_give`) and no others. For a platform server
@@ -104,6 +108,7 @@ impl Default for Server {
             pager: None,
             ram_kb: 0,
             huge_pages: 0,
+            cap_slots: DEFAULT_CAP_SLOTS,
             io_window: None,
             irq_lines: Vec::new(),
             console: true,
@@ -129,6 +134,10 @@ pub struct IoRange {
 
 pub const DEFAULT_PRIORITY: u8 = 100;
 pub const DEFAULT_HEAP_KB: u32 = 256;
+/// A server's capability table unless its manifest says otherwise.
+pub const DEFAULT_CAP_SLOTS: u32 = 1024;
+/// The largest capability table the kernel makes.
+pub const MAX_CAP_SLOTS: u32 = 4096;
 /// Module names become boot-archive entry names, which hold at most 47 bytes.
 pub const MAX_MODULE_NAME: usize = 47;
 
@@ -180,6 +189,7 @@ pub fn encode(sys: &System) -> Vec<u8> {
         }
         put_u32(&mut w, s.ram_kb);
         put_u32(&mut w, s.huge_pages);
+        put_u32(&mut w, s.cap_slots);
         match &s.io_window {
             None => w.push(0),
             Some(r) => {
@@ -322,7 +332,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
     // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
     // the pager flag, the RAM pool size, the huge pages, the I/O window flag, the IRQ-line
     // list, the console flag, the configuration and the module list.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 1 + 4 + 1 + 4 + 4)?;
+    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 4 + 1 + 4 + 1 + 4 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -360,6 +370,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         let pager = if r.bool()? { Some(r.string()?) } else { None };
         let ram_kb = r.u32()?;
         let huge_pages = r.u32()?;
+        let cap_slots = r.u32()?;
         let io_window = if r.bool()? {
             let base = r.u16()?;
             let count = r.u16()?;
@@ -392,6 +403,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             pager,
             ram_kb,
             huge_pages,
+            cap_slots,
             io_window,
             irq_lines,
             console,
@@ -548,6 +560,12 @@ pub fn validate(sys: &System) -> Result<(), String> {
     let mut pool: Option<&str> = None;
     for s in &sys.servers {
         let n = s.name.as_str();
+        if !(64..=MAX_CAP_SLOTS).contains(&s.cap_slots) {
+            return Err(format!(
+                "server `{n}`: cap_slots = {} is not in 64..={MAX_CAP_SLOTS}",
+                s.cap_slots
+            ));
+        }
         if s.huge_pages > 64 {
             return Err(format!(
                 "server `{n}`: huge_pages = {} is above 64",

@@ -32,6 +32,7 @@ fn sample() -> System {
                 pager: Some("pong".into()),
                 ram_kb: 4096,
                 huge_pages: 3,
+                cap_slots: 2048,
                 io_window: Some(IoRange {
                     base: 0xc000,
                     count: 0x4000,
@@ -54,6 +55,7 @@ fn badges_pools_and_mem_clients() {
     );
     invalid(|s| s.servers[1].ram_kb = 2 * 1024 * 1024, "above 1 GiB");
     invalid(|s| s.servers[1].huge_pages = 65, "above 64");
+    invalid(|s| s.servers[1].cap_slots = 5000, "cap_slots");
     let mut s = sample();
     s.servers[0].provides.push("mem".into());
     s.servers[1].uses.push(Use {

@@ -183,6 +183,12 @@ fn release(gone: &[crate::regions::Region]) {
     for r in gone {
         let _ = sys::unmap(r.start, r.pages(), sawmill_abi::UNMAP_SELF);
     }
+    free_dataspaces(gone);
+}
+
+/// Frees the dataspaces of removed regions that no region uses any more (without unmapping:
+/// see [`release`] and [`detach_range_ending`]).
+fn free_dataspaces(gone: &[crate::regions::Region]) {
     let g = REGIONS.lock();
     let mut freed: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
     for r in gone {
@@ -212,6 +218,17 @@ fn release(gone: &[crate::regions::Region]) {
 pub fn detach_range(addr: u64, len: u64) -> Result<(), RmError> {
     let gone = REGIONS.lock().remove_range(addr, len)?;
     release(&gone);
+    Ok(())
+}
+
+/// [`detach_range`] for a task that is ending: the regions go and their dataspaces are freed
+/// (their memory back to `mem` now), but nothing is unmapped: the kernel removes the whole
+/// address space with the task, and `mem` revokes the mappings of the frames it takes back.
+/// Unmapping would visit every page of every region (2,048 for a Linux stack: most of the
+/// cost of a process's exit).
+pub fn detach_range_ending(addr: u64, len: u64) -> Result<(), RmError> {
+    let gone = REGIONS.lock().remove_range(addr, len)?;
+    free_dataspaces(&gone);
     Ok(())
 }
 
@@ -316,8 +333,16 @@ pub fn adopt(r: &RegionSnap) -> Result<(), RmError> {
 /// e.g. a `dataspace.copy` made them copy-on-write): unmaps them and forgets them, so the next
 /// access faults and maps them again.
 pub fn forget(addr: u64, len: u64) {
-    REGIONS.lock().forget(addr, len);
-    let _ = sys::unmap(addr, len / PAGE, sawmill_abi::UNMAP_SELF);
+    let runs = {
+        let mut g = REGIONS.lock();
+        let runs = g.resident_runs(addr, len);
+        g.forget(addr, len);
+        runs
+    };
+    // Only what we mapped is there to unmap.
+    for (a, pages) in runs {
+        let _ = sys::unmap(a, pages, sawmill_abi::UNMAP_SELF);
+    }
 }
 
 /// Whether `[addr, addr + len)` is attached without a gap with at least the flags `need`.

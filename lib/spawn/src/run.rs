@@ -527,18 +527,35 @@ fn load_image(
         cur: u64,
         /// The full reason of a backend failure (the loader passes on only a text).
         err: Option<SpawnError>,
+        /// Image pages to map straight not yet mapped: (caller address, task address, pages,
+        /// rights). Consecutive pages go in one `task_map` (a library image is ~70 of them).
+        run: Option<(u64, u64, u64, u64)>,
     }
     impl<I: ImageSource, R: Resources> Loader<'_, I, R> {
         fn fail(&mut self, e: SpawnError) -> &'static str {
             self.err = Some(e);
             "backend"
         }
+        fn flush(&mut self) -> Result<(), &'static str> {
+            if let Some((a, va, n, r)) = self.run.take() {
+                sys::task_map(self.task, a, va, n, r)
+                    .map_err(|e| self.fail(SpawnError::Sys("mapping image pages", e)))?;
+            }
+            Ok(())
+        }
     }
     impl<I: ImageSource, R: Resources> sawmill_loader::Backend for Loader<'_, I, R> {
         fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
             let a = self.image.page(off).map_err(|e| self.fail(e))?;
-            sys::task_map(self.task, a, va, 1, r)
-                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+            if let Some((ra, rva, n, rr)) = self.run.as_mut() {
+                if *ra + *n * PAGE == a && *rva + *n * PAGE == va && *rr == r {
+                    *n += 1;
+                    return Ok(());
+                }
+            }
+            self.flush()?;
+            self.run = Some((a, va, 1, r));
+            Ok(())
         }
         fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
             let a = self.res.page().map_err(|e| self.fail(e))?;
@@ -559,8 +576,11 @@ fn load_image(
         child,
         cur: 0,
         err: None,
+        run: None,
     };
-    match sawmill_loader::apply(image.bytes(), &pl.image, &mut l) {
+    match sawmill_loader::apply(image.bytes(), &pl.image, &mut l)
+        .and_then(|()| l.flush().map_err(sawmill_loader::LoadError::Backend))
+    {
         Ok(()) => Ok(()),
         Err(e) => Err(l.err.take().unwrap_or(SpawnError::from(e))),
     }

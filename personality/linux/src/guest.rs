@@ -32,6 +32,19 @@ use sawmill_rt::{env, println, slots, sys, thread};
 const PAGE: u64 = 4096;
 /// The library's own stack for serving a thread's system calls.
 const SYSCALL_STACK: usize = 64 * 1024;
+
+/// A fresh library stack for the main thread's system calls, kept for good; its top. Not
+/// zeroed (a stack needs no contents): its pages, demand-zero heap, come in only as deep as the
+/// calls go, where zeroing all 64 KiB cost every new process ~50k instructions.
+fn syscall_stack_top() -> u64 {
+    let layout = core::alloc::Layout::from_size_align(SYSCALL_STACK, 16).unwrap();
+    // SAFETY: the layout's size is not zero; the block is never freed.
+    let p = unsafe { alloc::alloc::alloc(layout) };
+    if p.is_null() {
+        alloc::alloc::handle_alloc_error(layout);
+    }
+    (p as u64 + SYSCALL_STACK as u64) & !15
+}
 /// The exit status of a program that could not be started (as a shell reports "not found" or
 /// "cannot execute").
 const EXIT_CANNOT_EXEC: u32 = 126;
@@ -79,7 +92,7 @@ fn process() -> &'static mut Process {
 fn exit_process(status: u32) -> ! {
     // The program's memory goes back to mem now (proc ends the task, but the dataspaces are
     // charged to proc's account and would outlive it).
-    let _ = rm::detach_range(
+    let _ = rm::detach_range_ending(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
@@ -93,7 +106,7 @@ fn exit_process(status: u32) -> ! {
 /// Ends the process by a signal's default action: `status` is the signal, with 0x80 if it
 /// dumps core (`proc.killed`). The program's memory goes back first.
 pub(crate) fn kill_process(status: u32) -> ! {
-    let _ = rm::detach_range(
+    let _ = rm::detach_range_ending(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
@@ -201,6 +214,18 @@ pub fn start() {
         println!("linux: region manager: {:?}", e);
         exit_process(EXIT_CANNOT_EXEC);
     }
+    // The library's heap beyond the small one proc maps before it starts: demand-zero pages of
+    // mem, touched only as the library grows (most processes use a few dozen pages of it), so a
+    // process costs proc's pool and kernel memory little and 200 of them fit.
+    // A memory server with less RAM than that refuses so large a dataspace: then less.
+    let mut heap = layout::LIB_HEAP_DEMAND;
+    while let Err(e) = rm::init_heap(heap) {
+        if heap <= layout::LIB_HEAP_DEMAND_MIN {
+            println!("linux: the library's heap: {:?}", e);
+            exit_process(EXIT_CANNOT_EXEC);
+        }
+        heap /= 2;
+    }
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
     HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);
     let received = fork_guest::received();
@@ -262,9 +287,7 @@ pub fn start() {
 
     signal_guest::init();
     // This thread's library stack for the system calls to come, found through its UTCB.
-    let sc_stack: &'static mut [u8] = alloc::vec![0u8; SYSCALL_STACK].leak();
-    let top = (sc_stack.as_ptr() as u64 + SYSCALL_STACK as u64) & !15;
-    sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = top;
+    sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = syscall_stack_top();
 
     // SAFETY: taking the address of the entry stub.
     let entry = linux_syscall_entry as *const () as u64;
@@ -359,8 +382,7 @@ fn start_forked(
         let gs = sawmill_rt::utcb() as *const Utcb as u64;
         let _ = sys::set_tls(f.fs_base, gs);
     }
-    let sc_stack: &'static mut [u8] = alloc::vec![0u8; SYSCALL_STACK].leak();
-    let top = (sc_stack.as_ptr() as u64 + SYSCALL_STACK as u64) & !15;
+    let top = syscall_stack_top();
     sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = top;
     let entry = linux_syscall_entry as *const () as u64;
     if let Err(e) = sys::thread_foreign(slots::THREAD, entry, layout::LIB_BASE, layout::LIB_END) {
@@ -1298,7 +1320,7 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     // proc ends this task once the new one runs). Should proc fail from here on, it ends this
     // process, as Linux does.
     forget_region();
-    let _ = rm::detach_range(
+    let _ = rm::detach_range_ending(
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );

@@ -37,6 +37,11 @@ pub const LIB_HEAP: u64 = 0x7010_0000;
 pub const LIB_STACK_TOP: u64 = 0x7800_0000;
 pub const LIB_UTCB: u64 = 0x7810_0000;
 pub const LIB_HUGE: u64 = 0x7a00_0000;
+/// Most the library's demand-paged heap grows (`lib/rm` `init_heap`, placed among the region
+/// manager's own attachments); proc maps only a small heap to start with (`lib_heap_kb`).
+pub const LIB_HEAP_DEMAND: u64 = 64 << 20;
+/// The least of it the library settles for (halving from [`LIB_HEAP_DEMAND`] on a small system).
+pub const LIB_HEAP_DEMAND_MIN: u64 = 4 << 20;
 /// The region manager places the library's own attachments (buffers, the program's ELF while
 /// loading) here, up to the file client's windows.
 pub const LIB_RM_BASE: u64 = 0x0000_5000_0000_0000;

@@ -24,8 +24,6 @@ sawmill_rt::entry!(main);
 
 const DS_BIT: u64 = 1 << 63;
 const RO_BIT: u64 = 1 << 62;
-/// At most this many dataspaces at once (each costs up to two capability slots of our 1024).
-const DS_TOTAL: usize = 400;
 
 fn frame_va(f: Frame) -> u64 {
     POOL_BASE + f as u64 * PAGE
@@ -351,7 +349,9 @@ fn main() {
             ds_per_client: cfg
                 .dataspaces_per_client
                 .unwrap_or(sawmill_mem_api::DEFAULT_DATASPACES_PER_CLIENT),
-            ds_total: DS_TOTAL,
+            ds_total: cfg
+                .dataspaces
+                .unwrap_or(sawmill_mem_api::DEFAULT_DATASPACES) as usize,
         },
     );
     for (b, q) in quotas {

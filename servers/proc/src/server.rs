@@ -38,6 +38,9 @@ const KERNEL_BIT: u64 = 1 << 62;
 const SECONDARY_BIT: u64 = 1 << 61;
 /// The main thread's stack in the library (its own stacks for the program come from its heap).
 const LIB_STACK: u64 = 64 * 1024;
+/// Pages of mem a fork needs left (of our quota, and free) to go ahead: a small process's
+/// library heap, stack and first copy-on-write copies (1 MiB).
+const FORK_HEADROOM_PAGES: u64 = 256;
 
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("proc: FAIL {}", what);
@@ -655,8 +658,22 @@ impl Proc {
         }
     }
 
+    /// Whether mem has room for one more process under our badge (which carries every
+    /// process's memory): a new process's library takes its heap and its first copies from mem
+    /// on demand, so a fork is refused (EAGAIN) while the room is still there rather than its
+    /// child failing on a fault later. Unknown (no answer) counts as room.
+    fn memory_for_one_more(&self) -> bool {
+        let Some(s) = sawmill_rm::mem().and_then(|m| m.stats().ok()) else {
+            return true;
+        };
+        s.quota.saturating_sub(s.used) >= FORK_HEADROOM_PAGES && s.free >= FORK_HEADROOM_PAGES
+    }
+
     /// A child of `parent` built from the state it handed off (`proc.fork`).
     fn fork_child(&mut self, parent: Pid, handoff: &[u64]) -> Result<Pid, StartError> {
+        if !self.memory_for_one_more() {
+            return Err(StartError::Again);
+        }
         let (creds, facts, short) = match self.table.get(parent) {
             Some(p) => {
                 let r = p.task.as_ref().ok_or(StartError::Table)?;

@@ -330,6 +330,7 @@ impl Root {
         p.give_factory = s.kmem_kb > 0;
         p.sizes.heap_bytes = s.heap_kb as u64 * 1024;
         p.sizes.huge_pages = s.huge_pages as u64;
+        p.cap_slots = s.cap_slots as u64;
 
         // Fixed slots carry a `sys:` prefix so they never clash with manifest endpoint names.
         let pager_cap = self.mint(self.fault_ep, badge, rights::SEND, &mut caps);

@@ -215,7 +215,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                         motd: Some(linux::motd(&repo)?),
                     })?;
                     println!(
-                        "{}: its root file system; boot both with\n  qemu-system-x86_64 -m 512M \
+                        "{}: its root file system; boot both with\n  qemu-system-x86_64 -m 1G \
                          -cdrom {} -drive file={},if=virtio,format=raw -nic none -serial file:debug.log \
                          -serial stdio",
                         root.display(),

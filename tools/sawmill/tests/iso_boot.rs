@@ -31,7 +31,9 @@ fn the_linux_iso_boots_to_a_shell() {
     assert!(disk.is_file(), "no root image beside the ISO");
     let (com1, com2) = (dir.join("com1.log"), dir.join("com2.log"));
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-machine", "pc", "-cpu", "qemu64", "-m", "512M"])
+        // The Linux system's machine (systems/linux.toml `memory`): proc's kernel memory for
+        // 256 processes needs the kernel pool of 1 GiB.
+        .args(["-machine", "pc", "-cpu", "qemu64", "-m", "1G"])
         .args([
             "-display",
             "none",

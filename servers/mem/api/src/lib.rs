@@ -13,6 +13,8 @@
 //!   client is told apart by the badge root mints for its use of mem, which the host tool fills
 //!   in.
 //! - `default_quota_kb`: the limit of every client not listed; without it, 1 GiB (no limit).
+//! - `dataspaces_per_client`, `dataspaces`: most dataspaces one client, and all together, may
+//!   hold at once (defaults 64 and 400).
 #![no_std]
 
 extern crate alloc;
@@ -35,11 +37,18 @@ pub struct Config {
     /// process server's badge carries every Linux process's memory, so its system raises it.
     #[serde(default)]
     pub dataspaces_per_client: Option<u32>,
+    /// Dataspaces at once in all (default [`DEFAULT_DATASPACES`]). Each costs mem up to two
+    /// capability slots, so a system that raises it gives mem a larger table (`cap_slots`).
+    #[serde(default)]
+    pub dataspaces: Option<u32>,
     #[serde(default)]
     pub quota: Vec<Quota>,
 }
 
 pub const DEFAULT_DATASPACES_PER_CLIENT: u32 = 64;
+/// Dataspaces in all unless the manifest says otherwise: two capability slots each fit mem's
+/// default table of 1024.
+pub const DEFAULT_DATASPACES: u32 = 400;
 
 /// The limit of one client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

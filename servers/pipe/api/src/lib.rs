@@ -45,8 +45,10 @@ pub const CONTROL_BYTES: usize = 4096;
 pub const RING_BYTES: usize = CONTROL_BYTES + CAPACITY;
 /// Most pipes the server keeps at once (each costs [`RING_BYTES`] of its memory).
 pub const MAX_PIPES: usize = 128;
-/// Most wake notifications registered on one end of one pipe.
-pub const MAX_WATCHERS: usize = 32;
+/// Most wake notifications registered on one end of one pipe: one per process, so that every
+/// process proc may hold (its `max_procs`) can wait on the same end (200 children blocked
+/// reading one pipe, issue 14).
+pub const MAX_WATCHERS: usize = 256;
 
 /// Which end of a pipe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,7 +23,8 @@
 //!   `linux-personality`; a test may name a stand-in).
 //! - `process_kmem_kb`: kernel memory each process may use (page tables, mapping nodes, the
 //!   objects its library creates), default 4096.
-//! - `lib_heap_kb`: the library's heap, mapped before it starts (default 1024).
+//! - `lib_heap_kb`: the library's first heap, mapped before it starts (default 128); the rest
+//!   of its heap is demand-zero memory of `mem` the library attaches itself.
 //! - `pool_kb`: memory proc takes from `mem` to build processes from (their libraries' heaps,
 //!   stacks and writable pages), default 8192.
 //! - `priority`: the priority of every process (default 50, below the servers).
@@ -44,7 +45,7 @@ pub const DEFAULT_PERSONALITY: &str = "linux-personality";
 /// reads it as a clean end, like init's exit).
 pub const POWER_OFF_LINE: &str = "proc: the machine powers off";
 pub const DEFAULT_PROCESS_KMEM_KB: u32 = 4096;
-pub const DEFAULT_LIB_HEAP_KB: u32 = 1024;
+pub const DEFAULT_LIB_HEAP_KB: u32 = 64;
 pub const DEFAULT_POOL_KB: u32 = 8192;
 pub const DEFAULT_PRIORITY: u8 = 50;
 pub const DEFAULT_MAX_PROCS: u32 = 64;

@@ -43,11 +43,13 @@ pub const EXPECTED: &[&str] = &[
     "linux.reread4k.4m",
     "linux.syscall.null",
     "linux.pipe.roundtrip",
+    "linux.pipe.bw",
     "linux.pagefault.anon",
     "linux.open",
     "linux.write4k",
     "linux.fork_wait",
     "linux.fork_exec_wait",
+    "linux.shell_script",
     "linux.exec",
 ];
 
@@ -226,15 +228,24 @@ pub fn build_lbench(repo: &Path, work: &Path) -> Result<PathBuf, String> {
     Ok(lbench)
 }
 
-/// Writes the benchmark files ([`DISK_FILES`], fixed contents and times) into `dir`, made anew.
+/// The shell script `lbench`'s `shell_script` runs (with the benchmark files, as `script.sh`).
+pub const SHELL_SCRIPT: &str = include_str!("../../../../bench/linux/script.sh");
+
+/// Writes the benchmark files ([`DISK_FILES`] and the shell script, fixed contents and times)
+/// into `dir`, made anew.
 pub fn write_disk_files(disk_dir: &Path) -> Result<(), String> {
     let _ = fs::remove_dir_all(disk_dir);
     fs::create_dir_all(disk_dir).map_err(|e| format!("create {}: {e}", disk_dir.display()))?;
     let fixed = std::time::UNIX_EPOCH + Duration::from_secs(FIXED_TIME);
     let times = fs::FileTimes::new().set_accessed(fixed).set_modified(fixed);
-    for (i, (name, size)) in DISK_FILES.iter().enumerate() {
+    let files = DISK_FILES
+        .iter()
+        .enumerate()
+        .map(|(i, (name, size))| (*name, pattern(*size, i as u64 + 1)))
+        .chain([("script.sh", SHELL_SCRIPT.as_bytes().to_vec())]);
+    for (name, bytes) in files {
         let path = disk_dir.join(name);
-        fs::write(&path, pattern(*size, i as u64 + 1)).map_err(|e| format!("write {name}: {e}"))?;
+        fs::write(&path, bytes).map_err(|e| format!("write {name}: {e}"))?;
         fs::File::options()
             .write(true)
             .open(&path)

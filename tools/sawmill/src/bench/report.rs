@@ -97,6 +97,8 @@ pub const GOALS: &[(&str, f64)] = &[
     ("ratio.linuxabi.write4k", 1.0),
     ("ratio.linuxabi.pagefault.anon", 1.0),
     ("ratio.linuxabi.fork_exec_wait", 1.5),
+    ("ratio.linuxabi.pipe.roundtrip", 0.25),
+    ("ratio.linuxabi.shell_script", 1.0),
 ];
 
 /// The goal for ratio `name`, if it has one.

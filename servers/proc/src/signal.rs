@@ -5,24 +5,15 @@
 
 use alloc::collections::VecDeque;
 
-pub const SIGILL: u32 = 4;
-pub const SIGTRAP: u32 = 5;
-pub const SIGABRT: u32 = 6;
-pub const SIGBUS: u32 = 7;
-pub const SIGFPE: u32 = 8;
-pub const SIGKILL: u32 = 9;
-pub const SIGCHLD: u32 = 17;
-pub const SIGHUP: u32 = 1;
-pub const SIGCONT: u32 = 18;
-pub const SIGSTOP: u32 = 19;
-pub const SIGTSTP: u32 = 20;
-pub const SIGTTIN: u32 = 21;
-pub const SIGTTOU: u32 = 22;
+// Linux's signal numbers: one definition, the personality's (`sawmill_linux::signal`).
+pub use sawmill_linux::signal::{
+    SIGABRT, SIGBUS, SIGCHLD, SIGCONT, SIGFPE, SIGHUP, SIGILL, SIGKILL, SIGSEGV, SIGSTOP, SIGTRAP,
+    SIGTSTP, SIGTTIN, SIGTTOU,
+};
 /// `proc.killed`'s flag: the default action dumped core (the wait status's core bit).
 pub const CORE: u32 = 0x80;
-pub const SIGSEGV: u32 = 11;
 /// Signal numbers run 1..=64 (`_NSIG`).
-pub const MAX: u32 = 64;
+pub const MAX: u32 = sawmill_linux::signal::NSIG;
 
 /// The signal Linux sends for CPU exception `vector`.
 pub fn for_exception(vector: u64) -> u32 {

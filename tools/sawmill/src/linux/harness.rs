@@ -435,12 +435,22 @@ pub fn set_terminal(tty: &OwnedFd, want: &sawmill_console_api::termios::Termios)
     }
 }
 
-/// Runs `argv` in `cwd` on a fresh pseudo-terminal (echo off, 80x24), typing `input`.
-pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, String> {
+/// Starts `argv` in `cwd` with environment `env` (`NAME=value`) as the leader of a new session
+/// on a fresh pseudo-terminal of `rows` x `cols` with exactly the terminal settings `settings`
+/// (its controlling terminal, standard input, output and error). Returns the child and the
+/// master side; the child is the last holder of the slave side, so reading the master ends
+/// (EIO) when it does.
+pub fn spawn_on_pty(
+    argv: &[String],
+    cwd: &Path,
+    env: &[&str],
+    settings: &sawmill_console_api::termios::Termios,
+    (rows, cols): (u16, u16),
+) -> Result<(std::process::Child, OwnedFd), String> {
     let (mut master, mut slave) = (-1, -1);
     let ws = libc::winsize {
-        ws_row: ROWS,
-        ws_col: COLUMNS,
+        ws_row: rows,
+        ws_col: cols,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
@@ -459,22 +469,13 @@ pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, St
     }
     // SAFETY: openpty just returned these descriptors, and nothing else owns them.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    // The guest's terminal starts with the console's settings for piped input (a serial tty's,
-    // echo off): the pty gets exactly those, so `stty -a` agrees on both sides.
-    set_terminal(
-        &slave,
-        &sawmill_console_api::Config {
-            echo: false,
-            ..Default::default()
-        }
-        .termios(),
-    );
+    set_terminal(&slave, settings);
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(cwd)
         .env_clear()
-        .envs(ENV.iter().filter_map(|kv| kv.split_once('=')))
+        .envs(env.iter().filter_map(|kv| kv.split_once('=')))
         .stdin(Stdio::from(dup(&slave)?))
         .stdout(Stdio::from(dup(&slave)?))
         .stderr(Stdio::from(dup(&slave)?));
@@ -488,11 +489,24 @@ pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, St
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", argv[0]))?;
-    // The Command holds copies of the slave side: the child must be its last holder, so that
-    // reading the master ends when the child does.
+    let child = cmd.spawn().map_err(|e| format!("{}: {e}", argv[0]))?;
+    // The Command holds copies of the slave side: the child must be its last holder.
     drop(cmd);
     drop(slave);
+    Ok((child, master))
+}
+
+/// Runs `argv` in `cwd` on a fresh pseudo-terminal (echo off, 80x24), typing `input`.
+pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, String> {
+    // The guest's terminal starts with the console's settings for piped input (a serial tty's,
+    // echo off): the pty gets exactly those, so `stty -a` agrees on both sides.
+    let settings = sawmill_console_api::Config {
+        echo: false,
+        ..Default::default()
+    }
+    .termios();
+    let (mut child, master) = spawn_on_pty(argv, cwd, ENV, &settings, (ROWS, COLUMNS))?;
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
     let mut reader = std::fs::File::from(dup(&master)?);
     let out_thread = std::thread::spawn(move || {
         let mut out = Vec::new();

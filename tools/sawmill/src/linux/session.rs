@@ -15,7 +15,6 @@ use crate::rootfs;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Where the scripts live, relative to the repository.
@@ -163,53 +162,17 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// The session on the host: `/bin/busybox sh -i` as the session leader of a fresh
 /// pseudo-terminal with the console's default settings, in an empty directory.
 fn on_host(steps: &[Step], dir: &Path) -> Result<(), String> {
-    let (mut master, mut slave) = (-1, -1);
-    // The size the guest's console reports.
     let console = sawmill_console_api::Config::default();
-    let size = libc::winsize {
-        ws_row: console.rows,
-        ws_col: console.cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty fills two descriptors; null name and termios mean the defaults.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    if r != 0 {
-        return Err(format!("openpty: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: openpty just returned these descriptors, and nothing else owns them.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    harness::set_terminal(&slave, &console.termios());
+    let argv = [rootfs::HOST_BUSYBOX.to_string(), "sh".into(), "-i".into()];
+    let (mut child, master) = harness::spawn_on_pty(
+        &argv,
+        dir,
+        DEFAULT_ENV,
+        &console.termios(),
+        (console.rows, console.cols),
+    )
+    .map_err(|e| format!("host busybox: {e}"))?;
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
-    let mut cmd = Command::new(rootfs::HOST_BUSYBOX);
-    cmd.args(["sh", "-i"])
-        .current_dir(dir)
-        .env_clear()
-        .envs(DEFAULT_ENV.iter().filter_map(|kv| kv.split_once('=')))
-        .stdin(Stdio::from(dup(&slave)?))
-        .stdout(Stdio::from(dup(&slave)?))
-        .stderr(Stdio::from(dup(&slave)?));
-    // SAFETY: between fork and exec only async-signal-safe calls: setsid and ioctl.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| format!("host busybox: {e}"))?;
-    drop(cmd);
-    drop(slave);
     let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut reader = std::fs::File::from(dup(&master)?);
     let sink = shown.clone();

@@ -195,7 +195,7 @@ impl PipeHost for Guest {
         let khz = self.pipes.khz as u128;
         let tsc_deadline = deadline.map(|ns| (ns as u128 * khz / 1_000_000) as u64);
         loop {
-            if crate::signal_guest::interrupted() {
+            if crate::signal_guest::interrupted_before_wait() {
                 return Err(sawmill_linux::signal::ERESTARTSYS);
             }
             let bits = crate::signal_guest::wait_wake(tsc_deadline);

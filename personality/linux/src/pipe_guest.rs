@@ -1,10 +1,11 @@
 //! The guest side of pipes and waiting: [`PipeHost`] for the process's backend, over the pipe
-//! server (`pipe`: create ends, register, poke, sync), the region manager (each end's ring is
+//! server (`pipe`: create ends, register, poke, waker, sync), the region manager (each end's ring is
 //! attached as a dataspace of the pipe server, in the library's own range, paged in on touch)
 //! and the process's one wake notification (`proc:wake`, `sawmill_proc_api::WAKE_*`).
 //!
 //! It touches the capabilities named above and the `console` (its `watch`), and the end
-//! capabilities the pipe server hands out (one slot per end; slots are reused).
+//! capabilities the pipe server hands out (one slot per end, and per end at most one
+//! signal-only capability to the other end's one waiter; slots are reused).
 //!
 //! **Wake bits.** Every blocking wait of the process is on the one notification, whose wait
 //! takes all bits at once. [`PipeHost::wait_io`] ends on `WAKE_IO`; bits it does not handle
@@ -147,10 +148,8 @@ impl Pipes {
             Waker::One {
                 registrations,
                 slot,
-            } if registrations == now => {
-                if sys::notify_signal(slot, WAKE_IO).is_ok() {
-                    return true;
-                }
+            } if registrations == now && sys::notify_signal(slot, WAKE_IO).is_ok() => {
+                return true;
             }
             Waker::NotOne { registrations } if registrations == now => return false,
             _ => {}

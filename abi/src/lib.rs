@@ -70,7 +70,8 @@ pub enum Sys {
     IrqBind = 18,
     /// `irq_ack(irq=rdi)`: unmask the line again.
     IrqAck = 19,
-    /// `notify_signal(notification=rdi, bits=rsi)`.
+    /// `notify_signal(notification=rdi, bits=rsi)`; a badged capability signals only
+    /// `bits & badge`.
     NotifySignal = 20,
     /// `notify_wait(notification=rdi, flags=rsi [NONBLOCK])` -> `rdi` = bits (cleared).
     NotifyWait = 21,

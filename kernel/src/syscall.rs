@@ -235,10 +235,14 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             Ok(())
         }
         Sys::NotifySignal => {
-            let Obj::Notification(n) = cap_of(task, a0, rights::SEND)?.obj else {
+            let c = cap_of(task, a0, rights::SEND)?;
+            let Obj::Notification(n) = c.obj else {
                 return Err(reject!(Error::WrongKind, "not a notification"));
             };
-            notification::signal(n, a1);
+            // A badged (minted) notification capability signals only the bits of its badge: a
+            // holder can be given a way to wake a waiter without a way to fake its other bits.
+            let bits = if c.badge != 0 { a1 & c.badge } else { a1 };
+            notification::signal(n, bits);
             if let Some(t) = notification::interrupt_target(n) {
                 thread::interrupt(t);
             }

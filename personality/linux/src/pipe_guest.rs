@@ -1,10 +1,11 @@
 //! The guest side of pipes and waiting: [`PipeHost`] for the process's backend, over the pipe
-//! server (`pipe`: create ends, register, poke, sync), the region manager (each end's ring is
+//! server (`pipe`: create ends, register, poke, waker, sync), the region manager (each end's ring is
 //! attached as a dataspace of the pipe server, in the library's own range, paged in on touch)
 //! and the process's one wake notification (`proc:wake`, `sawmill_proc_api::WAKE_*`).
 //!
 //! It touches the capabilities named above and the `console` (its `watch`), and the end
-//! capabilities the pipe server hands out (one slot per end; slots are reused).
+//! capabilities the pipe server hands out (one slot per end, and per end at most one
+//! signal-only capability to the other end's one waiter; slots are reused).
 //!
 //! **Wake bits.** Every blocking wait of the process is on the one notification, whose wait
 //! takes all bits at once. [`PipeHost::wait_io`] ends on `WAKE_IO`; bits it does not handle
@@ -19,7 +20,7 @@ use sawmill_interfaces::pipe;
 use sawmill_linux::errno::*;
 use sawmill_linux::files::pipe::PipeHost;
 use sawmill_linux::Errno;
-use sawmill_pipe_api::{Ring, RING_BYTES};
+use sawmill_pipe_api::{End, Ring, RING_BYTES};
 use sawmill_proc_api::{WAKE_CAP, WAKE_IO};
 use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
@@ -37,6 +38,20 @@ struct EndState {
     /// Whether this process's wake notification is registered with it. (A forked child starts
     /// a fresh library: it adopts its ends unregistered, with its own pid as its lock token.)
     registered: bool,
+    /// What this process knows of the other end's waiters.
+    waker: Waker,
+}
+
+/// The other end's registered waiters, as learnt from the server (`waker`) when that end's
+/// registration count (in the ring) was `registrations`; valid while the count stays.
+#[derive(Clone, Copy)]
+enum Waker {
+    /// Not asked yet.
+    Unknown,
+    /// One: capability `slot` signals its `WAKE_IO` (and nothing else), no server call needed.
+    One { registrations: u32, slot: u64 },
+    /// None or several: `poke` the server, which signals them all.
+    NotOne { registrations: u32 },
 }
 
 /// The process's pipe state.
@@ -86,6 +101,7 @@ impl Pipes {
             EndState {
                 at,
                 registered: false,
+                waker: Waker::Unknown,
             },
         );
         Ok(())
@@ -102,9 +118,61 @@ impl Pipes {
     fn drop_end(&mut self, slot: u64) {
         if let Some(e) = self.ends.remove(&slot) {
             let _ = rm::detach(e.at);
+            self.forget_waker(e.waker);
         }
         let _ = sys::cap_delete(slot);
         self.free_slots.push(slot);
+    }
+}
+
+impl Pipes {
+    /// Drops the capability a [`Waker::One`] holds.
+    fn forget_waker(&mut self, w: Waker) {
+        if let Waker::One { slot, .. } = w {
+            let _ = sys::cap_delete(slot);
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// Wakes the other end of `end` directly if it has one registered waiter (its
+    /// notification, signalled through the signal-only capability the server handed out);
+    /// false if the server must be poked. The registration count is read after the caller saw
+    /// the other side waiting, and a waiter registers before it counts itself in: a waiter
+    /// the cached capability does not reach has changed the count.
+    fn wake_directly(&mut self, end: u64, ring: Ring, side: End) -> bool {
+        let now = ring.registrations(side.peer());
+        let Some(known) = self.ends.get(&end).map(|e| e.waker) else {
+            return false;
+        };
+        match known {
+            Waker::One {
+                registrations,
+                slot,
+            } if registrations == now && sys::notify_signal(slot, WAKE_IO).is_ok() => {
+                return true;
+            }
+            Waker::NotOne { registrations } if registrations == now => return false,
+            _ => {}
+        }
+        self.forget_waker(known);
+        let slot = self.slot();
+        let (learnt, woke) = match self.client(end).waker(slot) {
+            Ok(o) => (
+                Waker::One {
+                    registrations: o.registrations as u32,
+                    slot,
+                },
+                sys::notify_signal(slot, WAKE_IO).is_ok(),
+            ),
+            Err(_) => {
+                self.free_slots.push(slot);
+                (Waker::NotOne { registrations: now }, false)
+            }
+        };
+        if let Some(e) = self.ends.get_mut(&end) {
+            e.waker = learnt;
+        }
+        woke
     }
 }
 
@@ -160,7 +228,10 @@ impl PipeHost for Guest {
         }
     }
 
-    fn pipe_poke(&mut self, end: u64) {
+    fn pipe_poke(&mut self, end: u64, ring: Ring, side: End) {
+        if self.pipes.wake_directly(end, ring, side) {
+            return;
+        }
         let _ = self.pipes.client(end).poke();
     }
 
@@ -195,7 +266,7 @@ impl PipeHost for Guest {
         let khz = self.pipes.khz as u128;
         let tsc_deadline = deadline.map(|ns| (ns as u128 * khz / 1_000_000) as u64);
         loop {
-            if crate::signal_guest::interrupted() {
+            if crate::signal_guest::interrupted_before_wait() {
                 return Err(sawmill_linux::signal::ERESTARTSYS);
             }
             let bits = crate::signal_guest::wait_wake(tsc_deadline);

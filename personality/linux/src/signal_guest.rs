@@ -325,6 +325,20 @@ pub fn interrupted() -> bool {
     signals().deliverable()
 }
 
+/// [`interrupted`] for a wait about to sleep on the wake notification ([`wait_wake`]): the
+/// same answer without a system call. It skips the look at the notification: a signal proc
+/// holds for us leaves `WAKE_SIGNAL` set there until taken, so the sleep that follows returns
+/// at once with it (and the waiter's next look says true). The interval timer is read here.
+pub fn interrupted_before_wait() -> bool {
+    let t = REAL_TIMER.get();
+    if t.fire(guest::monotonic_ns()) {
+        signals().raise(Info::kernel(sig::SIGALRM));
+        sync_timer_thread();
+    }
+    refresh();
+    signals().deliverable()
+}
+
 /// Blocks until a signal is deliverable or the TSC reaches `deadline`: true if a signal came.
 fn block_until(deadline: Option<u64>) -> bool {
     loop {

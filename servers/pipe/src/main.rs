@@ -5,7 +5,8 @@
 //! attaches an end. When a pipe ends, the server revokes every mapping made from its pages and
 //! zeroes them (no former holder can see the next pipe in that place); the ends read and write the ring themselves (`sawmill_pipe_api::Ring`). The server
 //! does three things only: hand out ends (`create`), wake the registered waiters of an end
-//! (`poke`, and when the other end goes), and mark an end gone (`*_gone` in the control page)
+//! (`poke`, and when the other end goes; or hand the other side a signal-only capability to
+//! an end's one waiter, `waker`), and mark an end gone (`*_gone` in the control page)
 //! when the kernel's `NO_SENDERS` notice says its last capability is gone — closed, dropped at
 //! exit or exec, or its process died. It never reads the ring's positions, so nothing a client
 //! writes there can mislead it.
@@ -48,6 +49,8 @@ struct Pipe {
     alive: [bool; 2],
     /// Registered notifications of each end: (slot, bits).
     watchers: [Vec<(u64, u64)>; 2],
+    /// Registrations ever made with each end (published in the ring: `waker`'s validity).
+    registered: [u32; 2],
 }
 
 impl Pipe {
@@ -183,6 +186,7 @@ impl Server {
             at,
             alive: [true, true],
             watchers: [Vec::new(), Vec::new()],
+            registered: [0, 0],
         });
         Ok(i)
     }
@@ -271,8 +275,37 @@ impl pipe::Server for Server {
         self.registrations += 1;
         if let Some(Some(p)) = self.pipes.get_mut(i) {
             p.watchers[index(end)].push((s, bits));
+            // Before the reply: a side that cached the one waiter of this end (`waker`) sees
+            // the count change before this registrant can count itself in as a waiter.
+            let n = p.registered[index(end)].wrapping_add(1);
+            p.registered[index(end)] = n;
+            p.ring().set_registrations(end, n);
         }
         Ok(())
+    }
+
+    fn waker(&mut self, badge: u64) -> Result<pipe::WakerOut, PipeError> {
+        let (i, end) = self.end_of(badge)?;
+        let peer = end.peer();
+        let (src, bits, registrations) = match self.pipes[i].as_ref() {
+            Some(p) => match p.watchers[index(peer)].as_slice() {
+                // Bits 0 would mint an unbadged capability: one that signals anything.
+                &[(src, bits)] if bits != 0 => (src, bits, p.registered[index(peer)]),
+                _ => return Err(PipeError::NotOne),
+            },
+            None => return Err(PipeError::Invalid),
+        };
+        let s = self.slot();
+        // Signal-only, and only the registered bits (a badged notification capability).
+        if sys::cap_mint(src, s, bits, rights::SEND).is_err() {
+            self.free_slots.push(s);
+            return Err(PipeError::NotOne);
+        }
+        self.after.delete(s);
+        Ok(pipe::WakerOut {
+            wake: s,
+            registrations: registrations as u64,
+        })
     }
 
     fn poke(&mut self, badge: u64) -> Result<(), PipeError> {

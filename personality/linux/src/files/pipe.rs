@@ -35,8 +35,9 @@ pub trait PipeHost {
     /// Drops an end (its last descriptor closed); once every holder has dropped it, the other
     /// end sees end of file or `EPIPE`.
     fn pipe_close(&mut self, end: u64);
-    /// Wakes the waiters of the other end.
-    fn pipe_poke(&mut self, end: u64);
+    /// Wakes the waiters of the other end: `end` (whose ring is `ring`, on `side`) moved data
+    /// and found the other side's waiting count non-zero.
+    fn pipe_poke(&mut self, end: u64, ring: Ring, side: End);
     /// Makes sure a wait on `end` will be woken (registers the process's wake notification once
     /// per end).
     fn pipe_watch(&mut self, end: u64) -> Result<(), Errno>;
@@ -250,7 +251,7 @@ impl<B: Backend> Files<B> {
             match step {
                 Step::Moved(n) => {
                     if ring.peer_waiting(End::Read) {
-                        self.backend.pipe_poke(handle);
+                        self.backend.pipe_poke(handle, ring, End::Read);
                     }
                     return Ok(n);
                 }
@@ -322,7 +323,7 @@ impl<B: Backend> Files<B> {
                 Step::Moved(n) => {
                     done += n;
                     if ring.peer_waiting(End::Write) {
-                        self.backend.pipe_poke(handle);
+                        self.backend.pipe_poke(handle, ring, End::Write);
                     }
                     if done == count {
                         return Ok(done);

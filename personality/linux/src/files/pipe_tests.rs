@@ -58,7 +58,7 @@ impl PipeHost for Mock {
             self.pipes.ring_at(i).set_gone(e);
         }
     }
-    fn pipe_poke(&mut self, _end: u64) {
+    fn pipe_poke(&mut self, _end: u64, _ring: Ring, _side: End) {
         self.pipes.pokes += 1;
     }
     fn pipe_watch(&mut self, _end: u64) -> Result<(), Errno> {

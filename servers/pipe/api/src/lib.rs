@@ -83,6 +83,11 @@ pub struct Control {
     /// Set by the server: the last capability of the write (read) end is gone.
     pub writers_gone: AtomicU32,
     pub readers_gone: AtomicU32,
+    /// Set by the server: how often a notification was registered with the read (write) end.
+    /// A side that cached the other end's one waiter (`waker`) signals it directly while this
+    /// count is what it was then.
+    pub readers_registered: AtomicU32,
+    pub writers_registered: AtomicU32,
 }
 
 const _: () = assert!(core::mem::size_of::<Control>() <= CONTROL_BYTES);
@@ -276,6 +281,25 @@ impl Ring {
     /// After moving data at `end`: whether the other end has waiters to wake.
     pub fn peer_waiting(&self, end: End) -> bool {
         self.waiting_word(end.peer()).load(SeqCst) != 0
+    }
+
+    /// How often a notification was registered with `end` (a peer may have written anything
+    /// here: a wrong count misleads only the sides of this pipe).
+    pub fn registrations(&self, end: End) -> u32 {
+        self.registered_word(end).load(SeqCst)
+    }
+
+    /// The server publishes its count of registrations with `end`, before it answers
+    /// `register` (so before the registrant can count itself in as a waiter).
+    pub fn set_registrations(&self, end: End, n: u32) {
+        self.registered_word(end).store(n, SeqCst);
+    }
+
+    fn registered_word(&self, end: End) -> &AtomicU32 {
+        match end {
+            End::Read => &self.ctl().readers_registered,
+            End::Write => &self.ctl().writers_registered,
+        }
     }
 
     /// The server's mark that the last capability of `end` is gone.

@@ -2,7 +2,8 @@
 //! with WouldBlock no earlier than its deadline (and not much later: a tick); a deadline already
 //! past answers at once; a signal before the deadline ends the wait with its bits; a thread
 //! blocked with a deadline on a notification that is destroyed is woken (PeerGone) and its
-//! timer is gone with it (the kernel survives its old deadline); unknown flags are refused.
+//! timer is gone with it (the kernel survives its old deadline); a badged capability signals
+//! only its badge's bits and cannot wait; unknown flags are refused.
 #![no_std]
 #![no_main]
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +88,21 @@ fn main() {
     // Past the old deadline (the tick that would have expired it).
     let _ = sys::notify_wait_until(n, sys::rdtsc() + ms(200));
     println!("timedwait: a destroyed notification's timed waiter is woken, its timer gone");
+
+    // A badged (minted) capability signals only its badge's bits; it cannot wait.
+    let badged = thread::alloc_slot();
+    sys::cap_mint(n, badged, 0x4, sawmill_abi::rights::SEND).unwrap_or_else(|_| fail("mint"));
+    if sys::notify_signal(badged, 0x7).is_err() {
+        fail("signal through a badged capability");
+    }
+    if sys::notify_wait(n, sawmill_abi::NOTIFY_NONBLOCK) != Ok(0x4) {
+        fail("a badged capability signalled bits outside its badge");
+    }
+    if sys::notify_wait(badged, sawmill_abi::NOTIFY_NONBLOCK) != Err(Error::NoRights) {
+        fail("a signal-only capability could wait");
+    }
+    let _ = sys::cap_delete(badged);
+    println!("timedwait: a badged capability signals only its badge's bits");
 
     let (r, _, _) = sys::raw(
         sawmill_abi::Sys::NotifyWait,

@@ -479,10 +479,28 @@ pub fn spawn_on_pty(
         .stdin(Stdio::from(dup(&slave)?))
         .stdout(Stdio::from(dup(&slave)?))
         .stderr(Stdio::from(dup(&slave)?));
-    // SAFETY: between fork and exec only async-signal-safe calls: setsid and ioctl.
+    // SAFETY: between fork and exec only async-signal-safe calls: signal, sigprocmask, setsid
+    // and ioctl.
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(|| {
+            // As a terminal's login would start it: the signals a terminal sends act, whatever
+            // this tool inherited (a test run in the background has SIGINT and SIGQUIT ignored,
+            // and ignored signals stay ignored across exec).
+            for sig in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGTSTP,
+                libc::SIGTTIN,
+                libc::SIGTTOU,
+                libc::SIGHUP,
+                libc::SIGPIPE,
+            ] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }

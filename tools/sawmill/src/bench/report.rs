@@ -78,6 +78,14 @@ pub const RULES: &[Rule] = &[
         mirror: false,
     },
     Rule {
+        sawmill: "boot.to_prompt",
+        linux: "linux.boot.to_prompt",
+        ratio: "ratio.boot.to_prompt",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
         sawmill: "linuxabi.",
         linux: "linux.",
         ratio: "ratio.linuxabi.",

@@ -30,8 +30,32 @@ use std::time::Duration;
 pub const NAME: &str = "boot.to_prompt";
 /// Where the stamp program lies on both systems.
 const STAMP: &str = "/bin/stamp";
-/// Hard limit on the sawmill boot (about 20 s of wall time here).
+/// Hard limit on one sawmill boot (about 3 s of wall time here).
 const TIMEOUT: Duration = Duration::from_secs(600);
+/// Boots per system; the figure is their minimum. While the CPU idles (sawmill waiting for the
+/// virtual disk) QEMU's virtual clock follows the host's, so a boot may count a few million
+/// more than its instructions (sawmill: 161–176 M over four boots); the minimum drops most of
+/// that, as lbench's minimum of passes drops timer ticks.
+pub const BOOTS: usize = 3;
+
+/// The smallest of `BOOTS` figures from `one` (called with the boot's number from 1).
+fn minimum_of_boots(
+    progress: &mut dyn FnMut(&str),
+    mut one: impl FnMut(usize) -> Result<Metric, String>,
+) -> Result<Metric, String> {
+    let mut best: Option<Metric> = None;
+    for k in 1..=BOOTS {
+        let m = one(k)?;
+        progress(&format!(
+            "boot: {k}/{BOOTS} {} = {} {}",
+            m.name, m.value, m.unit
+        ));
+        if best.as_ref().is_none_or(|b| m.value < b.value) {
+            best = Some(m);
+        }
+    }
+    best.ok_or_else(|| "no boot".to_string())
+}
 
 /// The Linux figure's name.
 pub fn linux_name() -> String {
@@ -96,22 +120,30 @@ pub fn sawmill(
     fs::copy(&stamp, tree.join("bin/stamp")).map_err(|e| format!("copy stamp: {e}"))?;
     fs::write(tree.join("etc/profile"), profile(NAME))
         .map_err(|e| format!("write the profile: {e}"))?;
-    let disk = work.join("root.img");
+    let pristine = work.join("root.img");
     progress("boot: making the root image (busybox, /bin/stamp, the benchmark's /etc/profile)");
     rootfs::build(&rootfs::Options {
         trees: vec![tree],
-        output: disk.clone(),
+        output: pristine.clone(),
         size_mb: rootfs::DEFAULT_SIZE_MB,
         busybox: rootfs::HOST_BUSYBOX.into(),
         motd: None,
     })?;
+    progress(&format!(
+        "boot: booting {} into `sh -l` under -icount shift=0, {BOOTS} times",
+        sys_linux::MANIFEST
+    ));
+    minimum_of_boots(progress, |_| sawmill_boot(repo, &work, &pristine))
+}
+
+/// One sawmill boot, on a fresh copy of `pristine` (the file systems are mounted read-write: a
+/// boot may leave access times behind).
+fn sawmill_boot(repo: &Repo, work: &Path, pristine: &Path) -> Result<Metric, String> {
+    let disk = work.join("root-booted.img");
+    fs::copy(pristine, &disk).map_err(|e| format!("copy {}: {e}", pristine.display()))?;
     let output = work.join("output.txt");
     let log = work.join("serial.log");
     let _ = fs::remove_file(&output);
-    progress(&format!(
-        "boot: booting {} into `sh -l` under -icount shift=0",
-        sys_linux::MANIFEST
-    ));
     let booted = sys_linux::boot(
         repo,
         &Boot {
@@ -167,8 +199,12 @@ pub fn linux(
     let kernel = baseline::find_kernel()?;
     progress(&format!("boot: Linux kernel {}", kernel.image.display()));
     let stamp = build_stamp(&repo.root, &work)?;
-    let bb = fs::read(rootfs::HOST_BUSYBOX)
-        .map_err(|e| format!("read {}: {e} (install busybox-static)", rootfs::HOST_BUSYBOX))?;
+    let bb = fs::read(rootfs::HOST_BUSYBOX).map_err(|e| {
+        format!(
+            "read {}: {e} (install busybox-static)",
+            rootfs::HOST_BUSYBOX
+        )
+    })?;
     if !baseline::is_static_elf(&bb) {
         return Err(format!(
             "{} is dynamically linked; install the busybox-static package",
@@ -202,21 +238,24 @@ pub fn linux(
     let memory = sawmill_memory(repo)?;
     let serial_path = work.join("serial.log");
     progress(&format!(
-        "boot: booting Linux with the busybox initramfs (-m {memory}, -icount shift=0)"
+        "boot: booting Linux with the busybox initramfs (-m {memory}, -icount shift=0), \
+         {BOOTS} times"
     ));
-    let serial = baseline::boot(
-        &baseline::Guest {
-            kernel: &kernel.image,
-            initrd: &initrd,
-            disk: None,
-            memory: &memory,
-            expected: 1,
-        },
-        &serial_path,
-        baseline::timeout_secs(),
-        progress,
-    )?;
-    the_figure(&serial, &linux_name(), &serial_path)
+    minimum_of_boots(progress, |_| {
+        let serial = baseline::boot(
+            &baseline::Guest {
+                kernel: &kernel.image,
+                initrd: &initrd,
+                disk: None,
+                memory: &memory,
+                expected: 1,
+            },
+            &serial_path,
+            baseline::timeout_secs(),
+            &mut |_| {},
+        )?;
+        the_figure(&serial, &linux_name(), &serial_path)
+    })
 }
 
 #[cfg(test)]
@@ -236,6 +275,21 @@ mod tests {
             ]
         );
         assert_eq!(linux_name(), "linux.boot.to_prompt");
+    }
+
+    #[test]
+    fn the_smallest_boot_wins() {
+        let values = [170.0, 161.0, 176.0];
+        let m = minimum_of_boots(&mut |_| {}, |k| {
+            Ok(Metric {
+                name: NAME.into(),
+                unit: "insn".into(),
+                value: values[(k - 1) % values.len()],
+            })
+        })
+        .unwrap();
+        assert_eq!(m.value, 161.0);
+        assert!(minimum_of_boots(&mut |_| {}, |_| Err("no".into())).is_err());
     }
 
     #[test]

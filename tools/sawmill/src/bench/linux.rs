@@ -672,28 +672,28 @@ pub fn boot(
     let log_err = log.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-machine", "pc", "-accel", "tcg", "-cpu", "qemu64", "-m"])
-    .arg(guest.memory)
-    .args(["-icount", "shift=0"])
-    .args(["-nographic", "-no-reboot", "-nic", "none"])
-    // A fixed guest wall clock that advances with virtual time: every run sees the same
-    // dates (file times on the disk, the kernel's boot-time random-pool input).
-    .args(["-rtc", RTC])
-    .arg("-kernel")
-    .arg(guest.kernel)
-    .arg("-initrd")
-    .arg(guest.initrd)
-    // nokaslr/norandmaps (KERNEL_CMDLINE): a fixed kernel and user address layout. With
-    // KASLR the layout changes every boot and the page-fault figure wanders by ~1.5% between
-    // runs; fixed, every figure agrees to 0.05% (bench/README.md).
-    .arg("-append")
-    .arg(KERNEL_CMDLINE);
+        .arg(guest.memory)
+        .args(["-icount", "shift=0"])
+        .args(["-nographic", "-no-reboot", "-nic", "none"])
+        // A fixed guest wall clock that advances with virtual time: every run sees the same
+        // dates (file times on the disk, the kernel's boot-time random-pool input).
+        .args(["-rtc", RTC])
+        .arg("-kernel")
+        .arg(guest.kernel)
+        .arg("-initrd")
+        .arg(guest.initrd)
+        // nokaslr/norandmaps (KERNEL_CMDLINE): a fixed kernel and user address layout. With
+        // KASLR the layout changes every boot and the page-fault figure wanders by ~1.5% between
+        // runs; fixed, every figure agrees to 0.05% (bench/README.md).
+        .arg("-append")
+        .arg(KERNEL_CMDLINE);
     if let Some(disk) = guest.disk {
         cmd.arg("-drive")
             .arg(format!("file={},format=raw,if=virtio", disk.display()));
     }
     cmd.stdin(Stdio::null())
-    .stdout(Stdio::from(log))
-    .stderr(Stdio::from(log_err));
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log_err));
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("run qemu-system-x86_64 (Debian package qemu-system-x86): {e}"))?;
@@ -719,10 +719,7 @@ pub fn boot(
                     reported += 1;
                     progress(&format!(
                         "linux: {reported}/{} {} = {} {}",
-                        guest.expected,
-                        m.name,
-                        m.value,
-                        m.unit
+                        guest.expected, m.name, m.value, m.unit
                     ));
                 }
                 partial_from = nl + 1;

@@ -852,6 +852,18 @@ mod tests {
     }
 
     #[test]
+    fn boot_to_prompt_pairs_with_linux_boot() {
+        let ms = vec![
+            m("boot.to_prompt", 150.0),
+            m("linux.boot.to_prompt", 6000.0),
+        ];
+        let r = ratios(&ms);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].name, "ratio.boot.to_prompt");
+        assert_eq!(r[0].value, 0.025);
+    }
+
+    #[test]
     fn markdown_rows() {
         let d = out_dir("md");
         let mut v = linux();

@@ -75,6 +75,17 @@ const RTC: &str = "base=2024-01-01T00:00:00,clock=vm";
 /// time on our machines). Override with `SAWMILL_LINUX_TIMEOUT` (seconds).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 
+/// The baseline's guest memory (`-m`).
+const MEMORY: &str = "512M";
+
+/// The hard limit on one QEMU run: `SAWMILL_LINUX_TIMEOUT` (seconds) or the default.
+pub fn timeout_secs() -> u64 {
+    std::env::var("SAWMILL_LINUX_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_TIMEOUT_SECS)
+}
+
 /// Runs the whole Linux baseline and returns its metrics (unit `insn`).
 pub fn run(
     repo: &Path,
@@ -160,20 +171,21 @@ pub fn run(
     )?;
 
     // 4. Boot.
-    let timeout = std::env::var("SAWMILL_LINUX_TIMEOUT")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or(DEFAULT_TIMEOUT_SECS);
     let serial_path = work.join("serial.log");
     progress(&format!(
-        "linux: booting under qemu-system-x86_64 -icount shift=0 -cpu qemu64 (timeout {timeout} s)"
+        "linux: booting under qemu-system-x86_64 -icount shift=0 -cpu qemu64 (timeout {} s)",
+        timeout_secs()
     ));
     let serial = boot(
-        &kernel.image,
-        &initrd,
-        &image,
+        &Guest {
+            kernel: &kernel.image,
+            initrd: &initrd,
+            disk: Some(&image),
+            memory: MEMORY,
+            expected: EXPECTED.len(),
+        },
         &serial_path,
-        timeout,
+        timeout_secs(),
         progress,
     )?;
 
@@ -313,14 +325,14 @@ fn valid_name(name: &str) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Kernel and modules
 
-struct Kernel {
-    image: PathBuf,
-    moddir: PathBuf,
+pub struct Kernel {
+    pub image: PathBuf,
+    pub moddir: PathBuf,
 }
 
 /// The kernel to boot: `SAWMILL_LINUX_KERNEL` if set (a `/boot/vmlinuz-<version>` path), else
 /// the newest `/boot/vmlinuz-<version>` whose `/lib/modules/<version>/modules.dep` exists.
-fn find_kernel() -> Result<Kernel, String> {
+pub fn find_kernel() -> Result<Kernel, String> {
     let candidates: Vec<PathBuf> = match std::env::var_os("SAWMILL_LINUX_KERNEL") {
         Some(p) => vec![PathBuf::from(p)],
         None => {
@@ -528,7 +540,7 @@ fn read_module(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// An ELF file without a PT_INTERP program header (statically linked).
-fn is_static_elf(data: &[u8]) -> bool {
+pub fn is_static_elf(data: &[u8]) -> bool {
     if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 {
         return false;
     }
@@ -561,28 +573,33 @@ fn is_static_elf(data: &[u8]) -> bool {
 /// entry a 110-byte ASCII header ("070701" and 13 eight-digit hex fields), the NUL-terminated
 /// name padded to 4 bytes, the data padded to 4 bytes; closed by an entry named TRAILER!!!.
 /// All times and owners are 0, so the archive is the same on every run.
-struct Cpio {
+pub struct Cpio {
     buf: Vec<u8>,
     ino: u32,
 }
 
 impl Cpio {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Cpio {
             buf: Vec::new(),
             ino: 1,
         }
     }
 
-    fn dir(&mut self, name: &str) {
+    pub fn dir(&mut self, name: &str) {
         self.entry(name, 0o040755, 2, (0, 0), &[]);
     }
 
-    fn file(&mut self, name: &str, perm: u32, data: &[u8]) {
+    pub fn file(&mut self, name: &str, perm: u32, data: &[u8]) {
         self.entry(name, 0o100000 | perm, 1, (0, 0), data);
     }
 
-    fn char_dev(&mut self, name: &str, perm: u32, major: u32, minor: u32) {
+    /// A symbolic link `name` -> `target` (the target is the entry's data).
+    pub fn symlink(&mut self, name: &str, target: &str) {
+        self.entry(name, 0o120777, 1, (0, 0), target.as_bytes());
+    }
+
+    pub fn char_dev(&mut self, name: &str, perm: u32, major: u32, minor: u32) {
         self.entry(name, 0o020000 | perm, 1, (major, minor), &[]);
     }
 
@@ -621,7 +638,7 @@ impl Cpio {
         }
     }
 
-    fn finish(mut self) -> Vec<u8> {
+    pub fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, 1, (0, 0), &[]);
         self.buf
     }
@@ -630,12 +647,22 @@ impl Cpio {
 // ---------------------------------------------------------------------------------------------
 // QEMU
 
+/// What a Linux benchmark boot runs.
+pub struct Guest<'a> {
+    pub kernel: &'a Path,
+    pub initrd: &'a Path,
+    /// A virtio disk, if any.
+    pub disk: Option<&'a Path>,
+    /// Guest memory (`-m`).
+    pub memory: &'a str,
+    /// How many `BENCH` lines the run gives (for the progress lines).
+    pub expected: usize,
+}
+
 /// Boots the guest, streams `BENCH` lines to `progress` as they appear, kills QEMU after
 /// `timeout_secs`, and returns the serial output.
-fn boot(
-    kernel: &Path,
-    initrd: &Path,
-    disk: &Path,
+pub fn boot(
+    guest: &Guest,
     serial_path: &Path,
     timeout_secs: u64,
     progress: &mut dyn FnMut(&str),
@@ -644,28 +671,29 @@ fn boot(
         .map_err(|e| format!("create {}: {e}", serial_path.display()))?;
     let log_err = log.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args([
-        "-machine", "pc", "-accel", "tcg", "-cpu", "qemu64", "-m", "512M",
-    ])
-    .args(["-icount", "shift=0"])
-    .args(["-nographic", "-no-reboot", "-nic", "none"])
-    // A fixed guest wall clock that advances with virtual time: every run sees the same
-    // dates (file times on the disk, the kernel's boot-time random-pool input).
-    .args(["-rtc", RTC])
-    .arg("-kernel")
-    .arg(kernel)
-    .arg("-initrd")
-    .arg(initrd)
-    // nokaslr/norandmaps (KERNEL_CMDLINE): a fixed kernel and user address layout. With
-    // KASLR the layout changes every boot and the page-fault figure wanders by ~1.5% between
-    // runs; fixed, every figure agrees to 0.05% (bench/README.md).
-    .arg("-append")
-    .arg(KERNEL_CMDLINE)
-    .arg("-drive")
-    .arg(format!("file={},format=raw,if=virtio", disk.display()))
-    .stdin(Stdio::null())
-    .stdout(Stdio::from(log))
-    .stderr(Stdio::from(log_err));
+    cmd.args(["-machine", "pc", "-accel", "tcg", "-cpu", "qemu64", "-m"])
+        .arg(guest.memory)
+        .args(["-icount", "shift=0"])
+        .args(["-nographic", "-no-reboot", "-nic", "none"])
+        // A fixed guest wall clock that advances with virtual time: every run sees the same
+        // dates (file times on the disk, the kernel's boot-time random-pool input).
+        .args(["-rtc", RTC])
+        .arg("-kernel")
+        .arg(guest.kernel)
+        .arg("-initrd")
+        .arg(guest.initrd)
+        // nokaslr/norandmaps (KERNEL_CMDLINE): a fixed kernel and user address layout. With
+        // KASLR the layout changes every boot and the page-fault figure wanders by ~1.5% between
+        // runs; fixed, every figure agrees to 0.05% (bench/README.md).
+        .arg("-append")
+        .arg(KERNEL_CMDLINE);
+    if let Some(disk) = guest.disk {
+        cmd.arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", disk.display()));
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log_err));
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("run qemu-system-x86_64 (Debian package qemu-system-x86): {e}"))?;
@@ -691,10 +719,7 @@ fn boot(
                     reported += 1;
                     progress(&format!(
                         "linux: {reported}/{} {} = {} {}",
-                        EXPECTED.len(),
-                        m.name,
-                        m.value,
-                        m.unit
+                        guest.expected, m.name, m.value, m.unit
                     ));
                 }
                 partial_from = nl + 1;
@@ -790,7 +815,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-fn tail(s: &str, lines: usize) -> String {
+pub fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().collect();
     v[v.len().saturating_sub(lines)..].join("\n")
 }

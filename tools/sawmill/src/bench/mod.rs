@@ -3,6 +3,7 @@
 //! <value> <unit>` lines, runs the same kind of measurements on Linux in the same emulator
 //! ([`linux`]), and writes the report ([`report`]) to target/bench/.
 
+pub mod boot;
 pub mod linux;
 pub mod linuxabi;
 pub mod report;
@@ -120,9 +121,12 @@ fn sawmill_figures(
 }
 
 /// Runs the benchmarks; `only`, when not empty, names the parts to run (system names,
-/// `linuxabi`, `linux`).
+/// `linuxabi`, `boot`, `linux`). `boot` boots both systems to the shell's prompt (the Linux side
+/// only `with_linux`); `linux` is the Linux baseline's `lbench` run.
 pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
     let chosen = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    let with_boot = chosen("boot");
+    let with_boot_linux = with_boot && with_linux;
     let with_linux = with_linux && chosen("linux");
     let with_linuxabi = chosen("linuxabi");
     let out_dir = repo.target().join("bench");
@@ -134,8 +138,18 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
         .into_iter()
         .filter(|s| chosen(s))
         .collect();
-    // build, each system, [the Linux personality's lbench], [the Linux baseline], the report
-    let steps = 2 + systems.len() + with_linuxabi as usize + with_linux as usize;
+    // build, each system, [the Linux personality's lbench], [boot to the prompt: sawmill,
+    // Linux], [the Linux baseline], the report
+    let steps = 2
+        + systems.len()
+        + with_linuxabi as usize
+        + with_boot as usize
+        + with_boot_linux as usize
+        + with_linux as usize;
+    let mut progress = |msg: &str| {
+        println!("      {msg}");
+        let _ = std::io::stdout().flush();
+    };
     let mut failures = Vec::new();
     let mut metrics = Vec::new();
     step(1, steps, "build sawmill guests");
@@ -154,14 +168,32 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
                 steps,
                 "sawmill: lbench on the Linux personality (systems/linux.toml, -icount shift=0)",
             );
-            let mut progress = |msg: &str| {
-                println!("      {msg}");
-                let _ = std::io::stdout().flush();
-            };
             match linuxabi::run(repo, &out_dir, &mut progress) {
                 Ok(m) => metrics.extend(m),
                 Err(e) => failures.push(format!("linuxabi: {e}")),
             }
+        }
+        if with_boot {
+            step(
+                2 + systems.len() + with_linuxabi as usize,
+                steps,
+                "sawmill: boot to the login shell's prompt (systems/linux.toml, -icount shift=0)",
+            );
+            match boot::sawmill(repo, &out_dir, &mut progress) {
+                Ok(m) => metrics.push(m),
+                Err(e) => failures.push(format!("{}: {e}", boot::NAME)),
+            }
+        }
+    }
+    if with_boot_linux {
+        step(
+            steps - 1 - with_linux as usize,
+            steps,
+            "Linux: boot a busybox initramfs to the shell's prompt (same QEMU, -icount shift=0)",
+        );
+        match boot::linux(repo, &out_dir, &mut progress) {
+            Ok(m) => metrics.push(m),
+            Err(e) => failures.push(format!("{}: {e}", boot::linux_name())),
         }
     }
     if with_linux {
@@ -170,10 +202,6 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
             steps,
             "Linux baseline (same QEMU, -icount shift=0)",
         );
-        let mut progress = |msg: &str| {
-            println!("      {msg}");
-            let _ = std::io::stdout().flush();
-        };
         match linux::run(&repo.root, &out_dir.join("linux"), &mut progress) {
             Ok(m) => metrics.extend(m),
             Err(e) => failures.push(format!("Linux baseline failed: {e}")),

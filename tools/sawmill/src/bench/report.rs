@@ -78,6 +78,14 @@ pub const RULES: &[Rule] = &[
         mirror: false,
     },
     Rule {
+        sawmill: "boot.to_prompt",
+        linux: "linux.boot.to_prompt",
+        ratio: "ratio.boot.to_prompt",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
         sawmill: "linuxabi.",
         linux: "linux.",
         ratio: "ratio.linuxabi.",
@@ -841,6 +849,18 @@ mod tests {
         let md = markdown(&ms, &r);
         assert!(md.contains("≤ 0.50 (met)"), "{md}");
         assert!(md.contains("≤ 0.80 (not met)"), "{md}");
+    }
+
+    #[test]
+    fn boot_to_prompt_pairs_with_linux_boot() {
+        let ms = vec![
+            m("boot.to_prompt", 150.0),
+            m("linux.boot.to_prompt", 6000.0),
+        ];
+        let r = ratios(&ms);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].name, "ratio.boot.to_prompt");
+        assert_eq!(r[0].value, 0.025);
     }
 
     #[test]

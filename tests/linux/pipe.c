@@ -182,10 +182,12 @@ int main(void)
 	result("select data", select(file + 1, &r, &w, NULL, &tv));
 	printf("set: read %d write %d file %d\n", FD_ISSET(p2[0], &r), FD_ISSET(p2[1], &w),
 	       FD_ISSET(file, &r));
+	/* Linux ignores descriptors beyond its table's current size (64 until it grows), so the
+	 * closed descriptor stays below 64 for the answer not to depend on the host's table. */
 	FD_ZERO(&r);
-	FD_SET(90, &r);
+	FD_SET(50, &r);
 	tv.tv_usec = 0;
-	result("select a closed descriptor", select(91, &r, NULL, NULL, &tv));
+	result("select a closed descriptor", select(51, &r, NULL, NULL, &tv));
 	result("select nfds -1", select(-1, NULL, NULL, NULL, &tv));
 	tv.tv_sec = 0;
 	tv.tv_usec = 20000;

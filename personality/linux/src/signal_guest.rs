@@ -759,6 +759,28 @@ fn sys_rt_sigsuspend(set: u64, size: u64) -> SysResult {
     Err(sig::ERESTARTNOHAND)
 }
 
+/// `ppoll`/`pselect6`: `mask` is the signal mask until [`wait_mask_end`] (the old one kept
+/// as `rt_sigsuspend` keeps it).
+pub fn wait_mask_begin(mask: u64) {
+    let s = signals();
+    s.saved_mask = Some(s.blocked);
+    s.blocked = mask & !sig::UNBLOCKABLE;
+}
+
+/// The wait of [`wait_mask_begin`] ended: the old mask is back now, unless a signal
+/// `interrupted` it: then its delivery at this call's return saves the old mask in the
+/// handler's frame (or puts it back if no handler runs), and a signal only the old mask blocks
+/// stays pending.
+pub fn wait_mask_end(interrupted: bool) {
+    let s = signals();
+    if !interrupted {
+        if let Some(m) = s.saved_mask.take() {
+            s.blocked = m;
+        }
+    }
+    refresh();
+}
+
 fn sys_pause() -> SysResult {
     block_until(None);
     Err(sig::ERESTARTNOHAND)

@@ -268,10 +268,8 @@ pub fn start() {
         cannot_start(exe, "writing the stack", e);
     }
 
-    let mut name = [0u8; 16];
-    let base = exe.rsplit('/').next().unwrap_or("").as_bytes();
-    let n = base.len().min(15);
-    name[..n].copy_from_slice(&base[..n]);
+    let name = published_name().unwrap_or_else(|| base_name(exe.as_bytes()));
+    publish_name(&name);
     *PROCESS.get() = Some(Process {
         pid,
         ppid,
@@ -359,6 +357,7 @@ fn start_forked(
     }
     let mut name = f.name;
     name[15] = 0;
+    publish_name(&name);
     *PROCESS.get() = Some(Process {
         pid,
         ppid,
@@ -433,8 +432,8 @@ fn start_forked(
 /// ends), or what the process started with.
 fn parent_pid() -> u64 {
     if HAS_INFO.load(Ordering::Relaxed) {
-        // SAFETY: proc maps the information page read-only at LIB_INFO before the library
-        // starts, for the whole life of the task; a u32 at INFO_PPID.
+        // SAFETY: proc maps the information page at LIB_INFO before the library starts, for
+        // the whole life of the task; a u32 at INFO_PPID.
         unsafe {
             core::ptr::read_volatile(
                 (layout::LIB_INFO as usize + sawmill_proc_api::INFO_PPID) as *const u32,
@@ -442,6 +441,48 @@ fn parent_pid() -> u64 {
         }
     } else {
         process().ppid
+    }
+}
+
+/// Tells proc (through the process information page) whether the program's thread sleeps in a
+/// wait now: /proc's `S` or `R`.
+pub(crate) fn set_sleeping(sleeping: bool) {
+    if HAS_INFO.load(Ordering::Relaxed) {
+        // SAFETY: proc maps the information page read-write at LIB_INFO before the library
+        // starts, for the whole life of the task; INFO_SLEEPING is a u32 the library owns.
+        unsafe {
+            core::ptr::write_volatile(
+                (layout::LIB_INFO as usize + sawmill_proc_api::INFO_SLEEPING) as *mut u32,
+                sleeping as u32,
+            )
+        }
+    }
+}
+
+/// The name an `execve` left in the process information page (the base name of the path it
+/// was given, as Linux's `comm` after exec: `exe` for `/proc/self/exe`), if any.
+fn published_name() -> Option<[u8; 16]> {
+    if !HAS_INFO.load(Ordering::Relaxed) {
+        return None;
+    }
+    let at = layout::LIB_INFO as usize + sawmill_proc_api::INFO_COMM;
+    let mut name = [0u8; 16];
+    for (i, b) in name[..15].iter_mut().enumerate() {
+        // SAFETY: as in publish_name.
+        *b = unsafe { core::ptr::read_volatile((at + i) as *const u8) };
+    }
+    (name[0] != 0).then_some(name)
+}
+
+/// Tells proc (through the process information page) the program's name (`comm`) for /proc.
+fn publish_name(name: &[u8; 16]) {
+    if HAS_INFO.load(Ordering::Relaxed) {
+        let at = layout::LIB_INFO as usize + sawmill_proc_api::INFO_COMM;
+        for (i, &b) in name[..sawmill_proc_api::INFO_COMM_LEN].iter().enumerate() {
+            // SAFETY: proc maps the information page read-write at LIB_INFO before the library
+            // starts, for the whole life of the task; INFO_COMM's 16 bytes are the library's.
+            unsafe { core::ptr::write_volatile((at + i) as *mut u8, b) }
+        }
     }
 }
 
@@ -1154,6 +1195,7 @@ fn sys_prctl(op: u64, arg: u64) -> SysResult {
             let k = s.len().min(15);
             n[..k].copy_from_slice(&s[..k]);
             p.name = n;
+            publish_name(&n);
             Ok(0)
         }
         PR_GET_NAME => GuestUser.write(arg, &p.name).map(|_| 0),
@@ -1287,6 +1329,8 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     if program.is_empty() {
         return Err(errno::ENOENT);
     }
+    // Linux names the new program after the path given (before this rewrite).
+    let new_name = base_name(program.as_bytes());
     if program == "/proc/self/exe" {
         // The program this process runs (busybox runs its applets so).
         program = env::find_all(env::KIND_LINUX_EXEC)
@@ -1324,11 +1368,23 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
+    // The new image takes its name from the information page (published_name).
+    publish_name(&new_name);
     if let Err(e) = proc.exec() {
+        publish_name(&process().name);
         fork_guest::exec_failed();
         return Err(proc_errno(e));
     }
     Ok(0)
+}
+
+/// Linux's `comm` of a program run from `path`: its last component, at most 15 bytes.
+fn base_name(path: &[u8]) -> [u8; 16] {
+    let base = path.rsplit(|&c| c == b'/').next().unwrap_or(b"");
+    let mut name = [0u8; 16];
+    let n = base.len().min(15);
+    name[..n].copy_from_slice(&base[..n]);
+    name
 }
 
 /// The piece of an exec request one `proc.exec_data` message carries (its `bytes<480>`).

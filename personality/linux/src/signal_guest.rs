@@ -300,6 +300,7 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         return stashed;
     }
     let wake = WAKE.load(Ordering::Relaxed);
+    guest::set_sleeping(true);
     let got = match (wake, deadline) {
         (0, Some(_)) | (0, None) => {
             sys::yield_now();
@@ -308,6 +309,7 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         (w, Some(d)) => sys::notify_wait_until(w, d),
         (w, None) => sys::notify_wait(w, 0),
     };
+    guest::set_sleeping(false);
     if let Ok(bits) = got {
         take_wake_bits(bits);
     }

@@ -761,6 +761,9 @@ impl Proc {
             .get(pid)
             .map(|p| p.children.clone())
             .unwrap_or_default();
+        // The groups this end orphans with a stopped member (before the table forgets who
+        // was whose link).
+        let orphaned = tty::newly_orphaned(&self.table, pid);
         // A zombie keeps its name for /proc.
         let comm = self.comm_of(pid);
         if let Some(p) = self.table.get_mut(pid) {
@@ -776,6 +779,11 @@ impl Proc {
                 self.signal_group(fg, signal::SIGHUP);
                 self.signal_group(fg, signal::SIGCONT);
             }
+        }
+        // No one is left to continue their stopped jobs: hung up, then continued (POSIX).
+        for g in orphaned {
+            self.signal_group(g, signal::SIGHUP);
+            self.signal_group(g, signal::SIGCONT);
         }
         self.release_extra(pid);
         for c in orphans {
@@ -1374,9 +1382,13 @@ impl proc::Server for Proc {
     fn tty_set_pgrp(&mut self, badge: u64, pgrp: u32, ttou_ok: bool) -> Result<(), ProcError> {
         let c = self.tty_caller(badge)?;
         let session = tty::session_of_group(&self.table, pgrp);
-        let r = self.terminal.set_pgrp(&c, pgrp, ttou_ok, session);
+        let mut r = self.terminal.set_pgrp(&c, pgrp, ttou_ok, session);
         if let Err(TtyError::Background(sig)) = r {
-            self.signal_group(c.pgid, sig);
+            if tty::orphaned(&self.table, c.pgid, None) {
+                r = Err(TtyError::Io);
+            } else {
+                self.signal_group(c.pgid, sig);
+            }
         }
         r.map_err(tty_error)
     }
@@ -1386,7 +1398,8 @@ impl proc::Server for Proc {
         if sig != signal::SIGTTIN && sig != signal::SIGTTOU {
             return Err(ProcError::Invalid);
         }
-        let r = self.terminal.check(&c, sig, ignored);
+        let orphaned = tty::orphaned(&self.table, c.pgid, None);
+        let r = self.terminal.check(&c, sig, ignored, orphaned);
         if let Err(TtyError::Background(s)) = r {
             self.signal_group(c.pgid, s);
         }

@@ -227,8 +227,14 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
     let mut regions = Vec::new();
     let mut revoked = Vec::new();
     let snap = rm::snapshot(layout::PROGRAM_MIN, layout::PROGRAM_END);
+    // Shared anonymous memory: the child counts as one more user of each such dataspace.
+    let mut shared: Vec<u64> = Vec::new();
     let made = (|| -> Result<(), Errno> {
         for r in &snap {
+            if r.flags & rm::SHARED != 0 && !shared.contains(&r.ds) {
+                rm::share(r.ds, 1).map_err(|_| errno::EAGAIN)?;
+                shared.push(r.ds);
+            }
             let private = r.flags & rm::OWNED != 0;
             let ds = if private {
                 caps.copy(r.ds, &mut copies)?
@@ -262,7 +268,14 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         rm::forget(a, l);
     }
     guest::forget_region();
+    // A fork that fails takes its counts back.
+    let unshare = |shared: &[u64]| {
+        for &ds in shared {
+            let _ = rm::share(ds, -1);
+        }
+    };
     if let Err(e) = made {
+        unshare(&shared);
         caps.discard();
         return Err(e);
     }
@@ -283,14 +296,16 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         signals: crate::signal_guest::fork_state(),
     });
     if let Err(e) = hand_off(&st, &mut caps) {
+        unshare(&shared);
         caps.discard();
         return Err(e);
     }
-    let pid = match proc_client()?.fork() {
+    let pid = match proc_client().and_then(|p| p.fork().map_err(proc_errno)) {
         Ok(pid) => pid,
         Err(e) => {
+            unshare(&shared);
             caps.discard();
-            return Err(proc_errno(e));
+            return Err(e);
         }
     };
     caps.done();

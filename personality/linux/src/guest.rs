@@ -160,6 +160,20 @@ fn attach_anonymous(at: u64, len: u64, fl: u32) -> Result<(), Errno> {
         })
 }
 
+/// Fresh anonymous memory shared with the children this process forks (`MAP_SHARED |
+/// MAP_ANONYMOUS`): a dataspace one page larger, whose first page counts the processes using it
+/// (lib/rm's `SHARED`), attached from its second page. Returns the dataspace and the flags and
+/// offset to attach it with.
+fn shared_anonymous(len: u64, rights: u32) -> Result<(u64, u32, u64), Errno> {
+    let ds = anonymous(len.checked_add(PAGE).ok_or(errno::ENOMEM)?)?;
+    if rm::share(ds, 1).is_err() {
+        let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+        let _ = sys::cap_delete(ds);
+        return Err(errno::ENOMEM);
+    }
+    Ok((ds, rights | rm::SHARED, PAGE))
+}
+
 fn rm_rights(prot: u64) -> u32 {
     let (r, w, x) = mm::rights(prot);
     (if r { rm::READ } else { 0 })
@@ -903,6 +917,7 @@ fn sys_mmap(a: [u64; 6]) -> SysResult {
     };
     let rights = rm_rights(req.prot);
     let (ds, fl, offset) = match req.fd {
+        None if req.shared => shared_anonymous(len, rights)?,
         None => (anonymous(len)?, rights | rm::OWNED, 0),
         Some(fd) => {
             let src = files_guest::mmap_source(fd)?;
@@ -924,7 +939,7 @@ fn sys_mmap(a: [u64; 6]) -> SysResult {
             Ok(a)
         }
         Err(e) => {
-            if fl & rm::OWNED != 0 {
+            if fl & (rm::OWNED | rm::SHARED) != 0 {
                 let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
                 let _ = sys::cap_delete(ds);
             }
@@ -1003,6 +1018,15 @@ fn sys_mremap(a: [u64; 6]) -> SysResult {
     let fl = last.flags;
     if fl & rm::OWNED != 0 {
         attach_anonymous(at + old_len, extra, fl & rm::RIGHTS)?;
+    } else if fl & rm::SHARED != 0 {
+        // Shared anonymous memory grows by memory of its own (shared with the children
+        // forked from now on, not with those that share the first part).
+        let (ds, sfl, off) = shared_anonymous(extra, fl & rm::RIGHTS)?;
+        if let Err(e) = rm::attach(ds, off, extra, Some(at + old_len), sfl) {
+            let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+            let _ = sys::cap_delete(ds);
+            return Err(rm_errno(e));
+        }
     } else {
         let off = last.offset + (at + old_len - last.start);
         rm::attach(last.ds, off, extra, Some(at + old_len), fl).map_err(rm_errno)?;

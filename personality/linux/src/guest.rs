@@ -160,6 +160,35 @@ fn attach_anonymous(at: u64, len: u64, fl: u32) -> Result<(), Errno> {
         })
 }
 
+/// New anonymous memory of `len` bytes for the program (`mmap`, `brk`, `mremap`): ENOMEM if
+/// the process's own kernel memory could not map it (`mm::kmem_admit`), or mem could not give
+/// it while keeping its reserve for every other process (`mm::anon_admit`).
+/// Asked of mem only once the program's growth since the last answer passes a threshold (small
+/// allocations are not worth a call each).
+fn anon_room(len: u64) -> Result<(), Errno> {
+    /// Growth (bytes) that makes the next allocation ask mem.
+    const ASK_EVERY: u64 = 1 << 20;
+    static GROWN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+    let grown = GROWN.fetch_add(len, Ordering::Relaxed) + len;
+    if grown < ASK_EVERY {
+        return Ok(());
+    }
+    let pages = len.div_ceil(PAGE);
+    // The process's own bound: the kernel memory its mappings take.
+    let kmem_ok = sys::factory_info(slots::FACTORY)
+        .map_or(true, |(used, limit)| mm::kmem_admit(pages, used, limit));
+    // Everyone's bound: mem's pages.
+    let mem_ok = rm::mem()
+        .and_then(|m| m.stats().ok())
+        .is_none_or(|s| mm::anon_admit(pages, s.used, s.quota, s.free));
+    if !(kmem_ok && mem_ok) {
+        GROWN.store(ASK_EVERY, Ordering::Relaxed);
+        return Err(errno::ENOMEM);
+    }
+    GROWN.store(0, Ordering::Relaxed);
+    Ok(())
+}
+
 /// Fresh anonymous memory shared with the children this process forks (`MAP_SHARED |
 /// MAP_ANONYMOUS`): a dataspace one page larger, whose first page counts the processes using it
 /// (lib/rm's `SHARED`), attached from its second page. Returns the dataspace and the flags and
@@ -879,7 +908,8 @@ fn sys_brk(want: u64) -> u64 {
     let ok = match step {
         BrkStep::Nothing => true,
         BrkStep::Grow { from, to } => {
-            attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok()
+            anon_room(to - from).is_ok()
+                && attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok()
         }
         BrkStep::Shrink { from, to } => rm::detach_range(from, to - from).is_ok(),
     };
@@ -916,6 +946,10 @@ fn sys_mmap(a: [u64; 6]) -> SysResult {
         .ok_or(errno::ENOMEM)?,
     };
     let rights = rm_rights(req.prot);
+    // A reservation without access (PROT_NONE) promises no memory.
+    if req.fd.is_none() && req.prot != 0 {
+        anon_room(len)?;
+    }
     let (ds, fl, offset) = match req.fd {
         None if req.shared => shared_anonymous(len, rights)?,
         None => (anonymous(len)?, rights | rm::OWNED, 0),
@@ -991,6 +1025,11 @@ fn sys_mremap(a: [u64; 6]) -> SysResult {
         return Ok(old);
     }
     let extra = new_len - old_len;
+    // Growth of anonymous memory is promised before anything moves.
+    let grows = rm::region_info(old + old_len - 1).ok_or(errno::EFAULT)?;
+    if grows.flags & (rm::OWNED | rm::SHARED) != 0 && grows.flags & rm::RIGHTS != 0 {
+        anon_room(extra)?;
+    }
     let tail_free = |at: u64| {
         mm::program_range(at + old_len, extra)
             && !used_ranges()

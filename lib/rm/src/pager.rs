@@ -7,7 +7,7 @@ use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{dataspace, mem, DsError, MapFlags};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
-pub use crate::regions::flags::{COW, EXEC, OWNED, READ, RIGHTS, SHARED, WRITE};
+pub use crate::regions::flags::{BORROWED, COW, EXEC, OWNED, READ, RIGHTS, SHARED, WRITE};
 
 /// The address range the region manager hands out (1 TiB .. 32 TiB): clear of the fixed layout
 /// root gives every server (environment, heap, stack, UTCBs below 4 GiB; mem's pool at 64 GiB).
@@ -192,6 +192,9 @@ fn free_dataspaces(gone: &[crate::regions::Region]) {
     let g = REGIONS.lock();
     let mut freed: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
     for r in gone {
+        if r.flags & BORROWED != 0 {
+            continue;
+        }
         let mut drop = alloc::vec::Vec::new();
         if r.shadow != 0 {
             drop.push(r.shadow);

@@ -229,8 +229,31 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
     let snap = rm::snapshot(layout::PROGRAM_MIN, layout::PROGRAM_END);
     // Shared anonymous memory: the child counts as one more user of each such dataspace.
     let mut shared: Vec<u64> = Vec::new();
+    // A vfork child (CLONE_VM) runs in the parent's memory until it execs or ends: it gets
+    // the parent's own dataspaces, borrowed (never freed by it), and its writes are the
+    // parent's. The parent waits meanwhile (below), as on Linux.
+    let borrow = kind == CloneKind::Vfork && flags & procs::CLONE_VM != 0;
     let made = (|| -> Result<(), Errno> {
         for r in &snap {
+            if borrow && r.flags & rm::SHARED == 0 {
+                let ds = caps.index(r.ds);
+                let shadow = if r.shadow != 0 {
+                    caps.index(r.shadow)
+                } else {
+                    NONE
+                };
+                regions.push(handoff::Region {
+                    start: r.start,
+                    size: r.size,
+                    ds,
+                    offset: r.offset,
+                    flags: (r.flags & !rm::OWNED) | rm::BORROWED,
+                    shadow,
+                    shadow_offset: r.shadow_offset,
+                    private: r.private.clone(),
+                });
+                continue;
+            }
             if r.flags & rm::SHARED != 0 && !shared.contains(&r.ds) {
                 rm::share(r.ds, 1).map_err(|_| errno::EAGAIN)?;
                 shared.push(r.ds);

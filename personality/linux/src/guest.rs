@@ -875,7 +875,13 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
         nr::EXECVE => sys_execve(a[0], a[1], a[2]),
         nr::FORK => fork_guest::fork(procs::CloneKind::Fork, 0, 0, 0, 0),
-        nr::VFORK => fork_guest::fork(procs::CloneKind::Vfork, 0, 0, 0, 0),
+        nr::VFORK => fork_guest::fork(
+            procs::CloneKind::Vfork,
+            procs::CLONE_VM | procs::CLONE_VFORK,
+            0,
+            0,
+            0,
+        ),
         // clone(flags, stack, parent_tid, child_tid, tls)
         nr::CLONE => match procs::clone_kind(a[0]) {
             Ok(k) => fork_guest::fork(k, a[0], a[1], a[2], a[3]),

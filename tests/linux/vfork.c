@@ -2,7 +2,8 @@
  * writes to globals (.data and .bss), the heap and a private anonymous mapping are the
  * parent's afterwards; the same for clone(CLONE_VM | CLONE_VFORK) on a stack of the parent's
  * (musl's posix_spawn); clone(CLONE_VFORK) without CLONE_VM gets a copy (its writes are its
- * own); posix_spawn of a missing program reports ENOENT, of a real one runs it. */
+ * own), and so does a fork by a vfork child; posix_spawn of a missing program reports
+ * ENOENT, of a real one runs it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -46,6 +47,24 @@ int main(void)
 	}
 	waitpid(c, NULL, 0);
 	printf("vfork child's writes: data %d bss %d heap %d anon %d\n", in_data, in_bss, heap[0], anon[0]);
+
+	/* A fork by the vfork child copies the memory it borrows: the grandchild's write is its
+	 * own, the vfork child's the parent's. */
+	c = vfork();
+	if (c == 0) {
+		in_data = 40;
+		pid_t g = fork();
+		if (g == 0) {
+			in_data = 41;
+			_exit(0);
+		}
+		waitpid(g, NULL, 0);
+		_exit(in_data == 40 ? 0 : 1);
+	}
+	int st0;
+	waitpid(c, &st0, 0);
+	printf("vfork child's fork: data %d, the vfork child saw its own %s\n", in_data,
+	       WEXITSTATUS(st0) == 0 ? "yes" : "no");
 
 	/* After exec the child is another program: the parent's memory is its own again. */
 	c = vfork();

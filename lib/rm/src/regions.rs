@@ -20,7 +20,8 @@ pub mod flags {
     /// last task to stop using it frees it (`pager::share`).
     pub const SHARED: u32 = 32;
     /// Borrowed from another task (a `vfork` child runs in its parent's memory until it execs
-    /// or ends): the dataspace and its shadow are the other task's, never freed here.
+    /// or ends): the dataspace and its shadow are the other task's, never freed here (the
+    /// other flags say what they are to their owner: `OWNED` memory is copied by a fork).
     pub const BORROWED: u32 = 64;
     /// The bits that are access rights (what `protect` changes).
     pub const RIGHTS: u32 = READ | WRITE | EXEC;

@@ -247,7 +247,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
                     size: r.size,
                     ds,
                     offset: r.offset,
-                    flags: (r.flags & !rm::OWNED) | rm::BORROWED,
+                    flags: r.flags | rm::BORROWED,
                     shadow,
                     shadow_offset: r.shadow_offset,
                     private: r.private.clone(),
@@ -277,7 +277,8 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
                 size: r.size,
                 ds,
                 offset: r.offset,
-                flags: r.flags,
+                // A fork of a vfork child copies what it borrowed: the copy is the new child's.
+                flags: r.flags & !rm::BORROWED,
                 shadow,
                 shadow_offset: r.shadow_offset,
                 private: r.private.clone(),

@@ -270,7 +270,8 @@ pub fn start() {
         heap /= 2;
     }
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
-    HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);
+    // proc maps the information page before the library starts; a test launcher does not.
+    HAS_INFO.store(sys::translate(layout::LIB_INFO).is_ok(), Ordering::Relaxed);
     let received = fork_guest::received();
     if let Some((mut st, caps)) = received {
         if let Some(f) = st.fork.take() {
@@ -365,8 +366,8 @@ pub fn start() {
     }
 }
 
-/// Whether proc maps the process information page (`layout::LIB_INFO`): a test launcher
-/// without proc does not.
+/// Whether proc maps the process information page (`layout::LIB_INFO`): a test launcher does
+/// not.
 static HAS_INFO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// A `fork` child: takes over the parent's memory regions, break, thread pointer and registers,

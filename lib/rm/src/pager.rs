@@ -7,7 +7,7 @@ use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{dataspace, mem, DsError, MapFlags};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
-pub use crate::regions::flags::{COW, EXEC, OWNED, READ, RIGHTS, WRITE};
+pub use crate::regions::flags::{BORROWED, COW, EXEC, OWNED, READ, RIGHTS, SHARED, WRITE};
 
 /// The address range the region manager hands out (1 TiB .. 32 TiB): clear of the fixed layout
 /// root gives every server (environment, heap, stack, UTCBs below 4 GiB; mem's pool at 64 GiB).
@@ -192,11 +192,14 @@ fn free_dataspaces(gone: &[crate::regions::Region]) {
     let g = REGIONS.lock();
     let mut freed: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
     for r in gone {
+        if r.flags & BORROWED != 0 {
+            continue;
+        }
         let mut drop = alloc::vec::Vec::new();
         if r.shadow != 0 {
             drop.push(r.shadow);
         }
-        if r.flags & OWNED != 0 {
+        if r.flags & (OWNED | SHARED) != 0 {
             drop.push(r.ds);
         }
         for ds in drop {
@@ -205,11 +208,42 @@ fn free_dataspaces(gone: &[crate::regions::Region]) {
             }
         }
     }
+    let shared: alloc::vec::Vec<u64> = gone
+        .iter()
+        .filter(|r| r.flags & SHARED != 0)
+        .map(|r| r.ds)
+        .collect();
     core::mem::drop(g);
     for ds in freed {
+        // A shared dataspace goes only with its last task; the others drop their capability.
+        if shared.contains(&ds) && share(ds, -1).map_or(true, |left| left > 0) {
+            let _ = sys::cap_delete(ds);
+            continue;
+        }
         let _ = dataspace::Client::new(ds).free();
         let _ = sys::cap_delete(ds);
     }
+}
+
+/// Adds `delta` to the count of tasks using shared dataspace `ds` (flag [`SHARED`]: the count
+/// is a u64 in its first page, which no region attaches); returns the count after. A new
+/// shared dataspace starts at 1 (its creator); `fork` adds 1 for the child before handing it on.
+/// The count is changed atomically, as the tasks sharing it may run at once.
+pub fn share(ds: u64, delta: i64) -> Result<u64, RmError> {
+    let at = attach(ds, 0, PAGE, None, READ | WRITE)?;
+    // SAFETY: the first page of `ds`, attached read-write just above; a u64 at its start, only
+    // ever changed atomically.
+    let count = unsafe { &*(at as *const core::sync::atomic::AtomicU64) };
+    let after = if delta >= 0 {
+        count.fetch_add(delta as u64, Ordering::AcqRel) + delta as u64
+    } else {
+        count
+            .fetch_sub(delta.unsigned_abs(), Ordering::AcqRel)
+            .saturating_sub(delta.unsigned_abs())
+    };
+    let r = REGIONS.lock().detach(at)?;
+    let _ = sys::unmap(r.start, r.pages(), sawmill_abi::UNMAP_SELF);
+    Ok(after)
 }
 
 /// Detaches everything in `[addr, addr + len)` (page multiples), splitting regions that
@@ -383,14 +417,14 @@ pub fn spawn(stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, RmE
 
 /// Attaches `size` bytes of dataspace `ds` (a capability slot; the region manager does not take
 /// it over) from byte `offset` at address `at`, or anywhere if None. `fl`: READ | WRITE | EXEC
-/// | COW | OWNED (0 rights: a reserved range, every access faults). Size and offset are page multiples; the dataspace checks its bounds at fault time (so
+/// | COW | OWNED | SHARED (0 rights: a reserved range, every access faults). Size and offset are page multiples; the dataspace checks its bounds at fault time (so
 /// attaching never waits for its manager).
 pub fn attach(ds: u64, offset: u64, size: u64, at: Option<u64>, fl: u32) -> Result<u64, RmError> {
     if EP.load(Ordering::Acquire) == 0 {
         return Err(RmError::NotReady);
     }
     // No rights at all is a reserved range (PROT_NONE); writable or executable implies readable.
-    if fl & !(READ | WRITE | EXEC | COW | OWNED) != 0
+    if fl & !(READ | WRITE | EXEC | COW | OWNED | SHARED) != 0
         || (fl & (WRITE | EXEC) != 0 && fl & READ == 0)
     {
         return Err(RmError::Invalid);

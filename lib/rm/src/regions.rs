@@ -15,6 +15,14 @@ pub mod flags {
     /// The region manager owns the dataspace: it frees it when the last region attached from
     /// it goes (anonymous memory of a Linux program, split by `munmap` and `mprotect`).
     pub const OWNED: u32 = 16;
+    /// Shared between tasks (a Linux program's `MAP_SHARED|MAP_ANONYMOUS` memory across
+    /// `fork`): the dataspace's first page (never attached) counts the tasks that use it; the
+    /// last task to stop using it frees it (`pager::share`).
+    pub const SHARED: u32 = 32;
+    /// Borrowed from another task (a `vfork` child runs in its parent's memory until it execs
+    /// or ends): the dataspace and its shadow are the other task's, never freed here (the
+    /// other flags say what they are to their owner: `OWNED` memory is copied by a fork).
+    pub const BORROWED: u32 = 64;
     /// The bits that are access rights (what `protect` changes).
     pub const RIGHTS: u32 = READ | WRITE | EXEC;
 }

@@ -227,8 +227,37 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
     let mut regions = Vec::new();
     let mut revoked = Vec::new();
     let snap = rm::snapshot(layout::PROGRAM_MIN, layout::PROGRAM_END);
+    // Shared anonymous memory: the child counts as one more user of each such dataspace.
+    let mut shared: Vec<u64> = Vec::new();
+    // A vfork child (CLONE_VM) runs in the parent's memory until it execs or ends: it gets
+    // the parent's own dataspaces, borrowed (never freed by it), and its writes are the
+    // parent's. The parent waits meanwhile (below), as on Linux.
+    let borrow = kind == CloneKind::Vfork && flags & procs::CLONE_VM != 0;
     let made = (|| -> Result<(), Errno> {
         for r in &snap {
+            if borrow && r.flags & rm::SHARED == 0 {
+                let ds = caps.index(r.ds);
+                let shadow = if r.shadow != 0 {
+                    caps.index(r.shadow)
+                } else {
+                    NONE
+                };
+                regions.push(handoff::Region {
+                    start: r.start,
+                    size: r.size,
+                    ds,
+                    offset: r.offset,
+                    flags: r.flags | rm::BORROWED,
+                    shadow,
+                    shadow_offset: r.shadow_offset,
+                    private: r.private.clone(),
+                });
+                continue;
+            }
+            if r.flags & rm::SHARED != 0 && !shared.contains(&r.ds) {
+                rm::share(r.ds, 1).map_err(|_| errno::EAGAIN)?;
+                shared.push(r.ds);
+            }
             let private = r.flags & rm::OWNED != 0;
             let ds = if private {
                 caps.copy(r.ds, &mut copies)?
@@ -248,7 +277,8 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
                 size: r.size,
                 ds,
                 offset: r.offset,
-                flags: r.flags,
+                // A fork of a vfork child copies what it borrowed: the copy is the new child's.
+                flags: r.flags & !rm::BORROWED,
                 shadow,
                 shadow_offset: r.shadow_offset,
                 private: r.private.clone(),
@@ -262,7 +292,14 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         rm::forget(a, l);
     }
     guest::forget_region();
+    // A fork that fails takes its counts back.
+    let unshare = |shared: &[u64]| {
+        for &ds in shared {
+            let _ = rm::share(ds, -1);
+        }
+    };
     if let Err(e) = made {
+        unshare(&shared);
         caps.discard();
         return Err(e);
     }
@@ -283,14 +320,16 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         signals: crate::signal_guest::fork_state(),
     });
     if let Err(e) = hand_off(&st, &mut caps) {
+        unshare(&shared);
         caps.discard();
         return Err(e);
     }
-    let pid = match proc_client()?.fork() {
+    let pid = match proc_client().and_then(|p| p.fork().map_err(proc_errno)) {
         Ok(pid) => pid,
         Err(e) => {
+            unshare(&shared);
             caps.discard();
-            return Err(proc_errno(e));
+            return Err(e);
         }
     };
     caps.done();

@@ -160,6 +160,49 @@ fn attach_anonymous(at: u64, len: u64, fl: u32) -> Result<(), Errno> {
         })
 }
 
+/// New anonymous memory of `len` bytes for the program (`mmap`, `brk`, `mremap`): ENOMEM if
+/// the process's own kernel memory could not map it (`mm::kmem_admit`), or mem could not give
+/// it while keeping its reserve for every other process (`mm::anon_admit`).
+/// Asked of mem only once the program's growth since the last answer passes a threshold (small
+/// allocations are not worth a call each).
+fn anon_room(len: u64) -> Result<(), Errno> {
+    /// Growth (bytes) that makes the next allocation ask mem.
+    const ASK_EVERY: u64 = 1 << 20;
+    static GROWN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+    let grown = GROWN.fetch_add(len, Ordering::Relaxed) + len;
+    if grown < ASK_EVERY {
+        return Ok(());
+    }
+    let pages = len.div_ceil(PAGE);
+    // The process's own bound: the kernel memory its mappings take.
+    let kmem_ok = sys::factory_info(slots::FACTORY)
+        .map_or(true, |(used, limit)| mm::kmem_admit(pages, used, limit));
+    // Everyone's bound: mem's pages.
+    let mem_ok = rm::mem()
+        .and_then(|m| m.stats().ok())
+        .is_none_or(|s| mm::anon_admit(pages, s.used, s.quota, s.free));
+    if !(kmem_ok && mem_ok) {
+        GROWN.store(ASK_EVERY, Ordering::Relaxed);
+        return Err(errno::ENOMEM);
+    }
+    GROWN.store(0, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Fresh anonymous memory shared with the children this process forks (`MAP_SHARED |
+/// MAP_ANONYMOUS`): a dataspace one page larger, whose first page counts the processes using it
+/// (lib/rm's `SHARED`), attached from its second page. Returns the dataspace and the flags and
+/// offset to attach it with.
+fn shared_anonymous(len: u64, rights: u32) -> Result<(u64, u32, u64), Errno> {
+    let ds = anonymous(len.checked_add(PAGE).ok_or(errno::ENOMEM)?)?;
+    if rm::share(ds, 1).is_err() {
+        let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+        let _ = sys::cap_delete(ds);
+        return Err(errno::ENOMEM);
+    }
+    Ok((ds, rights | rm::SHARED, PAGE))
+}
+
 fn rm_rights(prot: u64) -> u32 {
     let (r, w, x) = mm::rights(prot);
     (if r { rm::READ } else { 0 })
@@ -227,7 +270,8 @@ pub fn start() {
         heap /= 2;
     }
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
-    HAS_INFO.store(env::cap("proc").is_some(), Ordering::Relaxed);
+    // proc maps the information page before the library starts; a test launcher does not.
+    HAS_INFO.store(sys::translate(layout::LIB_INFO).is_ok(), Ordering::Relaxed);
     let received = fork_guest::received();
     if let Some((mut st, caps)) = received {
         if let Some(f) = st.fork.take() {
@@ -268,10 +312,8 @@ pub fn start() {
         cannot_start(exe, "writing the stack", e);
     }
 
-    let mut name = [0u8; 16];
-    let base = exe.rsplit('/').next().unwrap_or("").as_bytes();
-    let n = base.len().min(15);
-    name[..n].copy_from_slice(&base[..n]);
+    let name = published_name().unwrap_or_else(|| base_name(exe.as_bytes()));
+    publish_name(&name);
     *PROCESS.get() = Some(Process {
         pid,
         ppid,
@@ -324,8 +366,8 @@ pub fn start() {
     }
 }
 
-/// Whether proc maps the process information page (`layout::LIB_INFO`): a test launcher
-/// without proc does not.
+/// Whether proc maps the process information page (`layout::LIB_INFO`): a test launcher does
+/// not.
 static HAS_INFO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// A `fork` child: takes over the parent's memory regions, break, thread pointer and registers,
@@ -359,6 +401,7 @@ fn start_forked(
     }
     let mut name = f.name;
     name[15] = 0;
+    publish_name(&name);
     *PROCESS.get() = Some(Process {
         pid,
         ppid,
@@ -433,8 +476,8 @@ fn start_forked(
 /// ends), or what the process started with.
 fn parent_pid() -> u64 {
     if HAS_INFO.load(Ordering::Relaxed) {
-        // SAFETY: proc maps the information page read-only at LIB_INFO before the library
-        // starts, for the whole life of the task; a u32 at INFO_PPID.
+        // SAFETY: proc maps the information page at LIB_INFO before the library starts, for
+        // the whole life of the task; a u32 at INFO_PPID.
         unsafe {
             core::ptr::read_volatile(
                 (layout::LIB_INFO as usize + sawmill_proc_api::INFO_PPID) as *const u32,
@@ -442,6 +485,48 @@ fn parent_pid() -> u64 {
         }
     } else {
         process().ppid
+    }
+}
+
+/// Tells proc (through the process information page) whether the program's thread sleeps in a
+/// wait now: /proc's `S` or `R`.
+pub(crate) fn set_sleeping(sleeping: bool) {
+    if HAS_INFO.load(Ordering::Relaxed) {
+        // SAFETY: proc maps the information page read-write at LIB_INFO before the library
+        // starts, for the whole life of the task; INFO_SLEEPING is a u32 the library owns.
+        unsafe {
+            core::ptr::write_volatile(
+                (layout::LIB_INFO as usize + sawmill_proc_api::INFO_SLEEPING) as *mut u32,
+                sleeping as u32,
+            )
+        }
+    }
+}
+
+/// The name an `execve` left in the process information page (the base name of the path it
+/// was given, as Linux's `comm` after exec: `exe` for `/proc/self/exe`), if any.
+fn published_name() -> Option<[u8; 16]> {
+    if !HAS_INFO.load(Ordering::Relaxed) {
+        return None;
+    }
+    let at = layout::LIB_INFO as usize + sawmill_proc_api::INFO_COMM;
+    let mut name = [0u8; 16];
+    for (i, b) in name[..15].iter_mut().enumerate() {
+        // SAFETY: as in publish_name.
+        *b = unsafe { core::ptr::read_volatile((at + i) as *const u8) };
+    }
+    (name[0] != 0).then_some(name)
+}
+
+/// Tells proc (through the process information page) the program's name (`comm`) for /proc.
+fn publish_name(name: &[u8; 16]) {
+    if HAS_INFO.load(Ordering::Relaxed) {
+        let at = layout::LIB_INFO as usize + sawmill_proc_api::INFO_COMM;
+        for (i, &b) in name[..sawmill_proc_api::INFO_COMM_LEN].iter().enumerate() {
+            // SAFETY: proc maps the information page read-write at LIB_INFO before the library
+            // starts, for the whole life of the task; INFO_COMM's 16 bytes are the library's.
+            unsafe { core::ptr::write_volatile((at + i) as *mut u8, b) }
+        }
     }
 }
 
@@ -791,7 +876,13 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
         nr::EXECVE => sys_execve(a[0], a[1], a[2]),
         nr::FORK => fork_guest::fork(procs::CloneKind::Fork, 0, 0, 0, 0),
-        nr::VFORK => fork_guest::fork(procs::CloneKind::Vfork, 0, 0, 0, 0),
+        nr::VFORK => fork_guest::fork(
+            procs::CloneKind::Vfork,
+            procs::CLONE_VM | procs::CLONE_VFORK,
+            0,
+            0,
+            0,
+        ),
         // clone(flags, stack, parent_tid, child_tid, tls)
         nr::CLONE => match procs::clone_kind(a[0]) {
             Ok(k) => fork_guest::fork(k, a[0], a[1], a[2], a[3]),
@@ -824,7 +915,8 @@ fn sys_brk(want: u64) -> u64 {
     let ok = match step {
         BrkStep::Nothing => true,
         BrkStep::Grow { from, to } => {
-            attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok()
+            anon_room(to - from).is_ok()
+                && attach_anonymous(from, to - from, rm::READ | rm::WRITE).is_ok()
         }
         BrkStep::Shrink { from, to } => rm::detach_range(from, to - from).is_ok(),
     };
@@ -861,7 +953,12 @@ fn sys_mmap(a: [u64; 6]) -> SysResult {
         .ok_or(errno::ENOMEM)?,
     };
     let rights = rm_rights(req.prot);
+    // A reservation without access (PROT_NONE) promises no memory.
+    if req.fd.is_none() && req.prot != 0 {
+        anon_room(len)?;
+    }
     let (ds, fl, offset) = match req.fd {
+        None if req.shared => shared_anonymous(len, rights)?,
         None => (anonymous(len)?, rights | rm::OWNED, 0),
         Some(fd) => {
             let src = files_guest::mmap_source(fd)?;
@@ -883,7 +980,7 @@ fn sys_mmap(a: [u64; 6]) -> SysResult {
             Ok(a)
         }
         Err(e) => {
-            if fl & rm::OWNED != 0 {
+            if fl & (rm::OWNED | rm::SHARED) != 0 {
                 let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
                 let _ = sys::cap_delete(ds);
             }
@@ -935,6 +1032,11 @@ fn sys_mremap(a: [u64; 6]) -> SysResult {
         return Ok(old);
     }
     let extra = new_len - old_len;
+    // Growth of anonymous memory is promised before anything moves.
+    let grows = rm::region_info(old + old_len - 1).ok_or(errno::EFAULT)?;
+    if grows.flags & (rm::OWNED | rm::SHARED) != 0 && grows.flags & rm::RIGHTS != 0 {
+        anon_room(extra)?;
+    }
     let tail_free = |at: u64| {
         mm::program_range(at + old_len, extra)
             && !used_ranges()
@@ -962,6 +1064,15 @@ fn sys_mremap(a: [u64; 6]) -> SysResult {
     let fl = last.flags;
     if fl & rm::OWNED != 0 {
         attach_anonymous(at + old_len, extra, fl & rm::RIGHTS)?;
+    } else if fl & rm::SHARED != 0 {
+        // Shared anonymous memory grows by memory of its own (shared with the children
+        // forked from now on, not with those that share the first part).
+        let (ds, sfl, off) = shared_anonymous(extra, fl & rm::RIGHTS)?;
+        if let Err(e) = rm::attach(ds, off, extra, Some(at + old_len), sfl) {
+            let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+            let _ = sys::cap_delete(ds);
+            return Err(rm_errno(e));
+        }
     } else {
         let off = last.offset + (at + old_len - last.start);
         rm::attach(last.ds, off, extra, Some(at + old_len), fl).map_err(rm_errno)?;
@@ -1154,6 +1265,7 @@ fn sys_prctl(op: u64, arg: u64) -> SysResult {
             let k = s.len().min(15);
             n[..k].copy_from_slice(&s[..k]);
             p.name = n;
+            publish_name(&n);
             Ok(0)
         }
         PR_GET_NAME => GuestUser.write(arg, &p.name).map(|_| 0),
@@ -1287,6 +1399,8 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     if program.is_empty() {
         return Err(errno::ENOENT);
     }
+    // Linux names the new program after the path given (before this rewrite).
+    let new_name = base_name(program.as_bytes());
     if program == "/proc/self/exe" {
         // The program this process runs (busybox runs its applets so).
         program = env::find_all(env::KIND_LINUX_EXEC)
@@ -1324,11 +1438,23 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
+    // The new image takes its name from the information page (published_name).
+    publish_name(&new_name);
     if let Err(e) = proc.exec() {
+        publish_name(&process().name);
         fork_guest::exec_failed();
         return Err(proc_errno(e));
     }
     Ok(0)
+}
+
+/// Linux's `comm` of a program run from `path`: its last component, at most 15 bytes.
+fn base_name(path: &[u8]) -> [u8; 16] {
+    let base = path.rsplit(|&c| c == b'/').next().unwrap_or(b"");
+    let mut name = [0u8; 16];
+    let n = base.len().min(15);
+    name[..n].copy_from_slice(&base[..n]);
+    name
 }
 
 /// The piece of an exec request one `proc.exec_data` message carries (its `bytes<480>`).

@@ -31,7 +31,7 @@ pub const LIB_IMAGE: u64 = LIB_BASE;
 /// The library's environment page, heap, stack top, UTCBs and 2 MiB pages (`lib/spawn`
 /// `Layout`).
 pub const LIB_ENV: u64 = 0x7000_0000;
-/// The process information page proc maps read-only (`sawmill_proc_api::INFO_PPID`...).
+/// The process information page proc maps (`sawmill_proc_api::INFO_PPID`...).
 pub const LIB_INFO: u64 = 0x7008_0000;
 pub const LIB_HEAP: u64 = 0x7010_0000;
 pub const LIB_STACK_TOP: u64 = 0x7800_0000;

@@ -1,7 +1,8 @@
 //! Address-space decisions for the memory calls (`mmap`, `munmap`, `mprotect`, `mremap`,
 //! `brk`): argument checks as Linux makes them, the rights a protection means, and where a
-//! mapping without a fixed address goes. Pure logic over a list of used ranges; the guest
-//! carries the decisions out with the region manager.
+//! mapping without a fixed address goes, and whether new anonymous memory may be promised.
+//! Pure logic over a list of used ranges; the guest carries the decisions out with the region
+//! manager.
 
 use crate::errno::{self, Errno};
 use crate::layout;
@@ -250,6 +251,39 @@ impl Brk {
     }
 }
 
+/// Kernel memory one more mapped 4 KiB page costs the process: its mapping node and its share
+/// of a page table (charged to the process's own kernel-memory quota, `process_kmem_kb`).
+pub const KMEM_PER_PAGE: u64 = sawmill_kcore::mapdb::NODE_BYTES as u64 + 8;
+/// Kernel memory the library keeps for itself (its heap, file windows, signal frames): new
+/// anonymous memory is refused before it would take this.
+pub const KMEM_RESERVE: u64 = 96 * 1024;
+
+/// Whether the process's own kernel memory (`used` of `limit` bytes) can map `pages` more
+/// pages and keep the library's reserve: the per-process bound on memory (each process has a
+/// quota of its own), met with ENOMEM up front rather than a fault that cannot be served.
+pub fn kmem_admit(pages: u64, used: u64, limit: u64) -> bool {
+    limit.saturating_sub(used)
+        >= pages
+            .saturating_mul(KMEM_PER_PAGE)
+            .saturating_add(KMEM_RESERVE)
+}
+
+/// The part of the memory every process draws on (mem's room for proc's account) that a new
+/// anonymous mapping, `brk` or `mremap` growth may not take: 1/RESERVE_SHARE of it stays for the
+/// pages other processes have mapped but not touched yet, their forks and the file servers.
+pub const RESERVE_SHARE: u64 = 8;
+
+/// Whether `pages` of new anonymous memory may be promised, given the account every process
+/// shares at mem (`used` and `quota` pages of it, `free` pages left in mem): Linux's heuristic
+/// overcommit in spirit (an allocation that cannot be met is refused with ENOMEM up front), with
+/// a reserve, so that one process allocating without end gets ENOMEM while the others can
+/// still touch what they have and allocate a little.
+pub fn anon_admit(pages: u64, used: u64, quota: u64, free: u64) -> bool {
+    let room = quota.saturating_sub(used).min(free);
+    let capacity = used.saturating_add(room);
+    room >= pages.saturating_add(capacity / RESERVE_SHARE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,5 +394,30 @@ mod tests {
         );
         assert_eq!(rights(PROT_WRITE), (true, true, false));
         assert_eq!(rights(0), (false, false, false));
+    }
+
+    #[test]
+    fn anonymous_memory_keeps_a_reserve() {
+        // 160 MiB in all (40,960 pages), nothing used: up to 7/8 of it at once.
+        assert!(anon_admit(35_840, 0, u64::MAX, 40_960));
+        assert!(!anon_admit(35_841, 0, u64::MAX, 40_960));
+        // Most of it used: 1 MiB no longer fits above the reserve.
+        assert!(!anon_admit(256, 36_000, u64::MAX, 4_960));
+        assert!(anon_admit(256, 30_000, u64::MAX, 10_960));
+        // A quota below mem's free pages bounds the room.
+        assert!(!anon_admit(100, 1_000, 1_050, 40_000));
+        // Nothing left: nothing promised.
+        assert!(!anon_admit(1, 0, 0, 0));
+    }
+
+    #[test]
+    fn kernel_memory_bounds_a_process() {
+        let limit = 768 * 1024;
+        assert!(kmem_admit(256, 180 * 1024, limit));
+        // Near the end: the reserve stays.
+        let used = limit - KMEM_RESERVE - 255 * KMEM_PER_PAGE;
+        assert!(!kmem_admit(256, used, limit));
+        assert!(kmem_admit(255, used, limit));
+        assert!(!kmem_admit(0, limit, limit));
     }
 }

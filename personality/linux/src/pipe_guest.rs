@@ -259,6 +259,18 @@ impl PipeHost for Guest {
         self.console.is_some_and(|c| c.readable().unwrap_or(false))
     }
 
+    fn signal_pending(&mut self) -> bool {
+        crate::signal_guest::interrupted_before_wait()
+    }
+
+    fn wait_mask_begin(&mut self, mask: u64) {
+        crate::signal_guest::wait_mask_begin(mask);
+    }
+
+    fn wait_mask_end(&mut self, interrupted: bool) {
+        crate::signal_guest::wait_mask_end(interrupted);
+    }
+
     fn wait_io(&mut self, deadline: Option<u64>) -> Result<bool, Errno> {
         // Every wait of the process goes through the signals layer's, so a caught signal ends
         // it (EINTR, or a restart under SA_RESTART) and no wake bit is lost to another waiter:

@@ -32,8 +32,8 @@ pub enum CloneKind {
     /// A new process with a copy of the caller's memory (`fork`).
     Fork,
     /// `vfork` (and `posix_spawn`'s CLONE_VM|CLONE_VFORK): a new process; the parent waits
-    /// until it runs a new program or ends. The child runs on a copy of the memory (see
-    /// docs/proc.md: its writes are not seen by the parent).
+    /// until it runs a new program or ends. With `CLONE_VM` the child borrows the parent's
+    /// memory (its writes are the parent's; docs/proc.md), without it a copy.
     Vfork,
 }
 

@@ -300,6 +300,7 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         return stashed;
     }
     let wake = WAKE.load(Ordering::Relaxed);
+    guest::set_sleeping(true);
     let got = match (wake, deadline) {
         (0, Some(_)) | (0, None) => {
             sys::yield_now();
@@ -308,6 +309,7 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         (w, Some(d)) => sys::notify_wait_until(w, d),
         (w, None) => sys::notify_wait(w, 0),
     };
+    guest::set_sleeping(false);
     if let Ok(bits) = got {
         take_wake_bits(bits);
     }
@@ -757,6 +759,28 @@ fn sys_rt_sigsuspend(set: u64, size: u64) -> SysResult {
     s.blocked = mask & !sig::UNBLOCKABLE;
     block_until(None);
     Err(sig::ERESTARTNOHAND)
+}
+
+/// `ppoll`/`pselect6`: `mask` is the signal mask until [`wait_mask_end`] (the old one kept
+/// as `rt_sigsuspend` keeps it).
+pub fn wait_mask_begin(mask: u64) {
+    let s = signals();
+    s.saved_mask = Some(s.blocked);
+    s.blocked = mask & !sig::UNBLOCKABLE;
+}
+
+/// The wait of [`wait_mask_begin`] ended: the old mask is back now, unless a signal
+/// `interrupted` it: then its delivery at this call's return saves the old mask in the
+/// handler's frame (or puts it back if no handler runs), and a signal only the old mask blocks
+/// stays pending.
+pub fn wait_mask_end(interrupted: bool) {
+    let s = signals();
+    if !interrupted {
+        if let Some(m) = s.saved_mask.take() {
+            s.blocked = m;
+        }
+    }
+    refresh();
 }
 
 fn sys_pause() -> SysResult {

@@ -70,10 +70,21 @@ pub fn pids_after<T>(t: &Table<T>, after: Pid) -> Vec<u8> {
     out
 }
 
+/// A process's run state as /proc shows it (Linux's letters R, S, T, Z).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Running,
+    /// Its program's thread waits (for a child, input, a signal, time).
+    Sleeping,
+    /// Stopped by a stop signal (job control) until a SIGCONT.
+    Stopped,
+    Zombie,
+}
+
 /// One process as `status` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Info {
-    pub zombie: bool,
+    pub state: RunState,
     pub ppid: Pid,
     pub pgid: Pid,
     pub sid: Pid,
@@ -87,12 +98,18 @@ pub struct Info {
     pub name: String,
 }
 
-/// `status`: process `pid`, or None if it is not in the table.
-pub fn info<T: Known>(t: &Table<T>, pid: Pid) -> Option<Info> {
+/// `status`: process `pid`, or None if it is not in the table. `sleeping`: its library says its
+/// program's thread waits now (the process information page).
+pub fn info<T: Known>(t: &Table<T>, pid: Pid, sleeping: bool) -> Option<Info> {
     let p: &Process<T> = t.get(pid)?;
     let facts = p.task.as_ref().map(|r| r.facts());
     Some(Info {
-        zombie: matches!(p.state, State::Zombie(_)),
+        state: match p.state {
+            State::Zombie(_) => RunState::Zombie,
+            State::Running if p.job.stopped => RunState::Stopped,
+            State::Running if sleeping => RunState::Sleeping,
+            State::Running => RunState::Running,
+        },
         ppid: p.ppid,
         pgid: p.pgid,
         sid: p.sid,
@@ -105,7 +122,7 @@ pub fn info<T: Known>(t: &Table<T>, pid: Pid) -> Option<Info> {
             State::Zombie(s) => Status::wait_status(s),
             State::Running => 0,
         },
-        name: String::from(facts.map_or("", |f| f.name())),
+        name: String::from(facts.map_or(p.comm.as_str(), |f| f.name())),
     })
 }
 
@@ -191,11 +208,11 @@ mod tests {
                 facts(&["cat", "/etc/motd"], "/bin/cat", 40),
             )
             .unwrap();
-        let i = info(&t, a).unwrap();
+        let i = info(&t, a, false).unwrap();
         assert_eq!(
             i,
             Info {
-                zombie: false,
+                state: RunState::Running,
                 ppid: INIT,
                 pgid: INIT,
                 sid: INIT,
@@ -212,12 +229,16 @@ mod tests {
         assert_eq!(cmdline(&t, a, 4, 3).unwrap(), b"/et");
         assert_eq!(cmdline(&t, a, 99, 480).unwrap(), b"");
         assert_eq!(exe(&t, a, 0, 400).unwrap(), b"/bin/cat");
+        assert_eq!(info(&t, a, true).unwrap().state, RunState::Sleeping);
+        // Stopped shows as such, sleeping or not.
+        assert!(crate::tty::stop(&mut t, a, 19));
+        assert_eq!(info(&t, a, true).unwrap().state, RunState::Stopped);
         t.end(a, Status::Exited(2)).unwrap();
-        let z = info(&t, a).unwrap();
-        assert!(z.zombie);
+        let z = info(&t, a, true).unwrap();
+        assert_eq!(z.state, RunState::Zombie);
         assert_eq!(z.exit, 0x200);
         assert_eq!(cmdline(&t, a, 0, 480).unwrap(), vec![0u8; 0]);
-        assert_eq!(info(&t, 77), None);
+        assert_eq!(info(&t, 77, false), None);
         assert_eq!(exe(&t, 77, 0, 400), None);
     }
 }

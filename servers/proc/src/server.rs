@@ -17,8 +17,9 @@ use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor, INIT};
 use sawmill_proc::tty::{self, Caller, Terminal, TtyError};
 use sawmill_proc_api::{
-    Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST,
-    MAX_HANDOFF_CAPS, WAKE_CAP, WAKE_CHILD, WAKE_CONT, WAKE_SIGNAL,
+    Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, INFO_COMM, INFO_COMM_LEN, INFO_PPID,
+    INFO_SLEEPING, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS, WAKE_CAP, WAKE_CHILD, WAKE_CONT,
+    WAKE_SIGNAL,
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
@@ -493,7 +494,8 @@ impl Proc {
             src: info,
             dst: linux::LIB_INFO,
             pages: 1,
-            flags: sawmill_abi::map::READ,
+            // Writable: the library says there when it sleeps (INFO_SLEEPING).
+            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
         });
         let rec = |kind: u64, value: u64, bytes: &[u8]| Record {
             kind,
@@ -759,6 +761,14 @@ impl Proc {
             .get(pid)
             .map(|p| p.children.clone())
             .unwrap_or_default();
+        // The groups this end orphans with a stopped member (before the table forgets who
+        // was whose link).
+        let orphaned = tty::newly_orphaned(&self.table, pid);
+        // A zombie keeps its name for /proc.
+        let comm = self.comm_of(pid);
+        if let Some(p) = self.table.get_mut(pid) {
+            p.comm = comm;
+        }
         let Ok(r) = self.table.end(pid, status) else {
             return;
         };
@@ -769,6 +779,11 @@ impl Proc {
                 self.signal_group(fg, signal::SIGHUP);
                 self.signal_group(fg, signal::SIGCONT);
             }
+        }
+        // No one is left to continue their stopped jobs: hung up, then continued (POSIX).
+        for g in orphaned {
+            self.signal_group(g, signal::SIGHUP);
+            self.signal_group(g, signal::SIGCONT);
         }
         self.release_extra(pid);
         for c in orphans {
@@ -812,6 +827,30 @@ impl Proc {
             report_init(status);
             self.done = true;
         }
+    }
+
+    /// The name /proc shows for running process `pid`: what its library wrote in its
+    /// information page (`prctl(PR_SET_NAME)`), else its program file's.
+    fn comm_of(&self, pid: Pid) -> String {
+        if let Some(x) = self.extras.get(&pid) {
+            let mut b = [0u8; INFO_COMM_LEN];
+            for (i, c) in b.iter_mut().enumerate() {
+                // SAFETY: `x.info` is a page of our pool, mapped here while the process has
+                // its extras; any bytes the process wrote are only read.
+                *c = unsafe {
+                    core::ptr::read_volatile((x.info as usize + INFO_COMM + i) as *const u8)
+                };
+            }
+            let n = b.iter().position(|&c| c == 0).unwrap_or(b.len()).min(15);
+            if n > 0 {
+                return String::from_utf8_lossy(&b[..n]).into_owned();
+            }
+        }
+        self.table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map(|t| String::from(t.facts.name()))
+            .unwrap_or_default()
     }
 
     /// Makes signal `r` pending for running process `pid` and wakes its library.
@@ -1343,9 +1382,13 @@ impl proc::Server for Proc {
     fn tty_set_pgrp(&mut self, badge: u64, pgrp: u32, ttou_ok: bool) -> Result<(), ProcError> {
         let c = self.tty_caller(badge)?;
         let session = tty::session_of_group(&self.table, pgrp);
-        let r = self.terminal.set_pgrp(&c, pgrp, ttou_ok, session);
+        let mut r = self.terminal.set_pgrp(&c, pgrp, ttou_ok, session);
         if let Err(TtyError::Background(sig)) = r {
-            self.signal_group(c.pgid, sig);
+            if tty::orphaned(&self.table, c.pgid, None) {
+                r = Err(TtyError::Io);
+            } else {
+                self.signal_group(c.pgid, sig);
+            }
         }
         r.map_err(tty_error)
     }
@@ -1355,7 +1398,8 @@ impl proc::Server for Proc {
         if sig != signal::SIGTTIN && sig != signal::SIGTTOU {
             return Err(ProcError::Invalid);
         }
-        let r = self.terminal.check(&c, sig, ignored);
+        let orphaned = tty::orphaned(&self.table, c.pgid, None);
+        let r = self.terminal.check(&c, sig, ignored, orphaned);
         if let Err(TtyError::Background(s)) = r {
             self.signal_group(c.pgid, s);
         }
@@ -1439,14 +1483,26 @@ impl proc_info::Server for Proc {
     }
 
     fn status(&mut self, _badge: u64, pid: u32) -> Result<proc_info::StatusOut, ProcError> {
-        let i = info::info(&self.table, pid).ok_or(ProcError::NoProcess)?;
+        let sleeping = self.extras.get(&pid).is_some_and(|x| {
+            // SAFETY: `x.info` is a page of our pool, mapped here for as long as the process
+            // has its extras; the process may write any value at INFO_SLEEPING (only its own
+            // /proc state is at stake).
+            unsafe {
+                core::ptr::read_volatile((x.info as usize + INFO_SLEEPING) as *const u32) != 0
+            }
+        });
+        let mut i = info::info(&self.table, pid, sleeping).ok_or(ProcError::NoProcess)?;
+        if i.state != info::RunState::Zombie {
+            i.name = self.comm_of(pid);
+        }
         let mut name = rpc::Bytes::<64>::default();
         name.set(&i.name.as_bytes()[..i.name.len().min(64)]);
         Ok(proc_info::StatusOut {
-            state: if i.zombie {
-                ProcState::Zombie
-            } else {
-                ProcState::Running
+            state: match i.state {
+                info::RunState::Running => ProcState::Running,
+                info::RunState::Sleeping => ProcState::Sleeping,
+                info::RunState::Stopped => ProcState::Stopped,
+                info::RunState::Zombie => ProcState::Zombie,
             },
             ppid: i.ppid,
             pgid: i.pgid,

@@ -98,6 +98,8 @@ pub struct Process<T> {
     pub signals: crate::signal::Pending,
     /// Stopped or not, and the change its parent's `wait` has not seen yet (job control).
     pub job: crate::tty::Job,
+    /// A zombie's program name (`comm`: /proc shows it after the task is gone, as Linux).
+    pub comm: alloc::string::String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +219,7 @@ impl<T> Table<T> {
                 task: Some(task),
                 signals: Default::default(),
                 job: Default::default(),
+                comm: Default::default(),
             },
         );
         self.serials.insert(serial, pid);

@@ -5,6 +5,15 @@
 //! (SIGTTIN, SIGTTOU), and each process's stop state with the change its parent's `wait` has
 //! not seen yet (WUNTRACED, WCONTINUED).
 //!
+//! Orphaned process groups (POSIX; Linux's `will_become_orphaned_pgrp`, `kill_orphaned_pgrp`):
+//! a group is orphaned when no member has a parent in another group of the same session (no
+//! shell left to continue its stopped jobs). When an exit orphans a group with a stopped
+//! member, every member gets SIGHUP then SIGCONT ([`newly_orphaned`]); a process of an
+//! orphaned group is not stopped by SIGTSTP, SIGTTIN or SIGTTOU, and its background terminal
+//! access is EIO instead of a stop. One difference from Linux: a parent that is init counts
+//! as a link like any other (Linux ignores init there), because here init is the login shell,
+//! whose jobs must stop and continue.
+//!
 //! Plain data over the process table: it touches nothing else; the server sends the signals
 //! the answers name.
 
@@ -175,15 +184,23 @@ impl Terminal {
         }
     }
 
-    /// Before a read (`sig` SIGTTIN) or a change of the settings (`sig` SIGTTOU) by `c`;
-    /// `ignored`: the caller ignores or blocks `sig`.
-    pub fn check(&self, c: &Caller, sig: u32, ignored: bool) -> Result<(), TtyError> {
+    /// Before a read (`sig` SIGTTIN) or a change of the settings or a write under `TOSTOP`
+    /// (`sig` SIGTTOU) by `c`; `ignored`: the caller ignores or blocks `sig`; `orphaned`: the
+    /// caller's group is orphaned (no one would continue it: EIO instead of the stop).
+    pub fn check(
+        &self,
+        c: &Caller,
+        sig: u32,
+        ignored: bool,
+        orphaned: bool,
+    ) -> Result<(), TtyError> {
         if !self.is_ctty_of(c) || c.pgid == self.fg {
             return Ok(());
         }
         match (ignored, sig) {
             (true, SIGTTIN) => Err(TtyError::Io),
             (true, _) => Ok(()),
+            (false, _) if orphaned => Err(TtyError::Io),
             (false, s) => Err(TtyError::Background(s)),
         }
     }
@@ -210,9 +227,76 @@ pub fn session_of_group<T>(table: &Table<T>, pgrp: Pid) -> Option<Pid> {
         .map(|p| p.sid)
 }
 
+/// Whether process group `pgrp` is orphaned, not counting process `ignoring` (one that is
+/// ending): no running member has a parent in another group of its session.
+pub fn orphaned<T>(table: &Table<T>, pgrp: Pid, ignoring: Option<Pid>) -> bool {
+    !table.running_pids().into_iter().any(|m| {
+        if Some(m) == ignoring {
+            return false;
+        }
+        let Some(p) = table.get(m) else {
+            return false;
+        };
+        if p.pgid != pgrp {
+            return false;
+        }
+        table
+            .get(p.ppid)
+            .is_some_and(|q| Some(q.pid) != ignoring && q.pgid != pgrp && q.sid == p.sid)
+    })
+}
+
+/// Whether a running member of `pgrp` is stopped.
+pub fn has_stopped<T>(table: &Table<T>, pgrp: Pid) -> bool {
+    table
+        .running_pids()
+        .into_iter()
+        .filter_map(|m| table.get(m))
+        .any(|p| p.pgid == pgrp && p.job.stopped)
+}
+
+/// Running process `pid` is about to end: the groups its end orphans that have a stopped
+/// member (each to get SIGHUP then SIGCONT). Its own group, if it was that group's link to
+/// its parent's group; and its children's groups (other groups of its session), if it was
+/// theirs. Call before the table ends it.
+pub fn newly_orphaned<T>(table: &Table<T>, pid: Pid) -> alloc::vec::Vec<Pid> {
+    let mut out = alloc::vec::Vec::new();
+    let Some(p) = table.get(pid) else {
+        return out;
+    };
+    let (pgid, sid) = (p.pgid, p.sid);
+    let consider = |g: Pid, out: &mut alloc::vec::Vec<Pid>| {
+        if !out.contains(&g) && orphaned(table, g, Some(pid)) && has_stopped(table, g) {
+            out.push(g);
+        }
+    };
+    if let Some(parent) = table.get(p.ppid) {
+        if parent.pgid != pgid && parent.sid == sid {
+            consider(pgid, &mut out);
+        }
+    }
+    for &c in &p.children {
+        let Some(cp) = table.get(c) else {
+            continue;
+        };
+        if cp.state == State::Running && cp.pgid != pgid && cp.sid == sid {
+            consider(cp.pgid, &mut out);
+        }
+    }
+    out
+}
+
 /// Process `pid` stops by `sig` (its library carries out the default action): false if a
-/// SIGCONT is already waiting for it (then it goes on; the SIGCONT is taken as usual).
+/// SIGCONT is already waiting for it (then it goes on; the SIGCONT is taken as usual), or if
+/// `sig` is a terminal stop signal (not SIGSTOP) and its group is orphaned (Linux discards
+/// the stop then).
 pub fn stop<T>(table: &mut Table<T>, pid: Pid, sig: u32) -> bool {
+    let Some(p) = table.get(pid) else {
+        return false;
+    };
+    if sig != SIGSTOP && orphaned(table, p.pgid, None) {
+        return false;
+    }
     let Some(p) = table.get_mut(pid) else {
         return false;
     };
@@ -383,17 +467,21 @@ mod tests {
         // A background read: SIGTTIN, or EIO when ignored; a background change of the
         // settings: SIGTTOU, or allowed when ignored. The foreground and strangers pass.
         assert_eq!(
-            t.check(&job, SIGTTIN, false),
+            t.check(&job, SIGTTIN, false, false),
             Err(TtyError::Background(SIGTTIN))
         );
-        assert_eq!(t.check(&job, SIGTTIN, true), Err(TtyError::Io));
+        assert_eq!(t.check(&job, SIGTTIN, true, false), Err(TtyError::Io));
         assert_eq!(
-            t.check(&job, SIGTTOU, false),
+            t.check(&job, SIGTTOU, false, false),
             Err(TtyError::Background(SIGTTOU))
         );
-        assert_eq!(t.check(&job, SIGTTOU, true), Ok(()));
-        assert_eq!(t.check(&shell, SIGTTIN, false), Ok(()));
-        assert_eq!(t.check(&stranger, SIGTTIN, false), Ok(()));
+        assert_eq!(t.check(&job, SIGTTOU, true, false), Ok(()));
+        assert_eq!(t.check(&shell, SIGTTIN, false, false), Ok(()));
+        assert_eq!(t.check(&stranger, SIGTTIN, false, false), Ok(()));
+        // An orphaned group is not stopped: EIO.
+        assert_eq!(t.check(&job, SIGTTIN, false, true), Err(TtyError::Io));
+        assert_eq!(t.check(&job, SIGTTOU, false, true), Err(TtyError::Io));
+        assert_eq!(t.check(&job, SIGTTOU, true, true), Ok(()));
     }
 
     fn rec(sig: u32) -> Record {
@@ -412,6 +500,9 @@ mod tests {
         let (init, _) = t.create(None, Creds::of(0, 0), ()).unwrap();
         let (a, _) = t.create(Some(init), Creds::of(0, 0), ()).unwrap();
         let (b, _) = t.create(Some(init), Creds::of(0, 0), ()).unwrap();
+        // Jobs of their own (init's group is orphaned: nothing in it stops by SIGTSTP).
+        t.setpgid(init, a, 0).unwrap();
+        t.setpgid(init, b, 0).unwrap();
         assert_eq!(
             wait_change(&mut t, init, WaitFor::Any, WUNTRACED | WCONTINUED),
             Ok(None)
@@ -436,7 +527,7 @@ mod tests {
         assert!(!t.get(a).unwrap().signals.has(SIGTTIN));
         assert!(!on_send(&mut t, a, SIGCONT));
         assert_eq!(
-            wait_change(&mut t, init, WaitFor::Group(init), WCONTINUED),
+            wait_change(&mut t, init, WaitFor::Group(a), WCONTINUED),
             Ok(Some(Found::Changed(a, Change::Continued)))
         );
         // A SIGCONT already waiting cancels the stop; a stop signal sent discards it.
@@ -459,6 +550,47 @@ mod tests {
             wait_change(&mut t, b, WaitFor::Any, WUNTRACED),
             Err(TableError::NoChild)
         );
+    }
+
+    #[test]
+    fn orphaned_groups_as_posix() {
+        // init (shell, session 1) -> s (leads session s) -> m (group m) -> c (group m).
+        let mut t: Table<()> = Table::new(8);
+        let (init, _) = t.create(None, Creds::of(0, 0), ()).unwrap();
+        let (s, _) = t.create(Some(init), Creds::of(0, 0), ()).unwrap();
+        t.setsid(s).unwrap();
+        let (m, _) = t.create(Some(s), Creds::of(0, 0), ()).unwrap();
+        t.setpgid(m, 0, 0).unwrap();
+        let (c, _) = t.create(Some(m), Creds::of(0, 0), ()).unwrap();
+        // m's parent s is in another group of the session: not orphaned. s's own group has
+        // no parent in its session (init is in another): orphaned.
+        assert!(!orphaned(&t, m, None));
+        assert!(orphaned(&t, s, None));
+        // A terminal stop signal stops c; m's end would orphan group m with c stopped.
+        assert!(stop(&mut t, c, SIGTSTP));
+        assert!(has_stopped(&t, m));
+        assert!(!has_stopped(&t, s));
+        assert_eq!(newly_orphaned(&t, m), vec![m]);
+        // Without the stop nothing is to be signalled.
+        t.get_mut(c).unwrap().job = Job::default();
+        assert!(newly_orphaned(&t, m).is_empty());
+        t.end(m, Status::Exited(0)).unwrap();
+        assert!(orphaned(&t, m, None));
+        // Now in an orphaned group: SIGTSTP, SIGTTIN, SIGTTOU do not stop c; SIGSTOP does.
+        assert!(!stop(&mut t, c, SIGTSTP));
+        assert!(!stop(&mut t, c, SIGTTIN));
+        assert!(stop(&mut t, c, SIGSTOP));
+        // A child in another group of the session, stopped: its parent's end orphans it.
+        let (d, _) = t.create(Some(s), Creds::of(0, 0), ()).unwrap();
+        t.setpgid(s, d, 0).unwrap();
+        let (e, _) = t.create(Some(d), Creds::of(0, 0), ()).unwrap();
+        assert!(stop(&mut t, e, SIGTTOU));
+        // s's end: d's group loses its link (d's parent s).
+        assert_eq!(newly_orphaned(&t, s), vec![d]);
+        // A group kept by another link is not orphaned by one member's end.
+        let (f, _) = t.create(Some(s), Creds::of(0, 0), ()).unwrap();
+        t.setpgid(s, f, d).unwrap();
+        assert!(newly_orphaned(&t, d).is_empty());
     }
 
     #[test]

@@ -181,6 +181,8 @@ impl Procfs {
             pid,
             name: String::from(core::str::from_utf8(s.name.as_slice()).unwrap_or("?")),
             zombie: s.state == ProcState::Zombie,
+            stopped: s.state == ProcState::Stopped,
+            sleeping: s.state == ProcState::Sleeping,
             ppid: s.ppid,
             pgid: s.pgid,
             sid: s.sid,

@@ -20,6 +20,10 @@ pub struct Process {
     /// `comm`: the program's name, at most 15 bytes.
     pub name: String,
     pub zombie: bool,
+    /// Stopped by a stop signal (`T`).
+    pub stopped: bool,
+    /// Its thread waits (`S`; else `R`).
+    pub sleeping: bool,
     pub ppid: u32,
     pub pgid: u32,
     pub sid: u32,
@@ -37,6 +41,10 @@ impl Process {
     fn state(&self) -> (char, &'static str) {
         if self.zombie {
             ('Z', "zombie")
+        } else if self.stopped {
+            ('T', "stopped")
+        } else if self.sleeping {
+            ('S', "sleeping")
         } else {
             ('R', "running")
         }
@@ -396,6 +404,17 @@ mod tests {
         assert!(s.starts_with("Name:\tcat\nState:\tR (running)\nTgid:\t4566\nNgid:\t0\nPid:\t4566\nPPid:\t4473\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\n"));
         assert!(s.contains("\nNSsid:\t22391\nThreads:\t1\n"));
         assert_eq!(pid_comm(&cat()), "cat\n");
+        // Linux's words for the other states (host `cat /proc/PID/status` of a sleeping, a
+        // stopped and a zombie process).
+        let mut p = cat();
+        p.sleeping = true;
+        assert!(pid_status(&p).contains("\nState:\tS (sleeping)\n"));
+        assert!(pid_stat(&p).starts_with("4566 (cat) S "));
+        p.stopped = true;
+        assert!(pid_status(&p).contains("\nState:\tT (stopped)\n"));
+        assert!(pid_stat(&p).starts_with("4566 (cat) T "));
+        p.zombie = true;
+        assert!(pid_status(&p).contains("\nState:\tZ (zombie)\n"));
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct Mock {
     pub calls: usize,
     /// Pipes' rings and the clock (`pipe_tests.rs`).
     pub pipes: super::pipe_tests::MockPipes,
+    /// The process is in a background group of the terminal's session: a change of the
+    /// terminal (or a write under TOSTOP) gets SIGTTOU (ERESTARTSYS).
+    pub background: bool,
 }
 
 const ROOT: u64 = 2;
@@ -71,6 +74,7 @@ impl Mock {
             winsize: (24, 80),
             calls: 0,
             pipes: Default::default(),
+            background: false,
         }
     }
 
@@ -485,6 +489,13 @@ impl Backend for Mock {
     fn console_set_winsize(&mut self, rows: u16, cols: u16) -> Result<(), Errno> {
         self.winsize = (rows, cols);
         Ok(())
+    }
+    fn tty_may_change(&mut self) -> Result<(), Errno> {
+        if self.background {
+            Err(crate::signal::ERESTARTSYS)
+        } else {
+            Ok(())
+        }
     }
     fn console_tcgets(&mut self) -> Result<Termios, Errno> {
         Ok(self.termios)

@@ -746,6 +746,7 @@ impl<B: Backend> Files<B> {
         match dev {
             Some(Device::Null) | Some(Device::Zero) | Some(Device::Random) => return Ok(count),
             Some(Device::Console) => {
+                self.tostop_check()?;
                 let mut done = 0u64;
                 while done < count {
                     let want = ((count - done) as usize).min(CHUNK);
@@ -1811,6 +1812,16 @@ impl<B: Backend> Files<B> {
         Ok(done)
     }
 
+    /// Before a write to the terminal: with `TOSTOP` set, a background process group gets
+    /// SIGTTOU (the call restarts after it), unless it ignores or blocks it (Linux's
+    /// `tty_check_change` from `n_tty_write`).
+    fn tostop_check(&mut self) -> Result<(), Errno> {
+        if self.backend.console_tcgets()?.lflag & sawmill_console_api::termios::TOSTOP != 0 {
+            self.backend.tty_may_change()?;
+        }
+        Ok(())
+    }
+
     /// Writes library bytes to a description at its offset (for `sendfile`).
     fn write_bytes(&mut self, d: &Shared, data: &[u8]) -> Result<usize, Errno> {
         if Self::pipe_of(d).is_some() {
@@ -1832,6 +1843,7 @@ impl<B: Backend> Files<B> {
                 Ok(n)
             }
             (_, Some(Device::Console)) => {
+                self.tostop_check()?;
                 let mut done = 0;
                 while done < data.len() {
                     done += self.backend.console_write(&data[done..])?;

@@ -57,6 +57,17 @@ pub trait PipeHost {
     fn lock_patience(&mut self, tries: u32) -> bool;
     /// A write found no reader: the process gets `SIGPIPE` (the signals layer's business).
     fn sigpipe(&mut self);
+    /// Whether a signal is deliverable now (a wait that would not sleep still ends with
+    /// `EINTR` for one, as Linux's `do_poll` looks at signals before the timeout).
+    fn signal_pending(&mut self) -> bool;
+    /// `ppoll`/`pselect6`: the signal mask `mask` replaces the process's for the wait (the
+    /// signals layer keeps the old one).
+    fn wait_mask_begin(&mut self, mask: u64);
+    /// The wait with [`wait_mask_begin`](PipeHost::wait_mask_begin)'s mask ended: the old mask
+    /// is back now, or, when a signal `interrupted` it, once that signal is delivered (its
+    /// handler runs with the old mask saved in its frame, as Linux's
+    /// `restore_saved_sigmask_unless`).
+    fn wait_mask_end(&mut self, interrupted: bool);
 }
 
 /// Lends the bytes of a write: `(offset, len, take)` gives `take` the `len` bytes at `offset`.

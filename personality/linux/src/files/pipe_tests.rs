@@ -14,6 +14,7 @@ use super::pipe::PipeHost;
 use super::poll::*;
 use super::Files;
 use crate::errno::*;
+use crate::signal::ERESTARTNOHAND;
 use crate::{nr, Errno, SysResult, User};
 use sawmill_pipe_api::{End, Ring, CAPACITY, RING_BYTES};
 
@@ -29,6 +30,12 @@ pub struct MockPipes {
     pub watches: usize,
     pub sigpipes: usize,
     pub console_watches: usize,
+    /// A wait without a deadline ends as a caught signal would end it (ERESTARTSYS).
+    pub signal_in_wait: bool,
+    /// The masks `ppoll`/`pselect6` set for their waits, and whether each wait's end was
+    /// interrupted.
+    pub wait_masks: Vec<u64>,
+    pub mask_ends: Vec<bool>,
 }
 
 impl MockPipes {
@@ -80,6 +87,7 @@ impl PipeHost for Mock {
                 self.pipes.now = self.pipes.now.max(d);
                 Ok(true)
             }
+            None if self.pipes.signal_in_wait => Err(crate::signal::ERESTARTSYS),
             None => Err(EDEADLK),
         }
     }
@@ -94,6 +102,15 @@ impl PipeHost for Mock {
     }
     fn sigpipe(&mut self) {
         self.pipes.sigpipes += 1;
+    }
+    fn signal_pending(&mut self) -> bool {
+        self.pipes.signal_in_wait
+    }
+    fn wait_mask_begin(&mut self, mask: u64) {
+        self.pipes.wait_masks.push(mask);
+    }
+    fn wait_mask_end(&mut self, interrupted: bool) {
+        self.pipes.mask_ends.push(interrupted);
     }
 }
 
@@ -397,6 +414,68 @@ fn select_marks_ready_descriptors_and_refuses_bad_ones() {
     assert_eq!(p.call(nr::PSELECT6, &[8, rs, 0, 0, tv, 0]), Ok(1));
     p.m.write(tv, &(-1i64).to_le_bytes()).unwrap();
     assert_eq!(p.call(nr::PSELECT6, &[8, rs, 0, 0, tv, 0]), Err(EINVAL));
+}
+
+#[test]
+fn ppoll_and_pselect6_wait_under_their_mask() {
+    let mut p = P::new();
+    let (r, w) = p.pipe(0);
+    let (mask, ts, arg, rs) = (BUF + 0x400, BUF + 0x410, BUF + 0x420, BUF + 0x440);
+    p.m.write(mask, &0x200u64.to_le_bytes()).unwrap();
+    let pollfd = |p: &mut P| {
+        let mut e = (r as i32).to_le_bytes().to_vec();
+        e.extend_from_slice(&POLLIN.to_le_bytes());
+        e.extend_from_slice(&[0, 0]);
+        p.m.write(FDS, &e).unwrap();
+    };
+    // Ready at once: the mask was set and put back (not interrupted).
+    assert_eq!(p.write(w, b"x"), Ok(1));
+    pollfd(&mut p);
+    assert_eq!(p.call(nr::PPOLL, &[FDS, 1, 0, mask, 8]), Ok(1));
+    assert_eq!(p.f.backend.pipes.wait_masks, [0x200]);
+    assert_eq!(p.f.backend.pipes.mask_ends, [false]);
+    // No mask: none set.
+    assert_eq!(p.call(nr::PPOLL, &[FDS, 1, 0, 0, 0]), Ok(1));
+    assert_eq!(p.f.backend.pipes.wait_masks.len(), 1);
+    // A bad size of the set is EINVAL before any wait; a bad pointer EFAULT.
+    assert_eq!(p.call(nr::PPOLL, &[FDS, 1, 0, mask, 4]), Err(EINVAL));
+    assert_eq!(p.call(nr::PPOLL, &[FDS, 1, 0, BAD, 8]), Err(EFAULT));
+    assert_eq!(p.f.backend.pipes.wait_masks.len(), 1);
+    // A signal ends the wait: interrupted (the old mask comes back at delivery), never
+    // restarted after a handler (ERESTARTNOHAND), also with a zero timeout.
+    assert_eq!(p.call(nr::READ, &[r, BUF + 0x100, 1]), Ok(1));
+    p.f.backend.pipes.signal_in_wait = true;
+    assert_eq!(
+        p.call(nr::PPOLL, &[FDS, 1, 0, mask, 8]),
+        Err(ERESTARTNOHAND)
+    );
+    p.m.write(ts, &[0u8; 16]).unwrap();
+    assert_eq!(
+        p.call(nr::PPOLL, &[FDS, 1, ts, mask, 8]),
+        Err(ERESTARTNOHAND)
+    );
+    assert_eq!(p.call(nr::POLL, &[FDS, 1, 0]), Err(ERESTARTNOHAND));
+    assert_eq!(p.f.backend.pipes.mask_ends, [false, true, true]);
+    // pselect6: {set, size} at arg; a null set with any size is no mask.
+    p.m.write(rs, &(1u64 << r).to_le_bytes()).unwrap();
+    let pair = |p: &mut P, set: u64, size: u64| {
+        let mut b = set.to_le_bytes().to_vec();
+        b.extend_from_slice(&size.to_le_bytes());
+        p.m.write(arg, &b).unwrap();
+    };
+    pair(&mut p, mask, 8);
+    assert_eq!(
+        p.call(nr::PSELECT6, &[8, rs, 0, 0, 0, arg]),
+        Err(ERESTARTNOHAND)
+    );
+    assert_eq!(p.f.backend.pipes.mask_ends, [false, true, true, true]);
+    pair(&mut p, mask, 4);
+    assert_eq!(p.call(nr::PSELECT6, &[8, rs, 0, 0, 0, arg]), Err(EINVAL));
+    p.f.backend.pipes.signal_in_wait = false;
+    pair(&mut p, 0, 4);
+    p.m.write(ts, &[0u8; 16]).unwrap();
+    assert_eq!(p.call(nr::PSELECT6, &[8, rs, 0, 0, ts, arg]), Ok(0));
+    assert_eq!(p.f.backend.pipes.wait_masks.len(), 4);
 }
 
 #[test]

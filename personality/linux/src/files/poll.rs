@@ -10,6 +10,12 @@
 //! more, and only then sleeps on the one wake notification (`PipeHost::wait_io`): whatever
 //! becomes ready after the look signals it, so nothing is missed. Timeouts: 0 looks once;
 //! infinite sleeps until woken; a finite one sleeps until woken or the deadline.
+//!
+//! A caught signal ends a wait with `EINTR`, never a restart under `SA_RESTART` (Linux's
+//! `ERESTARTNOHAND`: restarted only when no handler runs). `ppoll` and `pselect6` wait under
+//! the signal mask they are given (the host's `PipeHost::wait_mask_begin`/`_end`): a signal
+//! that mask unblocks ends the wait and its handler runs with the old mask saved; otherwise
+//! the old mask is back before the call returns.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -19,6 +25,7 @@ use super::backend::Backend;
 use super::table::{Device, Object};
 use super::{Files, MAX_FDS};
 use crate::errno::*;
+use crate::signal::{ERESTARTNOHAND, ERESTARTSYS};
 use crate::{Errno, SysResult, User};
 
 pub const POLLIN: u16 = 0x1;
@@ -63,6 +70,20 @@ fn read_timespec(u: &dyn User, addr: u64) -> Result<(u64, u64), Errno> {
         return Err(EINVAL);
     }
     Ok((sec as u64, nsec as u64))
+}
+
+/// The signal set at `addr` (`size` bytes): None for no set (a null pointer), `EINVAL` for a
+/// size other than Linux's `sigset_t`.
+fn read_sigmask(u: &dyn User, addr: u64, size: u64) -> Result<Option<u64>, Errno> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    if size != SIGSET_SIZE {
+        return Err(EINVAL);
+    }
+    let mut b = [0u8; 8];
+    u.read(addr, &mut b)?;
+    Ok(Some(u64::from_le_bytes(b)))
 }
 
 fn write_pair(u: &dyn User, addr: u64, a: u64, b: u64) -> Result<(), Errno> {
@@ -183,8 +204,16 @@ impl<B: Backend> Files<B> {
     ) -> Result<usize, Errno> {
         loop {
             let n = self.scan(wants, out);
-            if n > 0 || t == Timeout::Zero {
+            if n > 0 {
                 return Ok(n);
+            }
+            if t == Timeout::Zero {
+                // Linux looks at signals before the timeout.
+                return if self.backend.signal_pending() {
+                    Err(ERESTARTNOHAND)
+                } else {
+                    Ok(0)
+                };
             }
             let armed = self.arm(wants)?;
             let n = self.scan(wants, out);
@@ -196,7 +225,13 @@ impl<B: Backend> Files<B> {
                 Timeout::Until(d) => Some(d),
                 _ => None,
             };
-            let r = self.backend.wait_io(deadline);
+            let r = self.backend.wait_io(deadline).map_err(|e| {
+                if e == ERESTARTSYS {
+                    ERESTARTNOHAND
+                } else {
+                    e
+                }
+            });
             self.disarm(armed);
             if r? {
                 return Ok(self.scan(wants, out));
@@ -239,8 +274,7 @@ impl<B: Backend> Files<B> {
         self.poll_array(fds, nfds, t, u)
     }
 
-    /// `ppoll(fds, nfds, timeout, sigmask, sigsetsize)`. The signal mask is checked; applying it
-    /// for the wait is the signals layer's (not yet).
+    /// `ppoll(fds, nfds, timeout, sigmask, sigsetsize)`: waits under `sigmask` if given.
     pub(super) fn ppoll(
         &mut self,
         fds: u64,
@@ -250,16 +284,14 @@ impl<B: Backend> Files<B> {
         sigsetsize: u64,
         u: &dyn User,
     ) -> SysResult {
-        if sigmask != 0 && sigsetsize != SIGSET_SIZE {
-            return Err(EINVAL);
-        }
         let t = if ts == 0 {
             Timeout::Infinite
         } else {
             let (s, ns) = read_timespec(u, ts)?;
             self.deadline(s.saturating_mul(NS).saturating_add(ns))
         };
-        let r = self.poll_array(fds, nfds, t, u);
+        let mask = read_sigmask(u, sigmask, sigsetsize)?;
+        let r = self.with_wait_mask(mask, |f| f.poll_array(fds, nfds, t, u));
         if ts != 0 && r.is_ok() {
             let left = self.left(t);
             write_pair(u, ts, left / NS, left % NS)?;
@@ -363,7 +395,7 @@ impl<B: Backend> Files<B> {
     }
 
     /// `pselect6(nfds, readfds, writefds, exceptfds, timespec, sig)`: `sig` points at a
-    /// {sigset pointer, size} pair, checked; the mask itself is the signals layer's (not yet).
+    /// {sigset pointer, size} pair; the wait runs under that mask if given.
     pub(super) fn pselect6(
         &mut self,
         nfds: i32,
@@ -372,15 +404,30 @@ impl<B: Backend> Files<B> {
         sig: u64,
         u: &dyn User,
     ) -> SysResult {
+        let mut mask = None;
         if sig != 0 {
             let mut b = [0u8; 16];
             u.read(sig, &mut b)?;
-            let mask = u64::from_le_bytes(b[..8].try_into().unwrap());
+            let set = u64::from_le_bytes(b[..8].try_into().unwrap());
             let size = u64::from_le_bytes(b[8..].try_into().unwrap());
-            if mask != 0 && size != SIGSET_SIZE {
-                return Err(EINVAL);
-            }
+            mask = read_sigmask(u, set, size)?;
         }
-        self.select(nfds, sets, ts, true, u)
+        self.with_wait_mask(mask, |f| f.select(nfds, sets, ts, true, u))
+    }
+
+    /// Runs the wait `f` under signal mask `mask` (if given), the old mask back afterwards
+    /// (at the delivery of the signal that interrupted it, if one did).
+    fn with_wait_mask(
+        &mut self,
+        mask: Option<u64>,
+        f: impl FnOnce(&mut Self) -> SysResult,
+    ) -> SysResult {
+        let Some(m) = mask else {
+            return f(self);
+        };
+        self.backend.wait_mask_begin(m);
+        let r = f(self);
+        self.backend.wait_mask_end(r == Err(ERESTARTNOHAND));
+        r
     }
 }

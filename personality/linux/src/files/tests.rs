@@ -170,6 +170,21 @@ fn console_descriptors_at_start() {
 }
 
 #[test]
+fn tostop_stops_a_background_write() {
+    use sawmill_console_api::termios::TOSTOP;
+    let mut t = T::new();
+    t.f.backend.background = true;
+    // Without TOSTOP a background group writes; with it, SIGTTOU (the call restarts after).
+    assert_eq!(t.write(1, b"a"), Ok(1));
+    t.f.backend.termios.lflag |= TOSTOP;
+    assert_eq!(t.write(1, b"b"), Err(crate::signal::ERESTARTSYS));
+    // The foreground writes.
+    t.f.backend.background = false;
+    assert_eq!(t.write(1, b"d"), Ok(1));
+    assert_eq!(t.f.backend.console_out, b"ad");
+}
+
+#[test]
 fn terminal_settings_live_in_the_terminal() {
     use sawmill_console_api::termios::{Termios, ECHO, ICANON, VMIN};
     let mut t = T::new();

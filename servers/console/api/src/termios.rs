@@ -39,6 +39,9 @@ pub const ECHONL: u32 = 0o100;
 pub const ECHOCTL: u32 = 0o1000;
 pub const ECHOKE: u32 = 0o4000;
 pub const NOFLSH: u32 = 0o200;
+/// A background process group's write to the terminal gets SIGTTOU (kept by the terminal; the
+/// Linux personality acts on it).
+pub const TOSTOP: u32 = 0o400;
 pub const IEXTEN: u32 = 0o100000;
 
 // c_cc indices

@@ -135,12 +135,21 @@ pub const MAX_HANDOFF_CAPS: usize = 256;
 /// The name of handed-off capability `i` in the new image's environment: this prefix and `i`.
 pub const HANDOFF_CAP_PREFIX: &str = "hand";
 
-/// The process information page: one page proc writes and maps read-only into the process's
-/// library (`sawmill_linux::layout::LIB_INFO`), so that what proc may change under a running
-/// process (its parent, when the parent ends) is read without a call. Byte offsets of its
-/// little-endian fields:
-/// The parent's pid (u32; 0 for none). Changes to 1 when the parent ends (reparenting).
+/// The process information page: one page proc maps into the process's library
+/// (`sawmill_linux::layout::LIB_INFO`), so that what proc may change under a running process (its
+/// parent, when the parent ends) is read without a call, and what the library says of itself (it
+/// sleeps) is read by proc without a call. Byte offsets of its little-endian fields:
+/// The parent's pid (u32; 0 for none), written by proc. Changes to 1 when the parent ends
+/// (reparenting).
 pub const INFO_PPID: usize = 0;
+/// Written by the library: 1 while its program's thread sleeps in a wait (`S` in /proc), 0 while
+/// it runs (`R`). Only the process's own state is at stake: proc reads it for /proc, nothing else.
+pub const INFO_SLEEPING: usize = 4;
+/// Written by the library: its program's name (Linux's `comm`: set at start, changed by
+/// `prctl(PR_SET_NAME)`), up to [`INFO_COMM_LEN`] bytes, NUL-padded; /proc shows it (all NULs:
+/// proc's own idea, the program file's name).
+pub const INFO_COMM: usize = 8;
+pub const INFO_COMM_LEN: usize = 16;
 
 /// The request of `proc.exec` (interfaces/proc.idl): what the library writes into the dataspace
 /// it passes. Little-endian; each string is a u32 length and its bytes: the program (a path, or a

@@ -1422,6 +1422,16 @@ impl proc::Server for Proc {
         })
     }
 
+    fn thread_new(&mut self, badge: u64) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        self.table.thread_new(me).map_err(table_error)
+    }
+
+    fn thread_end(&mut self, badge: u64, tid: u32) -> Result<(), ProcError> {
+        let me = self.caller(badge)?;
+        self.table.thread_end(me, tid).map_err(table_error)
+    }
+
     fn getsid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
         let me = self.caller(badge)?;
         let pid = if pid == 0 { me } else { pid };

@@ -474,6 +474,10 @@ int main(int argc, char **argv)
         condvar();
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "kill")) {
+        thread_kill();
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "pipe")) {
         pipe_between_threads();
         return 0;

@@ -794,10 +794,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         }
         nr::NANOSLEEP => sleep(CLOCK_MONOTONIC, 0, a[0], a[1]),
         nr::CLOCK_NANOSLEEP => sleep(a[0], a[1], a[2], a[3]),
-        nr::SCHED_YIELD => {
-            sys::yield_now();
-            Ok(0)
-        }
+        nr::SCHED_YIELD => thread_guest::sched_yield(),
         nr::PRCTL => sys_prctl(a[0], a[1]),
         nr::EXIT => thread_guest::exit_thread(a[0] as u32),
         nr::EXIT_GROUP => exit_process(a[0] as u32),

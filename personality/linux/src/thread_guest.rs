@@ -712,6 +712,21 @@ fn futex_wait(uaddr: u64, val: u32, bitset: u32, deadline: Option<u64>) -> SysRe
 // ---------------------------------------------------------------------------------------------
 // Small calls.
 
+/// `sched_yield`: in a threaded process the lock is let go for the yield, so that the thread
+/// yielded to can enter the library (else a loop of `sched_yield` waiting for another thread
+/// would hold the lock whenever that thread runs).
+pub fn sched_yield() -> SysResult {
+    if threaded() {
+        unlock();
+        sys::yield_now();
+        lock();
+        switch_in();
+    } else {
+        sys::yield_now();
+    }
+    Ok(0)
+}
+
 /// `sched_getaffinity(pid, len, mask)`: one processor (musl's count of online processors).
 pub fn sched_getaffinity(pid: u64, len: u64, mask: u64) -> SysResult {
     if pid != 0 && pid as u32 != guest::ids().0 as u32 && THREADS.get().find(pid as u32).is_none()

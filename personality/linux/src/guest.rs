@@ -803,7 +803,9 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         nr::VFORK => fork_guest::fork(procs::CloneKind::Vfork, 0, 0, 0, 0),
         // clone(flags, stack, parent_tid, child_tid, tls)
         nr::CLONE => match procs::clone_kind(a[0]) {
-            Ok(procs::CloneKind::Thread) => thread_guest::clone_thread(a[0], a[1], a[2], a[3], a[4]),
+            Ok(procs::CloneKind::Thread) => {
+                thread_guest::clone_thread(a[0], a[1], a[2], a[3], a[4])
+            }
             Ok(k) => fork_guest::fork(k, a[0], a[1], a[2], a[3]),
             Err(e) => {
                 unknown(n);

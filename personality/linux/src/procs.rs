@@ -255,14 +255,8 @@ mod tests {
             | CLONE_CHILD_CLEARTID;
         assert_eq!(clone_kind(pthread), Ok(CloneKind::Thread));
         // A thread must share the descriptor table and working directory.
-        assert_eq!(
-            clone_kind(pthread & !CLONE_FILES),
-            Err(errno::EINVAL)
-        );
-        assert_eq!(
-            clone_kind(CLONE_THREAD | CLONE_SIGHAND),
-            Err(errno::EINVAL)
-        );
+        assert_eq!(clone_kind(pthread & !CLONE_FILES), Err(errno::EINVAL));
+        assert_eq!(clone_kind(CLONE_THREAD | CLONE_SIGHAND), Err(errno::EINVAL));
         assert_eq!(clone_kind(CLONE_VM | 17), Err(errno::EINVAL));
         assert_eq!(clone_kind(CLONE_PARENT | 17), Err(errno::EINVAL));
     }

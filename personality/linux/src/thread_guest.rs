@@ -402,8 +402,15 @@ fn new_kernel_thread() -> Result<Spare, Errno> {
         .and_then(|_| {
             let pager = sawmill_rm::shared_pager_cap().map_err(|_| errno::EAGAIN)?;
             // 255: capped at the task's ceiling, the main thread's priority.
-            sys::thread_config(s.cap, slots::TASK, s.utcb, pager, slots::THREAD_HANDLER, 255)
-                .map_err(|_| errno::EAGAIN)
+            sys::thread_config(
+                s.cap,
+                slots::TASK,
+                s.utcb,
+                pager,
+                slots::THREAD_HANDLER,
+                255,
+            )
+            .map_err(|_| errno::EAGAIN)
         });
     match made {
         Ok(()) => Ok(s),
@@ -416,7 +423,13 @@ fn new_kernel_thread() -> Result<Spare, Errno> {
 }
 
 /// `clone(flags, stack, parent_tid, child_tid, tls)` making a thread: its id, or EAGAIN.
-pub fn clone_thread(flags: u64, stack: u64, parent_tid: u64, child_tid: u64, tls: u64) -> SysResult {
+pub fn clone_thread(
+    flags: u64,
+    stack: u64,
+    parent_tid: u64,
+    child_tid: u64,
+    tls: u64,
+) -> SysResult {
     let first = !threaded();
     let p = proc_client().ok_or(errno::EAGAIN)?;
     let tid = p.thread_new().map_err(|_| errno::EAGAIN)?;
@@ -624,7 +637,7 @@ fn read_u32(addr: u64) -> Result<u32, Errno> {
 /// `futex(uaddr, op, val, timeout | val2, uaddr2, val3)`.
 pub fn sys_futex(uaddr: u64, op: u64, val: u64, timeout: u64, uaddr2: u64, val3: u64) -> SysResult {
     let decoded = futex::decode(op as u32, val3 as u32)?;
-    if uaddr % 4 != 0 {
+    if !uaddr.is_multiple_of(4) {
         return Err(errno::EINVAL);
     }
     match decoded {
@@ -666,7 +679,7 @@ pub fn sys_futex(uaddr: u64, op: u64, val: u64, timeout: u64, uaddr2: u64, val3:
             if (n_wake as i32) < 0 || (n_move as i32) < 0 {
                 return Err(errno::EINVAL);
             }
-            if uaddr2 % 4 != 0 {
+            if !uaddr2.is_multiple_of(4) {
                 return Err(errno::EINVAL);
             }
             if compare && read_u32(uaddr)? != val3 as u32 {
@@ -729,11 +742,10 @@ pub fn sched_yield() -> SysResult {
 
 /// `sched_getaffinity(pid, len, mask)`: one processor (musl's count of online processors).
 pub fn sched_getaffinity(pid: u64, len: u64, mask: u64) -> SysResult {
-    if pid != 0 && pid as u32 != guest::ids().0 as u32 && THREADS.get().find(pid as u32).is_none()
-    {
+    if pid != 0 && pid as u32 != guest::ids().0 as u32 && THREADS.get().find(pid as u32).is_none() {
         return Err(errno::ESRCH);
     }
-    if len < 8 || len % 8 != 0 {
+    if len < 8 || !len.is_multiple_of(8) {
         return Err(errno::EINVAL);
     }
     GuestUser.write(mask, &1u64.to_le_bytes())?;

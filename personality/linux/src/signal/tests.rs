@@ -384,7 +384,8 @@ fn nocldstop_drops_stop_and_continue_reports() {
 #[test]
 fn a_signal_to_one_thread_stays_with_it_and_the_mask_is_per_thread() {
     let mut s = Signals::new();
-    s.sigaction(SIGUSR1, Some(handler(0x40_2000, 0, 0))).unwrap();
+    s.sigaction(SIGUSR1, Some(handler(0x40_2000, 0, 0)))
+        .unwrap();
     // Thread A (in `s`) blocks SIGUSR1; thread B (`b`) does not.
     s.blocked = bit(SIGUSR1);
     let mut b = ThreadSignals::new(0);

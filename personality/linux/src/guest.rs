@@ -3,10 +3,12 @@
 //! to `files_guest`. Decisions are made by the host-tested modules of the library crate
 //! (`elf`, `mm`, `random`, `trace`); this module carries them out.
 //!
-//! Only the program's one thread enters the library (`clone` makes processes, not threads), so
-//! the process state below is used by one thread at a time: the reflection entry of that
-//! thread, or the start. A `fork` child starts here too: it adopts the state its parent handed
-//! on (`fork_guest`) and returns to the program from the parent's `fork` with rax = 0.
+//! The process state below is used by one thread at a time: a single-threaded process's one
+//! thread (the reflection entry, or the start), or, once the program made threads, whichever
+//! thread holds the library lock (`thread_guest`: taken on entry, released on return and
+//! around every sleep, never with a borrow of this state alive across it). A `fork` child
+//! starts here too: it adopts the state its parent handed on (`fork_guest`) and returns to the
+//! program from the parent's `fork` with rax = 0.
 
 use crate::files_guest;
 use crate::fork_guest;
@@ -50,7 +52,8 @@ pub(crate) fn syscall_stack_top() -> u64 {
 /// "cannot execute").
 const EXIT_CANNOT_EXEC: u32 = 126;
 
-/// State used by the program's one thread only (see the module header).
+/// State used by one thread at a time (see the module header: the one thread, or the holder
+/// of `thread_guest`'s library lock).
 pub(crate) struct Single<T>(pub(crate) UnsafeCell<T>);
 // SAFETY: one thread at a time uses it (the module header says why).
 unsafe impl<T> Sync for Single<T> {}
@@ -58,7 +61,9 @@ impl<T> Single<T> {
     #[allow(clippy::mut_from_ref)]
     pub(crate) fn get(&self) -> &mut T {
         // SAFETY: see the `Sync` impl: no two references are live at once, because each system
-        // call takes it once at its start and the library is not re-entered.
+        // call takes it once at its start, the library is not re-entered, and a threaded
+        // process's threads take turns under the library lock, which a sleep releases only
+        // with no reference taken from here alive across it.
         unsafe { &mut *self.0.get() }
     }
 }

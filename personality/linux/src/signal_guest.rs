@@ -3,7 +3,9 @@
 //! the blocking waits (`pause`, `rt_sigsuspend`, `nanosleep`) on the process's wake
 //! notification with a deadline, the real-time interval timer (`alarm`, `setitimer`), and the
 //! signals other processes send through proc. The decisions are the host-tested
-//! `sawmill_linux::signal`; this module carries them out on the one program thread.
+//! `sawmill_linux::signal`; this module carries them out for the thread in the library (a
+//! threaded process's threads swap their own mask, alternate stack and pending set in:
+//! `thread_guest`; its sleeps go through `thread_guest::sleep`).
 //!
 //! The program's FPU/SSE state is saved into a signal frame with `fxsave` and restored with
 //! `fxrstor`: the only SSE instructions of the (soft-float) library.
@@ -21,7 +23,7 @@ use sawmill_linux::{layout, nr, procs, SysResult, User};
 use sawmill_proc_api::{WAKE_CAP, WAKE_CONT, WAKE_SIGNAL, WAKE_TIMER};
 use sawmill_rt::{env, println, slots, sys, thread};
 
-/// The process's signal state (the one program thread's; see guest's `Single`).
+/// The process's signal state with the current thread's own part (see guest's `Single`).
 static SIGNALS: Single<Option<Signals>> = Single(UnsafeCell::new(None));
 /// `ITIMER_REAL` (and `alarm`), in ns of the monotonic clock.
 static REAL_TIMER: Single<Itimer> = Single(UnsafeCell::new(Itimer {

@@ -371,6 +371,46 @@ static void many(void)
 #define FUTEX_WAKE_PRIVATE (FUTEX_WAKE | FUTEX_PRIVATE_FLAG)
 #define FUTEX_CMP_REQUEUE_PRIVATE (FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG)
 
+static sem_t hold;
+
+static void *held(void *arg)
+{
+    sem_wait(&hold);
+    return arg;
+}
+
+/* /proc counts the threads (status's Threads:, stat's num_threads). */
+static void proc_threads(void)
+{
+    pthread_t t[3];
+    sem_init(&hold, 0, 0);
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], 0, held, 0);
+    char buf[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(buf, sizeof buf, f))
+        if (!strncmp(buf, "Threads:", 8))
+            printf("/proc/self/status: %s", buf);
+    if (f)
+        fclose(f);
+    f = fopen("/proc/self/stat", "r");
+    if (f && fgets(buf, sizeof buf, f)) {
+        char *p = strrchr(buf, ')');
+        int field = 2;
+        long n = -1;
+        for (char *q = p; q && *q; q++)
+            if (*q == ' ' && ++field == 20)
+                n = strtol(q + 1, 0, 10);
+        printf("/proc/self/stat: num_threads %ld\n", n);
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 3; i++)
+        sem_post(&hold);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], 0);
+}
+
 static long futex(void *addr, int op, int val, void *timeout, void *addr2, int val3)
 {
     long r = syscall(SYS_futex, addr, op, val, timeout, addr2, val3);
@@ -492,6 +532,7 @@ int main(int argc, char **argv)
     timed_wait();
     fork_threaded();
     many();
+    proc_threads();
     futex_errors();
     return 0;
 }

@@ -1468,6 +1468,7 @@ impl proc_info::Server for Proc {
             started: i.started,
             exit: i.exit,
             name,
+            threads: self.table.threads_of(pid) as u32 + 1,
         })
     }
 

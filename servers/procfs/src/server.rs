@@ -190,6 +190,7 @@ impl Procfs {
             egid: s.egid,
             started: s.started,
             exit: s.exit,
+            threads: s.threads.max(1),
         })
     }
 

@@ -10,7 +10,10 @@
  * fail with EAGAIN and the process must still work afterwards.
  *
  * Built with musl-gcc -static -O2. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <setjmp.h>
+#include <ucontext.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -371,6 +374,60 @@ static void many(void)
 #define FUTEX_WAKE_PRIVATE (FUTEX_WAKE | FUTEX_PRIVATE_FLAG)
 #define FUTEX_CMP_REQUEUE_PRIVATE (FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG)
 
+/* Faults go to the faulting thread: a page fault (through the region manager) and a CPU
+ * exception (ud2: through proc), each caught by a handler that runs in that thread. */
+static __thread sigjmp_buf fault_jump;
+static __thread volatile int faults_here;
+
+static void on_segv(int s)
+{
+    (void)s;
+    faults_here++;
+    siglongjmp(fault_jump, 1);
+}
+
+static void on_ill(int s, siginfo_t *si, void *uc)
+{
+    (void)s;
+    (void)si;
+    faults_here++;
+    ((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP] += 2;
+}
+
+static void *fault_in_thread(void *arg)
+{
+    (void)arg;
+    static volatile int *volatile unmapped = (int *)8;
+    if (!sigsetjmp(fault_jump, 1))
+        *unmapped = 1;
+    __asm__ volatile("ud2");
+    return (void *)(intptr_t)faults_here;
+}
+
+static void faults(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, 0);
+    sa.sa_sigaction = on_ill;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGILL, &sa, 0);
+    pthread_t t;
+    void *r;
+    pthread_create(&t, 0, fault_in_thread, 0);
+    pthread_join(t, &r);
+    printf("faults: the thread caught %ld faults itself; main caught %d\n", (long)(intptr_t)r,
+           faults_here);
+}
+
+static void *exec_from_thread(void *arg)
+{
+    char *argv[] = {(char *)arg, "child", 0};
+    execv(argv[0], argv);
+    return 0;
+}
+
 static sem_t hold;
 
 static void *held(void *arg)
@@ -489,6 +546,23 @@ int main(int argc, char **argv)
         printf("exit: not reached\n");
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "child")) {
+        char buf[256];
+        FILE *f = fopen("/proc/self/status", "r");
+        while (f && fgets(buf, sizeof buf, f))
+            if (!strncmp(buf, "Threads:", 8))
+                printf("execve: the new program runs with %s", buf);
+        return 4;
+    }
+    if (argc > 1 && !strcmp(argv[1], "exec")) {
+        /* execve from a thread other than the main one ends every thread of the old image. */
+        pthread_t t, u;
+        pthread_create(&u, 0, block_forever, 0);
+        pthread_create(&t, 0, exec_from_thread, argv[0]);
+        pthread_join(t, 0);
+        printf("exec: not reached\n");
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "mainexit")) {
         pthread_t t;
         pthread_create(&t, 0, last_one, 0);
@@ -533,6 +607,7 @@ int main(int argc, char **argv)
     fork_threaded();
     many();
     proc_threads();
+    faults();
     futex_errors();
     return 0;
 }

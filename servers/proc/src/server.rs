@@ -919,7 +919,9 @@ impl Proc {
                     .get(pid)
                     .and_then(|p| p.task.as_ref())
                     .map_or(0, |r| r.fault_entry);
-                if entry != 0 && !secondary && m.w[0] < 32 {
+                // Any thread's: a Linux program's threads (secondary, like the library's own
+                // threads, whose faults the library's entry ends the process for).
+                if entry != 0 && m.w[0] < 32 {
                     // The library decides: the program's handler, or the default action.
                     let (vector, err, rip) = (m.w[0], m.w[1], m.w[2]);
                     let code = signal::code_for_exception(vector) as u16 as u64;

@@ -274,6 +274,50 @@ static void thread_kill(void)
     printf("pthread_kill: signal 0 to a live thread: %d\n", pthread_kill(pthread_self(), 0));
 }
 
+static __thread volatile sig_atomic_t got_usr2;
+static volatile int worker_ready;
+
+static void on_usr2(int s)
+{
+    (void)s;
+    got_usr2 = 1;
+}
+
+static void *take_usr2(void *arg)
+{
+    (void)arg;
+    worker_ready = 1;
+    while (!got_usr2)
+        ;
+    return (void *)1;
+}
+
+/* A signal for the process goes to a thread that does not block it. */
+static void process_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr2;
+    sigaction(SIGUSR2, &sa, 0);
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR2);
+    pthread_t t;
+    pthread_create(&t, 0, take_usr2, 0);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    while (!worker_ready)
+        sched_yield();
+    kill(getpid(), SIGUSR2);
+    void *r;
+    pthread_join(t, &r);
+    sigset_t pending;
+    sigpending(&pending);
+    printf("kill: the thread that does not block it took it: %s; the main thread did not: %s; "
+           "nothing left pending: %s\n",
+           r ? "yes" : "no", got_usr2 ? "no" : "yes", sigismember(&pending, SIGUSR2) ? "no" : "yes");
+    pthread_sigmask(SIG_SETMASK, &old, 0);
+}
+
 static void timed_wait(void)
 {
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -603,6 +647,7 @@ int main(int argc, char **argv)
     thread_locals();
     pipe_between_threads();
     thread_kill();
+    process_signal();
     timed_wait();
     fork_threaded();
     many();

@@ -175,6 +175,7 @@ fn take_wake_bits(bits: u64) {
     }
     if bits & WAKE_SIGNAL != 0 {
         fetch_from_proc();
+        crate::thread_guest::route_process_signal();
         // Delivered at this call's return if deliverable.
         refresh();
     }
@@ -857,7 +858,7 @@ pub(crate) fn raise_self(signo: u32, code: i32) -> SysResult {
     signals().raise(Info::from_process(signo, code, pid as u32, uid));
     force_look();
     // A thread that does not block it takes it.
-    crate::thread_guest::kick_sleepers();
+    crate::thread_guest::route_process_signal();
     Ok(0)
 }
 

@@ -258,6 +258,27 @@ pub fn kick_sleepers() {
     }
 }
 
+/// A signal for the process arrived: if the calling thread blocks it, a thread that does not
+/// is woken (asleep) or diverted from its code (running) to take it.
+pub fn route_process_signal() {
+    if !threaded() {
+        return;
+    }
+    let sigs = signal_guest::signals();
+    if sigs.deliverable() {
+        return; // the caller takes it at its return
+    }
+    let me = current_tid();
+    let t = THREADS.get();
+    if let Some(x) = t
+        .all
+        .iter()
+        .find(|x| x.tid != me && sigs.deliverable_to(&x.signals))
+    {
+        kick(x);
+    }
+}
+
 /// Wakes thread `tid`: the notification it sleeps on, or, awake, its own (which diverts it
 /// from foreign code to look at its signals; the main thread's is `proc:wake`'s binding).
 fn kick(t: &LinuxThread) {

@@ -345,6 +345,19 @@ static void *sleeper(void *arg)
     return arg;
 }
 
+static void *fork_here(void *arg)
+{
+    (void)arg;
+    pid_t p = fork();
+    if (p == 0) {
+        printf("fork: the child of a thread runs with the thread's stack and TLS: %d\n", local);
+        _exit(9);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    return (void *)(intptr_t)WEXITSTATUS(st);
+}
+
 static void fork_threaded(void)
 {
     pthread_t t;
@@ -363,6 +376,11 @@ static void fork_threaded(void)
     pthread_join(t, &r);
     printf("fork: child exited with %d; the parent's thread returned %ld\n", WEXITSTATUS(st),
            (long)(intptr_t)r);
+    local = 11;
+    pthread_create(&t, 0, fork_here, 0);
+    pthread_join(t, &r);
+    printf("fork: from a thread, the child exited with %ld\n", (long)(intptr_t)r);
+    local = 1;
 }
 
 static void *ids(void *arg)

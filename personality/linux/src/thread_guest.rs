@@ -246,10 +246,14 @@ pub fn sleep(deadline: Option<u64>, proc_wake: u64) -> (Result<u64, sawmill_abi:
 
 /// Wakes every sleeping thread but the caller to look again (bits came from `proc:wake`:
 /// I/O, a child, a signal for the process).
+#[inline(always)]
 pub fn kick_sleepers() {
-    if !threaded() {
-        return;
+    if threaded() {
+        kick_other_sleepers();
     }
+}
+
+fn kick_other_sleepers() {
     let me = current_tid();
     for o in THREADS.get().all.iter().filter(|o| o.tid != me) {
         if o.asleep_on != 0 {
@@ -260,10 +264,14 @@ pub fn kick_sleepers() {
 
 /// A signal for the process arrived: if the calling thread blocks it, a thread that does not
 /// is woken (asleep) or diverted from its code (running) to take it.
+#[inline(always)]
 pub fn route_process_signal() {
-    if !threaded() {
-        return;
+    if threaded() {
+        route_to_unblocking_thread();
     }
+}
+
+fn route_to_unblocking_thread() {
     let sigs = signal_guest::signals();
     if sigs.deliverable() {
         return; // the caller takes it at its return

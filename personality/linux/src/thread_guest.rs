@@ -45,7 +45,7 @@ use sawmill_rt::{env, println, slots, sys, thread};
 /// Set by the process's first `CLONE_THREAD`, never cleared: from then on every entry to the
 /// library takes [`LOCK`].
 static THREADED: AtomicBool = AtomicBool::new(false);
-/// The library lock (0 free, 1 held).
+/// The library lock: 0 free, else the holder's thread id.
 static LOCK: AtomicU32 = AtomicU32::new(0);
 
 /// `Utcb::user` word holding the thread's id (0 for the main thread, whose id is the pid).
@@ -118,7 +118,11 @@ pub fn threaded() -> bool {
 }
 
 fn lock() {
-    while LOCK.swap(1, Ordering::Acquire) != 0 {
+    let me = current_tid();
+    while LOCK
+        .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
         // The holder runs (or waits for a server, which answers at once): let it.
         sys::yield_now();
     }
@@ -139,10 +143,16 @@ pub fn leave() {
 /// The calling thread's id.
 pub fn current_tid() -> u32 {
     match sawmill_rt::utcb().user[TID_WORD] {
-        0 => guest::ids().0 as u32,
+        0 => match MAIN_TID.load(Ordering::Relaxed) {
+            0 => guest::ids().0 as u32,
+            pid => pid,
+        },
         t => t as u32,
     }
 }
+
+/// The main thread's id (the pid) once the process has threads: read without the lock.
+static MAIN_TID: AtomicU32 = AtomicU32::new(0);
 
 /// After taking the lock: if another thread was last in the library, its own state goes back
 /// to its record and the caller's comes in.
@@ -196,9 +206,10 @@ extern "C" fn serve_mt(frame: *mut ForeignFrame) -> *mut ForeignFrame {
     f
 }
 
-/// The fault entry of a threaded process takes the lock too (`signal_guest::serve_fault`).
+/// The fault entry of a threaded process takes the lock too (`signal_guest::serve_fault`),
+/// unless the faulting thread holds it: a fault in the library itself, which ends the process.
 pub fn fault_enter() {
-    if threaded() {
+    if threaded() && LOCK.load(Ordering::Relaxed) != current_tid() {
         lock();
         switch_in();
     }
@@ -386,7 +397,8 @@ fn become_threaded() -> Result<(), Errno> {
         stack: 0,
     });
     t.active = pid;
-    LOCK.store(1, Ordering::Relaxed);
+    MAIN_TID.store(pid, Ordering::Relaxed);
+    LOCK.store(pid, Ordering::Relaxed);
     THREADED.store(true, Ordering::Release);
     let entry = linux_syscall_entry_mt as *const () as u64;
     if let Err(e) = sys::thread_foreign(slots::THREAD, entry, layout::LIB_BASE, layout::LIB_END) {

@@ -955,7 +955,10 @@ impl Proc {
                 );
                 Status::Signaled(signal::SIGSEGV)
             }
-            label::EXIT if secondary && m.w[0] != u64::MAX => return None,
+            // A secondary thread's own end (a Linux thread's exit: status 0) is the library's
+            // business; its death otherwise (killed, a panic in the library) ends the process,
+            // which could not go on without it (it may hold the library's lock).
+            label::EXIT if secondary && m.w[0] == 0 => return None,
             label::EXIT => {
                 // The library ended without telling us (or its task was killed).
                 println!(

@@ -1065,7 +1065,8 @@ impl proc::Server for Proc {
             .running_pids()
             .into_iter()
             .filter(|&p| match sel {
-                signal::Target::One(t) => p == t,
+                // A thread's id names its process (Linux's kill of a thread id).
+                signal::Target::One(t) => self.table.thread_owner(t) == Some(p),
                 signal::Target::Group(g) => self.group_of(p) == g,
                 signal::Target::All => p != INIT && p != me,
             })

@@ -397,6 +397,27 @@ pub fn page_thread(th: u64) -> Result<(), RmError> {
     sys::thread_config(th, u64::MAX, 0, pcap, u64::MAX, 254).map_err(RmError::Sys)
 }
 
+/// A pager capability for threads the caller configures itself (`thread_config`), minted once
+/// and shared by all of them (a Linux program's threads, which come and go: one slot, not one
+/// per thread).
+pub fn shared_pager_cap() -> Result<u64, RmError> {
+    let have = SHARED_PAGER.load(Ordering::Acquire);
+    if have != 0 {
+        return Ok(have);
+    }
+    let ep = EP.load(Ordering::Acquire);
+    if ep == 0 {
+        return Err(RmError::NotReady);
+    }
+    let pcap = thread::alloc_slot();
+    let badge = NEXT_BADGE.fetch_add(1, Ordering::Relaxed);
+    sys::cap_mint(ep, pcap, badge, rights::SEND).map_err(RmError::Sys)?;
+    SHARED_PAGER.store(pcap, Ordering::Release);
+    Ok(pcap)
+}
+
+static SHARED_PAGER: AtomicU64 = AtomicU64::new(0);
+
 /// Starts a thread running `f`, paged by the region manager. (When `f` returns, the thread exits,
 /// and root ends the whole task, as for any server thread.)
 pub fn spawn(stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, RmError> {

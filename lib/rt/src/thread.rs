@@ -33,6 +33,17 @@ pub fn create(kind: ObjKind, arg: u64) -> Result<u64, Error> {
     Ok(s)
 }
 
+/// The address for the UTCB of one more thread of this task (NoMemory past `UTCB_MAX`). The
+/// runtime never hands an address out twice; a caller that ends threads of its own may keep
+/// their addresses for new ones (the kernel frees a UTCB page when its thread ends).
+pub fn next_utcb() -> Result<u64, Error> {
+    let idx = NEXT_UTCB.fetch_add(1, Ordering::Relaxed);
+    if idx >= layout::UTCB_MAX {
+        return Err(Error::NoMemory);
+    }
+    Ok(UTCB_BASE.load(Ordering::Relaxed) + idx * 4096)
+}
+
 struct Start {
     f: Box<dyn FnOnce() + Send>,
 }
@@ -48,14 +59,10 @@ extern "C" fn thread_entry(arg: u64) -> ! {
 /// paged by root like the main thread. Returns the thread's capability slot.
 pub fn spawn(prio: u64, stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, Error> {
     let th = create(ObjKind::Thread, 0)?;
-    let idx = NEXT_UTCB.fetch_add(1, Ordering::Relaxed);
-    if idx >= layout::UTCB_MAX {
-        return Err(Error::NoMemory);
-    }
     sys::thread_config(
         th,
         slots::TASK,
-        UTCB_BASE.load(Ordering::Relaxed) + idx * 4096,
+        next_utcb()?,
         slots::PAGER,
         slots::THREAD_HANDLER,
         prio,

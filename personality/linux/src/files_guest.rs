@@ -367,7 +367,7 @@ impl Backend for Guest {
                 return Err(sawmill_linux::signal::ERESTARTSYS);
             }
             c.watch(wake, WAKE_IO).map_err(|_| EIO)?;
-            crate::signal_guest::wait_wake(None);
+            wait_wake_unbusy(None);
         }
     }
     fn tty_job(&mut self, req: u32, arg: u32) -> Result<u32, Errno> {
@@ -441,8 +441,9 @@ impl Backend for Guest {
     }
 }
 
-/// The process's file state, made at [`init`] (or the first call). The library serves one
-/// thread at a time today; the flag makes a second one wait rather than share it.
+/// The process's file state, made at [`init`] (or the first call). The library lock serves
+/// one thread at a time; the flag makes a second one wait rather than share it (a sleeping
+/// call lets it go: [`wait_wake_unbusy`]).
 struct State {
     busy: AtomicBool,
     files: UnsafeCell<Option<Files<Guest>>>,
@@ -465,6 +466,19 @@ fn with<R>(f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
     let r = f(files.get_or_insert_with(|| Files::new(Guest::new(), b"")));
     STATE.busy.store(false, Ordering::Release);
     r
+}
+
+/// The file layer's sleep (a pipe's or the terminal's wait, inside [`with`]): the state is
+/// let go for the sleep, so that another thread of a threaded process can use the file layer
+/// meanwhile (the library lock is released in the sleep too), and taken again after it. The
+/// waiting call's own view (its description, its ring) is looked at again after the sleep.
+pub fn wait_wake_unbusy(deadline: Option<u64>) -> u64 {
+    STATE.busy.store(false, Ordering::Release);
+    let bits = crate::signal_guest::wait_wake(deadline);
+    while STATE.busy.swap(true, Ordering::Acquire) {
+        core::hint::spin_loop();
+    }
+    bits
 }
 
 /// Sets up the descriptor table: 0, 1 and 2 on the console; `exe` is the program's path. The

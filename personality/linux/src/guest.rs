@@ -3,14 +3,17 @@
 //! to `files_guest`. Decisions are made by the host-tested modules of the library crate
 //! (`elf`, `mm`, `random`, `trace`); this module carries them out.
 //!
-//! Only the program's one thread enters the library (`clone` makes processes, not threads), so
-//! the process state below is used by one thread at a time: the reflection entry of that
-//! thread, or the start. A `fork` child starts here too: it adopts the state its parent handed
-//! on (`fork_guest`) and returns to the program from the parent's `fork` with rax = 0.
+//! The process state below is used by one thread at a time: a single-threaded process's one
+//! thread (the reflection entry, or the start), or, once the program made threads, whichever
+//! thread holds the library lock (`thread_guest`: taken on entry, released on return and
+//! around every sleep, never with a borrow of this state alive across it). A `fork` child
+//! starts here too: it adopts the state its parent handed on (`fork_guest`) and returns to the
+//! program from the parent's `fork` with rax = 0.
 
 use crate::files_guest;
 use crate::fork_guest;
 use crate::signal_guest;
+use crate::thread_guest;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
@@ -36,7 +39,7 @@ const SYSCALL_STACK: usize = 64 * 1024;
 /// A fresh library stack for the main thread's system calls, kept for good; its top. Not
 /// zeroed (a stack needs no contents): its pages, demand-zero heap, come in only as deep as the
 /// calls go, where zeroing all 64 KiB cost every new process ~50k instructions.
-fn syscall_stack_top() -> u64 {
+pub(crate) fn syscall_stack_top() -> u64 {
     let layout = core::alloc::Layout::from_size_align(SYSCALL_STACK, 16).unwrap();
     // SAFETY: the layout's size is not zero; the block is never freed.
     let p = unsafe { alloc::alloc::alloc(layout) };
@@ -49,7 +52,8 @@ fn syscall_stack_top() -> u64 {
 /// "cannot execute").
 const EXIT_CANNOT_EXEC: u32 = 126;
 
-/// State used by the program's one thread only (see the module header).
+/// State used by one thread at a time (see the module header: the one thread, or the holder
+/// of `thread_guest`'s library lock).
 pub(crate) struct Single<T>(pub(crate) UnsafeCell<T>);
 // SAFETY: one thread at a time uses it (the module header says why).
 unsafe impl<T> Sync for Single<T> {}
@@ -57,7 +61,9 @@ impl<T> Single<T> {
     #[allow(clippy::mut_from_ref)]
     pub(crate) fn get(&self) -> &mut T {
         // SAFETY: see the `Sync` impl: no two references are live at once, because each system
-        // call takes it once at its start and the library is not re-entered.
+        // call takes it once at its start, the library is not re-entered, and a threaded
+        // process's threads take turns under the library lock, which a sleep releases only
+        // with no reference taken from here alive across it.
         unsafe { &mut *self.0.get() }
     }
 }
@@ -89,7 +95,7 @@ fn process() -> &'static mut Process {
 
 /// Ends the process with `status` through the process server; without one (a test launcher
 /// that serves none), by ending the thread.
-fn exit_process(status: u32) -> ! {
+pub(crate) fn exit_process(status: u32) -> ! {
     // The program's memory goes back to mem now (proc ends the task, but the dataspaces are
     // charged to proc's account and would outlive it).
     let _ = rm::detach_range_ending(
@@ -537,6 +543,12 @@ pub(crate) fn fork_fields() -> (u64, [u64; 3], [u8; 16]) {
     (p.fs_base, [p.brk.start, p.brk.cur, p.brk.mapped], p.name)
 }
 
+/// The calling thread's thread pointer (a threaded process swaps each thread's in:
+/// `thread_guest`).
+pub(crate) fn fs_base_mut() -> &'static mut u64 {
+    &mut process().fs_base
+}
+
 /// The real user id.
 pub(crate) fn uid() -> u32 {
     process().ids[0]
@@ -629,7 +641,7 @@ fn fs_why(e: sawmill_fsclient::Error) -> &'static str {
 
 /// `Utcb::user` word holding the thread's library stack top; the entry stub reads it at
 /// `frame - 8`, so it must be the last word before `Utcb::foreign`.
-const SYSCALL_STACK_WORD: usize = 15;
+pub(crate) const SYSCALL_STACK_WORD: usize = 15;
 const _: () = assert!(
     core::mem::offset_of!(Utcb, foreign) - core::mem::offset_of!(Utcb, user)
         == (SYSCALL_STACK_WORD + 1) * 8
@@ -681,7 +693,7 @@ linux_syscall_return:
 /// Serves one reflected system call; returns the frame to resume from (its `rax` set). Every
 /// return is a delivery point for signals (`signal_guest::on_return`, which resumes the
 /// program itself when a handler is entered or `rt_sigreturn` ran).
-extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
+pub(crate) extern "C" fn serve_reflected(frame: *mut ForeignFrame) -> *mut ForeignFrame {
     // SAFETY: the kernel passes this thread's UTCB frame, valid while the thread lives; only
     // the number and the six argument registers are read (not the whole frame: this is the
     // path of every call), before the call can touch the UTCB.
@@ -798,7 +810,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
             sys_madvise(a[0], a[1], a[2])
         }
         nr::ARCH_PRCTL => sys_arch_prctl(a[0], a[1]),
-        nr::SET_TID_ADDRESS => Ok(p.pid),
+        nr::SET_TID_ADDRESS => thread_guest::set_tid_address(a[0]),
         nr::SET_ROBUST_LIST => {
             if a[1] == 24 {
                 Ok(0)
@@ -817,7 +829,11 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         }
         nr::GETRLIMIT => rlimit(a[0], a[1]),
         nr::GETRANDOM => sys_getrandom(a[0], a[1], a[2]),
-        nr::GETPID | nr::GETTID => Ok(p.pid),
+        nr::GETPID => Ok(p.pid),
+        nr::GETTID => thread_guest::gettid(),
+        nr::FUTEX => thread_guest::sys_futex(a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::SCHED_GETAFFINITY => thread_guest::sched_getaffinity(a[0], a[1], a[2]),
+        nr::GET_ROBUST_LIST => thread_guest::get_robust_list(a[0], a[1], a[2]),
         nr::GETPPID => Ok(parent_pid()),
         nr::GETUID => Ok(p.ids[0] as u64),
         nr::GETEUID => Ok(p.ids[1] as u64),
@@ -868,12 +884,10 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         }
         nr::NANOSLEEP => sleep(CLOCK_MONOTONIC, 0, a[0], a[1]),
         nr::CLOCK_NANOSLEEP => sleep(a[0], a[1], a[2], a[3]),
-        nr::SCHED_YIELD => {
-            sys::yield_now();
-            Ok(0)
-        }
+        nr::SCHED_YIELD => thread_guest::sched_yield(),
         nr::PRCTL => sys_prctl(a[0], a[1]),
-        nr::EXIT | nr::EXIT_GROUP => exit_process(a[0] as u32),
+        nr::EXIT => thread_guest::exit_thread(a[0] as u32),
+        nr::EXIT_GROUP => exit_process(a[0] as u32),
         nr::EXECVE => sys_execve(a[0], a[1], a[2]),
         nr::FORK => fork_guest::fork(procs::CloneKind::Fork, 0, 0, 0, 0),
         nr::VFORK => fork_guest::fork(
@@ -885,6 +899,9 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         ),
         // clone(flags, stack, parent_tid, child_tid, tls)
         nr::CLONE => match procs::clone_kind(a[0]) {
+            Ok(procs::CloneKind::Thread) => {
+                thread_guest::clone_thread(a[0], a[1], a[2], a[3], a[4])
+            }
             Ok(k) => fork_guest::fork(k, a[0], a[1], a[2], a[3]),
             Err(e) => {
                 unknown(n);
@@ -1298,6 +1315,11 @@ pub(crate) fn monotonic_ns() -> u64 {
 
 fn realtime_ns() -> u64 {
     process().clock.0 * 1_000_000_000 + monotonic_ns()
+}
+
+/// The clock `id` now, in ns.
+pub(crate) fn clock_ns(id: u64) -> u64 {
+    clock_now(id).unwrap_or(0)
 }
 
 /// The clock `id` now, in ns.

@@ -12,6 +12,7 @@ extern crate alloc;
 pub mod elf;
 pub mod errno;
 pub mod files;
+pub mod futex;
 pub mod handoff;
 pub mod layout;
 pub mod mm;

@@ -281,7 +281,7 @@ impl PipeHost for Guest {
             if crate::signal_guest::interrupted_before_wait() {
                 return Err(sawmill_linux::signal::ERESTARTSYS);
             }
-            let bits = crate::signal_guest::wait_wake(tsc_deadline);
+            let bits = crate::files_guest::wait_wake_unbusy(tsc_deadline);
             if bits & WAKE_IO != 0 {
                 return Ok(false);
             }

@@ -35,11 +35,26 @@ pub enum CloneKind {
     /// until it runs a new program or ends. With `CLONE_VM` the child borrows the parent's
     /// memory (its writes are the parent's; docs/proc.md), without it a copy.
     Vfork,
+    /// A thread of the caller's process (`CLONE_THREAD` with the memory, files, working
+    /// directory and signal actions shared: what glibc's and musl's `pthread_create` ask).
+    Thread,
 }
 
-/// The kind of `clone(flags, ...)`; threads and the rest are refused: `EINVAL` for a thread
-/// (`CLONE_THREAD`, or `CLONE_VM` without `CLONE_VFORK`), `ENOSYS`-like `EINVAL` for the rest.
+/// What a thread must share with its process (a thread with a descriptor table or working
+/// directory of its own is not served).
+pub const THREAD_SHARES: u64 = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD;
+
+/// The kind of `clone(flags, ...)`; `EINVAL` for a thread that does not share all of
+/// [`THREAD_SHARES`], for `CLONE_VM` without `CLONE_VFORK` or `CLONE_THREAD`, and for the rest.
 pub fn clone_kind(flags: u64) -> Result<CloneKind, Errno> {
+    if flags & CLONE_THREAD != 0 {
+        let rest = flags & !(HARMLESS | THREAD_SHARES | CLONE_SETTLS);
+        return if flags & THREAD_SHARES == THREAD_SHARES && rest == 0 {
+            Ok(CloneKind::Thread)
+        } else {
+            Err(errno::EINVAL)
+        };
+    }
     let vfork = flags & (CLONE_VM | CLONE_VFORK) == CLONE_VM | CLONE_VFORK;
     let rest = flags & !HARMLESS;
     if vfork && rest & !(CLONE_VM | CLONE_VFORK) == 0 {
@@ -238,7 +253,10 @@ mod tests {
             | CLONE_SETTLS
             | CLONE_PARENT_SETTID
             | CLONE_CHILD_CLEARTID;
-        assert_eq!(clone_kind(pthread), Err(errno::EINVAL));
+        assert_eq!(clone_kind(pthread), Ok(CloneKind::Thread));
+        // A thread must share the descriptor table and working directory.
+        assert_eq!(clone_kind(pthread & !CLONE_FILES), Err(errno::EINVAL));
+        assert_eq!(clone_kind(CLONE_THREAD | CLONE_SIGHAND), Err(errno::EINVAL));
         assert_eq!(clone_kind(CLONE_VM | 17), Err(errno::EINVAL));
         assert_eq!(clone_kind(CLONE_PARENT | 17), Err(errno::EINVAL));
     }

@@ -301,16 +301,99 @@ pub enum Disposition {
     Continue,
 }
 
-/// The signal state of the process (one thread).
+/// The signal state of the process as the thread in the library sees it: the process's
+/// actions and the signals sent to the process, and that thread's own part (mask, alternate
+/// stack, the signals sent to it alone), which a threaded process swaps in and out with
+/// [`ThreadSignals`] as its threads take turns in the library.
 #[derive(Clone, Debug)]
 pub struct Signals {
     actions: [Action; NSIG as usize],
     pub blocked: u64,
+    /// Pending for the process (any thread that does not block it takes it).
     pending: u64,
     info: [Info; NSIG as usize],
+    /// Pending for the current thread alone (`tgkill`, a fault).
+    thread_pending: u64,
+    thread_info: [Info; NSIG as usize],
     pub altstack: AltStack,
     /// The mask `rt_sigsuspend` replaced, given back when its handler returns.
     pub saved_mask: Option<u64>,
+}
+
+/// One thread's own part of the signal state while another thread's is in [`Signals`].
+#[derive(Clone, Debug)]
+pub struct ThreadSignals {
+    pub blocked: u64,
+    pub saved_mask: Option<u64>,
+    pub altstack: AltStack,
+    pending: u64,
+    info: [Info; NSIG as usize],
+}
+
+impl ThreadSignals {
+    /// A new thread's: the creating thread's mask, nothing pending, no alternate stack (Linux's
+    /// `clone` with `CLONE_VM` clears it).
+    pub fn new(blocked: u64) -> ThreadSignals {
+        ThreadSignals {
+            blocked,
+            saved_mask: None,
+            altstack: AltStack {
+                sp: 0,
+                size: 0,
+                flags: SS_DISABLE,
+            },
+            pending: 0,
+            info: [Info::default(); NSIG as usize],
+        }
+    }
+
+    /// Whether a signal sent to this thread alone waits that it does not block.
+    pub fn deliverable(&self) -> bool {
+        self.pending & !self.blocked != 0
+    }
+}
+
+/// `new` arrives at a pending set: the stop/continue rules, discarded if its action ignores
+/// it and `blocked` does not hold it, one instance of each signal kept.
+fn arrive(
+    actions: &[Action; NSIG as usize],
+    blocked: u64,
+    pending: &mut u64,
+    info: &mut [Info; NSIG as usize],
+    new: Info,
+) {
+    let sig = new.signo;
+    if !valid(sig) {
+        return;
+    }
+    // A SIGCONT discards the stop signals pending, a stop signal a pending SIGCONT, even
+    // when ignored (Linux's `prepare_signal`).
+    if sig == SIGCONT {
+        *pending &= !STOP_SIGNALS;
+    } else if STOP_SIGNALS & bit(sig) != 0 {
+        *pending &= !bit(SIGCONT);
+    }
+    let a = actions[sig as usize - 1];
+    // A child's stop or continue does not interest a parent with SA_NOCLDSTOP.
+    if sig == SIGCHLD
+        && (new.code == CLD_STOPPED || new.code == CLD_CONTINUED)
+        && a.flags & SA_NOCLDSTOP != 0
+    {
+        return;
+    }
+    let ignored = blocked & bit(sig) == 0
+        && match a.handler {
+            SIG_IGN => true,
+            SIG_DFL => default_action(sig) == Default::Ignore,
+            _ => false,
+        };
+    if ignored {
+        return;
+    }
+    if *pending & bit(sig) == 0 {
+        *pending |= bit(sig);
+        info[sig as usize - 1] = new;
+    }
 }
 
 impl core::default::Default for Signals {
@@ -326,6 +409,8 @@ impl Signals {
             blocked: 0,
             pending: 0,
             info: [Info::default(); NSIG as usize],
+            thread_pending: 0,
+            thread_info: [Info::default(); NSIG as usize],
             altstack: AltStack {
                 sp: 0,
                 size: 0,
@@ -363,8 +448,9 @@ impl Signals {
             a.mask &= !UNBLOCKABLE;
             self.actions[sig as usize - 1] = a;
             // Setting an action that ignores discards what is pending (POSIX).
-            if self.pending & bit(sig) != 0 && self.ignored(sig) {
+            if self.ignored(sig) {
                 self.pending &= !bit(sig);
+                self.thread_pending &= !bit(sig);
             }
         }
         Ok(old)
@@ -388,31 +474,44 @@ impl Signals {
     /// The signal `info.signo` arrives: pending unless its action discards it. One instance of
     /// each signal is kept (a second arrival while pending merges with the first).
     pub fn raise(&mut self, info: Info) {
-        let sig = info.signo;
-        if !valid(sig) {
-            return;
-        }
-        // A SIGCONT discards the stop signals pending, a stop signal a pending SIGCONT, even
-        // when ignored (Linux's `prepare_signal`).
-        if sig == SIGCONT {
-            self.pending &= !STOP_SIGNALS;
-        } else if STOP_SIGNALS & bit(sig) != 0 {
-            self.pending &= !bit(SIGCONT);
-        }
-        // A child's stop or continue does not interest a parent with SA_NOCLDSTOP.
-        if sig == SIGCHLD
-            && (info.code == CLD_STOPPED || info.code == CLD_CONTINUED)
-            && self.action(SIGCHLD).flags & SA_NOCLDSTOP != 0
-        {
-            return;
-        }
-        if self.ignored(sig) {
-            return;
-        }
-        if self.pending & bit(sig) == 0 {
-            self.pending |= bit(sig);
-            self.info[sig as usize - 1] = info;
-        }
+        arrive(
+            &self.actions,
+            self.blocked,
+            &mut self.pending,
+            &mut self.info,
+            info,
+        );
+    }
+
+    /// The signal `info.signo` arrives for the current thread alone (`tgkill`).
+    pub fn raise_thread(&mut self, info: Info) {
+        arrive(
+            &self.actions,
+            self.blocked,
+            &mut self.thread_pending,
+            &mut self.thread_info,
+            info,
+        );
+    }
+
+    /// The signal `info.signo` arrives for another thread, whose own part is `t`.
+    pub fn raise_other(&self, t: &mut ThreadSignals, info: Info) {
+        arrive(&self.actions, t.blocked, &mut t.pending, &mut t.info, info);
+    }
+
+    /// Swaps the current thread's own part with `t` (another thread takes its turn).
+    pub fn swap_thread(&mut self, t: &mut ThreadSignals) {
+        core::mem::swap(&mut self.blocked, &mut t.blocked);
+        core::mem::swap(&mut self.saved_mask, &mut t.saved_mask);
+        core::mem::swap(&mut self.altstack, &mut t.altstack);
+        core::mem::swap(&mut self.thread_pending, &mut t.pending);
+        core::mem::swap(&mut self.thread_info, &mut t.info);
+    }
+
+    /// Whether a process-directed signal waits that `t`'s mask lets through (that thread
+    /// should take it).
+    pub fn deliverable_to(&self, t: &ThreadSignals) -> bool {
+        self.pending & !t.blocked != 0 || t.deliverable()
     }
 
     /// A fault signal the program cannot refuse (Linux's `force_sig`): if it is blocked or
@@ -424,24 +523,26 @@ impl Signals {
             self.blocked &= !bit(sig);
             self.actions[i].handler = SIG_DFL;
         }
-        self.pending |= bit(sig);
-        self.info[i] = info;
+        // A fault is the faulting thread's.
+        self.thread_pending |= bit(sig);
+        self.thread_info[i] = info;
     }
 
+    /// Pending for the process or the current thread.
     pub fn pending(&self) -> u64 {
-        self.pending
+        self.pending | self.thread_pending
     }
 
     /// Whether a signal is pending that is not blocked.
     pub fn deliverable(&self) -> bool {
-        self.pending & !self.blocked != 0
+        (self.pending | self.thread_pending) & !self.blocked != 0
     }
 
     /// Takes the next deliverable signal (the synchronous fault signals first, then the lowest
     /// number, as Linux does) and decides what it does; a handler with `SA_RESETHAND` is
     /// reset to the default on the way.
     pub fn take(&mut self) -> Option<(Info, Disposition)> {
-        let ready = self.pending & !self.blocked;
+        let ready = (self.pending | self.thread_pending) & !self.blocked;
         if ready == 0 {
             return None;
         }
@@ -453,8 +554,14 @@ impl Signals {
             ready
         };
         let sig = pick.trailing_zeros() + 1;
-        self.pending &= !bit(sig);
-        let info = self.info[sig as usize - 1];
+        // The thread's own instance first.
+        let info = if self.thread_pending & bit(sig) != 0 {
+            self.thread_pending &= !bit(sig);
+            self.thread_info[sig as usize - 1]
+        } else {
+            self.pending &= !bit(sig);
+            self.info[sig as usize - 1]
+        };
         let a = self.action(sig);
         let d = match a.handler {
             SIG_IGN => Disposition::Ignore,

@@ -3,7 +3,9 @@
 //! the blocking waits (`pause`, `rt_sigsuspend`, `nanosleep`) on the process's wake
 //! notification with a deadline, the real-time interval timer (`alarm`, `setitimer`), and the
 //! signals other processes send through proc. The decisions are the host-tested
-//! `sawmill_linux::signal`; this module carries them out on the one program thread.
+//! `sawmill_linux::signal`; this module carries them out for the thread in the library (a
+//! threaded process's threads swap their own mask, alternate stack and pending set in:
+//! `thread_guest`; its sleeps go through `thread_guest::sleep`).
 //!
 //! The program's FPU/SSE state is saved into a signal frame with `fxsave` and restored with
 //! `fxrstor`: the only SSE instructions of the (soft-float) library.
@@ -21,7 +23,7 @@ use sawmill_linux::{layout, nr, procs, SysResult, User};
 use sawmill_proc_api::{WAKE_CAP, WAKE_CONT, WAKE_SIGNAL, WAKE_TIMER};
 use sawmill_rt::{env, println, slots, sys, thread};
 
-/// The process's signal state (the one program thread's; see guest's `Single`).
+/// The process's signal state with the current thread's own part (see guest's `Single`).
 static SIGNALS: Single<Option<Signals>> = Single(UnsafeCell::new(None));
 /// `ITIMER_REAL` (and `alarm`), in ns of the monotonic clock.
 static REAL_TIMER: Single<Itimer> = Single(UnsafeCell::new(Itimer {
@@ -49,7 +51,7 @@ static MXCSR_MASK: AtomicU64 = AtomicU64::new(0xffbf);
 /// How often (ms) the return path looks at proc's wake bits while nothing else is due.
 const POLL_MS: u64 = 10;
 
-fn signals() -> &'static mut Signals {
+pub(crate) fn signals() -> &'static mut Signals {
     SIGNALS.get().get_or_insert_with(Signals::new)
 }
 
@@ -60,7 +62,7 @@ fn refresh() {
     }
 }
 
-fn force_look() {
+pub(crate) fn force_look() {
     *COUNTDOWN.get() = 1;
 }
 
@@ -173,6 +175,7 @@ fn take_wake_bits(bits: u64) {
     }
     if bits & WAKE_SIGNAL != 0 {
         fetch_from_proc();
+        crate::thread_guest::route_process_signal();
         // Delivered at this call's return if deliverable.
         refresh();
     }
@@ -180,6 +183,10 @@ fn take_wake_bits(bits: u64) {
         bits & !(WAKE_SIGNAL | WAKE_TIMER | WAKE_CONT),
         Ordering::Relaxed,
     );
+    if bits & !WAKE_TIMER != 0 {
+        // The other threads sleeping may be the ones these bits are for.
+        crate::thread_guest::kick_sleepers();
+    }
 }
 
 /// Set when proc said a SIGCONT continued us (`WAKE_CONT`): the stop's wait ends.
@@ -299,6 +306,9 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
     if stashed != 0 {
         return stashed;
     }
+    if crate::thread_guest::threaded() {
+        return wait_wake_threaded(deadline);
+    }
     let wake = WAKE.load(Ordering::Relaxed);
     guest::set_sleeping(true);
     let got = match (wake, deadline) {
@@ -314,6 +324,18 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         take_wake_bits(bits);
     }
     WAKE_STASH.swap(0, Ordering::Relaxed)
+}
+
+/// [`wait_wake`] in a threaded process: the sleep of `thread_guest` (on `proc:wake` or the
+/// thread's own notification, the lock released meanwhile). Bits taken from `proc:wake` may
+/// be for another thread, and another thread may take the caller's: every wake returns
+/// `WAKE_IO` too, so that every waiter looks at its condition again.
+fn wait_wake_threaded(deadline: Option<u64>) -> u64 {
+    let (got, from_proc) = crate::thread_guest::sleep(deadline, WAKE.load(Ordering::Relaxed));
+    if let (Ok(bits), true) = (got, from_proc) {
+        take_wake_bits(bits);
+    }
+    WAKE_STASH.swap(0, Ordering::Relaxed) | sawmill_proc_api::WAKE_IO
 }
 
 /// Whether a signal is deliverable now (after a look at the timer and proc): a blocking call
@@ -494,6 +516,7 @@ pub fn on_return(frame: *mut ForeignFrame, nr_: u64, rax: u64) {
     }
     let full = deliver(f, nr_, Some(rax), &Trap::default());
     if full | FULL_AFTER.swap(false, Ordering::Relaxed) {
+        crate::thread_guest::leave();
         // SAFETY: the frame holds the program's complete registers; the stub restores them
         // and jumps to its rip, leaving the library (its stack is taken afresh next entry).
         unsafe { core::arch::asm!("jmp linux_resume_full", in("rdi") frame, options(noreturn)) }
@@ -518,6 +541,13 @@ static FULL_AFTER: AtomicBool = AtomicBool::new(false);
 /// The kernel diverted a fault of the program here (see `linux_fault_entry`): `packed` is
 /// signal | trap number << 8 | si_code << 16 | error code << 32, `addr` the fault address.
 extern "C" fn serve_fault(frame: *mut ForeignFrame, packed: u64, addr: u64) -> *mut ForeignFrame {
+    crate::thread_guest::fault_enter();
+    let f = serve_fault_locked(frame, packed, addr);
+    crate::thread_guest::leave();
+    f
+}
+
+fn serve_fault_locked(frame: *mut ForeignFrame, packed: u64, addr: u64) -> *mut ForeignFrame {
     // SAFETY: the kernel passes this thread's UTCB frame.
     let f = unsafe { &mut *frame };
     if packed == 0 {
@@ -851,7 +881,18 @@ pub(crate) fn raise_self(signo: u32, code: i32) -> SysResult {
     }
     signals().raise(Info::from_process(signo, code, pid as u32, uid));
     force_look();
+    // A thread that does not block it takes it.
+    crate::thread_guest::route_process_signal();
     Ok(0)
+}
+
+/// A signal for the calling thread alone (`tgkill` of itself).
+pub(crate) fn raise_thread(info: Info) {
+    if info.signo == sig::SIGKILL {
+        terminate(sig::SIGKILL, false);
+    }
+    signals().raise_thread(info);
+    force_look();
 }
 
 /// Sends through proc (another process, a group, everyone); then takes at once what proc may
@@ -889,12 +930,19 @@ fn sys_tgkill(tgid: i64, tid: i64, signo: u64) -> SysResult {
     if tgid <= 0 || tid <= 0 || signo > sig::NSIG as u64 {
         return Err(errno::EINVAL);
     }
-    // One thread per process: its id is the pid.
-    if tgid != tid {
-        return Err(errno::ESRCH);
+    let (pid, uid) = guest::ids();
+    if tgid == pid as i64 || tgid == i64::MAX {
+        let info = Info::from_process(signo as u32, sig::SI_TKILL, pid as u32, uid);
+        if let Some(r) = crate::thread_guest::signal_thread(tid as u32, info) {
+            return r;
+        }
+        if tgid != i64::MAX {
+            return Err(errno::ESRCH);
+        }
     }
-    if tid == guest::ids().0 as i64 {
-        return raise_self(signo as u32, sig::SI_TKILL);
+    // Another process's thread: only its first thread (id = pid) is reached, through proc.
+    if tgid != tid && tgid != i64::MAX {
+        return Err(errno::ESRCH);
     }
     send_via_proc(tid, signo as u32, sig::SI_TKILL)
 }
@@ -1010,7 +1058,8 @@ pub fn dispatch(n: u64, a: [u64; 6], frame: *mut ForeignFrame) -> Option<SysResu
         nr::SIGALTSTACK => sys_sigaltstack(a[0], a[1], unsafe { (*frame).rsp }),
         nr::PAUSE => sys_pause(),
         nr::KILL => sys_kill(a[0], a[1]),
-        nr::TKILL => sys_tgkill(a[0] as i32 as i64, a[0] as i32 as i64, a[1]),
+        // tkill: any thread group (i64::MAX stands for "not named").
+        nr::TKILL => sys_tgkill(i64::MAX, a[0] as i32 as i64, a[1]),
         nr::TGKILL => sys_tgkill(a[0] as i32 as i64, a[1] as i32 as i64, a[2]),
         nr::ALARM => sys_alarm(a[0]),
         nr::SETITIMER => sys_setitimer(a[0], a[1], a[2]),

@@ -958,7 +958,9 @@ impl Proc {
                     .get(pid)
                     .and_then(|p| p.task.as_ref())
                     .map_or(0, |r| r.fault_entry);
-                if entry != 0 && !secondary && m.w[0] < 32 {
+                // Any thread's: a Linux program's threads (secondary, like the library's own
+                // threads, whose faults the library's entry ends the process for).
+                if entry != 0 && m.w[0] < 32 {
                     // The library decides: the program's handler, or the default action.
                     let (vector, err, rip) = (m.w[0], m.w[1], m.w[2]);
                     let code = signal::code_for_exception(vector) as u16 as u64;
@@ -992,7 +994,10 @@ impl Proc {
                 );
                 Status::Signaled(signal::SIGSEGV)
             }
-            label::EXIT if secondary && m.w[0] != u64::MAX => return None,
+            // A secondary thread's own end (a Linux thread's exit: status 0) is the library's
+            // business; its death otherwise (killed, a panic in the library) ends the process,
+            // which could not go on without it (it may hold the library's lock).
+            label::EXIT if secondary && m.w[0] == 0 => return None,
             label::EXIT => {
                 // The library ended without telling us (or its task was killed).
                 println!(
@@ -1099,7 +1104,8 @@ impl proc::Server for Proc {
             .running_pids()
             .into_iter()
             .filter(|&p| match sel {
-                signal::Target::One(t) => p == t,
+                // A thread's id names its process (Linux's kill of a thread id).
+                signal::Target::One(t) => self.table.thread_owner(t) == Some(p),
                 signal::Target::Group(g) => self.group_of(p) == g,
                 signal::Target::All => p != INIT && p != me,
             })
@@ -1466,6 +1472,16 @@ impl proc::Server for Proc {
         })
     }
 
+    fn thread_new(&mut self, badge: u64) -> Result<u32, ProcError> {
+        let me = self.caller(badge)?;
+        self.table.thread_new(me).map_err(table_error)
+    }
+
+    fn thread_end(&mut self, badge: u64, tid: u32) -> Result<(), ProcError> {
+        let me = self.caller(badge)?;
+        self.table.thread_end(me, tid).map_err(table_error)
+    }
+
     fn getsid(&mut self, badge: u64, pid: u32) -> Result<u32, ProcError> {
         let me = self.caller(badge)?;
         let pid = if pid == 0 { me } else { pid };
@@ -1514,6 +1530,7 @@ impl proc_info::Server for Proc {
             started: i.started,
             exit: i.exit,
             name,
+            threads: self.table.threads_of(pid) as u32 + 1,
         })
     }
 

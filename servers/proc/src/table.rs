@@ -145,7 +145,13 @@ pub struct Table<T> {
     next_pid: Pid,
     next_serial: u64,
     limit: usize,
+    /// Thread ids of Linux threads beyond each process's first (its pid), with the process
+    /// they belong to: they come from the pid space, so no process gets one as its pid.
+    tids: BTreeMap<Pid, Pid>,
 }
+
+/// Most thread ids one process may hold at once (its threads beyond the first).
+pub const MAX_THREADS: usize = 1024;
 
 impl<T> Table<T> {
     /// A table holding at most `limit` processes (running and zombies).
@@ -156,6 +162,7 @@ impl<T> Table<T> {
             next_pid: INIT,
             next_serial: 1,
             limit,
+            tids: BTreeMap::new(),
         }
     }
 
@@ -178,24 +185,7 @@ impl<T> Table<T> {
                 None => return Err(TableError::NoProcess),
             }
         }
-        let mut pid = self.next_pid;
-        let mut tries: u32 = 0;
-        while self.procs.contains_key(&pid) {
-            pid = if pid + 1 >= PID_MAX {
-                PID_WRAP
-            } else {
-                pid + 1
-            };
-            tries += 1;
-            if tries >= PID_MAX {
-                return Err(TableError::Full);
-            }
-        }
-        self.next_pid = if pid + 1 >= PID_MAX {
-            PID_WRAP
-        } else {
-            pid + 1
-        };
+        let pid = self.fresh_id()?;
         let serial = self.next_serial;
         self.next_serial += 1;
         if let Some(pp) = parent {
@@ -224,6 +214,69 @@ impl<T> Table<T> {
         );
         self.serials.insert(serial, pid);
         Ok((pid, serial))
+    }
+
+    /// The next id of the pid space that is neither a process's pid nor a thread's id; pids
+    /// count up and wrap to [`PID_WRAP`].
+    fn fresh_id(&mut self) -> Result<Pid, TableError> {
+        let mut pid = self.next_pid;
+        let mut tries: u32 = 0;
+        while self.procs.contains_key(&pid) || self.tids.contains_key(&pid) {
+            pid = if pid + 1 >= PID_MAX {
+                PID_WRAP
+            } else {
+                pid + 1
+            };
+            tries += 1;
+            if tries >= PID_MAX {
+                return Err(TableError::Full);
+            }
+        }
+        self.next_pid = if pid + 1 >= PID_MAX {
+            PID_WRAP
+        } else {
+            pid + 1
+        };
+        Ok(pid)
+    }
+
+    /// A thread id for a new thread of running process `pid` (Linux `clone` with
+    /// `CLONE_THREAD`), from the pid space. Full past [`MAX_THREADS`] for the process.
+    pub fn thread_new(&mut self, pid: Pid) -> Result<Pid, TableError> {
+        match self.procs.get(&pid) {
+            Some(p) if p.state == State::Running => {}
+            Some(_) => return Err(TableError::WrongState),
+            None => return Err(TableError::NoProcess),
+        }
+        if self.threads_of(pid) >= MAX_THREADS {
+            return Err(TableError::Full);
+        }
+        let tid = self.fresh_id()?;
+        self.tids.insert(tid, pid);
+        Ok(tid)
+    }
+
+    /// Thread `tid` of process `pid` ended: its id is free again (NoProcess if it is not one
+    /// of that process's).
+    pub fn thread_end(&mut self, pid: Pid, tid: Pid) -> Result<(), TableError> {
+        if self.tids.get(&tid) != Some(&pid) {
+            return Err(TableError::NoProcess);
+        }
+        self.tids.remove(&tid);
+        Ok(())
+    }
+
+    /// How many thread ids process `pid` holds (its threads beyond the first).
+    pub fn threads_of(&self, pid: Pid) -> usize {
+        self.tids.values().filter(|&&p| p == pid).count()
+    }
+
+    /// The process thread `tid` belongs to (its pid for the first thread).
+    pub fn thread_owner(&self, tid: Pid) -> Option<Pid> {
+        self.tids
+            .get(&tid)
+            .copied()
+            .or_else(|| self.procs.contains_key(&tid).then_some(tid))
     }
 
     pub fn get(&self, pid: Pid) -> Option<&Process<T>> {
@@ -296,6 +349,9 @@ impl<T> Table<T> {
         if p.state != State::Running {
             return Err(TableError::WrongState);
         }
+        // The old image's threads end with it (a new program starts with one thread).
+        self.tids.retain(|_, owner| *owner != pid);
+        let p = self.procs.get_mut(&pid).ok_or(TableError::NoProcess)?;
         let old = p.task.replace(task).ok_or(TableError::WrongState)?;
         p.execed = true;
         let old_serial = core::mem::replace(&mut p.serial, serial);
@@ -321,6 +377,9 @@ impl<T> Table<T> {
         }
         p.state = State::Zombie(status);
         let task = p.task.take().ok_or(TableError::WrongState)?;
+        // Its threads ended with it.
+        self.tids.retain(|_, owner| *owner != pid);
+        let p = self.procs.get_mut(&pid).ok_or(TableError::NoProcess)?;
         let orphans = core::mem::take(&mut p.children);
         let heir = if pid != INIT && self.procs.contains_key(&INIT) {
             INIT
@@ -519,6 +578,32 @@ mod tests {
         // When init ends, its children have no parent.
         t.end(init, Status::Exited(0)).unwrap();
         assert_eq!(t.get(c1).unwrap().ppid, 0);
+    }
+
+    #[test]
+    fn thread_ids_come_from_the_pid_space() {
+        let mut t: Table<()> = Table::new(8);
+        let (init, _) = t.create(None, root(), ()).unwrap();
+        let tid = t.thread_new(init).unwrap();
+        assert_ne!(tid, init);
+        assert_eq!(t.thread_owner(tid), Some(init));
+        assert_eq!(t.thread_owner(init), Some(init));
+        // A new process never gets a live thread's id.
+        t.next_pid = tid;
+        let (p, _) = t.create(Some(init), root(), ()).unwrap();
+        assert_ne!(p, tid);
+        assert_eq!(t.threads_of(init), 1);
+        // Only the owner frees it.
+        assert_eq!(t.thread_end(p, tid), Err(TableError::NoProcess));
+        t.thread_end(init, tid).unwrap();
+        assert_eq!(t.thread_owner(tid), None);
+        // A process's thread ids go when it ends.
+        let a = t.thread_new(p).unwrap();
+        let b = t.thread_new(p).unwrap();
+        t.end(p, Status::Exited(0)).unwrap();
+        assert_eq!(t.thread_owner(a), None);
+        assert_eq!(t.thread_owner(b), None);
+        assert_eq!(t.thread_new(p), Err(TableError::WrongState));
     }
 
     #[test]

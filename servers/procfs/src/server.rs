@@ -192,6 +192,7 @@ impl Procfs {
             egid: s.egid,
             started: s.started,
             exit: s.exit,
+            threads: s.threads.max(1),
         })
     }
 

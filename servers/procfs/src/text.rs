@@ -35,6 +35,8 @@ pub struct Process {
     pub started: u64,
     /// A zombie's `wait` status.
     pub exit: u32,
+    /// Its threads.
+    pub threads: u32,
 }
 
 impl Process {
@@ -64,7 +66,8 @@ pub fn pid_stat(p: &Process) -> String {
     // utime stime cutime cstime priority nice num_threads itrealvalue starttime vsize rss rsslim
     let _ = write!(
         s,
-        "0 0 0 0 20 0 1 0 {} 0 0 18446744073709551615 ",
+        "0 0 0 0 20 0 {} 0 {} 0 0 18446744073709551615 ",
+        p.threads.max(1),
         p.started
     );
     // startcode endcode startstack kstkesp kstkeip signal blocked sigignore sigcatch wchan nswap
@@ -97,7 +100,7 @@ pub fn pid_status(p: &Process) -> String {
     let _ = writeln!(s, "NSpid:\t{}", p.pid);
     let _ = writeln!(s, "NSpgid:\t{}", p.pgid);
     let _ = writeln!(s, "NSsid:\t{}", p.sid);
-    let _ = writeln!(s, "Threads:\t1");
+    let _ = writeln!(s, "Threads:\t{}", p.threads.max(1));
     s
 }
 

@@ -380,3 +380,43 @@ fn nocldstop_drops_stop_and_continue_reports() {
     s.raise(i);
     assert_eq!(s.pending(), bit(SIGCHLD));
 }
+
+#[test]
+fn a_signal_to_one_thread_stays_with_it_and_the_mask_is_per_thread() {
+    let mut s = Signals::new();
+    s.sigaction(SIGUSR1, Some(handler(0x40_2000, 0, 0)))
+        .unwrap();
+    // Thread A (in `s`) blocks SIGUSR1; thread B (`b`) does not.
+    s.blocked = bit(SIGUSR1);
+    let mut b = ThreadSignals::new(0);
+    s.raise_other(&mut b, Info::from_process(SIGUSR1, SI_TKILL, 1, 0));
+    assert!(!s.deliverable());
+    assert!(b.deliverable());
+    // A process-directed one goes to a thread that lets it through.
+    s.raise(Info::from_process(SIGUSR1, SI_USER, 1, 0));
+    assert!(!s.deliverable());
+    assert!(s.deliverable_to(&b));
+    // B takes its turn: its own signal first, then the process's.
+    s.swap_thread(&mut b);
+    assert_eq!(s.blocked, 0);
+    assert_eq!(b.blocked, bit(SIGUSR1));
+    let (i, _) = s.take().unwrap();
+    assert_eq!(i.code, SI_TKILL);
+    let (i, _) = s.take().unwrap();
+    assert_eq!(i.code, SI_USER);
+    assert!(s.take().is_none());
+    // A's part is as it left it.
+    s.swap_thread(&mut b);
+    assert_eq!(s.blocked, bit(SIGUSR1));
+    assert!(!b.deliverable());
+}
+
+#[test]
+fn a_thread_signal_that_is_ignored_is_dropped() {
+    let mut s = Signals::new();
+    let mut b = ThreadSignals::new(0);
+    s.raise_other(&mut b, Info::from_process(SIGCHLD, SI_TKILL, 1, 0));
+    assert!(!b.deliverable());
+    s.raise_thread(Info::from_process(SIGWINCH, SI_TKILL, 1, 0));
+    assert!(!s.deliverable());
+}

@@ -1,0 +1,4 @@
+#![no_std]
+#![no_main]
+sawmill_rt::entry!(main);
+fn main() {}

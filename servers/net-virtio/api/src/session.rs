@@ -157,6 +157,16 @@ impl Shared {
         next
     }
 
+    /// Overwrites ring `r`'s producer index: what a hostile stack does (the driver's tests).
+    pub fn forge_prod(&self, r: Ring, v: u32) {
+        self.prod(r).store(v, Ordering::Release);
+    }
+
+    /// Ring `r`'s producer index as it stands.
+    pub fn prod_now(&self, r: Ring) -> u32 {
+        self.prod(r).load(Ordering::Acquire)
+    }
+
     /// Where slot `slot` (< [`SLOTS`]) starts.
     pub fn slot_ptr(&self, slot: u16) -> *mut u8 {
         assert!((slot as usize) < SLOTS);

@@ -157,7 +157,10 @@ impl Stack {
             match ev {
                 Some(Some((cidr, router))) => self.configure(cidr, router),
                 Some(None) => {
-                    println!("netstack: DHCP lease lost");
+                    // smoltcp reports "deconfigured" once at the start too.
+                    if self.addr != 0 {
+                        println!("netstack: DHCP lease lost");
+                    }
                     self.iface.update_ip_addrs(|a| a.clear());
                     self.iface.routes_mut().remove_default_ipv4_route();
                     self.addr = 0;

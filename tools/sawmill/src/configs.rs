@@ -13,7 +13,15 @@ impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
         matches!(
             module,
-            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console" | "proc" | "procfs"
+            "mem"
+                | "pci"
+                | "vfs"
+                | "ext2-pfs"
+                | "blk-virtio"
+                | "console"
+                | "proc"
+                | "procfs"
+                | "netstack"
         )
     }
 
@@ -31,6 +39,12 @@ impl Schemas for Servers {
             "console" => schema::<sawmill_console_api::Config, D>(d),
             "proc" => schema::<sawmill_proc_api::Config, D>(d),
             "procfs" => schema::<sawmill_procfs_api::Config, D>(d),
+            "netstack" => {
+                // The addresses are strings in the manifest: checked here, not at boot.
+                let c = <sawmill_netstack_api::Config as serde::Deserialize>::deserialize(d)?;
+                c.check().map_err(serde::de::Error::custom)?;
+                Ok(Box::new(c))
+            }
             m => Err(serde::de::Error::custom(format!(
                 "module `{m}` has no configuration schema"
             ))),

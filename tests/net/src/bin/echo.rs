@@ -37,6 +37,14 @@ impl Waiter {
     fn wait(&self, ms: u64) {
         let _ = sys::notify_wait_until(self.notif, sys::rdtsc() + ms * self.ticks_per_ms);
     }
+
+    /// `ms` milliseconds, signals or not.
+    fn sleep(&self, ms: u64) {
+        let end = sys::rdtsc() + ms * self.ticks_per_ms;
+        while sys::rdtsc() < end {
+            let _ = sys::notify_wait_until(self.notif, end);
+        }
+    }
 }
 
 struct Conn {
@@ -151,7 +159,7 @@ fn serve(sk: &socket::Client, w: &Waiter) {
             if d.data.as_slice() == QUIT {
                 let _ = sk.send_to(u, d.addr, d.port, b"bye");
                 // Let the reply leave before the program (and the machine) ends.
-                w.wait(200);
+                w.sleep(300);
                 println!(
                     "net-echo: quit after {} connections and {} datagrams",
                     accepted, datagrams

@@ -184,7 +184,12 @@ impl Vq {
     fn publish(&mut self, io: u16) {
         fence(Ordering::SeqCst);
         // SAFETY: the avail ring's idx field.
-        unsafe { write_volatile((self.mem.add(16 * self.size as usize) as *mut u16).add(1), self.avail_idx) };
+        unsafe {
+            write_volatile(
+                (self.mem.add(16 * self.size as usize) as *mut u16).add(1),
+                self.avail_idx,
+            )
+        };
         fence(Ordering::SeqCst);
         outw(io + R_QUEUE_NOTIFY, self.index);
     }
@@ -204,7 +209,7 @@ impl Vq {
             self.used_idx = self.used_idx.wrapping_add(1);
             // The device names the head descriptor, 2k for packet k.
             let k = (id / 2) as u16;
-            (id % 2 == 0 && k < MAX_PACKETS).then_some((k, len))
+            (id.is_multiple_of(2) && k < MAX_PACKETS).then_some((k, len))
         }
     }
 }

@@ -96,7 +96,8 @@ impl phy::RxToken for RxToken<'_> {
         let len = (self.desc.len as usize).min(SLOT_SIZE);
         // SAFETY: a receive slot the driver gave back (StackSide checked index and length): in
         // the session memory, ours until we submit it again after this call.
-        let frame = unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(self.desc.slot), len) };
+        let frame =
+            unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(self.desc.slot), len) };
         let r = f(frame);
         self.done.push(self.desc.slot);
         r

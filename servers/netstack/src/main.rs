@@ -87,7 +87,10 @@ enum Sock {
     },
     /// A listening TCP socket: `pending` listen on the port, each taking one connection; an
     /// established one is what `accept` hands out (the backlog).
-    Listener { port: u16, pending: Vec<SocketHandle> },
+    Listener {
+        port: u16,
+        pending: Vec<SocketHandle>,
+    },
     Udp {
         h: SocketHandle,
         port: Option<u16>,
@@ -325,7 +328,11 @@ impl Stack {
 }
 
 /// Client `badge`'s socket `id` (borrowing the client table only).
-fn sock_of(clients: &mut BTreeMap<u64, Client>, badge: u64, id: u32) -> Result<&mut Sock, SockError> {
+fn sock_of(
+    clients: &mut BTreeMap<u64, Client>,
+    badge: u64,
+    id: u32,
+) -> Result<&mut Sock, SockError> {
     clients
         .get_mut(&badge)
         .and_then(|c| c.socks.get_mut(&id))
@@ -370,8 +377,7 @@ impl socket::Server for Front {
     fn create(&mut self, badge: u64, kind: SockKind) -> Result<u32, SockError> {
         with_stack(|s| {
             s.room(1)?;
-            if s
-                .clients
+            if s.clients
                 .get(&badge)
                 .is_some_and(|c| c.socks.len() >= MAX_CLIENT_SOCKETS)
             {
@@ -419,7 +425,9 @@ impl socket::Server for Front {
                     *b = Some(port);
                     None
                 }
-                Sock::Udp { h, port: p @ None, .. } => {
+                Sock::Udp {
+                    h, port: p @ None, ..
+                } => {
                     *p = Some(port);
                     Some(*h)
                 }
@@ -539,9 +547,7 @@ impl socket::Server for Front {
                     ..
                 } => {
                     return match s.sockets.get::<tcp::Socket>(*h).state() {
-                        tcp::State::SynSent | tcp::State::SynReceived => {
-                            Err(SockError::WouldBlock)
-                        }
+                        tcp::State::SynSent | tcp::State::SynReceived => Err(SockError::WouldBlock),
                         tcp::State::Closed => {
                             *connecting = false;
                             Err(SockError::ConnRefused)
@@ -790,7 +796,11 @@ fn udp_send(
 }
 
 /// One datagram of the UDP socket `h` into `buf` (cut to its length): bytes, source.
-fn udp_recv(s: &mut Stack, h: SocketHandle, buf: &mut [u8]) -> Result<(usize, u32, u16), SockError> {
+fn udp_recv(
+    s: &mut Stack,
+    h: SocketHandle,
+    buf: &mut [u8],
+) -> Result<(usize, u32, u16), SockError> {
     match s.sockets.get_mut::<udp::Socket>(h).recv() {
         Ok((d, meta)) => {
             let n = d.len().min(buf.len());

@@ -125,7 +125,8 @@ pub struct Forward {
 impl std::str::FromStr for Forward {
     type Err = String;
     fn from_str(s: &str) -> Result<Forward, String> {
-        let bad = || format!("`{s}`: a forward is tcp:HOSTPORT:GUESTPORT or udp:HOSTPORT:GUESTPORT");
+        let bad =
+            || format!("`{s}`: a forward is tcp:HOSTPORT:GUESTPORT or udp:HOSTPORT:GUESTPORT");
         let mut it = s.split(':');
         let (Some(proto), Some(h), Some(g), None) = (it.next(), it.next(), it.next(), it.next())
         else {
@@ -165,7 +166,10 @@ pub fn net_args(forwards: &[Forward], pcap: Option<&Path>) -> Vec<String> {
     ];
     if let Some(p) = pcap {
         a.push("-object".into());
-        a.push(format!("filter-dump,id=dump0,netdev=n0,file={}", p.display()));
+        a.push(format!(
+            "filter-dump,id=dump0,netdev=n0,file={}",
+            p.display()
+        ));
     }
     a
 }

@@ -264,7 +264,9 @@ fn host_talks_to_the_guest_through_forwarded_ports() {
     );
 
     assert_eq!(g.quit().as_deref(), Some(&b"bye"[..]), "quit");
-    let st = g.wait_exit(Duration::from_secs(60)).expect("the guest ends");
+    let st = g
+        .wait_exit(Duration::from_secs(60))
+        .expect("the guest ends");
     let text = g.log();
     assert!(st.success(), "guest exit: {st}; log:\n{text}");
     assert!(text.contains("root: all done, success"), "log:\n{text}");

@@ -292,10 +292,16 @@ impl DriverSide {
         }
         m.cons(r).store(next, Ordering::Release);
         if d.slot as usize >= SLOTS {
-            return Err(Bad::Slot { ring: r, slot: d.slot });
+            return Err(Bad::Slot {
+                ring: r,
+                slot: d.slot,
+            });
         }
         if self.holds(d.slot) {
-            return Err(Bad::Busy { ring: r, slot: d.slot });
+            return Err(Bad::Busy {
+                ring: r,
+                slot: d.slot,
+            });
         }
         Ok(Some(d))
     }
@@ -520,7 +526,8 @@ mod tests {
         assert_eq!(d.held(), (0, 0));
         // The completion ring's consumer index lying: nothing is taken either.
         m.prod(Ring::TxSubmit).store(0, Ordering::Relaxed);
-        m.cons(Ring::TxComplete).store(0x8000_0000, Ordering::Relaxed);
+        m.cons(Ring::TxComplete)
+            .store(0x8000_0000, Ordering::Relaxed);
         s.submit_tx(&m, 1, 60);
         assert!(matches!(d.take_tx(&m), Err(Bad::Index { .. })));
         m.cons(Ring::TxComplete).store(0, Ordering::Relaxed);

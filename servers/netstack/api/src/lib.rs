@@ -98,7 +98,14 @@ mod tests {
     fn addresses() {
         assert_eq!(parse_addr("10.0.2.15"), Some(0x0a00_020f));
         assert_eq!(parse_addr("255.255.255.255"), Some(u32::MAX));
-        for bad in ["10.0.2", "10.0.2.15.1", "10.0.2.256", "a.b.c.d", "10..2.15", ""] {
+        for bad in [
+            "10.0.2",
+            "10.0.2.15.1",
+            "10.0.2.256",
+            "a.b.c.d",
+            "10..2.15",
+            "",
+        ] {
             assert_eq!(parse_addr(bad), None, "{bad}");
         }
         assert_eq!(parse_cidr("10.0.2.15/24"), Some((0x0a00_020f, 24)));

@@ -103,7 +103,7 @@ fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
     let mut tries = 0;
     let r = loop {
         match sk.connect(s, gateway, 1) {
-            Err(rpc_would_block) if is_would_block(&rpc_would_block) && tries < 100 => {
+            Err(e) if is_would_block(&e) && tries < 100 => {
                 tries += 1;
                 w.wait(100);
             }
@@ -111,7 +111,7 @@ fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
         }
     };
     match r {
-        Err(e) if matches!(e, sawmill_interfaces::rpc::Error::App(SockError::ConnRefused)) => {
+        Err(sawmill_interfaces::rpc::Error::App(SockError::ConnRefused)) => {
             println!("net-echo: PASS a connect to a closed port is refused")
         }
         other => println!("net-echo: FAIL connect to a closed port: {:?}", other),
@@ -120,7 +120,10 @@ fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
 }
 
 fn is_would_block(e: &sawmill_interfaces::rpc::Error<SockError>) -> bool {
-    matches!(e, sawmill_interfaces::rpc::Error::App(SockError::WouldBlock))
+    matches!(
+        e,
+        sawmill_interfaces::rpc::Error::App(SockError::WouldBlock)
+    )
 }
 
 fn serve(sk: &socket::Client, w: &Waiter) {
@@ -136,10 +139,7 @@ fn serve(sk: &socket::Client, w: &Waiter) {
         println!("net-echo: FAIL bind/listen: {:?}", e);
         return;
     }
-    println!(
-        "net-echo: serving tcp {} and udp {}",
-        TCP_PORT, UDP_PORT
-    );
+    println!("net-echo: serving tcp {} and udp {}", TCP_PORT, UDP_PORT);
     let mut conns: Vec<Conn> = Vec::new();
     let (mut accepted, mut datagrams) = (0u64, 0u64);
     loop {

@@ -33,14 +33,21 @@ struct Ctx {
 
 /// A fresh session memory at `at`: its dataspace and the shared view.
 fn memory(c: &Ctx, at: u64) -> Option<(u64, Shared)> {
-    let ds = c.mem.alloc(SESSION_BYTES as u64, 0, thread::alloc_slot()).ok()?;
+    let ds = c
+        .mem
+        .alloc(SESSION_BYTES as u64, 0, thread::alloc_slot())
+        .ok()?;
     let d = dataspace::Client::new(ds);
     let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
     let mut done = 0;
     while done < SESSION_PAGES as u64 {
         let va = at + done * 4096;
         let left = SESSION_PAGES as u64 - done;
-        done += d.map(done * 4096, va, left, rw, [va, left * 4096]).ok()?.pages.max(1);
+        done += d
+            .map(done * 4096, va, left, rw, [va, left * 4096])
+            .ok()?
+            .pages
+            .max(1);
     }
     // SAFETY: SESSION_BYTES mapped at `at` just now.
     Some((ds, unsafe { Shared::new(at as *mut u8) }))
@@ -152,7 +159,10 @@ fn main() {
     let kick2 = match c.nic.attach(ds2, notif, 1, thread::alloc_slot()) {
         Ok(k) => k,
         Err(e) => {
-            println!("net-garbage: FAIL attach after the revoked session: {:?}", e);
+            println!(
+                "net-garbage: FAIL attach after the revoked session: {:?}",
+                e
+            );
             return;
         }
     };

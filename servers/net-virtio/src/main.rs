@@ -34,8 +34,8 @@ use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 use sawmill_abi::{label, rights, ObjKind};
 use sawmill_interfaces::net::{self, InfoOut};
-use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, MsgTag, Next, Reply};
-use sawmill_interfaces::{dataspace, mem, pci, DsFlags, MapFlags, NetError};
+use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, MsgTag, Next, Reply};
+use sawmill_interfaces::{dataspace, mem, pci, MapFlags, NetError};
 use sawmill_net_virtio_api::session::{
     Bad, DriverSide, Shared, SESSION_BYTES, SESSION_PAGES, SLOT_SIZE,
 };
@@ -69,9 +69,11 @@ const NET_HDR: u64 = 10;
 const MAX_PACKETS: u16 = 128;
 const MTU: u32 = 1500;
 
-/// Where the virtqueues' DMA memory is mapped, and where a session's memory is.
+/// Where the virtqueues' DMA memory is mapped.
 const DMA_AT: u64 = 0x3000_0000;
-const SESSION_AT: u64 = 0x5000_0000;
+/// The two places a session's memory may be: the live session's, and the receive window where
+/// the next `attach` lands (the other one). A session ended by a fault leaves the window open.
+const AREAS: [u64; 2] = [0x5000_0000, 0x5100_0000];
 /// Bits of the I/O thread's notification besides the interrupt line's.
 const KICK_BIT: u64 = 1 << 32;
 /// Refusals logged per session; the rest are counted.
@@ -217,6 +219,8 @@ impl Vq {
 /// The attached stack.
 struct Session {
     badge: u64,
+    /// Where its memory is mapped here (one of `AREAS`).
+    at: u64,
     shared: Shared,
     /// Physical address of each page of the session memory (pinned while the session lasts).
     pages: [u64; SESSION_PAGES],
@@ -292,7 +296,7 @@ impl Dev {
         for pa in s.pages {
             let _ = sys::unpin(pa);
         }
-        let _ = sys::unmap(SESSION_AT, SESSION_PAGES as u64, 0);
+        let _ = sys::unmap(s.at, SESSION_PAGES as u64, sawmill_abi::UNMAP_SELF);
         let _ = sys::cap_delete(s.wake);
         println!(
             "net-virtio: session of badge {} ended: {} ({} refusals)",
@@ -441,7 +445,9 @@ fn faults(ep: u64) -> ! {
         }
         let addr = m.w[0];
         let verdict = if m.tag.label() == label::PAGE_FAULT
-            && (SESSION_AT..SESSION_AT + SESSION_BYTES as u64).contains(&addr)
+            && AREAS
+                .iter()
+                .any(|&a| (a..a + SESSION_BYTES as u64).contains(&addr))
         {
             FAULT_AT.store(addr, Ordering::Relaxed);
             Reply {
@@ -463,6 +469,11 @@ fn faults(ep: u64) -> ! {
 /// The `net` endpoint's state.
 struct Server {
     after: AfterReply,
+    /// Where the next session's memory lands (the receive window): the area of `AREAS` the
+    /// live session does not use.
+    window: u64,
+    /// Capability slots given back by refused attaches.
+    free_slots: Vec<u64>,
 }
 
 impl Server {
@@ -470,74 +481,74 @@ impl Server {
         &mut self,
         d: &mut Dev,
         badge: u64,
-        memory: u64,
+        memory: Map,
         wake: u64,
         bits: u64,
     ) -> Result<u64, NetError> {
-        if bits == 0 {
-            return Err(NetError::Invalid);
-        }
-        if d.session.is_some() {
-            // A stack that died left its session behind: mem freed the memory, so it is no
+        if let Some(s) = &d.session {
+            // A stack that died left its session behind: its memory went with it, so it is no
             // longer mapped here, and the session can go.
-            if sys::translate(SESSION_AT).is_ok() {
+            if sys::translate(s.at).is_ok() {
                 return Err(NetError::Busy);
             }
             d.end_session("its memory is gone");
         }
-        let ds = dataspace::Client::new(memory);
-        let info = ds.info().map_err(|_| NetError::BadMemory)?;
-        if info.size < SESSION_BYTES as u64 || !info.flags.contains(DsFlags::WRITABLE) {
+        let at = self.window;
+        // What arrived in the window must be exactly the session: its words say so and every
+        // page is there (the kernel maps an item whole or not at all).
+        if bits == 0 {
+            return Err(NetError::Invalid);
+        }
+        if memory.dst != at
+            || memory.pages != SESSION_PAGES as u64
+            || memory.flags & sawmill_abi::map::HUGE != 0
+            || (0..SESSION_PAGES as u64).any(|i| sys::translate(at + i * 4096).is_err())
+        {
             return Err(NetError::BadMemory);
         }
-        let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
-        let undo = || {
-            let _ = sys::unpin_all();
-            let _ = sys::unmap(SESSION_AT, SESSION_PAGES as u64, 0);
-        };
-        let mut at = 0;
-        while at < SESSION_PAGES as u64 {
-            let va = SESSION_AT + at * 4096;
-            let left = SESSION_PAGES as u64 - at;
-            match ds.map(at * 4096, va, left, rw, [va, left * 4096]) {
-                Ok(m) if m.pages > 0 => at += m.pages,
-                _ => {
-                    undo();
-                    return Err(NetError::BadMemory);
-                }
-            }
-        }
         // Pin every page and keep its physical address: the only addresses the device is given.
+        // Pinning for device writes also proves the pages are writable RAM.
         let mut pages = [0u64; SESSION_PAGES];
         let mut done = 0;
         while done < SESSION_PAGES {
             let n = (SESSION_PAGES - done).min(sawmill_abi::pin::MAX_PAGES as usize);
             if sys::pin(
-                SESSION_AT + done as u64 * 4096,
+                at + done as u64 * 4096,
                 n as u64,
                 sawmill_abi::pin::DEVICE_WRITES,
             )
             .is_err()
             {
-                undo();
+                for &pa in &pages[..done] {
+                    let _ = sys::unpin(pa);
+                }
                 return Err(NetError::BadMemory);
             }
             pages[done..done + n].copy_from_slice(&sawmill_rt::utcb().mr[..n]);
             done += n;
         }
-        let (wake_copy, kick) = (thread::alloc_slot(), thread::alloc_slot());
+        let undo = || {
+            for &pa in &pages {
+                let _ = sys::unpin(pa);
+            }
+        };
+        let (wake_copy, kick) = (self.slot(), self.slot());
         if sys::cap_copy(wake, wake_copy).is_err()
             || sys::cap_mint(NOTIF.load(Ordering::Relaxed), kick, KICK_BIT, rights::SEND).is_err()
         {
             undo();
+            let _ = sys::cap_delete(wake_copy);
+            self.free_slots.push(wake_copy);
+            self.free_slots.push(kick);
             return Err(NetError::Invalid);
         }
         self.after.delete(kick);
-        // SAFETY: SESSION_BYTES mapped at SESSION_AT just now; a fault on it (the stack freeing
-        // it) is caught by the fault thread.
-        let shared = unsafe { Shared::new(SESSION_AT as *mut u8) };
+        // SAFETY: SESSION_BYTES mapped at `at` just now; a fault on it (the stack freeing it) is
+        // caught by the fault thread.
+        let shared = unsafe { Shared::new(at as *mut u8) };
         d.session = Some(Session {
             badge,
+            at,
             shared,
             pages,
             side: DriverSide::new(),
@@ -553,17 +564,31 @@ impl Server {
 impl net::Server for Server {
     fn info(&mut self, _badge: u64) -> Result<InfoOut, NetError> {
         let mac = DEV.lock().as_ref().map_or(0, |d| d.mac);
-        Ok(InfoOut { mac, mtu: MTU })
+        Ok(InfoOut {
+            mac,
+            mtu: MTU,
+            window: self.window,
+        })
     }
 
-    fn attach(&mut self, badge: u64, memory: u64, wake: u64, bits: u64) -> Result<u64, NetError> {
+    fn attach(&mut self, badge: u64, memory: Map, wake: u64, bits: u64) -> Result<u64, NetError> {
         let mut g = DEV.lock();
         let d = g.as_mut().ok_or(NetError::Invalid)?;
         let r = self.attach_locked(d, badge, memory, wake, bits);
         drop(g);
-        if r.is_ok() {
-            // The stack may have queued receive slots before attaching.
-            let _ = sys::notify_signal(NOTIF.load(Ordering::Relaxed), KICK_BIT);
+        match r {
+            Ok(_) => {
+                // The next attach lands in the other area; the stack may have queued receive
+                // slots before attaching.
+                self.window = AREAS[usize::from(self.window == AREAS[0])];
+                self.after.receive_window(self.window, SESSION_BYTES as u64);
+                let _ = sys::notify_signal(NOTIF.load(Ordering::Relaxed), KICK_BIT);
+            }
+            // What a refused attach brought goes again (the window never holds a live session).
+            Err(_) => {
+                self.after
+                    .unmap(self.window, SESSION_PAGES as u64, sawmill_abi::UNMAP_SELF);
+            }
         }
         r
     }
@@ -579,9 +604,21 @@ impl net::Server for Server {
     }
 }
 
+impl Server {
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+}
+
 impl rpc::Serve for Server {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        // Whatever a request other than `attach` mapped into the window goes once it is
+        // answered: only an attach places session memory.
+        if m.tag.maps() != 0 && m.tag.label() != net::op::ATTACH {
+            self.after
+                .unmap(self.window, SESSION_PAGES as u64, sawmill_abi::UNMAP_SELF);
+        }
         net::handle(self, m, next)
     }
     fn after_reply(&mut self) -> Option<&mut AfterReply> {
@@ -712,8 +749,11 @@ fn main() {
     }
     let mut srv = Server {
         after: AfterReply::new(),
+        window: AREAS[0],
+        free_slots: Vec::new(),
     };
-    srv.after
-        .receive_into(&[thread::alloc_slot(), thread::alloc_slot()]);
+    // `attach` brings the stack's notification; its memory arrives in the window.
+    srv.after.receive_into(&[thread::alloc_slot()]);
+    srv.after.receive_window(srv.window, SESSION_BYTES as u64);
     let _ = rpc::serve(ep, &mut srv);
 }

@@ -28,7 +28,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use link::Link;
 use sawmill_abi::ObjKind;
-use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next};
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
 use sawmill_interfaces::socket::{self, AcceptOut, ConfigOut, NameOut, RecvFromOut, RecvOut};
 use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind};
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
@@ -48,11 +48,13 @@ const SESSION_AT: u64 = 0x5000_0000;
 /// Bits of the poll thread's notification: the driver has completions; a call changed timers.
 const WAKE_DRIVER: u64 = 1;
 const WAKE_CALL: u64 = 2;
-const TCP_BUFFER: usize = 32 * 1024;
-const UDP_PACKETS: usize = 32;
-const UDP_BUFFER: usize = 16 * 1024;
-const MAX_SOCKETS: usize = 512;
-const MAX_CLIENT_SOCKETS: usize = 256;
+const TCP_BUFFER: usize = 16 * 1024;
+const UDP_PACKETS: usize = 16;
+const UDP_BUFFER: usize = 8 * 1024;
+/// Sockets in the stack and per client: each holds at most 32 KiB of buffers, so these bound the
+/// heap one client (and all of them) can make the stack spend (6 MiB of its 8).
+const MAX_SOCKETS: usize = 192;
+const MAX_CLIENT_SOCKETS: usize = 64;
 const MAX_BACKLOG: u32 = 16;
 const EPHEMERAL_FIRST: u16 = 49152;
 const THREAD_STACK: usize = 64 * 1024;
@@ -897,7 +899,7 @@ fn main() {
         }
     };
     WAKE.store(wake, Ordering::Relaxed);
-    let (ds, shared) = match session_memory(mem_ep) {
+    let (_ds, shared) = match session_memory(mem_ep) {
         Ok(x) => x,
         Err(e) => {
             println!("netstack: FAIL {}", e);
@@ -906,8 +908,16 @@ fn main() {
     };
     let mut link = Link::new(shared);
     let nic = net::Client::new(driver);
+    // The session memory goes to the driver as a map item at its window (derived from our
+    // mapping: unmapping or freeing it here takes it from the driver too).
     let (mac, kick) = match nic.info().and_then(|i| {
-        nic.attach(ds, wake, WAKE_DRIVER, thread::alloc_slot())
+        let region = Map {
+            src: SESSION_AT,
+            dst: i.window,
+            pages: SESSION_PAGES as u64,
+            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
+        };
+        nic.attach(region, wake, WAKE_DRIVER, thread::alloc_slot())
             .map(|k| (i.mac, k))
     }) {
         Ok(x) => x,

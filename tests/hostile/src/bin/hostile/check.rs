@@ -13,8 +13,8 @@
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{
-    console, dataspace, file, mem, pci, pfs, pipe, vfs, DsError, DsFlags, MapFlags, OpenFlags,
-    PciError, PipeError,
+    console, dataspace, file, mem, pci, pfs, pipe, socket, vfs, DsError, DsFlags, MapFlags,
+    OpenFlags, PciError, PipeError, SockError, SockKind,
 };
 use sawmill_rt::slots::TASK;
 use sawmill_rt::{env, ipc, println, sys, thread};
@@ -28,6 +28,7 @@ pub const PFS: u16 = 3;
 pub const PCI: u16 = 4;
 pub const CONSOLE: u16 = 5;
 pub const PIPE: u16 = 6;
+pub const SOCKET: u16 = 7;
 
 /// Where the checker maps a page of a fresh dataspace.
 const WIN: u64 = 0x5800_0000;
@@ -323,6 +324,72 @@ impl Checker {
     }
 }
 
+impl Checker {
+    /// The network stack answers another client correctly: its configuration, a UDP socket
+    /// bound to a free port and named, a TCP socket listening, both closed, and a socket number
+    /// that is not ours refused.
+    fn socket(&mut self) -> (u64, bool) {
+        let (mut n, mut dead) = (0, false);
+        let Some(ep) = env::cap("socket") else {
+            return (1, false);
+        };
+        let sk = socket::Client::new(ep);
+        match sk.config() {
+            Ok(c) if c.addr == 0x0a00_020f && c.prefix == 24 => {}
+            r => wrong!(n, dead, r, "socket.config (want 10.0.2.15/24)"),
+        }
+        match sk.create(SockKind::Udp) {
+            Ok(u) => {
+                match sk.bind(u, 0, 0).and_then(|_| sk.name(u)) {
+                    Ok(a) if a.port >= 49152 => {}
+                    r => wrong!(
+                        n,
+                        dead,
+                        r,
+                        "bind to port 0 and name (want an ephemeral port)"
+                    ),
+                }
+                match sk.recv_from(u, 16) {
+                    Err(RpcError::App(SockError::WouldBlock)) => {}
+                    r => wrong!(n, dead, r.map(|_| ()), "recv_from with nothing sent"),
+                }
+                match sk.close(u) {
+                    Ok(()) => {}
+                    r => wrong!(n, dead, r, "close of a UDP socket"),
+                }
+            }
+            r => wrong!(n, dead, r, "create a UDP socket"),
+        }
+        match sk.create(SockKind::Tcp) {
+            Ok(t) => {
+                match sk.listen(t, 4).and_then(|_| sk.ready(t)) {
+                    Ok(r) if r.is_empty() => {}
+                    r => wrong!(n, dead, r, "listen and ready (want nothing pending)"),
+                }
+                match sk.accept(t) {
+                    Err(RpcError::App(SockError::WouldBlock)) => {}
+                    r => wrong!(n, dead, r.map(|_| ()), "accept with nobody connecting"),
+                }
+                match sk.close(t) {
+                    Ok(()) => {}
+                    r => wrong!(n, dead, r, "close of a listening socket"),
+                }
+            }
+            r => wrong!(n, dead, r, "create a TCP socket"),
+        }
+        match sk.ready(0xdead_beef) {
+            Err(RpcError::App(SockError::BadSocket)) => {}
+            r => wrong!(
+                n,
+                dead,
+                r,
+                "ready of a socket that is not ours (want BadSocket)"
+            ),
+        }
+        (n, dead)
+    }
+}
+
 /// Serves the `check` endpoint for ever.
 pub fn serve() -> ! {
     let ep = env::cap("check").expect("check endpoint");
@@ -344,6 +411,7 @@ pub fn serve() -> ! {
             PCI => c.pci(),
             CONSOLE => c.console(),
             PIPE => c.pipe(),
+            SOCKET => c.socket(),
             _ => (1, false),
         };
         m = ipc::reply_recv(ep, MsgTag::new(0, 2), [n, dead as u64, 0, 0]);

@@ -8,8 +8,8 @@ use sawmill_abi::{map, MsgTag};
 use sawmill_hostile::Target;
 use sawmill_interfaces::rpc::{Error as RpcError, Map};
 use sawmill_interfaces::{
-    blk, console, dataspace, file, mem, pci, pfs, pipe, vfs, BlkError, ConsoleError, DsError,
-    MapFlags, OpenFlags,
+    blk, console, dataspace, file, mem, net, pci, pfs, pipe, socket, vfs, BlkError, ConsoleError,
+    DsError, MapFlags, NetError, OpenFlags, SockError, SockKind,
 };
 use sawmill_rt::{env, println, utcb};
 
@@ -178,6 +178,8 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
         "blk" => run_blk(e, o),
         "console" => run_console(e, o),
         "pipe" => run_pipe(e, o),
+        "socket" => run_socket(e, o),
+        "net" => run_net(e, o),
         _ => run_pci(e, o),
     }
 }
@@ -186,7 +188,7 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
 /// mode aims at (the watchdog's own scenario aims the mem mode at a server that never answers).
 fn cap(name: &str) -> u64 {
     let main = match name {
-        "mem" | "vfs" | "blk" | "pci" | "console" | "pipe" => {
+        "mem" | "vfs" | "blk" | "pci" | "console" | "pipe" | "socket" | "net" => {
             env::args().find_map(|a| a.strip_prefix("ep="))
         }
         _ => None,
@@ -752,5 +754,169 @@ fn run_pipe(e: &mut Engine, o: &Opts) -> bool {
         e.release(a);
         e.release(b);
         ask(e, check::PIPE).1
+    })
+}
+
+// ---- socket (netstack) ------------------------------------------------------------------------
+
+const SOCKET_OPS: [u16; 15] = [
+    socket::op::WATCH,
+    socket::op::CREATE,
+    socket::op::BIND,
+    socket::op::LISTEN,
+    socket::op::ACCEPT,
+    socket::op::CONNECT,
+    socket::op::SEND,
+    socket::op::RECV,
+    socket::op::SEND_TO,
+    socket::op::RECV_FROM,
+    socket::op::READY,
+    socket::op::NAME,
+    socket::op::SHUTDOWN,
+    socket::op::CLOSE,
+    socket::op::CONFIG,
+];
+
+fn run_socket(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("socket");
+    let sk = socket::Client::new(main);
+    let aim = |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &SOCKET_OPS,
+                // Socket numbers, kinds, ports (privileged, echo, ephemeral) and addresses
+                // (ours, QEMU's gateway, loopback, broadcast).
+                hints: &[
+                    0,
+                    1,
+                    2,
+                    3,
+                    7,
+                    80,
+                    1023,
+                    7777,
+                    49152,
+                    65535,
+                    0x0a00_020f,
+                    0x0a00_0202,
+                    0x7f00_0001,
+                    0xffff_ffff,
+                    448,
+                    449,
+                ],
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // Sockets until the stack says no more, then every one closed again (twice).
+        let mut held = [0u32; 300];
+        let mut n = 0;
+        while n < held.len() {
+            match sk.create(if n % 2 == 0 {
+                SockKind::Tcp
+            } else {
+                SockKind::Udp
+            }) {
+                Ok(s) => {
+                    held[n] = s;
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        expect(
+            e,
+            sk.create(SockKind::Udp),
+            |r| matches!(r, Err(RpcError::App(SockError::NoSpace))),
+            "create past the client's limit (want NoSpace)",
+        );
+        for &s in &held[..n] {
+            let _ = sk.close(s);
+        }
+        if n > 0 {
+            expect(
+                e,
+                sk.close(held[0]),
+                |r| matches!(r, Err(RpcError::App(SockError::BadSocket))),
+                "close of a closed socket (want BadSocket)",
+            );
+        }
+        // A privileged port, a huge backlog, sending on nothing, a connect to nowhere.
+        if let Ok(t) = sk.create(SockKind::Tcp) {
+            expect(
+                e,
+                sk.bind(t, 0, 80),
+                |r| matches!(r, Err(RpcError::App(SockError::Denied))),
+                "bind to port 80 (want Denied)",
+            );
+            let _ = sk.listen(t, u32::MAX);
+            expect(
+                e,
+                sk.send(t, b"nobody"),
+                |r| r.is_err(),
+                "send on a listening socket",
+            );
+            let _ = sk.close(t);
+        }
+        if let Ok(t) = sk.create(SockKind::Tcp) {
+            let _ = sk.connect(t, 0, 0);
+            let _ = sk.connect(t, 0xffff_ffff, 9);
+            let _ = sk.close(t);
+        }
+        ask(e, check::SOCKET).1
+    })
+}
+
+// ---- net (a network driver's session protocol) ------------------------------------------------
+
+const NET_OPS: [u16; 3] = [net::op::INFO, net::op::ATTACH, net::op::DETACH];
+
+fn run_net(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("net0");
+    let nic = net::Client::new(main);
+    let aim = |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &NET_OPS,
+                hints: &[0, 1, 2, 4096, 266240, 1 << 32, u64::MAX],
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // Sessions over memory we do not have, or one page of it, are refused.
+        let window = nic.info().map_or(0, |i| i.window);
+        for (src, pages) in [(0x7000_0000_0000u64, 65), (SCRATCH, 1)] {
+            let b = e.slot();
+            let region = Map {
+                src,
+                dst: window,
+                pages,
+                flags: map::READ | map::WRITE,
+            };
+            expect(
+                e,
+                nic.attach(region, sawmill_rt::slots::TASK, 1, b),
+                |r| r.is_err(),
+                "attach without the session's memory",
+            );
+            e.release(b);
+        }
+        expect(
+            e,
+            nic.detach(),
+            |r| matches!(r, Err(RpcError::App(NetError::NoSession))),
+            "detach without a session (want NoSession)",
+        );
+        expect(
+            e,
+            nic.info(),
+            |r| matches!(r, Ok(i) if i.mac != 0 && i.mtu == 1500),
+            "info",
+        );
+        true
     })
 }

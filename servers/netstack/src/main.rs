@@ -4,12 +4,14 @@
 //!
 //! It allocates the session memory from `mem`, maps it, lays out the rings and attaches it to
 //! the driver (`link.rs` is smoltcp's `Device` over it: frames are parsed in place in the slots
-//! the driver received them into and written straight into the slots it sends from). Two
-//! threads share the stack under one lock: the main thread serves the socket calls (none blocks:
-//! `WouldBlock`, and the client waits on the notification it registered with `watch`); the poll
-//! thread wakes on the driver's completions, on smoltcp's next timer, and when a call changed
-//! what the timers should be, polls, and signals every client's notification when any socket's
-//! state may have changed. Delayed ACKs are off, so request/response traffic is not throttled.
+//! the driver received them into and written straight into the slots it sends from). Every
+//! socket is a capability the stack minted with a watched badge (`NO_SENDERS`): the socket
+//! closes when the last copy is gone, whichever task held it. Two threads share the stack under
+//! one lock: the main thread serves `socket` and `sock` calls (none blocks: `WouldBlock`, and
+//! the client waits on a notification it registered with the socket); the poll thread wakes on
+//! the driver's completions, on smoltcp's next timer, and when a call changed what the timers
+//! should be, polls, and signals the registrations of every socket that became readier. Delayed
+//! ACKs are off, so request/response traffic is not throttled.
 //!
 //! The network manager's one rule lives here for now: ports below 1024 only for the clients the
 //! configuration names (`privileged`). Configuration: static (`address`, `gateway`) or DHCP.
@@ -27,9 +29,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use link::Link;
-use sawmill_abi::ObjKind;
+use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
-use sawmill_interfaces::socket::{self, AcceptOut, ConfigOut, NameOut, RecvFromOut, RecvOut};
+use sawmill_interfaces::sock::{self, AcceptOut, NameOut, RecvFromOut, RecvOut};
+use sawmill_interfaces::socket::{self, ConfigOut};
 use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind};
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
 use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
@@ -51,12 +54,19 @@ const WAKE_CALL: u64 = 2;
 const TCP_BUFFER: usize = 16 * 1024;
 const UDP_PACKETS: usize = 16;
 const UDP_BUFFER: usize = 8 * 1024;
-/// Sockets in the stack and per client: each holds at most 32 KiB of buffers, so these bound the
-/// heap one client (and all of them) can make the stack spend (6 MiB of its 8).
+/// smoltcp sockets in the stack and per client (a listener holds one per backlog place): each
+/// holds at most 32 KiB of buffers, so these bound the heap one client (and all of them) can
+/// make the stack spend (6 MiB of its 8); one client takes at most a quarter.
 const MAX_SOCKETS: usize = 192;
-const MAX_CLIENT_SOCKETS: usize = 64;
+const MAX_CLIENT_SOCKETS: usize = 48;
 const MAX_BACKLOG: u32 = 16;
 const EPHEMERAL_FIRST: u16 = 49152;
+/// Badges of socket capabilities have this bit (manifest badges never do), and the notice
+/// capability for `NO_SENDERS` messages has its own.
+const SOCK_BIT: u64 = 1 << 40;
+const NOTICE_BADGE: u64 = 1 << 41;
+/// Registrations per socket.
+const MAX_WATCHERS: usize = 8;
 const THREAD_STACK: usize = 64 * 1024;
 
 /// Time-stamp counter ticks per microsecond.
@@ -100,12 +110,15 @@ enum Sock {
     },
 }
 
-#[derive(Default)]
-struct Client {
-    /// The client's notification (our copy) and its bits.
-    wake: Option<(u64, u64)>,
-    socks: BTreeMap<u32, Sock>,
-    next: u32,
+/// A socket and who waits on it.
+struct Entry {
+    sock: Sock,
+    /// The client (manifest badge) whose share it counts against.
+    owner: u64,
+    /// Registered notifications (our copies) and their bits.
+    watchers: Vec<(u64, u64)>,
+    /// Its readiness at the last poll: a registration is signalled when a bit appears.
+    last: Ready,
 }
 
 struct Stack {
@@ -113,7 +126,11 @@ struct Stack {
     sockets: SocketSet<'static>,
     link: Link,
     dhcp: Option<SocketHandle>,
-    clients: BTreeMap<u64, Client>,
+    /// Every socket, by its capability's badge.
+    socks: BTreeMap<u64, Entry>,
+    /// Sockets per client.
+    shares: BTreeMap<u64, usize>,
+    next_id: u64,
     /// smoltcp sockets in use (listeners count each pending one).
     count: usize,
     tcp_ports: BTreeSet<u16>,
@@ -188,12 +205,21 @@ impl Stack {
                 i += 1;
             }
         }
-        if changed {
-            for c in self.clients.values() {
-                if let Some((n, bits)) = c.wake {
+        let _ = changed;
+        // Wake whoever waits on a socket that became readier (computed for registered sockets
+        // only; cheap next to smoltcp's own scan of every socket).
+        let sockets = &self.sockets;
+        for e in self.socks.values_mut() {
+            if e.watchers.is_empty() {
+                continue;
+            }
+            let r = ready_of(sockets, &e.sock);
+            if !(r - e.last).is_empty() {
+                for &(n, bits) in &e.watchers {
                     let _ = sys::notify_signal(n, bits);
                 }
             }
+            e.last = r;
         }
     }
 
@@ -220,19 +246,22 @@ impl Stack {
         );
     }
 
-    fn sock(&mut self, badge: u64, id: u32) -> Result<&mut Sock, SockError> {
-        sock_of(&mut self.clients, badge, id)
+    fn sock(&mut self, badge: u64) -> Result<&mut Sock, SockError> {
+        sock_of(&mut self.socks, badge)
     }
 
-    fn add(&mut self, badge: u64, s: Sock) -> Result<u32, SockError> {
-        let c = self.clients.entry(badge).or_default();
-        if c.socks.len() >= MAX_CLIENT_SOCKETS {
+    /// Room for `n` more smoltcp sockets of `owner`'s.
+    fn room_for(&self, owner: u64, n: usize) -> Result<(), SockError> {
+        if self.shares.get(&owner).copied().unwrap_or(0) + n > MAX_CLIENT_SOCKETS {
             return Err(SockError::NoSpace);
         }
-        let id = c.next;
-        c.next = c.next.wrapping_add(1);
-        c.socks.insert(id, s);
-        Ok(id)
+        self.room(n)
+    }
+
+    /// `owner` holds `n` smoltcp sockets more (or fewer).
+    fn charge(&mut self, owner: u64, n: isize) {
+        let c = self.shares.entry(owner).or_default();
+        *c = c.saturating_add_signed(n);
     }
 
     fn room(&self, n: usize) -> Result<(), SockError> {
@@ -273,29 +302,6 @@ impl Stack {
         Ok(self.sockets.add(s))
     }
 
-    fn tcp_ready(&self, h: SocketHandle, connecting: bool) -> Ready {
-        let s = self.sockets.get::<tcp::Socket>(h);
-        let mut r = Ready::EMPTY;
-        let st = s.state();
-        if s.can_recv() {
-            r |= Ready::READABLE;
-        }
-        if s.can_send() {
-            r |= Ready::WRITABLE;
-        }
-        if connecting && st == tcp::State::Closed {
-            r |= Ready::ERROR | Ready::HANGUP | Ready::READABLE | Ready::WRITABLE;
-        } else if !s.may_recv()
-            && !matches!(
-                st,
-                tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen
-            )
-        {
-            r |= Ready::READABLE | Ready::HANGUP;
-        }
-        r
-    }
-
     fn release(&mut self, s: Sock) {
         match s {
             Sock::Tcp { h, bound, .. } => {
@@ -329,16 +335,66 @@ impl Stack {
     }
 }
 
-/// Client `badge`'s socket `id` (borrowing the client table only).
-fn sock_of(
-    clients: &mut BTreeMap<u64, Client>,
-    badge: u64,
-    id: u32,
-) -> Result<&mut Sock, SockError> {
-    clients
+/// The socket whose capability carries `badge` (borrowing the socket table only).
+fn sock_of(socks: &mut BTreeMap<u64, Entry>, badge: u64) -> Result<&mut Sock, SockError> {
+    socks
         .get_mut(&badge)
-        .and_then(|c| c.socks.get_mut(&id))
+        .map(|e| &mut e.sock)
         .ok_or(SockError::BadSocket)
+}
+
+/// What a socket is ready for now.
+fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
+    match *s {
+        Sock::Tcp { h, connecting, .. } => {
+            let t = sockets.get::<tcp::Socket>(h);
+            let mut r = Ready::EMPTY;
+            let st = t.state();
+            if t.can_recv() {
+                r |= Ready::READABLE;
+            }
+            if t.can_send() {
+                r |= Ready::WRITABLE;
+            }
+            if connecting && st == tcp::State::Closed {
+                r |= Ready::ERROR | Ready::HANGUP | Ready::READABLE | Ready::WRITABLE;
+            } else if !t.may_recv()
+                && !matches!(
+                    st,
+                    tcp::State::Closed
+                        | tcp::State::SynSent
+                        | tcp::State::SynReceived
+                        | tcp::State::Listen
+                )
+            {
+                r |= Ready::READABLE | Ready::HANGUP;
+            }
+            r
+        }
+        Sock::Listener { ref pending, .. } => {
+            if pending.iter().any(|&h| {
+                matches!(
+                    sockets.get::<tcp::Socket>(h).state(),
+                    tcp::State::Established | tcp::State::CloseWait
+                )
+            }) {
+                Ready::READABLE
+            } else {
+                Ready::EMPTY
+            }
+        }
+        Sock::Udp { h, .. } => {
+            let u = sockets.get::<udp::Socket>(h);
+            let mut r = Ready::EMPTY;
+            if u.can_recv() {
+                r |= Ready::READABLE;
+            }
+            if u.can_send() {
+                r |= Ready::WRITABLE;
+            }
+            r
+        }
+    }
 }
 
 static STACK: spin::Mutex<Option<Stack>> = spin::Mutex::new(None);
@@ -346,6 +402,50 @@ static STACK: spin::Mutex<Option<Stack>> = spin::Mutex::new(None);
 /// The socket endpoint's state: the stack itself is behind `STACK`.
 struct Front {
     after: AfterReply,
+    /// Our endpoint (unbadged: socket capabilities are minted from it) and the notice
+    /// capability their `NO_SENDERS` messages come through.
+    ep: u64,
+    notice: u64,
+    free_slots: Vec<u64>,
+}
+
+impl Front {
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    /// A capability for the new socket `sock` of `owner`'s, handed to the caller with the
+    /// reply (our copy goes after it). Room was checked.
+    fn mint(&mut self, s: &mut Stack, owner: u64, sock: Sock) -> Result<u64, SockError> {
+        let badge = SOCK_BIT | s.next_id;
+        let slot = self.slot();
+        if sys::cap_mint_watched(
+            self.ep,
+            slot,
+            badge,
+            rights::SEND | rights::GRANT,
+            self.notice,
+        )
+        .is_err()
+        {
+            self.free_slots.push(slot);
+            s.release(sock);
+            return Err(SockError::NoSpace);
+        }
+        s.next_id = (s.next_id + 1) & (SOCK_BIT - 1);
+        s.socks.insert(
+            badge,
+            Entry {
+                sock,
+                owner,
+                watchers: Vec::new(),
+                last: Ready::EMPTY,
+            },
+        );
+        s.charge(owner, 1);
+        self.after.delete(slot);
+        Ok(slot)
+    }
 }
 
 /// Runs `f` on the stack, then polls (so what the call queued goes out now) and has the poll
@@ -361,30 +461,12 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
 }
 
 impl socket::Server for Front {
-    fn watch(&mut self, badge: u64, wake: u64, bits: u64) -> Result<(), SockError> {
-        if bits == 0 {
-            return Err(SockError::Invalid);
+    fn create(&mut self, badge: u64, kind: SockKind) -> Result<u64, SockError> {
+        if badge & (SOCK_BIT | NOTICE_BADGE) != 0 {
+            return Err(SockError::BadSocket);
         }
-        let copy = thread::alloc_slot();
-        sys::cap_copy(wake, copy).map_err(|_| SockError::Invalid)?;
         with_stack(|s| {
-            let c = s.clients.entry(badge).or_default();
-            if let Some((old, _)) = c.wake.replace((copy, bits)) {
-                let _ = sys::cap_delete(old);
-            }
-            Ok(())
-        })
-    }
-
-    fn create(&mut self, badge: u64, kind: SockKind) -> Result<u32, SockError> {
-        with_stack(|s| {
-            s.room(1)?;
-            if s.clients
-                .get(&badge)
-                .is_some_and(|c| c.socks.len() >= MAX_CLIENT_SOCKETS)
-            {
-                return Err(SockError::NoSpace);
-            }
+            s.room_for(badge, 1)?;
             let sock = match kind {
                 SockKind::Tcp => Sock::Tcp {
                     h: s.sockets.add(tcp_socket()),
@@ -399,25 +481,65 @@ impl socket::Server for Front {
                 },
             };
             s.count += 1;
-            s.add(badge, sock)
+            self.mint(s, badge, sock)
         })
     }
 
-    fn bind(&mut self, badge: u64, sock: u32, addr: u32, port: u16) -> Result<(), SockError> {
+    fn config(&mut self, _badge: u64) -> Result<ConfigOut, SockError> {
+        let g = STACK.lock();
+        let s = g.as_ref().ok_or(SockError::Unreachable)?;
+        Ok(ConfigOut {
+            addr: s.addr,
+            prefix: s.prefix,
+            gateway: s.gateway,
+        })
+    }
+}
+
+impl sock::Server for Front {
+    fn register(&mut self, badge: u64, wake: u64, bits: u64) -> Result<(), SockError> {
+        if bits == 0 {
+            return Err(SockError::Invalid);
+        }
+        let copy = self.slot();
+        if sys::cap_copy(wake, copy).is_err() {
+            self.free_slots.push(copy);
+            return Err(SockError::Invalid);
+        }
+        let mut g = STACK.lock();
+        let Some(e) = g.as_mut().and_then(|s| s.socks.get_mut(&badge)) else {
+            drop(g);
+            self.free_slot(copy);
+            return Err(SockError::BadSocket);
+        };
+        let old = (e.watchers.len() >= MAX_WATCHERS).then(|| e.watchers.remove(0));
+        e.watchers.push((copy, bits));
+        // Whatever it is ready for now counts as new for the newcomer.
+        e.last = Ready::EMPTY;
+        drop(g);
+        if let Some((slot, _)) = old {
+            self.free_slot(slot);
+        }
+        let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+        Ok(())
+    }
+
+    fn bind(&mut self, badge: u64, addr: u32, port: u16) -> Result<(), SockError> {
         with_stack(|s| {
-            if port != 0 && port < 1024 && !s.privileged.contains(&badge) {
+            let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
+            if port != 0 && port < 1024 && !s.privileged.contains(&owner) {
                 return Err(SockError::Denied);
             }
             if addr != 0 && addr != s.addr {
                 return Err(SockError::Invalid);
             }
-            let udp = matches!(s.sock(badge, sock)?, Sock::Udp { .. });
+            let udp = matches!(s.sock(badge)?, Sock::Udp { .. });
             let port = if port == 0 { s.ephemeral(udp)? } else { port };
             let used = if udp { &s.udp_ports } else { &s.tcp_ports };
             if used.contains(&port) {
                 return Err(SockError::AddrInUse);
             }
-            let h = match s.sock(badge, sock)? {
+            let h = match s.sock(badge)? {
                 Sock::Tcp {
                     bound: b @ None,
                     connecting: false,
@@ -451,9 +573,10 @@ impl socket::Server for Front {
         })
     }
 
-    fn listen(&mut self, badge: u64, sock: u32, backlog: u32) -> Result<(), SockError> {
+    fn listen(&mut self, badge: u64, backlog: u32) -> Result<(), SockError> {
         with_stack(|s| {
-            let (h, bound) = match s.sock(badge, sock)? {
+            let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
+            let (h, bound) = match s.sock(badge)? {
                 Sock::Tcp {
                     h,
                     bound,
@@ -474,21 +597,29 @@ impl socket::Server for Front {
                 .get_mut::<tcp::Socket>(h)
                 .listen(IpListenEndpoint { addr: None, port })
                 .map_err(|_| SockError::Invalid)?;
+            // The backlog's places are the owner's sockets too: as many as its share allows.
             let mut pending = vec![h];
             for _ in 1..backlog.clamp(1, MAX_BACKLOG) {
+                if s.room_for(owner, 1).is_err() {
+                    break;
+                }
                 match s.listen_socket(port) {
-                    Ok(h) => pending.push(h),
+                    Ok(h) => {
+                        pending.push(h);
+                        s.charge(owner, 1);
+                    }
                     Err(_) => break,
                 }
             }
-            *s.sock(badge, sock)? = Sock::Listener { port, pending };
+            *s.sock(badge)? = Sock::Listener { port, pending };
             Ok(())
         })
     }
 
-    fn accept(&mut self, badge: u64, sock: u32) -> Result<AcceptOut, SockError> {
+    fn accept(&mut self, badge: u64) -> Result<AcceptOut, SockError> {
         with_stack(|s| {
-            let (port, h) = match sock_of(&mut s.clients, badge, sock)? {
+            let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
+            let (port, h) = match sock_of(&mut s.socks, badge)? {
                 Sock::Listener { port, pending } => {
                     let sockets = &s.sockets;
                     let i = pending
@@ -504,39 +635,37 @@ impl socket::Server for Front {
                 }
                 _ => return Err(SockError::Invalid),
             };
-            // A fresh listener takes the accepted one's place in the backlog.
-            if let Ok(fresh) = s.listen_socket(port) {
-                if let Sock::Listener { pending, .. } = s.sock(badge, sock)? {
-                    pending.push(fresh);
+            // The accepted socket leaves the backlog (its share moves to the new socket), and a
+            // fresh listener takes its place if the owner's share allows.
+            s.charge(owner, -1);
+            if s.room_for(owner, 1).is_ok() {
+                if let Ok(fresh) = s.listen_socket(port) {
+                    s.charge(owner, 1);
+                    if let Sock::Listener { pending, .. } = s.sock(badge)? {
+                        pending.push(fresh);
+                    }
                 }
             }
             let remote = s.sockets.get::<tcp::Socket>(h).remote_endpoint();
-            let conn = s.add(
-                badge,
+            let conn = self.mint(
+                s,
+                owner,
                 Sock::Tcp {
                     h,
                     bound: None,
                     connecting: false,
                     connected: true,
                 },
-            );
-            let conn = match conn {
-                Ok(c) => c,
-                Err(e) => {
-                    s.sockets.get_mut::<tcp::Socket>(h).abort();
-                    s.closing.push(h);
-                    return Err(e);
-                }
-            };
+            )?;
             let (addr, port) = remote.map_or((0, 0), |e| (number(e.addr), e.port));
             Ok(AcceptOut { conn, addr, port })
         })
     }
 
-    fn connect(&mut self, badge: u64, sock: u32, addr: u32, port: u16) -> Result<(), SockError> {
+    fn connect(&mut self, badge: u64, addr: u32, port: u16) -> Result<(), SockError> {
         with_stack(|s| {
             let remote = endpoint(addr, port);
-            match sock_of(&mut s.clients, badge, sock)? {
+            match sock_of(&mut s.socks, badge)? {
                 Sock::Udp { peer, .. } => {
                     *peer = Some(remote);
                     return Ok(());
@@ -566,11 +695,11 @@ impl socket::Server for Front {
                 } => return Err(SockError::Invalid),
                 Sock::Tcp { .. } => {}
             }
-            let local = match s.sock(badge, sock)? {
+            let local = match s.sock(badge)? {
                 Sock::Tcp { bound: Some(p), .. } => *p,
                 _ => s.ephemeral(false)?,
             };
-            let Sock::Tcp { h, connecting, .. } = s.sock(badge, sock)? else {
+            let Sock::Tcp { h, connecting, .. } = s.sock(badge)? else {
                 return Err(SockError::Invalid);
             };
             let h = *h;
@@ -581,7 +710,7 @@ impl socket::Server for Front {
                 .connect(cx, remote, local)
                 .is_err()
             {
-                if let Sock::Tcp { connecting, .. } = s.sock(badge, sock)? {
+                if let Sock::Tcp { connecting, .. } = s.sock(badge)? {
                     *connecting = false;
                 }
                 return Err(SockError::Unreachable);
@@ -590,8 +719,8 @@ impl socket::Server for Front {
         })
     }
 
-    fn send(&mut self, badge: u64, sock: u32, data: &[u8]) -> Result<u32, SockError> {
-        with_stack(|s| match s.sock(badge, sock)? {
+    fn send(&mut self, badge: u64, data: &[u8]) -> Result<u32, SockError> {
+        with_stack(|s| match s.sock(badge)? {
             &mut Sock::Tcp { h, connecting, .. } => {
                 let t = s.sockets.get_mut::<tcp::Socket>(h);
                 if !t.may_send() {
@@ -609,17 +738,17 @@ impl socket::Server for Front {
             }
             &mut Sock::Udp { h, peer, port } => {
                 let peer = peer.ok_or(SockError::NotConnected)?;
-                udp_send(s, badge, sock, h, port, peer, data)
+                udp_send(s, badge, h, port, peer, data)
             }
             Sock::Listener { .. } => Err(SockError::NotConnected),
         })
     }
 
-    fn recv(&mut self, badge: u64, sock: u32, max: u32) -> Result<RecvOut, SockError> {
+    fn recv(&mut self, badge: u64, max: u32) -> Result<RecvOut, SockError> {
         with_stack(|s| {
             let mut data = Bytes::new();
             let n = (max as usize).min(data.buf_mut().len());
-            match s.sock(badge, sock)? {
+            match s.sock(badge)? {
                 &mut Sock::Tcp { h, connecting, .. } => {
                     let t = s.sockets.get_mut::<tcp::Socket>(h);
                     if t.can_recv() {
@@ -648,24 +777,17 @@ impl socket::Server for Front {
         })
     }
 
-    fn send_to(
-        &mut self,
-        badge: u64,
-        sock: u32,
-        addr: u32,
-        port: u16,
-        data: &[u8],
-    ) -> Result<u32, SockError> {
-        with_stack(|s| match s.sock(badge, sock)? {
+    fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
+        with_stack(|s| match s.sock(badge)? {
             &mut Sock::Udp { h, port: bound, .. } => {
-                udp_send(s, badge, sock, h, bound, endpoint(addr, port), data)
+                udp_send(s, badge, h, bound, endpoint(addr, port), data)
             }
             _ => Err(SockError::Invalid),
         })
     }
 
-    fn recv_from(&mut self, badge: u64, sock: u32, max: u32) -> Result<RecvFromOut, SockError> {
-        with_stack(|s| match s.sock(badge, sock)? {
+    fn recv_from(&mut self, badge: u64, max: u32) -> Result<RecvFromOut, SockError> {
+        with_stack(|s| match s.sock(badge)? {
             &mut Sock::Udp { h, .. } => {
                 let mut data = Bytes::new();
                 let n = (max as usize).min(data.buf_mut().len());
@@ -677,43 +799,18 @@ impl socket::Server for Front {
         })
     }
 
-    fn ready(&mut self, badge: u64, sock: u32) -> Result<Ready, SockError> {
+    fn ready(&mut self, badge: u64) -> Result<Ready, SockError> {
         let mut g = STACK.lock();
         let s = g.as_mut().ok_or(SockError::Unreachable)?;
-        Ok(match sock_of(&mut s.clients, badge, sock)? {
-            &mut Sock::Tcp { h, connecting, .. } => s.tcp_ready(h, connecting),
-            Sock::Listener { pending, .. } => {
-                let sockets = &s.sockets;
-                if pending.iter().any(|&h| {
-                    matches!(
-                        sockets.get::<tcp::Socket>(h).state(),
-                        tcp::State::Established | tcp::State::CloseWait
-                    )
-                }) {
-                    Ready::READABLE
-                } else {
-                    Ready::EMPTY
-                }
-            }
-            &mut Sock::Udp { h, .. } => {
-                let u = s.sockets.get::<udp::Socket>(h);
-                let mut r = Ready::EMPTY;
-                if u.can_recv() {
-                    r |= Ready::READABLE;
-                }
-                if u.can_send() {
-                    r |= Ready::WRITABLE;
-                }
-                r
-            }
-        })
+        let e = s.socks.get(&badge).ok_or(SockError::BadSocket)?;
+        Ok(ready_of(&s.sockets, &e.sock))
     }
 
-    fn name(&mut self, badge: u64, sock: u32) -> Result<NameOut, SockError> {
+    fn name(&mut self, badge: u64) -> Result<NameOut, SockError> {
         let mut g = STACK.lock();
         let s = g.as_mut().ok_or(SockError::Unreachable)?;
         let me = s.addr;
-        let (local, remote) = match s.sock(badge, sock)? {
+        let (local, remote) = match s.sock(badge)? {
             &mut Sock::Tcp { h, bound, .. } => {
                 let t = s.sockets.get::<tcp::Socket>(h);
                 (
@@ -739,8 +836,8 @@ impl socket::Server for Front {
         })
     }
 
-    fn shutdown(&mut self, badge: u64, sock: u32) -> Result<(), SockError> {
-        with_stack(|s| match s.sock(badge, sock)? {
+    fn shutdown(&mut self, badge: u64) -> Result<(), SockError> {
+        with_stack(|s| match s.sock(badge)? {
             &mut Sock::Tcp { h, .. } => {
                 s.sockets.get_mut::<tcp::Socket>(h).close();
                 Ok(())
@@ -748,24 +845,12 @@ impl socket::Server for Front {
             _ => Err(SockError::Invalid),
         })
     }
+}
 
-    fn close(&mut self, badge: u64, sock: u32) -> Result<(), SockError> {
-        with_stack(|s| {
-            let c = s.clients.get_mut(&badge).ok_or(SockError::BadSocket)?;
-            let sk = c.socks.remove(&sock).ok_or(SockError::BadSocket)?;
-            s.release(sk);
-            Ok(())
-        })
-    }
-
-    fn config(&mut self, _badge: u64) -> Result<ConfigOut, SockError> {
-        let g = STACK.lock();
-        let s = g.as_ref().ok_or(SockError::Unreachable)?;
-        Ok(ConfigOut {
-            addr: s.addr,
-            prefix: s.prefix,
-            gateway: s.gateway,
-        })
+impl Front {
+    fn free_slot(&mut self, slot: u64) {
+        let _ = sys::cap_delete(slot);
+        self.free_slots.push(slot);
     }
 }
 
@@ -773,7 +858,6 @@ impl socket::Server for Front {
 fn udp_send(
     s: &mut Stack,
     badge: u64,
-    sock: u32,
     h: SocketHandle,
     bound: Option<u16>,
     to: IpEndpoint,
@@ -786,7 +870,7 @@ fn udp_send(
             .bind(p)
             .map_err(|_| SockError::Invalid)?;
         s.udp_ports.insert(p);
-        if let Sock::Udp { port, .. } = s.sock(badge, sock)? {
+        if let Sock::Udp { port, .. } = s.sock(badge)? {
             *port = Some(p);
         }
     }
@@ -816,10 +900,42 @@ fn udp_recv(
 impl rpc::Serve for Front {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        socket::handle(self, m, next)
+        if m.badge & SOCK_BIT != 0 {
+            sock::handle(self, m, next)
+        } else {
+            socket::handle(self, m, next)
+        }
     }
     fn after_reply(&mut self) -> Option<&mut AfterReply> {
         Some(&mut self.after)
+    }
+    fn slot_freed(&mut self, slot: u64) {
+        self.free_slots.push(slot);
+    }
+    const NOTICES: bool = true;
+    fn notice_badge(&self) -> u64 {
+        NOTICE_BADGE
+    }
+    /// The last copy of a socket's capability is gone: the socket closes (gracefully for a
+    /// connection), its registrations go.
+    fn no_senders(&mut self, badge: u64) {
+        let mut g = STACK.lock();
+        let Some(s) = g.as_mut() else { return };
+        let Some(e) = s.socks.remove(&badge) else {
+            return;
+        };
+        let held = match &e.sock {
+            Sock::Listener { pending, .. } => pending.len(),
+            _ => 1,
+        };
+        s.charge(e.owner, -(held as isize));
+        s.release(e.sock);
+        s.poll();
+        drop(g);
+        for (slot, _) in e.watchers {
+            self.free_slot(slot);
+        }
+        let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
     }
 }
 
@@ -936,7 +1052,9 @@ fn main() {
         sockets: SocketSet::new(Vec::new()),
         link,
         dhcp: None,
-        clients: BTreeMap::new(),
+        socks: BTreeMap::new(),
+        shares: BTreeMap::new(),
+        next_id: 0,
         count: 0,
         tcp_ports: BTreeSet::new(),
         udp_ports: BTreeSet::new(),
@@ -968,8 +1086,16 @@ fn main() {
         "netstack: serving sockets, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     );
+    let notice = thread::alloc_slot();
+    if sys::cap_mint(ep, notice, NOTICE_BADGE, rights::SEND).is_err() {
+        println!("netstack: FAIL no notice capability");
+        return;
+    }
     let mut front = Front {
         after: AfterReply::new(),
+        ep,
+        notice,
+        free_slots: Vec::new(),
     };
     front.after.receive_into(&[thread::alloc_slot()]);
     let _ = rpc::serve(ep, &mut front);

@@ -7,8 +7,9 @@
 //!   on 7778 until a UDP datagram `sawmill-net-echo: quit` arrives (answered `bye`). The host
 //!   test tools/sawmill/tests/net.rs talks to it through QEMU's port forwards.
 //!
-//! Every call is non-blocking; the program waits on the notification it registered with the
-//! stack (`watch`), with a short timeout as a safety net.
+//! Every socket is a capability; every call is non-blocking, and the program waits on the one
+//! notification it registered with each socket, with a short timeout as a safety net. Closing a
+//! socket is deleting its capability.
 #![no_std]
 #![no_main]
 
@@ -16,7 +17,7 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use sawmill_abi::ObjKind;
-use sawmill_interfaces::{socket, SockError, SockKind};
+use sawmill_interfaces::{sock, socket, SockError, SockKind};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -48,7 +49,7 @@ impl Waiter {
 }
 
 struct Conn {
-    sock: u32,
+    sock: sock::Client,
     pending: Vec<u8>,
     eof: bool,
 }
@@ -66,10 +67,6 @@ fn main() {
             return;
         }
     };
-    if let Err(e) = sk.watch(notif, 1) {
-        println!("net-echo: FAIL watch: {:?}", e);
-        return;
-    }
     let w = Waiter {
         notif,
         ticks_per_ms: sawmill_rt::clock::Wall::get().khz,
@@ -92,17 +89,36 @@ fn main() {
     serve(&sk, &w);
 }
 
-fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
-    let s = match sk.create(SockKind::Tcp) {
-        Ok(s) => s,
+/// A new socket of `kind`, registered with our notification.
+fn open(sk: &socket::Client, w: &Waiter, kind: SockKind) -> Option<sock::Client> {
+    match sk.create(kind, thread::alloc_slot()) {
+        Ok(c) => {
+            let s = sock::Client::new(c);
+            if let Err(e) = s.register(w.notif, 1) {
+                println!("net-echo: FAIL register: {:?}", e);
+                return None;
+            }
+            Some(s)
+        }
         Err(e) => {
             println!("net-echo: FAIL create: {:?}", e);
-            return;
+            None
         }
+    }
+}
+
+/// Closing a socket is dropping its capability.
+fn close(s: sock::Client) {
+    let _ = sys::cap_delete(s.ep);
+}
+
+fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
+    let Some(s) = open(sk, w, SockKind::Tcp) else {
+        return;
     };
     let mut tries = 0;
     let r = loop {
-        match sk.connect(s, gateway, 1) {
+        match s.connect(gateway, 1) {
             Err(e) if is_would_block(&e) && tries < 100 => {
                 tries += 1;
                 w.wait(100);
@@ -116,7 +132,7 @@ fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
         }
         other => println!("net-echo: FAIL connect to a closed port: {:?}", other),
     }
-    let _ = sk.close(s);
+    close(s);
 }
 
 fn is_would_block(e: &sawmill_interfaces::rpc::Error<SockError>) -> bool {
@@ -127,37 +143,45 @@ fn is_would_block(e: &sawmill_interfaces::rpc::Error<SockError>) -> bool {
 }
 
 fn serve(sk: &socket::Client, w: &Waiter) {
-    let (Ok(l), Ok(u)) = (sk.create(SockKind::Tcp), sk.create(SockKind::Udp)) else {
-        println!("net-echo: FAIL creating sockets");
+    let (Some(l), Some(u)) = (open(sk, w, SockKind::Tcp), open(sk, w, SockKind::Udp)) else {
         return;
     };
-    if let Err(e) = sk
-        .bind(l, 0, TCP_PORT)
-        .and_then(|_| sk.listen(l, 8))
-        .and_then(|_| sk.bind(u, 0, UDP_PORT))
+    if let Err(e) = l
+        .bind(0, TCP_PORT)
+        .and_then(|_| l.listen(8))
+        .and_then(|_| u.bind(0, UDP_PORT))
     {
         println!("net-echo: FAIL bind/listen: {:?}", e);
         return;
     }
     println!("net-echo: serving tcp {} and udp {}", TCP_PORT, UDP_PORT);
     let mut conns: Vec<Conn> = Vec::new();
+    // Capability slots of closed connections, for the next ones.
+    let mut free: Vec<u64> = Vec::new();
+    let mut spare: Option<u64> = None;
     let (mut accepted, mut datagrams) = (0u64, 0u64);
     loop {
         let mut progress = false;
-        while let Ok(a) = sk.accept(l) {
+        loop {
+            // One spare slot for the next connection's capability, reused while none comes.
+            let slot = *spare.get_or_insert_with(thread::alloc_slot);
+            let Ok(a) = l.accept(slot) else { break };
+            spare = free.pop();
+            let sock = sock::Client::new(a.conn);
+            let _ = sock.register(w.notif, 1);
             conns.push(Conn {
-                sock: a.conn,
+                sock,
                 pending: Vec::new(),
                 eof: false,
             });
             accepted += 1;
             progress = true;
         }
-        while let Ok(d) = sk.recv_from(u, sawmill_interfaces::MAX_DATA) {
+        while let Ok(d) = u.recv_from(sawmill_interfaces::MAX_DATA) {
             progress = true;
             datagrams += 1;
             if d.data.as_slice() == QUIT {
-                let _ = sk.send_to(u, d.addr, d.port, b"bye");
+                let _ = u.send_to(d.addr, d.port, b"bye");
                 // Let the reply leave before the program (and the machine) ends.
                 w.sleep(300);
                 println!(
@@ -166,13 +190,13 @@ fn serve(sk: &socket::Client, w: &Waiter) {
                 );
                 return;
             }
-            let _ = sk.send_to(u, d.addr, d.port, d.data.as_slice());
+            let _ = u.send_to(d.addr, d.port, d.data.as_slice());
         }
         conns.retain_mut(|c| {
             let mut alive = true;
             while !c.pending.is_empty() {
                 let n = c.pending.len().min(sawmill_interfaces::MAX_DATA as usize);
-                match sk.send(c.sock, &c.pending[..n]) {
+                match c.sock.send(&c.pending[..n]) {
                     Ok(sent) => {
                         c.pending.drain(..sent as usize);
                         progress = true;
@@ -185,7 +209,7 @@ fn serve(sk: &socket::Client, w: &Waiter) {
                 }
             }
             while alive && !c.eof && c.pending.len() < MAX_PENDING {
-                match sk.recv(c.sock, sawmill_interfaces::MAX_DATA) {
+                match c.sock.recv(sawmill_interfaces::MAX_DATA) {
                     Ok(r) if r.eof => c.eof = true,
                     Ok(r) if r.data.is_empty() => break,
                     Ok(r) => {
@@ -197,7 +221,8 @@ fn serve(sk: &socket::Client, w: &Waiter) {
                 }
             }
             if !alive || (c.eof && c.pending.is_empty()) {
-                let _ = sk.close(c.sock);
+                free.push(c.sock.ep);
+                close(c.sock);
                 progress = true;
                 return false;
             }

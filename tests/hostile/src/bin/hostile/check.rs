@@ -13,7 +13,7 @@
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{
-    console, dataspace, file, mem, pci, pfs, pipe, socket, vfs, DsError, DsFlags, MapFlags,
+    console, dataspace, file, mem, pci, pfs, pipe, sock, socket, vfs, DsError, DsFlags, MapFlags,
     OpenFlags, PciError, PipeError, SockError, SockKind,
 };
 use sawmill_rt::slots::TASK;
@@ -326,8 +326,8 @@ impl Checker {
 
 impl Checker {
     /// The network stack answers another client correctly: its configuration, a UDP socket
-    /// bound to a free port and named, a TCP socket listening, both closed, and a socket number
-    /// that is not ours refused.
+    /// bound to a free port and named, a TCP socket listening with nothing to accept, both
+    /// dropped, and a socket call on the stack's endpoint (no socket) refused.
     fn socket(&mut self) -> (u64, bool) {
         let (mut n, mut dead) = (0, false);
         let Some(ep) = env::cap("socket") else {
@@ -338,9 +338,10 @@ impl Checker {
             Ok(c) if c.addr == 0x0a00_020f && c.prefix == 24 => {}
             r => wrong!(n, dead, r, "socket.config (want 10.0.2.15/24)"),
         }
-        match sk.create(SockKind::Udp) {
-            Ok(u) => {
-                match sk.bind(u, 0, 0).and_then(|_| sk.name(u)) {
+        match sk.create(SockKind::Udp, self.slot) {
+            Ok(c) => {
+                let u = sock::Client::new(c);
+                match u.bind(0, 0).and_then(|_| u.name()) {
                     Ok(a) if a.port >= 49152 => {}
                     r => wrong!(
                         n,
@@ -349,41 +350,36 @@ impl Checker {
                         "bind to port 0 and name (want an ephemeral port)"
                     ),
                 }
-                match sk.recv_from(u, 16) {
+                match u.recv_from(16) {
                     Err(RpcError::App(SockError::WouldBlock)) => {}
                     r => wrong!(n, dead, r.map(|_| ()), "recv_from with nothing sent"),
                 }
-                match sk.close(u) {
-                    Ok(()) => {}
-                    r => wrong!(n, dead, r, "close of a UDP socket"),
-                }
+                let _ = sys::cap_delete(c);
             }
             r => wrong!(n, dead, r, "create a UDP socket"),
         }
-        match sk.create(SockKind::Tcp) {
-            Ok(t) => {
-                match sk.listen(t, 4).and_then(|_| sk.ready(t)) {
+        match sk.create(SockKind::Tcp, self.slot) {
+            Ok(c) => {
+                let t = sock::Client::new(c);
+                match t.listen(4).and_then(|_| t.ready()) {
                     Ok(r) if r.is_empty() => {}
                     r => wrong!(n, dead, r, "listen and ready (want nothing pending)"),
                 }
-                match sk.accept(t) {
+                match t.accept(thread::alloc_slot()) {
                     Err(RpcError::App(SockError::WouldBlock)) => {}
                     r => wrong!(n, dead, r.map(|_| ()), "accept with nobody connecting"),
                 }
-                match sk.close(t) {
-                    Ok(()) => {}
-                    r => wrong!(n, dead, r, "close of a listening socket"),
-                }
+                let _ = sys::cap_delete(c);
             }
             r => wrong!(n, dead, r, "create a TCP socket"),
         }
-        match sk.ready(0xdead_beef) {
-            Err(RpcError::App(SockError::BadSocket)) => {}
+        match sock::Client::new(ep).ready() {
+            Err(RpcError::Protocol(_)) | Err(RpcError::App(SockError::BadSocket)) => {}
             r => wrong!(
                 n,
                 dead,
                 r,
-                "ready of a socket that is not ours (want BadSocket)"
+                "ready asked on the stack's endpoint (want a refusal)"
             ),
         }
         (n, dead)

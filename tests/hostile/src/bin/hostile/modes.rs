@@ -8,8 +8,8 @@ use sawmill_abi::{map, MsgTag};
 use sawmill_hostile::Target;
 use sawmill_interfaces::rpc::{Error as RpcError, Map};
 use sawmill_interfaces::{
-    blk, console, dataspace, file, mem, net, pci, pfs, pipe, socket, vfs, BlkError, ConsoleError,
-    DsError, MapFlags, NetError, OpenFlags, SockError, SockKind,
+    blk, console, dataspace, file, mem, net, pci, pfs, pipe, sock, socket, vfs, BlkError,
+    ConsoleError, DsError, MapFlags, NetError, OpenFlags, SockError, SockKind,
 };
 use sawmill_rt::{env, println, utcb};
 
@@ -759,112 +759,124 @@ fn run_pipe(e: &mut Engine, o: &Opts) -> bool {
 
 // ---- socket (netstack) ------------------------------------------------------------------------
 
-const SOCKET_OPS: [u16; 15] = [
-    socket::op::WATCH,
-    socket::op::CREATE,
-    socket::op::BIND,
-    socket::op::LISTEN,
-    socket::op::ACCEPT,
-    socket::op::CONNECT,
-    socket::op::SEND,
-    socket::op::RECV,
-    socket::op::SEND_TO,
-    socket::op::RECV_FROM,
-    socket::op::READY,
-    socket::op::NAME,
-    socket::op::SHUTDOWN,
-    socket::op::CLOSE,
-    socket::op::CONFIG,
+/// The stack's endpoint: `socket` calls. A socket capability: `sock` calls.
+const SOCKET_OPS: [u16; 2] = [socket::op::CREATE, socket::op::CONFIG];
+const SOCK_OPS: [u16; 12] = [
+    sock::op::REGISTER,
+    sock::op::BIND,
+    sock::op::LISTEN,
+    sock::op::ACCEPT,
+    sock::op::CONNECT,
+    sock::op::SEND,
+    sock::op::RECV,
+    sock::op::SEND_TO,
+    sock::op::RECV_FROM,
+    sock::op::READY,
+    sock::op::NAME,
+    sock::op::SHUTDOWN,
+];
+/// Kinds, ports (privileged, echo, ephemeral) and addresses (ours, QEMU's gateway, loopback,
+/// broadcast), lengths at the limit.
+const SOCKET_HINTS: [u64; 16] = [
+    0,
+    1,
+    2,
+    3,
+    7,
+    80,
+    1023,
+    7777,
+    49152,
+    65535,
+    0x0a00_020f,
+    0x0a00_0202,
+    0x7f00_0001,
+    0xffff_ffff,
+    448,
+    449,
 ];
 
 fn run_socket(e: &mut Engine, o: &Opts) -> bool {
     let main = cap("socket");
     let sk = socket::Client::new(main);
-    let aim = |_k: Option<Kind>| -> Aim {
+    let aim = |k: Option<Kind>| -> Aim {
+        let ops: &'static [u16] = if k.is_some() { &SOCK_OPS } else { &SOCKET_OPS };
         (
             Target {
-                ops: &SOCKET_OPS,
-                // Socket numbers, kinds, ports (privileged, echo, ephemeral) and addresses
-                // (ours, QEMU's gateway, loopback, broadcast).
-                hints: &[
-                    0,
-                    1,
-                    2,
-                    3,
-                    7,
-                    80,
-                    1023,
-                    7777,
-                    49152,
-                    65535,
-                    0x0a00_020f,
-                    0x0a00_0202,
-                    0x7f00_0001,
-                    0xffff_ffff,
-                    448,
-                    449,
-                ],
+                ops,
+                hints: &SOCKET_HINTS,
                 payloads: &[],
             },
-            |_| Kind::Other,
+            // Sockets: aimed at, and simply dropped (the stack learns it from the kernel).
+            |_| Kind::Session,
         )
     };
     main_loop(e, o, main, &aim, |e| {
-        // Sockets until the stack says no more, then every one closed again (twice).
-        let mut held = [0u32; 300];
+        // Sockets until the stack says no more, then every one dropped.
+        let mut held = [0u64; 100];
         let mut n = 0;
         while n < held.len() {
-            match sk.create(if n % 2 == 0 {
+            let s = e.slot();
+            let kind = if n % 2 == 0 {
                 SockKind::Tcp
             } else {
                 SockKind::Udp
-            }) {
-                Ok(s) => {
-                    held[n] = s;
+            };
+            match sk.create(kind, s) {
+                Ok(c) => {
+                    held[n] = c;
                     n += 1;
                 }
-                Err(_) => break,
+                Err(_) => {
+                    e.release(s);
+                    break;
+                }
             }
         }
+        let s = e.slot();
         expect(
             e,
-            sk.create(SockKind::Udp),
+            sk.create(SockKind::Udp, s),
             |r| matches!(r, Err(RpcError::App(SockError::NoSpace))),
             "create past the client's limit (want NoSpace)",
         );
-        for &s in &held[..n] {
-            let _ = sk.close(s);
+        e.release(s);
+        for &c in &held[..n] {
+            e.release(c);
         }
-        if n > 0 {
+        // A privileged port, a huge backlog, sending on a listener, connects to nowhere.
+        let s = e.slot();
+        if let Ok(t) = sk.create(SockKind::Tcp, s) {
+            let t = sock::Client::new(t);
             expect(
                 e,
-                sk.close(held[0]),
-                |r| matches!(r, Err(RpcError::App(SockError::BadSocket))),
-                "close of a closed socket (want BadSocket)",
-            );
-        }
-        // A privileged port, a huge backlog, sending on nothing, a connect to nowhere.
-        if let Ok(t) = sk.create(SockKind::Tcp) {
-            expect(
-                e,
-                sk.bind(t, 0, 80),
+                t.bind(0, 80),
                 |r| matches!(r, Err(RpcError::App(SockError::Denied))),
                 "bind to port 80 (want Denied)",
             );
-            let _ = sk.listen(t, u32::MAX);
+            let _ = t.listen(u32::MAX);
             expect(
                 e,
-                sk.send(t, b"nobody"),
+                t.send(b"nobody"),
                 |r| r.is_err(),
                 "send on a listening socket",
             );
-            let _ = sk.close(t);
         }
-        if let Ok(t) = sk.create(SockKind::Tcp) {
-            let _ = sk.connect(t, 0, 0);
-            let _ = sk.connect(t, 0xffff_ffff, 9);
-            let _ = sk.close(t);
+        e.release(s);
+        let s = e.slot();
+        if let Ok(t) = sk.create(SockKind::Tcp, s) {
+            let t = sock::Client::new(t);
+            let _ = t.connect(0, 0);
+            let _ = t.connect(0xffff_ffff, 9);
         }
+        e.release(s);
+        // A socket call on the stack's endpoint, which is no socket.
+        expect(
+            e,
+            sock::Client::new(main).ready(),
+            |r| r.is_err(),
+            "ready asked on the stack's endpoint",
+        );
         ask(e, check::SOCKET).1
     })
 }

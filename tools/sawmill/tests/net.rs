@@ -2,7 +2,8 @@
 //! network stack configured by DHCP, and net-echo on the socket interface) with QEMU's user
 //! network forwarding ports of the host's 127.0.0.1 to the guest, and talks to it:
 //! - TCP echo returns exactly the bytes sent, small and 1 MiB (equal, and the same checksum),
-//!   and on several connections at once;
+//!   and on several connections at once; after the host ends its side, the guest closes its
+//!   socket (by dropping the capability) and the host reads the end;
 //! - UDP echo returns each datagram;
 //! - a connection to a guest port nobody listens on ends at once (the guest's reset), it does
 //!   not hang;
@@ -97,25 +98,22 @@ fn udp_echo(port: u16, msg: &[u8], timeout: Duration) -> Option<Vec<u8>> {
     Some(b[..n].to_vec())
 }
 
-/// Sends `data` on a new connection to `port` and reads the echo until it has as many bytes;
-/// a second thread writes while this one reads, so neither side's window stalls the other.
+/// Sends `data` on a new connection to `port`, ends its sending side, and reads the echo until
+/// the guest closes the connection (the echo server closes its socket — drops the capability —
+/// once it has read the end and sent everything back). A second thread writes while this one
+/// reads, so neither side's window stalls the other.
 fn tcp_echo(port: u16, data: &[u8]) -> std::io::Result<Vec<u8>> {
     let s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(60)))?;
     s.set_nodelay(true)?;
     let mut w = s.try_clone()?;
     let out = data.to_vec();
-    let writer = thread::spawn(move || w.write_all(&out));
+    let writer = thread::spawn(move || {
+        w.write_all(&out)?;
+        w.shutdown(Shutdown::Write)
+    });
     let mut got = Vec::with_capacity(data.len());
-    let mut r = &s;
-    let mut buf = vec![0u8; 65536];
-    while got.len() < data.len() {
-        let n = r.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
+    (&s).read_to_end(&mut got)?;
     writer.join().unwrap()?;
     Ok(got)
 }

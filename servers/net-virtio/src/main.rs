@@ -298,6 +298,9 @@ impl Dev {
         }
         let _ = sys::unmap(s.at, SESSION_PAGES as u64, sawmill_abi::UNMAP_SELF);
         let _ = sys::cap_delete(s.wake);
+        // The session's kick capability (minted from our notification, the only capability
+        // derived from it) goes too: an ended stack cannot keep waking the I/O thread.
+        let _ = sys::cap_revoke(NOTIF.load(Ordering::Relaxed));
         println!(
             "net-virtio: session of badge {} ended: {} ({} refusals)",
             s.badge, why, s.refused

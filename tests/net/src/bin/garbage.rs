@@ -65,8 +65,8 @@ fn region(c: &Ctx, at: u64) -> Map {
     }
 }
 
-/// Sends an ARP request for the gateway from `TX_SLOT` and waits (up to 5 s) for the reply in
-/// one of the receive slots.
+/// Sends an ARP request for the gateway from `TX_SLOT` (one kick) and waits (up to 5 s) for the
+/// reply in one of the receive slots, which only the device's interrupt can bring.
 fn arp(c: &Ctx, m: &Shared, side: &mut StackSide, kick: u64) -> bool {
     let mut f = [0u8; 42];
     f[..6].copy_from_slice(&[0xff; 6]);
@@ -94,7 +94,7 @@ fn arp(c: &Ctx, m: &Shared, side: &mut StackSide, kick: u64) -> bool {
                 return true;
             }
         }
-        let _ = sys::notify_signal(kick, u64::MAX);
+        // No more kicks: the reply comes in by the device's interrupt alone.
         let _ = sys::notify_wait_until(c.notif, sys::rdtsc() + 100 * c.ticks_per_ms);
     }
     false

@@ -282,4 +282,34 @@ uses = ["vfs"]
         ));
         assert!(e.contains("unknown field `x`"), "{e}");
     }
+
+    const NET: &str = r#"name = "net"
+[[server]]
+name = "net0"
+module = "net-virtio"
+provides = ["net0"]
+[[server]]
+name = "netstack"
+provides = ["socket"]
+uses = ["net0"]
+config = { driver = "net0", address = "10.0.2.15/24", gateway = "10.0.2.2", privileged = ["web"] }
+[[server]]
+name = "web"
+uses = ["socket"]
+"#;
+
+    #[test]
+    fn netstack_addresses_are_checked_on_the_host() {
+        let s = parse(NET).unwrap();
+        let c: sawmill_netstack_api::Config = config(&s, "netstack");
+        assert_eq!(c.driver, Endpoint::new("net0"));
+        assert_eq!(c.privileged, vec![Client::new("web", 1)]);
+        let e = err(&NET.replace("10.0.2.15/24", "10.0.2.15/33"));
+        assert!(e.contains("`address` is not a.b.c.d/prefix"), "{e}");
+        let e = err(&NET.replace("\"10.0.2.2\"", "\"10.0.2\""));
+        assert!(e.contains("`gateway` is not a.b.c.d"), "{e}");
+        // The driver must be one of the stack's `uses`.
+        let e = err(&NET.replace("uses = [\"net0\"]", "uses = []"));
+        assert!(e.contains("net0"), "{e}");
+    }
 }

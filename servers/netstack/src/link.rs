@@ -1,11 +1,15 @@
 //! The stack's end of the session with the network driver, as smoltcp's `Device`: received
 //! frames are handed to smoltcp in place in their slots, and frames to send are written straight
 //! into free slots. Slots 0..64 receive, 64..128 send; each set alone fits its ring, so
-//! submitting never finds a ring full.
+//! submitting never finds a ring full. The loopback lives here too: a frame for one of our own
+//! addresses (`sawmill_netstack_api::loopback`) stays in its send slot and is handed back to
+//! smoltcp as received, without the driver.
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use sawmill_net_virtio_api::session::{
     Desc, Shared, StackSide, MAX_FRAME, RING_ENTRIES, SLOTS, SLOT_SIZE,
 };
+use sawmill_netstack_api::loopback;
 use sawmill_rt::sys;
 use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
@@ -23,6 +27,13 @@ pub struct Link {
     rx_done: Vec<u16>,
     /// The driver's kick notification.
     kick: u64,
+    /// Our MAC and interface address (0: none yet), for the loopback.
+    mac: [u8; 6],
+    addr: u32,
+    /// Frames turned around (send slot, length), to be received; and send slots smoltcp has
+    /// read them from, free again at the end of a poll.
+    looped: VecDeque<(u16, u16)>,
+    loop_done: Vec<u16>,
     /// A frame with no free slot to go to is dropped (TCP sends it again).
     pub tx_dropped: u64,
     pub rx_frames: u64,
@@ -43,6 +54,10 @@ impl Link {
             tx_queued: Vec::with_capacity(SLOTS),
             rx_done: Vec::with_capacity(SLOTS),
             kick: 0,
+            mac: [0; 6],
+            addr: 0,
+            looped: VecDeque::with_capacity(SLOTS),
+            loop_done: Vec::with_capacity(SLOTS),
             tx_dropped: 0,
             rx_frames: 0,
             tx_frames: 0,
@@ -51,6 +66,17 @@ impl Link {
 
     pub fn set_kick(&mut self, kick: u64) {
         self.kick = kick;
+    }
+
+    /// Our MAC and interface address: frames for them (or for 127.0.0.0/8) loop back.
+    pub fn set_local(&mut self, mac: [u8; 6], addr: u32) {
+        self.mac = mac;
+        self.addr = addr;
+    }
+
+    /// Frames turned around that smoltcp has not received yet (another poll round takes them).
+    pub fn looped(&self) -> bool {
+        !self.looped.is_empty()
     }
 
     fn reclaim(&mut self) {
@@ -63,6 +89,7 @@ impl Link {
 
     /// Hands what the last poll produced to the driver and kicks it if there was any.
     pub fn flush(&mut self) {
+        self.free_tx.append(&mut self.loop_done);
         let mut any = false;
         for (slot, len) in self.tx_queued.drain(..) {
             any |= self.side.submit_tx(&self.shared, slot, len);
@@ -88,6 +115,9 @@ pub struct TxToken<'a> {
     shared: Shared,
     free: &'a mut Vec<u16>,
     queued: &'a mut Vec<(u16, u16)>,
+    looped: &'a mut VecDeque<(u16, u16)>,
+    mac: [u8; 6],
+    addr: u32,
     dropped: &'a mut u64,
 }
 
@@ -112,7 +142,12 @@ impl phy::TxToken for TxToken<'_> {
                 let frame =
                     unsafe { core::slice::from_raw_parts_mut(self.shared.slot_ptr(slot), len) };
                 let r = f(frame);
-                self.queued.push((slot, len as u16));
+                let addr = self.addr;
+                if loopback::turn_around(frame, self.mac, |a| addr != 0 && a == addr) {
+                    self.looped.push_back((slot, len as u16));
+                } else {
+                    self.queued.push((slot, len as u16));
+                }
                 r
             }
             other => {
@@ -133,6 +168,24 @@ impl Device for Link {
 
     fn receive(&mut self, _now: Instant) -> Option<(RxToken<'_>, TxToken<'_>)> {
         self.reclaim();
+        if let Some((slot, len)) = self.looped.pop_front() {
+            return Some((
+                RxToken {
+                    shared: self.shared,
+                    desc: Desc { slot, len },
+                    done: &mut self.loop_done,
+                },
+                TxToken {
+                    shared: self.shared,
+                    free: &mut self.free_tx,
+                    queued: &mut self.tx_queued,
+                    looped: &mut self.looped,
+                    mac: self.mac,
+                    addr: self.addr,
+                    dropped: &mut self.tx_dropped,
+                },
+            ));
+        }
         // A driver that hands back a send slot as received is ignored.
         let desc = loop {
             let d = self.side.reap_rx(&self.shared)?;
@@ -151,6 +204,9 @@ impl Device for Link {
                 shared: self.shared,
                 free: &mut self.free_tx,
                 queued: &mut self.tx_queued,
+                looped: &mut self.looped,
+                mac: self.mac,
+                addr: self.addr,
                 dropped: &mut self.tx_dropped,
             },
         ))
@@ -165,6 +221,9 @@ impl Device for Link {
             shared: self.shared,
             free: &mut self.free_tx,
             queued: &mut self.tx_queued,
+            looped: &mut self.looped,
+            mac: self.mac,
+            addr: self.addr,
             dropped: &mut self.tx_dropped,
         })
     }

@@ -68,6 +68,9 @@ const NOTICE_BADGE: u64 = 1 << 41;
 /// Registrations per socket.
 const MAX_WATCHERS: usize = 8;
 const THREAD_STACK: usize = 64 * 1024;
+/// The loopback network, an address of the interface from the start (`link.rs` turns its
+/// frames around).
+const LOOPBACK: Ipv4Cidr = Ipv4Cidr::new(Ipv4Address::new(127, 0, 0, 1), 8);
 
 /// Time-stamp counter ticks per microsecond.
 static TICKS_PER_US: AtomicU64 = AtomicU64::new(1);
@@ -123,6 +126,7 @@ struct Entry {
 
 struct Stack {
     iface: Interface,
+    mac: [u8; 6],
     sockets: SocketSet<'static>,
     link: Link,
     dhcp: Option<SocketHandle>,
@@ -167,9 +171,17 @@ impl Stack {
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
     /// wakes the clients if anything may have changed.
     fn poll(&mut self) {
-        let r = self.iface.poll(now(), &mut self.link, &mut self.sockets);
-        self.link.flush();
-        let mut changed = r == PollResult::SocketStateChanged;
+        let mut changed = false;
+        // Frames turned around by the loopback are received in the next round (bounded: a
+        // round trip of a TCP segment and its ACK takes a few).
+        for _ in 0..8 {
+            let r = self.iface.poll(now(), &mut self.link, &mut self.sockets);
+            self.link.flush();
+            changed |= r == PollResult::SocketStateChanged;
+            if !self.link.looped() {
+                break;
+            }
+        }
         if let Some(h) = self.dhcp {
             let ev = match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
                 Some(dhcpv4::Event::Configured(c)) => Some(Some((c.address, c.router))),
@@ -183,7 +195,11 @@ impl Stack {
                     if self.addr != 0 {
                         println!("netstack: DHCP lease lost");
                     }
-                    self.iface.update_ip_addrs(|a| a.clear());
+                    self.iface.update_ip_addrs(|a| {
+                        a.clear();
+                        let _ = a.push(IpCidr::Ipv4(LOOPBACK));
+                    });
+                    self.link.set_local(self.mac, 0);
                     self.iface.routes_mut().remove_default_ipv4_route();
                     self.addr = 0;
                     self.prefix = 0;
@@ -225,9 +241,13 @@ impl Stack {
 
     fn configure(&mut self, cidr: Ipv4Cidr, router: Option<Ipv4Address>) {
         self.iface.update_ip_addrs(|a| {
+            // The interface's address first: smoltcp takes the first one as the source of
+            // packets to other networks.
             a.clear();
             let _ = a.push(IpCidr::Ipv4(cidr));
+            let _ = a.push(IpCidr::Ipv4(LOOPBACK));
         });
+        self.link.set_local(self.mac, cidr.address().to_bits());
         match router {
             Some(r) => {
                 let _ = self.iface.routes_mut().add_default_ipv4_route(r);
@@ -1047,8 +1067,10 @@ fn main() {
     let mut ic = IfaceConfig::new(EthernetAddress([m[0], m[1], m[2], m[3], m[4], m[5]]).into());
     ic.random_seed = sys::rdtsc();
     let iface = Interface::new(ic, &mut link, now());
+    let mac6 = [m[0], m[1], m[2], m[3], m[4], m[5]];
     let mut st = Stack {
         iface,
+        mac: mac6,
         sockets: SocketSet::new(Vec::new()),
         link,
         dhcp: None,
@@ -1065,6 +1087,10 @@ fn main() {
         prefix: 0,
         gateway: 0,
     };
+    st.iface.update_ip_addrs(|a| {
+        let _ = a.push(IpCidr::Ipv4(LOOPBACK));
+    });
+    st.link.set_local(mac6, 0);
     match static_addr {
         Some(((a, prefix), gw)) => st.configure(
             Ipv4Cidr::new(Ipv4Address::from_bits(a), prefix),

@@ -2,7 +2,8 @@
 //! until the stack has an address, then:
 //! - with argument `selftest`: connects to a closed port of QEMU's gateway (10.0.2.2:1, which
 //!   QEMU's user network answers with a reset) and checks that the connection is refused, then
-//!   ends (scenario `net-dhcp`);
+//!   talks to itself over the stack's loopback (TCP through 127.0.0.1, UDP to its own address),
+//!   then ends (scenario `net-dhcp`);
 //! - otherwise: serves TCP echo on port 7777 (any number of connections at once) and UDP echo
 //!   on 7778 until a UDP datagram `sawmill-net-echo: quit` arrives (answered `bye`). The host
 //!   test tools/sawmill/tests/net.rs talks to it through QEMU's port forwards.
@@ -133,6 +134,67 @@ fn selftest(sk: &socket::Client, w: &Waiter, gateway: u32) {
         other => println!("net-echo: FAIL connect to a closed port: {:?}", other),
     }
     close(s);
+    match loopback(sk, w) {
+        Ok(()) => println!("net-echo: PASS TCP over 127.0.0.1 and UDP to our own address"),
+        Err(e) => println!("net-echo: FAIL loopback: {}", e),
+    }
+}
+
+type Res<T> = Result<T, sawmill_interfaces::rpc::Error<SockError>>;
+
+/// Asks `f` until it does not answer `WouldBlock` (at most 10 s), waiting in between.
+fn until<T>(w: &Waiter, mut f: impl FnMut() -> Res<T>) -> Res<T> {
+    for _ in 0..100 {
+        match f() {
+            Err(e) if is_would_block(&e) => w.wait(100),
+            other => return other,
+        }
+    }
+    f()
+}
+
+/// The stack's loopback: a TCP connection to ourselves through 127.0.0.1 carries bytes both
+/// ways, and a UDP datagram to our own interface address arrives from it.
+fn loopback(sk: &socket::Client, w: &Waiter) -> Result<(), &'static str> {
+    const PORT: u16 = 9000;
+    let l = open(sk, w, SockKind::Tcp).ok_or("socket")?;
+    let c = open(sk, w, SockKind::Tcp).ok_or("socket")?;
+    l.bind(0, PORT)
+        .and_then(|_| l.listen(1))
+        .map_err(|_| "listen")?;
+    until(w, || c.connect(0x7f00_0001, PORT)).map_err(|_| "connect to 127.0.0.1")?;
+    let a = until(w, || l.accept(thread::alloc_slot())).map_err(|_| "accept")?;
+    let conn = sock::Client::new(a.conn);
+    if a.addr != 0x7f00_0001 {
+        return Err("the accepted connection is not from 127.0.0.1");
+    }
+    until(w, || c.send(b"ping")).map_err(|_| "send")?;
+    let got = until(w, || conn.recv(16)).map_err(|_| "recv")?;
+    if got.data.as_slice() != b"ping" {
+        return Err("wrong bytes over loopback");
+    }
+    until(w, || conn.send(b"pong")).map_err(|_| "send back")?;
+    let got = until(w, || c.recv(16)).map_err(|_| "recv back")?;
+    if got.data.as_slice() != b"pong" {
+        return Err("wrong bytes back over loopback");
+    }
+    for s in [c, conn, l] {
+        close(s);
+    }
+    let me = sk.config().map_err(|_| "config")?.addr;
+    let (u1, u2) = (
+        open(sk, w, SockKind::Udp).ok_or("socket")?,
+        open(sk, w, SockKind::Udp).ok_or("socket")?,
+    );
+    u1.bind(0, PORT + 1).map_err(|_| "bind")?;
+    until(w, || u2.send_to(me, PORT + 1, b"to myself")).map_err(|_| "send_to")?;
+    let d = until(w, || u1.recv_from(64)).map_err(|_| "recv_from")?;
+    if d.data.as_slice() != b"to myself" || d.addr != me {
+        return Err("wrong datagram over loopback");
+    }
+    close(u1);
+    close(u2);
+    Ok(())
 }
 
 fn is_would_block(e: &sawmill_interfaces::rpc::Error<SockError>) -> bool {

@@ -97,6 +97,11 @@ enum Cmd {
         /// With --net: write the guest's network traffic to FILE (pcap).
         #[arg(long, value_name = "FILE")]
         pcap: Option<PathBuf>,
+        /// Instead of QEMU's user network: the guest's wire is UDP on 127.0.0.1, each frame one
+        /// datagram; QEMU sends to HOSTPORT and receives on QEMUPORT (a host program plays the
+        /// network, e.g. tools/sawmill/tests/net_frames.rs).
+        #[arg(long, value_name = "HOSTPORT:QEMUPORT", conflicts_with_all = ["net", "forward"])]
+        net_raw: Option<String>,
         /// linux: the program and its arguments (after `--`).
         #[arg(last = true)]
         program: Vec<String>,
@@ -263,14 +268,23 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
             net,
             forward,
             pcap,
+            net_raw,
             program,
         } => {
-            if !net && (!forward.is_empty() || pcap.is_some()) {
+            if !net && net_raw.is_none() && (!forward.is_empty() || pcap.is_some()) {
                 return Err("--forward and --pcap need --net".into());
             }
-            let net_args = net.then(|| qemu::net_args(&forward, pcap.as_deref()));
+            let net_args = match &net_raw {
+                Some(ports) => {
+                    let bad = || format!("--net-raw {ports}: want HOSTPORT:QEMUPORT");
+                    let (h, q) = ports.split_once(':').ok_or_else(bad)?;
+                    let (h, q) = (h.parse().map_err(|_| bad())?, q.parse().map_err(|_| bad())?);
+                    Some(qemu::raw_net_args(h, q, pcap.as_deref()))
+                }
+                None => net.then(|| qemu::net_args(&forward, pcap.as_deref())),
+            };
             if system == "linux" {
-                if net {
+                if net_args.is_some() {
                     return Err("--net: the Linux system has no network servers yet (its \
                                 socket calls are still to come); boot `net` instead"
                         .into());

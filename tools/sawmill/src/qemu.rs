@@ -174,6 +174,27 @@ pub fn net_args(forwards: &[Forward], pcap: Option<&Path>) -> Vec<String> {
     a
 }
 
+/// QEMU arguments for a virtio-net device whose wire is a UDP socket pair on the host's
+/// loopback: every frame the guest sends arrives as one datagram at 127.0.0.1:`host`, and every
+/// datagram sent to 127.0.0.1:`qemu` reaches the guest as one frame (a host program plays the
+/// whole network, malformed frames included).
+pub fn raw_net_args(host: u16, qemu: u16, pcap: Option<&Path>) -> Vec<String> {
+    let mut a = vec![
+        "-netdev".to_string(),
+        format!("socket,id=n0,udp=127.0.0.1:{host},localaddr=127.0.0.1:{qemu}"),
+        "-device".to_string(),
+        format!("virtio-net-pci,netdev=n0,addr={NET_PCI_ADDR:#x}"),
+    ];
+    if let Some(p) = pcap {
+        a.push("-object".into());
+        a.push(format!(
+            "filter-dump,id=dump0,netdev=n0,file={}",
+            p.display()
+        ));
+    }
+    a
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -340,6 +361,11 @@ mod tests {
             net_args(&f, Some(Path::new("/t/x.pcap"))).join(" "),
             "-netdev user,id=n0,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=udp:127.0.0.1:5353-:53 \
              -device virtio-net-pci,netdev=n0,addr=0x8 -object filter-dump,id=dump0,netdev=n0,file=/t/x.pcap"
+        );
+        assert_eq!(
+            raw_net_args(5000, 5001, None).join(" "),
+            "-netdev socket,id=n0,udp=127.0.0.1:5000,localaddr=127.0.0.1:5001 \
+             -device virtio-net-pci,netdev=n0,addr=0x8"
         );
         for bad in ["tcp:80", "sctp:1:2", "tcp:0:80", "tcp:1:70000", "tcp:1:2:3"] {
             assert!(bad.parse::<Forward>().is_err(), "{bad}");

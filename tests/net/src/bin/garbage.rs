@@ -4,7 +4,8 @@
 //! an honest frame still goes out and its answer comes back (an ARP request for QEMU's gateway).
 //! Then it frees the session memory under the driver and kicks it: the driver faults on it, ends
 //! that session only, and serves a new session over fresh memory (the same ARP exchange).
-//! Between the two, an attach of one page only is refused.
+//! Between the two, an attach of one page only is refused. Last, a session whose memory simply
+//! disappears (as when its stack dies) gives way to the next attach.
 #![no_std]
 #![no_main]
 
@@ -196,6 +197,35 @@ fn main() {
         println!("net-garbage: PASS a new session works after the revoked one");
     } else {
         println!("net-garbage: FAIL no ARP reply in the new session");
+        return;
+    }
+    // A stack that vanishes without a word: its memory goes from the driver (we revoke what was
+    // derived from our mapping, as mem does when a task dies) and nobody kicks. The next attach
+    // finds the old session's memory gone, ends it, and is served.
+    let _ = sys::unmap(at, SESSION_PAGES as u64, 0);
+    let at3 = at + SESSION_BYTES as u64 + 0x10_0000;
+    let Some((_ds3, m3)) = memory(&c, at3) else {
+        println!("net-garbage: FAIL third session memory");
+        return;
+    };
+    let mut side3 = StackSide::new(&m3);
+    for slot in 0..8 {
+        side3.submit_rx(&m3, slot);
+    }
+    let kick3 = match c
+        .nic
+        .attach(region(&c, at3), notif, 1, thread::alloc_slot())
+    {
+        Ok(k) => k,
+        Err(e) => {
+            println!("net-garbage: FAIL attach after a vanished session: {:?}", e);
+            return;
+        }
+    };
+    if arp(&c, &m3, &mut side3, kick3) {
+        println!("net-garbage: PASS a session after a vanished one works");
+    } else {
+        println!("net-garbage: FAIL no ARP reply after a vanished session");
         return;
     }
     match c.nic.detach() {

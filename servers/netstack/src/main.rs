@@ -37,7 +37,7 @@ use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKi
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
 use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
 use sawmill_rt::{env, println, sys, thread};
-use smoltcp::iface::{Config as IfaceConfig, Interface, PollResult, SocketHandle, SocketSet};
+use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
@@ -169,15 +169,13 @@ fn udp_socket() -> udp::Socket<'static> {
 
 impl Stack {
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
-    /// wakes the clients if anything may have changed.
+    /// wakes whoever waits on a socket that became readier.
     fn poll(&mut self) {
-        let mut changed = false;
         // Frames turned around by the loopback are received in the next round (bounded: a
         // round trip of a TCP segment and its ACK takes a few).
         for _ in 0..8 {
-            let r = self.iface.poll(now(), &mut self.link, &mut self.sockets);
+            self.iface.poll(now(), &mut self.link, &mut self.sockets);
             self.link.flush();
-            changed |= r == PollResult::SocketStateChanged;
             if !self.link.looped() {
                 break;
             }
@@ -207,7 +205,6 @@ impl Stack {
                 }
                 None => {}
             }
-            changed |= ev.is_some();
         }
         let mut i = 0;
         while i < self.closing.len() {
@@ -221,7 +218,6 @@ impl Stack {
                 i += 1;
             }
         }
-        let _ = changed;
         // Wake whoever waits on a socket that became readier (computed for registered sockets
         // only; cheap next to smoltcp's own scan of every socket).
         let sockets = &self.sockets;

@@ -58,12 +58,23 @@ extern "C" fn thread_entry(arg: u64) -> ! {
 /// Starts a thread in this task running `f`, at priority `prio` (capped at ours by the kernel),
 /// paged by root like the main thread. Returns the thread's capability slot.
 pub fn spawn(prio: u64, stack: usize, f: impl FnOnce() + Send + 'static) -> Result<u64, Error> {
+    spawn_paged(prio, stack, slots::PAGER, f)
+}
+
+/// As [`spawn`], with the thread's page faults sent to the endpoint in slot `pager` (a thread of
+/// the same task that catches faults on memory another task may revoke, e.g. a driver's).
+pub fn spawn_paged(
+    prio: u64,
+    stack: usize,
+    pager: u64,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<u64, Error> {
     let th = create(ObjKind::Thread, 0)?;
     sys::thread_config(
         th,
         slots::TASK,
         next_utcb()?,
-        slots::PAGER,
+        pager,
         slots::THREAD_HANDLER,
         prio,
     )?;

@@ -13,7 +13,15 @@ impl Schemas for Servers {
     fn has(&self, module: &str) -> bool {
         matches!(
             module,
-            "mem" | "pci" | "vfs" | "ext2-pfs" | "blk-virtio" | "console" | "proc" | "procfs"
+            "mem"
+                | "pci"
+                | "vfs"
+                | "ext2-pfs"
+                | "blk-virtio"
+                | "console"
+                | "proc"
+                | "procfs"
+                | "netstack"
         )
     }
 
@@ -31,6 +39,12 @@ impl Schemas for Servers {
             "console" => schema::<sawmill_console_api::Config, D>(d),
             "proc" => schema::<sawmill_proc_api::Config, D>(d),
             "procfs" => schema::<sawmill_procfs_api::Config, D>(d),
+            "netstack" => {
+                // The addresses are strings in the manifest: checked here, not at boot.
+                let c = <sawmill_netstack_api::Config as serde::Deserialize>::deserialize(d)?;
+                c.check().map_err(serde::de::Error::custom)?;
+                Ok(Box::new(c))
+            }
             m => Err(serde::de::Error::custom(format!(
                 "module `{m}` has no configuration schema"
             ))),
@@ -267,5 +281,35 @@ uses = ["vfs"]
             "uses = [\"pci\", \"mem\"]\nconfig = { x = 1 }",
         ));
         assert!(e.contains("unknown field `x`"), "{e}");
+    }
+
+    const NET: &str = r#"name = "net"
+[[server]]
+name = "net0"
+module = "net-virtio"
+provides = ["net0"]
+[[server]]
+name = "netstack"
+provides = ["socket"]
+uses = ["net0"]
+config = { driver = "net0", address = "10.0.2.15/24", gateway = "10.0.2.2", privileged = ["web"] }
+[[server]]
+name = "web"
+uses = ["socket"]
+"#;
+
+    #[test]
+    fn netstack_addresses_are_checked_on_the_host() {
+        let s = parse(NET).unwrap();
+        let c: sawmill_netstack_api::Config = config(&s, "netstack");
+        assert_eq!(c.driver, Endpoint::new("net0"));
+        assert_eq!(c.privileged, vec![Client::new("web", 1)]);
+        let e = err(&NET.replace("10.0.2.15/24", "10.0.2.15/33"));
+        assert!(e.contains("`address` is not a.b.c.d/prefix"), "{e}");
+        let e = err(&NET.replace("\"10.0.2.2\"", "\"10.0.2\""));
+        assert!(e.contains("`gateway` is not a.b.c.d"), "{e}");
+        // The driver must be one of the stack's `uses`.
+        let e = err(&NET.replace("uses = [\"net0\"]", "uses = []"));
+        assert!(e.contains("net0"), "{e}");
     }
 }

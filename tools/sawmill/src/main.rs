@@ -86,6 +86,22 @@ enum Cmd {
         /// linux: feed this file to the program's terminal (then ^D) instead of this terminal.
         #[arg(long)]
         stdin: Option<PathBuf>,
+        /// Attach a virtio-net device on QEMU's user network (the guest gets 10.0.2.15 by
+        /// DHCP; the host is 10.0.2.2).
+        #[arg(long)]
+        net: bool,
+        /// With --net: forward the host's 127.0.0.1:HOSTPORT to the guest's GUESTPORT
+        /// (`tcp:HOSTPORT:GUESTPORT` or `udp:...`; repeatable).
+        #[arg(long, value_name = "PROTO:HOSTPORT:GUESTPORT")]
+        forward: Vec<qemu::Forward>,
+        /// With --net: write the guest's network traffic to FILE (pcap).
+        #[arg(long, value_name = "FILE")]
+        pcap: Option<PathBuf>,
+        /// Instead of QEMU's user network: the guest's wire is UDP on 127.0.0.1, each frame one
+        /// datagram; QEMU sends to HOSTPORT and receives on QEMUPORT (a host program plays the
+        /// network, e.g. tools/sawmill/tests/net_frames.rs).
+        #[arg(long, value_name = "HOSTPORT:QEMUPORT", conflicts_with_all = ["net", "forward"])]
+        net_raw: Option<String>,
         /// linux: the program and its arguments (after `--`).
         #[arg(last = true)]
         program: Vec<String>,
@@ -249,9 +265,30 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
             quiet,
             trace,
             stdin,
+            net,
+            forward,
+            pcap,
+            net_raw,
             program,
         } => {
+            if !net && net_raw.is_none() && (!forward.is_empty() || pcap.is_some()) {
+                return Err("--forward and --pcap need --net".into());
+            }
+            let net_args = match &net_raw {
+                Some(ports) => {
+                    let bad = || format!("--net-raw {ports}: want HOSTPORT:QEMUPORT");
+                    let (h, q) = ports.split_once(':').ok_or_else(bad)?;
+                    let (h, q) = (h.parse().map_err(|_| bad())?, q.parse().map_err(|_| bad())?);
+                    Some(qemu::raw_net_args(h, q, pcap.as_deref()))
+                }
+                None => net.then(|| qemu::net_args(&forward, pcap.as_deref())),
+            };
             if system == "linux" {
+                if net_args.is_some() {
+                    return Err("--net: the Linux system has no network servers yet (its \
+                                socket calls are still to come); boot `net` instead"
+                        .into());
+                }
                 return linux::run(
                     &repo,
                     &linux::RunOptions {
@@ -271,7 +308,14 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                     "--root, --quiet, --trace, --stdin and a program are for `run linux`".into(),
                 );
             }
-            run(&repo, &system, timeout.unwrap_or(600), icount, no_build)
+            run(
+                &repo,
+                &system,
+                timeout.unwrap_or(600),
+                icount,
+                no_build,
+                net_args.unwrap_or_default(),
+            )
         }
         Cmd::Rootfs {
             trees,
@@ -323,6 +367,7 @@ fn run(
     timeout: u64,
     icount: bool,
     no_build: bool,
+    net_args: Vec<String>,
 ) -> Result<i32, String> {
     let path = repo.resolve_system(system)?;
     let mf = image::load(&path)?;
@@ -340,7 +385,7 @@ fn run(
         image: img.clone(),
         memory: spec.memory,
         icount,
-        extra: spec.qemu_args,
+        extra: spec.qemu_args.into_iter().chain(net_args).collect(),
         serial_log: None,
         com2: qemu::Com2::None,
     };

@@ -109,6 +109,92 @@ pub fn args(cfg: &Config, kvm: bool) -> Vec<String> {
     a
 }
 
+/// Where the network device sits on the PCI bus (the manifests' `pci` assigns it by vendor
+/// and device ID; a fixed slot keeps its interrupt line the same from run to run).
+pub const NET_PCI_ADDR: u32 = 8;
+
+/// A port forward of QEMU's user network: the host's 127.0.0.1:`host` reaches the guest's
+/// `guest` port (`tcp:HOSTPORT:GUESTPORT` or `udp:...` on the command line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forward {
+    pub udp: bool,
+    pub host: u16,
+    pub guest: u16,
+}
+
+impl std::str::FromStr for Forward {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Forward, String> {
+        let bad =
+            || format!("`{s}`: a forward is tcp:HOSTPORT:GUESTPORT or udp:HOSTPORT:GUESTPORT");
+        let mut it = s.split(':');
+        let (Some(proto), Some(h), Some(g), None) = (it.next(), it.next(), it.next(), it.next())
+        else {
+            return Err(bad());
+        };
+        let udp = match proto {
+            "tcp" => false,
+            "udp" => true,
+            _ => return Err(bad()),
+        };
+        let (host, guest) = (h.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?);
+        if host == 0 || guest == 0 {
+            return Err(bad());
+        }
+        Ok(Forward { udp, host, guest })
+    }
+}
+
+/// QEMU arguments for a virtio-net device on QEMU's user network (NAT; the guest gets
+/// 10.0.2.15 by DHCP, the host is 10.0.2.2) with these forwards, bound to the host's loopback
+/// only, and the guest's traffic written to `pcap` if given.
+pub fn net_args(forwards: &[Forward], pcap: Option<&Path>) -> Vec<String> {
+    let mut netdev = String::from("user,id=n0");
+    for f in forwards {
+        netdev += &format!(
+            ",hostfwd={}:127.0.0.1:{}-:{}",
+            if f.udp { "udp" } else { "tcp" },
+            f.host,
+            f.guest
+        );
+    }
+    let mut a = vec![
+        "-netdev".to_string(),
+        netdev,
+        "-device".to_string(),
+        format!("virtio-net-pci,netdev=n0,addr={NET_PCI_ADDR:#x}"),
+    ];
+    if let Some(p) = pcap {
+        a.push("-object".into());
+        a.push(format!(
+            "filter-dump,id=dump0,netdev=n0,file={}",
+            p.display()
+        ));
+    }
+    a
+}
+
+/// QEMU arguments for a virtio-net device whose wire is a UDP socket pair on the host's
+/// loopback: every frame the guest sends arrives as one datagram at 127.0.0.1:`host`, and every
+/// datagram sent to 127.0.0.1:`qemu` reaches the guest as one frame (a host program plays the
+/// whole network, malformed frames included).
+pub fn raw_net_args(host: u16, qemu: u16, pcap: Option<&Path>) -> Vec<String> {
+    let mut a = vec![
+        "-netdev".to_string(),
+        format!("socket,id=n0,udp=127.0.0.1:{host},localaddr=127.0.0.1:{qemu}"),
+        "-device".to_string(),
+        format!("virtio-net-pci,netdev=n0,addr={NET_PCI_ADDR:#x}"),
+    ];
+    if let Some(p) = pcap {
+        a.push("-object".into());
+        a.push(format!(
+            "filter-dump,id=dump0,netdev=n0,file={}",
+            p.display()
+        ));
+    }
+    a
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -263,6 +349,27 @@ mod tests {
         assert_eq!(Outcome::from_status(Some(34), None), Outcome::Qemu(34));
         assert_eq!(Outcome::from_status(Some(65), None), Outcome::Qemu(65));
         assert_eq!(Outcome::from_status(None, Some(9)), Outcome::Signal(9));
+    }
+
+    #[test]
+    fn network_arguments() {
+        let f: Vec<Forward> = ["tcp:8080:80", "udp:5353:53"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(
+            net_args(&f, Some(Path::new("/t/x.pcap"))).join(" "),
+            "-netdev user,id=n0,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=udp:127.0.0.1:5353-:53 \
+             -device virtio-net-pci,netdev=n0,addr=0x8 -object filter-dump,id=dump0,netdev=n0,file=/t/x.pcap"
+        );
+        assert_eq!(
+            raw_net_args(5000, 5001, None).join(" "),
+            "-netdev socket,id=n0,udp=127.0.0.1:5000,localaddr=127.0.0.1:5001 \
+             -device virtio-net-pci,netdev=n0,addr=0x8"
+        );
+        for bad in ["tcp:80", "sctp:1:2", "tcp:0:80", "tcp:1:70000", "tcp:1:2:3"] {
+            assert!(bad.parse::<Forward>().is_err(), "{bad}");
+        }
     }
 
     #[test]

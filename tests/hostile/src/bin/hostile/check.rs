@@ -13,8 +13,8 @@
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{
-    console, dataspace, file, mem, pci, pfs, pipe, vfs, DsError, DsFlags, MapFlags, OpenFlags,
-    PciError, PipeError,
+    console, dataspace, file, mem, pci, pfs, pipe, sock, socket, vfs, DsError, DsFlags, MapFlags,
+    OpenFlags, PciError, PipeError, SockError, SockKind,
 };
 use sawmill_rt::slots::TASK;
 use sawmill_rt::{env, ipc, println, sys, thread};
@@ -28,6 +28,7 @@ pub const PFS: u16 = 3;
 pub const PCI: u16 = 4;
 pub const CONSOLE: u16 = 5;
 pub const PIPE: u16 = 6;
+pub const SOCKET: u16 = 7;
 
 /// Where the checker maps a page of a fresh dataspace.
 const WIN: u64 = 0x5800_0000;
@@ -323,6 +324,68 @@ impl Checker {
     }
 }
 
+impl Checker {
+    /// The network stack answers another client correctly: its configuration, a UDP socket
+    /// bound to a free port and named, a TCP socket listening with nothing to accept, both
+    /// dropped, and a socket call on the stack's endpoint (no socket) refused.
+    fn socket(&mut self) -> (u64, bool) {
+        let (mut n, mut dead) = (0, false);
+        let Some(ep) = env::cap("socket") else {
+            return (1, false);
+        };
+        let sk = socket::Client::new(ep);
+        match sk.config() {
+            Ok(c) if c.addr == 0x0a00_020f && c.prefix == 24 => {}
+            r => wrong!(n, dead, r, "socket.config (want 10.0.2.15/24)"),
+        }
+        match sk.create(SockKind::Udp, self.slot) {
+            Ok(c) => {
+                let u = sock::Client::new(c);
+                match u.bind(0, 0).and_then(|_| u.name()) {
+                    Ok(a) if a.port >= 49152 => {}
+                    r => wrong!(
+                        n,
+                        dead,
+                        r,
+                        "bind to port 0 and name (want an ephemeral port)"
+                    ),
+                }
+                match u.recv_from(16) {
+                    Err(RpcError::App(SockError::WouldBlock)) => {}
+                    r => wrong!(n, dead, r.map(|_| ()), "recv_from with nothing sent"),
+                }
+                let _ = sys::cap_delete(c);
+            }
+            r => wrong!(n, dead, r, "create a UDP socket"),
+        }
+        match sk.create(SockKind::Tcp, self.slot) {
+            Ok(c) => {
+                let t = sock::Client::new(c);
+                match t.listen(4).and_then(|_| t.ready()) {
+                    Ok(r) if r.is_empty() => {}
+                    r => wrong!(n, dead, r, "listen and ready (want nothing pending)"),
+                }
+                match t.accept(thread::alloc_slot()) {
+                    Err(RpcError::App(SockError::WouldBlock)) => {}
+                    r => wrong!(n, dead, r.map(|_| ()), "accept with nobody connecting"),
+                }
+                let _ = sys::cap_delete(c);
+            }
+            r => wrong!(n, dead, r, "create a TCP socket"),
+        }
+        match sock::Client::new(ep).ready() {
+            Err(RpcError::Protocol(_)) | Err(RpcError::App(SockError::BadSocket)) => {}
+            r => wrong!(
+                n,
+                dead,
+                r,
+                "ready asked on the stack's endpoint (want a refusal)"
+            ),
+        }
+        (n, dead)
+    }
+}
+
 /// Serves the `check` endpoint for ever.
 pub fn serve() -> ! {
     let ep = env::cap("check").expect("check endpoint");
@@ -344,6 +407,7 @@ pub fn serve() -> ! {
             PCI => c.pci(),
             CONSOLE => c.console(),
             PIPE => c.pipe(),
+            SOCKET => c.socket(),
             _ => (1, false),
         };
         m = ipc::reply_recv(ep, MsgTag::new(0, 2), [n, dead as u64, 0, 0]);

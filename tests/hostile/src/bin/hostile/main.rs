@@ -96,9 +96,11 @@ fn guest_main() {
         "pci" => "pci",
         "console" => "console",
         "pipe" => "pipe",
+        "socket" => "socket",
+        "net" => "net",
         _ => {
             println!(
-                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, console, pipe, check)",
+                "hostile: FAIL unknown mode `{}` (mem, vfs, pfs, blk, pci, console, pipe, socket, net, check)",
                 mode
             );
             sawmill_rt::exit(1);

@@ -8,8 +8,8 @@ use sawmill_abi::{map, MsgTag};
 use sawmill_hostile::Target;
 use sawmill_interfaces::rpc::{Error as RpcError, Map};
 use sawmill_interfaces::{
-    blk, console, dataspace, file, mem, pci, pfs, pipe, vfs, BlkError, ConsoleError, DsError,
-    MapFlags, OpenFlags,
+    blk, console, dataspace, file, mem, net, pci, pfs, pipe, sock, socket, vfs, BlkError,
+    ConsoleError, DsError, MapFlags, NetError, OpenFlags, SockError, SockKind,
 };
 use sawmill_rt::{env, println, utcb};
 
@@ -178,6 +178,8 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
         "blk" => run_blk(e, o),
         "console" => run_console(e, o),
         "pipe" => run_pipe(e, o),
+        "socket" => run_socket(e, o),
+        "net" => run_net(e, o),
         _ => run_pci(e, o),
     }
 }
@@ -186,7 +188,7 @@ pub fn run(e: &mut Engine, o: &Opts) -> bool {
 /// mode aims at (the watchdog's own scenario aims the mem mode at a server that never answers).
 fn cap(name: &str) -> u64 {
     let main = match name {
-        "mem" | "vfs" | "blk" | "pci" | "console" | "pipe" => {
+        "mem" | "vfs" | "blk" | "pci" | "console" | "pipe" | "socket" | "net" => {
             env::args().find_map(|a| a.strip_prefix("ep="))
         }
         _ => None,
@@ -752,5 +754,181 @@ fn run_pipe(e: &mut Engine, o: &Opts) -> bool {
         e.release(a);
         e.release(b);
         ask(e, check::PIPE).1
+    })
+}
+
+// ---- socket (netstack) ------------------------------------------------------------------------
+
+/// The stack's endpoint: `socket` calls. A socket capability: `sock` calls.
+const SOCKET_OPS: [u16; 2] = [socket::op::CREATE, socket::op::CONFIG];
+const SOCK_OPS: [u16; 12] = [
+    sock::op::REGISTER,
+    sock::op::BIND,
+    sock::op::LISTEN,
+    sock::op::ACCEPT,
+    sock::op::CONNECT,
+    sock::op::SEND,
+    sock::op::RECV,
+    sock::op::SEND_TO,
+    sock::op::RECV_FROM,
+    sock::op::READY,
+    sock::op::NAME,
+    sock::op::SHUTDOWN,
+];
+/// Kinds, ports (privileged, echo, ephemeral) and addresses (ours, QEMU's gateway, loopback,
+/// broadcast), lengths at the limit.
+const SOCKET_HINTS: [u64; 16] = [
+    0,
+    1,
+    2,
+    3,
+    7,
+    80,
+    1023,
+    7777,
+    49152,
+    65535,
+    0x0a00_020f,
+    0x0a00_0202,
+    0x7f00_0001,
+    0xffff_ffff,
+    448,
+    449,
+];
+
+fn run_socket(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("socket");
+    let sk = socket::Client::new(main);
+    let aim = |k: Option<Kind>| -> Aim {
+        let ops: &'static [u16] = if k.is_some() { &SOCK_OPS } else { &SOCKET_OPS };
+        (
+            Target {
+                ops,
+                hints: &SOCKET_HINTS,
+                payloads: &[],
+            },
+            // Sockets: aimed at, and simply dropped (the stack learns it from the kernel).
+            |_| Kind::Session,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // Sockets until the stack says no more, then every one dropped.
+        let mut held = [0u64; 100];
+        let mut n = 0;
+        while n < held.len() {
+            let s = e.slot();
+            let kind = if n % 2 == 0 {
+                SockKind::Tcp
+            } else {
+                SockKind::Udp
+            };
+            match sk.create(kind, s) {
+                Ok(c) => {
+                    held[n] = c;
+                    n += 1;
+                }
+                Err(_) => {
+                    e.release(s);
+                    break;
+                }
+            }
+        }
+        let s = e.slot();
+        expect(
+            e,
+            sk.create(SockKind::Udp, s),
+            |r| matches!(r, Err(RpcError::App(SockError::NoSpace))),
+            "create past the client's limit (want NoSpace)",
+        );
+        e.release(s);
+        for &c in &held[..n] {
+            e.release(c);
+        }
+        // A privileged port, a huge backlog, sending on a listener, connects to nowhere.
+        let s = e.slot();
+        if let Ok(t) = sk.create(SockKind::Tcp, s) {
+            let t = sock::Client::new(t);
+            expect(
+                e,
+                t.bind(0, 80),
+                |r| matches!(r, Err(RpcError::App(SockError::Denied))),
+                "bind to port 80 (want Denied)",
+            );
+            let _ = t.listen(u32::MAX);
+            expect(
+                e,
+                t.send(b"nobody"),
+                |r| r.is_err(),
+                "send on a listening socket",
+            );
+        }
+        e.release(s);
+        let s = e.slot();
+        if let Ok(t) = sk.create(SockKind::Tcp, s) {
+            let t = sock::Client::new(t);
+            let _ = t.connect(0, 0);
+            let _ = t.connect(0xffff_ffff, 9);
+        }
+        e.release(s);
+        // A socket call on the stack's endpoint, which is no socket.
+        expect(
+            e,
+            sock::Client::new(main).ready(),
+            |r| r.is_err(),
+            "ready asked on the stack's endpoint",
+        );
+        ask(e, check::SOCKET).1
+    })
+}
+
+// ---- net (a network driver's session protocol) ------------------------------------------------
+
+const NET_OPS: [u16; 3] = [net::op::INFO, net::op::ATTACH, net::op::DETACH];
+
+fn run_net(e: &mut Engine, o: &Opts) -> bool {
+    let main = cap("net0");
+    let nic = net::Client::new(main);
+    let aim = |_k: Option<Kind>| -> Aim {
+        (
+            Target {
+                ops: &NET_OPS,
+                hints: &[0, 1, 2, 4096, 266240, 1 << 32, u64::MAX],
+                payloads: &[],
+            },
+            |_| Kind::Other,
+        )
+    };
+    main_loop(e, o, main, &aim, |e| {
+        // Sessions over memory we do not have, or one page of it, are refused.
+        let window = nic.info().map_or(0, |i| i.window);
+        for (src, pages) in [(0x7000_0000_0000u64, 65), (SCRATCH, 1)] {
+            let b = e.slot();
+            let region = Map {
+                src,
+                dst: window,
+                pages,
+                flags: map::READ | map::WRITE,
+            };
+            expect(
+                e,
+                nic.attach(region, sawmill_rt::slots::TASK, 1, b),
+                |r| r.is_err(),
+                "attach without the session's memory",
+            );
+            e.release(b);
+        }
+        expect(
+            e,
+            nic.detach(),
+            |r| matches!(r, Err(RpcError::App(NetError::NoSession))),
+            "detach without a session (want NoSession)",
+        );
+        expect(
+            e,
+            nic.info(),
+            |r| matches!(r, Ok(i) if i.mac != 0 && i.mtu == 1500),
+            "info",
+        );
+        true
     })
 }

@@ -1,0 +1,238 @@
+//! The stack's end of the session with the network driver, as smoltcp's `Device`: received
+//! frames are handed to smoltcp in place in their slots, and frames to send are written straight
+//! into free slots. Slots 0..64 receive, 64..128 send; each set alone fits its ring, so
+//! submitting never finds a ring full. The loopback lives here too: a frame for one of our own
+//! addresses (`sawmill_netstack_api::loopback`) stays in its send slot and is handed back to
+//! smoltcp as received, without the driver.
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use sawmill_net_virtio_api::session::{
+    Desc, Shared, StackSide, MAX_FRAME, RING_ENTRIES, SLOTS, SLOT_SIZE,
+};
+use sawmill_netstack_api::loopback;
+use sawmill_rt::sys;
+use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
+use smoltcp::time::Instant;
+
+const RX_SLOTS: u16 = RING_ENTRIES as u16;
+
+pub struct Link {
+    shared: Shared,
+    side: StackSide,
+    /// Send slots not in the driver's hands.
+    free_tx: Vec<u16>,
+    /// Frames written into send slots during a poll, queued at its end.
+    tx_queued: Vec<(u16, u16)>,
+    /// Receive slots smoltcp has read, given back at the end of a poll.
+    rx_done: Vec<u16>,
+    /// The driver's kick notification.
+    kick: u64,
+    /// Our MAC and interface address (0: none yet), for the loopback.
+    mac: [u8; 6],
+    addr: u32,
+    /// Frames turned around (send slot, length), to be received; and send slots smoltcp has
+    /// read them from, free again at the end of a poll.
+    looped: VecDeque<(u16, u16)>,
+    loop_done: Vec<u16>,
+    /// A frame with no free slot to go to is dropped (TCP sends it again).
+    pub tx_dropped: u64,
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+}
+
+impl Link {
+    /// A fresh session over `shared` (the rings emptied), every receive slot offered.
+    pub fn new(shared: Shared) -> Link {
+        let mut side = StackSide::new(&shared);
+        for slot in 0..RX_SLOTS {
+            side.submit_rx(&shared, slot);
+        }
+        Link {
+            shared,
+            side,
+            free_tx: (RX_SLOTS..SLOTS as u16).rev().collect(),
+            tx_queued: Vec::with_capacity(SLOTS),
+            rx_done: Vec::with_capacity(SLOTS),
+            kick: 0,
+            mac: [0; 6],
+            addr: 0,
+            looped: VecDeque::with_capacity(SLOTS),
+            loop_done: Vec::with_capacity(SLOTS),
+            tx_dropped: 0,
+            rx_frames: 0,
+            tx_frames: 0,
+        }
+    }
+
+    pub fn set_kick(&mut self, kick: u64) {
+        self.kick = kick;
+    }
+
+    /// Our MAC and interface address: frames for them (or for 127.0.0.0/8) loop back.
+    pub fn set_local(&mut self, mac: [u8; 6], addr: u32) {
+        self.mac = mac;
+        self.addr = addr;
+    }
+
+    /// Frames turned around that smoltcp has not received yet (another poll round takes them).
+    pub fn looped(&self) -> bool {
+        !self.looped.is_empty()
+    }
+
+    fn reclaim(&mut self) {
+        while let Some(slot) = self.side.reap_tx(&self.shared) {
+            if slot >= RX_SLOTS && !self.free_tx.contains(&slot) {
+                self.free_tx.push(slot);
+            }
+        }
+    }
+
+    /// Hands what the last poll produced to the driver and kicks it if there was any.
+    pub fn flush(&mut self) {
+        self.free_tx.append(&mut self.loop_done);
+        let mut any = false;
+        for (slot, len) in self.tx_queued.drain(..) {
+            any |= self.side.submit_tx(&self.shared, slot, len);
+            self.tx_frames += 1;
+        }
+        for slot in self.rx_done.drain(..) {
+            any |= self.side.submit_rx(&self.shared, slot);
+        }
+        if any && self.kick != 0 {
+            // A badged capability: the kernel signals only the driver's kick bit.
+            let _ = sys::notify_signal(self.kick, u64::MAX);
+        }
+    }
+}
+
+pub struct RxToken<'a> {
+    shared: Shared,
+    desc: Desc,
+    done: &'a mut Vec<u16>,
+}
+
+pub struct TxToken<'a> {
+    shared: Shared,
+    free: &'a mut Vec<u16>,
+    queued: &'a mut Vec<(u16, u16)>,
+    looped: &'a mut VecDeque<(u16, u16)>,
+    mac: [u8; 6],
+    addr: u32,
+    dropped: &'a mut u64,
+}
+
+impl phy::RxToken for RxToken<'_> {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        let len = (self.desc.len as usize).min(SLOT_SIZE);
+        // SAFETY: a receive slot the driver gave back (StackSide checked index and length): in
+        // the session memory, ours until we submit it again after this call.
+        let frame =
+            unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(self.desc.slot), len) };
+        let r = f(frame);
+        self.done.push(self.desc.slot);
+        r
+    }
+}
+
+impl phy::TxToken for TxToken<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        match self.free.pop() {
+            Some(slot) if len <= MAX_FRAME => {
+                // SAFETY: a free send slot: ours until we submit it.
+                let frame =
+                    unsafe { core::slice::from_raw_parts_mut(self.shared.slot_ptr(slot), len) };
+                let r = f(frame);
+                let addr = self.addr;
+                if loopback::turn_around(frame, self.mac, |a| addr != 0 && a == addr) {
+                    self.looped.push_back((slot, len as u16));
+                } else {
+                    self.queued.push((slot, len as u16));
+                }
+                r
+            }
+            other => {
+                if let Some(slot) = other {
+                    self.free.push(slot);
+                }
+                *self.dropped += 1;
+                let mut scratch = [0u8; SLOT_SIZE];
+                f(&mut scratch[..len.min(SLOT_SIZE)])
+            }
+        }
+    }
+}
+
+impl Device for Link {
+    type RxToken<'a> = RxToken<'a>;
+    type TxToken<'a> = TxToken<'a>;
+
+    fn receive(&mut self, _now: Instant) -> Option<(RxToken<'_>, TxToken<'_>)> {
+        self.reclaim();
+        if let Some((slot, len)) = self.looped.pop_front() {
+            return Some((
+                RxToken {
+                    shared: self.shared,
+                    desc: Desc { slot, len },
+                    done: &mut self.loop_done,
+                },
+                TxToken {
+                    shared: self.shared,
+                    free: &mut self.free_tx,
+                    queued: &mut self.tx_queued,
+                    looped: &mut self.looped,
+                    mac: self.mac,
+                    addr: self.addr,
+                    dropped: &mut self.tx_dropped,
+                },
+            ));
+        }
+        // A driver that hands back a send slot as received is ignored.
+        let desc = loop {
+            let d = self.side.reap_rx(&self.shared)?;
+            if d.slot < RX_SLOTS {
+                break d;
+            }
+        };
+        self.rx_frames += 1;
+        Some((
+            RxToken {
+                shared: self.shared,
+                desc,
+                done: &mut self.rx_done,
+            },
+            TxToken {
+                shared: self.shared,
+                free: &mut self.free_tx,
+                queued: &mut self.tx_queued,
+                looped: &mut self.looped,
+                mac: self.mac,
+                addr: self.addr,
+                dropped: &mut self.tx_dropped,
+            },
+        ))
+    }
+
+    fn transmit(&mut self, _now: Instant) -> Option<TxToken<'_>> {
+        self.reclaim();
+        if self.free_tx.is_empty() {
+            return None;
+        }
+        Some(TxToken {
+            shared: self.shared,
+            free: &mut self.free_tx,
+            queued: &mut self.tx_queued,
+            looped: &mut self.looped,
+            mac: self.mac,
+            addr: self.addr,
+            dropped: &mut self.tx_dropped,
+        })
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.medium = Medium::Ethernet;
+        c.max_transmission_unit = MAX_FRAME;
+        c.max_burst_size = Some(RING_ENTRIES as usize);
+        c
+    }
+}

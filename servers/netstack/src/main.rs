@@ -1,0 +1,1124 @@
+//! The network stack server: smoltcp (TCP, UDP, ICMP echo, DHCP over IPv4 and Ethernet) over a
+//! session with a network driver (`interfaces/net.idl`), serving sockets to its clients
+//! (`interfaces/socket.idl`).
+//!
+//! It allocates the session memory from `mem`, maps it, lays out the rings and attaches it to
+//! the driver (`link.rs` is smoltcp's `Device` over it: frames are parsed in place in the slots
+//! the driver received them into and written straight into the slots it sends from). Every
+//! socket is a capability the stack minted with a watched badge (`NO_SENDERS`): the socket
+//! closes when the last copy is gone, whichever task held it. Two threads share the stack under
+//! one lock: the main thread serves `socket` and `sock` calls (none blocks: `WouldBlock`, and
+//! the client waits on a notification it registered with the socket); the poll thread wakes on
+//! the driver's completions, on smoltcp's next timer, and when a call changed what the timers
+//! should be, polls, and signals the registrations of every socket that became readier. Delayed
+//! ACKs are off, so request/response traffic is not throttled.
+//!
+//! The network manager's one rule lives here for now: ports below 1024 only for the clients the
+//! configuration names (`privileged`). Configuration: static (`address`, `gateway`) or DHCP.
+//! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
+//! first provided), a factory (`kmem_kb`: a notification and a thread).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod link;
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use link::Link;
+use sawmill_abi::{rights, ObjKind};
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
+use sawmill_interfaces::sock::{self, AcceptOut, NameOut, RecvFromOut, RecvOut};
+use sawmill_interfaces::socket::{self, ConfigOut};
+use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind};
+use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
+use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
+use sawmill_rt::{env, println, sys, thread};
+use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::{dhcpv4, tcp, udp};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{
+    EthernetAddress, IpAddress, IpCidr, IpEndpoint, IpListenEndpoint, Ipv4Address, Ipv4Cidr,
+};
+
+sawmill_rt::entry!(main);
+
+/// Where the session memory is mapped here.
+const SESSION_AT: u64 = 0x5000_0000;
+/// Bits of the poll thread's notification: the driver has completions; a call changed timers.
+const WAKE_DRIVER: u64 = 1;
+const WAKE_CALL: u64 = 2;
+const TCP_BUFFER: usize = 16 * 1024;
+const UDP_PACKETS: usize = 16;
+const UDP_BUFFER: usize = 8 * 1024;
+/// smoltcp sockets in the stack and per client (a listener holds one per backlog place): each
+/// holds at most 32 KiB of buffers, so these bound the heap one client (and all of them) can
+/// make the stack spend (6 MiB of its 8); one client takes at most a quarter.
+const MAX_SOCKETS: usize = 192;
+const MAX_CLIENT_SOCKETS: usize = 48;
+const MAX_BACKLOG: u32 = 16;
+const EPHEMERAL_FIRST: u16 = 49152;
+/// Badges of socket capabilities have this bit (manifest badges never do), and the notice
+/// capability for `NO_SENDERS` messages has its own.
+const SOCK_BIT: u64 = 1 << 40;
+const NOTICE_BADGE: u64 = 1 << 41;
+/// Registrations per socket.
+const MAX_WATCHERS: usize = 8;
+const THREAD_STACK: usize = 64 * 1024;
+/// The loopback network, an address of the interface from the start (`link.rs` turns its
+/// frames around).
+const LOOPBACK: Ipv4Cidr = Ipv4Cidr::new(Ipv4Address::new(127, 0, 0, 1), 8);
+
+/// Time-stamp counter ticks per microsecond.
+static TICKS_PER_US: AtomicU64 = AtomicU64::new(1);
+/// The poll thread's notification.
+static WAKE: AtomicU64 = AtomicU64::new(0);
+
+fn now() -> Instant {
+    Instant::from_micros((sys::rdtsc() / TICKS_PER_US.load(Ordering::Relaxed)) as i64)
+}
+
+fn endpoint(addr: u32, port: u16) -> IpEndpoint {
+    IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from_bits(addr)), port)
+}
+
+fn number(a: IpAddress) -> u32 {
+    match a {
+        IpAddress::Ipv4(v) => v.to_bits(),
+    }
+}
+
+/// A client's socket.
+enum Sock {
+    Tcp {
+        h: SocketHandle,
+        /// The port `bind` gave it (ours to release).
+        bound: Option<u16>,
+        connecting: bool,
+        connected: bool,
+    },
+    /// A listening TCP socket: `pending` listen on the port, each taking one connection; an
+    /// established one is what `accept` hands out (the backlog).
+    Listener {
+        port: u16,
+        pending: Vec<SocketHandle>,
+    },
+    Udp {
+        h: SocketHandle,
+        port: Option<u16>,
+        peer: Option<IpEndpoint>,
+    },
+}
+
+/// A socket and who waits on it.
+struct Entry {
+    sock: Sock,
+    /// The client (manifest badge) whose share it counts against.
+    owner: u64,
+    /// Registered notifications (our copies) and their bits.
+    watchers: Vec<(u64, u64)>,
+    /// Its readiness at the last poll: a registration is signalled when a bit appears.
+    last: Ready,
+}
+
+struct Stack {
+    iface: Interface,
+    mac: [u8; 6],
+    sockets: SocketSet<'static>,
+    link: Link,
+    dhcp: Option<SocketHandle>,
+    /// Every socket, by its capability's badge.
+    socks: BTreeMap<u64, Entry>,
+    /// Sockets per client.
+    shares: BTreeMap<u64, usize>,
+    next_id: u64,
+    /// smoltcp sockets in use (listeners count each pending one).
+    count: usize,
+    tcp_ports: BTreeSet<u16>,
+    udp_ports: BTreeSet<u16>,
+    next_port: u16,
+    /// Closed TCP sockets still finishing their goodbye.
+    closing: Vec<SocketHandle>,
+    privileged: Vec<u64>,
+    addr: u32,
+    prefix: u8,
+    gateway: u32,
+}
+
+fn tcp_socket() -> tcp::Socket<'static> {
+    let mut s = tcp::Socket::new(
+        tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
+        tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
+    );
+    s.set_ack_delay(None);
+    s
+}
+
+fn udp_socket() -> udp::Socket<'static> {
+    let buf = || {
+        udp::PacketBuffer::new(
+            vec![udp::PacketMetadata::EMPTY; UDP_PACKETS],
+            vec![0; UDP_BUFFER],
+        )
+    };
+    udp::Socket::new(buf(), buf())
+}
+
+impl Stack {
+    /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
+    /// wakes whoever waits on a socket that became readier.
+    fn poll(&mut self) {
+        // Frames turned around by the loopback are received in the next round (bounded: a
+        // round trip of a TCP segment and its ACK takes a few).
+        for _ in 0..8 {
+            self.iface.poll(now(), &mut self.link, &mut self.sockets);
+            self.link.flush();
+            if !self.link.looped() {
+                break;
+            }
+        }
+        if let Some(h) = self.dhcp {
+            let ev = match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
+                Some(dhcpv4::Event::Configured(c)) => Some(Some((c.address, c.router))),
+                Some(dhcpv4::Event::Deconfigured) => Some(None),
+                None => None,
+            };
+            match ev {
+                Some(Some((cidr, router))) => self.configure(cidr, router),
+                Some(None) => {
+                    // smoltcp reports "deconfigured" once at the start too.
+                    if self.addr != 0 {
+                        println!("netstack: DHCP lease lost");
+                    }
+                    self.iface.update_ip_addrs(|a| {
+                        a.clear();
+                        let _ = a.push(IpCidr::Ipv4(LOOPBACK));
+                    });
+                    self.link.set_local(self.mac, 0);
+                    self.iface.routes_mut().remove_default_ipv4_route();
+                    self.addr = 0;
+                    self.prefix = 0;
+                    self.gateway = 0;
+                }
+                None => {}
+            }
+        }
+        let mut i = 0;
+        while i < self.closing.len() {
+            let h = self.closing[i];
+            let st = self.sockets.get::<tcp::Socket>(h).state();
+            if matches!(st, tcp::State::Closed | tcp::State::TimeWait) {
+                self.sockets.remove(h);
+                self.count -= 1;
+                self.closing.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        // Wake whoever waits on a socket that became readier (computed for registered sockets
+        // only; cheap next to smoltcp's own scan of every socket).
+        let sockets = &self.sockets;
+        for e in self.socks.values_mut() {
+            if e.watchers.is_empty() {
+                continue;
+            }
+            let r = ready_of(sockets, &e.sock);
+            if !(r - e.last).is_empty() {
+                for &(n, bits) in &e.watchers {
+                    let _ = sys::notify_signal(n, bits);
+                }
+            }
+            e.last = r;
+        }
+    }
+
+    fn configure(&mut self, cidr: Ipv4Cidr, router: Option<Ipv4Address>) {
+        self.iface.update_ip_addrs(|a| {
+            // The interface's address first: smoltcp takes the first one as the source of
+            // packets to other networks.
+            a.clear();
+            let _ = a.push(IpCidr::Ipv4(cidr));
+            let _ = a.push(IpCidr::Ipv4(LOOPBACK));
+        });
+        self.link.set_local(self.mac, cidr.address().to_bits());
+        match router {
+            Some(r) => {
+                let _ = self.iface.routes_mut().add_default_ipv4_route(r);
+            }
+            None => {
+                self.iface.routes_mut().remove_default_ipv4_route();
+            }
+        }
+        self.addr = cidr.address().to_bits();
+        self.prefix = cidr.prefix_len();
+        self.gateway = router.map_or(0, |r| r.to_bits());
+        let (a, g) = (cidr.address().octets(), self.gateway.to_be_bytes());
+        println!(
+            "netstack: address {}.{}.{}.{}/{} gateway {}.{}.{}.{}",
+            a[0], a[1], a[2], a[3], self.prefix, g[0], g[1], g[2], g[3]
+        );
+    }
+
+    fn sock(&mut self, badge: u64) -> Result<&mut Sock, SockError> {
+        sock_of(&mut self.socks, badge)
+    }
+
+    /// Room for `n` more smoltcp sockets of `owner`'s.
+    fn room_for(&self, owner: u64, n: usize) -> Result<(), SockError> {
+        if self.shares.get(&owner).copied().unwrap_or(0) + n > MAX_CLIENT_SOCKETS {
+            return Err(SockError::NoSpace);
+        }
+        self.room(n)
+    }
+
+    /// `owner` holds `n` smoltcp sockets more (or fewer).
+    fn charge(&mut self, owner: u64, n: isize) {
+        let c = self.shares.entry(owner).or_default();
+        *c = c.saturating_add_signed(n);
+    }
+
+    fn room(&self, n: usize) -> Result<(), SockError> {
+        if self.count + n > MAX_SOCKETS {
+            Err(SockError::NoSpace)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A free port for `bind(0)`, a listener or an outgoing connection.
+    fn ephemeral(&mut self, udp: bool) -> Result<u16, SockError> {
+        for _ in 0..(u16::MAX - EPHEMERAL_FIRST) {
+            let p = self.next_port;
+            self.next_port = if p == u16::MAX {
+                EPHEMERAL_FIRST
+            } else {
+                p + 1
+            };
+            let used = if udp {
+                &self.udp_ports
+            } else {
+                &self.tcp_ports
+            };
+            if !used.contains(&p) {
+                return Ok(p);
+            }
+        }
+        Err(SockError::AddrInUse)
+    }
+
+    fn listen_socket(&mut self, port: u16) -> Result<SocketHandle, SockError> {
+        self.room(1)?;
+        let mut s = tcp_socket();
+        s.listen(IpListenEndpoint { addr: None, port })
+            .map_err(|_| SockError::Invalid)?;
+        self.count += 1;
+        Ok(self.sockets.add(s))
+    }
+
+    fn release(&mut self, s: Sock) {
+        match s {
+            Sock::Tcp { h, bound, .. } => {
+                if let Some(p) = bound {
+                    self.tcp_ports.remove(&p);
+                }
+                let sock = self.sockets.get_mut::<tcp::Socket>(h);
+                sock.close();
+                if sock.state() == tcp::State::Closed {
+                    self.sockets.remove(h);
+                    self.count -= 1;
+                } else {
+                    self.closing.push(h);
+                }
+            }
+            Sock::Listener { port, pending } => {
+                self.tcp_ports.remove(&port);
+                for h in pending {
+                    self.sockets.get_mut::<tcp::Socket>(h).abort();
+                    self.closing.push(h);
+                }
+            }
+            Sock::Udp { h, port, .. } => {
+                if let Some(p) = port {
+                    self.udp_ports.remove(&p);
+                }
+                self.sockets.remove(h);
+                self.count -= 1;
+            }
+        }
+    }
+}
+
+/// The socket whose capability carries `badge` (borrowing the socket table only).
+fn sock_of(socks: &mut BTreeMap<u64, Entry>, badge: u64) -> Result<&mut Sock, SockError> {
+    socks
+        .get_mut(&badge)
+        .map(|e| &mut e.sock)
+        .ok_or(SockError::BadSocket)
+}
+
+/// What a socket is ready for now.
+fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
+    match *s {
+        Sock::Tcp { h, connecting, .. } => {
+            let t = sockets.get::<tcp::Socket>(h);
+            let mut r = Ready::EMPTY;
+            let st = t.state();
+            if t.can_recv() {
+                r |= Ready::READABLE;
+            }
+            if t.can_send() {
+                r |= Ready::WRITABLE;
+            }
+            if connecting && st == tcp::State::Closed {
+                r |= Ready::ERROR | Ready::HANGUP | Ready::READABLE | Ready::WRITABLE;
+            } else if !t.may_recv()
+                && !matches!(
+                    st,
+                    tcp::State::Closed
+                        | tcp::State::SynSent
+                        | tcp::State::SynReceived
+                        | tcp::State::Listen
+                )
+            {
+                r |= Ready::READABLE | Ready::HANGUP;
+            }
+            r
+        }
+        Sock::Listener { ref pending, .. } => {
+            if pending.iter().any(|&h| {
+                matches!(
+                    sockets.get::<tcp::Socket>(h).state(),
+                    tcp::State::Established | tcp::State::CloseWait
+                )
+            }) {
+                Ready::READABLE
+            } else {
+                Ready::EMPTY
+            }
+        }
+        Sock::Udp { h, .. } => {
+            let u = sockets.get::<udp::Socket>(h);
+            let mut r = Ready::EMPTY;
+            if u.can_recv() {
+                r |= Ready::READABLE;
+            }
+            if u.can_send() {
+                r |= Ready::WRITABLE;
+            }
+            r
+        }
+    }
+}
+
+static STACK: spin::Mutex<Option<Stack>> = spin::Mutex::new(None);
+
+/// The socket endpoint's state: the stack itself is behind `STACK`.
+struct Front {
+    after: AfterReply,
+    /// Our endpoint (unbadged: socket capabilities are minted from it) and the notice
+    /// capability their `NO_SENDERS` messages come through.
+    ep: u64,
+    notice: u64,
+    free_slots: Vec<u64>,
+}
+
+impl Front {
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    /// A capability for the new socket `sock` of `owner`'s, handed to the caller with the
+    /// reply (our copy goes after it). Room was checked.
+    fn mint(&mut self, s: &mut Stack, owner: u64, sock: Sock) -> Result<u64, SockError> {
+        let badge = SOCK_BIT | s.next_id;
+        let slot = self.slot();
+        if sys::cap_mint_watched(
+            self.ep,
+            slot,
+            badge,
+            rights::SEND | rights::GRANT,
+            self.notice,
+        )
+        .is_err()
+        {
+            self.free_slots.push(slot);
+            s.release(sock);
+            return Err(SockError::NoSpace);
+        }
+        s.next_id = (s.next_id + 1) & (SOCK_BIT - 1);
+        s.socks.insert(
+            badge,
+            Entry {
+                sock,
+                owner,
+                watchers: Vec::new(),
+                last: Ready::EMPTY,
+            },
+        );
+        s.charge(owner, 1);
+        self.after.delete(slot);
+        Ok(slot)
+    }
+}
+
+/// Runs `f` on the stack, then polls (so what the call queued goes out now) and has the poll
+/// thread recompute its timer.
+fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T, SockError> {
+    let mut g = STACK.lock();
+    let s = g.as_mut().ok_or(SockError::Unreachable)?;
+    let r = f(s);
+    s.poll();
+    drop(g);
+    let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    r
+}
+
+impl socket::Server for Front {
+    fn create(&mut self, badge: u64, kind: SockKind) -> Result<u64, SockError> {
+        if badge & (SOCK_BIT | NOTICE_BADGE) != 0 {
+            return Err(SockError::BadSocket);
+        }
+        with_stack(|s| {
+            s.room_for(badge, 1)?;
+            let sock = match kind {
+                SockKind::Tcp => Sock::Tcp {
+                    h: s.sockets.add(tcp_socket()),
+                    bound: None,
+                    connecting: false,
+                    connected: false,
+                },
+                SockKind::Udp => Sock::Udp {
+                    h: s.sockets.add(udp_socket()),
+                    port: None,
+                    peer: None,
+                },
+            };
+            s.count += 1;
+            self.mint(s, badge, sock)
+        })
+    }
+
+    fn config(&mut self, _badge: u64) -> Result<ConfigOut, SockError> {
+        let g = STACK.lock();
+        let s = g.as_ref().ok_or(SockError::Unreachable)?;
+        Ok(ConfigOut {
+            addr: s.addr,
+            prefix: s.prefix,
+            gateway: s.gateway,
+        })
+    }
+}
+
+impl sock::Server for Front {
+    fn register(&mut self, badge: u64, wake: u64, bits: u64) -> Result<(), SockError> {
+        if bits == 0 {
+            return Err(SockError::Invalid);
+        }
+        let copy = self.slot();
+        if sys::cap_copy(wake, copy).is_err() {
+            self.free_slots.push(copy);
+            return Err(SockError::Invalid);
+        }
+        let mut g = STACK.lock();
+        let Some(e) = g.as_mut().and_then(|s| s.socks.get_mut(&badge)) else {
+            drop(g);
+            self.free_slot(copy);
+            return Err(SockError::BadSocket);
+        };
+        let old = (e.watchers.len() >= MAX_WATCHERS).then(|| e.watchers.remove(0));
+        e.watchers.push((copy, bits));
+        // Whatever it is ready for now counts as new for the newcomer.
+        e.last = Ready::EMPTY;
+        drop(g);
+        if let Some((slot, _)) = old {
+            self.free_slot(slot);
+        }
+        let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+        Ok(())
+    }
+
+    fn bind(&mut self, badge: u64, addr: u32, port: u16) -> Result<(), SockError> {
+        with_stack(|s| {
+            let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
+            if port != 0 && port < 1024 && !s.privileged.contains(&owner) {
+                return Err(SockError::Denied);
+            }
+            if addr != 0 && addr != s.addr {
+                return Err(SockError::Invalid);
+            }
+            let udp = matches!(s.sock(badge)?, Sock::Udp { .. });
+            let port = if port == 0 { s.ephemeral(udp)? } else { port };
+            let used = if udp { &s.udp_ports } else { &s.tcp_ports };
+            if used.contains(&port) {
+                return Err(SockError::AddrInUse);
+            }
+            let h = match s.sock(badge)? {
+                Sock::Tcp {
+                    bound: b @ None,
+                    connecting: false,
+                    connected: false,
+                    ..
+                } => {
+                    *b = Some(port);
+                    None
+                }
+                Sock::Udp {
+                    h, port: p @ None, ..
+                } => {
+                    *p = Some(port);
+                    Some(*h)
+                }
+                _ => return Err(SockError::Invalid),
+            };
+            match h {
+                Some(h) => {
+                    s.sockets
+                        .get_mut::<udp::Socket>(h)
+                        .bind(port)
+                        .map_err(|_| SockError::Invalid)?;
+                    s.udp_ports.insert(port);
+                }
+                None => {
+                    s.tcp_ports.insert(port);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn listen(&mut self, badge: u64, backlog: u32) -> Result<(), SockError> {
+        with_stack(|s| {
+            let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
+            let (h, bound) = match s.sock(badge)? {
+                Sock::Tcp {
+                    h,
+                    bound,
+                    connecting: false,
+                    connected: false,
+                } => (*h, *bound),
+                _ => return Err(SockError::Invalid),
+            };
+            let port = match bound {
+                Some(p) => p,
+                None => {
+                    let p = s.ephemeral(false)?;
+                    s.tcp_ports.insert(p);
+                    p
+                }
+            };
+            s.sockets
+                .get_mut::<tcp::Socket>(h)
+                .listen(IpListenEndpoint { addr: None, port })
+                .map_err(|_| SockError::Invalid)?;
+            // The backlog's places are the owner's sockets too: as many as its share allows.
+            let mut pending = vec![h];
+            for _ in 1..backlog.clamp(1, MAX_BACKLOG) {
+                if s.room_for(owner, 1).is_err() {
+                    break;
+                }
+                match s.listen_socket(port) {
+                    Ok(h) => {
+                        pending.push(h);
+                        s.charge(owner, 1);
+                    }
+                    Err(_) => break,
+                }
+            }
+            *s.sock(badge)? = Sock::Listener { port, pending };
+            Ok(())
+        })
+    }
+
+    fn accept(&mut self, badge: u64) -> Result<AcceptOut, SockError> {
+        with_stack(|s| {
+            let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
+            let (port, h) = match sock_of(&mut s.socks, badge)? {
+                Sock::Listener { port, pending } => {
+                    let sockets = &s.sockets;
+                    let i = pending
+                        .iter()
+                        .position(|&h| {
+                            matches!(
+                                sockets.get::<tcp::Socket>(h).state(),
+                                tcp::State::Established | tcp::State::CloseWait
+                            )
+                        })
+                        .ok_or(SockError::WouldBlock)?;
+                    (*port, pending.swap_remove(i))
+                }
+                _ => return Err(SockError::Invalid),
+            };
+            // The accepted socket leaves the backlog (its share moves to the new socket), and a
+            // fresh listener takes its place if the owner's share allows.
+            s.charge(owner, -1);
+            if s.room_for(owner, 1).is_ok() {
+                if let Ok(fresh) = s.listen_socket(port) {
+                    s.charge(owner, 1);
+                    if let Sock::Listener { pending, .. } = s.sock(badge)? {
+                        pending.push(fresh);
+                    }
+                }
+            }
+            let remote = s.sockets.get::<tcp::Socket>(h).remote_endpoint();
+            let conn = self.mint(
+                s,
+                owner,
+                Sock::Tcp {
+                    h,
+                    bound: None,
+                    connecting: false,
+                    connected: true,
+                },
+            )?;
+            let (addr, port) = remote.map_or((0, 0), |e| (number(e.addr), e.port));
+            Ok(AcceptOut { conn, addr, port })
+        })
+    }
+
+    fn connect(&mut self, badge: u64, addr: u32, port: u16) -> Result<(), SockError> {
+        with_stack(|s| {
+            let remote = endpoint(addr, port);
+            match sock_of(&mut s.socks, badge)? {
+                Sock::Udp { peer, .. } => {
+                    *peer = Some(remote);
+                    return Ok(());
+                }
+                Sock::Listener { .. } => return Err(SockError::Invalid),
+                Sock::Tcp {
+                    h,
+                    connecting: connecting @ true,
+                    connected,
+                    ..
+                } => {
+                    return match s.sockets.get::<tcp::Socket>(*h).state() {
+                        tcp::State::SynSent | tcp::State::SynReceived => Err(SockError::WouldBlock),
+                        tcp::State::Closed => {
+                            *connecting = false;
+                            Err(SockError::ConnRefused)
+                        }
+                        _ => {
+                            *connecting = false;
+                            *connected = true;
+                            Ok(())
+                        }
+                    };
+                }
+                Sock::Tcp {
+                    connected: true, ..
+                } => return Err(SockError::Invalid),
+                Sock::Tcp { .. } => {}
+            }
+            let local = match s.sock(badge)? {
+                Sock::Tcp { bound: Some(p), .. } => *p,
+                _ => s.ephemeral(false)?,
+            };
+            let Sock::Tcp { h, connecting, .. } = s.sock(badge)? else {
+                return Err(SockError::Invalid);
+            };
+            let h = *h;
+            *connecting = true;
+            let cx = s.iface.context();
+            if s.sockets
+                .get_mut::<tcp::Socket>(h)
+                .connect(cx, remote, local)
+                .is_err()
+            {
+                if let Sock::Tcp { connecting, .. } = s.sock(badge)? {
+                    *connecting = false;
+                }
+                return Err(SockError::Unreachable);
+            }
+            Err(SockError::WouldBlock)
+        })
+    }
+
+    fn send(&mut self, badge: u64, data: &[u8]) -> Result<u32, SockError> {
+        with_stack(|s| match s.sock(badge)? {
+            &mut Sock::Tcp { h, connecting, .. } => {
+                let t = s.sockets.get_mut::<tcp::Socket>(h);
+                if !t.may_send() {
+                    return Err(match t.state() {
+                        tcp::State::SynSent | tcp::State::SynReceived => SockError::WouldBlock,
+                        tcp::State::Closed if connecting => SockError::ConnRefused,
+                        _ => SockError::NotConnected,
+                    });
+                }
+                match t.send_slice(data) {
+                    Ok(0) if !data.is_empty() => Err(SockError::WouldBlock),
+                    Ok(n) => Ok(n as u32),
+                    Err(_) => Err(SockError::NotConnected),
+                }
+            }
+            &mut Sock::Udp { h, peer, port } => {
+                let peer = peer.ok_or(SockError::NotConnected)?;
+                udp_send(s, badge, h, port, peer, data)
+            }
+            Sock::Listener { .. } => Err(SockError::NotConnected),
+        })
+    }
+
+    fn recv(&mut self, badge: u64, max: u32) -> Result<RecvOut, SockError> {
+        with_stack(|s| {
+            let mut data = Bytes::new();
+            let n = (max as usize).min(data.buf_mut().len());
+            match s.sock(badge)? {
+                &mut Sock::Tcp { h, connecting, .. } => {
+                    let t = s.sockets.get_mut::<tcp::Socket>(h);
+                    if t.can_recv() {
+                        let got = t
+                            .recv_slice(&mut data.buf_mut()[..n])
+                            .map_err(|_| SockError::ConnReset)?;
+                        data.set_len(got);
+                        return Ok(RecvOut { data, eof: false });
+                    }
+                    match t.state() {
+                        tcp::State::Closed if connecting => Err(SockError::ConnRefused),
+                        tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
+                            Err(SockError::WouldBlock)
+                        }
+                        _ if !t.may_recv() => Ok(RecvOut { data, eof: true }),
+                        _ => Err(SockError::WouldBlock),
+                    }
+                }
+                &mut Sock::Udp { h, .. } => {
+                    let (got, _, _) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
+                    data.set_len(got);
+                    Ok(RecvOut { data, eof: false })
+                }
+                Sock::Listener { .. } => Err(SockError::NotConnected),
+            }
+        })
+    }
+
+    fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
+        with_stack(|s| match s.sock(badge)? {
+            &mut Sock::Udp { h, port: bound, .. } => {
+                udp_send(s, badge, h, bound, endpoint(addr, port), data)
+            }
+            _ => Err(SockError::Invalid),
+        })
+    }
+
+    fn recv_from(&mut self, badge: u64, max: u32) -> Result<RecvFromOut, SockError> {
+        with_stack(|s| match s.sock(badge)? {
+            &mut Sock::Udp { h, .. } => {
+                let mut data = Bytes::new();
+                let n = (max as usize).min(data.buf_mut().len());
+                let (got, addr, port) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
+                data.set_len(got);
+                Ok(RecvFromOut { data, addr, port })
+            }
+            _ => Err(SockError::Invalid),
+        })
+    }
+
+    fn ready(&mut self, badge: u64) -> Result<Ready, SockError> {
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        let e = s.socks.get(&badge).ok_or(SockError::BadSocket)?;
+        Ok(ready_of(&s.sockets, &e.sock))
+    }
+
+    fn name(&mut self, badge: u64) -> Result<NameOut, SockError> {
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        let me = s.addr;
+        let (local, remote) = match s.sock(badge)? {
+            &mut Sock::Tcp { h, bound, .. } => {
+                let t = s.sockets.get::<tcp::Socket>(h);
+                (
+                    t.local_endpoint()
+                        .map(|e| (number(e.addr), e.port))
+                        .or(bound.map(|p| (0, p))),
+                    t.remote_endpoint().map(|e| (number(e.addr), e.port)),
+                )
+            }
+            Sock::Listener { port, .. } => (Some((0, *port)), None),
+            &mut Sock::Udp { port, peer, .. } => (
+                port.map(|p| (me, p)),
+                peer.map(|e| (number(e.addr), e.port)),
+            ),
+        };
+        let (addr, port) = local.unwrap_or((0, 0));
+        let (peer_addr, peer_port) = remote.unwrap_or((0, 0));
+        Ok(NameOut {
+            addr,
+            port,
+            peer_addr,
+            peer_port,
+        })
+    }
+
+    fn shutdown(&mut self, badge: u64) -> Result<(), SockError> {
+        with_stack(|s| match s.sock(badge)? {
+            &mut Sock::Tcp { h, .. } => {
+                s.sockets.get_mut::<tcp::Socket>(h).close();
+                Ok(())
+            }
+            _ => Err(SockError::Invalid),
+        })
+    }
+}
+
+impl Front {
+    fn free_slot(&mut self, slot: u64) {
+        let _ = sys::cap_delete(slot);
+        self.free_slots.push(slot);
+    }
+}
+
+/// One datagram from the UDP socket `h` (bound to a free port first if it is not yet).
+fn udp_send(
+    s: &mut Stack,
+    badge: u64,
+    h: SocketHandle,
+    bound: Option<u16>,
+    to: IpEndpoint,
+    data: &[u8],
+) -> Result<u32, SockError> {
+    if bound.is_none() {
+        let p = s.ephemeral(true)?;
+        s.sockets
+            .get_mut::<udp::Socket>(h)
+            .bind(p)
+            .map_err(|_| SockError::Invalid)?;
+        s.udp_ports.insert(p);
+        if let Sock::Udp { port, .. } = s.sock(badge)? {
+            *port = Some(p);
+        }
+    }
+    match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
+        Ok(()) => Ok(data.len() as u32),
+        Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
+        Err(udp::SendError::Unaddressable) => Err(SockError::Unreachable),
+    }
+}
+
+/// One datagram of the UDP socket `h` into `buf` (cut to its length): bytes, source.
+fn udp_recv(
+    s: &mut Stack,
+    h: SocketHandle,
+    buf: &mut [u8],
+) -> Result<(usize, u32, u16), SockError> {
+    match s.sockets.get_mut::<udp::Socket>(h).recv() {
+        Ok((d, meta)) => {
+            let n = d.len().min(buf.len());
+            buf[..n].copy_from_slice(&d[..n]);
+            Ok((n, number(meta.endpoint.addr), meta.endpoint.port))
+        }
+        Err(_) => Err(SockError::WouldBlock),
+    }
+}
+
+impl rpc::Serve for Front {
+    #[inline(always)]
+    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.badge & SOCK_BIT != 0 {
+            sock::handle(self, m, next)
+        } else {
+            socket::handle(self, m, next)
+        }
+    }
+    fn after_reply(&mut self) -> Option<&mut AfterReply> {
+        Some(&mut self.after)
+    }
+    fn slot_freed(&mut self, slot: u64) {
+        self.free_slots.push(slot);
+    }
+    const NOTICES: bool = true;
+    fn notice_badge(&self) -> u64 {
+        NOTICE_BADGE
+    }
+    /// The last copy of a socket's capability is gone: the socket closes (gracefully for a
+    /// connection), its registrations go.
+    fn no_senders(&mut self, badge: u64) {
+        let mut g = STACK.lock();
+        let Some(s) = g.as_mut() else { return };
+        let Some(e) = s.socks.remove(&badge) else {
+            return;
+        };
+        let held = match &e.sock {
+            Sock::Listener { pending, .. } => pending.len(),
+            _ => 1,
+        };
+        s.charge(e.owner, -(held as isize));
+        s.release(e.sock);
+        s.poll();
+        drop(g);
+        for (slot, _) in e.watchers {
+            self.free_slot(slot);
+        }
+        let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    }
+}
+
+/// The poll thread: the driver's completions, smoltcp's timers, calls that changed them.
+fn poller(wake: u64) -> ! {
+    loop {
+        let delay = {
+            let mut g = STACK.lock();
+            let s = g.as_mut().expect("stack");
+            s.poll();
+            s.iface.poll_delay(now(), &s.sockets)
+        };
+        match delay {
+            Some(d) => {
+                let ticks = d.total_micros() * TICKS_PER_US.load(Ordering::Relaxed);
+                let _ = sys::notify_wait_until(wake, sys::rdtsc().saturating_add(ticks.max(1)));
+            }
+            None => {
+                let _ = sys::notify_wait(wake, 0);
+            }
+        }
+    }
+}
+
+/// The session memory: a dataspace of mem's, mapped here at `SESSION_AT`.
+fn session_memory(mem_ep: u64) -> Result<(u64, Shared), &'static str> {
+    let ds = mem::Client::new(mem_ep)
+        .alloc(SESSION_BYTES as u64, 0, thread::alloc_slot())
+        .map_err(|_| "no memory for the session from mem")?;
+    let d = dataspace::Client::new(ds);
+    let rw = MapFlags::READ | MapFlags::WRITE | MapFlags::NEED_WRITE;
+    let mut at = 0;
+    while at < SESSION_PAGES as u64 {
+        let va = SESSION_AT + at * 4096;
+        let left = SESSION_PAGES as u64 - at;
+        match d.map(at * 4096, va, left, rw, [va, left * 4096]) {
+            Ok(m) if m.pages > 0 => at += m.pages,
+            _ => return Err("mapping the session memory"),
+        }
+    }
+    // SAFETY: SESSION_BYTES mapped at SESSION_AT just now, ours for good.
+    Ok((ds, unsafe { Shared::new(SESSION_AT as *mut u8) }))
+}
+
+fn main() {
+    let cfg: Config = match env::config() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("netstack: FAIL config: {}", e);
+            return;
+        }
+    };
+    let (Some(driver), Some(mem_ep), Some((ep, _))) =
+        (env::cap(&cfg.driver.name), env::cap("mem"), env::served())
+    else {
+        println!("netstack: FAIL needs the driver's endpoint, `mem` and an endpoint to serve");
+        return;
+    };
+    let static_addr = match (&cfg.address, &cfg.gateway) {
+        (Some(a), g) => match (parse_cidr(a), g.as_deref().map(parse_addr)) {
+            (Some(a), None) => Some((a, None)),
+            (Some(a), Some(Some(g))) => Some((a, Some(g))),
+            _ => {
+                println!("netstack: FAIL bad address or gateway");
+                return;
+            }
+        },
+        (None, _) => None,
+    };
+    let khz = sawmill_rt::clock::Wall::get().khz;
+    TICKS_PER_US.store((khz / 1000).max(1), Ordering::Relaxed);
+    let wake = match thread::create(ObjKind::Notification, 0) {
+        Ok(n) => n,
+        Err(e) => {
+            println!("netstack: FAIL notification (kmem_kb?): {}", e.name());
+            return;
+        }
+    };
+    WAKE.store(wake, Ordering::Relaxed);
+    let (_ds, shared) = match session_memory(mem_ep) {
+        Ok(x) => x,
+        Err(e) => {
+            println!("netstack: FAIL {}", e);
+            return;
+        }
+    };
+    let mut link = Link::new(shared);
+    let nic = net::Client::new(driver);
+    // The session memory goes to the driver as a map item at its window (derived from our
+    // mapping: unmapping or freeing it here takes it from the driver too).
+    let (mac, kick) = match nic.info().and_then(|i| {
+        let region = Map {
+            src: SESSION_AT,
+            dst: i.window,
+            pages: SESSION_PAGES as u64,
+            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
+        };
+        nic.attach(region, wake, WAKE_DRIVER, thread::alloc_slot())
+            .map(|k| (i.mac, k))
+    }) {
+        Ok(x) => x,
+        Err(e) => {
+            println!("netstack: FAIL attaching to the driver: {:?}", e);
+            return;
+        }
+    };
+    link.set_kick(kick);
+    let m = mac.to_le_bytes();
+    let mut ic = IfaceConfig::new(EthernetAddress([m[0], m[1], m[2], m[3], m[4], m[5]]).into());
+    ic.random_seed = sys::rdtsc();
+    let iface = Interface::new(ic, &mut link, now());
+    let mac6 = [m[0], m[1], m[2], m[3], m[4], m[5]];
+    let mut st = Stack {
+        iface,
+        mac: mac6,
+        sockets: SocketSet::new(Vec::new()),
+        link,
+        dhcp: None,
+        socks: BTreeMap::new(),
+        shares: BTreeMap::new(),
+        next_id: 0,
+        count: 0,
+        tcp_ports: BTreeSet::new(),
+        udp_ports: BTreeSet::new(),
+        next_port: EPHEMERAL_FIRST,
+        closing: Vec::new(),
+        privileged: cfg.privileged.iter().map(|c| c.badge).collect(),
+        addr: 0,
+        prefix: 0,
+        gateway: 0,
+    };
+    st.iface.update_ip_addrs(|a| {
+        let _ = a.push(IpCidr::Ipv4(LOOPBACK));
+    });
+    st.link.set_local(mac6, 0);
+    match static_addr {
+        Some(((a, prefix), gw)) => st.configure(
+            Ipv4Cidr::new(Ipv4Address::from_bits(a), prefix),
+            gw.map(Ipv4Address::from_bits),
+        ),
+        None => {
+            let mut d = dhcpv4::Socket::new();
+            d.set_max_lease_duration(Some(Duration::from_secs(3600)));
+            st.dhcp = Some(st.sockets.add(d));
+            println!("netstack: asking DHCP");
+        }
+    }
+    *STACK.lock() = Some(st);
+    if let Err(e) = thread::spawn(255, THREAD_STACK, move || poller(wake)) {
+        println!("netstack: FAIL poll thread: {}", e.name());
+        return;
+    }
+    println!(
+        "netstack: serving sockets, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    );
+    let notice = thread::alloc_slot();
+    if sys::cap_mint(ep, notice, NOTICE_BADGE, rights::SEND).is_err() {
+        println!("netstack: FAIL no notice capability");
+        return;
+    }
+    let mut front = Front {
+        after: AfterReply::new(),
+        ep,
+        notice,
+        free_slots: Vec::new(),
+    };
+    front.after.receive_into(&[thread::alloc_slot()]);
+    let _ = rpc::serve(ep, &mut front);
+}

@@ -145,8 +145,17 @@ pub fn translate(pml4: u64, va: u64) -> Option<(u64, u64)> {
     None
 }
 
-/// Frees every page-table frame of the lower half and the PML4. Returns how many frames.
-pub fn free_space(pml4: u64) -> u64 {
+/// Frees every page-table frame of the lower half and the PML4: those `listed` if the space
+/// kept a complete list of them, else every one a walk of the tables finds. Returns how many
+/// frames.
+pub fn free_space(pml4: u64, listed: Option<&[u64]>) -> u64 {
+    if let Some(frames) = listed {
+        for &f in frames {
+            phys().free_frame(f);
+        }
+        phys().free_frame(pml4);
+        return frames.len() as u64 + 1;
+    }
     let mut n = 0;
     for i in 0..256 {
         let e3 = table(pml4)[i];

@@ -187,6 +187,7 @@ pub fn map_pages(
             if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
                 crate::mem::phys().free_frame(pt);
                 d.pt_frames -= 1;
+                d.pt_list.remove(pt);
                 factory::uncharge(d.hdr.factory, crate::mem::PAGE);
                 if kernel().loaded_cr3 == d.pml4 {
                     crate::arch::write_cr3(d.pml4);

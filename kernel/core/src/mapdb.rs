@@ -447,9 +447,13 @@ impl MapDb {
     /// Removes every mapping derived from the one covering `(space, vaddr)` and, if `with_self`,
     /// that mapping too. Returns the removed mappings so the caller clears page-table entries.
     pub fn revoke(&mut self, space: u32, vaddr: u64, with_self: bool, out: &mut Vec<Mapping>) {
-        let Some(top) = self.find(space, vaddr) else {
-            return;
-        };
+        if let Some(top) = self.find(space, vaddr) {
+            self.revoke_node(top, with_self, out);
+        }
+    }
+
+    /// [`Self::revoke`] of node `top`.
+    fn revoke_node(&mut self, top: u32, with_self: bool, out: &mut Vec<Mapping>) {
         // Post-order walk, resuming at the parent of each removed leaf: linear in the subtree.
         let mut cur = self.nodes[top as usize].first_child;
         while cur != NIL {
@@ -498,12 +502,12 @@ impl MapDb {
         // Along the space's own list: each revoke removes at least its first node. (A pass over
         // the whole arena, tens of thousands of nodes with the memory server's pool, was half
         // of a Linux `fork` + `wait`, which ends a task.)
+        // Straight from the list's head, no index lookup (the head is always live).
         while let Some(&h) = self.space_head.get(space as usize) {
             if h == NIL {
                 break;
             }
-            let v = self.nodes[h as usize].m.vaddr;
-            self.revoke(space, v, true, out);
+            self.revoke_node(h, true, out);
         }
     }
 

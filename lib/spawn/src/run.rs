@@ -122,6 +122,14 @@ pub trait Resources {
     fn page(&mut self) -> Result<u64, SpawnError>;
     /// A page `page` gave is no longer used by the program (the program's task is gone).
     fn free_page(&mut self, addr: u64);
+    /// `pages` zeroed pages at consecutive addresses of the caller, mapped read-write there
+    /// (one `task_map` places them all); None if the caller has no such run (the pages are then
+    /// taken one by one).
+    fn run(&mut self, _pages: u64) -> Option<u64> {
+        None
+    }
+    /// A run `run` gave is no longer used by the program.
+    fn free_run(&mut self, _addr: u64, _pages: u64) {}
     /// A zeroed, 2 MiB-aligned 2 MiB page mapped read-write with a 2 MiB mapping in the caller.
     fn huge_page(&mut self) -> Result<u64, SpawnError> {
         Err(SpawnError::NoMemory)
@@ -259,6 +267,8 @@ pub struct Child {
     /// Caller slots made for the program (factory, task, thread), in creation order.
     slots: Vec<u64>,
     pages: Vec<u64>,
+    /// Runs of pages from [`Resources::run`]: (address, pages).
+    runs: Vec<(u64, u64)>,
     huge: Vec<u64>,
 }
 
@@ -285,6 +295,9 @@ impl Child {
         for &p in &self.pages {
             res.free_page(p);
         }
+        for &(a, n) in &self.runs {
+            res.free_run(a, n);
+        }
         for &h in &self.huge {
             res.free_huge_page(h);
         }
@@ -300,6 +313,14 @@ pub fn prepare(
     image: &impl ImageSource,
     res: &mut impl Resources,
 ) -> Result<Child, SpawnError> {
+    let pl = plan_program(p, image)?;
+    prepare_planned(p, &pl, image, res)
+}
+
+/// The plan `prepare` makes of `p` from `image`: a caller starting the same image the same way
+/// again and again (proc: the personality library) keeps it and calls [`prepare_planned`]
+/// (planning the library's 78 pages was ~16,000 instructions of every fork).
+pub fn plan_program(p: &Program, image: &impl ImageSource) -> Result<Plan, SpawnError> {
     let extra: Vec<Region> = p
         .maps
         .iter()
@@ -321,7 +342,18 @@ pub fn prepare(
     } else {
         None
     };
-    let pl = plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)?;
+    plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)
+}
+
+/// [`prepare`] with a plan [`plan_program`] made of the same image, layout, sizes and maps as
+/// `p` has (what differs between two calls, the capabilities, records and arguments, is not
+/// in the plan).
+pub fn prepare_planned(
+    p: &Program,
+    pl: &Plan,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+) -> Result<Child, SpawnError> {
     let mut fixed = alloc::vec![Some(slots::TASK), Some(slots::THREAD)];
     if p.give_factory {
         fixed.push(Some(slots::FACTORY));
@@ -341,9 +373,10 @@ pub fn prepare(
         env: pl.env.start,
         slots: Vec::new(),
         pages: Vec::new(),
+        runs: Vec::new(),
         huge: Vec::new(),
     };
-    match build(p, &pl, &placed, image, res, &mut child) {
+    match build(p, pl, &placed, image, res, &mut child) {
         Ok(()) => Ok(child),
         Err(e) => {
             child.destroy(res);
@@ -387,6 +420,30 @@ fn fresh(
     Ok(a)
 }
 
+/// Fresh pages of the caller (recorded in `child`) mapped over region `r` of the task: one run
+/// in one `task_map` if the caller has one, else page by page.
+fn fresh_region(
+    task: u64,
+    r: &Region,
+    flags: u64,
+    res: &mut impl Resources,
+    child: &mut Child,
+    what: &'static str,
+) -> Result<(), SpawnError> {
+    let n = r.pages();
+    if n == 0 {
+        return Ok(());
+    }
+    if let Some(a) = res.run(n) {
+        child.runs.push((a, n));
+        return sys::task_map(task, a, r.start, n, flags).map_err(sys_err(what));
+    }
+    for i in 0..n {
+        fresh(task, r.start + i * PAGE, flags, res, child, what)?;
+    }
+    Ok(())
+}
+
 fn build(
     p: &Program,
     pl: &Plan,
@@ -417,26 +474,8 @@ fn build(
 
     load_image(task, pl, image, res, child)?;
     let rw = map::READ | map::WRITE;
-    for i in 0..pl.heap.pages() {
-        fresh(
-            task,
-            pl.heap.start + i * PAGE,
-            rw,
-            res,
-            child,
-            "mapping the heap",
-        )?;
-    }
-    for i in 0..pl.stack.pages() {
-        fresh(
-            task,
-            pl.stack.start + i * PAGE,
-            rw,
-            res,
-            child,
-            "mapping the stack",
-        )?;
-    }
+    fresh_region(task, &pl.heap, rw, res, child, "mapping the heap")?;
+    fresh_region(task, &pl.stack, rw, res, child, "mapping the stack")?;
     for i in 0..pl.huge.len / HUGE_PAGE {
         let a = res.huge_page()?;
         child.huge.push(a);

@@ -22,8 +22,8 @@ use sawmill_proc_api::{
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    prepare, Cap, Child, Layout, Map, MappedImage, MemPool, Program, Record, Resources, Sizes,
-    SpawnError,
+    plan_program, prepare_planned, Cap, Child, Layout, Map, MappedImage, MemPool, Plan, Program,
+    Record, Resources, Sizes, SpawnError,
 };
 
 sawmill_rt::entry!(main);
@@ -133,6 +133,9 @@ struct Proc {
     ep: u64,
     /// The personality library's boot module: address and length.
     library: (u64, u64),
+    /// How the library is laid out in a new task (made at the first start: the same for every
+    /// process, as the image, layout, sizes and maps are).
+    lib_plan: Option<Plan>,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -275,14 +278,19 @@ impl Proc {
             .files
             .open(path, O_READ | O_NOMAP, 0)
             .map_err(fs_error)?;
-        let mut head = alloc::vec![0u8; exec::HEAD_BYTES];
-        let r = self.files.pread(fd, &mut head, 0);
+        // The first bytes usually decide (a read costs ~10 instructions a byte): the whole head
+        // is read only for a verdict other than "runs", so every refusal is the same as from it.
+        let mut head = alloc::vec![0u8; exec::HEAD_FIRST];
+        let mut r = self.files.pread(fd, &mut head, 0);
+        if let Ok(n) = r {
+            if n == head.len() && exec::check_head(&head).is_err() {
+                head.resize(exec::HEAD_BYTES, 0);
+                r = self.files.pread(fd, &mut head, 0);
+            }
+        }
         let _ = self.files.close(fd);
         let n = r.map_err(fs_error)?;
-        match exec::shebang(&head[..n]) {
-            Some(line) => line.map(Some),
-            None => exec::check_elf(&head[..n]).map(|_| None),
-        }
+        exec::check_head(&head[..n])
     }
 
     /// Starts a process running `argv` (its program found as a shell would) as a child of
@@ -552,7 +560,14 @@ impl Proc {
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
         let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
-        let child = prepare(&p, &image, &mut self.pool)?;
+        // Every process starts the same library the same way: planned once.
+        let plan = match self.lib_plan.take() {
+            Some(pl) => pl,
+            None => plan_program(&p, &image)?,
+        };
+        let child = prepare_planned(&p, &plan, &image, &mut self.pool);
+        self.lib_plan = Some(plan);
+        let child = child?;
         if let Err(e) = child.start() {
             child.destroy(&mut self.pool);
             return Err(e);
@@ -1553,6 +1568,7 @@ fn main() {
         files: Files::new(vfs),
         ep,
         library,
+        lib_plan: None,
         clock,
         seeds: clock.tsc,
         done: false,

@@ -16,7 +16,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::handoff::{self, CapIndex, State, NONE};
 use sawmill_linux::procs::{self, CloneKind};
 use sawmill_linux::{layout, SysResult, User};
-use sawmill_proc_api::HANDOFF_CAP_PREFIX;
+use sawmill_proc_api::{HANDOFF_CAP_PREFIX, MAX_INLINE_STATE};
 use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
 
@@ -145,9 +145,29 @@ fn file_state(caps: &mut Caps, exec: bool) -> State {
     crate::files_guest::export(exec, &mut |cap| caps.index(cap))
 }
 
-/// Writes `st` into a fresh dataspace (index 0 of `caps`) and hands every capability to proc.
-fn hand_off(st: &State, caps: &mut Caps) -> Result<(), Errno> {
+/// The piece of a state one `proc.handoff_state` message carries (its `bytes<480>`).
+const STATE_CHUNK: usize = 480;
+/// Environment bytes a handed-off capability's name takes (`hand` and its index: a record's
+/// 24-byte header and 8 bytes).
+const ENV_BYTES_PER_CAP: usize = 32;
+
+/// Hands `st` and every capability to proc: `inline` (a fork, whose child's environment has
+/// room: no arguments or environment strings) and small enough, the state in messages for the
+/// child's environment; else written into a fresh dataspace (index 0 of `caps`). In messages,
+/// a fork spares a dataspace made, attached, written, detached and handed over here, and
+/// looked up, attached, read and freed in the child (~25,000 instructions).
+fn hand_off(st: &State, caps: &mut Caps, inline: bool) -> Result<(), Errno> {
     let bytes = st.encode();
+    if inline && bytes.len() + ENV_BYTES_PER_CAP * caps.slots.len() <= MAX_INLINE_STATE {
+        let p = proc_client()?;
+        for (i, chunk) in bytes.chunks(STATE_CHUNK).enumerate() {
+            p.handoff_state(chunk, i == 0).map_err(proc_errno)?;
+        }
+        for &c in &caps.slots[1..] {
+            p.handoff(c, false).map_err(proc_errno)?;
+        }
+        return Ok(());
+    }
     let len = (bytes.len() as u64 + 8).div_ceil(4096) * 4096;
     let m = rm::mem().ok_or(errno::ENOMEM)?;
     let s = slot();
@@ -173,13 +193,16 @@ fn hand_off(st: &State, caps: &mut Caps) -> Result<(), Errno> {
 
 /// The state the previous image handed on (a fork parent, or the image before `execve`) and
 /// the capabilities it names (this task's slots, by index); `None` if there is none. The
-/// state's dataspace is freed once read.
+/// state is in the environment, or in a dataspace (index 0), freed once read.
 pub fn received() -> Option<(State, Vec<u64>)> {
     let n = env::value(env::KIND_LINUX_HANDOFF)? as usize;
     let mut caps = Vec::with_capacity(n);
     for i in 0..n {
         let name = alloc::format!("{}{}", HANDOFF_CAP_PREFIX, i);
         caps.push(env::cap(&name).unwrap_or(0));
+    }
+    if let Some((_, bytes)) = env::find_all(env::KIND_LINUX_STATE).next() {
+        return State::decode(bytes).map(|s| (s, caps));
     }
     let ds = *caps.first()?;
     let info = dataspace::Client::new(ds).info().ok()?;
@@ -282,7 +305,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         },
         signals: crate::signal_guest::fork_state(),
     });
-    if let Err(e) = hand_off(&st, &mut caps) {
+    if let Err(e) = hand_off(&st, &mut caps, true) {
         caps.discard();
         return Err(e);
     }
@@ -316,7 +339,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
 pub fn exec_handoff() -> Result<(), Errno> {
     let mut caps = Caps::new();
     let st = file_state(&mut caps, true);
-    match hand_off(&st, &mut caps) {
+    match hand_off(&st, &mut caps, false) {
         Ok(()) => {
             // The state's dataspace is the new image's to free; if the exec fails it is
             // proc's copy that goes, and ours is freed here.

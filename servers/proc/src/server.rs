@@ -18,7 +18,7 @@ use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor,
 use sawmill_proc::tty::{self, Caller, Terminal, TtyError};
 use sawmill_proc_api::{
     Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, INFO_PPID, MAX_EXEC_REQUEST,
-    MAX_HANDOFF_CAPS, WAKE_CAP, WAKE_CHILD, WAKE_CONT, WAKE_SIGNAL,
+    MAX_HANDOFF_CAPS, MAX_INLINE_STATE, WAKE_CAP, WAKE_CHILD, WAKE_CONT, WAKE_SIGNAL,
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
@@ -62,8 +62,10 @@ struct Launch<'a> {
     envs: &'a [String],
     cwd: &'a str,
     /// Capabilities the caller handed off for the new image (`proc.handoff`), given to it as
-    /// `hand0`, `hand1`, ...
+    /// `hand0`, `hand1`, ... (from `hand1` with a `state`).
     handoff: &'a [u64],
+    /// The state the caller handed off in messages (`proc.handoff_state`; empty: none).
+    state: &'a [u8],
     /// The process's wake notification and information page (proc's slot and address).
     wake: u64,
     info: u64,
@@ -89,6 +91,8 @@ struct Running {
     facts: Facts,
     /// Capabilities handed off for its next fork or exec (proc's slots).
     handoff: Vec<u64>,
+    /// State handed off in messages for its next fork or exec (`proc.handoff_state`).
+    state: Vec<u8>,
     /// Its exec request after `exec_check`: the program's path and the `argv` it runs with.
     checked: Option<Checked>,
     /// Where its library takes its program's faults (`proc.sig_entry`; 0: they kill).
@@ -314,6 +318,7 @@ impl Proc {
             exec: Vec::new(),
             facts: Facts::new(argv, &path, ticks()),
             handoff: Vec::new(),
+            state: Vec::new(),
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
@@ -332,6 +337,7 @@ impl Proc {
         self.extras.insert(pid, extra);
         let launch = Launch {
             handoff: &[],
+            state: &[],
             wake: extra.wake,
             info: extra.info,
             pid,
@@ -450,6 +456,7 @@ impl Proc {
             envs,
             cwd,
             handoff,
+            state,
             wake,
             info,
         } = l;
@@ -492,9 +499,13 @@ impl Proc {
             }
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
+        // With the state in the environment, index 0 (its dataspace) is none.
+        let first_cap = usize::from(!state.is_empty());
         for (i, &c) in handoff.iter().enumerate() {
-            p.caps
-                .push(Cap::named(&format!("{}{}", HANDOFF_CAP_PREFIX, i), c));
+            p.caps.push(Cap::named(
+                &format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap),
+                c,
+            ));
         }
         p.maps.push(Map {
             what: "the process information page",
@@ -540,9 +551,15 @@ impl Proc {
         p.records
             .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
-        if !handoff.is_empty() {
-            p.records
-                .push(rec(env::KIND_LINUX_HANDOFF, handoff.len() as u64, &[]));
+        if !handoff.is_empty() || !state.is_empty() {
+            p.records.push(rec(
+                env::KIND_LINUX_HANDOFF,
+                (handoff.len() + first_cap) as u64,
+                &[],
+            ));
+        }
+        if !state.is_empty() {
+            p.records.push(rec(env::KIND_LINUX_STATE, 0, state));
         }
         // Across an exec: the signals the old program ignored and its mask.
         let (ignored, blocked) = self
@@ -580,12 +597,19 @@ impl Proc {
     fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
         // What the caller handed off is used up by this exec, whatever becomes of it.
         let handoff = self.take_handoff(pid);
-        let r = self.exec_with(pid, req, &handoff);
+        let state = self.take_state(pid);
+        let r = self.exec_with(pid, req, &handoff, &state);
         self.drop_caps(handoff);
         r
     }
 
-    fn exec_with(&mut self, pid: Pid, req: ExecRequest, handoff: &[u64]) -> Result<(), StartError> {
+    fn exec_with(
+        &mut self,
+        pid: Pid,
+        req: ExecRequest,
+        handoff: &[u64],
+        state: &[u8],
+    ) -> Result<(), StartError> {
         let checked = self
             .table
             .get_mut(pid)
@@ -607,6 +631,7 @@ impl Proc {
         let built = self.build_with(
             Launch {
                 handoff,
+                state,
                 wake: extra.wake,
                 info: extra.info,
                 pid,
@@ -630,6 +655,7 @@ impl Proc {
                     exec: Vec::new(),
                     facts: Facts::new(&req.argv, &path, ticks()),
                     handoff: Vec::new(),
+                    state: Vec::new(),
                     checked: None,
                     fault_entry: 0,
                     exec_signals: (0, 0),
@@ -665,6 +691,15 @@ impl Proc {
             .unwrap_or_default()
     }
 
+    /// The state `pid` handed off in messages, taken.
+    fn take_state(&mut self, pid: Pid) -> Vec<u8> {
+        self.table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .map(|r| core::mem::take(&mut r.state))
+            .unwrap_or_default()
+    }
+
     /// Deletes proc's copies of handed-off capabilities.
     fn drop_caps(&mut self, caps: Vec<u64>) {
         for c in caps {
@@ -685,7 +720,12 @@ impl Proc {
     }
 
     /// A child of `parent` built from the state it handed off (`proc.fork`).
-    fn fork_child(&mut self, parent: Pid, handoff: &[u64]) -> Result<Pid, StartError> {
+    fn fork_child(
+        &mut self,
+        parent: Pid,
+        handoff: &[u64],
+        state: &[u8],
+    ) -> Result<Pid, StartError> {
         if !self.memory_for_one_more() {
             return Err(StartError::Again);
         }
@@ -708,6 +748,7 @@ impl Proc {
                 ..facts
             },
             handoff: Vec::new(),
+            state: Vec::new(),
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
@@ -738,6 +779,7 @@ impl Proc {
             envs: &[],
             cwd: "/",
             handoff,
+            state,
             wake: extra.wake,
             info: extra.info,
         };
@@ -1209,6 +1251,7 @@ impl proc::Server for Proc {
             None => {
                 let h = self.take_handoff(pid);
                 self.drop_caps(h);
+                self.take_state(pid);
                 return Err(ProcError::Invalid);
             }
         };
@@ -1252,6 +1295,7 @@ impl proc::Server for Proc {
         if first {
             let h = self.take_handoff(pid);
             self.drop_caps(h);
+            self.take_state(pid);
         }
         let held = self
             .table
@@ -1273,10 +1317,31 @@ impl proc::Server for Proc {
         Ok(())
     }
 
+    fn handoff_state(&mut self, badge: u64, chunk: &[u8], first: bool) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        if first {
+            let h = self.take_handoff(pid);
+            self.drop_caps(h);
+            self.take_state(pid);
+        }
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        if run.state.len() + chunk.len() > MAX_INLINE_STATE {
+            run.state = Vec::new();
+            return Err(ProcError::TooBig);
+        }
+        run.state.extend_from_slice(chunk);
+        Ok(())
+    }
+
     fn fork(&mut self, badge: u64) -> Result<u32, ProcError> {
         let pid = self.caller(badge)?;
         let handoff = self.take_handoff(pid);
-        let r = self.fork_child(pid, &handoff);
+        let state = self.take_state(pid);
+        let r = self.fork_child(pid, &handoff, &state);
         self.drop_caps(handoff);
         r.map_err(|e| match e {
             StartError::Again | StartError::Spawn(_) => ProcError::Again,

@@ -566,11 +566,26 @@ fn load_image(
         cur: u64,
         /// The full reason of a backend failure (the loader passes on only a text).
         err: Option<SpawnError>,
-        /// Image pages to map straight not yet mapped: (caller address, task address, pages,
-        /// rights). Consecutive pages go in one `task_map` (a library image is ~70 of them).
+        /// Image pages not yet mapped: (caller address, task address, pages, rights).
+        /// Consecutive pages go in one `task_map` (a library image is ~70 of them straight,
+        /// and its copied pages come from one run of the caller's).
         run: Option<(u64, u64, u64, u64)>,
+        /// The caller's run the copied pages come from: (next address, pages left).
+        fresh_run: (u64, u64),
     }
     impl<I: ImageSource, R: Resources> Loader<'_, I, R> {
+        /// Caller page `a` goes to task address `va`: with the pending run if it follows it.
+        fn map(&mut self, a: u64, va: u64, r: u64) -> Result<(), &'static str> {
+            if let Some((ra, rva, n, rr)) = self.run.as_mut() {
+                if *ra + *n * PAGE == a && *rva + *n * PAGE == va && *rr == r {
+                    *n += 1;
+                    return Ok(());
+                }
+            }
+            self.flush()?;
+            self.run = Some((a, va, 1, r));
+            Ok(())
+        }
         fn fail(&mut self, e: SpawnError) -> &'static str {
             self.err = Some(e);
             "backend"
@@ -586,28 +601,37 @@ fn load_image(
     impl<I: ImageSource, R: Resources> sawmill_loader::Backend for Loader<'_, I, R> {
         fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
             let a = self.image.page(off).map_err(|e| self.fail(e))?;
-            if let Some((ra, rva, n, rr)) = self.run.as_mut() {
-                if *ra + *n * PAGE == a && *rva + *n * PAGE == va && *rr == r {
-                    *n += 1;
-                    return Ok(());
-                }
-            }
-            self.flush()?;
-            self.run = Some((a, va, 1, r));
-            Ok(())
+            self.map(a, va, r)
         }
         fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
-            let a = self.res.page().map_err(|e| self.fail(e))?;
-            self.child.pages.push(a);
+            let a = match self.fresh_run {
+                (a, left) if left > 0 => {
+                    self.fresh_run = (a + PAGE, left - 1);
+                    a
+                }
+                _ => {
+                    let a = self.res.page().map_err(|e| self.fail(e))?;
+                    self.child.pages.push(a);
+                    a
+                }
+            };
             self.cur = a;
             // SAFETY: a fresh zeroed page of the caller, mapped read-write there, ours alone.
             Ok(unsafe { core::slice::from_raw_parts_mut(a as *mut u8, PAGE as usize) })
         }
         fn map_fresh(&mut self, va: u64, r: u64) -> Result<(), &'static str> {
-            sys::task_map(self.task, self.cur, va, 1, r)
-                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+            self.map(self.cur, va, r)
         }
     }
+    // The copied pages in one run of the caller's, so that neighbours map together.
+    let copied = pl.counts().1 as u64;
+    let fresh_run = match (copied > 1).then(|| res.run(copied)).flatten() {
+        Some(a) => {
+            child.runs.push((a, copied));
+            (a, copied)
+        }
+        None => (0, 0),
+    };
     let mut l = Loader {
         task,
         image,
@@ -616,6 +640,7 @@ fn load_image(
         cur: 0,
         err: None,
         run: None,
+        fresh_run,
     };
     match sawmill_loader::apply(image.bytes(), &pl.image, &mut l)
         .and_then(|()| l.flush().map_err(sawmill_loader::LoadError::Backend))

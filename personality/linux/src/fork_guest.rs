@@ -151,14 +151,23 @@ const STATE_CHUNK: usize = 480;
 /// 24-byte header and 8 bytes).
 const ENV_BYTES_PER_CAP: usize = 32;
 
-/// Hands `st` and every capability to proc: `inline` (a fork, whose child's environment has
-/// room: no arguments or environment strings) and small enough, the state in messages for the
-/// child's environment; else written into a fresh dataspace (index 0 of `caps`). In messages,
-/// a fork spares a dataspace made, attached, written, detached and handed over here, and
-/// looked up, attached, read and freed in the child (~25,000 instructions).
-fn hand_off(st: &State, caps: &mut Caps, inline: bool) -> Result<(), Errno> {
+/// Environment bytes of the new image left for a state and its capabilities' names (of
+/// [`MAX_INLINE_STATE`]) after an exec request's strings: each string as a record (a 24-byte
+/// header), the request counted twice (the program's path and working directory come back as
+/// records of their own, a script's interpreter adds to `argv`). None: no room.
+pub fn inline_room(request_bytes: usize, strings: usize) -> Option<usize> {
+    MAX_INLINE_STATE.checked_sub(2 * request_bytes + 24 * (strings + 4))
+}
+
+/// Hands `st` and every capability to proc: if the state and its capabilities' names fit in
+/// `room` bytes of the new image's environment (a fork: [`MAX_INLINE_STATE`]; an exec: what
+/// its arguments and environment strings leave, [`inline_room`]), the state in messages for
+/// the environment; else written into a fresh dataspace (index 0 of `caps`). In messages, a
+/// handoff spares a dataspace made, attached, written, detached and handed over here, and
+/// looked up, attached, read and freed in the new image.
+fn hand_off(st: &State, caps: &mut Caps, room: Option<usize>) -> Result<(), Errno> {
     let bytes = st.encode();
-    if inline && bytes.len() + ENV_BYTES_PER_CAP * caps.slots.len() <= MAX_INLINE_STATE {
+    if room.is_some_and(|r| bytes.len() + ENV_BYTES_PER_CAP * caps.slots.len() <= r) {
         let p = proc_client()?;
         for (i, chunk) in bytes.chunks(STATE_CHUNK).enumerate() {
             p.handoff_state(chunk, i == 0).map_err(proc_errno)?;
@@ -305,7 +314,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         },
         signals: crate::signal_guest::fork_state(),
     });
-    if let Err(e) = hand_off(&st, &mut caps, true) {
+    if let Err(e) = hand_off(&st, &mut caps, Some(MAX_INLINE_STATE)) {
         caps.discard();
         return Err(e);
     }
@@ -334,16 +343,19 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
     Ok(pid as u64)
 }
 
-/// Hands the descriptors, working directory and umask to proc for the image `execve` starts.
-/// On an error nothing is left over.
-pub fn exec_handoff() -> Result<(), Errno> {
+/// Hands the descriptors, working directory and umask to proc for the image `execve` starts,
+/// in `room` bytes of its environment if they fit ([`inline_room`]). On an error nothing is
+/// left over.
+pub fn exec_handoff(room: Option<usize>) -> Result<(), Errno> {
     let mut caps = Caps::new();
     let st = file_state(&mut caps, true);
-    match hand_off(&st, &mut caps, false) {
+    match hand_off(&st, &mut caps, room) {
         Ok(()) => {
-            // The state's dataspace is the new image's to free; if the exec fails it is
-            // proc's copy that goes, and ours is freed here.
-            EXEC_STATE.get().replace(caps.slots[0]);
+            // The state's dataspace (none if it went in messages) is the new image's to free;
+            // if the exec fails it is proc's copy that goes, and ours is freed here.
+            if caps.slots[0] != 0 {
+                EXEC_STATE.get().replace(caps.slots[0]);
+            }
             caps.made.retain(|&c| c != caps.slots[0]);
             caps.done();
             Ok(())

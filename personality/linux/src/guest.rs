@@ -1329,7 +1329,8 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     signal_guest::before_exec(&proc);
     // The descriptors without close-on-exec, the working directory and umask go to the new
     // image.
-    fork_guest::exec_handoff()?;
+    let strings = req.argv.len() + req.env.len();
+    fork_guest::exec_handoff(fork_guest::inline_room(bytes.len(), strings))?;
     // The point of no return: the program's memory goes back to mem (the new image needs it;
     // proc ends this task once the new one runs). Should proc fail from here on, it ends this
     // process, as Linux does.

@@ -4,8 +4,8 @@
 //! umask). The library writes it into a dataspace it hands to proc as its first capability
 //! (`proc.handoff`), followed by the capabilities the state names by index (dataspaces, open
 //! files); proc gives them to the new image in that order, which decodes the state here and
-//! adopts it. A fork's state, when small, goes to proc in messages instead
-//! (`proc.handoff_state`) and reaches the child in its environment; index 0 is then none. Plain data, host-tested; [`State::decode`] is total: any bytes give a state or
+//! adopts it. A state that fits the new image's environment goes to proc in messages instead
+//! (`proc.handoff_state`) and reaches the image in its environment; index 0 is then none. Plain data, host-tested; [`State::decode`] is total: any bytes give a state or
 //! `None`.
 
 use alloc::vec::Vec;

@@ -75,10 +75,21 @@ pub fn lookup(t: *mut Task, s: u64) -> Result<Cap, Error> {
     unsafe { (*t).slots.cap_at(s).copied().ok_or(Error::BadCap) }
 }
 
+/// Task `t`'s view of its table, taken again after a capability went into it (the table may
+/// have made more slots: `CSpace::create_table`).
+fn refresh_view(t: *mut Task) {
+    // SAFETY: live task; a dead one's view stays empty.
+    let task = unsafe { &mut *t };
+    if !task.dead {
+        task.slots = kernel().cspace.view(task.table);
+    }
+}
+
 /// Inserts an original capability; takes a reference.
 pub fn insert_root(t: *mut Task, s: u64, c: Cap) -> Result<(), Error> {
     let id = slot(t, s)?;
     cs(kernel().cspace.insert_root(id, c))?;
+    refresh_view(t);
     hold(&c);
     Ok(())
 }
@@ -107,6 +118,7 @@ pub fn derive(
         senders: c.senders,
     };
     cs(kernel().cspace.insert_child(s, d, nc))?;
+    refresh_view(dt);
     hold(&nc);
     Ok(())
 }
@@ -132,6 +144,7 @@ pub fn derive_watched(
         senders: w,
     };
     cs(kernel().cspace.insert_child(s, d, nc))?;
+    refresh_view(t);
     incref(c.obj);
     Ok(())
 }

@@ -40,6 +40,7 @@ pub fn pt_alloc(t: *mut Task) -> Option<u64> {
     match phys().alloc_frame() {
         Some(p) => {
             task.pt_frames += 1;
+            task.pt_list.add(p);
             Some(p)
         }
         None => {

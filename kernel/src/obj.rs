@@ -78,6 +78,8 @@ pub struct Task {
     pub dead: bool,
     /// Page-table frames and mapping nodes charged to `hdr.factory`.
     pub pt_frames: u64,
+    /// Those page-table frames, for freeing them when the task ends.
+    pub pt_list: sawmill_kcore::ptlist::PtList,
     pub nodes: u64,
     /// Highest priority its threads may be given by this task.
     pub max_prio: u8,

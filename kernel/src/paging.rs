@@ -94,6 +94,24 @@ pub fn map(
     true
 }
 
+/// The page table holding `va`'s 4 KiB entry, created with `alloc` as needed (None: no memory,
+/// or a 2 MiB page in the way). With [`map_in`], a run of pages walks the levels above once per
+/// page table instead of once per page.
+pub fn page_table(pml4: u64, va: u64, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
+    walk(pml4, va, 1, alloc)
+}
+
+/// Installs a 4 KiB mapping of `va` in `pt`, the page table [`page_table`] gave for `va`. The
+/// entry must be empty.
+pub fn map_in(pt: u64, va: u64, pa: u64, flags: u64) -> bool {
+    let idx = ((va >> 12) & 511) as usize;
+    if table(pt)[idx] & P != 0 {
+        return false;
+    }
+    table(pt)[idx] = pa | flags;
+    true
+}
+
 /// If the 2 MiB slot of `va` holds a page table with no present entry, detaches it and returns
 /// its frame (the caller frees and uncharges it), so a 2 MiB page can take the slot.
 pub fn take_empty_pt(pml4: u64, va: u64) -> Option<u64> {
@@ -145,8 +163,17 @@ pub fn translate(pml4: u64, va: u64) -> Option<(u64, u64)> {
     None
 }
 
-/// Frees every page-table frame of the lower half and the PML4. Returns how many frames.
-pub fn free_space(pml4: u64) -> u64 {
+/// Frees every page-table frame of the lower half and the PML4: those `listed` if the space
+/// kept a complete list of them, else every one a walk of the tables finds. Returns how many
+/// frames.
+pub fn free_space(pml4: u64, listed: Option<&[u64]>) -> u64 {
+    if let Some(frames) = listed {
+        for &f in frames {
+            phys().free_frame(f);
+        }
+        phys().free_frame(pml4);
+        return frames.len() as u64 + 1;
+    }
     let mut n = 0;
     for i in 0..256 {
         let e3 = table(pml4)[i];

@@ -52,6 +52,7 @@ pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, 
         io: None,
         dead: false,
         pt_frames: 0,
+        pt_list: sawmill_kcore::ptlist::PtList::new(),
         nodes: 0,
         max_prio,
         pins: None,
@@ -73,11 +74,14 @@ pub fn kill_task(p: *mut Task) {
     }
     crate::pin::release_task(p);
     crate::iommu::task_gone(task.id);
-    let mut gone = Vec::new();
+    // Dead before its mappings go: `unmap_removed` then leaves its own page tables alone (they
+    // are freed whole below, and it runs on them no more), clearing only derived mappings in
+    // other tasks.
+    task.dead = true;
+    let mut gone = Vec::with_capacity((task.nodes as usize).min(1024));
     kernel().mapdb.remove_space(task.id, &mut gone);
     vm::unmap_removed(&gone);
 
-    task.dead = true;
     task.slots = sawmill_kcore::cspace::TableView::EMPTY;
     for c in kernel().cspace.destroy_table(task.table) {
         cap::release(c);
@@ -93,7 +97,7 @@ pub fn kill_task(p: *mut Task) {
         crate::arch::write_cr3(paging::kernel_pml4());
         kernel().loaded_cr3 = paging::kernel_pml4();
     }
-    let n = paging::free_space(task.pml4);
+    let n = paging::free_space(task.pml4, task.pt_list.all());
     // The PML4 itself was part of the task's own charge.
     factory::uncharge(task.hdr.factory, (n - 1) * PAGE);
     task.pt_frames = 0;

@@ -111,6 +111,9 @@ pub fn map_pages(
     if st == dt && src < dst + len && dst < src + len {
         return Err(Error::Invalid);
     }
+    // The destination's page table of the last 4 KiB page mapped: (its 2 MiB window, frame).
+    // Nothing in this loop frees a page table but `take_empty_pt`, which only 2 MiB pages use.
+    let mut last_pt: Option<(u64, u64)> = None;
     for i in 0..pages {
         let sa = src + i * size;
         let da = dst + i * size;
@@ -187,6 +190,7 @@ pub fn map_pages(
             if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
                 crate::mem::phys().free_frame(pt);
                 d.pt_frames -= 1;
+                d.pt_list.remove(pt);
                 factory::uncharge(d.hdr.factory, crate::mem::PAGE);
                 if kernel().loaded_cr3 == d.pml4 {
                     crate::arch::write_cr3(d.pml4);
@@ -194,14 +198,19 @@ pub fn map_pages(
             }
         }
         let mut alloc = || factory::pt_alloc(dt);
-        if !paging::map(
-            d.pml4,
-            da,
-            pa,
-            paging::pte_flags(r, r & map::UNCACHED != 0),
-            huge,
-            &mut alloc,
-        ) {
+        let pte = paging::pte_flags(r, r & map::UNCACHED != 0);
+        let mapped = if huge {
+            paging::map(d.pml4, da, pa, pte, true, &mut alloc)
+        } else {
+            let window = da >> 21;
+            let pt = match last_pt {
+                Some((w, pt)) if w == window => Some(pt),
+                _ => paging::page_table(d.pml4, da, &mut alloc),
+            };
+            last_pt = pt.map(|pt| (window, pt));
+            pt.is_some_and(|pt| paging::map_in(pt, da, pa, pte))
+        };
+        if !mapped {
             let mut gone = alloc::vec::Vec::new();
             kernel().mapdb.revoke(d.id, da, true, &mut gone);
             unmap_removed(&gone);

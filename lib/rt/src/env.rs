@@ -49,8 +49,12 @@ pub const KIND_LINUX_SEED: u64 = 37;
 pub const KIND_LINUX_CWD: u64 = 38;
 /// Value = how many capabilities the process's previous image (a `fork` parent, or the image
 /// before an `execve`) handed over (`hand0`, `hand1`, ...: the first a dataspace with the state
-/// the library adopts, `personality/linux/src/handoff.rs`).
+/// the library adopts, `personality/linux/src/handoff.rs`, unless the state is in a
+/// [`KIND_LINUX_STATE`] record: then there is no `hand0`).
 pub const KIND_LINUX_HANDOFF: u64 = 39;
+/// Bytes = the state the previous image handed over (`proc.handoff_state`), carried here
+/// rather than in a dataspace.
+pub const KIND_LINUX_STATE: u64 = 46;
 /// A Linux process's signal state across `execve` (value: the blocked mask; bytes: the
 /// ignored mask, u64 little-endian).
 pub const KIND_LINUX_SIGNALS: u64 = 45;

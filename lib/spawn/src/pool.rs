@@ -14,6 +14,9 @@ pub struct MemPool {
     pages: u64,
     next: u64,
     free: Vec<u64>,
+    /// Runs given back, by length: (pages, addresses). A run goes back to its own length's list
+    /// (a caller asks for the same few lengths again and again: a library's heap and stack).
+    free_runs: Vec<(u64, Vec<u64>)>,
     free_slots: Vec<u64>,
 }
 
@@ -42,13 +45,15 @@ impl MemPool {
             pages: bytes / PAGE,
             next: 0,
             free: Vec::new(),
+            free_runs: Vec::new(),
             free_slots: Vec::new(),
         })
     }
 
     /// Pages handed out and not yet given back.
     pub fn in_use(&self) -> u64 {
-        self.next - self.free.len() as u64
+        let in_runs: u64 = self.free_runs.iter().map(|(n, v)| n * v.len() as u64).sum();
+        self.next - self.free.len() as u64 - in_runs
     }
 }
 
@@ -66,7 +71,17 @@ impl Resources for MemPool {
                 self.next += 1;
                 self.base + (self.next - 1) * PAGE
             }
-            None => return Err(SpawnError::NoMemory),
+            // The rest is in runs: one is broken up into pages.
+            None => {
+                let (n, v) = self
+                    .free_runs
+                    .iter_mut()
+                    .find(|(_, v)| !v.is_empty())
+                    .ok_or(SpawnError::NoMemory)?;
+                let a = v.pop().unwrap_or_default();
+                self.free.extend((1..*n).map(|i| a + i * PAGE));
+                a
+            }
         };
         // SAFETY: a page of our pool, mapped read-write (populated at start) and handed to no
         // one else now.
@@ -75,5 +90,30 @@ impl Resources for MemPool {
     }
     fn free_page(&mut self, addr: u64) {
         self.free.push(addr);
+    }
+    fn run(&mut self, pages: u64) -> Option<u64> {
+        let reused = self
+            .free_runs
+            .iter_mut()
+            .find(|(n, _)| *n == pages)
+            .and_then(|(_, v)| v.pop());
+        let a = match reused {
+            Some(a) => a,
+            None if pages <= self.pages - self.next => {
+                self.next += pages;
+                self.base + (self.next - pages) * PAGE
+            }
+            None => return None,
+        };
+        // SAFETY: pages of our pool, mapped read-write (populated at start) and handed to no
+        // one else now.
+        unsafe { core::ptr::write_bytes(a as *mut u8, 0, (pages * PAGE) as usize) };
+        Some(a)
+    }
+    fn free_run(&mut self, addr: u64, pages: u64) {
+        match self.free_runs.iter_mut().find(|(n, _)| *n == pages) {
+            Some((_, v)) => v.push(addr),
+            None => self.free_runs.push((pages, alloc::vec![addr])),
+        }
     }
 }

@@ -122,6 +122,14 @@ pub trait Resources {
     fn page(&mut self) -> Result<u64, SpawnError>;
     /// A page `page` gave is no longer used by the program (the program's task is gone).
     fn free_page(&mut self, addr: u64);
+    /// `pages` zeroed pages at consecutive addresses of the caller, mapped read-write there
+    /// (one `task_map` places them all); None if the caller has no such run (the pages are then
+    /// taken one by one).
+    fn run(&mut self, _pages: u64) -> Option<u64> {
+        None
+    }
+    /// A run `run` gave is no longer used by the program.
+    fn free_run(&mut self, _addr: u64, _pages: u64) {}
     /// A zeroed, 2 MiB-aligned 2 MiB page mapped read-write with a 2 MiB mapping in the caller.
     fn huge_page(&mut self) -> Result<u64, SpawnError> {
         Err(SpawnError::NoMemory)
@@ -259,6 +267,8 @@ pub struct Child {
     /// Caller slots made for the program (factory, task, thread), in creation order.
     slots: Vec<u64>,
     pages: Vec<u64>,
+    /// Runs of pages from [`Resources::run`]: (address, pages).
+    runs: Vec<(u64, u64)>,
     huge: Vec<u64>,
 }
 
@@ -285,6 +295,9 @@ impl Child {
         for &p in &self.pages {
             res.free_page(p);
         }
+        for &(a, n) in &self.runs {
+            res.free_run(a, n);
+        }
         for &h in &self.huge {
             res.free_huge_page(h);
         }
@@ -300,6 +313,14 @@ pub fn prepare(
     image: &impl ImageSource,
     res: &mut impl Resources,
 ) -> Result<Child, SpawnError> {
+    let pl = plan_program(p, image)?;
+    prepare_planned(p, &pl, image, res)
+}
+
+/// The plan `prepare` makes of `p` from `image`: a caller starting the same image the same way
+/// again and again (proc: the personality library) keeps it and calls [`prepare_planned`]
+/// (planning the library's 78 pages was ~16,000 instructions of every fork).
+pub fn plan_program(p: &Program, image: &impl ImageSource) -> Result<Plan, SpawnError> {
     let extra: Vec<Region> = p
         .maps
         .iter()
@@ -321,7 +342,18 @@ pub fn prepare(
     } else {
         None
     };
-    let pl = plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)?;
+    plan::plan(image.bytes(), base, &p.layout, &p.sizes, &extra)
+}
+
+/// [`prepare`] with a plan [`plan_program`] made of the same image, layout, sizes and maps as
+/// `p` has (what differs between two calls, the capabilities, records and arguments, is not
+/// in the plan).
+pub fn prepare_planned(
+    p: &Program,
+    pl: &Plan,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+) -> Result<Child, SpawnError> {
     let mut fixed = alloc::vec![Some(slots::TASK), Some(slots::THREAD)];
     if p.give_factory {
         fixed.push(Some(slots::FACTORY));
@@ -341,9 +373,10 @@ pub fn prepare(
         env: pl.env.start,
         slots: Vec::new(),
         pages: Vec::new(),
+        runs: Vec::new(),
         huge: Vec::new(),
     };
-    match build(p, &pl, &placed, image, res, &mut child) {
+    match build(p, pl, &placed, image, res, &mut child) {
         Ok(()) => Ok(child),
         Err(e) => {
             child.destroy(res);
@@ -387,6 +420,30 @@ fn fresh(
     Ok(a)
 }
 
+/// Fresh pages of the caller (recorded in `child`) mapped over region `r` of the task: one run
+/// in one `task_map` if the caller has one, else page by page.
+fn fresh_region(
+    task: u64,
+    r: &Region,
+    flags: u64,
+    res: &mut impl Resources,
+    child: &mut Child,
+    what: &'static str,
+) -> Result<(), SpawnError> {
+    let n = r.pages();
+    if n == 0 {
+        return Ok(());
+    }
+    if let Some(a) = res.run(n) {
+        child.runs.push((a, n));
+        return sys::task_map(task, a, r.start, n, flags).map_err(sys_err(what));
+    }
+    for i in 0..n {
+        fresh(task, r.start + i * PAGE, flags, res, child, what)?;
+    }
+    Ok(())
+}
+
 fn build(
     p: &Program,
     pl: &Plan,
@@ -417,26 +474,8 @@ fn build(
 
     load_image(task, pl, image, res, child)?;
     let rw = map::READ | map::WRITE;
-    for i in 0..pl.heap.pages() {
-        fresh(
-            task,
-            pl.heap.start + i * PAGE,
-            rw,
-            res,
-            child,
-            "mapping the heap",
-        )?;
-    }
-    for i in 0..pl.stack.pages() {
-        fresh(
-            task,
-            pl.stack.start + i * PAGE,
-            rw,
-            res,
-            child,
-            "mapping the stack",
-        )?;
-    }
+    fresh_region(task, &pl.heap, rw, res, child, "mapping the heap")?;
+    fresh_region(task, &pl.stack, rw, res, child, "mapping the stack")?;
     for i in 0..pl.huge.len / HUGE_PAGE {
         let a = res.huge_page()?;
         child.huge.push(a);
@@ -527,11 +566,26 @@ fn load_image(
         cur: u64,
         /// The full reason of a backend failure (the loader passes on only a text).
         err: Option<SpawnError>,
-        /// Image pages to map straight not yet mapped: (caller address, task address, pages,
-        /// rights). Consecutive pages go in one `task_map` (a library image is ~70 of them).
+        /// Image pages not yet mapped: (caller address, task address, pages, rights).
+        /// Consecutive pages go in one `task_map` (a library image is ~70 of them straight,
+        /// and its copied pages come from one run of the caller's).
         run: Option<(u64, u64, u64, u64)>,
+        /// The caller's run the copied pages come from: (next address, pages left).
+        fresh_run: (u64, u64),
     }
     impl<I: ImageSource, R: Resources> Loader<'_, I, R> {
+        /// Caller page `a` goes to task address `va`: with the pending run if it follows it.
+        fn map(&mut self, a: u64, va: u64, r: u64) -> Result<(), &'static str> {
+            if let Some((ra, rva, n, rr)) = self.run.as_mut() {
+                if *ra + *n * PAGE == a && *rva + *n * PAGE == va && *rr == r {
+                    *n += 1;
+                    return Ok(());
+                }
+            }
+            self.flush()?;
+            self.run = Some((a, va, 1, r));
+            Ok(())
+        }
         fn fail(&mut self, e: SpawnError) -> &'static str {
             self.err = Some(e);
             "backend"
@@ -547,28 +601,37 @@ fn load_image(
     impl<I: ImageSource, R: Resources> sawmill_loader::Backend for Loader<'_, I, R> {
         fn map_image(&mut self, off: u64, va: u64, r: u64) -> Result<(), &'static str> {
             let a = self.image.page(off).map_err(|e| self.fail(e))?;
-            if let Some((ra, rva, n, rr)) = self.run.as_mut() {
-                if *ra + *n * PAGE == a && *rva + *n * PAGE == va && *rr == r {
-                    *n += 1;
-                    return Ok(());
-                }
-            }
-            self.flush()?;
-            self.run = Some((a, va, 1, r));
-            Ok(())
+            self.map(a, va, r)
         }
         fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
-            let a = self.res.page().map_err(|e| self.fail(e))?;
-            self.child.pages.push(a);
+            let a = match self.fresh_run {
+                (a, left) if left > 0 => {
+                    self.fresh_run = (a + PAGE, left - 1);
+                    a
+                }
+                _ => {
+                    let a = self.res.page().map_err(|e| self.fail(e))?;
+                    self.child.pages.push(a);
+                    a
+                }
+            };
             self.cur = a;
             // SAFETY: a fresh zeroed page of the caller, mapped read-write there, ours alone.
             Ok(unsafe { core::slice::from_raw_parts_mut(a as *mut u8, PAGE as usize) })
         }
         fn map_fresh(&mut self, va: u64, r: u64) -> Result<(), &'static str> {
-            sys::task_map(self.task, self.cur, va, 1, r)
-                .map_err(|e| self.fail(SpawnError::Sys("mapping an image page", e)))
+            self.map(self.cur, va, r)
         }
     }
+    // The copied pages in one run of the caller's, so that neighbours map together.
+    let copied = pl.counts().1 as u64;
+    let fresh_run = match (copied > 1).then(|| res.run(copied)).flatten() {
+        Some(a) => {
+            child.runs.push((a, copied));
+            (a, copied)
+        }
+        None => (0, 0),
+    };
     let mut l = Loader {
         task,
         image,
@@ -577,6 +640,7 @@ fn load_image(
         cur: 0,
         err: None,
         run: None,
+        fresh_run,
     };
     match sawmill_loader::apply(image.bytes(), &pl.image, &mut l)
         .and_then(|()| l.flush().map_err(sawmill_loader::LoadError::Backend))

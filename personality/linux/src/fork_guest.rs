@@ -16,7 +16,7 @@ use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::handoff::{self, CapIndex, State, NONE};
 use sawmill_linux::procs::{self, CloneKind};
 use sawmill_linux::{layout, SysResult, User};
-use sawmill_proc_api::HANDOFF_CAP_PREFIX;
+use sawmill_proc_api::{HANDOFF_CAP_PREFIX, MAX_INLINE_STATE};
 use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
 
@@ -145,9 +145,38 @@ fn file_state(caps: &mut Caps, exec: bool) -> State {
     crate::files_guest::export(exec, &mut |cap| caps.index(cap))
 }
 
-/// Writes `st` into a fresh dataspace (index 0 of `caps`) and hands every capability to proc.
-fn hand_off(st: &State, caps: &mut Caps) -> Result<(), Errno> {
+/// The piece of a state one `proc.handoff_state` message carries (its `bytes<480>`).
+const STATE_CHUNK: usize = 480;
+/// Environment bytes a handed-off capability's name takes (`hand` and its index: a record's
+/// 24-byte header and 8 bytes).
+const ENV_BYTES_PER_CAP: usize = 32;
+
+/// Environment bytes of the new image left for a state and its capabilities' names (of
+/// [`MAX_INLINE_STATE`]) after an exec request's strings: each string as a record (a 24-byte
+/// header), the request counted twice (the program's path and working directory come back as
+/// records of their own, a script's interpreter adds to `argv`). None: no room.
+pub fn inline_room(request_bytes: usize, strings: usize) -> Option<usize> {
+    MAX_INLINE_STATE.checked_sub(2 * request_bytes + 24 * (strings + 4))
+}
+
+/// Hands `st` and every capability to proc: if the state and its capabilities' names fit in
+/// `room` bytes of the new image's environment (a fork: [`MAX_INLINE_STATE`]; an exec: what
+/// its arguments and environment strings leave, [`inline_room`]), the state in messages for
+/// the environment; else written into a fresh dataspace (index 0 of `caps`). In messages, a
+/// handoff spares a dataspace made, attached, written, detached and handed over here, and
+/// looked up, attached, read and freed in the new image.
+fn hand_off(st: &State, caps: &mut Caps, room: Option<usize>) -> Result<(), Errno> {
     let bytes = st.encode();
+    if room.is_some_and(|r| bytes.len() + ENV_BYTES_PER_CAP * caps.slots.len() <= r) {
+        let p = proc_client()?;
+        for (i, chunk) in bytes.chunks(STATE_CHUNK).enumerate() {
+            p.handoff_state(chunk, i == 0).map_err(proc_errno)?;
+        }
+        for &c in &caps.slots[1..] {
+            p.handoff(c, false).map_err(proc_errno)?;
+        }
+        return Ok(());
+    }
     let len = (bytes.len() as u64 + 8).div_ceil(4096) * 4096;
     let m = rm::mem().ok_or(errno::ENOMEM)?;
     let s = slot();
@@ -173,13 +202,16 @@ fn hand_off(st: &State, caps: &mut Caps) -> Result<(), Errno> {
 
 /// The state the previous image handed on (a fork parent, or the image before `execve`) and
 /// the capabilities it names (this task's slots, by index); `None` if there is none. The
-/// state's dataspace is freed once read.
+/// state is in the environment, or in a dataspace (index 0), freed once read.
 pub fn received() -> Option<(State, Vec<u64>)> {
     let n = env::value(env::KIND_LINUX_HANDOFF)? as usize;
     let mut caps = Vec::with_capacity(n);
     for i in 0..n {
         let name = alloc::format!("{}{}", HANDOFF_CAP_PREFIX, i);
         caps.push(env::cap(&name).unwrap_or(0));
+    }
+    if let Some((_, bytes)) = env::find_all(env::KIND_LINUX_STATE).next() {
+        return State::decode(bytes).map(|s| (s, caps));
     }
     let ds = *caps.first()?;
     let info = dataspace::Client::new(ds).info().ok()?;
@@ -319,7 +351,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         },
         signals: crate::signal_guest::fork_state(),
     });
-    if let Err(e) = hand_off(&st, &mut caps) {
+    if let Err(e) = hand_off(&st, &mut caps, Some(MAX_INLINE_STATE)) {
         unshare(&shared);
         caps.discard();
         return Err(e);
@@ -337,25 +369,32 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         let _ = GuestUser.write(parent_tid, &pid.to_le_bytes());
     }
     if kind == CloneKind::Vfork {
-        // The parent waits until the child runs a new program or ends.
+        // The parent waits until the child runs a new program or ends. The child exists: as on
+        // Linux, a signal does not end this wait (it stays pending, delivered when vfork
+        // returns). Ending it with EINTR told the program vfork failed while its child ran on
+        // (busybox `find -exec` printed "Interrupted system call" when a SIGCHLD of the child
+        // before came in this wait).
         let p = proc_client()?;
         while !p.vfork_done(pid).unwrap_or(true) {
-            wait_wake()?;
+            crate::signal_guest::wait_wake(None);
         }
     }
     Ok(pid as u64)
 }
 
-/// Hands the descriptors, working directory and umask to proc for the image `execve` starts.
-/// On an error nothing is left over.
-pub fn exec_handoff() -> Result<(), Errno> {
+/// Hands the descriptors, working directory and umask to proc for the image `execve` starts,
+/// in `room` bytes of its environment if they fit ([`inline_room`]). On an error nothing is
+/// left over.
+pub fn exec_handoff(room: Option<usize>) -> Result<(), Errno> {
     let mut caps = Caps::new();
     let st = file_state(&mut caps, true);
-    match hand_off(&st, &mut caps) {
+    match hand_off(&st, &mut caps, room) {
         Ok(()) => {
-            // The state's dataspace is the new image's to free; if the exec fails it is
-            // proc's copy that goes, and ours is freed here.
-            EXEC_STATE.get().replace(caps.slots[0]);
+            // The state's dataspace (none if it went in messages) is the new image's to free;
+            // if the exec fails it is proc's copy that goes, and ours is freed here.
+            if caps.slots[0] != 0 {
+                EXEC_STATE.get().replace(caps.slots[0]);
+            }
             caps.made.retain(|&c| c != caps.slots[0]);
             caps.done();
             Ok(())

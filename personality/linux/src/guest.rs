@@ -576,18 +576,14 @@ fn load(path: &str) -> elf::Image {
     if size == 0 {
         cannot_start(path, "empty file", errno::ENOEXEC);
     }
-    // The headers: the file's first pages, attached read-only for a moment (never copied into
-    // the program's range).
-    let head_len = size.min(4 * PAGE).div_ceil(PAGE) * PAGE;
-    let head_at = match rm::attach(file, 0, head_len, None, rm::READ) {
-        Ok(a) => a,
-        Err(e) => cannot_start(path, "reading the headers", rm_errno(e)),
-    };
-    let mut head = alloc::vec![0u8; size.min(4 * PAGE) as usize];
-    // SAFETY: attached readable just above; the file has at least `head.len()` bytes.
-    unsafe { core::ptr::copy_nonoverlapping(head_at as *const u8, head.as_mut_ptr(), head.len()) };
-    let _ = rm::detach(head_at);
-    let image = match elf::parse(&head, size, layout::PROGRAM_MIN, layout::MMAP_TOP) {
+    // The headers: the file's first page (a static program's headers follow the ELF header),
+    // and only if that does not give a program that runs, its first 4 pages, so that every
+    // refusal is the same. Each page read is a fault served by the file system.
+    let mut parsed = parse_head(path, file, size, PAGE);
+    if parsed.is_err() && size > PAGE {
+        parsed = parse_head(path, file, size, HEAD_MAX);
+    }
+    let image = match parsed {
         Ok(i) => i,
         Err(e) if e == errno::ELIBBAD => {
             cannot_start(path, "dynamically linked (needs a program interpreter)", e)
@@ -626,6 +622,24 @@ fn load(path: &str) -> elf::Image {
         }
     }
     image
+}
+
+/// Most of a program's first bytes `load` reads for its headers.
+const HEAD_MAX: u64 = 4 * PAGE;
+
+/// The file's first `len` bytes (at most its size), attached read-only for a moment (never
+/// copied into the program's range), parsed as a program.
+fn parse_head(path: &str, file: u64, size: u64, len: u64) -> Result<elf::Image, Errno> {
+    let n = size.min(len);
+    let head_at = match rm::attach(file, 0, n.div_ceil(PAGE) * PAGE, None, rm::READ) {
+        Ok(a) => a,
+        Err(e) => cannot_start(path, "reading the headers", rm_errno(e)),
+    };
+    let mut head = alloc::vec![0u8; n as usize];
+    // SAFETY: attached readable just above; the file has at least `head.len()` bytes.
+    unsafe { core::ptr::copy_nonoverlapping(head_at as *const u8, head.as_mut_ptr(), head.len()) };
+    let _ = rm::detach(head_at);
+    elf::parse(&head, size, layout::PROGRAM_MIN, layout::MMAP_TOP)
 }
 
 fn fs_why(e: sawmill_fsclient::Error) -> &'static str {
@@ -1451,7 +1465,8 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     signal_guest::before_exec(&proc);
     // The descriptors without close-on-exec, the working directory and umask go to the new
     // image.
-    fork_guest::exec_handoff()?;
+    let strings = req.argv.len() + req.env.len();
+    fork_guest::exec_handoff(fork_guest::inline_room(bytes.len(), strings))?;
     // The point of no return: the program's memory goes back to mem (the new image needs it;
     // proc ends this task once the new one runs). Should proc fail from here on, it ends this
     // process, as Linux does.

@@ -4,7 +4,8 @@
 //! umask). The library writes it into a dataspace it hands to proc as its first capability
 //! (`proc.handoff`), followed by the capabilities the state names by index (dataspaces, open
 //! files); proc gives them to the new image in that order, which decodes the state here and
-//! adopts it. Plain data, host-tested; [`State::decode`] is total: any bytes give a state or
+//! adopts it. A state that fits the new image's environment goes to proc in messages instead
+//! (`proc.handoff_state`) and reaches the image in its environment; index 0 is then none. Plain data, host-tested; [`State::decode`] is total: any bytes give a state or
 //! `None`.
 
 use alloc::vec::Vec;
@@ -101,6 +102,9 @@ pub struct State {
 }
 
 const MAGIC: u32 = 0x5346_4f48; // "HOFS"
+const PAGE: u64 = 4096;
+/// Most bytes of signal state a fork hands on (the library's is 2,080).
+const MAX_SIGNAL_BYTES: usize = 8192;
 
 struct Writer(Vec<u8>);
 
@@ -121,6 +125,29 @@ impl Writer {
     fn words(&mut self, w: &[u64]) {
         self.u32(w.len() as u32);
         for &x in w {
+            self.u64(x);
+        }
+    }
+    /// Bytes that are mostly zero (the signal actions: 64 of 32 bytes, most of them the
+    /// default's zeros), by their nonzero 8-byte words: the length, the words as [`Self::sparse`]
+    /// writes them, the bytes after the last whole word.
+    fn sparse_bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        let words: Vec<u64> = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        self.sparse(&words);
+        self.0.extend_from_slice(&b[b.len() / 8 * 8..]);
+    }
+    /// A bitmap by its nonzero words only (index, word): a region's private pages are few, its
+    /// bitmap long (an 8 MiB stack's is 32 words), and a fork's whole state should fit the
+    /// child's environment page.
+    fn sparse(&mut self, w: &[u64]) {
+        let nonzero = w.iter().filter(|&&x| x != 0).count();
+        self.u32(nonzero as u32);
+        for (i, &x) in w.iter().enumerate().filter(|(_, &x)| x != 0) {
+            self.u32(i as u32);
             self.u64(x);
         }
     }
@@ -159,6 +186,38 @@ impl Reader<'_> {
         let n = self.count(8)?;
         (0..n).map(|_| self.u64()).collect()
     }
+    /// What [`Writer::sparse_bytes`] wrote, at most `max` bytes.
+    fn sparse_bytes(&mut self, max: usize) -> Option<Vec<u8>> {
+        let len = self.u32()? as usize;
+        if len > max {
+            return None;
+        }
+        let mut out = alloc::vec![0u8; len];
+        for (i, w) in self.sparse((len / 8) as u64)?.into_iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let tail = self.take(len % 8)?;
+        out[len / 8 * 8..].copy_from_slice(tail);
+        Some(out)
+    }
+    /// What [`Writer::sparse`] wrote, for a bitmap of at most `max` words: the words up to the
+    /// last nonzero one (the rest are zero).
+    fn sparse(&mut self, max: u64) -> Option<Vec<u64>> {
+        let n = self.count(12)?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let i = self.u32()? as u64;
+            let x = self.u64()?;
+            if i >= max {
+                return None;
+            }
+            if out.len() <= i as usize {
+                out.resize(i as usize + 1, 0);
+            }
+            out[i as usize] = x;
+        }
+        Some(out)
+    }
 }
 
 impl State {
@@ -177,7 +236,7 @@ impl State {
                 w.0.extend_from_slice(&f.name);
                 w.u64(f.stack);
                 w.u64(f.child_tid);
-                w.bytes(&f.signals);
+                w.sparse_bytes(&f.signals);
                 w.u32(f.regions.len() as u32);
                 for r in &f.regions {
                     w.u64(r.start);
@@ -187,7 +246,7 @@ impl State {
                     w.u32(r.flags);
                     w.u32(r.shadow);
                     w.u64(r.shadow_offset);
-                    w.words(&r.private);
+                    w.sparse(&r.private);
                 }
             }
         }
@@ -252,19 +311,23 @@ impl State {
                 let name: [u8; 16] = r.take(16)?.try_into().ok()?;
                 let stack = r.u64()?;
                 let child_tid = r.u64()?;
-                let signals = r.bytes()?;
+                let signals = r.sparse_bytes(MAX_SIGNAL_BYTES)?;
                 let n = r.count(44)?;
                 let mut regions = Vec::with_capacity(n);
                 for _ in 0..n {
+                    let start = r.u64()?;
+                    let size = r.u64()?;
+                    let (ds, offset, flags, shadow, shadow_offset) =
+                        (r.u32()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?);
                     regions.push(Region {
-                        start: r.u64()?,
-                        size: r.u64()?,
-                        ds: r.u32()?,
-                        offset: r.u64()?,
-                        flags: r.u32()?,
-                        shadow: r.u32()?,
-                        shadow_offset: r.u64()?,
-                        private: r.words()?,
+                        start,
+                        size,
+                        ds,
+                        offset,
+                        flags,
+                        shadow,
+                        shadow_offset,
+                        private: r.sparse((size / PAGE).div_ceil(64))?,
                     });
                 }
                 Some(ForkState {
@@ -445,6 +508,52 @@ mod tests {
             ],
             offsets: 5,
         }
+    }
+
+    #[test]
+    fn private_bitmaps_go_by_their_nonzero_words() {
+        let mut s = sample();
+        let f = s.fork.as_mut().unwrap();
+        // An 8 MiB stack with two private pages near its top: 32 words, two of them set.
+        let mut bits = alloc::vec![0u64; 32];
+        bits[30] = 1 << 5;
+        bits[31] = 1 << 63;
+        f.regions[1].size = 8 << 20;
+        f.regions[1].private = bits.clone();
+        let b = s.encode();
+        assert_eq!(
+            b.len(),
+            sample().encode().len() + 2 * 12,
+            "12 bytes a set word"
+        );
+        let back = State::decode(&b).unwrap();
+        assert_eq!(back.fork.as_ref().unwrap().regions[1].private, bits);
+        // Trailing zero words are not carried (the region manager's fresh bitmap is zero).
+        bits[31] = 0;
+        s.fork.as_mut().unwrap().regions[1].private = bits.clone();
+        let back = State::decode(&s.encode()).unwrap();
+        assert_eq!(back.fork.as_ref().unwrap().regions[1].private, &bits[..31]);
+        // A word past the region's pages is refused.
+        let f = s.fork.as_mut().unwrap();
+        f.regions[1].size = 30 * 64 * PAGE;
+        assert_eq!(State::decode(&s.encode()), None);
+    }
+
+    #[test]
+    fn signal_state_goes_by_its_nonzero_words() {
+        let mut s = sample();
+        let mut sig = alloc::vec![0u8; 2083];
+        sig[40] = 9; // one word of an action
+        sig[2082] = 1; // the tail after the last whole word
+        s.fork.as_mut().unwrap().signals = sig.clone();
+        let b = s.encode();
+        assert_eq!(State::decode(&b).unwrap().fork.unwrap().signals, sig);
+        let mut dense = sample();
+        dense.fork.as_mut().unwrap().signals = alloc::vec![7; 2083];
+        assert!(b.len() + 1000 < dense.encode().len());
+        // More than a library's signal state could be: refused, not allocated.
+        dense.fork.as_mut().unwrap().signals = alloc::vec![0; MAX_SIGNAL_BYTES + 1];
+        assert_eq!(State::decode(&dense.encode()), None);
     }
 
     #[test]

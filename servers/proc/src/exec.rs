@@ -16,6 +16,9 @@ use sawmill_path::{S_IFMT, S_IFREG};
 /// Bytes of the file proc reads to check it: the ELF header and the program headers must lie in
 /// them (a linker puts the program headers right after the header).
 pub const HEAD_BYTES: usize = 4096;
+/// Bytes proc reads first: a static executable's program headers and a `#!` line
+/// ([`SHEBANG_MAX`]) lie in them.
+pub const HEAD_FIRST: usize = 1024;
 /// `PATH` when the environment has none (glibc's `execvp` default).
 pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
@@ -95,6 +98,14 @@ pub fn check_elf(head: &[u8]) -> Result<(), ExecError> {
         Refusal::WrongKind(w) => ExecError::WrongKind(w),
         Refusal::Dynamic(name) => ExecError::Dynamic(String::from_utf8_lossy(&name).into_owned()),
     })
+}
+
+/// The verdict on the start of a file: a script's `#!` line, or None for a program that runs.
+pub fn check_head(head: &[u8]) -> Result<Option<(String, Option<String>)>, ExecError> {
+    match shebang(head) {
+        Some(line) => line.map(Some),
+        None => check_elf(head).map(|_| None),
+    }
 }
 
 /// Most bytes of a `#!` line Linux reads (`BINPRM_BUF_SIZE`); a longer interpreter name is
@@ -289,6 +300,29 @@ mod tests {
             script_argv("/bin/sh", None, "/t/s", &[]),
             vec!["/bin/sh", "/t/s"]
         );
+    }
+
+    #[test]
+    fn the_first_bytes_decide_a_program_that_runs() {
+        // A static executable's headers fit in HEAD_FIRST; a `#!` line too.
+        let ok = elf(2, 62, 2, &[(1, 0, 0x400)]);
+        assert_eq!(check_head(&ok[..HEAD_FIRST]), Ok(None));
+        let mut script = b"#!/bin/sh -e\n".to_vec();
+        script.resize(HEAD_FIRST, b'x');
+        assert_eq!(
+            check_head(&script),
+            Ok(Some(("/bin/sh".into(), Some("-e".into()))))
+        );
+        const _: () = assert!(SHEBANG_MAX <= HEAD_FIRST && HEAD_FIRST <= HEAD_BYTES);
+        // Program headers past the first bytes: not a verdict of "runs", so proc reads the
+        // whole head before it answers.
+        let mut far = elf(2, 62, 2, &[(1, 0, 0x400)]);
+        far.resize(HEAD_BYTES, 0);
+        far[32..40].copy_from_slice(&0xc00u64.to_le_bytes());
+        let ph: Vec<u8> = far[64..120].to_vec();
+        far[0xc00..0xc38].copy_from_slice(&ph);
+        assert!(check_head(&far[..HEAD_FIRST]).is_err());
+        assert_eq!(check_head(&far), Ok(None));
     }
 
     #[test]

@@ -18,13 +18,13 @@ use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor,
 use sawmill_proc::tty::{self, Caller, Terminal, TtyError};
 use sawmill_proc_api::{
     Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, INFO_COMM, INFO_COMM_LEN, INFO_PPID,
-    INFO_SLEEPING, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS, WAKE_CAP, WAKE_CHILD, WAKE_CONT,
-    WAKE_SIGNAL,
+    INFO_SLEEPING, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS, MAX_INLINE_STATE, WAKE_CAP, WAKE_CHILD,
+    WAKE_CONT, WAKE_SIGNAL,
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    prepare, Cap, Child, Layout, Map, MappedImage, MemPool, Program, Record, Resources, Sizes,
-    SpawnError,
+    plan_program, prepare_planned, Cap, Child, Layout, Map, MappedImage, MemPool, Plan, Program,
+    Record, Resources, Sizes, SpawnError,
 };
 
 sawmill_rt::entry!(main);
@@ -38,7 +38,9 @@ const KERNEL_BIT: u64 = 1 << 62;
 /// thread (its normal exit does not end the process).
 const SECONDARY_BIT: u64 = 1 << 61;
 /// The main thread's stack in the library (its own stacks for the program come from its heap).
-const LIB_STACK: u64 = 64 * 1024;
+/// It runs only the library's start (the deepest seen over the Linux tests: 13 KiB, a fork
+/// child's; 5.5 KiB a new program's): 2.4 times that, zeroed and mapped for every process.
+const LIB_STACK: u64 = 32 * 1024;
 /// Pages of mem a fork needs left (of our quota, and free) to go ahead: a small process's
 /// library heap, stack and first copy-on-write copies (1 MiB).
 const FORK_HEADROOM_PAGES: u64 = 256;
@@ -63,8 +65,10 @@ struct Launch<'a> {
     envs: &'a [String],
     cwd: &'a str,
     /// Capabilities the caller handed off for the new image (`proc.handoff`), given to it as
-    /// `hand0`, `hand1`, ...
+    /// `hand0`, `hand1`, ... (from `hand1` with a `state`).
     handoff: &'a [u64],
+    /// The state the caller handed off in messages (`proc.handoff_state`; empty: none).
+    state: &'a [u8],
     /// The process's wake notification and information page (proc's slot and address).
     wake: u64,
     info: u64,
@@ -90,6 +94,8 @@ struct Running {
     facts: Facts,
     /// Capabilities handed off for its next fork or exec (proc's slots).
     handoff: Vec<u64>,
+    /// State handed off in messages for its next fork or exec (`proc.handoff_state`).
+    state: Vec<u8>,
     /// Its exec request after `exec_check`: the program's path and the `argv` it runs with.
     checked: Option<Checked>,
     /// Where its library takes its program's faults (`proc.sig_entry`; 0: they kill).
@@ -134,6 +140,9 @@ struct Proc {
     ep: u64,
     /// The personality library's boot module: address and length.
     library: (u64, u64),
+    /// How the library is laid out in a new task (made at the first start: the same for every
+    /// process, as the image, layout, sizes and maps are).
+    lib_plan: Option<Plan>,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -276,14 +285,19 @@ impl Proc {
             .files
             .open(path, O_READ | O_NOMAP, 0)
             .map_err(fs_error)?;
-        let mut head = alloc::vec![0u8; exec::HEAD_BYTES];
-        let r = self.files.pread(fd, &mut head, 0);
+        // The first bytes usually decide (a read costs ~10 instructions a byte): the whole head
+        // is read only for a verdict other than "runs", so every refusal is the same as from it.
+        let mut head = alloc::vec![0u8; exec::HEAD_FIRST];
+        let mut r = self.files.pread(fd, &mut head, 0);
+        if let Ok(n) = r {
+            if n == head.len() && exec::check_head(&head).is_err() {
+                head.resize(exec::HEAD_BYTES, 0);
+                r = self.files.pread(fd, &mut head, 0);
+            }
+        }
         let _ = self.files.close(fd);
         let n = r.map_err(fs_error)?;
-        match exec::shebang(&head[..n]) {
-            Some(line) => line.map(Some),
-            None => exec::check_elf(&head[..n]).map(|_| None),
-        }
+        exec::check_head(&head[..n])
     }
 
     /// Starts a process running `argv` (its program found as a shell would) as a child of
@@ -307,6 +321,7 @@ impl Proc {
             exec: Vec::new(),
             facts: Facts::new(argv, &path, ticks()),
             handoff: Vec::new(),
+            state: Vec::new(),
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
@@ -325,6 +340,7 @@ impl Proc {
         self.extras.insert(pid, extra);
         let launch = Launch {
             handoff: &[],
+            state: &[],
             wake: extra.wake,
             info: extra.info,
             pid,
@@ -443,6 +459,7 @@ impl Proc {
             envs,
             cwd,
             handoff,
+            state,
             wake,
             info,
         } = l;
@@ -485,9 +502,13 @@ impl Proc {
             }
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
+        // With the state in the environment, index 0 (its dataspace) is none.
+        let first_cap = usize::from(!state.is_empty());
         for (i, &c) in handoff.iter().enumerate() {
-            p.caps
-                .push(Cap::named(&format!("{}{}", HANDOFF_CAP_PREFIX, i), c));
+            p.caps.push(Cap::named(
+                &format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap),
+                c,
+            ));
         }
         p.maps.push(Map {
             what: "the process information page",
@@ -534,9 +555,15 @@ impl Proc {
         p.records
             .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
-        if !handoff.is_empty() {
-            p.records
-                .push(rec(env::KIND_LINUX_HANDOFF, handoff.len() as u64, &[]));
+        if !handoff.is_empty() || !state.is_empty() {
+            p.records.push(rec(
+                env::KIND_LINUX_HANDOFF,
+                (handoff.len() + first_cap) as u64,
+                &[],
+            ));
+        }
+        if !state.is_empty() {
+            p.records.push(rec(env::KIND_LINUX_STATE, 0, state));
         }
         // Across an exec: the signals the old program ignored and its mask.
         let (ignored, blocked) = self
@@ -554,7 +581,14 @@ impl Proc {
 
         // SAFETY: root maps the module read-only and executable for as long as we run.
         let image = unsafe { MappedImage::resident(self.library.0, self.library.1) };
-        let child = prepare(&p, &image, &mut self.pool)?;
+        // Every process starts the same library the same way: planned once.
+        let plan = match self.lib_plan.take() {
+            Some(pl) => pl,
+            None => plan_program(&p, &image)?,
+        };
+        let child = prepare_planned(&p, &plan, &image, &mut self.pool);
+        self.lib_plan = Some(plan);
+        let child = child?;
         if let Err(e) = child.start() {
             child.destroy(&mut self.pool);
             return Err(e);
@@ -567,12 +601,19 @@ impl Proc {
     fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
         // What the caller handed off is used up by this exec, whatever becomes of it.
         let handoff = self.take_handoff(pid);
-        let r = self.exec_with(pid, req, &handoff);
+        let state = self.take_state(pid);
+        let r = self.exec_with(pid, req, &handoff, &state);
         self.drop_caps(handoff);
         r
     }
 
-    fn exec_with(&mut self, pid: Pid, req: ExecRequest, handoff: &[u64]) -> Result<(), StartError> {
+    fn exec_with(
+        &mut self,
+        pid: Pid,
+        req: ExecRequest,
+        handoff: &[u64],
+        state: &[u8],
+    ) -> Result<(), StartError> {
         let checked = self
             .table
             .get_mut(pid)
@@ -594,6 +635,7 @@ impl Proc {
         let built = self.build_with(
             Launch {
                 handoff,
+                state,
                 wake: extra.wake,
                 info: extra.info,
                 pid,
@@ -617,6 +659,7 @@ impl Proc {
                     exec: Vec::new(),
                     facts: Facts::new(&req.argv, &path, ticks()),
                     handoff: Vec::new(),
+                    state: Vec::new(),
                     checked: None,
                     fault_entry: 0,
                     exec_signals: (0, 0),
@@ -652,6 +695,15 @@ impl Proc {
             .unwrap_or_default()
     }
 
+    /// The state `pid` handed off in messages, taken.
+    fn take_state(&mut self, pid: Pid) -> Vec<u8> {
+        self.table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .map(|r| core::mem::take(&mut r.state))
+            .unwrap_or_default()
+    }
+
     /// Deletes proc's copies of handed-off capabilities.
     fn drop_caps(&mut self, caps: Vec<u64>) {
         for c in caps {
@@ -672,7 +724,12 @@ impl Proc {
     }
 
     /// A child of `parent` built from the state it handed off (`proc.fork`).
-    fn fork_child(&mut self, parent: Pid, handoff: &[u64]) -> Result<Pid, StartError> {
+    fn fork_child(
+        &mut self,
+        parent: Pid,
+        handoff: &[u64],
+        state: &[u8],
+    ) -> Result<Pid, StartError> {
         if !self.memory_for_one_more() {
             return Err(StartError::Again);
         }
@@ -695,6 +752,7 @@ impl Proc {
                 ..facts
             },
             handoff: Vec::new(),
+            state: Vec::new(),
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
@@ -725,6 +783,7 @@ impl Proc {
             envs: &[],
             cwd: "/",
             handoff,
+            state,
             wake: extra.wake,
             info: extra.info,
         };
@@ -1239,6 +1298,7 @@ impl proc::Server for Proc {
             None => {
                 let h = self.take_handoff(pid);
                 self.drop_caps(h);
+                self.take_state(pid);
                 return Err(ProcError::Invalid);
             }
         };
@@ -1282,6 +1342,7 @@ impl proc::Server for Proc {
         if first {
             let h = self.take_handoff(pid);
             self.drop_caps(h);
+            self.take_state(pid);
         }
         let held = self
             .table
@@ -1303,10 +1364,31 @@ impl proc::Server for Proc {
         Ok(())
     }
 
+    fn handoff_state(&mut self, badge: u64, chunk: &[u8], first: bool) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        if first {
+            let h = self.take_handoff(pid);
+            self.drop_caps(h);
+            self.take_state(pid);
+        }
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        if run.state.len() + chunk.len() > MAX_INLINE_STATE {
+            run.state = Vec::new();
+            return Err(ProcError::TooBig);
+        }
+        run.state.extend_from_slice(chunk);
+        Ok(())
+    }
+
     fn fork(&mut self, badge: u64) -> Result<u32, ProcError> {
         let pid = self.caller(badge)?;
         let handoff = self.take_handoff(pid);
-        let r = self.fork_child(pid, &handoff);
+        let state = self.take_state(pid);
+        let r = self.fork_child(pid, &handoff, &state);
         self.drop_caps(handoff);
         r.map_err(|e| match e {
             StartError::Again | StartError::Spawn(_) => ProcError::Again,
@@ -1626,6 +1708,7 @@ fn main() {
         files: Files::new(vfs),
         ep,
         library,
+        lib_plan: None,
         clock,
         seeds: clock.tsc,
         done: false,

@@ -134,6 +134,9 @@ impl Peers for Config {
 pub const MAX_HANDOFF_CAPS: usize = 256;
 /// The name of handed-off capability `i` in the new image's environment: this prefix and `i`.
 pub const HANDOFF_CAP_PREFIX: &str = "hand";
+/// Most bytes of state `proc.handoff_state` carries (into the new image's one-page
+/// environment, beside its other records).
+pub const MAX_INLINE_STATE: usize = 2048;
 
 /// The process information page: one page proc maps into the process's library
 /// (`sawmill_linux::layout::LIB_INFO`), so that what proc may change under a running process (its

@@ -513,3 +513,6 @@ impl Backend for Mock {
         }
     }
 }
+
+/// No network in the host tests' system: the socket calls' defaults.
+impl super::socket::SocketHost for Mock {}

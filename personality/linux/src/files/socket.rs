@@ -416,7 +416,9 @@ impl<B: Backend> Files<B> {
             }
             Err(e) if e == EAGAIN => {
                 Self::sock_update(&d, |s| s.connecting = true);
-                self.sock_block(s.handle, false, &mut |b| b.sock_connect(s.handle, addr, port))
+                self.sock_block(s.handle, false, &mut |b| {
+                    b.sock_connect(s.handle, addr, port)
+                })
             }
             // Asked again after a non-blocking connect that succeeded.
             Err(e) if e == EINVAL && s.connecting => Ok(()),
@@ -668,7 +670,11 @@ impl<B: Backend> Files<B> {
                 // Non-blocking and full, interrupted, or the connection went: what went so far.
                 Err(_) if done > 0 => break,
                 Err(e) if e == ENOTCONN => {
-                    return Err(if s.connecting { EAGAIN } else { self.epipe(flags) })
+                    return Err(if s.connecting {
+                        EAGAIN
+                    } else {
+                        self.epipe(flags)
+                    })
                 }
                 Err(e) if e == ECONNREFUSED && !s.connecting => return Err(self.epipe(flags)),
                 Err(e) => return Err(e),

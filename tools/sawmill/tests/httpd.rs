@@ -63,7 +63,10 @@ fn curl(url: &str, out: &Path, retries: u32) -> u32 {
         .stdin(Stdio::null())
         .output()
         .expect("running curl (scripts/setup.sh installs it)");
-    String::from_utf8_lossy(&r.stdout).trim().parse().unwrap_or(0)
+    String::from_utf8_lossy(&r.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
 
 struct Guest {
@@ -109,7 +112,16 @@ fn host_curl_fetches_from_busybox_httpd_in_the_guest() {
         .args(["run", "linux", "--net", "--timeout", "500", "--root"])
         .arg(&image)
         .args(["--forward", &format!("tcp:{port}:80")])
-        .args(["--", "/bin/busybox", "httpd", "-f", "-p", "80", "-h", "/www"])
+        .args([
+            "--",
+            "/bin/busybox",
+            "httpd",
+            "-f",
+            "-p",
+            "80",
+            "-h",
+            "/www",
+        ])
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
         .stdin(Stdio::null())

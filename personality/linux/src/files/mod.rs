@@ -27,6 +27,8 @@ mod mock;
 #[cfg(test)]
 mod pipe_tests;
 #[cfg(test)]
+mod socket_tests;
+#[cfg(test)]
 mod tests;
 
 use alloc::rc::Rc;
@@ -418,8 +420,8 @@ impl<B: Backend> Files<B> {
             nr::GETPEERNAME => self.sockname(fd0, a[1], a[2], true, u),
             nr::SETSOCKOPT => self.setsockopt(fd0, a[1] as u32, a[2] as u32, a[3], a[4], u),
             nr::GETSOCKOPT => self.getsockopt(fd0, a[1] as u32, a[2] as u32, a[3], a[4], u),
-            nr::SENDTO => self.sendto(fd0, a[1], a[2], a[3] as u32, a[4], a[5], u),
-            nr::RECVFROM => self.recvfrom(fd0, a[1], a[2], a[3] as u32, a[4], a[5], u),
+            nr::SENDTO => self.sendto(a, u),
+            nr::RECVFROM => self.recvfrom(a, u),
             nr::SENDMSG => self.sendmsg(fd0, a[1], a[2] as u32, u),
             nr::RECVMSG => self.recvmsg(fd0, a[1], a[2] as u32, u),
             _ => return None,

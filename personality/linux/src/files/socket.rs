@@ -163,6 +163,10 @@ const OPTIONS: [(u32, u32); 4] = [
     (SOL_SOCKET, SO_BROADCAST),
 ];
 
+/// What `sendmsg`/`recvmsg` use of a `struct msghdr`: the name's address and length, and the
+/// `iovec`s (base, length).
+type MsgHdr = (u64, u64, Vec<(u64, u64)>);
+
 /// `struct sockaddr_in` for `addr:port`.
 pub fn sockaddr_in(addr: u32, port: u16) -> [u8; SOCKADDR_IN] {
     let mut b = [0u8; SOCKADDR_IN];
@@ -747,16 +751,9 @@ impl<B: Backend> Files<B> {
         Ok((out.len() as u64, None))
     }
 
-    pub(super) fn sendto(
-        &mut self,
-        fd: i32,
-        buf: u64,
-        len: u64,
-        flags: u32,
-        to: u64,
-        to_len: u64,
-        u: &dyn User,
-    ) -> SysResult {
+    /// `sendto(fd, buf, len, flags, dest, dest_len)` (`a`: the call's arguments).
+    pub(super) fn sendto(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
+        let (fd, buf, len, flags, to, to_len) = (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
         let (d, s) = self.sock_fd(fd)?;
         let dest = if to != 0 && s.udp {
             Some(read_sockaddr(u, to, to_len)?)
@@ -766,16 +763,10 @@ impl<B: Backend> Files<B> {
         self.sock_send_user(&d, buf, len, dest, flags, u)
     }
 
-    pub(super) fn recvfrom(
-        &mut self,
-        fd: i32,
-        buf: u64,
-        len: u64,
-        flags: u32,
-        from: u64,
-        from_len: u64,
-        u: &dyn User,
-    ) -> SysResult {
+    /// `recvfrom(fd, buf, len, flags, src, src_len)` (`a`: the call's arguments).
+    pub(super) fn recvfrom(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
+        let (fd, buf, len, flags, from, from_len) =
+            (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
         let (d, _) = self.sock_fd(fd)?;
         let (n, src) = self.sock_recv_user(&d, buf, len, flags, u)?;
         match src {
@@ -786,8 +777,8 @@ impl<B: Backend> Files<B> {
         Ok(n)
     }
 
-    /// `struct msghdr`'s fields: (name, namelen, iovecs, control length at, flags at).
-    fn read_msghdr(u: &dyn User, msg: u64) -> Result<(u64, u64, Vec<(u64, u64)>), Errno> {
+    /// `struct msghdr`'s fields: (name, namelen, iovecs).
+    fn read_msghdr(u: &dyn User, msg: u64) -> Result<MsgHdr, Errno> {
         let mut raw = [0u8; 56];
         u.read(msg, &mut raw)?;
         let w = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().unwrap());

@@ -453,6 +453,17 @@ mod tests {
                     flags: 0,
                     cell: NONE,
                 },
+                Description {
+                    object: Object::Socket {
+                        sock: 6,
+                        udp: false,
+                        listening: true,
+                        bound: Some(0x7f00_0001),
+                    },
+                    offset: 0,
+                    flags: 0o4002,
+                    cell: NONE,
+                },
             ],
             descriptors: alloc::vec![
                 Descriptor {

@@ -738,9 +738,8 @@ impl<B: Backend> Files<B> {
                     }
                 }
                 Err(_) if !out.is_empty() => break,
-                Err(e) if e == ENOTCONN || e == ECONNREFUSED && !s.connecting => {
-                    return Ok((0, None))
-                }
+                // A refused connection reads as its end, as on Linux after the error was taken.
+                Err(e) if e == ECONNREFUSED && !s.connecting => return Ok((0, None)),
                 Err(e) => return Err(e),
             }
             if out.len() >= CHUNK {

@@ -10,8 +10,9 @@ set -euo pipefail
 # busybox-static: the Linux system's root image and the Linux tests' oracle (/bin/busybox).
 # musl-tools: musl-gcc, which builds the Linux test programs (tests/linux/*.c) statically,
 # and the personality's own test programs (`cbins` of a scenario disk).
+# curl: the host's HTTP client fetching from busybox httpd in the guest (tools/sawmill/tests/httpd.rs).
 packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools
-          busybox-static musl-tools)
+          busybox-static musl-tools curl)
 if [ "${1:-}" = "bench" ]; then
     packages+=(cpio linux-image-amd64)
 fi

@@ -159,6 +159,8 @@ pub struct Guest {
     rng: u64,
     /// Pipes and waiting (`pipe_guest.rs`).
     pub(crate) pipes: crate::pipe_guest::Pipes,
+    /// Sockets (`socket_guest.rs`).
+    pub(crate) sockets: crate::socket_guest::Sockets,
 }
 
 impl Guest {
@@ -182,6 +184,7 @@ impl Guest {
             fallback_winsize: (24, 80),
             rng,
             pipes: crate::pipe_guest::Pipes::new(),
+            sockets: crate::socket_guest::Sockets::new(),
         }
     }
 }
@@ -695,6 +698,11 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
                 *end = index(*end as u64);
                 continue;
             }
+            // A socket likewise: the child holds a copy of the capability.
+            if let Object::Socket { sock, .. } = &mut d.object {
+                *sock = index(*sock as u64);
+                continue;
+            }
             if let Object::File {
                 file: handle,
                 open_flags,
@@ -771,6 +779,7 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
                 b.fs.adopt(cap, *open_flags).ok().map(|h| h as u64)
             }
             Object::Pipe { end, .. } => b.pipes.adopt(*caps.get(*end as usize)?).ok(),
+            Object::Socket { sock, .. } => b.sock_adopt(*caps.get(*sock as usize)?),
             _ => None,
         });
         let sh = sharing();

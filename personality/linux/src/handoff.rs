@@ -48,6 +48,14 @@ pub enum Object {
     Device(u8),
     /// One end of a pipe: its capability (also its ring's dataspace) and which end it is.
     Pipe { end: CapIndex, write: bool },
+    /// A socket: its capability (a copy the network stack counts), its kind, whether it
+    /// listens and the address it was bound to.
+    Socket {
+        sock: CapIndex,
+        udp: bool,
+        listening: bool,
+        bound: Option<u32>,
+    },
 }
 
 /// An open file description.
@@ -282,6 +290,17 @@ impl State {
                     w.u32(*end);
                     w.u8(*write as u8);
                 }
+                Object::Socket {
+                    sock,
+                    udp,
+                    listening,
+                    bound,
+                } => {
+                    w.u8(4);
+                    w.u32(*sock);
+                    w.u8(*udp as u8 | (*listening as u8) << 1 | (bound.is_some() as u8) << 2);
+                    w.u32(bound.unwrap_or(0));
+                }
             }
             w.u64(d.offset);
             w.u32(d.flags);
@@ -376,6 +395,20 @@ impl State {
                         _ => return None,
                     },
                 },
+                4 => {
+                    let sock = r.u32()?;
+                    let bits = r.u8()?;
+                    let addr = r.u32()?;
+                    if bits > 7 {
+                        return None;
+                    }
+                    Object::Socket {
+                        sock,
+                        udp: bits & 1 != 0,
+                        listening: bits & 2 != 0,
+                        bound: (bits & 4 != 0).then_some(addr),
+                    }
+                }
                 _ => return None,
             };
             descriptions.push(Description {
@@ -481,6 +514,17 @@ mod tests {
                     },
                     offset: 0,
                     flags: 0,
+                    cell: NONE,
+                },
+                Description {
+                    object: Object::Socket {
+                        sock: 6,
+                        udp: false,
+                        listening: true,
+                        bound: Some(0x7f00_0001),
+                    },
+                    offset: 0,
+                    flags: 0o4002,
                     cell: NONE,
                 },
             ],

@@ -27,6 +27,8 @@ mod pipe_guest;
 #[cfg(target_os = "none")]
 mod signal_guest;
 #[cfg(target_os = "none")]
+mod socket_guest;
+#[cfg(target_os = "none")]
 mod thread_guest;
 #[cfg(target_os = "none")]
 mod tty_guest;

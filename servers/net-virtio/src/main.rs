@@ -695,6 +695,18 @@ fn init(io: u16, mem_ep: u64) -> Result<Dev, &'static str> {
     Ok(d)
 }
 
+/// Serves the endpoint with no device behind it (`DEV` stays empty).
+fn serve_without_device(ep: u64) {
+    let mut srv = Server {
+        after: AfterReply::new(),
+        window: AREAS[0],
+        free_slots: Vec::new(),
+    };
+    srv.after.receive_into(&[thread::alloc_slot()]);
+    srv.after.receive_window(srv.window, SESSION_BYTES as u64);
+    let _ = rpc::serve(ep, &mut srv);
+}
+
 fn main() {
     let (Some(pci_ep), Some(mem_ep)) = (env::cap("pci"), env::cap("mem")) else {
         println!("net-virtio: FAIL the manifest gives us no `pci` or no `mem`");
@@ -708,7 +720,14 @@ fn main() {
     let c = match pci::Client::new(pci_ep).claim(0, slots::TASK, irq) {
         Ok(c) => c,
         Err(e) => {
-            println!("net-virtio: FAIL no device from pci: {:?}", e);
+            // A machine without the device (a system that boots with or without a network):
+            // the endpoint is still served, `info` reports no MAC and `attach` is refused, so
+            // a stack learns there is no network instead of waiting for a driver.
+            println!(
+                "net-virtio: no device from pci ({:?}): the network is off",
+                e
+            );
+            serve_without_device(ep);
             return;
         }
     };

@@ -1042,16 +1042,24 @@ fn main() {
     let nic = net::Client::new(driver);
     // The session memory goes to the driver as a map item at its window (derived from our
     // mapping: unmapping or freeing it here takes it from the driver too).
-    let (mac, kick) = match nic.info().and_then(|i| {
-        let region = Map {
-            src: SESSION_AT,
-            dst: i.window,
-            pages: SESSION_PAGES as u64,
-            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
-        };
-        nic.attach(region, wake, WAKE_DRIVER, thread::alloc_slot())
-            .map(|k| (i.mac, k))
-    }) {
+    // A driver without a device reports no MAC: the stack serves its loopback only.
+    let no_device = matches!(nic.info(), Ok(i) if i.mac == 0);
+    let attached = if no_device {
+        println!("netstack: the driver has no device: loopback only");
+        Ok((0, 0))
+    } else {
+        nic.info().and_then(|i| {
+            let region = Map {
+                src: SESSION_AT,
+                dst: i.window,
+                pages: SESSION_PAGES as u64,
+                flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
+            };
+            nic.attach(region, wake, WAKE_DRIVER, thread::alloc_slot())
+                .map(|k| (i.mac, k))
+        })
+    };
+    let (mac, kick) = match attached {
         Ok(x) => x,
         Err(e) => {
             println!("netstack: FAIL attaching to the driver: {:?}", e);
@@ -1092,6 +1100,7 @@ fn main() {
             Ipv4Cidr::new(Ipv4Address::from_bits(a), prefix),
             gw.map(Ipv4Address::from_bits),
         ),
+        None if no_device => {}
         None => {
             let mut d = dhcpv4::Socket::new();
             d.set_max_lease_duration(Some(Duration::from_secs(3600)));

@@ -496,7 +496,7 @@ impl Proc {
         p.caps
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
-        for name in ["vfs", "mem", "console", "console-in", "pipe"] {
+        for name in ["vfs", "mem", "console", "console-in", "pipe", "socket"] {
             if let Some(c) = env::cap(name) {
                 p.caps.push(Cap::named(name, c));
             }

@@ -284,11 +284,6 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                 None => net.then(|| qemu::net_args(&forward, pcap.as_deref())),
             };
             if system == "linux" {
-                if net_args.is_some() {
-                    return Err("--net: the Linux system has no network servers yet (its \
-                                socket calls are still to come); boot `net` instead"
-                        .into());
-                }
                 return linux::run(
                     &repo,
                     &linux::RunOptions {
@@ -300,6 +295,7 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
                         timeout,
                         no_build,
                         icount,
+                        net: net_args.unwrap_or_default(),
                     },
                 );
             }

@@ -111,7 +111,7 @@ pub fn args(cfg: &Config, kvm: bool) -> Vec<String> {
 
 /// Where the network device sits on the PCI bus (the manifests' `pci` assigns it by vendor
 /// and device ID; a fixed slot keeps its interrupt line the same from run to run).
-pub const NET_PCI_ADDR: u32 = 8;
+pub const NET_PCI_ADDR: u32 = 5;
 
 /// A port forward of QEMU's user network: the host's 127.0.0.1:`host` reaches the guest's
 /// `guest` port (`tcp:HOSTPORT:GUESTPORT` or `udp:...` on the command line).
@@ -360,12 +360,12 @@ mod tests {
         assert_eq!(
             net_args(&f, Some(Path::new("/t/x.pcap"))).join(" "),
             "-netdev user,id=n0,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=udp:127.0.0.1:5353-:53 \
-             -device virtio-net-pci,netdev=n0,addr=0x8 -object filter-dump,id=dump0,netdev=n0,file=/t/x.pcap"
+             -device virtio-net-pci,netdev=n0,addr=0x5 -object filter-dump,id=dump0,netdev=n0,file=/t/x.pcap"
         );
         assert_eq!(
             raw_net_args(5000, 5001, None).join(" "),
             "-netdev socket,id=n0,udp=127.0.0.1:5000,localaddr=127.0.0.1:5001 \
-             -device virtio-net-pci,netdev=n0,addr=0x8"
+             -device virtio-net-pci,netdev=n0,addr=0x5"
         );
         for bad in ["tcp:80", "sctp:1:2", "tcp:0:80", "tcp:1:70000", "tcp:1:2:3"] {
             assert!(bad.parse::<Forward>().is_err(), "{bad}");

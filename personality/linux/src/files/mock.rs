@@ -35,6 +35,8 @@ pub struct Mock {
     pub calls: usize,
     /// Pipes' rings and the clock (`pipe_tests.rs`).
     pub pipes: super::pipe_tests::MockPipes,
+    /// A network stack's side of sockets (`socket_tests.rs`).
+    pub net: super::socket_tests::FakeNet,
     /// The process is in a background group of the terminal's session: a change of the
     /// terminal (or a write under TOSTOP) gets SIGTTOU (ERESTARTSYS).
     pub background: bool,
@@ -74,6 +76,7 @@ impl Mock {
             winsize: (24, 80),
             calls: 0,
             pipes: Default::default(),
+            net: Default::default(),
             background: false,
         }
     }

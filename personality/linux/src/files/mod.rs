@@ -19,12 +19,15 @@ pub mod backend;
 pub mod path;
 pub mod pipe;
 pub mod poll;
+pub mod socket;
 pub mod table;
 
 #[cfg(test)]
 mod mock;
 #[cfg(test)]
 mod pipe_tests;
+#[cfg(test)]
+mod socket_tests;
 #[cfg(test)]
 mod tests;
 
@@ -193,6 +196,12 @@ impl<B: Backend> Files<B> {
                             end: *handle as u32,
                             write: *end == sawmill_pipe_api::End::Write,
                         },
+                        Object::Socket(s) => handoff::Object::Socket {
+                            sock: s.handle as u32,
+                            udp: s.udp,
+                            listening: s.listening,
+                            bound: s.bound,
+                        },
                     };
                     descs.push(handoff::Description {
                         object,
@@ -257,6 +266,18 @@ impl<B: Backend> Files<B> {
                             ring: backend.pipe_ring(handle)?,
                         }
                     }
+                    handoff::Object::Socket {
+                        udp,
+                        listening,
+                        bound,
+                        ..
+                    } => Object::Socket(socket::Sock {
+                        handle: handle(backend, &d.object)?,
+                        udp: *udp,
+                        listening: *listening,
+                        bound: *bound,
+                        ..socket::Sock::default()
+                    }),
                 };
                 Some(Rc::new(RefCell::new(Description {
                     object,
@@ -293,7 +314,7 @@ impl<B: Backend> Files<B> {
         let handle = match d.object {
             Object::File { handle, .. } => handle,
             Object::Path { .. } => return Err(EBADF),
-            Object::Device(_) | Object::Pipe { .. } => return Err(ENODEV),
+            Object::Device(_) | Object::Pipe { .. } | Object::Socket(_) => return Err(ENODEV),
         };
         let acc = d.flags & O_ACCMODE;
         if acc == O_WRONLY {
@@ -387,6 +408,22 @@ impl<B: Backend> Files<B> {
             nr::PPOLL => self.ppoll(a[0], a[1], a[2], a[3], a[4], u),
             nr::SELECT => self.select(a[0] as i32, [a[1], a[2], a[3]], a[4], false, u),
             nr::PSELECT6 => self.pselect6(a[0] as i32, [a[1], a[2], a[3]], a[4], a[5], u),
+            nr::SOCKET => self.socket(a[0] as u32, a[1] as u32, a[2] as u32),
+            nr::SOCKETPAIR => self.socketpair(a[0] as u32),
+            nr::BIND => self.bind(fd0, a[1], a[2], u),
+            nr::LISTEN => self.listen(fd0, a[1] as i32),
+            nr::ACCEPT => self.accept4(fd0, a[1], a[2], 0, u),
+            nr::ACCEPT4 => self.accept4(fd0, a[1], a[2], a[3] as u32, u),
+            nr::CONNECT => self.connect(fd0, a[1], a[2], u),
+            nr::SHUTDOWN => self.shutdown(fd0, a[1] as u32),
+            nr::GETSOCKNAME => self.sockname(fd0, a[1], a[2], false, u),
+            nr::GETPEERNAME => self.sockname(fd0, a[1], a[2], true, u),
+            nr::SETSOCKOPT => self.setsockopt(fd0, a[1] as u32, a[2] as u32, a[3], a[4], u),
+            nr::GETSOCKOPT => self.getsockopt(fd0, a[1] as u32, a[2] as u32, a[3], a[4], u),
+            nr::SENDTO => self.sendto(a, u),
+            nr::RECVFROM => self.recvfrom(a, u),
+            nr::SENDMSG => self.sendmsg(fd0, a[1], a[2] as u32, u),
+            nr::RECVMSG => self.recvmsg(fd0, a[1], a[2] as u32, u),
             _ => return None,
         })
     }
@@ -421,7 +458,7 @@ impl<B: Backend> Files<B> {
                 },
                 path,
             ),
-            Object::Device(_) | Object::Pipe { .. } => Err(ENOTDIR),
+            Object::Device(_) | Object::Pipe { .. } | Object::Socket(_) => Err(ENOTDIR),
         }
     }
 
@@ -455,6 +492,7 @@ impl<B: Backend> Files<B> {
             match cell.into_inner().object {
                 Object::File { handle, .. } => self.backend.close(handle),
                 Object::Pipe { handle, .. } => self.backend.pipe_close(handle),
+                Object::Socket(s) => self.backend.sock_close(s.handle),
                 _ => {}
             }
         }
@@ -473,6 +511,7 @@ impl<B: Backend> Files<B> {
             Object::Path { mode, .. } => Ok(*mode),
             Object::Device(_) => Ok(S_IFCHR),
             Object::Pipe { .. } => Ok(S_IFIFO),
+            Object::Socket(_) => Ok(socket::S_IFSOCK),
         }
     }
 
@@ -483,6 +522,7 @@ impl<B: Backend> Files<B> {
             Object::File { handle, .. } => self.backend.fstat(*handle)?,
             Object::Path { path, .. } => self.backend.stat(path, true)?,
             Object::Pipe { handle, .. } => self.pipe_stat(*handle),
+            Object::Socket(s) => self.sock_stat(s),
             Object::Device(dev) => {
                 let rdev = DEVICES
                     .iter()
@@ -652,6 +692,9 @@ impl<B: Backend> Files<B> {
         if Self::pipe_of(d).is_some() {
             return self.pipe_read(d, buf, count, u);
         }
+        if Self::sock_of(d).is_some() {
+            return self.sock_recv_user(d, buf, count, 0, u).map(|r| r.0);
+        }
         let count = count.min(MAX_RW);
         let dev = match &d.borrow().object {
             Object::Device(dev) => Some(*dev),
@@ -729,6 +772,9 @@ impl<B: Backend> Files<B> {
     ) -> SysResult {
         if Self::pipe_of(d).is_some() {
             return self.pipe_write(d, buf, count, u);
+        }
+        if Self::sock_of(d).is_some() {
+            return self.sock_send_user(d, buf, count, None, 0, u);
         }
         let count = count.min(MAX_RW);
         let (dev, handle, append) = {
@@ -917,7 +963,7 @@ impl<B: Backend> Files<B> {
         }
         if matches!(
             d.borrow().object,
-            Object::Device(Device::Console) | Object::Pipe { .. }
+            Object::Device(Device::Console) | Object::Pipe { .. } | Object::Socket(_)
         ) {
             return Err(ESPIPE);
         }
@@ -983,7 +1029,9 @@ impl<B: Backend> Files<B> {
     fn lseek(&mut self, fd: i32, off: i64, whence: u32) -> SysResult {
         let d = self.table.get(fd)?;
         let (handle, is_path) = match &d.borrow().object {
-            Object::Device(Device::Console) | Object::Pipe { .. } => return Err(ESPIPE),
+            Object::Device(Device::Console) | Object::Pipe { .. } | Object::Socket(_) => {
+                return Err(ESPIPE)
+            }
             Object::Device(_) => return Ok(0),
             Object::Path { .. } => (0, true),
             Object::File { handle, .. } => (*handle, false),
@@ -1103,7 +1151,9 @@ impl<B: Backend> Files<B> {
             let (handle, p) = match &d.borrow().object {
                 Object::File { handle, path, .. } => (Some(*handle), path.clone()),
                 Object::Path { path, .. } => (None, path.clone()),
-                Object::Device(_) | Object::Pipe { .. } => (None, b"/".to_vec()),
+                Object::Device(_) | Object::Pipe { .. } | Object::Socket(_) => {
+                    (None, b"/".to_vec())
+                }
             };
             match handle.map(|h| self.backend.fstatfs(h)) {
                 Some(Err(e)) if e != ENOSYS => return Err(e),
@@ -1193,6 +1243,7 @@ impl<B: Backend> Files<B> {
                 Object::File { path, .. } | Object::Path { path, .. } => path.clone(),
                 Object::Device(Device::Console) => b"/dev/console".to_vec(),
                 Object::Pipe { handle, .. } => alloc::format!("pipe:[{}]", handle).into_bytes(),
+                Object::Socket(s) => alloc::format!("socket:[{}]", s.handle).into_bytes(),
                 Object::Device(dev) => DEVICES
                     .iter()
                     .find(|x| x.1 == *dev)
@@ -1330,7 +1381,7 @@ impl<B: Backend> Files<B> {
         let op = if og.is_empty() && flags & AT_EMPTY_PATH != 0 {
             match &self.table.get(ofd)?.borrow().object {
                 Object::File { path, .. } | Object::Path { path, .. } => path.clone(),
-                Object::Device(_) | Object::Pipe { .. } => return Err(EXDEV),
+                Object::Device(_) | Object::Pipe { .. } | Object::Socket(_) => return Err(EXDEV),
             }
         } else {
             self.path_at(ofd, &og)?
@@ -1372,7 +1423,7 @@ impl<B: Backend> Files<B> {
     fn fallback_path(&mut self, d: &Shared) -> Result<Vec<u8>, Errno> {
         match &d.borrow().object {
             Object::File { path, .. } | Object::Path { path, .. } => Ok(path.clone()),
-            Object::Device(_) | Object::Pipe { .. } => Err(EPERM),
+            Object::Device(_) | Object::Pipe { .. } | Object::Socket(_) => Err(EPERM),
         }
     }
 
@@ -1827,13 +1878,16 @@ impl<B: Backend> Files<B> {
         if Self::pipe_of(d).is_some() {
             return self.pipe_write_bytes(d, data);
         }
+        if let Some(s) = Self::sock_of(d) {
+            return self.sock_send_bytes(d, &s, data, 0);
+        }
         let (handle, dev, off) = {
             let d = d.borrow();
             match d.object {
                 Object::File { handle, .. } => (Some(handle), None, d.offset),
                 Object::Device(dev) => (None, Some(dev), 0),
                 Object::Path { .. } => return Err(EBADF),
-                Object::Pipe { .. } => return Err(EBADF),
+                Object::Pipe { .. } | Object::Socket(_) => return Err(EBADF),
             }
         };
         match (handle, dev) {

@@ -116,6 +116,9 @@ impl<B: Backend> Files<B> {
         let Ok(d) = self.table.get(fd) else {
             return POLLNVAL;
         };
+        if let Some(s) = Self::sock_of(&d) {
+            return self.sock_revents(&s) & (events | POLLERR | POLLHUP);
+        }
         let pipe = Self::pipe_of(&d);
         let console = matches!(d.borrow().object, Object::Device(Device::Console));
         let mask = if let Some(p) = pipe {
@@ -160,7 +163,12 @@ impl<B: Backend> Files<B> {
             let Ok(d) = self.table.get(fd) else {
                 continue;
             };
-            if let Some(p) = Self::pipe_of(&d) {
+            if let Some(s) = Self::sock_of(&d) {
+                if let Err(e) = self.backend.sock_watch(s.handle) {
+                    self.disarm(armed);
+                    return Err(e);
+                }
+            } else if let Some(p) = Self::pipe_of(&d) {
                 let (handle, end, ring) = (p.handle, p.end, p.ring);
                 if let Err(e) = self.backend.pipe_watch(handle) {
                     self.disarm(armed);

@@ -73,6 +73,8 @@ pub enum Object {
         /// Its ring, as the host mapped it (kept here: no lookup on a read or write).
         ring: sawmill_pipe_api::Ring,
     },
+    /// A socket (`socket.rs`): the host's handle and what Linux keeps beside it.
+    Socket(super::socket::Sock),
 }
 
 /// An open file description.

@@ -158,6 +158,7 @@ fn sawmill_boot(repo: &Repo, work: &Path, pristine: &Path) -> Result<Metric, Str
             show_log: false,
             timeout: TIMEOUT,
             icount: true,
+            net: Vec::new(),
         },
     );
     let out = String::from_utf8_lossy(&fs::read(&output).unwrap_or_default()).into_owned();

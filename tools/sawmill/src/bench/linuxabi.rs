@@ -98,6 +98,7 @@ pub fn run(
             show_log: false,
             timeout: TIMEOUT,
             icount: true,
+            net: Vec::new(),
         },
     );
     let out = String::from_utf8_lossy(&fs::read(&output).unwrap_or_default()).into_owned();

@@ -954,6 +954,7 @@ fn run_case(repo: &Repo, w: &Work, c: &Case, host_only: bool) -> (bool, Vec<Stri
             GUEST_TIMEOUT
         },
         icount: false,
+        net: Vec::new(),
     };
     let booted = super::boot(repo, &b);
     {

@@ -165,6 +165,8 @@ pub struct Boot {
     pub timeout: Duration,
     /// QEMU `-icount shift=0` (guest `rdtsc` counts instructions: the benchmarks).
     pub icount: bool,
+    /// QEMU arguments of a network device (`qemu::net_args`); empty: no network.
+    pub net: Vec<String>,
 }
 
 /// The result of a boot: the ending, or why there is none (with the log for the report).
@@ -233,6 +235,7 @@ pub fn boot_driven(repo: &Repo, b: &Boot, driver: &mut dyn FnMut() -> Option<Str
     };
     let mut extra = scenario::disk::qemu_args(std::slice::from_ref(&b.disk));
     extra.extend(spec.qemu_args.iter().cloned());
+    extra.extend(b.net.iter().cloned());
     let com2 = match &b.terminal {
         Terminal::Here => qemu::Com2::Terminal,
         Terminal::Piped { input, output } => qemu::Com2::Piped {
@@ -404,6 +407,8 @@ pub struct RunOptions {
     pub no_build: bool,
     /// `-icount shift=0`: the program's `rdtsc` counts guest instructions (measuring by hand).
     pub icount: bool,
+    /// QEMU arguments of a network device (`--net`); empty: no network.
+    pub net: Vec<String>,
 }
 
 /// `./sawmill run linux`: returns the program's exit status (128 + signal if killed), or an
@@ -475,6 +480,7 @@ pub fn run(repo: &Repo, o: &RunOptions) -> Result<i32, String> {
             PROGRAM_TIMEOUT
         })),
         icount: o.icount,
+        net: o.net.clone(),
     };
     let r = boot(repo, &b);
     if piped {

@@ -283,6 +283,7 @@ fn on_guest(repo: &Repo, name: &str, steps: &[Step], dir: &Path) -> Result<(), S
         show_log: false,
         timeout: GUEST_TIMEOUT,
         icount: false,
+        net: Vec::new(),
     };
     let booted = super::boot_driven(repo, &b, &mut || {
         let mut buf = [0u8; 4096];

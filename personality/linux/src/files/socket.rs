@@ -1,0 +1,914 @@
+//! Sockets in the file layer (issue 15): `socket`, `bind`, `listen`, `accept`/`accept4`,
+//! `connect`, `sendto`/`recvfrom`/`sendmsg`/`recvmsg`, `shutdown`, `getsockname`,
+//! `getpeername`, `getsockopt`/`setsockopt`, and `read`/`write`/`readv`/`writev`/`sendfile`,
+//! `fstat`, `poll` on a socket descriptor, with Linux's structures, flags and errno values.
+//!
+//! AF_INET only (TCP and UDP); AF_UNIX and `socketpair` answer `EAFNOSUPPORT`. The network
+//! stack is reached through a [`SocketHost`] (the guest: the stack's `socket`/`sock`
+//! interfaces, `socket_guest.rs`), whose calls never block: one that cannot go on yet answers
+//! `EAGAIN`. Blocking is done here, in the shape of every wait of the process: try, make sure
+//! the process's wake notification is registered with the socket, try again, sleep on it
+//! (`PipeHost::wait_io`, which ends for a caught signal). The stack moves at most
+//! [`MAX_DATA`] bytes per call: a `write` of 64 KiB is many calls, and returns a short count
+//! only when non-blocking or interrupted after some progress, as Linux's does.
+//!
+//! What Linux keeps in the socket that the stack does not report is kept in the description
+//! ([`Sock`]): the address bound (the stack binds 127.0.0.1 as any address), a connection in
+//! progress, the options set (reported back by `getsockopt`), `shutdown` of either direction.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::abi::*;
+use super::backend::{Backend, Stat};
+use super::table::{Description, Object, Shared};
+use super::{Files, CHUNK, MAX_RW};
+use crate::errno::*;
+use crate::{Errno, SysResult, User};
+
+use alloc::rc::Rc;
+use core::cell::RefCell;
+
+/// The most bytes one stack call moves (`interfaces/socket.idl`'s `MAX_DATA`).
+pub const MAX_DATA: usize = 448;
+
+pub const AF_UNIX: u32 = 1;
+pub const AF_INET: u32 = 2;
+pub const AF_INET6: u32 = 10;
+pub const SOCK_STREAM: u32 = 1;
+pub const SOCK_DGRAM: u32 = 2;
+pub const SOCK_TYPE_MASK: u32 = 0xf;
+pub const SOCK_NONBLOCK: u32 = 0o4000;
+pub const SOCK_CLOEXEC: u32 = 0o2000000;
+pub const IPPROTO_TCP: u32 = 6;
+pub const IPPROTO_UDP: u32 = 17;
+pub const SOL_SOCKET: u32 = 1;
+pub const SO_REUSEADDR: u32 = 2;
+pub const SO_TYPE: u32 = 3;
+pub const SO_ERROR: u32 = 4;
+pub const SO_BROADCAST: u32 = 6;
+pub const SO_SNDBUF: u32 = 7;
+pub const SO_RCVBUF: u32 = 8;
+pub const SO_KEEPALIVE: u32 = 9;
+pub const SO_LINGER: u32 = 13;
+pub const SO_REUSEPORT: u32 = 15;
+pub const SO_RCVTIMEO: u32 = 20;
+pub const SO_SNDTIMEO: u32 = 21;
+pub const SO_ACCEPTCONN: u32 = 30;
+pub const SO_DOMAIN: u32 = 39;
+pub const SO_PROTOCOL: u32 = 38;
+pub const TCP_NODELAY: u32 = 1;
+pub const TCP_CORK: u32 = 3;
+pub const MSG_PEEK: u32 = 0x2;
+pub const MSG_DONTWAIT: u32 = 0x40;
+pub const MSG_WAITALL: u32 = 0x100;
+pub const MSG_NOSIGNAL: u32 = 0x4000;
+pub const SHUT_RD: u32 = 0;
+pub const SHUT_WR: u32 = 1;
+pub const SHUT_RDWR: u32 = 2;
+/// `S_IFSOCK`: a socket's type in `st_mode`.
+pub const S_IFSOCK: u32 = 0o140000;
+/// The buffer sizes `getsockopt` reports (the stack's TCP buffers).
+const BUFFER_BYTES: u32 = 16 * 1024;
+/// `struct sockaddr_in`'s size.
+const SOCKADDR_IN: usize = 16;
+
+/// Readiness bits of the stack (`interfaces/socket.idl`'s `Ready`).
+pub const READY_READABLE: u32 = 1;
+pub const READY_WRITABLE: u32 = 2;
+pub const READY_HANGUP: u32 = 4;
+pub const READY_ERROR: u32 = 8;
+
+/// What sockets need from the system. Every call answers at once: `EAGAIN` where Linux would
+/// wait. The defaults are a system without a network stack.
+pub trait SocketHost {
+    /// A new socket (TCP, or UDP if `udp`): its handle.
+    fn sock_create(&mut self, _udp: bool) -> Result<u64, Errno> {
+        Err(EAFNOSUPPORT)
+    }
+    /// Drops a socket (its last descriptor in this process closed).
+    fn sock_close(&mut self, _h: u64) {}
+    fn sock_bind(&mut self, _h: u64, _addr: u32, _port: u16) -> Result<(), Errno> {
+        Err(ENETDOWN)
+    }
+    fn sock_listen(&mut self, _h: u64, _backlog: u32) -> Result<(), Errno> {
+        Err(ENETDOWN)
+    }
+    /// A pending connection: (its handle, peer address, peer port).
+    fn sock_accept(&mut self, _h: u64) -> Result<(u64, u32, u16), Errno> {
+        Err(ENETDOWN)
+    }
+    /// Starts or asks after a connection: `EAGAIN` while it goes on, `Ok` once established.
+    fn sock_connect(&mut self, _h: u64, _addr: u32, _port: u16) -> Result<(), Errno> {
+        Err(ENETDOWN)
+    }
+    /// Up to [`MAX_DATA`] bytes queued: how many.
+    fn sock_send(&mut self, _h: u64, _data: &[u8]) -> Result<usize, Errno> {
+        Err(ENETDOWN)
+    }
+    /// Up to `buf.len()` (at most [`MAX_DATA`]) bytes; 0 at end of stream.
+    fn sock_recv(&mut self, _h: u64, _buf: &mut [u8]) -> Result<usize, Errno> {
+        Err(ENETDOWN)
+    }
+    /// UDP: one datagram to `addr:port`.
+    fn sock_send_to(&mut self, _h: u64, _addr: u32, _port: u16, _d: &[u8]) -> Result<usize, Errno> {
+        Err(ENETDOWN)
+    }
+    /// UDP: one datagram (cut to `buf`) and its source.
+    fn sock_recv_from(&mut self, _h: u64, _buf: &mut [u8]) -> Result<(usize, u32, u16), Errno> {
+        Err(ENETDOWN)
+    }
+    /// `READY_*` bits now.
+    fn sock_ready(&mut self, _h: u64) -> u32 {
+        READY_HANGUP | READY_ERROR
+    }
+    /// (local address, local port, peer address, peer port); 0 where there is none.
+    fn sock_name(&mut self, _h: u64) -> Result<(u32, u16, u32, u16), Errno> {
+        Err(ENETDOWN)
+    }
+    /// TCP: no more sending.
+    fn sock_shutdown(&mut self, _h: u64) -> Result<(), Errno> {
+        Err(ENETDOWN)
+    }
+    /// Makes sure a wait on `h` will be woken (registers the process's wake notification once).
+    fn sock_watch(&mut self, _h: u64) -> Result<(), Errno> {
+        Ok(())
+    }
+}
+
+/// A socket description's state.
+#[derive(Debug, Clone, Default)]
+pub struct Sock {
+    /// The host's handle.
+    pub handle: u64,
+    pub udp: bool,
+    /// The address given to `bind` (0 for any), once bound.
+    pub bound: Option<u32>,
+    pub listening: bool,
+    /// A non-blocking `connect` goes on (the result is for `SO_ERROR` or the next `connect`).
+    pub connecting: bool,
+    /// The error `SO_ERROR` reports next (0: none).
+    pub error: i32,
+    pub shut_rd: bool,
+    pub shut_wr: bool,
+    /// Options set, in the order of [`OPTIONS`], reported back by `getsockopt`.
+    pub opts: [i32; 4],
+}
+
+/// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
+const OPTIONS: [(u32, u32); 4] = [
+    (SOL_SOCKET, SO_REUSEADDR),
+    (SOL_SOCKET, SO_KEEPALIVE),
+    (IPPROTO_TCP, TCP_NODELAY),
+    (SOL_SOCKET, SO_BROADCAST),
+];
+
+/// What `sendmsg`/`recvmsg` use of a `struct msghdr`: the name's address and length, and the
+/// `iovec`s (base, length).
+type MsgHdr = (u64, u64, Vec<(u64, u64)>);
+
+/// `struct sockaddr_in` for `addr:port`.
+pub fn sockaddr_in(addr: u32, port: u16) -> [u8; SOCKADDR_IN] {
+    let mut b = [0u8; SOCKADDR_IN];
+    b[0..2].copy_from_slice(&(AF_INET as u16).to_le_bytes());
+    b[2..4].copy_from_slice(&port.to_be_bytes());
+    b[4..8].copy_from_slice(&addr.to_be_bytes());
+    b
+}
+
+/// The address and port of a program's `sockaddr` (`len` bytes at `at`). `EAFNOSUPPORT` for a
+/// family other than AF_INET, `EINVAL` for one too short.
+pub fn parse_sockaddr(raw: &[u8]) -> Result<(u32, u16), Errno> {
+    if raw.len() < 2 {
+        return Err(EINVAL);
+    }
+    let family = u16::from_le_bytes([raw[0], raw[1]]) as u32;
+    if family != AF_INET {
+        return Err(EAFNOSUPPORT);
+    }
+    if raw.len() < SOCKADDR_IN {
+        return Err(EINVAL);
+    }
+    let port = u16::from_be_bytes([raw[2], raw[3]]);
+    let addr = u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]);
+    Ok((addr, port))
+}
+
+/// Whether `addr` is on the loopback network (127/8).
+fn loopback(addr: u32) -> bool {
+    addr >> 24 == 127
+}
+
+fn read_sockaddr(u: &dyn User, at: u64, len: u64) -> Result<(u32, u16), Errno> {
+    if len > 128 {
+        return Err(EINVAL);
+    }
+    let mut raw = vec![0u8; len as usize];
+    u.read(at, &mut raw)?;
+    parse_sockaddr(&raw)
+}
+
+/// Writes `addr:port` to the program's `sockaddr` at `at` with its length at `len_at` (in: room,
+/// out: the full size), as `accept`, `getsockname` and `recvfrom` do; nothing if `at` is 0.
+fn write_sockaddr(u: &dyn User, at: u64, len_at: u64, addr: u32, port: u16) -> Result<(), Errno> {
+    if at == 0 || len_at == 0 {
+        return Ok(());
+    }
+    let mut l = [0u8; 4];
+    u.read(len_at, &mut l)?;
+    let room = i32::from_le_bytes(l);
+    if room < 0 {
+        return Err(EINVAL);
+    }
+    let sa = sockaddr_in(addr, port);
+    let n = (room as usize).min(SOCKADDR_IN);
+    u.write(at, &sa[..n])?;
+    u.write(len_at, &(SOCKADDR_IN as u32).to_le_bytes())
+}
+
+impl<B: Backend> Files<B> {
+    /// The socket state of a description, if it is a socket.
+    pub(super) fn sock_of(d: &Shared) -> Option<Sock> {
+        match &d.borrow().object {
+            Object::Socket(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    fn sock_fd(&mut self, fd: i32) -> Result<(Shared, Sock), Errno> {
+        let d = self.table.get(fd)?;
+        let s = Self::sock_of(&d).ok_or(ENOTSOCK)?;
+        Ok((d, s))
+    }
+
+    fn sock_update(d: &Shared, f: impl FnOnce(&mut Sock)) {
+        if let Object::Socket(s) = &mut d.borrow_mut().object {
+            f(s);
+        }
+    }
+
+    fn nonblocking(d: &Shared) -> bool {
+        d.borrow().flags & O_NONBLOCK != 0
+    }
+
+    /// Runs `op` until it does not answer `EAGAIN`, waiting for the socket in between (unless
+    /// `nonblock`). A caught signal ends the wait with `ERESTARTSYS`.
+    fn sock_block<T>(
+        &mut self,
+        h: u64,
+        nonblock: bool,
+        op: &mut dyn FnMut(&mut B) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let mut watched = false;
+        loop {
+            match op(&mut self.backend) {
+                Err(e) if e == EAGAIN && !nonblock => {}
+                r => return r,
+            }
+            if !watched {
+                // Registered before looking again: a change after this look wakes us.
+                self.backend.sock_watch(h)?;
+                watched = true;
+                continue;
+            }
+            if self.backend.signal_pending() {
+                return Err(crate::signal::ERESTARTSYS);
+            }
+            self.backend.wait_io(None)?;
+        }
+    }
+
+    // ---- the socket calls ----
+
+    pub(super) fn socket(&mut self, domain: u32, ty: u32, proto: u32) -> SysResult {
+        let kind = ty & SOCK_TYPE_MASK;
+        if ty & !(SOCK_TYPE_MASK | SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+            return Err(EINVAL);
+        }
+        match domain {
+            AF_INET => {}
+            AF_UNIX | AF_INET6 => return Err(EAFNOSUPPORT),
+            _ => return Err(EAFNOSUPPORT),
+        }
+        let udp = match (kind, proto) {
+            (SOCK_STREAM, 0 | IPPROTO_TCP) => false,
+            (SOCK_DGRAM, 0 | IPPROTO_UDP) => true,
+            (SOCK_STREAM | SOCK_DGRAM, _) => return Err(EPROTONOSUPPORT),
+            _ => return Err(ESOCKTNOSUPPORT),
+        };
+        let handle = self.backend.sock_create(udp)?;
+        self.sock_install(handle, udp, ty & SOCK_NONBLOCK != 0, ty & SOCK_CLOEXEC != 0)
+    }
+
+    /// A descriptor for the new socket `handle` (closed again if none is free).
+    fn sock_install(&mut self, handle: u64, udp: bool, nonblock: bool, cloexec: bool) -> SysResult {
+        let d = Rc::new(RefCell::new(Description {
+            object: Object::Socket(Sock {
+                handle,
+                udp,
+                ..Sock::default()
+            }),
+            offset: 0,
+            flags: O_RDWR | if nonblock { O_NONBLOCK } else { 0 },
+        }));
+        match self.table.insert(0, d, cloexec) {
+            Ok(fd) => Ok(fd as u64),
+            Err(e) => {
+                self.backend.sock_close(handle);
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn socketpair(&mut self, domain: u32) -> SysResult {
+        Err(if domain == AF_INET {
+            EOPNOTSUPP
+        } else {
+            EAFNOSUPPORT
+        })
+    }
+
+    pub(super) fn bind(&mut self, fd: i32, at: u64, len: u64, u: &dyn User) -> SysResult {
+        let (d, s) = self.sock_fd(fd)?;
+        let (addr, port) = read_sockaddr(u, at, len)?;
+        if s.bound.is_some() || s.listening {
+            return Err(EINVAL);
+        }
+        // The stack knows its loopback addresses as any address.
+        let to_stack = if loopback(addr) { 0 } else { addr };
+        match self.backend.sock_bind(s.handle, to_stack, port) {
+            Ok(()) => {}
+            Err(e) if e == EINVAL => return Err(EADDRNOTAVAIL),
+            Err(e) => return Err(e),
+        }
+        Self::sock_update(&d, |s| s.bound = Some(addr));
+        Ok(0)
+    }
+
+    pub(super) fn listen(&mut self, fd: i32, backlog: i32) -> SysResult {
+        let (d, s) = self.sock_fd(fd)?;
+        if s.udp {
+            return Err(EOPNOTSUPP);
+        }
+        if s.listening {
+            return Ok(0);
+        }
+        let backlog = backlog.clamp(1, 4096) as u32;
+        self.backend.sock_listen(s.handle, backlog)?;
+        Self::sock_update(&d, |s| {
+            s.listening = true;
+            s.bound.get_or_insert(0);
+        });
+        Ok(0)
+    }
+
+    pub(super) fn accept4(
+        &mut self,
+        fd: i32,
+        at: u64,
+        len_at: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> SysResult {
+        if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+            return Err(EINVAL);
+        }
+        let (d, s) = self.sock_fd(fd)?;
+        if s.udp {
+            return Err(EOPNOTSUPP);
+        }
+        if !s.listening {
+            return Err(EINVAL);
+        }
+        let nonblock = Self::nonblocking(&d);
+        let (h, addr, port) =
+            self.sock_block(s.handle, nonblock, &mut |b| b.sock_accept(s.handle))?;
+        let fd = self.sock_install(
+            h,
+            false,
+            flags & SOCK_NONBLOCK != 0,
+            flags & SOCK_CLOEXEC != 0,
+        )?;
+        if let Ok(nd) = self.table.get(fd as i32) {
+            // An accepted connection is bound to the listener's address.
+            Self::sock_update(&nd, |n| n.bound = s.bound);
+        }
+        if let Err(e) = write_sockaddr(u, at, len_at, addr, port) {
+            let _ = self.close(fd as i32);
+            return Err(e);
+        }
+        Ok(fd)
+    }
+
+    pub(super) fn connect(&mut self, fd: i32, at: u64, len: u64, u: &dyn User) -> SysResult {
+        let (d, s) = self.sock_fd(fd)?;
+        let (addr, port) = read_sockaddr(u, at, len)?;
+        if s.listening {
+            return Err(EINVAL);
+        }
+        if s.udp {
+            self.backend.sock_connect(s.handle, addr, port)?;
+            return Ok(0);
+        }
+        let nonblock = Self::nonblocking(&d);
+        let first = self.backend.sock_connect(s.handle, addr, port);
+        let r = match first {
+            Err(e) if e == EAGAIN && nonblock => {
+                let was = s.connecting;
+                Self::sock_update(&d, |s| s.connecting = true);
+                return Err(if was { EALREADY } else { EINPROGRESS });
+            }
+            Err(e) if e == EAGAIN => {
+                Self::sock_update(&d, |s| s.connecting = true);
+                self.sock_block(s.handle, false, &mut |b| {
+                    b.sock_connect(s.handle, addr, port)
+                })
+            }
+            // Asked again after a non-blocking connect that succeeded.
+            Err(e) if e == EINVAL && s.connecting => Ok(()),
+            Err(e) if e == EINVAL => Err(EISCONN),
+            r => r,
+        };
+        Self::sock_update(&d, |s| s.connecting = false);
+        r.map(|_| 0)
+    }
+
+    pub(super) fn shutdown(&mut self, fd: i32, how: u32) -> SysResult {
+        let (d, s) = self.sock_fd(fd)?;
+        if how > SHUT_RDWR {
+            return Err(EINVAL);
+        }
+        if s.udp {
+            return Err(ENOTCONN);
+        }
+        if how != SHUT_RD && !s.shut_wr {
+            match self.backend.sock_shutdown(s.handle) {
+                Ok(()) => {}
+                Err(e) if e == EINVAL => return Err(ENOTCONN),
+                Err(e) => return Err(e),
+            }
+        }
+        Self::sock_update(&d, |s| {
+            s.shut_wr |= how != SHUT_RD;
+            s.shut_rd |= how != SHUT_WR;
+        });
+        Ok(0)
+    }
+
+    pub(super) fn sockname(
+        &mut self,
+        fd: i32,
+        at: u64,
+        len_at: u64,
+        peer: bool,
+        u: &dyn User,
+    ) -> SysResult {
+        let (_, s) = self.sock_fd(fd)?;
+        let (mut addr, port, peer_addr, peer_port) = self.backend.sock_name(s.handle)?;
+        if peer {
+            if peer_port == 0 || (s.connecting && !s.udp) {
+                return Err(ENOTCONN);
+            }
+            write_sockaddr(u, at, len_at, peer_addr, peer_port)?;
+            return Ok(0);
+        }
+        // The stack reports what it binds; the program asked for what it gave (127.0.0.1, or
+        // any address on a socket only bound).
+        if let Some(b) = s.bound {
+            if addr == 0 || loopback(b) || b == 0 && peer_port == 0 {
+                addr = b;
+            }
+        }
+        if loopback(peer_addr) && addr == 0 {
+            addr = peer_addr;
+        }
+        write_sockaddr(u, at, len_at, addr, port)?;
+        Ok(0)
+    }
+
+    pub(super) fn setsockopt(
+        &mut self,
+        fd: i32,
+        level: u32,
+        name: u32,
+        val: u64,
+        len: u64,
+        u: &dyn User,
+    ) -> SysResult {
+        let (d, _) = self.sock_fd(fd)?;
+        if let Some(i) = OPTIONS.iter().position(|&o| o == (level, name)) {
+            if len < 4 {
+                return Err(EINVAL);
+            }
+            let mut v = [0u8; 4];
+            u.read(val, &mut v)?;
+            let on = (i32::from_le_bytes(v) != 0) as i32;
+            Self::sock_update(&d, |s| s.opts[i] = on);
+            return Ok(0);
+        }
+        match (level, name) {
+            // Accepted and ignored: the stack's buffers, timeouts and lingering are its own.
+            (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_LINGER | SO_REUSEPORT)
+            | (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO)
+            | (IPPROTO_TCP, TCP_CORK) => Ok(0),
+            (SOL_SOCKET | IPPROTO_TCP, _) => Err(ENOPROTOOPT),
+            _ => Err(ENOPROTOOPT),
+        }
+    }
+
+    pub(super) fn getsockopt(
+        &mut self,
+        fd: i32,
+        level: u32,
+        name: u32,
+        val: u64,
+        len_at: u64,
+        u: &dyn User,
+    ) -> SysResult {
+        let (d, s) = self.sock_fd(fd)?;
+        let mut l = [0u8; 4];
+        u.read(len_at, &mut l)?;
+        let room = i32::from_le_bytes(l);
+        if room < 0 {
+            return Err(EINVAL);
+        }
+        let v: i32 = if let Some(i) = OPTIONS.iter().position(|&o| o == (level, name)) {
+            s.opts[i]
+        } else {
+            match (level, name) {
+                (SOL_SOCKET, SO_TYPE) => {
+                    if s.udp {
+                        SOCK_DGRAM as i32
+                    } else {
+                        SOCK_STREAM as i32
+                    }
+                }
+                (SOL_SOCKET, SO_DOMAIN) => AF_INET as i32,
+                (SOL_SOCKET, SO_PROTOCOL) => {
+                    if s.udp {
+                        IPPROTO_UDP as i32
+                    } else {
+                        IPPROTO_TCP as i32
+                    }
+                }
+                (SOL_SOCKET, SO_ACCEPTCONN) => s.listening as i32,
+                (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF) => BUFFER_BYTES as i32,
+                (SOL_SOCKET, SO_ERROR) => self.sock_error(&d, &s),
+                _ => return Err(ENOPROTOOPT),
+            }
+        };
+        let n = (room as usize).min(4);
+        u.write(val, &v.to_le_bytes()[..n])?;
+        u.write(len_at, &(n as u32).to_le_bytes())?;
+        Ok(0)
+    }
+
+    /// `SO_ERROR`: the pending error, taken; a connection in progress is asked after.
+    fn sock_error(&mut self, d: &Shared, s: &Sock) -> i32 {
+        let mut err = s.error;
+        if s.connecting && err == 0 {
+            match self.backend.sock_connect(s.handle, 0, 0) {
+                Err(e) if e == EAGAIN => return 0,
+                Ok(()) => {}
+                Err(e) => err = e.0 as i32,
+            }
+            Self::sock_update(d, |s| s.connecting = false);
+        }
+        Self::sock_update(d, |s| s.error = 0);
+        err
+    }
+
+    // ---- data ----
+
+    /// Sends `len` bytes of the program's at `buf` (to `to`, for UDP `sendto`).
+    pub(super) fn sock_send_user(
+        &mut self,
+        d: &Shared,
+        buf: u64,
+        len: u64,
+        to: Option<(u32, u16)>,
+        flags: u32,
+        u: &dyn User,
+    ) -> SysResult {
+        let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        let len = len.min(MAX_RW);
+        if s.udp {
+            if len as usize > MAX_DATA {
+                return Err(EMSGSIZE);
+            }
+            let mut data = vec![0u8; len as usize];
+            u.read(buf, &mut data)?;
+            return self.sock_send_datagram(d, &s, &data, to, flags);
+        }
+        let mut done = 0u64;
+        while done < len {
+            let want = ((len - done) as usize).min(CHUNK);
+            let mut data = vec![0u8; want];
+            if let Err(e) = u.read(buf + done, &mut data) {
+                return if done == 0 { Err(e) } else { Ok(done) };
+            }
+            match self.sock_send_bytes(d, &s, &data, flags) {
+                Ok(n) => {
+                    done += n as u64;
+                    if n < want {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
+    }
+
+    /// One UDP datagram.
+    fn sock_send_datagram(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        data: &[u8],
+        to: Option<(u32, u16)>,
+        flags: u32,
+    ) -> SysResult {
+        if data.len() > MAX_DATA {
+            return Err(EMSGSIZE);
+        }
+        let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
+        let h = s.handle;
+        let r = self.sock_block(h, nonblock, &mut |b| match to {
+            Some((a, p)) => b.sock_send_to(h, a, p, data),
+            None => b.sock_send(h, data),
+        });
+        match r {
+            Err(e) if e == ENOTCONN => Err(EDESTADDRREQ),
+            r => r.map(|n| n as u64),
+        }
+    }
+
+    /// Library bytes into a TCP socket: all of them unless non-blocking (then what fits) or a
+    /// signal came after some went. `EPIPE` (and `SIGPIPE` unless `MSG_NOSIGNAL`) once the
+    /// sending side is shut.
+    pub(super) fn sock_send_bytes(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        data: &[u8],
+        flags: u32,
+    ) -> Result<usize, Errno> {
+        if s.udp {
+            return self
+                .sock_send_datagram(d, s, data, None, flags)
+                .map(|n| n as usize);
+        }
+        let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
+        if s.shut_wr {
+            return Err(self.epipe(flags));
+        }
+        let h = s.handle;
+        let mut done = 0usize;
+        while done < data.len() {
+            let piece = &data[done..(done + MAX_DATA).min(data.len())];
+            let r = self.sock_block(h, nonblock, &mut |b| b.sock_send(h, piece));
+            match r {
+                Ok(n) => done += n,
+                // Non-blocking and full, interrupted, or the connection went: what went so far.
+                Err(_) if done > 0 => break,
+                Err(e) if e == ENOTCONN => {
+                    return Err(if s.connecting {
+                        EAGAIN
+                    } else {
+                        self.epipe(flags)
+                    })
+                }
+                Err(e) if e == ECONNREFUSED && !s.connecting => return Err(self.epipe(flags)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    fn epipe(&mut self, flags: u32) -> Errno {
+        if flags & MSG_NOSIGNAL == 0 {
+            self.backend.sigpipe();
+        }
+        EPIPE
+    }
+
+    /// Receives into the program's `buf` (up to `len`); the source for UDP.
+    pub(super) fn sock_recv_user(
+        &mut self,
+        d: &Shared,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        if flags & MSG_PEEK != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
+        let len = len.min(MAX_RW) as usize;
+        let h = s.handle;
+        if s.udp {
+            let mut tmp = [0u8; MAX_DATA];
+            let want = len.min(MAX_DATA);
+            let (n, a, p) =
+                self.sock_block(h, nonblock, &mut |b| b.sock_recv_from(h, &mut tmp[..want]))?;
+            u.write(buf, &tmp[..n])?;
+            return Ok((n as u64, Some((a, p))));
+        }
+        if s.shut_rd || len == 0 {
+            return Ok((0, None));
+        }
+        let mut out: Vec<u8> = Vec::new();
+        let mut tmp = [0u8; MAX_DATA];
+        let waitall = flags & MSG_WAITALL != 0;
+        while out.len() < len {
+            let want = (len - out.len()).min(MAX_DATA);
+            // Only the first piece waits (all of them with MSG_WAITALL).
+            let nb = nonblock || (!out.is_empty() && !waitall);
+            let r = self.sock_block(h, nb, &mut |b| b.sock_recv(h, &mut tmp[..want]));
+            match r {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&tmp[..n]);
+                    if n < want && !waitall {
+                        break;
+                    }
+                }
+                Err(_) if !out.is_empty() => break,
+                // A refused connection reads as its end, as on Linux after the error was taken.
+                Err(e) if e == ECONNREFUSED && !s.connecting => return Ok((0, None)),
+                Err(e) => return Err(e),
+            }
+            if out.len() >= CHUNK {
+                break;
+            }
+        }
+        u.write(buf, &out)?;
+        Ok((out.len() as u64, None))
+    }
+
+    /// `sendto(fd, buf, len, flags, dest, dest_len)` (`a`: the call's arguments).
+    pub(super) fn sendto(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
+        let (fd, buf, len, flags, to, to_len) = (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
+        let (d, s) = self.sock_fd(fd)?;
+        let dest = if to != 0 && s.udp {
+            Some(read_sockaddr(u, to, to_len)?)
+        } else {
+            None
+        };
+        self.sock_send_user(&d, buf, len, dest, flags, u)
+    }
+
+    /// `recvfrom(fd, buf, len, flags, src, src_len)` (`a`: the call's arguments).
+    pub(super) fn recvfrom(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
+        let (fd, buf, len, flags, from, from_len) =
+            (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
+        let (d, _) = self.sock_fd(fd)?;
+        let (n, src) = self.sock_recv_user(&d, buf, len, flags, u)?;
+        match src {
+            Some((a, p)) => write_sockaddr(u, from, from_len, a, p)?,
+            None if from != 0 && from_len != 0 => u.write(from_len, &0u32.to_le_bytes())?,
+            None => {}
+        }
+        Ok(n)
+    }
+
+    /// `struct msghdr`'s fields: (name, namelen, iovecs).
+    fn read_msghdr(u: &dyn User, msg: u64) -> Result<MsgHdr, Errno> {
+        let mut raw = [0u8; 56];
+        u.read(msg, &mut raw)?;
+        let w = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().unwrap());
+        let (name, namelen, iov, iovlen) = (w(0), w(8) & 0xffff_ffff, w(16), w(24));
+        if iovlen > 1024 {
+            return Err(EMSGSIZE);
+        }
+        let mut v = vec![0u8; iovlen as usize * 16];
+        u.read(iov, &mut v)?;
+        let vecs = v
+            .chunks(16)
+            .map(|c| {
+                (
+                    u64::from_le_bytes(c[..8].try_into().unwrap()),
+                    u64::from_le_bytes(c[8..].try_into().unwrap()),
+                )
+            })
+            .collect();
+        Ok((name, namelen, vecs))
+    }
+
+    pub(super) fn sendmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
+        let (d, s) = self.sock_fd(fd)?;
+        let (name, namelen, vecs) = Self::read_msghdr(u, msg)?;
+        let dest = if name != 0 && s.udp {
+            Some(read_sockaddr(u, name, namelen)?)
+        } else {
+            None
+        };
+        if s.udp {
+            // One datagram of every piece.
+            let mut data = Vec::new();
+            for (b, l) in vecs {
+                if data.len() as u64 + l > MAX_DATA as u64 {
+                    return Err(EMSGSIZE);
+                }
+                let at = data.len();
+                data.resize(at + l as usize, 0);
+                u.read(b, &mut data[at..])?;
+            }
+            return self.sock_send_datagram(&d, &s, &data, dest, flags);
+        }
+        let mut done = 0u64;
+        for (b, l) in vecs {
+            if l == 0 {
+                continue;
+            }
+            match self.sock_send_user(&d, b, l, None, flags, u) {
+                Ok(n) => {
+                    done += n;
+                    if n < l {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
+    }
+
+    pub(super) fn recvmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
+        let (d, _) = self.sock_fd(fd)?;
+        let (name, _, vecs) = Self::read_msghdr(u, msg)?;
+        let mut done = 0u64;
+        let mut source = None;
+        let mut first = true;
+        for (b, l) in vecs {
+            if l == 0 {
+                continue;
+            }
+            // Pieces after the first do not wait.
+            let f = if first { flags } else { flags | MSG_DONTWAIT };
+            first = false;
+            match self.sock_recv_user(&d, b, l, f, u) {
+                Ok((n, src)) => {
+                    done += n;
+                    source = source.or(src);
+                    if n < l || src.is_some() {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        // msg_namelen, msg_controllen, msg_flags.
+        match source {
+            Some((a, p)) if name != 0 => {
+                u.write(name, &sockaddr_in(a, p))?;
+                u.write(msg + 8, &(SOCKADDR_IN as u32).to_le_bytes())?;
+            }
+            _ => u.write(msg + 8, &0u32.to_le_bytes())?,
+        }
+        u.write(msg + 40, &0u64.to_le_bytes())?;
+        u.write(msg + 48, &0u32.to_le_bytes())?;
+        Ok(done)
+    }
+
+    /// `poll` events of a socket (`POLL*` bits).
+    pub(super) fn sock_revents(&mut self, s: &Sock) -> u16 {
+        use super::poll::*;
+        let r = self.backend.sock_ready(s.handle);
+        let mut m = 0;
+        if r & READY_READABLE != 0 || s.shut_rd {
+            m |= POLLIN | POLLRDNORM;
+        }
+        if r & READY_WRITABLE != 0 && !s.listening {
+            m |= POLLOUT | POLLWRNORM;
+        }
+        if r & READY_HANGUP != 0 && !s.listening {
+            m |= POLLHUP | POLLIN | POLLRDNORM;
+        }
+        if r & READY_ERROR != 0 {
+            m |= POLLERR;
+        }
+        if s.udp && r & READY_ERROR == 0 {
+            // A datagram socket can always send (the stack queues or drops).
+            m |= POLLOUT | POLLWRNORM;
+        }
+        m
+    }
+
+    pub(super) fn sock_stat(&self, s: &Sock) -> Stat {
+        Stat {
+            dev: super::backend::makedev(0, 8),
+            ino: s.handle,
+            mode: S_IFSOCK | 0o777,
+            nlink: 1,
+            blocks: Some(0),
+            ..Stat::default()
+        }
+    }
+}

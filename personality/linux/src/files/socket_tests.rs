@@ -1,0 +1,223 @@
+//! Host tests of sockets in the file layer over a fake stack: addresses as Linux lays them out,
+//! a `write` larger than one stack call moved in calls of at most `MAX_DATA` bytes (all of it,
+//! or a short count when non-blocking and the stack is full), `EPIPE` with `SIGPIPE` after
+//! `shutdown(SHUT_WR)` (none with `MSG_NOSIGNAL`), the errors without a stack, `fstat` and
+//! `SO_TYPE`. The loopback behaviour against Linux itself is tests/linux/socket.c.
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use super::mock::Mock;
+use super::socket::*;
+use super::Files;
+use crate::errno::*;
+use crate::{nr, Errno, SysResult, User};
+
+/// The stack's side: one kind of socket that takes what it has room for.
+#[derive(Default)]
+pub struct FakeNet {
+    /// Whether there is a stack at all.
+    pub up: bool,
+    next: u64,
+    /// Bytes the stack still takes before it answers `EAGAIN`.
+    pub room: usize,
+    /// The length of every send call, and everything sent.
+    pub sends: Vec<usize>,
+    pub sent: Vec<u8>,
+    pub closed: Vec<u64>,
+}
+
+impl SocketHost for Mock {
+    fn sock_create(&mut self, _udp: bool) -> Result<u64, Errno> {
+        if !self.net.up {
+            return Err(EAFNOSUPPORT);
+        }
+        self.net.next += 1;
+        Ok(self.net.next)
+    }
+    fn sock_close(&mut self, h: u64) {
+        self.net.closed.push(h);
+    }
+    fn sock_connect(&mut self, _h: u64, _addr: u32, _port: u16) -> Result<(), Errno> {
+        Ok(())
+    }
+    fn sock_send(&mut self, _h: u64, data: &[u8]) -> Result<usize, Errno> {
+        assert!(
+            data.len() <= MAX_DATA,
+            "a send of more than the stack takes per call"
+        );
+        let n = data.len().min(self.net.room);
+        if n == 0 {
+            return Err(EAGAIN);
+        }
+        self.net.room -= n;
+        self.net.sends.push(n);
+        self.net.sent.extend_from_slice(&data[..n]);
+        Ok(n)
+    }
+    fn sock_shutdown(&mut self, _h: u64) -> Result<(), Errno> {
+        Ok(())
+    }
+}
+
+struct Mem(RefCell<Vec<u8>>);
+const BASE: u64 = 0x10_0000;
+const BUF: u64 = BASE + 0x1000;
+const ADDR: u64 = BASE;
+
+impl User for Mem {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let o = addr.checked_sub(BASE).ok_or(EFAULT)? as usize;
+        buf.copy_from_slice(self.0.borrow().get(o..o + buf.len()).ok_or(EFAULT)?);
+        Ok(())
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        let o = addr.checked_sub(BASE).ok_or(EFAULT)? as usize;
+        self.0
+            .borrow_mut()
+            .get_mut(o..o + data.len())
+            .ok_or(EFAULT)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+    fn cstr(&self, _addr: u64, _max: usize) -> Result<Vec<u8>, Errno> {
+        Err(EFAULT)
+    }
+}
+
+struct P {
+    f: Files<Mock>,
+    m: Mem,
+}
+
+impl P {
+    fn new(up: bool) -> P {
+        let mut f = Files::new(Mock::new(), b"/bin/prog");
+        f.backend.net.up = up;
+        P {
+            f,
+            m: Mem(RefCell::new(vec![0; 1 << 20])),
+        }
+    }
+    fn call(&mut self, n: u64, a: &[u64]) -> SysResult {
+        let mut args = [0u64; 6];
+        args[..a.len()].copy_from_slice(a);
+        self.f.dispatch(n, args, &self.m).expect("a file call")
+    }
+    /// A connected TCP socket.
+    fn connected(&mut self, flags: u32) -> u64 {
+        let fd = self
+            .call(
+                nr::SOCKET,
+                &[AF_INET as u64, (SOCK_STREAM | flags) as u64, 0],
+            )
+            .unwrap();
+        self.m.write(ADDR, &sockaddr_in(0x7f00_0001, 80)).unwrap();
+        assert_eq!(self.call(nr::CONNECT, &[fd, ADDR, 16]), Ok(0));
+        fd
+    }
+}
+
+#[test]
+fn sockaddr_in_is_linux_layout() {
+    let b = sockaddr_in(0x7f00_0001, 8080);
+    assert_eq!(&b[..8], &[2, 0, 0x1f, 0x90, 127, 0, 0, 1]);
+    assert_eq!(&b[8..], &[0; 8]);
+    assert_eq!(parse_sockaddr(&b), Ok((0x7f00_0001, 8080)));
+    assert_eq!(parse_sockaddr(&b[..8]), Err(EINVAL));
+    assert_eq!(parse_sockaddr(&[1, 0, 0, 0]), Err(EAFNOSUPPORT));
+    assert_eq!(parse_sockaddr(&[]), Err(EINVAL));
+}
+
+#[test]
+fn a_large_write_goes_in_stack_sized_calls() {
+    let mut p = P::new(true);
+    let fd = p.connected(0);
+    p.f.backend.net.room = usize::MAX;
+    let data: Vec<u8> = (0..65536u32).map(|i| (i * 7) as u8).collect();
+    p.m.write(BUF, &data).unwrap();
+    assert_eq!(p.call(nr::WRITE, &[fd, BUF, data.len() as u64]), Ok(65536));
+    assert!(p.f.backend.net.sends.iter().all(|&n| n <= MAX_DATA));
+    assert_eq!(p.f.backend.net.sent, data);
+}
+
+#[test]
+fn a_nonblocking_write_returns_what_fit() {
+    let mut p = P::new(true);
+    let fd = p.connected(SOCK_NONBLOCK);
+    p.f.backend.net.room = 1000;
+    assert_eq!(p.call(nr::WRITE, &[fd, BUF, 4096]), Ok(1000));
+    assert_eq!(p.call(nr::WRITE, &[fd, BUF, 4096]), Err(EAGAIN));
+    // MSG_DONTWAIT on a blocking socket does the same.
+    let fd2 = p.connected(0);
+    assert_eq!(
+        p.call(nr::SENDTO, &[fd2, BUF, 10, MSG_DONTWAIT as u64, 0, 0]),
+        Err(EAGAIN)
+    );
+}
+
+#[test]
+fn a_write_after_shutdown_is_epipe_with_sigpipe() {
+    let mut p = P::new(true);
+    let fd = p.connected(0);
+    p.f.backend.net.room = usize::MAX;
+    assert_eq!(p.call(nr::SHUTDOWN, &[fd, SHUT_WR as u64]), Ok(0));
+    assert_eq!(p.call(nr::WRITE, &[fd, BUF, 1]), Err(EPIPE));
+    assert_eq!(p.f.backend.pipes.sigpipes, 1);
+    assert_eq!(
+        p.call(nr::SENDTO, &[fd, BUF, 1, MSG_NOSIGNAL as u64, 0, 0]),
+        Err(EPIPE)
+    );
+    assert_eq!(p.f.backend.pipes.sigpipes, 1);
+    assert_eq!(p.call(nr::SHUTDOWN, &[fd, 7]), Err(EINVAL));
+}
+
+#[test]
+fn without_a_stack_and_on_non_sockets() {
+    let mut p = P::new(false);
+    assert_eq!(
+        p.call(nr::SOCKET, &[AF_INET as u64, SOCK_STREAM as u64, 0]),
+        Err(EAFNOSUPPORT)
+    );
+    assert_eq!(
+        p.call(nr::SOCKET, &[AF_UNIX as u64, SOCK_STREAM as u64, 0]),
+        Err(EAFNOSUPPORT)
+    );
+    assert_eq!(
+        p.call(nr::SOCKET, &[AF_INET as u64, 9, 0]),
+        Err(ESOCKTNOSUPPORT)
+    );
+    assert_eq!(p.call(nr::LISTEN, &[1, 5]), Err(ENOTSOCK));
+    assert_eq!(p.call(nr::LISTEN, &[77, 5]), Err(EBADF));
+    assert_eq!(
+        p.call(nr::SOCKETPAIR, &[AF_UNIX as u64, 1, 0, ADDR]),
+        Err(EAFNOSUPPORT)
+    );
+}
+
+#[test]
+fn fstat_type_and_close() {
+    let mut p = P::new(true);
+    let fd = p
+        .call(nr::SOCKET, &[AF_INET as u64, SOCK_DGRAM as u64, 0])
+        .unwrap();
+    assert_eq!(p.call(nr::FSTAT, &[fd, BUF]), Ok(0));
+    let mut mode = [0u8; 4];
+    p.m.read(BUF + 24, &mut mode).unwrap();
+    assert_eq!(u32::from_le_bytes(mode) & 0o170000, S_IFSOCK);
+    p.m.write(ADDR, &4u32.to_le_bytes()).unwrap();
+    assert_eq!(
+        p.call(
+            nr::GETSOCKOPT,
+            &[fd, SOL_SOCKET as u64, SO_TYPE as u64, BUF, ADDR]
+        ),
+        Ok(0)
+    );
+    let mut v = [0u8; 4];
+    p.m.read(BUF, &mut v).unwrap();
+    assert_eq!(u32::from_le_bytes(v), SOCK_DGRAM);
+    assert_eq!(p.call(nr::LSEEK, &[fd, 0, 0]), Err(ESPIPE));
+    assert_eq!(p.call(nr::CLOSE, &[fd]), Ok(0));
+    assert_eq!(p.f.backend.net.closed, vec![1]);
+}

@@ -1,0 +1,201 @@
+//! The guest side of sockets: [`SocketHost`] for the process's backend over the network stack
+//! (`interfaces/socket.idl`: `socket.create` on the stack's endpoint, which proc hands every
+//! Linux process as `socket`, then `sock` calls on the socket capability the stack minted).
+//!
+//! A socket's handle is the capability slot it lives in; closing drops the capability (the
+//! stack closes the socket once every copy, in every process, is gone). A fork child adopts the
+//! copies the handoff gave it, unregistered. No call blocks: `WouldBlock` is `EAGAIN`, and the
+//! file layer waits on the process's wake notification (`WAKE_IO`) after [`sock_watch`]
+//! registered it with the socket.
+//!
+//! It touches the `socket` capability, `proc:wake`, and the socket capabilities it holds.
+//!
+//! [`sock_watch`]: SocketHost::sock_watch
+
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+
+use sawmill_interfaces::rpc::Error;
+use sawmill_interfaces::{sock, socket, SockError, SockKind};
+use sawmill_linux::errno::*;
+use sawmill_linux::files::socket::SocketHost;
+use sawmill_linux::Errno;
+use sawmill_proc_api::{WAKE_CAP, WAKE_IO};
+use sawmill_rt::{env, sys, thread};
+
+use crate::files_guest::Guest;
+
+/// The name of the stack's endpoint in a Linux process's environment (proc hands it on).
+pub const STACK_CAP: &str = "socket";
+
+/// The process's socket state.
+pub struct Sockets {
+    stack: Option<socket::Client>,
+    wake: Option<u64>,
+    /// Sockets this process registered its wake notification with.
+    watched: BTreeSet<u64>,
+    free_slots: Vec<u64>,
+}
+
+impl Sockets {
+    pub fn new() -> Sockets {
+        Sockets {
+            stack: env::cap(STACK_CAP).map(socket::Client::new),
+            wake: env::cap(WAKE_CAP),
+            watched: BTreeSet::new(),
+            free_slots: Vec::new(),
+        }
+    }
+
+    fn slot(&mut self) -> u64 {
+        self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+}
+
+impl Default for Sockets {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Linux's errno for a stack call's failure. A stack that is not there (or went) is a network
+/// that is down.
+fn errno_of(e: Error<SockError>) -> Errno {
+    match e {
+        Error::App(e) => match e {
+            SockError::Invalid => EINVAL,
+            SockError::NoSpace => ENOBUFS,
+            SockError::BadSocket => EBADF,
+            SockError::AddrInUse => EADDRINUSE,
+            SockError::WouldBlock => EAGAIN,
+            SockError::NotConnected => ENOTCONN,
+            SockError::ConnRefused => ECONNREFUSED,
+            SockError::ConnReset => ECONNRESET,
+            SockError::Denied => EACCES,
+            SockError::Unreachable => ENETUNREACH,
+        },
+        Error::TooLong => EMSGSIZE,
+        _ => ENETDOWN,
+    }
+}
+
+fn client(h: u64) -> sock::Client {
+    sock::Client::new(h)
+}
+
+impl Guest {
+    /// Takes over a socket another image of the process (or its parent) held: capability
+    /// `slot` of this task. Returns its handle.
+    pub fn sock_adopt(&mut self, slot: u64) -> Option<u64> {
+        (slot != 0).then_some(slot)
+    }
+}
+
+impl SocketHost for Guest {
+    fn sock_create(&mut self, udp: bool) -> Result<u64, Errno> {
+        let s = &mut self.sockets;
+        let stack = s.stack.ok_or(EAFNOSUPPORT)?;
+        let slot = s.slot();
+        let kind = if udp { SockKind::Udp } else { SockKind::Tcp };
+        stack.create(kind, slot).map_err(|e| {
+            s.free_slots.push(slot);
+            match e {
+                Error::App(SockError::NoSpace) => ENFILE,
+                e => errno_of(e),
+            }
+        })
+    }
+
+    fn sock_close(&mut self, h: u64) {
+        let s = &mut self.sockets;
+        s.watched.remove(&h);
+        let _ = sys::cap_delete(h);
+        s.free_slots.push(h);
+    }
+
+    fn sock_bind(&mut self, h: u64, addr: u32, port: u16) -> Result<(), Errno> {
+        client(h).bind(addr, port).map_err(errno_of)
+    }
+
+    fn sock_listen(&mut self, h: u64, backlog: u32) -> Result<(), Errno> {
+        client(h).listen(backlog).map_err(errno_of)
+    }
+
+    fn sock_accept(&mut self, h: u64) -> Result<(u64, u32, u16), Errno> {
+        let slot = self.sockets.slot();
+        match client(h).accept(slot) {
+            Ok(a) => Ok((a.conn, a.addr, a.port)),
+            Err(e) => {
+                self.sockets.free_slots.push(slot);
+                Err(errno_of(e))
+            }
+        }
+    }
+
+    fn sock_connect(&mut self, h: u64, addr: u32, port: u16) -> Result<(), Errno> {
+        client(h).connect(addr, port).map_err(errno_of)
+    }
+
+    fn sock_send(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        client(h).send(data).map(|n| n as usize).map_err(errno_of)
+    }
+
+    fn sock_recv(&mut self, h: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        let r = client(h).recv(buf.len() as u32).map_err(errno_of)?;
+        let d = r.data.as_slice();
+        if d.is_empty() && !r.eof {
+            return Err(EAGAIN);
+        }
+        let n = d.len().min(buf.len());
+        buf[..n].copy_from_slice(&d[..n]);
+        Ok(n)
+    }
+
+    fn sock_send_to(&mut self, h: u64, addr: u32, port: u16, d: &[u8]) -> Result<usize, Errno> {
+        client(h)
+            .send_to(addr, port, d)
+            .map(|n| n as usize)
+            .map_err(errno_of)
+    }
+
+    fn sock_recv_from(&mut self, h: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), Errno> {
+        let r = client(h).recv_from(buf.len() as u32).map_err(errno_of)?;
+        let d = r.data.as_slice();
+        let n = d.len().min(buf.len());
+        buf[..n].copy_from_slice(&d[..n]);
+        Ok((n, r.addr, r.port))
+    }
+
+    fn sock_ready(&mut self, h: u64) -> u32 {
+        match client(h).ready() {
+            Ok(r) => r.bits(),
+            // Gone: a read ends at once, a write fails.
+            Err(_) => {
+                sawmill_linux::files::socket::READY_HANGUP
+                    | sawmill_linux::files::socket::READY_ERROR
+            }
+        }
+    }
+
+    fn sock_name(&mut self, h: u64) -> Result<(u32, u16, u32, u16), Errno> {
+        let n = client(h).name().map_err(errno_of)?;
+        Ok((n.addr, n.port, n.peer_addr, n.peer_port))
+    }
+
+    fn sock_shutdown(&mut self, h: u64) -> Result<(), Errno> {
+        client(h).shutdown().map_err(errno_of)
+    }
+
+    fn sock_watch(&mut self, h: u64) -> Result<(), Errno> {
+        let s = &mut self.sockets;
+        let Some(wake) = s.wake else {
+            return Ok(());
+        };
+        if s.watched.contains(&h) {
+            return Ok(());
+        }
+        client(h).register(wake, WAKE_IO).map_err(errno_of)?;
+        s.watched.insert(h);
+        Ok(())
+    }
+}

@@ -1,0 +1,293 @@
+/* Sockets over loopback (127.0.0.1), compared with Linux: socket's flags (SOCK_CLOEXEC,
+ * SOCK_NONBLOCK, bad families and types), bind to port 0 and getsockname, EADDRINUSE, fstat (a
+ * socket), options set and read back (SO_REUSEADDR, SO_KEEPALIVE, TCP_NODELAY, SO_TYPE), a TCP
+ * server and a client in two processes (fork: 100 KB in one write, half-close, a reply, the
+ * peer's address), EAGAIN on a non-blocking read, EPIPE after shutdown(SHUT_WR), UDP both ways
+ * with the sender's address, ECONNREFUSED from a closed port (blocking, and non-blocking with
+ * poll and SO_ERROR), and a non-blocking connect that poll sees complete. Port numbers vary
+ * from run to run: only facts about them are printed. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void result(const char *what, long r)
+{
+	if (r < 0)
+		printf("%s: -1 %s\n", what, strerror(errno));
+	else
+		printf("%s: %ld\n", what, r);
+}
+
+static struct sockaddr_in loop_addr(unsigned short port)
+{
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+/* A TCP listener on 127.0.0.1 (a free port); its port in *port. */
+static int listener(unsigned short *port)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(0);
+	socklen_t l = sizeof a;
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 8) < 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &l) < 0) {
+		printf("listener: %s\n", strerror(errno));
+		exit(1);
+	}
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+/* A port nobody listens on: bound once, then closed. */
+static unsigned short closed_port(void)
+{
+	unsigned short p;
+	int s = listener(&p);
+	close(s);
+	return p;
+}
+
+static char big[100000];
+
+static unsigned sum(const char *b, size_t n)
+{
+	unsigned h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)b[i]) * 16777619u;
+	return h;
+}
+
+/* The client process: connects, sends `big` in one write, half-closes, reads the reply. Its
+ * exit status says how far it got (0: all of it). */
+static int client(unsigned short port)
+{
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(port);
+	if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
+		return 2;
+	if (write(c, big, sizeof big) != (ssize_t)sizeof big)
+		return 3;
+	if (shutdown(c, SHUT_WR) < 0)
+		return 4;
+	char reply[64];
+	size_t got = 0;
+	for (;;) {
+		ssize_t n = read(c, reply + got, sizeof reply - 1 - got);
+		if (n < 0)
+			return 5;
+		if (n == 0)
+			break;
+		got += n;
+	}
+	reply[got] = 0;
+	if (strcmp(reply, "got it") != 0)
+		return 6;
+	close(c);
+	return 0;
+}
+
+static void tcp_two_processes(void)
+{
+	unsigned short port;
+	int l = listener(&port);
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 7 + i / 251);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(client(port));
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof peer;
+	int c = accept(l, (struct sockaddr *)&peer, &pl);
+	result("accept", c < 0 ? -1 : 0);
+	printf("accept: peer %s, length %u\n", inet_ntoa(peer.sin_addr), (unsigned)pl);
+	struct sockaddr_in me, them;
+	socklen_t ml = sizeof me, tl = sizeof them;
+	getsockname(c, (struct sockaddr *)&me, &ml);
+	getpeername(c, (struct sockaddr *)&them, &tl);
+	printf("conn: local %s same port %d, peer %s same port %d\n", inet_ntoa(me.sin_addr),
+	       ntohs(me.sin_port) == port, inet_ntoa(them.sin_addr),
+	       them.sin_port == peer.sin_port);
+	static char in[sizeof big + 10];
+	size_t got = 0;
+	for (;;) {
+		ssize_t n = read(c, in + got, sizeof in - got);
+		if (n <= 0) {
+			if (n < 0)
+				printf("read: %s\n", strerror(errno));
+			break;
+		}
+		got += n;
+	}
+	printf("server read %zu bytes, equal %d\n", got,
+	       got == sizeof big && sum(in, got) == sum(big, sizeof big));
+	result("write reply", write(c, "got it", 6));
+	close(c);
+	int st;
+	waitpid(pid, &st, 0);
+	printf("client: exited %d status %d\n", WIFEXITED(st), WEXITSTATUS(st));
+	close(l);
+}
+
+static void options_and_errors(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	result("F_GETFD cloexec", fcntl(s, F_GETFD));
+	result("F_GETFL nonblock", fcntl(s, F_GETFL) & O_NONBLOCK ? 1 : 0);
+	struct stat st;
+	fstat(s, &st);
+	printf("fstat: socket %d\n", S_ISSOCK(st.st_mode));
+	int on = 1, v = -1;
+	socklen_t vl = sizeof v;
+	result("SO_REUSEADDR set", setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on));
+	getsockopt(s, SOL_SOCKET, SO_REUSEADDR, &v, &vl);
+	printf("SO_REUSEADDR: %d\n", v);
+	result("SO_KEEPALIVE set", setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on));
+	vl = sizeof v;
+	getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, &vl);
+	printf("SO_KEEPALIVE: %d\n", v);
+	result("TCP_NODELAY set", setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on));
+	vl = sizeof v;
+	getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
+	printf("TCP_NODELAY: %d\n", v != 0);
+	vl = sizeof v;
+	getsockopt(s, SOL_SOCKET, SO_TYPE, &v, &vl);
+	printf("SO_TYPE: %d length %u\n", v, (unsigned)vl);
+	vl = sizeof v;
+	result("SO_ERROR", getsockopt(s, SOL_SOCKET, SO_ERROR, &v, &vl));
+	printf("SO_ERROR: %d\n", v);
+	close(s);
+
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	result("dgram F_GETFL nonblock", fcntl(s, F_GETFL) & O_NONBLOCK ? 1 : 0);
+	close(s);
+	result("socket bad family", socket(12345, SOCK_STREAM, 0));
+	result("socket bad type", socket(AF_INET, 77, 0));
+	result("socket bad protocol", socket(AF_INET, SOCK_STREAM, IPPROTO_UDP));
+	result("bind a non-socket", bind(1, NULL, 0));
+	result("listen bad fd", listen(99, 1));
+
+	unsigned short port;
+	int l = listener(&port);
+	struct sockaddr_in a;
+	socklen_t al = sizeof a;
+	getsockname(l, (struct sockaddr *)&a, &al);
+	printf("getsockname: family %d addr %s port>0 %d length %u\n", a.sin_family,
+	       inet_ntoa(a.sin_addr), port > 0, (unsigned)al);
+	int s2 = socket(AF_INET, SOCK_STREAM, 0);
+	a = loop_addr(port);
+	result("bind in use", bind(s2, (struct sockaddr *)&a, sizeof a));
+	close(s2);
+
+	/* Blocking connect to a closed port. */
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	a = loop_addr(closed_port());
+	result("connect closed port", connect(c, (struct sockaddr *)&a, sizeof a));
+	close(c);
+
+	/* Non-blocking connect to the listener: poll sees it writable, SO_ERROR 0. */
+	c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	a = loop_addr(port);
+	int r = connect(c, (struct sockaddr *)&a, sizeof a);
+	printf("nonblocking connect: %s\n",
+	       r == 0 || errno == EINPROGRESS ? "started" : strerror(errno));
+	struct pollfd p = { .fd = c, .events = POLLOUT };
+	r = poll(&p, 1, 10000);
+	printf("poll: %d out %d err %d\n", r, !!(p.revents & POLLOUT), !!(p.revents & POLLERR));
+	vl = sizeof v;
+	getsockopt(c, SOL_SOCKET, SO_ERROR, &v, &vl);
+	printf("SO_ERROR after connect: %d\n", v);
+	int acc = accept(l, NULL, NULL);
+	result("accept without address", acc < 0 ? -1 : 0);
+	/* Nothing sent yet: a non-blocking read has nothing. */
+	char b[16];
+	result("nonblocking read", read(c, b, sizeof b));
+	result("recv MSG_DONTWAIT", recv(acc, b, sizeof b, MSG_DONTWAIT));
+	result("send", send(c, "ping", 4, 0));
+	p = (struct pollfd){ .fd = acc, .events = POLLIN };
+	r = poll(&p, 1, 10000);
+	printf("poll accepted: %d in %d\n", r, !!(p.revents & POLLIN));
+	result("recv", recv(acc, b, sizeof b, 0));
+	result("shutdown SHUT_WR", shutdown(c, SHUT_WR));
+	signal(SIGPIPE, SIG_IGN);
+	result("write after SHUT_WR", write(c, "x", 1));
+	result("read end of stream", read(acc, b, sizeof b));
+	close(acc);
+	close(c);
+
+	/* Non-blocking connect to a closed port: poll sees the error, SO_ERROR says it. */
+	c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	a = loop_addr(closed_port());
+	r = connect(c, (struct sockaddr *)&a, sizeof a);
+	printf("nonblocking connect closed: %s\n",
+	       r < 0 && (errno == EINPROGRESS || errno == ECONNREFUSED) ? "refused or started"
+								       : strerror(errno));
+	if (r < 0 && errno == EINPROGRESS) {
+		p = (struct pollfd){ .fd = c, .events = POLLOUT };
+		r = poll(&p, 1, 10000);
+		printf("poll refused: %d err %d\n", r, !!(p.revents & POLLERR));
+		vl = sizeof v;
+		getsockopt(c, SOL_SOCKET, SO_ERROR, &v, &vl);
+		printf("SO_ERROR refused: %s\n", strerror(v));
+	} else {
+		printf("poll refused: 1 err 1\nSO_ERROR refused: %s\n", strerror(ECONNREFUSED));
+	}
+	close(c);
+	close(l);
+}
+
+static void udp_both_ways(void)
+{
+	int u1 = socket(AF_INET, SOCK_DGRAM, 0), u2 = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a1 = loop_addr(0), a2 = loop_addr(0), from;
+	socklen_t l = sizeof a1;
+	bind(u1, (struct sockaddr *)&a1, sizeof a1);
+	bind(u2, (struct sockaddr *)&a2, sizeof a2);
+	getsockname(u1, (struct sockaddr *)&a1, &l);
+	l = sizeof a2;
+	getsockname(u2, (struct sockaddr *)&a2, &l);
+	printf("udp getsockname: %s\n", inet_ntoa(a2.sin_addr));
+	result("sendto", sendto(u1, "datagram one", 12, 0, (struct sockaddr *)&a2, sizeof a2));
+	char b[64];
+	l = sizeof from;
+	ssize_t n = recvfrom(u2, b, sizeof b, 0, (struct sockaddr *)&from, &l);
+	printf("recvfrom: %zd '%.*s' from %s, the sender's port %d\n", n, (int)(n > 0 ? n : 0), b,
+	       inet_ntoa(from.sin_addr), from.sin_port == a1.sin_port);
+	result("sendto back", sendto(u2, "and back", 8, 0, (struct sockaddr *)&from, l));
+	n = recv(u1, b, sizeof b, 0);
+	printf("recv: %zd '%.*s'\n", n, (int)(n > 0 ? n : 0), b);
+	/* connect sets the default destination: send and read. */
+	result("udp connect", connect(u1, (struct sockaddr *)&a2, sizeof a2));
+	result("udp write", write(u1, "third", 5));
+	n = read(u2, b, sizeof b);
+	printf("read: %zd '%.*s'\n", n, (int)(n > 0 ? n : 0), b);
+	result("udp nonblocking recv", recv(u2, b, sizeof b, MSG_DONTWAIT));
+	close(u1);
+	close(u2);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	options_and_errors();
+	udp_both_ways();
+	tcp_two_processes();
+	return 0;
+}

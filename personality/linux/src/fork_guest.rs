@@ -337,10 +337,11 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
         let _ = GuestUser.write(parent_tid, &pid.to_le_bytes());
     }
     if kind == CloneKind::Vfork {
-        // The parent waits until the child runs a new program or ends. A signal does not end
-        // this wait (Linux's is killable only): the child is running on the parent's memory
-        // and stack, so neither an EINTR nor a restart of the call may let the parent go on;
-        // what came stays pending and is delivered when vfork returns the pid.
+        // The parent waits until the child runs a new program or ends. The child exists: as on
+        // Linux, a signal does not end this wait (it stays pending, delivered when vfork
+        // returns). Ending it with EINTR told the program vfork failed while its child ran on
+        // (busybox `find -exec` printed "Interrupted system call" when a SIGCHLD of the child
+        // before came in this wait).
         let p = proc_client()?;
         while !p.vfork_done(pid).unwrap_or(true) {
             crate::signal_guest::wait_wake(None);

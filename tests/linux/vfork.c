@@ -3,7 +3,9 @@
  * parent's afterwards; the same for clone(CLONE_VM | CLONE_VFORK) on a stack of the parent's
  * (musl's posix_spawn); clone(CLONE_VFORK) without CLONE_VM gets a copy (its writes are its
  * own), and so does a fork by a vfork child; posix_spawn of a missing program reports
- * ENOENT, of a real one runs it. */
+ * ENOENT, of a real one runs it; a signal that comes while the parent waits for its vfork
+ * child (caught, with or without SA_RESTART) neither fails nor repeats the vfork: it is
+ * delivered once vfork has returned the child's pid. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -14,12 +16,46 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
 static volatile int in_data = 1;
 static volatile int in_bss;
+
+static volatile int caught;
+static void on_usr1(int s)
+{
+	(void)s;
+	caught++;
+}
+
+/* The child of a vfork signals its waiting parent, then lets time pass before it ends. */
+static void vfork_signalled(const char *what, int flags)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = flags };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	caught = 0;
+	static volatile int runs;
+	runs = 0;
+	pid_t c = vfork();
+	if (c == 0) {
+		runs++;
+		kill(getppid(), SIGUSR1);
+		struct timespec t = { 0, 100 * 1000 * 1000 };
+		nanosleep(&t, NULL);
+		_exit(0);
+	}
+	int e = errno;
+	int w;
+	while ((w = waitpid(-1, NULL, 0)) < 0 && errno == EINTR)
+		;
+	printf("vfork with a signal meanwhile (%s): %s, child ran %d time(s), handler ran %d\n", what,
+	       c > 0 ? "pid" : strerror(e), runs, caught);
+	signal(SIGUSR1, SIG_DFL);
+}
 
 static int clone_child(void *arg)
 {
@@ -76,6 +112,9 @@ int main(void)
 	int st;
 	waitpid(c, &st, 0);
 	printf("vfork then exec: data %d, status %d\n", in_data, WEXITSTATUS(st));
+
+	vfork_signalled("no SA_RESTART", 0);
+	vfork_signalled("SA_RESTART", SA_RESTART);
 
 	/* clone(CLONE_VM | CLONE_VFORK) on a stack of the parent's. */
 	static char stack[64 * 1024];

@@ -23,6 +23,11 @@ use sawmill_abi::{label, MapItem};
 const STOPPED: u64 = 1 << 63;
 /// In `IpcResult::err`: a handler replied and received on another endpoint ([`Next::hand_off`]).
 const HANDED_OFF: u64 = 1 << 62;
+/// In `IpcResult::err`: a reply went out with post-reply work staged and no message was
+/// waiting (see [`Next::reply_after`]): the loop runs the step, then waits.
+const IDLE_AFTER_REPLY: u64 = 1 << 61;
+/// The kernel's `WouldBlock` as an `IpcResult::err`.
+const WOULD_BLOCK: u64 = sawmill_abi::Error::WouldBlock as u64;
 
 /// A server the loop drives: usually a few lines routing each message to the generated
 /// `dispatch_then` (or `handle`) of the interface it is for.
@@ -155,7 +160,23 @@ impl Next {
     /// `dispatch_then` borrows).
     #[inline(always)]
     pub fn reply_after(self, a: &mut AfterReply, r: Reply) -> IpcResult {
+        let pending = a.pending();
         let r = a.prepare(r);
+        if pending {
+            // The post-reply step must not wait for the next message: a copy of a capability
+            // the reply handed over would outlive the client's own (a watched badge's
+            // NO_SENDERS notice, and what it frees, held back while we are idle). So the
+            // receive is non-blocking here; if nothing waits, the loop runs the step and then
+            // waits ([`IDLE_AFTER_REPLY`]).
+            let m = reply_recv(self.ep, r.tag.nonblocking(), r.w);
+            if m.err == WOULD_BLOCK {
+                return IpcResult {
+                    err: IDLE_AFTER_REPLY,
+                    ..m
+                };
+            }
+            return m;
+        }
         reply_recv(self.ep, r.tag, r.w)
     }
 
@@ -193,6 +214,11 @@ impl Next {
     #[inline(always)]
     pub fn hand_off<S: Serve + ?Sized>(self, srv: &mut S, ep: u64, r: Reply) -> IpcResult {
         let mut m = Next { ep }.reply(srv, r);
+        if m.err == IDLE_AFTER_REPLY {
+            // The step is this server's, not the next loop's.
+            after(srv);
+            m = Next { ep }.skip(srv);
+        }
         m.err |= HANDED_OFF;
         m
     }
@@ -391,6 +417,15 @@ pub fn serve_from<S: Serve + ?Sized>(ep: u64, first: IpcResult, srv: &mut S) -> 
                     after(srv);
                 }
             }
+            continue;
+        }
+        if m.err == IDLE_AFTER_REPLY {
+            if let Some(a) = srv.after_reply() {
+                if a.pending() {
+                    after(srv);
+                }
+            }
+            m = Next { ep }.skip(srv);
             continue;
         }
         if m.err & HANDED_OFF != 0 {

@@ -835,6 +835,36 @@ fn loop_replies_then_runs_the_post_reply_step() {
 }
 
 #[test]
+fn an_idle_loop_runs_the_post_reply_step_before_it_waits() {
+    // A reply with post-reply work staged receives without blocking: when nothing is waiting
+    // (WouldBlock), the capability handed over is deleted and the page unmapped before the loop
+    // blocks, not once the next message comes (a client dropping its copy must free it now).
+    let mut l = looper();
+    let nothing_waiting = IpcResult {
+        err: sawmill_abi::Error::WouldBlock as u64,
+        ..msg(0)
+    };
+    let script = vec![msg(plain::op::NOTHING), nothing_waiting, msg(STOP)];
+    let (r, log) = rpc::run_loop(script, || rpc::serve(8, &mut l));
+    assert!(r.is_none(), "stopped, nothing handed off");
+    assert!(matches!(log[0], Ev::Recv { ep: 8, .. }));
+    assert!(
+        matches!(log[1], Ev::Reply { ep: 8, tag, .. } if tag.is_nonblocking() && tag.maps() == 1),
+        "{:?}",
+        log[1]
+    );
+    assert_eq!(log[2], Ev::Unmap(0x1000, 2, 0));
+    assert_eq!(log[3], Ev::Delete(500));
+    assert!(
+        matches!(log[4], Ev::Recv { ep: 8, caps_in, .. } if caps_in[..2] == [200, 201]),
+        "then a blocking receive, slots armed: {:?}",
+        log[4]
+    );
+    assert_eq!(log.len(), 5, "{log:?}");
+    assert_eq!(l.freed, vec![500]);
+}
+
+#[test]
 fn loop_rearms_drops_maps_of_failed_replies_skips_and_hands_off() {
     let mut l = looper();
     let mut after = msg(plain::op::NOTHING);

@@ -11,6 +11,7 @@ extern crate alloc;
 pub mod clock;
 pub mod env;
 pub mod ipc;
+pub mod port;
 pub mod sys;
 pub mod thread;
 

@@ -41,6 +41,7 @@ use sawmill_abi::{pin, Error, ObjKind};
 use sawmill_interfaces::blk::{self, InfoOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags, PciError};
+use sawmill_rt::port::{inb, inl, inw, outb, outl, outw};
 use sawmill_rt::{env, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -73,37 +74,6 @@ const D_WRITE: u16 = 2;
 const T_IN: u32 = 0;
 const T_OUT: u32 = 1;
 const T_FLUSH: u32 = 4;
-
-fn outb(p: u16, v: u8) {
-    // SAFETY: pci granted the device's I/O BAR 0 to this task (`claim`).
-    unsafe { core::arch::asm!("out dx, al", in("dx") p, in("al") v, options(nostack)) }
-}
-fn outw(p: u16, v: u16) {
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("out dx, ax", in("dx") p, in("ax") v, options(nostack)) }
-}
-fn outl(p: u16, v: u32) {
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("out dx, eax", in("dx") p, in("eax") v, options(nostack)) }
-}
-fn inb(p: u16) -> u8 {
-    let v: u8;
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("in al, dx", in("dx") p, out("al") v, options(nostack)) }
-    v
-}
-fn inw(p: u16) -> u16 {
-    let v: u16;
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("in ax, dx", in("dx") p, out("ax") v, options(nostack)) }
-    v
-}
-fn inl(p: u16) -> u32 {
-    let v: u32;
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("in eax, dx", in("dx") p, out("eax") v, options(nostack)) }
-    v
-}
 
 /// Where the DMA dataspace is mapped in the driver.
 const DMA_AT: u64 = 0x3000_0000;

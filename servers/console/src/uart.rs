@@ -2,6 +2,8 @@
 //! `BASE..BASE + 8`, which root delegated to this server; callers serialise access (the shared
 //! lock in main.rs).
 
+use sawmill_rt::port::{inb, outb};
+
 /// COM2's I/O base (the kernel's debug console keeps COM1 at 0x3f8).
 pub const BASE: u16 = 0x2f8;
 
@@ -41,22 +43,6 @@ const DIVISOR: u16 = 1;
 /// How long `send` polls for THRE before dropping the rest (a UART that never drains must not
 /// hold writers forever): far more than a byte time at any usual baud rate.
 const TX_SPIN_LIMIT: u32 = 10_000_000;
-
-fn outb(port: u16, v: u8) {
-    // SAFETY: root delegated COM2's ports to this task; writing UART registers touches no memory.
-    unsafe {
-        core::arch::asm!("out dx, al", in("dx") port, in("al") v, options(nomem, nostack, preserves_flags))
-    }
-}
-
-fn inb(port: u16) -> u8 {
-    let v: u8;
-    // SAFETY: as in `outb`; reading UART registers touches no memory.
-    unsafe {
-        core::arch::asm!("in al, dx", in("dx") port, out("al") v, options(nomem, nostack, preserves_flags))
-    }
-    v
-}
 
 /// Sets the UART up: 115200 baud 8N1, FIFOs off (see [`FCR_FIFOS_OFF`]), receive interrupt
 /// on. A byte already received stays in the receive register for the interrupt thread.

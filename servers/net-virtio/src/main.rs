@@ -39,6 +39,7 @@ use sawmill_interfaces::{dataspace, mem, pci, MapFlags, NetError};
 use sawmill_net_virtio_api::session::{
     Bad, DriverSide, Shared, SESSION_BYTES, SESSION_PAGES, SLOT_SIZE,
 };
+use sawmill_rt::port::{inb, inl, inw, outb, outl, outw};
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -79,37 +80,6 @@ const KICK_BIT: u64 = 1 << 32;
 /// Refusals logged per session; the rest are counted.
 const LOG_REFUSALS: u32 = 8;
 const THREAD_STACK: usize = 64 * 1024;
-
-fn outb(p: u16, v: u8) {
-    // SAFETY: pci granted the device's I/O BAR 0 to this task (`claim`).
-    unsafe { core::arch::asm!("out dx, al", in("dx") p, in("al") v, options(nostack)) }
-}
-fn outw(p: u16, v: u16) {
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("out dx, ax", in("dx") p, in("ax") v, options(nostack)) }
-}
-fn outl(p: u16, v: u32) {
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("out dx, eax", in("dx") p, in("eax") v, options(nostack)) }
-}
-fn inb(p: u16) -> u8 {
-    let v: u8;
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("in al, dx", in("dx") p, out("al") v, options(nostack)) }
-    v
-}
-fn inw(p: u16) -> u16 {
-    let v: u16;
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("in ax, dx", in("dx") p, out("ax") v, options(nostack)) }
-    v
-}
-fn inl(p: u16) -> u32 {
-    let v: u32;
-    // SAFETY: as in `outb`.
-    unsafe { core::arch::asm!("in eax, dx", in("dx") p, out("eax") v, options(nostack)) }
-    v
-}
 
 /// One split virtqueue in the driver's DMA memory. Packet `k` uses descriptors `2k` (the header,
 /// at `hdr + 16k`) and `2k + 1` (the slot).

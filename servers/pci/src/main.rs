@@ -30,20 +30,10 @@ use sawmill_interfaces::pci::{self, ClaimMmioOut, ClaimOut};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next};
 use sawmill_interfaces::PciError;
 use sawmill_pci_api::Config;
+use sawmill_rt::port::{inl, outl};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
-
-fn outl(port: u16, v: u32) {
-    // SAFETY: root delegated 0xCF8-0xCFF to this task; config-space access has no memory effects.
-    unsafe { core::arch::asm!("out dx, eax", in("dx") port, in("eax") v, options(nostack)) }
-}
-fn inl(port: u16) -> u32 {
-    let v: u32;
-    // SAFETY: as in `outl`.
-    unsafe { core::arch::asm!("in eax, dx", in("dx") port, out("eax") v, options(nostack)) }
-    v
-}
 
 /// Claims refused so far (their console messages are rate-limited).
 static REFUSALS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);

@@ -1,16 +1,11 @@
 //! The image boots through a real multiboot2 loader: GRUB (from Debian's grub-pc-bin, packed
 //! by grub-mkrescue into an ISO) loads `sawmill image pingpong` and the guest must run the
 //! scenario and shut down cleanly. QEMU `-kernel` (PVH) is what every other scenario uses.
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+mod common;
+use common::repo;
 
 #[test]
 fn grub_multiboot2_boots_the_image() {

@@ -3,16 +3,11 @@
 //! login shell shows the message of the day and a prompt on the terminal (COM2), runs what is
 //! typed, and its `exit` status ends the machine cleanly.
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+mod common;
+use common::repo;
 
 #[test]
 fn the_linux_iso_boots_to_a_shell() {

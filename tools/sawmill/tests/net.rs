@@ -14,28 +14,15 @@
 //! is a real echo reply, retried for a bounded time, never a bare connect.
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{free_port, pseudo_random, repo};
+
 const QUIT: &[u8] = b"sawmill-net-echo: quit";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// A port of the host's loopback that is free now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn fnv1a(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
@@ -116,18 +103,6 @@ fn tcp_echo(port: u16, data: &[u8]) -> std::io::Result<Vec<u8>> {
     (&s).read_to_end(&mut got)?;
     writer.join().unwrap()?;
     Ok(got)
-}
-
-fn pseudo_random(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]

@@ -7,10 +7,12 @@
 //! answered with a reset. The driver and the stack must keep serving, and nothing in the guest
 //! may panic or fail.
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{pseudo_random, repo};
 
 const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 const HOST_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
@@ -18,13 +20,6 @@ const GUEST_IP: [u8; 4] = [10, 0, 3, 15];
 const HOST_IP: [u8; 4] = [10, 0, 3, 2];
 const UDP_ECHO: u16 = 7778;
 const QUIT: &[u8] = b"sawmill-net-echo: quit";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 fn checksum(parts: &[&[u8]]) -> u16 {
     let mut sum: u32 = 0;
@@ -117,18 +112,6 @@ fn arp(op: u16, target_ip: [u8; 4], target_mac: [u8; 6]) -> Vec<u8> {
         f[..6].copy_from_slice(&[0xff; 6]);
     }
     f
-}
-
-fn pseudo_random(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// The host's end of the wire: sends frames to QEMU and reads the guest's, answering its ARP

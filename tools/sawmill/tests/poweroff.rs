@@ -2,15 +2,10 @@
 //! signal to pid 1, which the library turns into the machine's power-off as an init would) and
 //! `poweroff -f` (the `reboot(2)` call) both end the run with status 0, nothing typed after
 //! them runs, and what was written before is on the root image, which `e2fsck -fn` finds clean.
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+mod common;
+use common::repo;
 
 fn tool(args: &[&str]) -> std::process::Output {
     Command::new(repo().join("sawmill"))

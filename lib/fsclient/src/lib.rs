@@ -40,6 +40,7 @@ use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags, SetAttrFields};
 
+use sawmill_ext2_api::read_buffer;
 pub use sawmill_interfaces::RenameFlags;
 use sawmill_path::{S_IFDIR, S_IFMT};
 use sawmill_rt::{ipc, sys, thread};
@@ -66,11 +67,19 @@ const MAX_FDS: usize = 64;
 /// Where each descriptor's write buffer (the PFS's, `file::write_buffer`) is mapped: this far
 /// after the base of the read windows.
 const WBUFS: u64 = MAX_FDS as u64 * WINDOW_SIZE;
-/// Address space the windows and write buffers take from their base.
-pub const WINDOWS_SPAN: u64 = WBUFS + MAX_FDS as u64 * WBUF_SIZE;
+/// Where each descriptor's read buffer (the PFS's, `file::read_buffer`) is mapped: this far after
+/// the base of the read windows, [`RBUF_STRIDE`] apart.
+const RBUFS: u64 = WBUFS + MAX_FDS as u64 * WBUF_SIZE;
+const RBUF_STRIDE: u64 = 32 << 10;
+const _: () = assert!(read_buffer::PAGES * PAGE <= RBUF_STRIDE);
+/// Address space the windows, write buffers and read buffers take from their base.
+pub const WINDOWS_SPAN: u64 = RBUFS + MAX_FDS as u64 * RBUF_STRIDE;
 const WBUF_SIZE: u64 = 16 << 10;
 /// Writes longer than one message's 480 bytes go through the write buffer.
 const SMALL_WRITE: usize = 480;
+/// Reads of pages we do not map: up to one message's 480 bytes through `file::read` (unless the
+/// descriptor has its read buffer already), longer ones through the read buffer.
+const SMALL_READ: usize = 480;
 
 pub type Result<T> = core::result::Result<T, FsError>;
 
@@ -217,6 +226,20 @@ struct Fd {
     /// The PFS's write buffer is mapped at `windows + WBUFS + fd * WBUF_SIZE` (asked for on the first
     /// long write; the PFS takes it back on close).
     wbuf: bool,
+    /// The PFS's read buffer, mapped at `windows + RBUFS + fd * RBUF_STRIDE` once asked for.
+    rbuf: ReadBuf,
+    /// Where the last read through the read buffer ended: a read starting there is sequential,
+    /// and asks the PFS for a whole buffer (read-ahead); any other asks for what it needs.
+    rbuf_next: u64,
+}
+
+/// A descriptor's read buffer (`file::read_buffer`): the copy path for pages we do not map.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadBuf {
+    NotAsked,
+    Mapped,
+    /// The server has none (procfs): every read of an unmapped page is a `file::read`.
+    Refused,
 }
 
 struct MountEnt {
@@ -447,6 +470,8 @@ impl Files {
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
+            rbuf: ReadBuf::NotAsked,
+            rbuf_next: u64::MAX,
         });
         Ok(i)
     }
@@ -474,6 +499,8 @@ impl Files {
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
+            rbuf: ReadBuf::NotAsked,
+            rbuf_next: u64::MAX,
         });
         Ok(i)
     }
@@ -657,6 +684,7 @@ impl Files {
         let end = (off.saturating_add(buf.len() as u64)).min(f.size);
         let mut pos = off;
         let win = windows + fd as u64 * WINDOW_SIZE;
+        let rbuf = windows + RBUFS + fd as u64 * RBUF_STRIDE;
         while pos < end {
             let page = pos / PAGE;
             let po = pos % PAGE;
@@ -682,6 +710,23 @@ impl Files {
                 pos += n as u64;
                 continue;
             }
+            // Through the read buffer: the PFS copies up to 16 KiB into it per call, and what one
+            // call brought serves the next reads (checked against the buffer's header).
+            let want = (end - pos).min(read_buffer::DATA as u64) as usize;
+            if f.rbuf == ReadBuf::NotAsked && want > SMALL_READ {
+                Self::map_read_buffer(f, rbuf)?;
+            }
+            if f.rbuf == ReadBuf::Mapped {
+                let at = (pos - off) as usize;
+                let got = Self::read_buffered(f, rbuf, pos, &mut buf[at..at + want])?;
+                pos += got as u64;
+                if got < want {
+                    // Shorter than we thought (truncated meanwhile).
+                    f.size = pos;
+                    return Ok((pos - off) as usize);
+                }
+                continue;
+            }
             // Through the PFS: at most 480 bytes per call.
             let c = file::Client::new(f.cap);
             let mut done = 0;
@@ -700,6 +745,64 @@ impl Files {
             pos += n as u64;
         }
         Ok((end.saturating_sub(off)) as usize)
+    }
+
+    /// Maps the descriptor's read buffer at `at` (or learns that the server has none).
+    fn map_read_buffer(f: &mut Fd, at: u64) -> Result<()> {
+        let span = read_buffer::PAGES * PAGE;
+        match file::Client::new(f.cap).read_buffer(at, [at, span]) {
+            Ok(_) => {}
+            Err(RpcError::App(_)) => {
+                f.rbuf = ReadBuf::Refused;
+                return Ok(());
+            }
+            Err(_) => return Err(FsError::Gone),
+        }
+        // Every page must really be here before we read from it.
+        if (0..read_buffer::PAGES).any(|i| sys::translate(at + i * PAGE).is_err()) {
+            return Err(FsError::Io);
+        }
+        f.rbuf = ReadBuf::Mapped;
+        Ok(())
+    }
+
+    /// Reads the file's bytes from `pos` into `dst` (at most the buffer's 16 KiB) through the
+    /// read buffer mapped at `rbuf`: from what it holds if that covers them, else after one
+    /// `read_to_buffer`. Fewer than asked only at the end of the file.
+    fn read_buffered(f: &mut Fd, rbuf: u64, pos: u64, dst: &mut [u8]) -> Result<usize> {
+        // SAFETY: the PFS mapped the buffer's pages at `rbuf` for this descriptor (checked in
+        // `map_read_buffer`); they stay until the file is closed.
+        let header = unsafe { read_buffer::Header::at(rbuf) };
+        let c = file::Client::new(f.cap);
+        let mut n = dst.len();
+        // A task sharing the open file (a forked child) may refill the buffer between our call
+        // and our copy: then ask again, a few times, before giving up.
+        for attempt in 0..=4 {
+            if let Some((at, seq)) = header.find(pos, n as u64) {
+                // SAFETY: `find` checked `at + n` is within the buffer's data, which is mapped
+                // readable (above) and does not overlap `dst` (ours).
+                unsafe { copy_bytes((rbuf + at as u64) as *const u8, dst.as_mut_ptr(), n) };
+                if header.unchanged(seq) {
+                    f.rbuf_next = pos + n as u64;
+                    return Ok(n);
+                }
+            }
+            if attempt == 4 {
+                break;
+            }
+            // A sequential read fills the whole buffer (read-ahead); any other only what it needs.
+            let ask = if pos == f.rbuf_next {
+                read_buffer::DATA
+            } else {
+                n
+            };
+            let got = c.read_to_buffer(pos, ask as u32).map_err(e)? as usize;
+            n = n.min(got);
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        Err(FsError::Io)
     }
 
     pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {

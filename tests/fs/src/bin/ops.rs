@@ -177,10 +177,112 @@ fn write_test(f: &mut Files) {
             "a 40000-byte write reads back"
         );
         ok(f.close(fd), "close");
+        copy_path_test(f, data);
         ok(f.unlink("/work/bulk.tmp"), "unlink bulk.tmp");
     }
     ok(f.sync(), "sync");
     println!("ops: PASS write tree done and synced");
+}
+
+/// The copy path (pages not mapped: the PFS copies into the open file's read buffer, which the
+/// library maps read-only): `/work/bulk.tmp` holds `data` (40,000 bytes). Every read is compared
+/// with what the file must hold: sequential records with the short one at the end, unaligned
+/// reads across pages and past one buffer's 16 KiB, reads after another descriptor wrote into or
+/// truncated the range the buffer holds; and the PFS refuses lying requests.
+fn copy_path_test(f: &mut Files, mut data: Vec<u8>) {
+    use sawmill_fsclient::O_NOMAP;
+    use sawmill_interfaces::{file, rpc, FsError};
+    let path = "/work/bulk.tmp";
+    let fd = ok(f.open(path, O_READ | O_NOMAP, 0), "open O_NOMAP");
+    let mut rec = alloc::vec![0u8; 4096];
+    let mut got = Vec::new();
+    loop {
+        let n = ok(f.read(fd, &mut rec), "read record");
+        if n == 0 {
+            break;
+        }
+        check!(
+            n == 4096 || got.len() + n == data.len(),
+            "short record {} at {}",
+            n,
+            got.len()
+        );
+        got.extend_from_slice(&rec[..n]);
+    }
+    check!(got == data, "copy path: sequential 4 KiB records differ");
+    let pread = |f: &mut Files, off: usize, len: usize| {
+        let mut b = alloc::vec![0u8; len];
+        let n = ok(f.pread(fd, &mut b, off as u64), "pread");
+        b.truncate(n);
+        b
+    };
+    for (off, len) in [
+        (4095, 2),
+        (100, 20000),
+        (13, 16384),
+        (39990, 100),
+        (40000, 10),
+        (0, 40000),
+        (7, 1),
+    ] {
+        let want = &data[off.min(data.len())..(off + len).min(data.len())];
+        check!(
+            pread(f, off, len) == want,
+            "copy path: pread({}, {}) differs",
+            off,
+            len
+        );
+    }
+    // Another descriptor writes into the range the buffer holds (a sequential read just filled
+    // it ahead): the next read sees the new bytes.
+    pread(f, 8000, 1000);
+    pread(f, 9000, 1000);
+    let w = ok(f.open(path, O_WRITE, 0), "open for writing");
+    ok(f.pwrite(w, b"XYZ", 10000), "small write");
+    data[10000..10003].copy_from_slice(b"XYZ");
+    let big: Vec<u8> = (0..5000).map(|i| (i % 13) as u8 + b'a').collect();
+    ok(f.pwrite(w, &big, 12000), "long write");
+    data[12000..17000].copy_from_slice(&big);
+    check!(
+        pread(f, 9500, 8000) == data[9500..17500],
+        "copy path: a read after another descriptor's writes misses them"
+    );
+    // ... and truncates the file under it: the read is short.
+    pread(f, 19000, 100);
+    ok(f.ftruncate(w, 20000), "ftruncate");
+    check!(
+        pread(f, 19000, 4096) == data[19000..20000],
+        "copy path: a read past a truncate is not short"
+    );
+    ok(f.close(w), "close writer");
+    // Lies and misuse: a length past the buffer, a fill without one, a write-only file's buffer.
+    let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+    check!(
+        c.read_to_buffer(0, 16385) == Err(rpc::Error::App(FsError::Invalid)),
+        "read_to_buffer past the buffer"
+    );
+    check!(
+        c.read_to_buffer(u64::MAX - 5, 16384) == Ok(0),
+        "read_to_buffer far past the end"
+    );
+    ok(f.close(fd), "close O_NOMAP");
+    let fd = ok(f.open(path, O_READ, 0), "open");
+    let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+    check!(
+        c.read_to_buffer(0, 100) == Err(rpc::Error::App(FsError::Invalid)),
+        "read_to_buffer without a buffer"
+    );
+    ok(f.close(fd), "close");
+    let fd = ok(f.open(path, O_WRITE, 0), "open write-only");
+    let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+    check!(
+        c.read_buffer(0x1_9000_0000, [0x1_9000_0000, 5 * 4096])
+            .map(|_| ())
+            == Err(rpc::Error::App(FsError::BadFile)),
+        "read buffer of a write-only file"
+    );
+    ok(f.close(fd), "close");
+    println!("ops: PASS copy path");
 }
 
 fn fsync_test(f: &mut Files) {

@@ -215,6 +215,9 @@ struct Fd {
     /// Whether our capability may be the file's only one: false once it was handed out
     /// ([`Files::share`]). Only then does `close` close the file at the PFS (and keep it).
     sole: bool,
+    /// The VFS's mount index of a file `vfs.open` gave us ([`NO_MOUNT`] otherwise): such a file
+    /// is kept closed for a later open through the VFS (`vfs.reopen`).
+    mount: u32,
     flags: u32,
     off: u64,
     size: u64,
@@ -228,9 +231,6 @@ struct Fd {
     wbuf: bool,
     /// The PFS's read buffer, mapped at `windows + RBUFS + fd * RBUF_STRIDE` once asked for.
     rbuf: ReadBuf,
-    /// Where the last read through the read buffer ended: a read starting there is sequential,
-    /// and asks the PFS for a whole buffer (read-ahead); any other asks for what it needs.
-    rbuf_next: u64,
 }
 
 /// A descriptor's read buffer (`file::read_buffer`): the copy path for pages we do not map.
@@ -250,6 +250,9 @@ struct MountEnt {
     kept: Vec<u64>,
 }
 
+/// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
+const NO_MOUNT: u32 = u32::MAX;
+
 /// Closed files kept per mount for reuse. Each holds one of the session's file charges at the
 /// PFS, so only a few: enough for a program that opens and closes in a loop.
 const KEPT_FILES: usize = 4;
@@ -261,6 +264,9 @@ pub struct Files {
     free_slots: Vec<u64>,
     mounts: Vec<MountEnt>,
     mounts_version: u64,
+    /// Files `vfs.open` gave us that we closed and kept, with their mounts (at most
+    /// [`KEPT_FILES`]): the next open through the VFS reopens one (`vfs.reopen`).
+    vfs_kept: Vec<(u32, u64)>,
     /// Base of the file windows and write buffers.
     windows: u64,
 }
@@ -282,6 +288,7 @@ impl Files {
             free_slots: Vec::new(),
             mounts: Vec::new(),
             mounts_version: 0,
+            vfs_kept: Vec::new(),
             windows,
         }
     }
@@ -446,24 +453,31 @@ impl Files {
         } else {
             None
         };
-        let (cap, size, session) = match direct {
-            Some(r) => r?,
-            None => {
-                let arg = self.path(0, p, PATH_FIELD)?;
-                let rx = self.slot();
-                match self.vfs.open(arg.bytes(), sent, mode, rx) {
-                    Ok(o) => (o.file, o.size, 0),
-                    Err(x) => {
-                        self.free_slots.push(rx);
-                        return Err(e(x));
+        let (cap, size, session, mount) = match direct {
+            Some(r) => r.map(|(c, size, s)| (c, size, s, NO_MOUNT))?,
+            None => match self.reopen_via_vfs(p, sent, mode) {
+                Some(r) => r.map(|(c, size, m)| (c, size, 0, m))?,
+                None => {
+                    let arg = self.path(0, p, PATH_FIELD)?;
+                    let rx = self.slot();
+                    match self.vfs.open(arg.bytes(), sent, mode, rx) {
+                        // A file the VFS may have created for us is not kept (it is charged to
+                        // the VFS, which cannot reopen it in place).
+                        Ok(o) if sent.contains(OpenFlags::CREATE) => (o.file, o.size, 0, NO_MOUNT),
+                        Ok(o) => (o.file, o.size, 0, o.mount),
+                        Err(x) => {
+                            self.free_slots.push(rx);
+                            return Err(e(x));
+                        }
                     }
                 }
-            }
+            },
         };
         self.fds[i] = Some(Fd {
             cap,
             session,
             sole: true,
+            mount,
             flags,
             off: 0,
             size,
@@ -471,7 +485,6 @@ impl Files {
             attached: Vec::new(),
             wbuf: false,
             rbuf: ReadBuf::NotAsked,
-            rbuf_next: u64::MAX,
         });
         Ok(i)
     }
@@ -492,6 +505,7 @@ impl Files {
             // at the PFS for them (see `share`).
             session: 0,
             sole: false,
+            mount: NO_MOUNT,
             flags,
             off: 0,
             // Unknown: a read at or past it asks the PFS for the size first.
@@ -500,7 +514,6 @@ impl Files {
             attached: Vec::new(),
             wbuf: false,
             rbuf: ReadBuf::NotAsked,
-            rbuf_next: u64::MAX,
         });
         Ok(i)
     }
@@ -544,9 +557,50 @@ impl Files {
                 }
             }
         }
+        // The same for a file the VFS gave us: kept for a later open through it.
+        if f.session == 0 && f.sole && f.mount != NO_MOUNT && self.vfs_kept.len() < KEPT_FILES {
+            if file::Client::new(f.cap).close().is_ok() {
+                self.vfs_kept.push((f.mount, f.cap));
+                return Ok(());
+            }
+        }
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
         Ok(())
+    }
+
+    /// Option 2 without a new capability: opens `path` through the VFS into a file we kept
+    /// closed (`vfs.reopen`): (capability, size, mount). None = use `vfs.open`.
+    fn reopen_via_vfs(
+        &mut self,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Option<Result<(u64, u64, u32)>> {
+        if flags.contains(OpenFlags::CREATE) || path.len() > PATH_FIELD || path.first() == Some(&0)
+        {
+            return None;
+        }
+        let (m, k) = self.vfs_kept.pop()?;
+        match self.vfs.reopen(path, flags, mode, m, k) {
+            Ok(size) => Some(Ok((k, size, m))),
+            // Not a path the VFS hands to that mount whole: `open` it.
+            Err(RpcError::App(FsError::Xdev)) => {
+                self.vfs_kept.push((m, k));
+                None
+            }
+            Err(RpcError::App(x)) if x != FsError::BadFile && x != FsError::Gone => {
+                self.vfs_kept.push((m, k));
+                Some(Err(x))
+            }
+            // The file cannot be reopened (its file system went, or it never can): let it go
+            // and open afresh.
+            Err(_) => {
+                let _ = sys::cap_delete(k);
+                self.free_slots.push(k);
+                None
+            }
+        }
     }
 
     /// Attaches the whole file `fd` (opened for reading) read-only anywhere in this task with
@@ -783,15 +837,15 @@ impl Files {
                 // readable (above) and does not overlap `dst` (ours).
                 unsafe { copy_bytes((rbuf + at as u64) as *const u8, dst.as_mut_ptr(), n) };
                 if header.unchanged(seq) {
-                    f.rbuf_next = pos + n as u64;
                     return Ok(n);
                 }
             }
             if attempt == 4 {
                 break;
             }
-            // A sequential read fills the whole buffer (read-ahead); any other only what it needs.
-            let ask = if pos == f.rbuf_next {
+            // A read that starts where the buffer's data ends is sequential: it fills the whole
+            // buffer (read-ahead); any other only what it needs.
+            let ask = if header.follows(pos) {
                 read_buffer::DATA
             } else {
                 n

@@ -239,7 +239,7 @@ const RBUF_PAGES: usize = read_buffer::PAGES as usize;
 /// `PAGES` page-aligned pages of our memory that clients map (writable: the write buffer;
 /// read-only: the read buffer): a client can at most change the bytes, never take the pages
 /// away (its mapping is derived from ours), so using them is always safe for us.
-struct SharedBuf<const PAGES: usize>(*mut u8);
+struct SharedBuf<const PAGES: usize>(core::ptr::NonNull<u8>);
 
 impl<const PAGES: usize> SharedBuf<PAGES> {
     fn layout() -> core::alloc::Layout {
@@ -249,10 +249,10 @@ impl<const PAGES: usize> SharedBuf<PAGES> {
     fn new() -> Option<Self> {
         // SAFETY: non-zero size.
         let p = unsafe { alloc::alloc::alloc_zeroed(Self::layout()) };
-        (!p.is_null()).then_some(SharedBuf(p))
+        core::ptr::NonNull::new(p).map(SharedBuf)
     }
     fn addr(&self) -> u64 {
-        self.0 as u64
+        self.0.as_ptr() as u64
     }
 }
 
@@ -261,7 +261,7 @@ impl<const PAGES: usize> Drop for SharedBuf<PAGES> {
         // The clients' mappings go first: nobody may see the pages once they are reused.
         let _ = sys::unmap(self.addr(), PAGES as u64, 0);
         // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::alloc::dealloc(self.0, Self::layout()) };
+        unsafe { alloc::alloc::dealloc(self.0.as_ptr(), Self::layout()) };
     }
 }
 
@@ -943,7 +943,7 @@ impl file::Server for Pfs {
         if len as usize > read_buffer::DATA {
             return Err(FsError::Invalid);
         }
-        let (ino, p) = (f.ino, b.0);
+        let (ino, p) = (f.ino, b.0.as_ptr());
         // SAFETY: our own buffer, alive while the open file holds it (the engine's read does not
         // touch open files); the first `DATA` bytes are data, the header lies after them.
         let (data, header) = unsafe {
@@ -972,7 +972,7 @@ impl file::Server for Pfs {
         if len as usize > WBUF {
             return Err(FsError::Invalid);
         }
-        let p = w.0;
+        let p = w.0.as_ptr();
         // SAFETY: our own buffer, allocated and mapped for as long as the open file holds it; the
         // client may change the bytes meanwhile, which only changes its own data. The slice ends
         // before `write_data` can drop the buffer (it does not touch `wbuf`).

@@ -324,6 +324,44 @@ impl Vfs {
         path: &[u8],
         flags: OpenFlags,
     ) -> Option<Result<OpenOut, FsError>> {
+        let (m, s, rest) = match self.direct_route(badge, path)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let rx = self.slot();
+        match pfs::Client::new(s).open_path(
+            &rest,
+            flags - (OpenFlags::CREATE | OpenFlags::EXCL),
+            0,
+            rx,
+        ) {
+            Ok(o) => {
+                self.after.delete(rx);
+                Some(Ok(OpenOut {
+                    file: o.file,
+                    size: o.size,
+                    mount: m as u32,
+                }))
+            }
+            Err(RpcError::App(e)) if e != FsError::Xdev => {
+                self.free_slots.push(rx);
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.free_slots.push(rx);
+                None
+            }
+        }
+    }
+
+    /// Where `open_direct` sends `path`: the mount, the client's session capability to its
+    /// PFS and the path inside it. None: the path needs the exact walk (`resolve`).
+    #[allow(clippy::type_complexity)]
+    fn direct_route(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+    ) -> Option<Result<(usize, u64, Vec<u8>), FsError>> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
             return None;
@@ -362,29 +400,7 @@ impl Vfs {
         if path.ends_with(b"/") {
             rest.push(b'/');
         }
-        let rx = self.slot();
-        match pfs::Client::new(s).open_path(
-            &rest,
-            flags - (OpenFlags::CREATE | OpenFlags::EXCL),
-            0,
-            rx,
-        ) {
-            Ok(o) => {
-                self.after.delete(rx);
-                Some(Ok(OpenOut {
-                    file: o.file,
-                    size: o.size,
-                }))
-            }
-            Err(RpcError::App(e)) if e != FsError::Xdev => {
-                self.free_slots.push(rx);
-                Some(Err(e))
-            }
-            Err(_) => {
-                self.free_slots.push(rx);
-                None
-            }
-        }
+        Some(Ok((m, s, rest)))
     }
 
     fn parent_for_change(&mut self, badge: u64, path: &[u8]) -> Result<Resolved, FsError> {
@@ -472,6 +488,7 @@ impl vfs::Server for Vfs {
                 Ok(OpenOut {
                     file: o.file,
                     size: o.size,
+                    mount: pos.m as u32,
                 })
             }
             Err(e) => {
@@ -754,6 +771,33 @@ impl vfs::Server for Vfs {
         }
         Ok(())
     }
+    fn reopen(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        mount: u32,
+        file: u64,
+    ) -> Result<u64, FsError> {
+        if flags.intersects(OpenFlags::CREATE | OpenFlags::EXCL) {
+            return Err(FsError::Invalid);
+        }
+        path_arg!(self, badge, path);
+        let (m, _, rest) = match self.direct_route(badge, path) {
+            Some(r) => r?,
+            None => return Err(FsError::Xdev),
+        };
+        if m as u32 != mount {
+            return Err(FsError::Xdev);
+        }
+        // The capability is ours for this call only (the dispatch deletes it after us).
+        match sawmill_interfaces::file::Client::new(file).reopen(&rest, flags, mode) {
+            Ok(size) => Ok(size),
+            Err(RpcError::App(e)) => Err(e),
+            Err(_) => Err(FsError::Gone),
+        }
+    }
 }
 
 impl rpc::Serve for Vfs {
@@ -873,6 +917,10 @@ fn main() {
             }
         }
     }
+    // `reopen` brings a client's file capability: it lands here, and the dispatch deletes it
+    // once the call is done, so the slot is empty again for the next request.
+    let file_rx = thread::alloc_slot();
+    v.after.receive_into(&[file_rx]);
     let ep = env::cap("vfs").expect("vfs endpoint");
     println!("vfs: ready, {} mounts", v.mounts.len());
     let _ = rpc::serve(ep, &mut v);

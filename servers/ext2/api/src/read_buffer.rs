@@ -76,6 +76,17 @@ impl Header {
         (s & 1 == 0 && n <= DATA as u64 && at.checked_add(len)? <= n).then_some((at as usize, s))
     }
 
+    /// (Client) Whether a read at `off` starts where the data ends (a sequential reader's next
+    /// read: worth filling the whole buffer for). A guess only, so no sequence check.
+    #[inline]
+    pub fn follows(&self, off: u64) -> bool {
+        let (o, n) = (
+            self.off.load(Ordering::Relaxed),
+            self.len.load(Ordering::Relaxed),
+        );
+        n != 0 && o.checked_add(n) == Some(off)
+    }
+
     /// (Client) Whether the data is still what it was when [`Header::find`] returned `seq`: if
     /// not, what was copied out may be torn and must be read again.
     #[inline]
@@ -101,6 +112,7 @@ mod tests {
     fn empty_buffer_holds_nothing() {
         let h = header();
         assert_eq!(h.find(0, 0), Some((0, 0)));
+        assert!(!h.follows(0));
         assert_eq!(h.find(0, 1), None);
         assert_eq!(h.find(5, 1), None);
     }
@@ -121,6 +133,7 @@ mod tests {
         assert_eq!(h.find(8191, 2), None);
         assert_eq!(h.find(u64::MAX, 2), None);
         assert_eq!(h.find(8192, u64::MAX), None);
+        assert!(h.follows(18_192) && !h.follows(18_193) && !h.follows(8192));
     }
 
     #[test]

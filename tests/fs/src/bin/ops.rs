@@ -179,6 +179,7 @@ fn write_test(f: &mut Files) {
         ok(f.close(fd), "close");
         copy_path_test(f, data);
         ok(f.unlink("/work/bulk.tmp"), "unlink bulk.tmp");
+        vfs_reopen_test(f);
     }
     ok(f.sync(), "sync");
     println!("ops: PASS write tree done and synced");
@@ -283,6 +284,67 @@ fn copy_path_test(f: &mut Files, mut data: Vec<u8>) {
     );
     ok(f.close(fd), "close");
     println!("ops: PASS copy path");
+}
+
+/// Opens through the VFS (option 2) reuse the files the library closed and kept (`vfs.reopen`):
+/// alternating files on two mounts read back what each holds, through a link too; a missing file
+/// is `NotFound`; and the VFS refuses what it must (CREATE, a file named for another mount).
+fn vfs_reopen_test(f: &mut Files) {
+    use sawmill_interfaces::{rpc, vfs, FsError, OpenFlags};
+    let alpha: Vec<u8> = b"alpha\n".iter().copied().cycle().take(600).collect();
+    for i in 0..6 {
+        for (path, want) in [
+            ("/work/sub/a-renamed.txt", &alpha[..]),
+            ("/data/x.txt", b"on the data disk\n"),
+            ("/work/to-data", b"on the data disk\n"),
+        ] {
+            check!(
+                ok(read_file(f, path), path) == want,
+                "reopen round {}: {} reads other bytes",
+                i,
+                path
+            );
+        }
+        check!(
+            f.open("/work/no-such-file", O_READ, 0) == Err(Error::NotFound),
+            "reopen of a missing file"
+        );
+    }
+    let v = vfs::Client::new(env::cap("vfs").expect("vfs endpoint"));
+    let rx = sawmill_rt::thread::alloc_slot();
+    let o = ok(
+        v.open(b"/data/x.txt", OpenFlags::READ, 0, rx)
+            .map_err(|_| Error::Io),
+        "vfs open",
+    );
+    let c = sawmill_interfaces::file::Client::new(o.file);
+    ok(c.close().map_err(|_| Error::Io), "file close");
+    check!(
+        v.reopen(
+            b"/work/sub/a-renamed.txt",
+            OpenFlags::READ,
+            0,
+            o.mount,
+            o.file
+        ) == Err(rpc::Error::App(FsError::Xdev)),
+        "vfs.reopen of a path on another mount than the file's"
+    );
+    check!(
+        v.reopen(
+            b"/data/x.txt",
+            OpenFlags::READ | OpenFlags::CREATE,
+            0o644,
+            o.mount,
+            o.file
+        ) == Err(rpc::Error::App(FsError::Invalid)),
+        "vfs.reopen with CREATE"
+    );
+    check!(
+        v.reopen(b"/data/x.txt", OpenFlags::READ, 0, o.mount, o.file) == Ok(17),
+        "vfs.reopen into a kept file"
+    );
+    let _ = sawmill_rt::sys::cap_delete(o.file);
+    println!("ops: PASS open through the VFS reuses kept files");
 }
 
 fn fsync_test(f: &mut Files) {

@@ -558,11 +558,14 @@ impl Files {
             }
         }
         // The same for a file the VFS gave us: kept for a later open through it.
-        if f.session == 0 && f.sole && f.mount != NO_MOUNT && self.vfs_kept.len() < KEPT_FILES {
-            if file::Client::new(f.cap).close().is_ok() {
-                self.vfs_kept.push((f.mount, f.cap));
-                return Ok(());
-            }
+        if f.session == 0
+            && f.sole
+            && f.mount != NO_MOUNT
+            && self.vfs_kept.len() < KEPT_FILES
+            && file::Client::new(f.cap).close().is_ok()
+        {
+            self.vfs_kept.push((f.mount, f.cap));
+            return Ok(());
         }
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);

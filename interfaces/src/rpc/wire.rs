@@ -289,15 +289,21 @@ pub fn put_bytes(mr: &mut [u64; 64], word: usize, data: &[u8]) -> usize {
     let Some(dst) = mr.get_mut(word..word.saturating_add(n)) else {
         return 0;
     };
-    for (w, chunk) in dst.iter_mut().zip(data.chunks(8)) {
-        let mut b = [0u8; 8];
-        for (d, s) in b.iter_mut().zip(chunk) {
-            *d = *s;
-        }
-        *w = u64::from_le_bytes(b);
+    if let Some(last) = dst.last_mut() {
+        *last = 0;
     }
+    // SAFETY: `dst` is `n` words, at least `data.len()` bytes, and does not overlap `data` (the
+    // caller's); on a little-endian machine a word's bytes in memory are its `to_le_bytes`, the
+    // message's byte order. One copy instead of a loop per byte (an inner loop the compiler may
+    // not inline into a large server loop).
+    unsafe {
+        core::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_mut_ptr().cast::<u8>(), data.len())
+    };
     n
 }
+
+// The byte copies above and in `Bytes::fill` rely on it.
+const _: () = assert!(cfg!(target_endian = "little"));
 
 /// A byte buffer of at most `N` bytes (a `bytes<N>` result).
 #[derive(Clone, Copy)]
@@ -376,11 +382,10 @@ impl<const N: usize> Bytes<N> {
         let Some(dst) = self.buf.get_mut(..len) else {
             return false;
         };
-        for (d, s) in dst.chunks_mut(8).zip(src) {
-            for (db, sb) in d.iter_mut().zip(s.to_le_bytes()) {
-                *db = sb;
-            }
-        }
+        // SAFETY: `src` is at least `len` bytes of words (checked above) and is not `dst`; the
+        // words' bytes in memory are the message's bytes in order (little-endian, see
+        // `put_bytes`).
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr().cast::<u8>(), dst.as_mut_ptr(), len) };
         self.len = len;
         true
     }

@@ -40,6 +40,7 @@ use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
 use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags, SetAttrFields};
 
+use sawmill_ext2_api::read_buffer;
 pub use sawmill_interfaces::RenameFlags;
 use sawmill_path::{S_IFDIR, S_IFMT};
 use sawmill_rt::{ipc, sys, thread};
@@ -66,11 +67,19 @@ const MAX_FDS: usize = 64;
 /// Where each descriptor's write buffer (the PFS's, `file::write_buffer`) is mapped: this far
 /// after the base of the read windows.
 const WBUFS: u64 = MAX_FDS as u64 * WINDOW_SIZE;
-/// Address space the windows and write buffers take from their base.
-pub const WINDOWS_SPAN: u64 = WBUFS + MAX_FDS as u64 * WBUF_SIZE;
+/// Where each descriptor's read buffer (the PFS's, `file::read_buffer`) is mapped: this far after
+/// the base of the read windows, [`RBUF_STRIDE`] apart.
+const RBUFS: u64 = WBUFS + MAX_FDS as u64 * WBUF_SIZE;
+const RBUF_STRIDE: u64 = 32 << 10;
+const _: () = assert!(read_buffer::PAGES * PAGE <= RBUF_STRIDE);
+/// Address space the windows, write buffers and read buffers take from their base.
+pub const WINDOWS_SPAN: u64 = RBUFS + MAX_FDS as u64 * RBUF_STRIDE;
 const WBUF_SIZE: u64 = 16 << 10;
 /// Writes longer than one message's 480 bytes go through the write buffer.
 const SMALL_WRITE: usize = 480;
+/// Reads of pages we do not map: up to one message's 480 bytes through `file::read` (unless the
+/// descriptor has its read buffer already), longer ones through the read buffer.
+const SMALL_READ: usize = 480;
 
 pub type Result<T> = core::result::Result<T, FsError>;
 
@@ -206,6 +215,9 @@ struct Fd {
     /// Whether our capability may be the file's only one: false once it was handed out
     /// ([`Files::share`]). Only then does `close` close the file at the PFS (and keep it).
     sole: bool,
+    /// The VFS's mount index of a file `vfs.open` gave us ([`NO_MOUNT`] otherwise): such a file
+    /// is kept closed for a later open through the VFS (`vfs.reopen`).
+    mount: u32,
     flags: u32,
     off: u64,
     size: u64,
@@ -217,6 +229,17 @@ struct Fd {
     /// The PFS's write buffer is mapped at `windows + WBUFS + fd * WBUF_SIZE` (asked for on the first
     /// long write; the PFS takes it back on close).
     wbuf: bool,
+    /// The PFS's read buffer, mapped at `windows + RBUFS + fd * RBUF_STRIDE` once asked for.
+    rbuf: ReadBuf,
+}
+
+/// A descriptor's read buffer (`file::read_buffer`): the copy path for pages we do not map.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadBuf {
+    NotAsked,
+    Mapped,
+    /// The server has none (procfs): every read of an unmapped page is a `file::read`.
+    Refused,
 }
 
 struct MountEnt {
@@ -226,6 +249,9 @@ struct MountEnt {
     /// reopens one (`file.reopen`) instead of asking for a new capability.
     kept: Vec<u64>,
 }
+
+/// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
+const NO_MOUNT: u32 = u32::MAX;
 
 /// Closed files kept per mount for reuse. Each holds one of the session's file charges at the
 /// PFS, so only a few: enough for a program that opens and closes in a loop.
@@ -238,6 +264,9 @@ pub struct Files {
     free_slots: Vec<u64>,
     mounts: Vec<MountEnt>,
     mounts_version: u64,
+    /// Files `vfs.open` gave us that we closed and kept, with their mounts (at most
+    /// [`KEPT_FILES`]): the next open through the VFS reopens one (`vfs.reopen`).
+    vfs_kept: Vec<(u32, u64)>,
     /// Base of the file windows and write buffers.
     windows: u64,
 }
@@ -259,6 +288,7 @@ impl Files {
             free_slots: Vec::new(),
             mounts: Vec::new(),
             mounts_version: 0,
+            vfs_kept: Vec::new(),
             windows,
         }
     }
@@ -423,30 +453,38 @@ impl Files {
         } else {
             None
         };
-        let (cap, size, session) = match direct {
-            Some(r) => r?,
-            None => {
-                let arg = self.path(0, p, PATH_FIELD)?;
-                let rx = self.slot();
-                match self.vfs.open(arg.bytes(), sent, mode, rx) {
-                    Ok(o) => (o.file, o.size, 0),
-                    Err(x) => {
-                        self.free_slots.push(rx);
-                        return Err(e(x));
+        let (cap, size, session, mount) = match direct {
+            Some(r) => r.map(|(c, size, s)| (c, size, s, NO_MOUNT))?,
+            None => match self.reopen_via_vfs(p, sent, mode) {
+                Some(r) => r.map(|(c, size, m)| (c, size, 0, m))?,
+                None => {
+                    let arg = self.path(0, p, PATH_FIELD)?;
+                    let rx = self.slot();
+                    match self.vfs.open(arg.bytes(), sent, mode, rx) {
+                        // A file the VFS may have created for us is not kept (it is charged to
+                        // the VFS, which cannot reopen it in place).
+                        Ok(o) if sent.contains(OpenFlags::CREATE) => (o.file, o.size, 0, NO_MOUNT),
+                        Ok(o) => (o.file, o.size, 0, o.mount),
+                        Err(x) => {
+                            self.free_slots.push(rx);
+                            return Err(e(x));
+                        }
                     }
                 }
-            }
+            },
         };
         self.fds[i] = Some(Fd {
             cap,
             session,
             sole: true,
+            mount,
             flags,
             off: 0,
             size,
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
+            rbuf: ReadBuf::NotAsked,
         });
         Ok(i)
     }
@@ -467,6 +505,7 @@ impl Files {
             // at the PFS for them (see `share`).
             session: 0,
             sole: false,
+            mount: NO_MOUNT,
             flags,
             off: 0,
             // Unknown: a read at or past it asks the PFS for the size first.
@@ -474,6 +513,7 @@ impl Files {
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
+            rbuf: ReadBuf::NotAsked,
         });
         Ok(i)
     }
@@ -517,9 +557,53 @@ impl Files {
                 }
             }
         }
+        // The same for a file the VFS gave us: kept for a later open through it.
+        if f.session == 0
+            && f.sole
+            && f.mount != NO_MOUNT
+            && self.vfs_kept.len() < KEPT_FILES
+            && file::Client::new(f.cap).close().is_ok()
+        {
+            self.vfs_kept.push((f.mount, f.cap));
+            return Ok(());
+        }
         let _ = sys::cap_delete(f.cap);
         self.free_slots.push(f.cap);
         Ok(())
+    }
+
+    /// Option 2 without a new capability: opens `path` through the VFS into a file we kept
+    /// closed (`vfs.reopen`): (capability, size, mount). None = use `vfs.open`.
+    fn reopen_via_vfs(
+        &mut self,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Option<Result<(u64, u64, u32)>> {
+        if flags.contains(OpenFlags::CREATE) || path.len() > PATH_FIELD || path.first() == Some(&0)
+        {
+            return None;
+        }
+        let (m, k) = self.vfs_kept.pop()?;
+        match self.vfs.reopen(path, flags, mode, m, k) {
+            Ok(size) => Some(Ok((k, size, m))),
+            // Not a path the VFS hands to that mount whole: `open` it.
+            Err(RpcError::App(FsError::Xdev)) => {
+                self.vfs_kept.push((m, k));
+                None
+            }
+            Err(RpcError::App(x)) if x != FsError::BadFile && x != FsError::Gone => {
+                self.vfs_kept.push((m, k));
+                Some(Err(x))
+            }
+            // The file cannot be reopened (its file system went, or it never can): let it go
+            // and open afresh.
+            Err(_) => {
+                let _ = sys::cap_delete(k);
+                self.free_slots.push(k);
+                None
+            }
+        }
     }
 
     /// Attaches the whole file `fd` (opened for reading) read-only anywhere in this task with
@@ -657,6 +741,7 @@ impl Files {
         let end = (off.saturating_add(buf.len() as u64)).min(f.size);
         let mut pos = off;
         let win = windows + fd as u64 * WINDOW_SIZE;
+        let rbuf = windows + RBUFS + fd as u64 * RBUF_STRIDE;
         while pos < end {
             let page = pos / PAGE;
             let po = pos % PAGE;
@@ -682,6 +767,23 @@ impl Files {
                 pos += n as u64;
                 continue;
             }
+            // Through the read buffer: the PFS copies up to 16 KiB into it per call, and what one
+            // call brought serves the next reads (checked against the buffer's header).
+            let want = (end - pos).min(read_buffer::DATA as u64) as usize;
+            if f.rbuf == ReadBuf::NotAsked && want > SMALL_READ {
+                Self::map_read_buffer(f, rbuf)?;
+            }
+            if f.rbuf == ReadBuf::Mapped {
+                let at = (pos - off) as usize;
+                let got = Self::read_buffered(f, rbuf, pos, &mut buf[at..at + want])?;
+                pos += got as u64;
+                if got < want {
+                    // Shorter than we thought (truncated meanwhile).
+                    f.size = pos;
+                    return Ok((pos - off) as usize);
+                }
+                continue;
+            }
             // Through the PFS: at most 480 bytes per call.
             let c = file::Client::new(f.cap);
             let mut done = 0;
@@ -700,6 +802,64 @@ impl Files {
             pos += n as u64;
         }
         Ok((end.saturating_sub(off)) as usize)
+    }
+
+    /// Maps the descriptor's read buffer at `at` (or learns that the server has none).
+    fn map_read_buffer(f: &mut Fd, at: u64) -> Result<()> {
+        let span = read_buffer::PAGES * PAGE;
+        match file::Client::new(f.cap).read_buffer(at, [at, span]) {
+            Ok(_) => {}
+            Err(RpcError::App(_)) => {
+                f.rbuf = ReadBuf::Refused;
+                return Ok(());
+            }
+            Err(_) => return Err(FsError::Gone),
+        }
+        // Every page must really be here before we read from it.
+        if (0..read_buffer::PAGES).any(|i| sys::translate(at + i * PAGE).is_err()) {
+            return Err(FsError::Io);
+        }
+        f.rbuf = ReadBuf::Mapped;
+        Ok(())
+    }
+
+    /// Reads the file's bytes from `pos` into `dst` (at most the buffer's 16 KiB) through the
+    /// read buffer mapped at `rbuf`: from what it holds if that covers them, else after one
+    /// `read_to_buffer`. Fewer than asked only at the end of the file.
+    fn read_buffered(f: &mut Fd, rbuf: u64, pos: u64, dst: &mut [u8]) -> Result<usize> {
+        // SAFETY: the PFS mapped the buffer's pages at `rbuf` for this descriptor (checked in
+        // `map_read_buffer`); they stay until the file is closed.
+        let header = unsafe { read_buffer::Header::at(rbuf) };
+        let c = file::Client::new(f.cap);
+        let mut n = dst.len();
+        // A task sharing the open file (a forked child) may refill the buffer between our call
+        // and our copy: then ask again, a few times, before giving up.
+        for attempt in 0..=4 {
+            if let Some((at, seq)) = header.find(pos, n as u64) {
+                // SAFETY: `find` checked `at + n` is within the buffer's data, which is mapped
+                // readable (above) and does not overlap `dst` (ours).
+                unsafe { copy_bytes((rbuf + at as u64) as *const u8, dst.as_mut_ptr(), n) };
+                if header.unchanged(seq) {
+                    return Ok(n);
+                }
+            }
+            if attempt == 4 {
+                break;
+            }
+            // A read that starts where the buffer's data ends is sequential: it fills the whole
+            // buffer (read-ahead); any other only what it needs.
+            let ask = if header.follows(pos) {
+                read_buffer::DATA
+            } else {
+                n
+            };
+            let got = c.read_to_buffer(pos, ask as u32).map_err(e)? as usize;
+            n = n.min(got);
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        Err(FsError::Io)
     }
 
     pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {

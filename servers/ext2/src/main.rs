@@ -32,7 +32,7 @@ use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem, ObjKind};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat, StatMore};
-use sawmill_ext2_api::share;
+use sawmill_ext2_api::{read_buffer, share};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
 use sawmill_interfaces::pfs::{self, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
@@ -225,37 +225,50 @@ struct Open {
     /// Our copy of the read-only capability handed out by `dataspace.read_only` (0: none).
     ro_cap: u64,
     /// The write buffer shared with the client (`write_buffer`), if it asked for one.
-    wbuf: Option<WriteBuf>,
+    wbuf: Option<SharedBuf<WBUF_PAGES>>,
+    /// The read buffer shared with the client (`read_buffer`), if it asked for one.
+    rbuf: Option<SharedBuf<RBUF_PAGES>>,
 }
 
-/// Size of an open file's write buffer.
-const WBUF: usize = 4 * PAGE;
+/// Size of an open file's write buffer, in pages.
+const WBUF_PAGES: usize = 4;
+const WBUF: usize = WBUF_PAGES * PAGE;
+/// An open file's read buffer: its data, then the header page (`sawmill_ext2_api::read_buffer`).
+const RBUF_PAGES: usize = read_buffer::PAGES as usize;
 
-/// Page-aligned memory of ours that one client writes into: it can change the bytes, never take
-/// the pages away (the mapping it has is derived from ours), so reading them is always safe.
-struct WriteBuf(*mut u8);
+/// `PAGES` page-aligned pages of our memory that clients map (writable: the write buffer;
+/// read-only: the read buffer): a client can at most change the bytes, never take the pages
+/// away (its mapping is derived from ours), so using them is always safe for us.
+struct SharedBuf<const PAGES: usize>(core::ptr::NonNull<u8>);
 
-impl WriteBuf {
+impl<const PAGES: usize> SharedBuf<PAGES> {
     fn layout() -> core::alloc::Layout {
         // A constant, valid size and alignment.
-        core::alloc::Layout::from_size_align(WBUF, PAGE).unwrap()
+        core::alloc::Layout::from_size_align(PAGES * PAGE, PAGE).unwrap()
     }
-    fn new() -> Option<WriteBuf> {
+    fn new() -> Option<Self> {
         // SAFETY: non-zero size.
         let p = unsafe { alloc::alloc::alloc_zeroed(Self::layout()) };
-        (!p.is_null()).then_some(WriteBuf(p))
+        core::ptr::NonNull::new(p).map(SharedBuf)
     }
     fn addr(&self) -> u64 {
-        self.0 as u64
+        self.0.as_ptr() as u64
     }
 }
 
-impl Drop for WriteBuf {
+impl<const PAGES: usize> Drop for SharedBuf<PAGES> {
     fn drop(&mut self) {
-        // The client's mapping goes first: nobody may see the pages once they are reused.
-        let _ = sys::unmap(self.addr(), (WBUF / PAGE) as u64, 0);
+        // The clients' mappings go first: nobody may see the pages once they are reused.
+        let _ = sys::unmap(self.addr(), PAGES as u64, 0);
         // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::alloc::dealloc(self.0, Self::layout()) };
+        unsafe { alloc::alloc::dealloc(self.0.as_ptr(), Self::layout()) };
+    }
+}
+
+impl SharedBuf<RBUF_PAGES> {
+    fn header(&self) -> &read_buffer::Header {
+        // SAFETY: the buffer is RBUF_PAGES pages of ours, alive as long as `self`.
+        unsafe { read_buffer::Header::at(self.addr()) }
     }
 }
 
@@ -285,6 +298,8 @@ struct Pfs {
     walker: Walker<(u32, Stat)>,
     shadows: Vec<Shadow>,
     max_shadows: usize,
+    /// Open files with a read buffer: while 0, writes skip looking for them.
+    read_buffers: usize,
     name: &'static str,
     /// The wall clock that stamps changes (read with `rdtsc`, no system call).
     clock: sawmill_rt::clock::Wall,
@@ -361,6 +376,7 @@ impl Pfs {
             return Err(FsError::BadFile);
         }
         let ino = f.ino;
+        self.forget_reads(ino);
         let n = self.fs.write(ino, off, data).map_err(err)?;
         if !self.shadows.is_empty() {
             self.refresh_shadows(ino, off, n as u64);
@@ -444,6 +460,7 @@ impl Pfs {
             mapped: Vec::new(),
             ro_cap: 0,
             wbuf: None,
+            rbuf: None,
         });
         if flags.contains(OpenFlags::TRUNC) {
             0
@@ -455,6 +472,7 @@ impl Pfs {
     /// Takes back every client mapping of `ino`'s cached pages (truncate, unlink): the blocks
     /// may be freed and reused for other data.
     fn revoke_ino(&mut self, ino: u32) {
+        self.forget_reads(ino);
         let mut c = self.cache.borrow_mut();
         for f in self.files.iter_mut().flatten() {
             if f.ino == ino {
@@ -470,6 +488,19 @@ impl Pfs {
         }
         drop(c);
         self.drop_shadows(ino);
+    }
+
+    /// `ino`'s bytes change: the read buffers of its open files no longer hold any of them (a
+    /// reader's next read asks us again, and sees the change).
+    fn forget_reads(&mut self, ino: u32) {
+        if self.read_buffers == 0 {
+            return;
+        }
+        for f in self.files.iter().flatten() {
+            if let (true, Some(b)) = (f.ino == ino, &f.rbuf) {
+                b.header().forget();
+            }
+        }
     }
 
     /// Frees `ino`'s shadow pages, revoking every mapping of them first.
@@ -874,15 +905,64 @@ impl file::Server for Pfs {
             return Err(FsError::BadFile);
         }
         if f.wbuf.is_none() {
-            f.wbuf = Some(WriteBuf::new().ok_or(FsError::NoSpace)?);
+            f.wbuf = Some(SharedBuf::new().ok_or(FsError::NoSpace)?);
         }
         let src = f.wbuf.as_ref().map_or(0, |w| w.addr());
         Ok(Map {
             src,
             dst,
-            pages: (WBUF / PAGE) as u64,
+            pages: WBUF_PAGES as u64,
             flags: map::READ | map::WRITE,
         })
+    }
+    fn read_buffer(&mut self, badge: u64, dst: u64) -> Result<Map, FsError> {
+        let f = self.file(badge)?;
+        if !f.flags.contains(OpenFlags::READ) {
+            return Err(FsError::BadFile);
+        }
+        if f.rbuf.is_none() {
+            f.rbuf = Some(SharedBuf::new().ok_or(FsError::NoSpace)?);
+            self.read_buffers += 1;
+        }
+        let src = self.file(badge)?.rbuf.as_ref().map_or(0, |b| b.addr());
+        Ok(Map {
+            src,
+            dst,
+            pages: RBUF_PAGES as u64,
+            flags: map::READ,
+        })
+    }
+    fn read_to_buffer(&mut self, badge: u64, off: u64, len: u32) -> Result<u32, FsError> {
+        let f = self.file(badge)?;
+        if !f.flags.contains(OpenFlags::READ) {
+            return Err(FsError::BadFile);
+        }
+        let Some(b) = f.rbuf.as_ref() else {
+            return Err(FsError::Invalid);
+        };
+        if len as usize > read_buffer::DATA {
+            return Err(FsError::Invalid);
+        }
+        let (ino, p) = (f.ino, b.0.as_ptr());
+        // SAFETY: our own buffer, alive while the open file holds it (the engine's read does not
+        // touch open files); the first `DATA` bytes are data, the header lies after them.
+        let (data, header) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(p, len as usize),
+                read_buffer::Header::at(p as u64),
+            )
+        };
+        header.begin();
+        match self.fs.read(ino, off, data) {
+            Ok(n) => {
+                header.finish(off, n as u64);
+                Ok(n as u32)
+            }
+            Err(x) => {
+                header.finish(0, 0);
+                Err(err(x))
+            }
+        }
     }
     fn write_from_buffer(&mut self, badge: u64, off: u64, len: u32) -> Result<u32, FsError> {
         let f = self.file(badge)?;
@@ -892,7 +972,7 @@ impl file::Server for Pfs {
         if len as usize > WBUF {
             return Err(FsError::Invalid);
         }
-        let p = w.0;
+        let p = w.0.as_ptr();
         // SAFETY: our own buffer, allocated and mapped for as long as the open file holds it; the
         // client may change the bytes meanwhile, which only changes its own data. The slice ends
         // before `write_data` can drop the buffer (it does not touch `wbuf`).
@@ -1071,6 +1151,9 @@ impl Pfs {
             .get_mut(i)
             .and_then(|f| f.take())
             .ok_or(FsError::BadFile)?;
+        if f.rbuf.is_some() {
+            self.read_buffers -= 1;
+        }
         {
             let mut c = self.cache.borrow_mut();
             for &s in &f.mapped {
@@ -1408,6 +1491,7 @@ fn main() {
         walker: Walker::new(),
         shadows: Vec::new(),
         max_shadows,
+        read_buffers: 0,
         name,
         after: AfterReply::new(),
     };

@@ -725,6 +725,15 @@ impl file::Server for Procfs {
         self.file(badge)?;
         Err(FsError::BadFile)
     }
+    // No read buffer: the library reads a generated file through `read` instead.
+    fn read_buffer(&mut self, badge: u64, _dst: u64) -> Result<rpc::Map, FsError> {
+        self.file(badge)?;
+        Err(FsError::Invalid)
+    }
+    fn read_to_buffer(&mut self, badge: u64, _off: u64, _len: u32) -> Result<u32, FsError> {
+        self.file(badge)?;
+        Err(FsError::Invalid)
+    }
     #[allow(clippy::too_many_arguments)]
     fn setattr(
         &mut self,

@@ -96,6 +96,8 @@ struct Vfs {
     after: AfterReply,
     /// Staged long paths (`stage`): (client badge, slot, bytes), at most [`MAX_STAGED`].
     staged: Vec<(u64, u32, Vec<u8>)>,
+    /// The path inside a mount that `direct_route` builds, kept between calls.
+    route: Vec<u8>,
 }
 
 /// Staging buffers kept at most (over all clients); past it the oldest is dropped, and the
@@ -324,22 +326,65 @@ impl Vfs {
         path: &[u8],
         flags: OpenFlags,
     ) -> Option<Result<OpenOut, FsError>> {
+        let (m, s, rest) = match self.direct_route(badge, path)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let rx = self.slot();
+        let r = pfs::Client::new(s).open_path(
+            &rest,
+            flags - (OpenFlags::CREATE | OpenFlags::EXCL),
+            0,
+            rx,
+        );
+        self.route = rest;
+        match r {
+            Ok(o) => {
+                self.after.delete(rx);
+                Some(Ok(OpenOut {
+                    file: o.file,
+                    size: o.size,
+                    mount: m as u32,
+                }))
+            }
+            Err(RpcError::App(e)) if e != FsError::Xdev => {
+                self.free_slots.push(rx);
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.free_slots.push(rx);
+                None
+            }
+        }
+    }
+
+    /// Where `open_direct` sends `path`: the mount, the client's session capability to its
+    /// PFS and the path inside it (in the `route` buffer, which the caller puts back). None: the
+    /// path needs the exact walk (`resolve`).
+    #[allow(clippy::type_complexity)]
+    fn direct_route(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+    ) -> Option<Result<(usize, u64, Vec<u8>), FsError>> {
         let (uid, gid) = self.cred(badge);
         if path.first() != Some(&b'/') {
             return None;
         }
-        let comps: Vec<&[u8]> = path
-            .split(|&c| c == b'/')
-            .filter(|c| !c.is_empty() && *c != b".")
-            .collect();
-        if comps.iter().any(|c| *c == b"..") {
+        // The path's components, walked again where needed instead of collected: this runs on
+        // every open, and allocations were a third of the VFS's part of one.
+        let comps = || {
+            path.split(|&c| c == b'/')
+                .filter(|c| !c.is_empty() && *c != b".")
+        };
+        if comps().any(|c| c == b"..") {
             return None;
         }
         // The mount the path lies in: the longest prefix, the most recent of equal ones.
         let mut best: Option<usize> = None;
         for (i, mt) in self.mounts.iter().enumerate() {
-            let under = mt.comps.len() <= comps.len()
-                && mt.comps.iter().zip(&comps).all(|(a, b)| a[..] == b[..]);
+            let mut it = comps();
+            let under = mt.comps.iter().all(|a| it.next() == Some(&a[..]));
             if under && best.is_none_or(|b| mt.comps.len() >= self.mounts[b].comps.len()) {
                 best = Some(i);
             }
@@ -357,34 +402,20 @@ impl Vfs {
             }
         }
         let s = self.session(m, badge).ok()?;
-        let mut rest = comps[self.mounts[m].comps.len()..].join(&b'/');
+        // Into the kept buffer (the caller gives it back), so no allocation once it has grown.
+        let mut rest = core::mem::take(&mut self.route);
+        rest.clear();
+        for c in comps().skip(self.mounts[m].comps.len()) {
+            if !rest.is_empty() {
+                rest.push(b'/');
+            }
+            rest.extend_from_slice(c);
+        }
         // A trailing slash says the path must name a directory: the PFS's walk checks that.
         if path.ends_with(b"/") {
             rest.push(b'/');
         }
-        let rx = self.slot();
-        match pfs::Client::new(s).open_path(
-            &rest,
-            flags - (OpenFlags::CREATE | OpenFlags::EXCL),
-            0,
-            rx,
-        ) {
-            Ok(o) => {
-                self.after.delete(rx);
-                Some(Ok(OpenOut {
-                    file: o.file,
-                    size: o.size,
-                }))
-            }
-            Err(RpcError::App(e)) if e != FsError::Xdev => {
-                self.free_slots.push(rx);
-                Some(Err(e))
-            }
-            Err(_) => {
-                self.free_slots.push(rx);
-                None
-            }
-        }
+        Some(Ok((m, s, rest)))
     }
 
     fn parent_for_change(&mut self, badge: u64, path: &[u8]) -> Result<Resolved, FsError> {
@@ -472,6 +503,7 @@ impl vfs::Server for Vfs {
                 Ok(OpenOut {
                     file: o.file,
                     size: o.size,
+                    mount: pos.m as u32,
                 })
             }
             Err(e) => {
@@ -754,6 +786,36 @@ impl vfs::Server for Vfs {
         }
         Ok(())
     }
+    fn reopen(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        mount: u32,
+        file: u64,
+    ) -> Result<u64, FsError> {
+        if flags.intersects(OpenFlags::CREATE | OpenFlags::EXCL) {
+            return Err(FsError::Invalid);
+        }
+        path_arg!(self, badge, path);
+        let (m, _, rest) = match self.direct_route(badge, path) {
+            Some(r) => r?,
+            None => return Err(FsError::Xdev),
+        };
+        if m as u32 != mount {
+            self.route = rest;
+            return Err(FsError::Xdev);
+        }
+        // The capability is ours for this call only (the dispatch deletes it after us).
+        let r = sawmill_interfaces::file::Client::new(file).reopen(&rest, flags, mode);
+        self.route = rest;
+        match r {
+            Ok(size) => Ok(size),
+            Err(RpcError::App(e)) => Err(e),
+            Err(_) => Err(FsError::Gone),
+        }
+    }
 }
 
 impl rpc::Serve for Vfs {
@@ -779,6 +841,7 @@ fn main() {
         sessions: Vec::new(),
         after: AfterReply::new(),
         staged: Vec::new(),
+        route: Vec::new(),
     };
     let cfg: sawmill_vfs_api::Config = match env::config() {
         Ok(c) => c,
@@ -873,6 +936,10 @@ fn main() {
             }
         }
     }
+    // `reopen` brings a client's file capability: it lands here, and the dispatch deletes it
+    // once the call is done, so the slot is empty again for the next request.
+    let file_rx = thread::alloc_slot();
+    v.after.receive_into(&[file_rx]);
     let ep = env::cap("vfs").expect("vfs endpoint");
     println!("vfs: ready, {} mounts", v.mounts.len());
     let _ = rpc::serve(ep, &mut v);

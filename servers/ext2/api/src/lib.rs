@@ -1,6 +1,7 @@
 //! What the ext2 file-system server (`ext2-pfs`) and the rest of the system agree on: the schema
-//! of its manifest `config` table, and what its bounds on each client mean ([`share`]). Plain
-//! types and bookkeeping only; it touches nothing. The server and the host tool (which checks and
+//! of its manifest `config` table, what its bounds on each client mean ([`share`]), and the
+//! layout of an open file's read buffer that clients map ([`read_buffer`]). Plain types and
+//! bookkeeping only; it touches nothing. The server and the host tool (which checks and
 //! encodes the table) use it.
 //!
 //! ```toml
@@ -27,6 +28,7 @@
 
 extern crate alloc;
 
+pub mod read_buffer;
 pub mod share;
 
 use alloc::string::String;

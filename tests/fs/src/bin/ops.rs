@@ -177,10 +177,174 @@ fn write_test(f: &mut Files) {
             "a 40000-byte write reads back"
         );
         ok(f.close(fd), "close");
+        copy_path_test(f, data);
         ok(f.unlink("/work/bulk.tmp"), "unlink bulk.tmp");
+        vfs_reopen_test(f);
     }
     ok(f.sync(), "sync");
     println!("ops: PASS write tree done and synced");
+}
+
+/// The copy path (pages not mapped: the PFS copies into the open file's read buffer, which the
+/// library maps read-only): `/work/bulk.tmp` holds `data` (40,000 bytes). Every read is compared
+/// with what the file must hold: sequential records with the short one at the end, unaligned
+/// reads across pages and past one buffer's 16 KiB, reads after another descriptor wrote into or
+/// truncated the range the buffer holds; and the PFS refuses lying requests.
+fn copy_path_test(f: &mut Files, mut data: Vec<u8>) {
+    use sawmill_fsclient::O_NOMAP;
+    use sawmill_interfaces::{file, rpc, FsError};
+    let path = "/work/bulk.tmp";
+    let fd = ok(f.open(path, O_READ | O_NOMAP, 0), "open O_NOMAP");
+    let mut rec = alloc::vec![0u8; 4096];
+    let mut got = Vec::new();
+    loop {
+        let n = ok(f.read(fd, &mut rec), "read record");
+        if n == 0 {
+            break;
+        }
+        check!(
+            n == 4096 || got.len() + n == data.len(),
+            "short record {} at {}",
+            n,
+            got.len()
+        );
+        got.extend_from_slice(&rec[..n]);
+    }
+    check!(got == data, "copy path: sequential 4 KiB records differ");
+    let pread = |f: &mut Files, off: usize, len: usize| {
+        let mut b = alloc::vec![0u8; len];
+        let n = ok(f.pread(fd, &mut b, off as u64), "pread");
+        b.truncate(n);
+        b
+    };
+    for (off, len) in [
+        (4095, 2),
+        (100, 20000),
+        (13, 16384),
+        (39990, 100),
+        (40000, 10),
+        (0, 40000),
+        (7, 1),
+    ] {
+        let want = &data[off.min(data.len())..(off + len).min(data.len())];
+        check!(
+            pread(f, off, len) == want,
+            "copy path: pread({}, {}) differs",
+            off,
+            len
+        );
+    }
+    // Another descriptor writes into the range the buffer holds (a sequential read just filled
+    // it ahead): the next read sees the new bytes.
+    pread(f, 8000, 1000);
+    pread(f, 9000, 1000);
+    let w = ok(f.open(path, O_WRITE, 0), "open for writing");
+    ok(f.pwrite(w, b"XYZ", 10000), "small write");
+    data[10000..10003].copy_from_slice(b"XYZ");
+    let big: Vec<u8> = (0..5000).map(|i| (i % 13) as u8 + b'a').collect();
+    ok(f.pwrite(w, &big, 12000), "long write");
+    data[12000..17000].copy_from_slice(&big);
+    check!(
+        pread(f, 9500, 8000) == data[9500..17500],
+        "copy path: a read after another descriptor's writes misses them"
+    );
+    // ... and truncates the file under it: the read is short.
+    pread(f, 19000, 100);
+    ok(f.ftruncate(w, 20000), "ftruncate");
+    check!(
+        pread(f, 19000, 4096) == data[19000..20000],
+        "copy path: a read past a truncate is not short"
+    );
+    ok(f.close(w), "close writer");
+    // Lies and misuse: a length past the buffer, a fill without one, a write-only file's buffer.
+    let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+    check!(
+        c.read_to_buffer(0, 16385) == Err(rpc::Error::App(FsError::Invalid)),
+        "read_to_buffer past the buffer"
+    );
+    check!(
+        c.read_to_buffer(u64::MAX - 5, 16384) == Ok(0),
+        "read_to_buffer far past the end"
+    );
+    ok(f.close(fd), "close O_NOMAP");
+    let fd = ok(f.open(path, O_READ, 0), "open");
+    let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+    check!(
+        c.read_to_buffer(0, 100) == Err(rpc::Error::App(FsError::Invalid)),
+        "read_to_buffer without a buffer"
+    );
+    ok(f.close(fd), "close");
+    let fd = ok(f.open(path, O_WRITE, 0), "open write-only");
+    let c = file::Client::new(ok(f.file_cap(fd), "file cap"));
+    check!(
+        c.read_buffer(0x1_9000_0000, [0x1_9000_0000, 5 * 4096])
+            .map(|_| ())
+            == Err(rpc::Error::App(FsError::BadFile)),
+        "read buffer of a write-only file"
+    );
+    ok(f.close(fd), "close");
+    println!("ops: PASS copy path");
+}
+
+/// Opens through the VFS (option 2) reuse the files the library closed and kept (`vfs.reopen`):
+/// alternating files on two mounts read back what each holds, through a link too; a missing file
+/// is `NotFound`; and the VFS refuses what it must (CREATE, a file named for another mount).
+fn vfs_reopen_test(f: &mut Files) {
+    use sawmill_interfaces::{rpc, vfs, FsError, OpenFlags};
+    let alpha: Vec<u8> = b"alpha\n".iter().copied().cycle().take(600).collect();
+    for i in 0..6 {
+        for (path, want) in [
+            ("/work/sub/a-renamed.txt", &alpha[..]),
+            ("/data/x.txt", b"on the data disk\n"),
+            ("/work/to-data", b"on the data disk\n"),
+        ] {
+            check!(
+                ok(read_file(f, path), path) == want,
+                "reopen round {}: {} reads other bytes",
+                i,
+                path
+            );
+        }
+        check!(
+            f.open("/work/no-such-file", O_READ, 0) == Err(Error::NotFound),
+            "reopen of a missing file"
+        );
+    }
+    let v = vfs::Client::new(env::cap("vfs").expect("vfs endpoint"));
+    let rx = sawmill_rt::thread::alloc_slot();
+    let o = ok(
+        v.open(b"/data/x.txt", OpenFlags::READ, 0, rx)
+            .map_err(|_| Error::Io),
+        "vfs open",
+    );
+    let c = sawmill_interfaces::file::Client::new(o.file);
+    ok(c.close().map_err(|_| Error::Io), "file close");
+    check!(
+        v.reopen(
+            b"/work/sub/a-renamed.txt",
+            OpenFlags::READ,
+            0,
+            o.mount,
+            o.file
+        ) == Err(rpc::Error::App(FsError::Xdev)),
+        "vfs.reopen of a path on another mount than the file's"
+    );
+    check!(
+        v.reopen(
+            b"/data/x.txt",
+            OpenFlags::READ | OpenFlags::CREATE,
+            0o644,
+            o.mount,
+            o.file
+        ) == Err(rpc::Error::App(FsError::Invalid)),
+        "vfs.reopen with CREATE"
+    );
+    check!(
+        v.reopen(b"/data/x.txt", OpenFlags::READ, 0, o.mount, o.file) == Ok(17),
+        "vfs.reopen into a kept file"
+    );
+    let _ = sawmill_rt::sys::cap_delete(o.file);
+    println!("ops: PASS open through the VFS reuses kept files");
 }
 
 fn fsync_test(f: &mut Files) {

@@ -802,7 +802,8 @@ static struct sockaddr_in net_sink(void)
 }
 
 /* Waits (untimed) until the NIC has an address: a UDP socket connected to the sink names a
- * local address other than 0.0.0.0 (sawmill's stack configures itself by DHCP). */
+ * local address other than 0.0.0.0 once it has sent (sawmill's stack configures itself by DHCP
+ * and binds a connected UDP socket's port at its first send). */
 static void net_wait_address(const struct sockaddr_in *to)
 {
     for (int i = 0; i < NET_READY_TRIES; i++) {
@@ -812,7 +813,7 @@ static void net_wait_address(const struct sockaddr_in *to)
         struct sockaddr_in me;
         socklen_t l = sizeof me;
         int ok = connect(s, (const struct sockaddr *)to, sizeof *to) == 0 &&
-                 getsockname(s, (struct sockaddr *)&me, &l) == 0 && me.sin_addr.s_addr != 0;
+                 send(s, "", 1, 0) >= 0 && getsockname(s, (struct sockaddr *)&me, &l) == 0 && me.sin_addr.s_addr != 0;
         close(s);
         if (ok)
             return;

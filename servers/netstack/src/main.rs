@@ -31,9 +31,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use link::Link;
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
-use sawmill_interfaces::sock::{self, AcceptOut, NameOut, RecvFromOut, RecvOut};
+use sawmill_interfaces::sock::{self, AcceptOut, NameOut, PeekFromOut, RecvFromOut, RecvOut};
 use sawmill_interfaces::socket::{self, ConfigOut};
-use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind};
+use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind, MAX_DATAGRAM};
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
 use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
 use sawmill_rt::{env, println, sys, thread};
@@ -76,6 +76,9 @@ const LOOPBACK: Ipv4Cidr = Ipv4Cidr::new(Ipv4Address::new(127, 0, 0, 1), 8);
 static TICKS_PER_US: AtomicU64 = AtomicU64::new(1);
 /// The poll thread's notification.
 static WAKE: AtomicU64 = AtomicU64::new(0);
+/// The time-stamp counter value the poll thread waits until (u64::MAX: no deadline), written
+/// under the stack's lock: a call wakes the thread only when smoltcp wants it earlier.
+static POLL_DEADLINE: AtomicU64 = AtomicU64::new(0);
 
 fn now() -> Instant {
     Instant::from_micros((sys::rdtsc() / TICKS_PER_US.load(Ordering::Relaxed)) as i64)
@@ -110,6 +113,9 @@ enum Sock {
         h: SocketHandle,
         port: Option<u16>,
         peer: Option<IpEndpoint>,
+        /// The start of a datagram larger than one call (`send_more`), sent with the next
+        /// `send`/`send_to`.
+        pending: Vec<u8>,
     },
 }
 
@@ -168,6 +174,17 @@ fn udp_socket() -> udp::Socket<'static> {
 }
 
 impl Stack {
+    /// When smoltcp wants the next poll, as a time-stamp counter value (u64::MAX: never).
+    fn next_poll(&mut self) -> u64 {
+        match self.iface.poll_delay(now(), &self.sockets) {
+            Some(d) => {
+                let ticks = d.total_micros() * TICKS_PER_US.load(Ordering::Relaxed);
+                sys::rdtsc().saturating_add(ticks.max(1))
+            }
+            None => u64::MAX,
+        }
+    }
+
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
     /// wakes whoever waits on a socket that became readier.
     fn poll(&mut self) {
@@ -471,8 +488,13 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
     s.poll();
+    // The poll thread's timer: woken only when smoltcp now wants a poll before the time the
+    // thread waits for (a wake and a whole poll more per call, otherwise).
+    let want = s.next_poll();
     drop(g);
-    let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    if want < POLL_DEADLINE.load(Ordering::Relaxed) {
+        let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    }
     r
 }
 
@@ -494,6 +516,7 @@ impl socket::Server for Front {
                     h: s.sockets.add(udp_socket()),
                     port: None,
                     peer: None,
+                    pending: Vec::new(),
                 },
             };
             s.count += 1;
@@ -752,7 +775,7 @@ impl sock::Server for Front {
                     Err(_) => Err(SockError::NotConnected),
                 }
             }
-            &mut Sock::Udp { h, peer, port } => {
+            &mut Sock::Udp { h, peer, port, .. } => {
                 let peer = peer.ok_or(SockError::NotConnected)?;
                 udp_send(s, badge, h, port, peer, data)
             }
@@ -812,6 +835,50 @@ impl sock::Server for Front {
                 Ok(RecvFromOut { data, addr, port })
             }
             _ => Err(SockError::Invalid),
+        })
+    }
+
+    fn send_more(&mut self, badge: u64, first: bool, data: &[u8]) -> Result<(), SockError> {
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        match s.sock(badge)? {
+            Sock::Udp { pending, .. } => {
+                if first {
+                    pending.clear();
+                }
+                if pending.len() + data.len() > MAX_DATAGRAM as usize {
+                    pending.clear();
+                    return Err(SockError::Invalid);
+                }
+                pending.extend_from_slice(data);
+                Ok(())
+            }
+            _ => Err(SockError::Invalid),
+        }
+    }
+
+    fn peek_from(&mut self, badge: u64, offset: u32) -> Result<PeekFromOut, SockError> {
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        let h = match s.sock(badge)? {
+            &mut Sock::Udp { h, .. } => h,
+            _ => return Err(SockError::Invalid),
+        };
+        let (d, meta) = s
+            .sockets
+            .get_mut::<udp::Socket>(h)
+            .peek()
+            .map_err(|_| SockError::WouldBlock)?;
+        let mut data = Bytes::new();
+        let from = (offset as usize).min(d.len());
+        let n = (d.len() - from).min(data.buf_mut().len());
+        data.buf_mut()[..n].copy_from_slice(&d[from..from + n]);
+        data.set_len(n);
+        Ok(PeekFromOut {
+            data,
+            len: d.len() as u32,
+            addr: number(meta.endpoint.addr),
+            port: meta.endpoint.port,
         })
     }
 
@@ -890,6 +957,22 @@ fn udp_send(
             *port = Some(p);
         }
     }
+    // The start a `send_more` left, if any, goes first (and is used up either way: a client
+    // sends every part again when it retries).
+    let pending = match s.sock(badge)? {
+        Sock::Udp { pending, .. } if !pending.is_empty() => core::mem::take(pending),
+        _ => Vec::new(),
+    };
+    let whole;
+    let data = if pending.is_empty() {
+        data
+    } else {
+        whole = [pending.as_slice(), data].concat();
+        if whole.len() > MAX_DATAGRAM as usize {
+            return Err(SockError::Invalid);
+        }
+        &whole[..]
+    };
     match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
         Ok(()) => Ok(data.len() as u32),
         Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
@@ -958,20 +1041,18 @@ impl rpc::Serve for Front {
 /// The poll thread: the driver's completions, smoltcp's timers, calls that changed them.
 fn poller(wake: u64) -> ! {
     loop {
-        let delay = {
+        let deadline = {
             let mut g = STACK.lock();
             let s = g.as_mut().expect("stack");
             s.poll();
-            s.iface.poll_delay(now(), &s.sockets)
+            let d = s.next_poll();
+            POLL_DEADLINE.store(d, Ordering::Relaxed);
+            d
         };
-        match delay {
-            Some(d) => {
-                let ticks = d.total_micros() * TICKS_PER_US.load(Ordering::Relaxed);
-                let _ = sys::notify_wait_until(wake, sys::rdtsc().saturating_add(ticks.max(1)));
-            }
-            None => {
-                let _ = sys::notify_wait(wake, 0);
-            }
+        if deadline == u64::MAX {
+            let _ = sys::notify_wait(wake, 0);
+        } else {
+            let _ = sys::notify_wait_until(wake, deadline);
         }
     }
 }

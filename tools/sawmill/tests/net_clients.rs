@@ -171,7 +171,12 @@ fn host_and_guest_clients_reach_each_other() {
     for (i, len) in [1usize, 100, 1400].into_iter().enumerate() {
         let data = pseudo_random(len, 0x0dd0 + i as u64);
         let back = (0..5).find_map(|_| udp_echo(udp_port, &data, Duration::from_secs(5)));
-        assert_eq!(back.as_deref(), Some(&data[..]), "UDP echo of {len} bytes");
+        assert!(
+            back.as_deref() == Some(&data[..]),
+            "UDP echo of {len} bytes came back as {:?} bytes; {}",
+            back.map(|b| b.len()),
+            logs()
+        );
     }
 
     // A closed guest port: QEMU's forwarder accepts, the guest answers its SYN with a reset, the

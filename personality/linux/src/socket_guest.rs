@@ -166,6 +166,13 @@ impl SocketHost for Guest {
         Ok((n, r.addr, r.port))
     }
 
+    fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        client(h)
+            .send_part(data)
+            .map(|n| n as usize)
+            .map_err(errno_of)
+    }
+
     fn sock_send_more(&mut self, h: u64, first: bool, d: &[u8]) -> Result<(), Errno> {
         client(h).send_more(first, d).map_err(errno_of)
     }

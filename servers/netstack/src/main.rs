@@ -498,6 +498,30 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     r
 }
 
+/// Runs a receiving call `f` on socket `badge`: it polls as [`with_stack`] does unless `f` made
+/// no traffic (`quiet`: it found nothing, or took a UDP datagram), when only the socket's
+/// readiness is taken again (so that the next arrival still wakes its waiters). A poll costs
+/// ~1,500 instructions and the timer's recomputation more: a blocking receive's first look
+/// and every datagram taken were paying for polls that had nothing to do.
+fn with_stack_recv<T>(
+    badge: u64,
+    f: impl FnOnce(&mut Stack) -> Result<T, SockError>,
+    quiet: impl FnOnce(&Stack, &Result<T, SockError>) -> bool,
+) -> Result<T, SockError> {
+    let mut g = STACK.lock();
+    let s = g.as_mut().ok_or(SockError::Unreachable)?;
+    let r = f(s);
+    if !quiet(s, &r) {
+        drop(g);
+        // The rest of `with_stack`: the poll and the poll thread's timer.
+        return with_stack(|_| r);
+    }
+    if let Some(e) = s.socks.get_mut(&badge) {
+        e.last = ready_of(&s.sockets, &e.sock);
+    }
+    r
+}
+
 impl socket::Server for Front {
     fn create(&mut self, badge: u64, kind: SockKind) -> Result<u64, SockError> {
         if badge & (SOCK_BIT | NOTICE_BADGE) != 0 {
@@ -758,23 +782,21 @@ impl sock::Server for Front {
         })
     }
 
+    fn send_part(&mut self, badge: u64, data: &[u8]) -> Result<u32, SockError> {
+        // Taken whole: more follows at once, the last piece's `send` polls.
+        with_stack_recv(
+            badge,
+            |s| match s.sock(badge)? {
+                &mut Sock::Tcp { h, connecting, .. } => tcp_send(s, h, connecting, data),
+                _ => Err(SockError::Invalid),
+            },
+            |_, r| matches!(r, Ok(n) if *n as usize == data.len()),
+        )
+    }
+
     fn send(&mut self, badge: u64, data: &[u8]) -> Result<u32, SockError> {
         with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Tcp { h, connecting, .. } => {
-                let t = s.sockets.get_mut::<tcp::Socket>(h);
-                if !t.may_send() {
-                    return Err(match t.state() {
-                        tcp::State::SynSent | tcp::State::SynReceived => SockError::WouldBlock,
-                        tcp::State::Closed if connecting => SockError::ConnRefused,
-                        _ => SockError::NotConnected,
-                    });
-                }
-                match t.send_slice(data) {
-                    Ok(0) if !data.is_empty() => Err(SockError::WouldBlock),
-                    Ok(n) => Ok(n as u32),
-                    Err(_) => Err(SockError::NotConnected),
-                }
-            }
+            &mut Sock::Tcp { h, connecting, .. } => tcp_send(s, h, connecting, data),
             &mut Sock::Udp { h, peer, port, .. } => {
                 let peer = peer.ok_or(SockError::NotConnected)?;
                 udp_send(s, badge, h, port, peer, data)
@@ -784,36 +806,42 @@ impl sock::Server for Front {
     }
 
     fn recv(&mut self, badge: u64, max: u32) -> Result<RecvOut, SockError> {
-        with_stack(|s| {
-            let mut data = Bytes::new();
-            let n = (max as usize).min(data.buf_mut().len());
-            match s.sock(badge)? {
-                &mut Sock::Tcp { h, connecting, .. } => {
-                    let t = s.sockets.get_mut::<tcp::Socket>(h);
-                    if t.can_recv() {
-                        let got = t
-                            .recv_slice(&mut data.buf_mut()[..n])
-                            .map_err(|_| SockError::ConnReset)?;
-                        data.set_len(got);
-                        return Ok(RecvOut { data, eof: false });
-                    }
-                    match t.state() {
-                        tcp::State::Closed if connecting => Err(SockError::ConnRefused),
-                        tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
-                            Err(SockError::WouldBlock)
+        let before = core::cell::Cell::new(0);
+        with_stack_recv(
+            badge,
+            |s| {
+                before.set(recv_fill(s, badge));
+                let mut data = Bytes::new();
+                let n = (max as usize).min(data.buf_mut().len());
+                match s.sock(badge)? {
+                    &mut Sock::Tcp { h, connecting, .. } => {
+                        let t = s.sockets.get_mut::<tcp::Socket>(h);
+                        if t.can_recv() {
+                            let got = t
+                                .recv_slice(&mut data.buf_mut()[..n])
+                                .map_err(|_| SockError::ConnReset)?;
+                            data.set_len(got);
+                            return Ok(RecvOut { data, eof: false });
                         }
-                        _ if !t.may_recv() => Ok(RecvOut { data, eof: true }),
-                        _ => Err(SockError::WouldBlock),
+                        match t.state() {
+                            tcp::State::Closed if connecting => Err(SockError::ConnRefused),
+                            tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
+                                Err(SockError::WouldBlock)
+                            }
+                            _ if !t.may_recv() => Ok(RecvOut { data, eof: true }),
+                            _ => Err(SockError::WouldBlock),
+                        }
                     }
+                    &mut Sock::Udp { h, .. } => {
+                        let (got, _, _) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
+                        data.set_len(got);
+                        Ok(RecvOut { data, eof: false })
+                    }
+                    Sock::Listener { .. } => Err(SockError::NotConnected),
                 }
-                &mut Sock::Udp { h, .. } => {
-                    let (got, _, _) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
-                    data.set_len(got);
-                    Ok(RecvOut { data, eof: false })
-                }
-                Sock::Listener { .. } => Err(SockError::NotConnected),
-            }
-        })
+            },
+            |s, r| quiet_recv(s, badge, r.as_ref().err(), before.get()),
+        )
     }
 
     fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
@@ -826,16 +854,20 @@ impl sock::Server for Front {
     }
 
     fn recv_from(&mut self, badge: u64, max: u32) -> Result<RecvFromOut, SockError> {
-        with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Udp { h, .. } => {
-                let mut data = Bytes::new();
-                let n = (max as usize).min(data.buf_mut().len());
-                let (got, addr, port) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
-                data.set_len(got);
-                Ok(RecvFromOut { data, addr, port })
-            }
-            _ => Err(SockError::Invalid),
-        })
+        with_stack_recv(
+            badge,
+            |s| match s.sock(badge)? {
+                &mut Sock::Udp { h, .. } => {
+                    let mut data = Bytes::new();
+                    let n = (max as usize).min(data.buf_mut().len());
+                    let (got, addr, port) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
+                    data.set_len(got);
+                    Ok(RecvFromOut { data, addr, port })
+                }
+                _ => Err(SockError::Invalid),
+            },
+            |s, r| quiet_recv(s, badge, r.as_ref().err(), 0),
+        )
     }
 
     fn send_more(&mut self, badge: u64, first: bool, data: &[u8]) -> Result<(), SockError> {
@@ -977,6 +1009,56 @@ fn udp_send(
         Ok(()) => Ok(data.len() as u32),
         Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
         Err(udp::SendError::Unaddressable) => Err(SockError::Unreachable),
+    }
+}
+
+/// Queues `data` on the TCP socket `h`: how much it took.
+fn tcp_send(
+    s: &mut Stack,
+    h: SocketHandle,
+    connecting: bool,
+    data: &[u8],
+) -> Result<u32, SockError> {
+    let t = s.sockets.get_mut::<tcp::Socket>(h);
+    if !t.may_send() {
+        return Err(match t.state() {
+            tcp::State::SynSent | tcp::State::SynReceived => SockError::WouldBlock,
+            tcp::State::Closed if connecting => SockError::ConnRefused,
+            _ => SockError::NotConnected,
+        });
+    }
+    match t.send_slice(data) {
+        Ok(0) if !data.is_empty() => Err(SockError::WouldBlock),
+        Ok(n) => Ok(n as u32),
+        Err(_) => Err(SockError::NotConnected),
+    }
+}
+
+/// Whether a receive on `badge` that ended with `err` made no traffic: it found nothing
+/// (`WouldBlock`), it took a UDP datagram, or it took TCP data and the receive buffer is still
+/// at least half full or already was below half before (`before`: its fill then) and is not
+/// empty: the window update waits until the reader has drained half of the buffer or all of
+/// it (one or two updates per buffer, not one per call).
+fn quiet_recv(s: &Stack, badge: u64, err: Option<&SockError>, before: usize) -> bool {
+    if let Some(e) = err {
+        return *e == SockError::WouldBlock;
+    }
+    match s.socks.get(&badge).map(|e| &e.sock) {
+        Some(Sock::Udp { .. }) => true,
+        Some(&Sock::Tcp { h, .. }) => {
+            let t = s.sockets.get::<tcp::Socket>(h);
+            let (after, half) = (t.recv_queue(), t.recv_capacity() / 2);
+            after > 0 && (after >= half || before < half)
+        }
+        _ => false,
+    }
+}
+
+/// The fill of `badge`'s TCP receive buffer (0 for any other socket).
+fn recv_fill(s: &Stack, badge: u64) -> usize {
+    match s.socks.get(&badge).map(|e| &e.sock) {
+        Some(&Sock::Tcp { h, .. }) => s.sockets.get::<tcp::Socket>(h).recv_queue(),
+        _ => 0,
     }
 }
 

@@ -109,6 +109,11 @@ pub trait SocketHost {
     fn sock_send(&mut self, _h: u64, _data: &[u8]) -> Result<usize, Errno> {
         Err(ENETDOWN)
     }
+    /// TCP: `sock_send` of a piece that more follows at once (the stack may hold it until the
+    /// last piece's `sock_send`).
+    fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        self.sock_send(h, data)
+    }
     /// Up to `buf.len()` (at most [`MAX_DATA`]) bytes; 0 at end of stream.
     fn sock_recv(&mut self, _h: u64, _buf: &mut [u8]) -> Result<usize, Errno> {
         Err(ENETDOWN)
@@ -702,8 +707,13 @@ impl<B: Backend> Files<B> {
         let h = s.handle;
         let mut done = 0usize;
         while done < data.len() {
-            let piece = &data[done..(done + MAX_DATA).min(data.len())];
-            let r = self.sock_block(h, nonblock, &mut |b| b.sock_send(h, piece));
+            let end = (done + MAX_DATA).min(data.len());
+            let piece = &data[done..end];
+            let r = if end < data.len() {
+                self.sock_block(h, nonblock, &mut |b| b.sock_send_part(h, piece))
+            } else {
+                self.sock_block(h, nonblock, &mut |b| b.sock_send(h, piece))
+            };
             match r {
                 Ok(n) => done += n,
                 // Non-blocking and full, interrupted, or the connection went: what went so far.

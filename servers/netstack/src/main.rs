@@ -60,6 +60,11 @@ const UDP_BUFFER: usize = 8 * 1024;
 const MAX_SOCKETS: usize = 192;
 const MAX_CLIENT_SOCKETS: usize = 48;
 const MAX_BACKLOG: u32 = 16;
+/// Listening smoltcp sockets a listener keeps free beyond those holding connections (up to its
+/// backlog): smoltcp looks at every socket for every packet, so a backlog of 16 made sixteen
+/// sockets that each packet of every connection passed; now the backlog grows as connections
+/// arrive (each poll tops the free ones up) and shrinks as they are accepted.
+const LISTEN_SPARE: usize = 2;
 const EPHEMERAL_FIRST: u16 = 49152;
 /// Badges of socket capabilities have this bit (manifest badges never do), and the notice
 /// capability for `NO_SENDERS` messages has its own.
@@ -108,6 +113,8 @@ enum Sock {
     Listener {
         port: u16,
         pending: Vec<SocketHandle>,
+        /// How many `pending` may grow to (the backlog asked, within the owner's share).
+        backlog: usize,
     },
     Udp {
         h: SocketHandle,
@@ -148,6 +155,8 @@ struct Stack {
     next_port: u16,
     /// Closed TCP sockets still finishing their goodbye.
     closing: Vec<SocketHandle>,
+    /// Listening sockets (`Sock::Listener`): the polls that top them up look only if any.
+    listeners: usize,
     privileged: Vec<u64>,
     addr: u32,
     prefix: u8,
@@ -233,6 +242,18 @@ impl Stack {
                 self.closing.swap_remove(i);
             } else {
                 i += 1;
+            }
+        }
+        // Listeners whose free sockets were taken get new ones.
+        if self.listeners > 0 {
+            let listeners: Vec<(u64, u64)> = self
+                .socks
+                .iter()
+                .filter(|(_, e)| matches!(e.sock, Sock::Listener { .. }))
+                .map(|(&b, e)| (b, e.owner))
+                .collect();
+            for (badge, owner) in listeners {
+                self.top_up(badge, owner);
             }
         }
         // Wake whoever waits on a socket that became readier (computed for registered sockets
@@ -326,6 +347,45 @@ impl Stack {
         Err(SockError::AddrInUse)
     }
 
+    /// Keeps [`LISTEN_SPARE`] of the listener `badge`'s sockets listening (up to its backlog
+    /// and the owner's share): a connection that arrives takes one, the next poll adds one.
+    fn top_up(&mut self, badge: u64, owner: u64) {
+        loop {
+            let Some(Entry {
+                sock:
+                    Sock::Listener {
+                        port,
+                        pending,
+                        backlog,
+                    },
+                ..
+            }) = self.socks.get(&badge)
+            else {
+                return;
+            };
+            let free = pending
+                .iter()
+                .filter(|&&h| self.sockets.get::<tcp::Socket>(h).state() == tcp::State::Listen)
+                .count();
+            if free >= LISTEN_SPARE || pending.len() >= *backlog || self.room_for(owner, 1).is_err()
+            {
+                return;
+            }
+            let port = *port;
+            let Ok(fresh) = self.listen_socket(port) else {
+                return;
+            };
+            self.charge(owner, 1);
+            if let Some(Entry {
+                sock: Sock::Listener { pending, .. },
+                ..
+            }) = self.socks.get_mut(&badge)
+            {
+                pending.push(fresh);
+            }
+        }
+    }
+
     fn listen_socket(&mut self, port: u16) -> Result<SocketHandle, SockError> {
         self.room(1)?;
         let mut s = tcp_socket();
@@ -350,7 +410,8 @@ impl Stack {
                     self.closing.push(h);
                 }
             }
-            Sock::Listener { port, pending } => {
+            Sock::Listener { port, pending, .. } => {
+                self.listeners -= 1;
                 self.tcp_ports.remove(&port);
                 for h in pending {
                     self.sockets.get_mut::<tcp::Socket>(h).abort();
@@ -660,21 +721,15 @@ impl sock::Server for Front {
                 .get_mut::<tcp::Socket>(h)
                 .listen(IpListenEndpoint { addr: None, port })
                 .map_err(|_| SockError::Invalid)?;
-            // The backlog's places are the owner's sockets too: as many as its share allows.
-            let mut pending = vec![h];
-            for _ in 1..backlog.clamp(1, MAX_BACKLOG) {
-                if s.room_for(owner, 1).is_err() {
-                    break;
-                }
-                match s.listen_socket(port) {
-                    Ok(h) => {
-                        pending.push(h);
-                        s.charge(owner, 1);
-                    }
-                    Err(_) => break,
-                }
-            }
-            *s.sock(badge)? = Sock::Listener { port, pending };
+            // The backlog's places are the owner's sockets too: as many as its share allows, made
+            // as they are needed (`top_up`, after each poll).
+            *s.sock(badge)? = Sock::Listener {
+                port,
+                pending: vec![h],
+                backlog: backlog.clamp(1, MAX_BACKLOG) as usize,
+            };
+            s.listeners += 1;
+            s.top_up(badge, owner);
             Ok(())
         })
     }
@@ -682,8 +737,8 @@ impl sock::Server for Front {
     fn accept(&mut self, badge: u64) -> Result<AcceptOut, SockError> {
         with_stack(|s| {
             let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
-            let (port, h) = match sock_of(&mut s.socks, badge)? {
-                Sock::Listener { port, pending } => {
+            let h = match sock_of(&mut s.socks, badge)? {
+                Sock::Listener { pending, .. } => {
                     let sockets = &s.sockets;
                     let i = pending
                         .iter()
@@ -694,21 +749,13 @@ impl sock::Server for Front {
                             )
                         })
                         .ok_or(SockError::WouldBlock)?;
-                    (*port, pending.swap_remove(i))
+                    pending.swap_remove(i)
                 }
                 _ => return Err(SockError::Invalid),
             };
-            // The accepted socket leaves the backlog (its share moves to the new socket), and a
-            // fresh listener takes its place if the owner's share allows.
+            // The accepted socket leaves the backlog (its share moves to the new socket); the
+            // poll after this call tops the free listeners up.
             s.charge(owner, -1);
-            if s.room_for(owner, 1).is_ok() {
-                if let Ok(fresh) = s.listen_socket(port) {
-                    s.charge(owner, 1);
-                    if let Sock::Listener { pending, .. } = s.sock(badge)? {
-                        pending.push(fresh);
-                    }
-                }
-            }
             let remote = s.sockets.get::<tcp::Socket>(h).remote_endpoint();
             let conn = self.mint(
                 s,
@@ -1249,6 +1296,7 @@ fn main() {
         udp_ports: BTreeSet::new(),
         next_port: EPHEMERAL_FIRST,
         closing: Vec::new(),
+        listeners: 0,
         privileged: cfg.privileged.iter().map(|c| c.badge).collect(),
         addr: 0,
         prefix: 0,

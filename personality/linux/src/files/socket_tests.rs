@@ -279,7 +279,8 @@ fn a_datagram_larger_than_one_call_goes_whole_both_ways() {
     p.m.write(ADDR, &sockaddr_in(0x7f00_0001, 9)).unwrap();
     let n = data.len() as u64;
     assert_eq!(p.call(nr::SENDTO, &[fd, BUF, n, 0, ADDR, 16]), Ok(n));
-    assert_eq!(p.f.backend.net.datagrams, [data.clone()]);
+    assert_eq!(p.f.backend.net.datagrams.len(), 1);
+    assert_eq!(p.f.backend.net.datagrams[0], data);
     assert_eq!(p.f.backend.net.datagram_calls, 4);
     // One more byte than a datagram may hold: refused whole.
     assert_eq!(

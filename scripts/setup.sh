@@ -11,8 +11,9 @@ set -euo pipefail
 # musl-tools: musl-gcc, which builds the Linux test programs (tests/linux/*.c) statically,
 # and the personality's own test programs (`cbins` of a scenario disk).
 # curl: the host's HTTP client fetching from busybox httpd in the guest (tools/sawmill/tests/httpd.rs).
+# netcat-openbsd: the host's `nc` sending to busybox `nc -l` in the guest (tests/net_clients.rs).
 packages=(qemu-system-x86 e2fsprogs gcc libc6-dev grub-pc-bin grub-common xorriso mtools
-          busybox-static musl-tools curl)
+          busybox-static musl-tools curl netcat-openbsd)
 if [ "${1:-}" = "bench" ]; then
     packages+=(cpio linux-image-amd64)
 fi

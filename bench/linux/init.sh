@@ -35,8 +35,14 @@ if ! mount -t ext2 /dev/vda /mnt; then
     poweroff -f
 fi
 
+# The network figures: loopback up; the NIC (QEMU's user network) with the address its DHCP
+# would give, statically; the host's UDP sink's address is in /lbench.sink.
+ip link set lo up
+ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up || echo "LINIT error: no eth0"
+ip route add default via 10.0.2.2
+
 echo "LINIT running lbench"
-/lbench /mnt
+/lbench /mnt --sink="$(cat /lbench.sink)"
 echo "LINIT lbench exited with status $?"
 umount /mnt
 poweroff -f

@@ -21,12 +21,17 @@
  * open+close keeps getting cheaper for its first ~70,000 calls.
  *
  * Usage: lbench <directory holding the benchmark files> [--prefix=NAME] [--skip=METRIC,...]
+ *               [--only=METRIC,...] [--sink=IP:PORT]
  *   expects <dir>/f64k <dir>/f128k <dir>/f256k <dir>/f1m <dir>/f4m, <dir>/small and
  *   <dir>/script.sh (shell_script runs `/bin/busybox sh <dir>/script.sh <dir>`)
  *   --prefix=NAME   metric names start with NAME. instead of "linux." (sawmill's Linux
  *                   personality runs this same binary as "linuxabi.")
  *   --skip=LIST     metrics not to run, by name without the prefix (e.g. pipe.roundtrip, which
- *                   needs pipes); a skipped metric prints nothing
+ *                   needs pipes); a skipped metric prints nothing; NAME* is every metric whose
+ *                   name starts with NAME (net.* : the network metrics)
+ *   --only=LIST     run only these metrics (same form as --skip)
+ *   --prefix=       (empty) metric names without a prefix (sawmill's network run: net.*)
+ *   --sink=IP:PORT  where net.udp.send64/1472 send (a UDP port on the host that drops them)
  * The exec metric re-executes this program (argv[0], so start it by its path) with the
  * internal arguments --exec-pass=, --exec-best=, --exec-t0= in front of the user's.
  *
@@ -44,6 +49,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #define PASSES 9        /* timed passes per metric */
 #define REREAD_WARM 2   /* untimed reread passes after the first (disk) read */
@@ -69,26 +78,44 @@ static void die(const char *what)
 
 static const char *prefix = "linux";
 static const char *skip = "";
+static const char *only = ""; /* --only=LIST: when not empty, the metrics to run */
+static const char *sink = ""; /* --sink=IP:PORT: the host's UDP sink for net.udp.send* */
 
-/* Prints one figure; `name` is without the system prefix. */
+/* Prints one figure; `name` is without the system prefix (an empty prefix: the name alone). */
 static void emit(const char *name, double value)
 {
-    printf("BENCH %s.%s %.1f insn\n", prefix, name, value);
+    if (*prefix)
+        printf("BENCH %s.%s %.1f insn\n", prefix, name, value);
+    else
+        printf("BENCH %s %.1f insn\n", name, value);
     fflush(stdout);
 }
 
-/* Whether metric `name` (without prefix) is to run: not listed in --skip. */
-static int wanted(const char *name)
+/* Whether `name` is in the comma list `list`; an entry ending in '*' matches names that start
+ * with what comes before it (net.* is every network metric). */
+static int listed(const char *list, const char *name)
 {
     size_t n = strlen(name);
-    for (const char *p = skip; *p;) {
+    for (const char *p = list; *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return 0;
+        if (len > 0 && p[len - 1] == '*') {
+            if (strncmp(p, name, len - 1) == 0)
+                return 1;
+        } else if (len == n && strncmp(p, name, n) == 0) {
+            return 1;
+        }
         p += len + (end ? 1 : 0);
     }
-    return 1;
+    return 0;
+}
+
+/* Whether metric `name` (without prefix) is to run: in --only (if given), not in --skip. */
+static int wanted(const char *name)
+{
+    if (*only && !listed(only, name))
+        return 0;
+    return !listed(skip, name);
 }
 
 static double min_d(double a, double b) { return a < b ? a : b; }
@@ -478,6 +505,349 @@ static void exec_next(const char *self, int pass, uint64_t best)
     die("execve");
 }
 
+
+/* ---- Network (issue 15) ----
+ * Loopback (127.0.0.1) between this process and a forked child, one CPU, so every round trip
+ * includes both sides and the switches between them; the UDP sends go through the NIC to a sink
+ * on the host (--sink=IP:PORT, QEMU's user network: 10.0.2.2 is the host). Each metric makes its
+ * own sockets on ports the kernel picks (bind to port 0), and the child ends when its peer goes. */
+#define NET_ROUNDS 500        /* round trips per pass */
+#define NET_CONNECTS 50       /* connections per pass */
+#define NET_BULK_CHUNK (64 * 1024)
+#define NET_BULK_CHUNKS 16    /* 64 KiB writes per pass: 1 MiB */
+#define NET_SENDS 256         /* datagrams per pass */
+#define NET_READY_TRIES 400   /* 50 ms apart: how long the NIC may take to get an address */
+
+static struct sockaddr_in net_loopback(unsigned short port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+/* A socket of `type` bound to 127.0.0.1 on a port the kernel picks; that port in *port. */
+static int net_bound(int type, unsigned short *port)
+{
+    int s = socket(AF_INET, type, 0);
+    if (s < 0)
+        die("socket");
+    struct sockaddr_in a = net_loopback(0);
+    socklen_t l = sizeof a;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0)
+        die("bind");
+    if (getsockname(s, (struct sockaddr *)&a, &l) < 0)
+        die("getsockname");
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+static int net_listener(unsigned short *port)
+{
+    int s = net_bound(SOCK_STREAM, port);
+    if (listen(s, 16) < 0)
+        die("listen");
+    return s;
+}
+
+/* A TCP connection to 127.0.0.1:port with TCP_NODELAY. */
+static int net_connect(unsigned short port, int nodelay)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0)
+        die("socket");
+    struct sockaddr_in a = net_loopback(port);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+        die("connect");
+    int one = 1;
+    if (nodelay && setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+        die("TCP_NODELAY");
+    return s;
+}
+
+static void net_reap(pid_t child, const char *what)
+{
+    int st;
+    if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        printf("LBENCH error: the %s child ended with status %#x\n", what, st);
+        exit(1);
+    }
+}
+
+/* 1-byte ping-pong over a pair of connected UDP sockets: the parent sends, the child echoes. */
+static void net_udp_roundtrip(void)
+{
+    unsigned short pa, pb;
+    int a = net_bound(SOCK_DGRAM, &pa), b = net_bound(SOCK_DGRAM, &pb);
+    struct sockaddr_in to_a = net_loopback(pa), to_b = net_loopback(pb);
+    if (connect(a, (struct sockaddr *)&to_b, sizeof to_b) < 0 ||
+        connect(b, (struct sockaddr *)&to_a, sizeof to_a) < 0)
+        die("udp connect");
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        close(a);
+        char c;
+        while (read(b, &c, 1) == 1 && c != 'q')
+            if (write(b, &c, 1) != 1)
+                _exit(1);
+        _exit(0);
+    }
+    close(b);
+    char c = 'x';
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (long i = 0; i < NET_ROUNDS; i++) {
+            if (write(a, &c, 1) != 1)
+                die("udp send");
+            if (read(a, &c, 1) != 1)
+                die("udp recv");
+        }
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / NET_ROUNDS);
+    }
+    if (write(a, "q", 1) != 1)
+        die("udp send");
+    close(a);
+    net_reap(child, "udp echo");
+    emit("net.udp.roundtrip", best);
+}
+
+/* 1-byte ping-pong over a TCP connection, TCP_NODELAY on both ends: the child connects and
+ * echoes until the parent closes. */
+static void net_tcp_roundtrip(void)
+{
+    unsigned short port;
+    int l = net_listener(&port);
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        close(l);
+        int s = net_connect(port, 1);
+        char c;
+        while (read(s, &c, 1) == 1)
+            if (write(s, &c, 1) != 1)
+                _exit(1);
+        _exit(0);
+    }
+    int s = accept(l, NULL, NULL);
+    if (s < 0)
+        die("accept");
+    close(l);
+    int one = 1;
+    if (setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+        die("TCP_NODELAY");
+    char c = 'x';
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) {
+        uint64_t t0 = stamp();
+        for (long i = 0; i < NET_ROUNDS; i++) {
+            if (write(s, &c, 1) != 1)
+                die("tcp send");
+            if (read(s, &c, 1) != 1)
+                die("tcp recv");
+        }
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / NET_ROUNDS);
+    }
+    close(s);
+    net_reap(child, "tcp echo");
+    emit("net.tcp.roundtrip", best);
+}
+
+/* A whole short connection: the parent makes a socket, connects, writes one byte and closes;
+ * the child accepts, reads to the end and closes, and after each NET_CONNECTS connections
+ * answers one byte on a pipe, so a pass counts both sides' work. A 'q' byte ends the child. */
+static void net_tcp_connect(void)
+{
+    unsigned short port;
+    int l = net_listener(&port);
+    int ack[2];
+    if (pipe(ack) < 0)
+        die("pipe");
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        close(ack[0]);
+        for (long n = 1;; n++) {
+            int s = accept(l, NULL, NULL);
+            if (s < 0)
+                _exit(1);
+            char buf[16], last = 0;
+            ssize_t r;
+            while ((r = read(s, buf, sizeof buf)) > 0)
+                last = buf[r - 1];
+            close(s);
+            if (r < 0)
+                _exit(2);
+            if (last == 'q')
+                _exit(0);
+            if (n % NET_CONNECTS == 0 && write(ack[1], "k", 1) != 1)
+                _exit(3);
+        }
+    }
+    close(ack[1]);
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) {
+        uint64_t t0 = stamp();
+        for (long i = 0; i < NET_CONNECTS; i++) {
+            int s = net_connect(port, 0);
+            if (write(s, "x", 1) != 1)
+                die("tcp send");
+            close(s);
+        }
+        char c;
+        if (read(ack[0], &c, 1) != 1)
+            die("connect ack");
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / NET_CONNECTS);
+    }
+    int s = net_connect(port, 0);
+    if (write(s, "q", 1) != 1)
+        die("tcp send");
+    close(s);
+    close(l);
+    close(ack[0]);
+    net_reap(child, "accepting");
+    emit("net.tcp.connect", best);
+}
+
+/* Bulk TCP: the parent writes 64 KiB at a time (looping on short writes), the child reads in
+ * 64 KiB reads and answers one byte after each MiB; value per KiB moved, both sides included. */
+static void net_tcp_bulk(void)
+{
+    char *chunk = mmap(NULL, NET_BULK_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    if (chunk == MAP_FAILED)
+        die("mmap");
+    unsigned short port;
+    int l = net_listener(&port);
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        close(l);
+        int s = net_connect(port, 0);
+        long got = 0;
+        ssize_t r;
+        while ((r = read(s, chunk, NET_BULK_CHUNK)) > 0) {
+            got += r;
+            if (got == (long)NET_BULK_CHUNKS * NET_BULK_CHUNK) {
+                got = 0;
+                if (write(s, "k", 1) != 1)
+                    _exit(1);
+            }
+        }
+        _exit(r == 0 ? 0 : 2);
+    }
+    int s = accept(l, NULL, NULL);
+    if (s < 0)
+        die("accept");
+    close(l);
+    memset(chunk, 0x6e, NET_BULK_CHUNK);
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) {
+        uint64_t t0 = stamp();
+        for (int i = 0; i < NET_BULK_CHUNKS; i++) {
+            size_t done = 0;
+            while (done < NET_BULK_CHUNK) {
+                ssize_t w = write(s, chunk + done, NET_BULK_CHUNK - done);
+                if (w <= 0)
+                    die("tcp bulk send");
+                done += (size_t)w;
+            }
+        }
+        char c;
+        if (read(s, &c, 1) != 1)
+            die("bulk ack");
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / (NET_BULK_CHUNKS * (NET_BULK_CHUNK / 1024)));
+    }
+    close(s);
+    net_reap(child, "bulk reader");
+    munmap(chunk, NET_BULK_CHUNK);
+    emit("net.tcp.bulk", best);
+}
+
+/* The sink's address from --sink=IP:PORT. */
+static struct sockaddr_in net_sink(void)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    char ip[32];
+    const char *colon = strchr(sink, ':');
+    if (!colon || colon - sink >= (long)sizeof ip) {
+        printf("LBENCH error: net.udp.send needs --sink=IP:PORT (got \"%s\")\n", sink);
+        exit(1);
+    }
+    memcpy(ip, sink, (size_t)(colon - sink));
+    ip[colon - sink] = 0;
+    if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+        printf("LBENCH error: bad --sink address %s\n", sink);
+        exit(1);
+    }
+    a.sin_port = htons((unsigned short)atoi(colon + 1));
+    return a;
+}
+
+/* Waits (untimed) until the NIC has an address: a UDP socket connected to the sink names a
+ * local address other than 0.0.0.0 once it has sent (sawmill's stack configures itself by DHCP
+ * and binds a connected UDP socket's port at its first send). */
+static void net_wait_address(const struct sockaddr_in *to)
+{
+    for (int i = 0; i < NET_READY_TRIES; i++) {
+        int s = socket(AF_INET, SOCK_DGRAM, 0);
+        if (s < 0)
+            die("socket");
+        struct sockaddr_in me;
+        socklen_t l = sizeof me;
+        int ok = connect(s, (const struct sockaddr *)to, sizeof *to) == 0 &&
+                 send(s, "", 1, 0) >= 0 && getsockname(s, (struct sockaddr *)&me, &l) == 0 && me.sin_addr.s_addr != 0;
+        close(s);
+        if (ok)
+            return;
+        usleep(50000);
+    }
+    printf("LBENCH error: no address to reach the sink %s from\n", sink);
+    exit(1);
+}
+
+/* Datagrams of `size` bytes through the NIC to the host's sink (sendto on an unconnected
+ * socket); value per datagram handed to the stack and the device. */
+static void net_udp_send(int size, const char *name)
+{
+    struct sockaddr_in to = net_sink();
+    net_wait_address(&to);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    if (s < 0)
+        die("socket");
+    char buf[1472];
+    memset(buf, 0x75, sizeof buf);
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) {
+        uint64_t t0 = stamp();
+        for (int i = 0; i < NET_SENDS; i++)
+            if (sendto(s, buf, (size_t)size, 0, (struct sockaddr *)&to, sizeof to) != size)
+                die("udp sendto");
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / NET_SENDS);
+    }
+    close(s);
+    emit(name, best);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t entered = stamp(); /* first: the end of an exec pass */
@@ -508,6 +878,10 @@ int main(int argc, char **argv)
             prefix = argv[i] + 9;
         else if (strncmp(argv[i], "--skip=", 7) == 0)
             skip = argv[i] + 7;
+        else if (strncmp(argv[i], "--only=", 7) == 0)
+            only = argv[i] + 7;
+        else if (strncmp(argv[i], "--sink=", 7) == 0)
+            sink = argv[i] + 7;
         else if (argv[i][0] != '-' && !have_dir) {
             dir = argv[i];
             have_dir = 1;
@@ -556,6 +930,18 @@ int main(int argc, char **argv)
         fork_wait(argv[0], 1);
     if (wanted("shell_script"))
         shell_script(dir);
+    if (wanted("net.udp.roundtrip"))
+        net_udp_roundtrip();
+    if (wanted("net.tcp.roundtrip"))
+        net_tcp_roundtrip();
+    if (wanted("net.tcp.connect"))
+        net_tcp_connect();
+    if (wanted("net.tcp.bulk"))
+        net_tcp_bulk();
+    if (wanted("net.udp.send64"))
+        net_udp_send(64, "net.udp.send64");
+    if (wanted("net.udp.send1472"))
+        net_udp_send(1472, "net.udp.send1472");
     if (wanted("exec"))
         exec_next(argv[0], 0, ~0ull); /* the chain's last pass prints "LBENCH done" */
     printf("LBENCH done\n");

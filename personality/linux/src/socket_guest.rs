@@ -166,6 +166,30 @@ impl SocketHost for Guest {
         Ok((n, r.addr, r.port))
     }
 
+    fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        client(h)
+            .send_part(data)
+            .map(|n| n as usize)
+            .map_err(errno_of)
+    }
+
+    fn sock_send_more(&mut self, h: u64, first: bool, d: &[u8]) -> Result<(), Errno> {
+        client(h).send_more(first, d).map_err(errno_of)
+    }
+
+    fn sock_peek_from(
+        &mut self,
+        h: u64,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(usize, usize, u32, u16), Errno> {
+        let r = client(h).peek_from(offset as u32).map_err(errno_of)?;
+        let d = r.data.as_slice();
+        let n = d.len().min(buf.len());
+        buf[..n].copy_from_slice(&d[..n]);
+        Ok((n, r.len as usize, r.addr, r.port))
+    }
+
     fn sock_ready(&mut self, h: u64) -> u32 {
         match client(h).ready() {
             Ok(r) => r.bits(),
@@ -184,6 +208,10 @@ impl SocketHost for Guest {
 
     fn sock_shutdown(&mut self, h: u64) -> Result<(), Errno> {
         client(h).shutdown().map_err(errno_of)
+    }
+
+    fn sock_watched(&self, h: u64) -> bool {
+        self.sockets.wake.is_some() && self.sockets.watched.contains(&h)
     }
 
     fn sock_watch(&mut self, h: u64) -> Result<(), Errno> {

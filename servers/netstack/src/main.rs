@@ -31,9 +31,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use link::Link;
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
-use sawmill_interfaces::sock::{self, AcceptOut, NameOut, RecvFromOut, RecvOut};
+use sawmill_interfaces::sock::{self, AcceptOut, NameOut, PeekFromOut, RecvFromOut, RecvOut};
 use sawmill_interfaces::socket::{self, ConfigOut};
-use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind};
+use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind, MAX_DATAGRAM};
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
 use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
 use sawmill_rt::{env, println, sys, thread};
@@ -60,6 +60,11 @@ const UDP_BUFFER: usize = 8 * 1024;
 const MAX_SOCKETS: usize = 192;
 const MAX_CLIENT_SOCKETS: usize = 48;
 const MAX_BACKLOG: u32 = 16;
+/// Listening smoltcp sockets a listener keeps free beyond those holding connections (up to its
+/// backlog): smoltcp looks at every socket for every packet, so a backlog of 16 made sixteen
+/// sockets that each packet of every connection passed; now the backlog grows as connections
+/// arrive (each poll tops the free ones up) and shrinks as they are accepted.
+const LISTEN_SPARE: usize = 2;
 const EPHEMERAL_FIRST: u16 = 49152;
 /// Badges of socket capabilities have this bit (manifest badges never do), and the notice
 /// capability for `NO_SENDERS` messages has its own.
@@ -76,6 +81,9 @@ const LOOPBACK: Ipv4Cidr = Ipv4Cidr::new(Ipv4Address::new(127, 0, 0, 1), 8);
 static TICKS_PER_US: AtomicU64 = AtomicU64::new(1);
 /// The poll thread's notification.
 static WAKE: AtomicU64 = AtomicU64::new(0);
+/// The time-stamp counter value the poll thread waits until (u64::MAX: no deadline), written
+/// under the stack's lock: a call wakes the thread only when smoltcp wants it earlier.
+static POLL_DEADLINE: AtomicU64 = AtomicU64::new(0);
 
 fn now() -> Instant {
     Instant::from_micros((sys::rdtsc() / TICKS_PER_US.load(Ordering::Relaxed)) as i64)
@@ -105,11 +113,16 @@ enum Sock {
     Listener {
         port: u16,
         pending: Vec<SocketHandle>,
+        /// How many `pending` may grow to (the backlog asked, within the owner's share).
+        backlog: usize,
     },
     Udp {
         h: SocketHandle,
         port: Option<u16>,
         peer: Option<IpEndpoint>,
+        /// The start of a datagram larger than one call (`send_more`), sent with the next
+        /// `send`/`send_to`.
+        pending: Vec<u8>,
     },
 }
 
@@ -142,6 +155,8 @@ struct Stack {
     next_port: u16,
     /// Closed TCP sockets still finishing their goodbye.
     closing: Vec<SocketHandle>,
+    /// Listening sockets (`Sock::Listener`): the polls that top them up look only if any.
+    listeners: usize,
     privileged: Vec<u64>,
     addr: u32,
     prefix: u8,
@@ -168,6 +183,17 @@ fn udp_socket() -> udp::Socket<'static> {
 }
 
 impl Stack {
+    /// When smoltcp wants the next poll, as a time-stamp counter value (u64::MAX: never).
+    fn next_poll(&mut self) -> u64 {
+        match self.iface.poll_delay(now(), &self.sockets) {
+            Some(d) => {
+                let ticks = d.total_micros() * TICKS_PER_US.load(Ordering::Relaxed);
+                sys::rdtsc().saturating_add(ticks.max(1))
+            }
+            None => u64::MAX,
+        }
+    }
+
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
     /// wakes whoever waits on a socket that became readier.
     fn poll(&mut self) {
@@ -216,6 +242,18 @@ impl Stack {
                 self.closing.swap_remove(i);
             } else {
                 i += 1;
+            }
+        }
+        // Listeners whose free sockets were taken get new ones.
+        if self.listeners > 0 {
+            let listeners: Vec<(u64, u64)> = self
+                .socks
+                .iter()
+                .filter(|(_, e)| matches!(e.sock, Sock::Listener { .. }))
+                .map(|(&b, e)| (b, e.owner))
+                .collect();
+            for (badge, owner) in listeners {
+                self.top_up(badge, owner);
             }
         }
         // Wake whoever waits on a socket that became readier (computed for registered sockets
@@ -309,6 +347,45 @@ impl Stack {
         Err(SockError::AddrInUse)
     }
 
+    /// Keeps [`LISTEN_SPARE`] of the listener `badge`'s sockets listening (up to its backlog
+    /// and the owner's share): a connection that arrives takes one, the next poll adds one.
+    fn top_up(&mut self, badge: u64, owner: u64) {
+        loop {
+            let Some(Entry {
+                sock:
+                    Sock::Listener {
+                        port,
+                        pending,
+                        backlog,
+                    },
+                ..
+            }) = self.socks.get(&badge)
+            else {
+                return;
+            };
+            let free = pending
+                .iter()
+                .filter(|&&h| self.sockets.get::<tcp::Socket>(h).state() == tcp::State::Listen)
+                .count();
+            if free >= LISTEN_SPARE || pending.len() >= *backlog || self.room_for(owner, 1).is_err()
+            {
+                return;
+            }
+            let port = *port;
+            let Ok(fresh) = self.listen_socket(port) else {
+                return;
+            };
+            self.charge(owner, 1);
+            if let Some(Entry {
+                sock: Sock::Listener { pending, .. },
+                ..
+            }) = self.socks.get_mut(&badge)
+            {
+                pending.push(fresh);
+            }
+        }
+    }
+
     fn listen_socket(&mut self, port: u16) -> Result<SocketHandle, SockError> {
         self.room(1)?;
         let mut s = tcp_socket();
@@ -333,7 +410,8 @@ impl Stack {
                     self.closing.push(h);
                 }
             }
-            Sock::Listener { port, pending } => {
+            Sock::Listener { port, pending, .. } => {
+                self.listeners -= 1;
                 self.tcp_ports.remove(&port);
                 for h in pending {
                     self.sockets.get_mut::<tcp::Socket>(h).abort();
@@ -471,8 +549,37 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
     s.poll();
+    // The poll thread's timer: woken only when smoltcp now wants a poll before the time the
+    // thread waits for (a wake and a whole poll more per call, otherwise).
+    let want = s.next_poll();
     drop(g);
-    let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    if want < POLL_DEADLINE.load(Ordering::Relaxed) {
+        let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    }
+    r
+}
+
+/// Runs a receiving call `f` on socket `badge`: it polls as [`with_stack`] does unless `f` made
+/// no traffic (`quiet`: it found nothing, or took a UDP datagram), when only the socket's
+/// readiness is taken again (so that the next arrival still wakes its waiters). A poll costs
+/// ~1,500 instructions and the timer's recomputation more: a blocking receive's first look
+/// and every datagram taken were paying for polls that had nothing to do.
+fn with_stack_recv<T>(
+    badge: u64,
+    f: impl FnOnce(&mut Stack) -> Result<T, SockError>,
+    quiet: impl FnOnce(&Stack, &Result<T, SockError>) -> bool,
+) -> Result<T, SockError> {
+    let mut g = STACK.lock();
+    let s = g.as_mut().ok_or(SockError::Unreachable)?;
+    let r = f(s);
+    if !quiet(s, &r) {
+        drop(g);
+        // The rest of `with_stack`: the poll and the poll thread's timer.
+        return with_stack(|_| r);
+    }
+    if let Some(e) = s.socks.get_mut(&badge) {
+        e.last = ready_of(&s.sockets, &e.sock);
+    }
     r
 }
 
@@ -494,6 +601,7 @@ impl socket::Server for Front {
                     h: s.sockets.add(udp_socket()),
                     port: None,
                     peer: None,
+                    pending: Vec::new(),
                 },
             };
             s.count += 1;
@@ -613,21 +721,15 @@ impl sock::Server for Front {
                 .get_mut::<tcp::Socket>(h)
                 .listen(IpListenEndpoint { addr: None, port })
                 .map_err(|_| SockError::Invalid)?;
-            // The backlog's places are the owner's sockets too: as many as its share allows.
-            let mut pending = vec![h];
-            for _ in 1..backlog.clamp(1, MAX_BACKLOG) {
-                if s.room_for(owner, 1).is_err() {
-                    break;
-                }
-                match s.listen_socket(port) {
-                    Ok(h) => {
-                        pending.push(h);
-                        s.charge(owner, 1);
-                    }
-                    Err(_) => break,
-                }
-            }
-            *s.sock(badge)? = Sock::Listener { port, pending };
+            // The backlog's places are the owner's sockets too: as many as its share allows, made
+            // as they are needed (`top_up`, after each poll).
+            *s.sock(badge)? = Sock::Listener {
+                port,
+                pending: vec![h],
+                backlog: backlog.clamp(1, MAX_BACKLOG) as usize,
+            };
+            s.listeners += 1;
+            s.top_up(badge, owner);
             Ok(())
         })
     }
@@ -635,8 +737,8 @@ impl sock::Server for Front {
     fn accept(&mut self, badge: u64) -> Result<AcceptOut, SockError> {
         with_stack(|s| {
             let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
-            let (port, h) = match sock_of(&mut s.socks, badge)? {
-                Sock::Listener { port, pending } => {
+            let h = match sock_of(&mut s.socks, badge)? {
+                Sock::Listener { pending, .. } => {
                     let sockets = &s.sockets;
                     let i = pending
                         .iter()
@@ -647,21 +749,13 @@ impl sock::Server for Front {
                             )
                         })
                         .ok_or(SockError::WouldBlock)?;
-                    (*port, pending.swap_remove(i))
+                    pending.swap_remove(i)
                 }
                 _ => return Err(SockError::Invalid),
             };
-            // The accepted socket leaves the backlog (its share moves to the new socket), and a
-            // fresh listener takes its place if the owner's share allows.
+            // The accepted socket leaves the backlog (its share moves to the new socket); the
+            // poll after this call tops the free listeners up.
             s.charge(owner, -1);
-            if s.room_for(owner, 1).is_ok() {
-                if let Ok(fresh) = s.listen_socket(port) {
-                    s.charge(owner, 1);
-                    if let Sock::Listener { pending, .. } = s.sock(badge)? {
-                        pending.push(fresh);
-                    }
-                }
-            }
             let remote = s.sockets.get::<tcp::Socket>(h).remote_endpoint();
             let conn = self.mint(
                 s,
@@ -735,24 +829,22 @@ impl sock::Server for Front {
         })
     }
 
+    fn send_part(&mut self, badge: u64, data: &[u8]) -> Result<u32, SockError> {
+        // Taken whole: more follows at once, the last piece's `send` polls.
+        with_stack_recv(
+            badge,
+            |s| match s.sock(badge)? {
+                &mut Sock::Tcp { h, connecting, .. } => tcp_send(s, h, connecting, data),
+                _ => Err(SockError::Invalid),
+            },
+            |_, r| matches!(r, Ok(n) if *n as usize == data.len()),
+        )
+    }
+
     fn send(&mut self, badge: u64, data: &[u8]) -> Result<u32, SockError> {
         with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Tcp { h, connecting, .. } => {
-                let t = s.sockets.get_mut::<tcp::Socket>(h);
-                if !t.may_send() {
-                    return Err(match t.state() {
-                        tcp::State::SynSent | tcp::State::SynReceived => SockError::WouldBlock,
-                        tcp::State::Closed if connecting => SockError::ConnRefused,
-                        _ => SockError::NotConnected,
-                    });
-                }
-                match t.send_slice(data) {
-                    Ok(0) if !data.is_empty() => Err(SockError::WouldBlock),
-                    Ok(n) => Ok(n as u32),
-                    Err(_) => Err(SockError::NotConnected),
-                }
-            }
-            &mut Sock::Udp { h, peer, port } => {
+            &mut Sock::Tcp { h, connecting, .. } => tcp_send(s, h, connecting, data),
+            &mut Sock::Udp { h, peer, port, .. } => {
                 let peer = peer.ok_or(SockError::NotConnected)?;
                 udp_send(s, badge, h, port, peer, data)
             }
@@ -761,36 +853,42 @@ impl sock::Server for Front {
     }
 
     fn recv(&mut self, badge: u64, max: u32) -> Result<RecvOut, SockError> {
-        with_stack(|s| {
-            let mut data = Bytes::new();
-            let n = (max as usize).min(data.buf_mut().len());
-            match s.sock(badge)? {
-                &mut Sock::Tcp { h, connecting, .. } => {
-                    let t = s.sockets.get_mut::<tcp::Socket>(h);
-                    if t.can_recv() {
-                        let got = t
-                            .recv_slice(&mut data.buf_mut()[..n])
-                            .map_err(|_| SockError::ConnReset)?;
-                        data.set_len(got);
-                        return Ok(RecvOut { data, eof: false });
-                    }
-                    match t.state() {
-                        tcp::State::Closed if connecting => Err(SockError::ConnRefused),
-                        tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
-                            Err(SockError::WouldBlock)
+        let before = core::cell::Cell::new(0);
+        with_stack_recv(
+            badge,
+            |s| {
+                before.set(recv_fill(s, badge));
+                let mut data = Bytes::new();
+                let n = (max as usize).min(data.buf_mut().len());
+                match s.sock(badge)? {
+                    &mut Sock::Tcp { h, connecting, .. } => {
+                        let t = s.sockets.get_mut::<tcp::Socket>(h);
+                        if t.can_recv() {
+                            let got = t
+                                .recv_slice(&mut data.buf_mut()[..n])
+                                .map_err(|_| SockError::ConnReset)?;
+                            data.set_len(got);
+                            return Ok(RecvOut { data, eof: false });
                         }
-                        _ if !t.may_recv() => Ok(RecvOut { data, eof: true }),
-                        _ => Err(SockError::WouldBlock),
+                        match t.state() {
+                            tcp::State::Closed if connecting => Err(SockError::ConnRefused),
+                            tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
+                                Err(SockError::WouldBlock)
+                            }
+                            _ if !t.may_recv() => Ok(RecvOut { data, eof: true }),
+                            _ => Err(SockError::WouldBlock),
+                        }
                     }
+                    &mut Sock::Udp { h, .. } => {
+                        let (got, _, _) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
+                        data.set_len(got);
+                        Ok(RecvOut { data, eof: false })
+                    }
+                    Sock::Listener { .. } => Err(SockError::NotConnected),
                 }
-                &mut Sock::Udp { h, .. } => {
-                    let (got, _, _) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
-                    data.set_len(got);
-                    Ok(RecvOut { data, eof: false })
-                }
-                Sock::Listener { .. } => Err(SockError::NotConnected),
-            }
-        })
+            },
+            |s, r| quiet_recv(s, badge, r.as_ref().err(), before.get()),
+        )
     }
 
     fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
@@ -803,15 +901,63 @@ impl sock::Server for Front {
     }
 
     fn recv_from(&mut self, badge: u64, max: u32) -> Result<RecvFromOut, SockError> {
-        with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Udp { h, .. } => {
-                let mut data = Bytes::new();
-                let n = (max as usize).min(data.buf_mut().len());
-                let (got, addr, port) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
-                data.set_len(got);
-                Ok(RecvFromOut { data, addr, port })
+        with_stack_recv(
+            badge,
+            |s| match s.sock(badge)? {
+                &mut Sock::Udp { h, .. } => {
+                    let mut data = Bytes::new();
+                    let n = (max as usize).min(data.buf_mut().len());
+                    let (got, addr, port) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
+                    data.set_len(got);
+                    Ok(RecvFromOut { data, addr, port })
+                }
+                _ => Err(SockError::Invalid),
+            },
+            |s, r| quiet_recv(s, badge, r.as_ref().err(), 0),
+        )
+    }
+
+    fn send_more(&mut self, badge: u64, first: bool, data: &[u8]) -> Result<(), SockError> {
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        match s.sock(badge)? {
+            Sock::Udp { pending, .. } => {
+                if first {
+                    pending.clear();
+                }
+                if pending.len() + data.len() > MAX_DATAGRAM as usize {
+                    pending.clear();
+                    return Err(SockError::Invalid);
+                }
+                pending.extend_from_slice(data);
+                Ok(())
             }
             _ => Err(SockError::Invalid),
+        }
+    }
+
+    fn peek_from(&mut self, badge: u64, offset: u32) -> Result<PeekFromOut, SockError> {
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        let h = match s.sock(badge)? {
+            &mut Sock::Udp { h, .. } => h,
+            _ => return Err(SockError::Invalid),
+        };
+        let (d, meta) = s
+            .sockets
+            .get_mut::<udp::Socket>(h)
+            .peek()
+            .map_err(|_| SockError::WouldBlock)?;
+        let mut data = Bytes::new();
+        let from = (offset as usize).min(d.len());
+        let n = (d.len() - from).min(data.buf_mut().len());
+        data.buf_mut()[..n].copy_from_slice(&d[from..from + n]);
+        data.set_len(n);
+        Ok(PeekFromOut {
+            data,
+            len: d.len() as u32,
+            addr: number(meta.endpoint.addr),
+            port: meta.endpoint.port,
         })
     }
 
@@ -890,10 +1036,76 @@ fn udp_send(
             *port = Some(p);
         }
     }
+    // The start a `send_more` left, if any, goes first (and is used up either way: a client
+    // sends every part again when it retries).
+    let pending = match s.sock(badge)? {
+        Sock::Udp { pending, .. } if !pending.is_empty() => core::mem::take(pending),
+        _ => Vec::new(),
+    };
+    let whole;
+    let data = if pending.is_empty() {
+        data
+    } else {
+        whole = [pending.as_slice(), data].concat();
+        if whole.len() > MAX_DATAGRAM as usize {
+            return Err(SockError::Invalid);
+        }
+        &whole[..]
+    };
     match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
         Ok(()) => Ok(data.len() as u32),
         Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
         Err(udp::SendError::Unaddressable) => Err(SockError::Unreachable),
+    }
+}
+
+/// Queues `data` on the TCP socket `h`: how much it took.
+fn tcp_send(
+    s: &mut Stack,
+    h: SocketHandle,
+    connecting: bool,
+    data: &[u8],
+) -> Result<u32, SockError> {
+    let t = s.sockets.get_mut::<tcp::Socket>(h);
+    if !t.may_send() {
+        return Err(match t.state() {
+            tcp::State::SynSent | tcp::State::SynReceived => SockError::WouldBlock,
+            tcp::State::Closed if connecting => SockError::ConnRefused,
+            _ => SockError::NotConnected,
+        });
+    }
+    match t.send_slice(data) {
+        Ok(0) if !data.is_empty() => Err(SockError::WouldBlock),
+        Ok(n) => Ok(n as u32),
+        Err(_) => Err(SockError::NotConnected),
+    }
+}
+
+/// Whether a receive on `badge` that ended with `err` made no traffic: it found nothing
+/// (`WouldBlock`), it took a UDP datagram, or it took TCP data and the receive buffer is still
+/// at least half full or already was below half before (`before`: its fill then) and is not
+/// empty: the window update waits until the reader has drained half of the buffer or all of
+/// it (one or two updates per buffer, not one per call).
+fn quiet_recv(s: &Stack, badge: u64, err: Option<&SockError>, before: usize) -> bool {
+    if let Some(e) = err {
+        return *e == SockError::WouldBlock;
+    }
+    match s.socks.get(&badge).map(|e| &e.sock) {
+        Some(Sock::Udp { .. }) => true,
+        Some(&Sock::Tcp { h, .. }) => {
+            let t = s.sockets.get::<tcp::Socket>(h);
+            let (after, half) = (t.recv_queue(), t.recv_capacity() / 2);
+            after > 0 && (after >= half || before < half)
+        }
+        _ => false,
+    }
+}
+
+/// The fill of `badge`'s TCP receive buffer (0 for any other socket).
+fn recv_fill(s: &Stack, badge: u64) -> usize {
+    match s.socks.get(&badge).map(|e| &e.sock) {
+        Some(&Sock::Tcp { h, .. }) => s.sockets.get::<tcp::Socket>(h).recv_queue(),
+        _ => 0,
     }
 }
 
@@ -958,20 +1170,18 @@ impl rpc::Serve for Front {
 /// The poll thread: the driver's completions, smoltcp's timers, calls that changed them.
 fn poller(wake: u64) -> ! {
     loop {
-        let delay = {
+        let deadline = {
             let mut g = STACK.lock();
             let s = g.as_mut().expect("stack");
             s.poll();
-            s.iface.poll_delay(now(), &s.sockets)
+            let d = s.next_poll();
+            POLL_DEADLINE.store(d, Ordering::Relaxed);
+            d
         };
-        match delay {
-            Some(d) => {
-                let ticks = d.total_micros() * TICKS_PER_US.load(Ordering::Relaxed);
-                let _ = sys::notify_wait_until(wake, sys::rdtsc().saturating_add(ticks.max(1)));
-            }
-            None => {
-                let _ = sys::notify_wait(wake, 0);
-            }
+        if deadline == u64::MAX {
+            let _ = sys::notify_wait(wake, 0);
+        } else {
+            let _ = sys::notify_wait_until(wake, deadline);
         }
     }
 }
@@ -1086,6 +1296,7 @@ fn main() {
         udp_ports: BTreeSet::new(),
         next_port: EPHEMERAL_FIRST,
         closing: Vec::new(),
+        listeners: 0,
         privileged: cfg.privileged.iter().map(|c| c.badge).collect(),
         addr: 0,
         prefix: 0,

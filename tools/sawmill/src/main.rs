@@ -153,7 +153,7 @@ enum Cmd {
         #[arg(long)]
         no_linux: bool,
         /// Run only these parts (comma-separated): benchmark system names (`bench-fs`),
-        /// `linuxabi` (lbench on the Linux personality), `boot` (reset to the shell's first
+        /// `linuxabi` (lbench on the Linux personality), `net` (its network figures), `boot` (reset to the shell's first
         /// prompt, sawmill and Linux), `linux` (the baseline).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,

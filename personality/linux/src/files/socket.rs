@@ -31,6 +31,9 @@ use core::cell::RefCell;
 
 /// The most bytes one stack call moves (`interfaces/socket.idl`'s `MAX_DATA`).
 pub const MAX_DATA: usize = 448;
+/// The largest UDP datagram (`interfaces/socket.idl`'s `MAX_DATAGRAM`): moved in several calls
+/// (`sock_send_more`, `sock_peek_from`) when larger than [`MAX_DATA`].
+pub const MAX_DATAGRAM: usize = 1472;
 
 pub const AF_UNIX: u32 = 1;
 pub const AF_INET: u32 = 2;
@@ -106,6 +109,11 @@ pub trait SocketHost {
     fn sock_send(&mut self, _h: u64, _data: &[u8]) -> Result<usize, Errno> {
         Err(ENETDOWN)
     }
+    /// TCP: `sock_send` of a piece that more follows at once (the stack may hold it until the
+    /// last piece's `sock_send`).
+    fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        self.sock_send(h, data)
+    }
     /// Up to `buf.len()` (at most [`MAX_DATA`]) bytes; 0 at end of stream.
     fn sock_recv(&mut self, _h: u64, _buf: &mut [u8]) -> Result<usize, Errno> {
         Err(ENETDOWN)
@@ -116,6 +124,21 @@ pub trait SocketHost {
     }
     /// UDP: one datagram (cut to `buf`) and its source.
     fn sock_recv_from(&mut self, _h: u64, _buf: &mut [u8]) -> Result<(usize, u32, u16), Errno> {
+        Err(ENETDOWN)
+    }
+    /// UDP: `d` starts (after the earlier parts unless `first`) the datagram the next
+    /// `sock_send`/`sock_send_to` ends.
+    fn sock_send_more(&mut self, _h: u64, _first: bool, _d: &[u8]) -> Result<(), Errno> {
+        Err(ENETDOWN)
+    }
+    /// UDP: the next datagram's bytes from `offset` into `buf`, without taking it: (bytes, the
+    /// datagram's length, source address, source port).
+    fn sock_peek_from(
+        &mut self,
+        _h: u64,
+        _offset: usize,
+        _buf: &mut [u8],
+    ) -> Result<(usize, usize, u32, u16), Errno> {
         Err(ENETDOWN)
     }
     /// `READY_*` bits now.
@@ -133,6 +156,10 @@ pub trait SocketHost {
     /// Makes sure a wait on `h` will be woken (registers the process's wake notification once).
     fn sock_watch(&mut self, _h: u64) -> Result<(), Errno> {
         Ok(())
+    }
+    /// Whether `sock_watch(h)` was done already (a wait needs no second look then).
+    fn sock_watched(&self, _h: u64) -> bool {
+        false
     }
 }
 
@@ -266,10 +293,13 @@ impl<B: Backend> Files<B> {
                 r => return r,
             }
             if !watched {
-                // Registered before looking again: a change after this look wakes us.
-                self.backend.sock_watch(h)?;
                 watched = true;
-                continue;
+                // Registered before looking again: a change after this look wakes us. Already
+                // registered before the look that failed: it will, no second look needed.
+                if !self.backend.sock_watched(h) {
+                    self.backend.sock_watch(h)?;
+                    continue;
+                }
             }
             if self.backend.signal_pending() {
                 return Err(crate::signal::ERESTARTSYS);
@@ -593,7 +623,7 @@ impl<B: Backend> Files<B> {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
         let len = len.min(MAX_RW);
         if s.udp {
-            if len as usize > MAX_DATA {
+            if len as usize > MAX_DATAGRAM {
                 return Err(EMSGSIZE);
             }
             let mut data = vec![0u8; len as usize];
@@ -630,14 +660,24 @@ impl<B: Backend> Files<B> {
         to: Option<(u32, u16)>,
         flags: u32,
     ) -> SysResult {
-        if data.len() > MAX_DATA {
+        if data.len() > MAX_DATAGRAM {
             return Err(EMSGSIZE);
         }
         let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
         let h = s.handle;
-        let r = self.sock_block(h, nonblock, &mut |b| match to {
-            Some((a, p)) => b.sock_send_to(h, a, p, data),
-            None => b.sock_send(h, data),
+        // A datagram larger than one call: its first parts, then the call that sends it all
+        // (every part again on a retry).
+        let last = data.len().saturating_sub(1) / MAX_DATA * MAX_DATA;
+        let r = self.sock_block(h, nonblock, &mut |b| {
+            for (i, part) in data[..last].chunks(MAX_DATA).enumerate() {
+                b.sock_send_more(h, i == 0, part)?;
+            }
+            // The stack answers the whole datagram's length.
+            let tail = &data[last..];
+            match to {
+                Some((a, p)) => b.sock_send_to(h, a, p, tail),
+                None => b.sock_send(h, tail),
+            }
         });
         match r {
             Err(e) if e == ENOTCONN => Err(EDESTADDRREQ),
@@ -667,8 +707,13 @@ impl<B: Backend> Files<B> {
         let h = s.handle;
         let mut done = 0usize;
         while done < data.len() {
-            let piece = &data[done..(done + MAX_DATA).min(data.len())];
-            let r = self.sock_block(h, nonblock, &mut |b| b.sock_send(h, piece));
+            let end = (done + MAX_DATA).min(data.len());
+            let piece = &data[done..end];
+            let r = if end < data.len() {
+                self.sock_block(h, nonblock, &mut |b| b.sock_send_part(h, piece))
+            } else {
+                self.sock_block(h, nonblock, &mut |b| b.sock_send(h, piece))
+            };
             match r {
                 Ok(n) => done += n,
                 // Non-blocking and full, interrupted, or the connection went: what went so far.
@@ -711,10 +756,12 @@ impl<B: Backend> Files<B> {
         let len = len.min(MAX_RW) as usize;
         let h = s.handle;
         if s.udp {
+            if len > MAX_DATA {
+                return self.sock_recv_datagram(h, nonblock, buf, len, u);
+            }
             let mut tmp = [0u8; MAX_DATA];
-            let want = len.min(MAX_DATA);
             let (n, a, p) =
-                self.sock_block(h, nonblock, &mut |b| b.sock_recv_from(h, &mut tmp[..want]))?;
+                self.sock_block(h, nonblock, &mut |b| b.sock_recv_from(h, &mut tmp[..len]))?;
             u.write(buf, &tmp[..n])?;
             return Ok((n as u64, Some((a, p))));
         }
@@ -748,6 +795,34 @@ impl<B: Backend> Files<B> {
         }
         u.write(buf, &out)?;
         Ok((out.len() as u64, None))
+    }
+
+    /// One datagram into a buffer larger than one call: its parts looked at (`sock_peek_from`)
+    /// while it stays queued, then taken; cut to `len` as Linux cuts it.
+    fn sock_recv_datagram(
+        &mut self,
+        h: u64,
+        nonblock: bool,
+        buf: u64,
+        len: usize,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        let mut out = vec![0u8; len.min(MAX_DATAGRAM)];
+        let (n, a, p) = self.sock_block(h, nonblock, &mut |b| {
+            let (mut got, total, a, p) = b.sock_peek_from(h, 0, &mut out)?;
+            let want = total.min(out.len());
+            while got < want {
+                let (n, _, _, _) = b.sock_peek_from(h, got, &mut out[got..want])?;
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+            b.sock_recv_from(h, &mut [])?;
+            Ok((got, a, p))
+        })?;
+        u.write(buf, &out[..n])?;
+        Ok((n as u64, Some((a, p))))
     }
 
     /// `sendto(fd, buf, len, flags, dest, dest_len)` (`a`: the call's arguments).
@@ -811,7 +886,7 @@ impl<B: Backend> Files<B> {
             // One datagram of every piece.
             let mut data = Vec::new();
             for (b, l) in vecs {
-                if data.len() as u64 + l > MAX_DATA as u64 {
+                if data.len() as u64 + l > MAX_DATAGRAM as u64 {
                     return Err(EMSGSIZE);
                 }
                 let at = data.len();

@@ -26,6 +26,12 @@ pub struct FakeNet {
     pub sends: Vec<usize>,
     pub sent: Vec<u8>,
     pub closed: Vec<u64>,
+    /// UDP: the parts of the datagram being sent, the datagrams sent, those to receive.
+    pub parts: Vec<u8>,
+    pub datagrams: Vec<Vec<u8>>,
+    pub inbox: Vec<Vec<u8>>,
+    /// Calls that moved datagram bytes (each at most `MAX_DATA`).
+    pub datagram_calls: usize,
 }
 
 impl SocketHost for Mock {
@@ -58,6 +64,46 @@ impl SocketHost for Mock {
     }
     fn sock_shutdown(&mut self, _h: u64) -> Result<(), Errno> {
         Ok(())
+    }
+    fn sock_send_more(&mut self, _h: u64, first: bool, d: &[u8]) -> Result<(), Errno> {
+        assert!(d.len() <= MAX_DATA);
+        if first {
+            self.net.parts.clear();
+        }
+        self.net.parts.extend_from_slice(d);
+        self.net.datagram_calls += 1;
+        Ok(())
+    }
+    fn sock_send_to(&mut self, _h: u64, _addr: u32, _port: u16, d: &[u8]) -> Result<usize, Errno> {
+        assert!(d.len() <= MAX_DATA);
+        let mut whole = core::mem::take(&mut self.net.parts);
+        whole.extend_from_slice(d);
+        self.net.datagram_calls += 1;
+        let n = whole.len();
+        self.net.datagrams.push(whole);
+        Ok(n)
+    }
+    fn sock_peek_from(
+        &mut self,
+        _h: u64,
+        offset: usize,
+        buf: &mut [u8],
+    ) -> Result<(usize, usize, u32, u16), Errno> {
+        let d = self.net.inbox.first().ok_or(EAGAIN)?;
+        let n = d.len().saturating_sub(offset).min(buf.len()).min(MAX_DATA);
+        buf[..n].copy_from_slice(&d[offset..offset + n]);
+        self.net.datagram_calls += 1;
+        Ok((n, d.len(), 0x7f00_0001, 9))
+    }
+    fn sock_recv_from(&mut self, _h: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), Errno> {
+        if self.net.inbox.is_empty() {
+            return Err(EAGAIN);
+        }
+        let d = self.net.inbox.remove(0);
+        let n = d.len().min(buf.len()).min(MAX_DATA);
+        buf[..n].copy_from_slice(&d[..n]);
+        self.net.datagram_calls += 1;
+        Ok((n, 0x7f00_0001, 9))
     }
 }
 
@@ -220,4 +266,37 @@ fn fstat_type_and_close() {
     assert_eq!(p.call(nr::LSEEK, &[fd, 0, 0]), Err(ESPIPE));
     assert_eq!(p.call(nr::CLOSE, &[fd]), Ok(0));
     assert_eq!(p.f.backend.net.closed, vec![1]);
+}
+
+#[test]
+fn a_datagram_larger_than_one_call_goes_whole_both_ways() {
+    let mut p = P::new(true);
+    let fd = p
+        .call(nr::SOCKET, &[AF_INET as u64, SOCK_DGRAM as u64, 0])
+        .unwrap();
+    let data: Vec<u8> = (0..MAX_DATAGRAM as u32).map(|i| (i * 13) as u8).collect();
+    p.m.write(BUF, &data).unwrap();
+    p.m.write(ADDR, &sockaddr_in(0x7f00_0001, 9)).unwrap();
+    let n = data.len() as u64;
+    assert_eq!(p.call(nr::SENDTO, &[fd, BUF, n, 0, ADDR, 16]), Ok(n));
+    assert_eq!(p.f.backend.net.datagrams.len(), 1);
+    assert_eq!(p.f.backend.net.datagrams[0], data);
+    assert_eq!(p.f.backend.net.datagram_calls, 4);
+    // One more byte than a datagram may hold: refused whole.
+    assert_eq!(
+        p.call(nr::SENDTO, &[fd, BUF, n + 1, 0, ADDR, 16]),
+        Err(EMSGSIZE)
+    );
+    // Received into a large buffer: whole, the queue's head taken once.
+    p.f.backend.net.inbox = vec![data[..1000].to_vec(), b"next".to_vec()];
+    let at = BUF + 0x4000;
+    assert_eq!(p.call(nr::RECVFROM, &[fd, at, 2048, 0, 0, 0]), Ok(1000));
+    let mut got = vec![0u8; 1000];
+    p.m.read(at, &mut got).unwrap();
+    assert_eq!(got, &data[..1000]);
+    assert_eq!(p.call(nr::RECVFROM, &[fd, at, 2048, 0, 0, 0]), Ok(4));
+    // Into a buffer smaller than the datagram: cut, as Linux cuts it.
+    p.f.backend.net.inbox = vec![data.clone()];
+    assert_eq!(p.call(nr::RECVFROM, &[fd, at, 600, 0, 0, 0]), Ok(600));
+    assert!(p.f.backend.net.inbox.is_empty());
 }

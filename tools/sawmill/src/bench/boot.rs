@@ -250,6 +250,7 @@ pub fn linux(
                 disk: None,
                 memory: &memory,
                 expected: 1,
+                net: &[],
             },
             &serial_path,
             baseline::timeout_secs(),

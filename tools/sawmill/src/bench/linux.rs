@@ -32,6 +32,10 @@ pub const MODULES: &[&str] = &[
     "mbcache",
     "jbd2",
     "ext4",
+    // The NIC of the network figures (issue 15: net.udp.send*).
+    "failover",
+    "net_failover",
+    "virtio_net",
 ];
 
 /// The metrics `lbench` must print; a run missing any of them is an error.
@@ -51,6 +55,12 @@ pub const EXPECTED: &[&str] = &[
     "linux.fork_exec_wait",
     "linux.shell_script",
     "linux.exec",
+    "linux.net.udp.roundtrip",
+    "linux.net.tcp.roundtrip",
+    "linux.net.tcp.connect",
+    "linux.net.tcp.bulk",
+    "linux.net.udp.send64",
+    "linux.net.udp.send1472",
 ];
 
 /// Files on the benchmark disk: (name, size in bytes). `lbench` knows these names.
@@ -146,6 +156,10 @@ pub fn run(
         }
     }
     cpio.file("modules.load", 0o644, load_list.as_bytes());
+    // The host's UDP sink of the network sends (`lbench --sink=`, read by /init); it stays
+    // bound until the boot is over, dropping what arrives.
+    let sink = super::net::HostSink::bind()?;
+    cpio.file("lbench.sink", 0o644, sink.guest_address().as_bytes());
     let initrd = work.join("initramfs.cpio");
     fs::write(&initrd, cpio.finish()).map_err(|e| format!("write {}: {e}", initrd.display()))?;
 
@@ -183,6 +197,7 @@ pub fn run(
             disk: Some(&image),
             memory: MEMORY,
             expected: EXPECTED.len(),
+            net: &super::net::qemu_args(),
         },
         &serial_path,
         timeout_secs(),
@@ -657,6 +672,8 @@ pub struct Guest<'a> {
     pub memory: &'a str,
     /// How many `BENCH` lines the run gives (for the progress lines).
     pub expected: usize,
+    /// QEMU arguments of a network device; empty: `-nic none`.
+    pub net: &'a [String],
 }
 
 /// Boots the guest, streams `BENCH` lines to `progress` as they appear, kills QEMU after
@@ -674,7 +691,7 @@ pub fn boot(
     cmd.args(["-machine", "pc", "-accel", "tcg", "-cpu", "qemu64", "-m"])
         .arg(guest.memory)
         .args(["-icount", "shift=0"])
-        .args(["-nographic", "-no-reboot", "-nic", "none"])
+        .args(["-nographic", "-no-reboot"])
         // A fixed guest wall clock that advances with virtual time: every run sees the same
         // dates (file times on the disk, the kernel's boot-time random-pool input).
         .args(["-rtc", RTC])
@@ -687,6 +704,11 @@ pub fn boot(
         // runs; fixed, every figure agrees to 0.05% (bench/README.md).
         .arg("-append")
         .arg(KERNEL_CMDLINE);
+    if guest.net.is_empty() {
+        cmd.args(["-nic", "none"]);
+    } else {
+        cmd.args(guest.net);
+    }
     if let Some(disk) = guest.disk {
         cmd.arg("-drive")
             .arg(format!("file={},format=raw,if=virtio", disk.display()));

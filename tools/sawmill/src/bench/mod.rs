@@ -6,6 +6,7 @@
 pub mod boot;
 pub mod linux;
 pub mod linuxabi;
+pub mod net;
 pub mod report;
 
 use crate::qemu::{self, Outcome};
@@ -121,7 +122,7 @@ fn sawmill_figures(
 }
 
 /// Runs the benchmarks; `only`, when not empty, names the parts to run (system names,
-/// `linuxabi`, `boot`, `linux`). `boot` boots both systems to the shell's prompt (the Linux side
+/// `linuxabi`, `net`, `boot`, `linux`). `boot` boots both systems to the shell's prompt (the Linux side
 /// only `with_linux`); `linux` is the Linux baseline's `lbench` run.
 pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
     let chosen = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
@@ -129,6 +130,7 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
     let with_boot_linux = with_boot && with_linux;
     let with_linux = with_linux && chosen("linux");
     let with_linuxabi = chosen("linuxabi");
+    let with_net = chosen("net");
     let out_dir = repo.target().join("bench");
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         eprintln!("sawmill bench: {}: {e}", out_dir.display());
@@ -143,6 +145,7 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
     let steps = 2
         + systems.len()
         + with_linuxabi as usize
+        + with_net as usize
         + with_boot as usize
         + with_boot_linux as usize
         + with_linux as usize;
@@ -173,9 +176,20 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
                 Err(e) => failures.push(format!("linuxabi: {e}")),
             }
         }
-        if with_boot {
+        if with_net {
             step(
                 2 + systems.len() + with_linuxabi as usize,
+                steps,
+                "sawmill: lbench's network figures (systems/linux.toml with virtio-net, -icount shift=0)",
+            );
+            match net::run(repo, &out_dir, &mut progress) {
+                Ok(m) => metrics.extend(m),
+                Err(e) => failures.push(format!("net: {e}")),
+            }
+        }
+        if with_boot {
+            step(
+                2 + systems.len() + with_linuxabi as usize + with_net as usize,
                 steps,
                 "sawmill: boot to the login shell's prompt (systems/linux.toml, -icount shift=0)",
             );

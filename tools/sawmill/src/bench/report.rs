@@ -93,6 +93,15 @@ pub const RULES: &[Rule] = &[
         context: false,
         mirror: true,
     },
+    // Issue 15: the same lbench network metrics on both systems (bench/net.rs).
+    Rule {
+        sawmill: "net.",
+        linux: "linux.net.",
+        ratio: "ratio.net.",
+        sized: false,
+        context: false,
+        mirror: true,
+    },
 ];
 
 /// The issues' targets: (ratio name, or its prefix when it ends in `.`; the most the ratio may
@@ -107,6 +116,11 @@ pub const GOALS: &[(&str, f64)] = &[
     ("ratio.linuxabi.fork_exec_wait", 1.5),
     ("ratio.linuxabi.pipe.roundtrip", 0.25),
     ("ratio.linuxabi.shell_script", 1.0),
+    ("ratio.net.udp.roundtrip", 0.5),
+    ("ratio.net.tcp.roundtrip", 0.5),
+    ("ratio.net.tcp.bulk", 1.0),
+    ("ratio.net.udp.send64", 1.0),
+    ("ratio.net.udp.send1472", 1.0),
 ];
 
 /// The goal for ratio `name`, if it has one.
@@ -846,6 +860,9 @@ mod tests {
         assert_eq!(goal("ratio.linuxabi.reread4k.64k"), Some(0.5));
         assert_eq!(goal("ratio.linuxabi.syscall.null"), Some(0.8));
         assert_eq!(goal("ratio.linuxabi.exec"), None);
+        assert_eq!(goal("ratio.net.tcp.roundtrip"), Some(0.5));
+        assert_eq!(goal("ratio.net.udp.send1472"), Some(1.0));
+        assert_eq!(goal("ratio.net.tcp.connect"), None);
         let md = markdown(&ms, &r);
         assert!(md.contains("≤ 0.50 (met)"), "{md}");
         assert!(md.contains("≤ 0.80 (not met)"), "{md}");

@@ -149,6 +149,8 @@ struct Proc {
     /// The library's read-only windows, held by a task of ours and lent to every process
     /// (made with the plan; None if that failed: each process then maps them itself).
     lib_shared: Option<SharedImage>,
+    /// The servers every process gets (name, our slot), looked up once.
+    peers: Vec<(&'static str, u64)>,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -502,10 +504,8 @@ impl Proc {
         p.caps
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
-        for name in ["vfs", "mem", "console", "console-in", "pipe", "socket"] {
-            if let Some(c) = env::cap(name) {
-                p.caps.push(Cap::named(name, c));
-            }
+        for &(name, c) in &self.peers {
+            p.caps.push(Cap::named(name, c));
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
         // With the state in the environment, index 0 (its dataspace) is none.
@@ -1730,6 +1730,10 @@ fn main() {
         library,
         lib_plan: None,
         lib_shared: None,
+        peers: ["vfs", "mem", "console", "console-in", "pipe", "socket"]
+            .into_iter()
+            .filter_map(|name| Some((name, env::cap(name)?)))
+            .collect(),
         clock,
         seeds: clock.tsc,
         done: false,

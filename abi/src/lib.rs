@@ -145,10 +145,25 @@ pub enum Sys {
     /// library gets a signal to a program that makes no system call. Replaces an earlier
     /// binding of either; entry 0 unbinds the thread.
     ThreadInterrupt = 37,
+    /// `task_link(task=rdi, source=rsi, vaddr=rdx)`: task `task` borrows `source`'s page table
+    /// of the 2 MiB window at `vaddr` (2 MiB aligned): the same table, linked into its own
+    /// tables, so every page `source` has there (and maps there later, and unmaps) shows in
+    /// `task` with `source`'s rights, at no cost per page. How proc gives every Linux process
+    /// the library's read-only image without mapping it page by page. The pages stay
+    /// `source`'s: `task` cannot map, unmap or grant in the window (mappings there fail with
+    /// NoMemory), its end unlinks the table, and `source`'s end unlinks it from every
+    /// borrower. Both capabilities need CONTROL. Errors: Invalid (alignment, outside user space,
+    /// the same task, more than [`MAX_LINKS`] windows), Fault (`source` has no 4 KiB page
+    /// table there, or borrows it itself), Busy (`task` has something in the window), NoMemory
+    /// (`task`'s quota for its upper tables).
+    TaskLink = 38,
 }
 
+/// How many windows one task may borrow with [`Sys::TaskLink`].
+pub const MAX_LINKS: usize = 8;
+
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 38;
+pub const SYS_COUNT: u64 = 39;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -195,6 +210,7 @@ impl TryFrom<u64> for Sys {
             DmaBind,
             DmaMap,
             ThreadInterrupt,
+            TaskLink,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

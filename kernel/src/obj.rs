@@ -85,6 +85,10 @@ pub struct Task {
     pub max_prio: u8,
     /// DMA pins it holds (made on its first `pin`, see `pin`).
     pub pins: Option<Box<sawmill_kcore::pins::PinList>>,
+    /// Page tables it borrows (`task_link`): the 2 MiB window and its lender.
+    pub links: Vec<(u64, *mut Task)>,
+    /// How many of its page tables other tasks borrow.
+    pub lent: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,6 +10,9 @@ pub const PWT: u64 = 1 << 3;
 pub const PCD: u64 = 1 << 4;
 pub const PS: u64 = 1 << 7;
 pub const NX: u64 = 1 << 63;
+/// Software bit of a page-directory entry: the page table it points at is borrowed from another
+/// task (`task_link`). Walks that would change or free what is under it stop there.
+pub const LINKED: u64 = 1 << 9;
 pub const ADDR: u64 = 0x000f_ffff_ffff_f000;
 
 fn table(p: u64) -> &'static mut [u64; 512] {
@@ -52,7 +55,8 @@ pub fn pte_flags(rights: u64, uncached: bool) -> u64 {
 }
 
 /// Walks to the table at `level` (3 = PDPT, 2 = PD, 1 = PT) for `va`, creating tables with
-/// `alloc` as needed. Returns None if allocation fails or a huge page is in the way.
+/// `alloc` as needed. Returns None if allocation fails or a huge page or a borrowed page table
+/// is in the way.
 fn walk(pml4: u64, va: u64, level: u32, alloc: &mut dyn FnMut() -> Option<u64>) -> Option<u64> {
     let mut t = pml4;
     let mut l = 4;
@@ -63,7 +67,7 @@ fn walk(pml4: u64, va: u64, level: u32, alloc: &mut dyn FnMut() -> Option<u64>) 
             let n = alloc()?;
             table(t)[idx] = n | P | W | U;
             t = n;
-        } else if e & PS != 0 {
+        } else if e & (PS | LINKED) != 0 {
             return None;
         } else {
             t = e & ADDR;
@@ -119,7 +123,7 @@ pub fn take_empty_pt(pml4: u64, va: u64) -> Option<u64> {
     let pd = walk(pml4, va, 2, &mut none)?;
     let idx = ((va >> 21) & 511) as usize;
     let e = table(pd)[idx];
-    if e & P == 0 || e & PS != 0 {
+    if e & P == 0 || e & (PS | LINKED) != 0 {
         return None;
     }
     let pt = e & ADDR;
@@ -128,6 +132,38 @@ pub fn take_empty_pt(pml4: u64, va: u64) -> Option<u64> {
     }
     table(pd)[idx] = 0;
     Some(pt)
+}
+
+/// Links `src`'s page table of the 2 MiB window at `va` into `dst` (upper tables of `dst`
+/// created with `alloc`), marked [`LINKED`]. Fault: `src` has no own page table there; Busy:
+/// `dst`'s slot is taken; NoMemory: `alloc` failed.
+pub fn link_pt(
+    dst: u64,
+    src: u64,
+    va: u64,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Result<(), sawmill_abi::Error> {
+    use sawmill_abi::Error;
+    let mut none = || None;
+    let pt = walk(src, va, 1, &mut none).ok_or(Error::Fault)?;
+    let idx = ((va >> 21) & 511) as usize;
+    let pd = walk(dst, va, 2, alloc).ok_or(Error::NoMemory)?;
+    if table(pd)[idx] != 0 {
+        return Err(Error::Busy);
+    }
+    table(pd)[idx] = pt | P | W | U | LINKED;
+    Ok(())
+}
+
+/// Removes the borrowed page table of `va`'s window from `pml4` (if one is linked there).
+pub fn unlink_pt(pml4: u64, va: u64) {
+    let mut none = || None;
+    if let Some(pd) = walk(pml4, va, 2, &mut none) {
+        let idx = ((va >> 21) & 511) as usize;
+        if table(pd)[idx] & LINKED != 0 {
+            table(pd)[idx] = 0;
+        }
+    }
 }
 
 /// Removes a mapping; returns whether one was there.
@@ -189,7 +225,8 @@ pub fn free_space(pml4: u64, listed: Option<&[u64]>) -> u64 {
             let pd = e2 & ADDR;
             for k in 0..512 {
                 let e1 = table(pd)[k];
-                if e1 & P != 0 && e1 & PS == 0 {
+                // A borrowed page table is its lender's to free.
+                if e1 & P != 0 && e1 & (PS | LINKED) == 0 {
                     phys().free_frame(e1 & ADDR);
                     n += 1;
                 }

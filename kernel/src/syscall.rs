@@ -216,6 +216,7 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 e => e.into(),
             })
         }
+        Sys::TaskLink => crate::task::link(task_cap(task, a0)?, task_cap(task, a1)?, a2),
         Sys::Unmap => vm::unmap_range(task, a0, a1, a2 & sawmill_abi::UNMAP_SELF != 0)
             .map_err(|_| reject!(Error::Invalid, "range unaligned or outside user space")),
         Sys::ThreadConfig => thread::config(cur, a0, a1, a2, a3, a4, a5),

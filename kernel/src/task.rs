@@ -56,6 +56,8 @@ pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, 
         nodes: 0,
         max_prio,
         pins: None,
+        links: Vec::new(),
+        lent: 0,
     }));
     kernel().tasks[id as usize] = t;
     Ok(t)
@@ -74,6 +76,7 @@ pub fn kill_task(p: *mut Task) {
     }
     crate::pin::release_task(p);
     crate::iommu::task_gone(task.id);
+    unlink_all(p);
     // Dead before its mappings go: `unmap_removed` then leaves its own page tables alone (they
     // are freed whole below, and it runs on them no more), clearing only derived mappings in
     // other tasks.
@@ -101,6 +104,66 @@ pub fn kill_task(p: *mut Task) {
     // The PML4 itself was part of the task's own charge.
     factory::uncharge(task.hdr.factory, (n - 1) * PAGE);
     task.pt_frames = 0;
+}
+
+/// `task_link`: task `dt` borrows `st`'s page table of the 2 MiB window at `va`.
+pub fn link(dt: *mut Task, st: *mut Task, va: u64) -> SysResult {
+    if dt == st || va & 0x1f_ffff != 0 || !paging::user_range_ok(va, 0x20_0000) {
+        return Err(reject!(
+            Error::Invalid,
+            "same task, or window unaligned or outside user space"
+        ));
+    }
+    // SAFETY: both are live tasks (capabilities checked by the caller).
+    let (d, s) = unsafe { (&mut *dt, &mut *st) };
+    if d.links.len() >= sawmill_abi::MAX_LINKS {
+        return Err(reject!(Error::Invalid, "too many borrowed page tables"));
+    }
+    let mut alloc = || factory::pt_alloc(dt);
+    paging::link_pt(d.pml4, s.pml4, va, &mut alloc).map_err(|e| match e {
+        Error::Fault => reject!(Error::Fault, "no page table of the source's own there"),
+        Error::Busy => reject!(Error::Busy, "the window is not empty"),
+        e => e.into(),
+    })?;
+    d.links.push((va, st));
+    s.lent += 1;
+    Ok(())
+}
+
+/// Ends the borrowing of page tables by task `p` and from it: its own links go, and a lender's
+/// page tables leave every borrower before they are freed.
+fn unlink_all(p: *mut Task) {
+    // SAFETY: p is a live task.
+    let task = unsafe { &mut *p };
+    let mut flush = false;
+    for (va, lender) in core::mem::take(&mut task.links) {
+        paging::unlink_pt(task.pml4, va);
+        // SAFETY: a lender outlives its links (its end unlinks them below).
+        unsafe { (*lender).lent -= 1 };
+        flush |= kernel().loaded_cr3 == task.pml4;
+    }
+    if task.lent > 0 {
+        for i in 0..kernel().tasks.len() {
+            let b = kernel().tasks[i];
+            if b.is_null() || b == p {
+                continue;
+            }
+            // SAFETY: tasks[] holds only live tasks.
+            let borrower = unsafe { &mut *b };
+            borrower.links.retain(|&(va, lender)| {
+                if lender != p {
+                    return true;
+                }
+                paging::unlink_pt(borrower.pml4, va);
+                flush |= kernel().loaded_cr3 == borrower.pml4;
+                false
+            });
+        }
+        task.lent = 0;
+    }
+    if flush {
+        crate::arch::write_cr3(kernel().loaded_cr3);
+    }
 }
 
 /// `ioport_give`: opens ports `[base, base + count)` to task `tt`, within the window of the

@@ -26,7 +26,8 @@ pub fn unmap_removed(v: &[Mapping]) {
         let task = unsafe { &mut *t };
         if !task.dead {
             paging::unmap(task.pml4, m.vaddr, m.huge);
-            if kernel().loaded_cr3 == task.pml4 {
+            // A lent page table is in other spaces too, at the same address.
+            if kernel().loaded_cr3 == task.pml4 || task.lent > 0 {
                 crate::arch::invlpg(m.vaddr);
             }
         }
@@ -160,7 +161,7 @@ pub fn map_pages(
             // Grant: the mapping moves, keeping what was derived from it.
             paging::unmap(s.pml4, m.vaddr, m.huge);
             crate::iommu::unmapped(s.id, m.vaddr, m.huge);
-            if kernel().loaded_cr3 == s.pml4 {
+            if kernel().loaded_cr3 == s.pml4 || s.lent > 0 {
                 crate::arch::invlpg(m.vaddr);
             }
             let _ = kernel().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
@@ -185,8 +186,9 @@ pub fn map_pages(
             return Err(Error::Busy);
         }
         d.nodes += 1;
-        if huge {
-            // 4 KiB mappings that were here may have left an empty page table in the slot.
+        // 4 KiB mappings that were here may have left an empty page table in the slot (kept if
+        // the task lends page tables: it may be one of them).
+        if huge && d.lent == 0 {
             if let Some(pt) = paging::take_empty_pt(d.pml4, da) {
                 crate::mem::phys().free_frame(pt);
                 d.pt_frames -= 1;

@@ -3,6 +3,8 @@
 fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("none") {
         println!("cargo:rustc-link-arg-bins=--image-base=0x60000000");
+        println!("cargo:rustc-link-arg-bins=-zmax-page-size=0x200000");
+        println!("cargo:rustc-link-arg-bins=-znorelro");
     }
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -70,6 +70,21 @@ pub enum PagePlan {
     },
 }
 
+impl PagePlan {
+    /// The page's address in the new task.
+    pub fn vaddr(&self) -> u64 {
+        match *self {
+            PagePlan::Direct { vaddr, .. } | PagePlan::Fresh { vaddr, .. } => vaddr,
+        }
+    }
+    /// Its rights (R | W | X).
+    pub fn rights(&self) -> u64 {
+        match *self {
+            PagePlan::Direct { rights, .. } | PagePlan::Fresh { rights, .. } => rights,
+        }
+    }
+}
+
 /// The checked header: entry point and loadable segments.
 pub fn segments(b: &[u8], limit: u64) -> Result<(u64, Vec<Segment>), LoadError> {
     if b.len() < 64 || &b[0..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {

@@ -101,6 +101,11 @@ pub fn task_cap_put(task: u64, src: u64, dst: u64) -> Result<(), Error> {
 pub fn task_map(task: u64, src: u64, dst: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::TaskMap, [task, src, dst, pages, flags, 0])
 }
+/// Task `task` borrows `source`'s page table of the 2 MiB window at `vaddr` (see
+/// `Sys::TaskLink`).
+pub fn task_link(task: u64, source: u64, vaddr: u64) -> Result<(), Error> {
+    call(Sys::TaskLink, [task, source, vaddr, 0, 0, 0])
+}
 pub fn unmap(vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::Unmap, [vaddr, pages, flags, 0, 0, 0])
 }

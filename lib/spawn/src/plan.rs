@@ -84,6 +84,38 @@ impl Plan {
             .count();
         (direct, self.image.len() - direct)
     }
+
+    /// The 2 MiB windows (their addresses, ascending) whose pages are all read-only (mapped
+    /// straight, or copied and never written: the same in every program) and hold nothing else
+    /// of the plan: one task can hold them and lend each program its page tables (`task_link`)
+    /// instead of each program mapping them page by page.
+    pub fn shareable_windows(&self) -> Vec<u64> {
+        let window = |va: u64| va & !(HUGE_PAGE - 1);
+        let mut direct: Vec<u64> = Vec::new();
+        let mut other: Vec<u64> = Vec::new();
+        for p in &self.image {
+            match *p {
+                PagePlan::Direct { vaddr, .. } => direct.push(window(vaddr)),
+                PagePlan::Fresh { vaddr, rights, .. } if rights & sawmill_loader::W == 0 => {
+                    direct.push(window(vaddr))
+                }
+                PagePlan::Fresh { vaddr, .. } => other.push(window(vaddr)),
+            }
+        }
+        for r in [&self.env, &self.heap, &self.stack, &self.utcb, &self.huge] {
+            if r.len > 0 {
+                let mut w = window(r.start);
+                while w < r.end() {
+                    other.push(w);
+                    w += HUGE_PAGE;
+                }
+            }
+        }
+        direct.sort_unstable();
+        direct.dedup();
+        direct.retain(|w| !other.contains(w));
+        direct
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,6 +329,50 @@ pub fn assign_slots(fixed: &[Option<u64>], first: u64, slots: u64) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read-only windows are shared (copied read-only pages too); one with a writable page, or
+    /// with a region of the layout, is not.
+    #[test]
+    fn shareable_windows_are_the_straight_ones() {
+        let direct = |vaddr| PagePlan::Direct {
+            vaddr,
+            file_off: 0,
+            rights: 1,
+        };
+        let fresh = |vaddr| PagePlan::Fresh {
+            vaddr,
+            rights: 3,
+            copies: Vec::new(),
+        };
+        let region = |start, len| Region {
+            what: "r",
+            start,
+            len,
+        };
+        let pl = Plan {
+            entry: 0,
+            image: alloc::vec![
+                direct(0x6000_0000),
+                direct(0x6000_1000),
+                direct(0x6020_d000),
+                PagePlan::Fresh {
+                    vaddr: 0x6020_e000,
+                    rights: 5,
+                    copies: Vec::new(),
+                },
+                direct(0x6040_0000),
+                fresh(0x6040_1000),
+                direct(0x6060_0000),
+            ],
+            env: region(0x6060_0000 + HUGE_PAGE - PAGE, PAGE),
+            heap: region(0x7000_0000, 0x10000),
+            stack: region(0, 0),
+            utcb: region(0x7100_0000, PAGE),
+            huge: region(0, 0),
+            sp: 0,
+        };
+        assert_eq!(pl.shareable_windows(), [0x6000_0000, 0x6020_0000]);
+    }
 
     const LAYOUT: Layout = Layout {
         env: 0x1000_0000,

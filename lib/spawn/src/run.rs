@@ -4,6 +4,7 @@ use crate::plan::{self, Layout, Plan, Region, Sizes, SpawnError, HUGE_PAGE, PAGE
 use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{map, ObjKind};
+use sawmill_loader::PagePlan;
 use sawmill_rt::{env, slots, sys};
 
 /// Names under which the environment lists the capabilities `prepare` places itself.
@@ -220,6 +221,113 @@ pub struct Program {
     /// to (`u64::MAX` = none).
     pub pager: u64,
     pub exception_handler: u64,
+    /// The image's read-only windows, lent by a task that holds them ([`share_image`]) instead
+    /// of mapped page by page.
+    pub shared: Option<SharedImage>,
+}
+
+/// An image's windows held by a task of their own, to lend each program started from the image
+/// ([`share_image`]).
+#[derive(Clone, Debug)]
+pub struct SharedImage {
+    /// The caller's slots of the holding task's factory and of the task.
+    pub factory: u64,
+    pub task: u64,
+    /// The 2 MiB windows it holds ([`Plan::shareable_windows`]).
+    pub windows: Vec<u64>,
+    /// The plan's other image pages, which each program maps or copies itself.
+    pub rest: Vec<PagePlan>,
+}
+
+/// Makes a task (from `p.factory`, with `kmem` bytes of quota for its tables) holding the pages of
+/// `pl`'s shareable windows, mapped from `image` as each program would have them, so that programs
+/// started with `Program::shared` borrow its page tables (`task_link`). None if the plan has no
+/// such window. The task lives as long as the caller keeps its capability.
+pub fn share_image(
+    p: &Program,
+    pl: &Plan,
+    image: &impl ImageSource,
+    kmem: u64,
+    res: &mut impl Resources,
+) -> Result<Option<SharedImage>, SpawnError> {
+    let windows = pl.shareable_windows();
+    if windows.is_empty() || !image.maps_straight() {
+        return Ok(None);
+    }
+    let mut holder = Child {
+        factory: u64::MAX,
+        task: u64::MAX,
+        thread: u64::MAX,
+        entry: 0,
+        direct_pages: 0,
+        copied_pages: 0,
+        env_dropped: 0,
+        sp: 0,
+        env: 0,
+        slots: Vec::new(),
+        pages: Vec::new(),
+        runs: Vec::new(),
+        huge: Vec::new(),
+    };
+    let r = (|| {
+        let fac = create(
+            p.factory,
+            ObjKind::Factory,
+            kmem,
+            res,
+            &mut holder,
+            "a factory",
+        )?;
+        let task = create(fac, ObjKind::Task, 1, res, &mut holder, "a holding task")?;
+        holder.task = task;
+        for pg in &pl.image {
+            let (vaddr, rights) = (pg.vaddr(), pg.rights());
+            if !windows.contains(&(vaddr & !(HUGE_PAGE - 1))) {
+                continue;
+            }
+            let a = match pg {
+                PagePlan::Direct { file_off, .. } => image.page(*file_off)?,
+                PagePlan::Fresh { copies, .. } => {
+                    // Never written (the window is read-only): one copy for every program. The
+                    // page stays the caller's for as long as the holder lives.
+                    let a = res.page()?;
+                    // SAFETY: a fresh page of the caller, mapped read-write there, ours alone.
+                    let page =
+                        unsafe { core::slice::from_raw_parts_mut(a as *mut u8, PAGE as usize) };
+                    let bytes = image.bytes();
+                    for &(at, off, len) in copies {
+                        let src = bytes
+                            .get(off as usize..(off + len) as usize)
+                            .ok_or(SpawnError::BadSegment)?;
+                        page.get_mut(at as usize..(at + len) as usize)
+                            .ok_or(SpawnError::BadSegment)?
+                            .copy_from_slice(src);
+                    }
+                    a
+                }
+            };
+            sys::task_map(task, a, vaddr, 1, rights)
+                .map_err(sys_err("mapping a shared image page"))?;
+        }
+        Ok(task)
+    })();
+    match r {
+        Ok(task) => Ok(Some(SharedImage {
+            factory: holder.slots[0],
+            task,
+            rest: pl
+                .image
+                .iter()
+                .filter(|pg| !windows.contains(&(pg.vaddr() & !(HUGE_PAGE - 1))))
+                .cloned()
+                .collect(),
+            windows,
+        })),
+        Err(e) => {
+            holder.destroy(res);
+            Err(e)
+        }
+    }
 }
 
 impl Program {
@@ -244,6 +352,7 @@ impl Program {
             maps: Vec::new(),
             pager: u64::MAX,
             exception_handler: u64::MAX,
+            shared: None,
         }
     }
 }
@@ -472,7 +581,13 @@ fn build(
     child.task = task;
     child.thread = create(fac, ObjKind::Thread, 0, res, child, "creating the thread")?;
 
-    load_image(task, pl, image, res, child)?;
+    let pages = p.shared.as_ref().map_or(&pl.image[..], |sh| &sh.rest[..]);
+    load_image(task, pages, image, res, child)?;
+    if let Some(sh) = &p.shared {
+        for &w in &sh.windows {
+            sys::task_link(task, sh.task, w).map_err(sys_err("borrowing the image's pages"))?;
+        }
+    }
     let rw = map::READ | map::WRITE;
     fresh_region(task, &pl.heap, rw, res, child, "mapping the heap")?;
     fresh_region(task, &pl.stack, rw, res, child, "mapping the stack")?;
@@ -550,10 +665,10 @@ fn build(
     .map_err(sys_err("configuring the thread"))
 }
 
-/// Maps and copies the image pages as planned.
+/// Maps and copies `pages` (a plan's image pages) as planned.
 fn load_image(
     task: u64,
-    pl: &Plan,
+    pages: &[PagePlan],
     image: &impl ImageSource,
     res: &mut impl Resources,
     child: &mut Child,
@@ -624,7 +739,10 @@ fn load_image(
         }
     }
     // The copied pages in one run of the caller's, so that neighbours map together.
-    let copied = pl.counts().1 as u64;
+    let copied = pages
+        .iter()
+        .filter(|p| matches!(p, PagePlan::Fresh { .. }))
+        .count() as u64;
     let fresh_run = match (copied > 1).then(|| res.run(copied)).flatten() {
         Some(a) => {
             child.runs.push((a, copied));
@@ -642,7 +760,7 @@ fn load_image(
         run: None,
         fresh_run,
     };
-    match sawmill_loader::apply(image.bytes(), &pl.image, &mut l)
+    match sawmill_loader::apply(image.bytes(), pages, &mut l)
         .and_then(|()| l.flush().map_err(sawmill_loader::LoadError::Backend))
     {
         Ok(()) => Ok(()),

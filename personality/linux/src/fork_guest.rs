@@ -205,10 +205,16 @@ fn hand_off(st: &State, caps: &mut Caps, room: Option<usize>) -> Result<(), Errn
 /// state is in the environment, or in a dataspace (index 0), freed once read.
 pub fn received() -> Option<(State, Vec<u64>)> {
     let n = env::value(env::KIND_LINUX_HANDOFF)? as usize;
-    let mut caps = Vec::with_capacity(n);
-    for i in 0..n {
-        let name = alloc::format!("{}{}", HANDOFF_CAP_PREFIX, i);
-        caps.push(env::cap(&name).unwrap_or(0));
+    // One pass over the capability records (`hand<i>`), not a search per index.
+    let mut caps = alloc::vec![0; n.min(sawmill_proc_api::MAX_HANDOFF_CAPS + 1)];
+    for (slot, name) in env::find_all(env::KIND_CAP) {
+        let index = name
+            .strip_prefix(HANDOFF_CAP_PREFIX.as_bytes())
+            .and_then(|d| core::str::from_utf8(d).ok())
+            .and_then(|d| d.parse::<usize>().ok());
+        if let Some(c) = index.and_then(|i| caps.get_mut(i)) {
+            *c = slot;
+        }
     }
     if let Some((_, bytes)) = env::find_all(env::KIND_LINUX_STATE).next() {
         return State::decode(bytes).map(|s| (s, caps));

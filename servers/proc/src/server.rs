@@ -23,8 +23,8 @@ use sawmill_proc_api::{
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    plan_program, prepare_planned, Cap, Child, Layout, Map, MappedImage, MemPool, Plan, Program,
-    Record, Resources, Sizes, SpawnError,
+    plan_program, prepare_planned, share_image, Cap, Child, Layout, Map, MappedImage, MemPool,
+    Plan, Program, Record, Resources, SharedImage, Sizes, SpawnError,
 };
 
 sawmill_rt::entry!(main);
@@ -44,6 +44,9 @@ const LIB_STACK: u64 = 32 * 1024;
 /// Pages of mem a fork needs left (of our quota, and free) to go ahead: a small process's
 /// library heap, stack and first copy-on-write copies (1 MiB).
 const FORK_HEADROOM_PAGES: u64 = 256;
+/// Kernel memory of the task holding the library's shared windows: its page tables and a
+/// mapping node per page (the library's ~75 read-only pages).
+const LIB_SHARED_KMEM: u64 = 64 * 1024;
 
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("proc: FAIL {}", what);
@@ -143,6 +146,11 @@ struct Proc {
     /// How the library is laid out in a new task (made at the first start: the same for every
     /// process, as the image, layout, sizes and maps are).
     lib_plan: Option<Plan>,
+    /// The library's read-only windows, held by a task of ours and lent to every process
+    /// (made with the plan; None if that failed: each process then maps them itself).
+    lib_shared: Option<SharedImage>,
+    /// The servers every process gets (name, our slot), looked up once.
+    peers: Vec<(&'static str, u64)>,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -496,10 +504,8 @@ impl Proc {
         p.caps
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
-        for name in ["vfs", "mem", "console", "console-in", "pipe", "socket"] {
-            if let Some(c) = env::cap(name) {
-                p.caps.push(Cap::named(name, c));
-            }
+        for &(name, c) in &self.peers {
+            p.caps.push(Cap::named(name, c));
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
         // With the state in the environment, index 0 (its dataspace) is none.
@@ -584,8 +590,22 @@ impl Proc {
         // Every process starts the same library the same way: planned once.
         let plan = match self.lib_plan.take() {
             Some(pl) => pl,
-            None => plan_program(&p, &image)?,
+            None => {
+                let pl = plan_program(&p, &image)?;
+                self.lib_shared = share_image(&p, &pl, &image, LIB_SHARED_KMEM, &mut self.pool)
+                    .unwrap_or_else(|e| {
+                        println!("proc: the library's image is not shared: {:?}", e);
+                        None
+                    });
+                println!(
+                    "DEBUG shared {:?} counts {:?}",
+                    self.lib_shared,
+                    pl.counts()
+                );
+                pl
+            }
         };
+        p.shared = self.lib_shared.clone();
         let child = prepare_planned(&p, &plan, &image, &mut self.pool);
         self.lib_plan = Some(plan);
         let child = child?;
@@ -1709,6 +1729,11 @@ fn main() {
         ep,
         library,
         lib_plan: None,
+        lib_shared: None,
+        peers: ["vfs", "mem", "console", "console-in", "pipe", "socket"]
+            .into_iter()
+            .filter_map(|name| Some((name, env::cap(name)?)))
+            .collect(),
         clock,
         seeds: clock.tsc,
         done: false,

@@ -718,31 +718,42 @@ impl pfs::Server for Pfs {
     }
     fn readdir(&mut self, badge: u64, dir: u32, cookie: u64) -> Result<ReaddirOut, FsError> {
         self.check(badge, dir, 4)?;
-        let ents = self.fs.readdir(dir).map_err(err)?;
-        let Some(e) = ents.get(cookie as usize) else {
-            return Ok(ReaddirOut {
-                next: 0,
-                ino: 0,
-                kind: EntryKind::Unknown,
-                name: Bytes::new(),
-            });
+        // The cookie is the entry's byte position in the directory (0: the start): one call
+        // looks at one directory block, not at the whole directory.
+        let mut out = ReaddirOut {
+            next: 0,
+            ino: 0,
+            kind: EntryKind::Unknown,
+            name: Bytes::new(),
         };
-        let kind = match e.kind {
-            FileKind::Regular => EntryKind::Regular,
-            FileKind::Dir => EntryKind::Dir,
-            FileKind::Symlink => EntryKind::Symlink,
-            FileKind::CharDev => EntryKind::CharDev,
-            FileKind::BlockDev => EntryKind::BlockDev,
-            FileKind::Fifo => EntryKind::Fifo,
-            FileKind::Socket => EntryKind::Socket,
-            FileKind::Unknown => EntryKind::Unknown,
-        };
-        Ok(ReaddirOut {
-            next: cookie + 1,
-            ino: e.ino,
-            kind,
-            name: Bytes::from_slice(&e.name).ok_or(FsError::NameTooLong)?,
-        })
+        let mut long = false;
+        let next = self
+            .fs
+            .readdir_at(dir, cookie, |ino, kind, name| {
+                out.ino = ino;
+                out.kind = match kind {
+                    FileKind::Regular => EntryKind::Regular,
+                    FileKind::Dir => EntryKind::Dir,
+                    FileKind::Symlink => EntryKind::Symlink,
+                    FileKind::CharDev => EntryKind::CharDev,
+                    FileKind::BlockDev => EntryKind::BlockDev,
+                    FileKind::Fifo => EntryKind::Fifo,
+                    FileKind::Socket => EntryKind::Socket,
+                    FileKind::Unknown => EntryKind::Unknown,
+                };
+                match Bytes::from_slice(name) {
+                    Some(b) => out.name = b,
+                    None => long = true,
+                }
+            })
+            .map_err(err)?;
+        if long {
+            return Err(FsError::NameTooLong);
+        }
+        if let Some(next) = next {
+            out.next = next;
+        }
+        Ok(out)
     }
     fn sync(&mut self, badge: u64) -> Result<(), FsError> {
         self.creds(badge)?;

@@ -96,14 +96,20 @@ fn main() {
 
     let create = best_of(&mut f, CREATE_OPS, |f| {
         for _ in 0..CREATE_OPS {
-            let fd = ok(f.open("/b/cu", O_WRITE | O_CREATE | O_TRUNC, 0o644), "create");
+            let fd = ok(
+                f.open("/b/cu", O_WRITE | O_CREATE | O_TRUNC, 0o644),
+                "create",
+            );
             ok(f.close(fd), "close");
             ok(f.unlink("/b/cu"), "unlink");
         }
     });
     println!("BENCH fs.create_unlink {} insn", create);
 
-    let fd = ok(f.open("/b/ra", O_WRITE | O_CREATE | O_TRUNC, 0o644), "create");
+    let fd = ok(
+        f.open("/b/ra", O_WRITE | O_CREATE | O_TRUNC, 0o644),
+        "create",
+    );
     ok(f.close(fd), "close");
     let rename = best_of(&mut f, META_OPS, |f| {
         for _ in 0..META_OPS / 2 {

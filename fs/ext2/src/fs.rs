@@ -1345,16 +1345,17 @@ impl<D: BlockDevice> Fs<D> {
         self.dir_changes = self.dir_changes.wrapping_add(1);
     }
 
-    /// The first live entry of `dir` at or after byte position `pos` (0: the start), handed to
-    /// `f` as (inode, kind, name); returns the position after it, or `None` at the end. One
-    /// directory block is looked at per call (more only past empty blocks), so listing a
-    /// directory costs its size once, not once per entry as [`Fs::readdir`] per entry would.
-    /// Positions are the entries' byte offsets, as Linux's ext2 uses for `f_pos`.
+    /// Hands `f` the live entries of `dir` from byte position `pos` on (0: the start), in
+    /// on-disk order, as (inode, kind, name), until it answers false: returns the position of
+    /// the entry it refused (where a later call continues), or `None` when it took every entry
+    /// to the end. Positions are the entries' byte offsets, as Linux's ext2 uses for `f_pos`.
+    /// Each block is read once per call, so listing a directory costs its size once, not once
+    /// per entry as [`Fs::readdir`] per entry would.
     pub fn readdir_at(
         &mut self,
         dir: u32,
         pos: u64,
-        f: impl FnOnce(u32, FileKind, &[u8]),
+        mut f: impl FnMut(u32, FileKind, &[u8]) -> bool,
     ) -> Result<Option<u64>> {
         let r = self.live_inode(dir)?;
         if !r.is_dir() {
@@ -1364,14 +1365,14 @@ impl<D: BlockDevice> Fs<D> {
         let n = self.dir_nblocks(&r)?;
         let bs = self.bs as usize;
         // Continuing where the last call stopped, with no entry changed since: `pos` is known to
-        // be a record boundary, so the walk starts there.
+        // be a record boundary, so the walk starts there; any other position is looked for from
+        // its block's start (a position from a client is only trusted once found).
         let trusted = self.readdir_next == (dir, pos, self.dir_changes);
         let (filetype, inodes_count) = (self.filetype, self.inodes_count);
         let mut scratch = core::mem::take(&mut self.scratch);
         if scratch.len() < bs {
             scratch.resize(bs, 0);
         }
-        let mut f = Some(f);
         let mut lblk = pos / bs as u64;
         let mut start = (pos % bs as u64) as usize;
         let mut from = if trusted { start } else { 0 };
@@ -1388,26 +1389,21 @@ impl<D: BlockDevice> Fs<D> {
                 break Err(e);
             }
             let off = self.boff(phys);
-            let mut found: Result<Option<usize>> = Ok(None);
+            let mut refused: Result<Option<usize>> = Ok(None);
             let read = self.dev.read_with(off, bs, &mut scratch, &mut |buf| {
-                found = scan_block_from(buf, from, phys, filetype, inodes_count, &mut |s, buf| {
-                    (s.ino != 0 && s.off >= start).then(|| {
-                        if let Some(f) = f.take() {
-                            f(
-                                s.ino,
-                                FileKind::from_dirent_type(s.ftype),
-                                &buf[s.off + 8..s.off + 8 + s.name_len],
-                            );
-                        }
-                        s.off + s.rec_len
-                    })
-                });
+                refused =
+                    scan_block_from(buf, from, phys, filetype, inodes_count, &mut |s, buf| {
+                        let live = s.ino != 0 && s.off >= start;
+                        let name = &buf[s.off + 8..s.off + 8 + s.name_len];
+                        (live && !f(s.ino, FileKind::from_dirent_type(s.ftype), name))
+                            .then_some(s.off)
+                    });
             });
             if let Err(e) = read {
                 break Err(e.into());
             }
-            match found {
-                Ok(Some(end)) => break Ok(Some(lblk * bs as u64 + end as u64)),
+            match refused {
+                Ok(Some(at)) => break Ok(Some(lblk * bs as u64 + at as u64)),
                 Ok(None) => {}
                 Err(e) => break Err(e),
             }
@@ -1417,7 +1413,7 @@ impl<D: BlockDevice> Fs<D> {
         };
         self.scratch = scratch;
         self.readdir_next = match out {
-            Ok(Some(next)) => (dir, next, self.dir_changes),
+            Ok(Some(at)) => (dir, at, self.dir_changes),
             _ => (0, 0, u64::MAX),
         };
         out

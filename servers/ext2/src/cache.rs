@@ -60,7 +60,9 @@ pub struct Cache {
     npages: usize,
     pub dev_pages: u64,
     page_of: Vec<u64>,
-    dirty: Vec<bool>,
+    /// Pages written and not yet on the disk: a bit per slot, so `sync` finds them by word (an
+    /// fsync in a 24 MiB cache looked at 6,144 flags one by one).
+    dirty: SlotBits,
     refd: Vec<bool>,
     pub pinned: Vec<u32>,
     pub ever_mapped: Vec<bool>,
@@ -123,7 +125,7 @@ impl Cache {
             npages,
             dev_pages: info.sectors / 8,
             page_of: vec![FREE; npages],
-            dirty: vec![false; npages],
+            dirty: SlotBits::new(npages),
             refd: vec![false; npages],
             pinned: vec![0; npages],
             ever_mapped: vec![false; npages],
@@ -153,7 +155,7 @@ impl Cache {
                 if self.page_of[s] == FREE {
                     return Ok(s);
                 }
-                if self.pinned[s] > 0 || self.dirty[s] {
+                if self.pinned[s] > 0 || self.dirty.get(s) {
                     continue;
                 }
                 if self.refd[s] {
@@ -275,14 +277,11 @@ impl Cache {
 
     /// Writes every dirty page (in device order, 16 requests per call).
     pub fn write_back(&mut self) -> Result<(), DevError> {
-        let mut d: Vec<(u64, usize)> = (0..self.npages)
-            .filter(|&s| self.dirty[s])
-            .map(|s| (self.page_of[s], s))
-            .collect();
+        let mut d: Vec<(u64, usize)> = self.dirty.ones().map(|s| (self.page_of[s], s)).collect();
         d.sort_unstable();
         self.transfer(true, &d)?;
         for (_, s) in d {
-            self.dirty[s] = false;
+            self.dirty.clear(s);
         }
         Ok(())
     }
@@ -313,10 +312,41 @@ impl Cache {
             let n = (PAGE - o).min(buf.len() - done);
             let s = self.get(p, n == PAGE)?;
             self.page(s)[o..o + n].copy_from_slice(&buf[done..done + n]);
-            self.dirty[s] = true;
+            self.dirty.set(s);
             done += n;
         }
         Ok(())
+    }
+}
+
+/// One bit per cache slot.
+struct SlotBits(Vec<u64>);
+
+impl SlotBits {
+    fn new(slots: usize) -> SlotBits {
+        SlotBits(vec![0; slots.div_ceil(64)])
+    }
+    fn get(&self, s: usize) -> bool {
+        self.0[s / 64] & (1 << (s % 64)) != 0
+    }
+    fn set(&mut self, s: usize) {
+        self.0[s / 64] |= 1 << (s % 64);
+    }
+    fn clear(&mut self, s: usize) {
+        self.0[s / 64] &= !(1 << (s % 64));
+    }
+    /// The slots whose bit is set, in order.
+    fn ones(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            core::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    i * 64 + b
+                })
+            })
+        })
     }
 }
 

@@ -832,7 +832,7 @@ fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// Where `v` lies between `lo` and `hi` on a log axis, 0..=1 (clamped).
 fn log_frac(v: f64, lo: f64, hi: f64) -> f64 {
-    if !(v > 0.0) || hi <= lo {
+    if v.is_nan() || v <= 0.0 || hi <= lo {
         return 0.0;
     }
     ((v.ln() - lo.ln()) / (hi.ln() - lo.ln())).clamp(0.0, 1.0)
@@ -1203,7 +1203,7 @@ mod tests {
             }
             let end = rest[i..].find('>').ok_or("unclosed tag")? + i;
             let tag = &rest[i + 1..end];
-            if tag.matches('"').count() % 2 != 0 || tag.contains('<') {
+            if !tag.matches('"').count().is_multiple_of(2) || tag.contains('<') {
                 return Err(format!("bad tag <{tag}>"));
             }
             if let Some(name) = tag.strip_prefix('/') {

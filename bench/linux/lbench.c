@@ -23,7 +23,9 @@
  * Usage: lbench <directory holding the benchmark files> [--prefix=NAME] [--skip=METRIC,...]
  *               [--only=METRIC,...] [--sink=IP:PORT]
  *   expects <dir>/f64k <dir>/f128k <dir>/f256k <dir>/f1m <dir>/f4m, <dir>/small and
- *   <dir>/script.sh (shell_script runs `/bin/busybox sh <dir>/script.sh <dir>`)
+ *   <dir>/script.sh (shell_script runs `/bin/busybox sh <dir>/script.sh <dir>`); for the cold
+ *   reads <dir>/cold (256 KiB) and <dir>/seq16m (16 MiB); the metadata metrics make their own
+ *   files (d1000/, cu, ra, rb, sync4k) in <dir>
  *   --prefix=NAME   metric names start with NAME. instead of "linux." (sawmill's Linux
  *                   personality runs this same binary as "linuxabi.")
  *   --skip=LIST     metrics not to run, by name without the prefix (e.g. pipe.roundtrip, which
@@ -38,6 +40,7 @@
  * Build: musl-gcc -static -O2 -o lbench lbench.c
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -465,6 +468,250 @@ static void shell_script(const char *dir)
             best = min_d(best, (double)(t1 - t0));
     }
     emit("shell_script", best);
+}
+
+/* ---- File-system pairs of issue 17: cold reads and metadata ----
+ * Each has its sawmill twin in tests/fs/src/bin/bench_meta.rs (systems/bench-fsmeta.toml) or,
+ * for read4k.cold, tests/fs/src/bin/bench.rs; bench/README.md says how each is measured. */
+
+/* Writes back every dirty page, then drops the page cache, dentries and inodes (`echo 3 >
+ * /proc/sys/vm/drop_caches`): the next read of a file's data comes from the disk. Returns 0
+ * where there is no such file (sawmill's Linux personality), after which a cold metric is not
+ * measured. */
+static int drop_caches(void)
+{
+    sync();
+    int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+    if (fd < 0)
+        return 0;
+    if (write(fd, "3\n", 2) != 2)
+        die("write /proc/sys/vm/drop_caches");
+    close(fd);
+    return 1;
+}
+
+/* Reads the open file `fd` from offset 0 to its end in `chunk`-byte reads into `buf`; returns
+ * the bytes read. */
+static long read_all(int fd, char *buf, long chunk)
+{
+    if (lseek(fd, 0, SEEK_SET) != 0)
+        die("lseek");
+    long total = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, chunk);
+        if (n < 0)
+            die("read");
+        if (n == 0)
+            return total;
+        total += n;
+    }
+}
+
+/* read4k.cold: <dir>/cold (256 KiB) is opened once; each pass drops the caches and then reads
+ * the whole file in 4 KiB records, timed; the value is per record. */
+static void read4k_cold(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/cold", dir);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        die(path);
+    double best = 1e30;
+    for (int p = 0; p < PASSES; p++) {
+        if (!drop_caches())
+            break;
+        uint64_t t0 = stamp();
+        long n = read_all(fd, record, RECORD);
+        uint64_t t1 = stamp();
+        if (n < RECORD)
+            die("cold file too small");
+        best = min_d(best, (double)(t1 - t0) / (double)(n / RECORD));
+    }
+    close(fd);
+    if (best < 1e30)
+        emit("read4k.cold", best);
+}
+
+/* seqread.cold: <dir>/seq16m (16 MiB) is opened once; each of SEQ_PASSES passes drops the
+ * caches and reads the whole file in SEQ_CHUNK-byte reads, timed; the value is per MiB. */
+#define SEQ_CHUNK (64 * 1024)
+#define SEQ_PASSES 3
+
+static void seqread_cold(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/seq16m", dir);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        die(path);
+    /* Mapped for this metric alone (a static buffer would add to every later fork's copy). */
+    char *buf = mmap(NULL, SEQ_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED)
+        die("mmap");
+    double best = 1e30;
+    for (int p = 0; p < SEQ_PASSES; p++) {
+        if (!drop_caches())
+            break;
+        uint64_t t0 = stamp();
+        long n = read_all(fd, buf, SEQ_CHUNK);
+        uint64_t t1 = stamp();
+        if (n < (1 << 20))
+            die("sequential file too small");
+        best = min_d(best, (double)(t1 - t0) / ((double)n / (1 << 20)));
+    }
+    munmap(buf, SEQ_CHUNK);
+    close(fd);
+    if (best < 1e30)
+        emit("seqread.cold", best);
+}
+
+/* stat: stat("<dir>/small"), the file cached; per call. */
+#define META_OPS 1000
+
+static void stat_path(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/small", dir);
+    struct stat st;
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (int i = 0; i < META_OPS; i++)
+            if (stat(path, &st) != 0)
+                die("stat");
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / META_OPS);
+    }
+    emit("stat", best);
+}
+
+/* readdir: <dir>/d1000 holds 1,000 empty files e0000..e0999 (made here, untimed, on the first
+ * run); a listing is opendir + readdir until the end (1,002 entries with . and ..) + closedir,
+ * the C library's own buffering; the value is per whole listing. */
+#define DIR_ENTRIES 1000
+#define LISTINGS 4
+
+static void readdir_1000(const char *dir)
+{
+    char path[256], file[300];
+    snprintf(path, sizeof path, "%s/d1000", dir);
+    if (mkdir(path, 0755) == 0) {
+        for (int i = 0; i < DIR_ENTRIES; i++) {
+            snprintf(file, sizeof file, "%s/e%04d", path, i);
+            int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0)
+                die(file);
+            close(fd);
+        }
+    } else if (errno != EEXIST) {
+        die(path);
+    }
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (int l = 0; l < LISTINGS; l++) {
+            DIR *d = opendir(path);
+            if (!d)
+                die("opendir");
+            int n = 0;
+            while (readdir(d))
+                n++;
+            closedir(d);
+            if (n != DIR_ENTRIES + 2) {
+                printf("LBENCH error: %s lists %d entries, not %d\n", path, n, DIR_ENTRIES + 2);
+                exit(1);
+            }
+        }
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / LISTINGS);
+    }
+    emit("readdir", best);
+}
+
+/* create_unlink: open("<dir>/cu", O_WRONLY|O_CREAT|O_TRUNC, 0644) + close + unlink; per
+ * create-close-unlink. */
+#define CREATE_OPS 200
+
+static void create_unlink(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/cu", dir);
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (int i = 0; i < CREATE_OPS; i++) {
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0)
+                die("create");
+            close(fd);
+            if (unlink(path) != 0)
+                die("unlink");
+        }
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / CREATE_OPS);
+    }
+    emit("create_unlink", best);
+}
+
+/* rename: <dir>/ra (made here) renamed to <dir>/rb and back, in the same directory; per
+ * rename. */
+static void rename_file(const char *dir)
+{
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/ra", dir);
+    snprintf(b, sizeof b, "%s/rb", dir);
+    int fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        die(a);
+    close(fd);
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (int i = 0; i < META_OPS / 2; i++) {
+            if (rename(a, b) != 0 || rename(b, a) != 0)
+                die("rename");
+        }
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / META_OPS);
+    }
+    unlink(a);
+    emit("rename", best);
+}
+
+/* fsync: pwrite of 4 KiB at offset 0 of <dir>/sync4k (made here, one block) + fsync, which
+ * waits for the disk; per write + fsync. */
+#define FSYNC_OPS 8
+
+static void fsync_4k(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/sync4k", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        die(path);
+    memset(record, 0x5a, RECORD);
+    if (pwrite(fd, record, RECORD, 0) != RECORD || fsync(fd) != 0)
+        die("fsync file");
+    double best = 1e30;
+    for (int p = 0; p <= PASSES; p++) { /* pass 0 is the warm-up */
+        uint64_t t0 = stamp();
+        for (int i = 0; i < FSYNC_OPS; i++) {
+            record[0] = (char)i;
+            if (pwrite(fd, record, RECORD, 0) != RECORD)
+                die("pwrite");
+            if (fsync(fd) != 0)
+                die("fsync");
+        }
+        uint64_t t1 = stamp();
+        if (p > 0)
+            best = min_d(best, (double)(t1 - t0) / FSYNC_OPS);
+    }
+    close(fd);
+    emit("fsync", best);
 }
 
 /* execve of this static binary up to the first instruction of its main: the parent stamps just
@@ -942,6 +1189,20 @@ int main(int argc, char **argv)
         net_udp_send(64, "net.udp.send64");
     if (wanted("net.udp.send1472"))
         net_udp_send(1472, "net.udp.send1472");
+    if (wanted("read4k.cold"))
+        read4k_cold(dir);
+    if (wanted("seqread.cold"))
+        seqread_cold(dir);
+    if (wanted("stat"))
+        stat_path(dir);
+    if (wanted("readdir"))
+        readdir_1000(dir);
+    if (wanted("create_unlink"))
+        create_unlink(dir);
+    if (wanted("rename"))
+        rename_file(dir);
+    if (wanted("fsync"))
+        fsync_4k(dir);
     if (wanted("exec"))
         exec_next(argv[0], 0, ~0ull); /* the chain's last pass prints "LBENCH done" */
     printf("LBENCH done\n");

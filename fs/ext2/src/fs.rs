@@ -180,6 +180,12 @@ pub struct Fs<D: BlockDevice> {
     /// `dir_retarget`, `set_dotdot`: the only writers of entries) empties the whole cache, so an
     /// entry can never name a removed, renamed or reused inode.
     names: Vec<NameEnt>,
+    /// Bumped with every change to any directory's entries (with `names_forget`).
+    dir_changes: u64,
+    /// Where the last `readdir_at` stopped: (directory, byte position, `dir_changes` then). A
+    /// call that continues there starts at that record; any other scans its block from the start
+    /// (a position from a client is only trusted once found on a record boundary).
+    readdir_next: (u32, u64, u64),
 }
 
 /// An entry of the name cache (see `Fs::names`); `dir` 0 is empty.
@@ -355,6 +361,8 @@ impl<D: BlockDevice> Fs<D> {
                 ICACHE
             ],
             names: vec![NAME_EMPTY; NCACHE],
+            dir_changes: 0,
+            readdir_next: (0, 0, u64::MAX),
         })
     }
 
@@ -1334,6 +1342,81 @@ impl<D: BlockDevice> Fs<D> {
     /// Empties the name cache: a directory's entries are about to change.
     fn names_forget(&mut self) {
         self.names.fill(NAME_EMPTY);
+        self.dir_changes = self.dir_changes.wrapping_add(1);
+    }
+
+    /// Hands `f` the live entries of `dir` from byte position `pos` on (0: the start), in
+    /// on-disk order, as (inode, kind, name), until it answers false: returns the position of
+    /// the entry it refused (where a later call continues), or `None` when it took every entry
+    /// to the end. Positions are the entries' byte offsets, as Linux's ext2 uses for `f_pos`.
+    /// Each block is read once per call, so listing a directory costs its size once, not once
+    /// per entry as [`Fs::readdir`] per entry would.
+    pub fn readdir_at(
+        &mut self,
+        dir: u32,
+        pos: u64,
+        mut f: impl FnMut(u32, FileKind, &[u8]) -> bool,
+    ) -> Result<Option<u64>> {
+        let r = self.live_inode(dir)?;
+        if !r.is_dir() {
+            return Err(Error::NotDir);
+        }
+        self.check_mapping(&r)?;
+        let n = self.dir_nblocks(&r)?;
+        let bs = self.bs as usize;
+        // Continuing where the last call stopped, with no entry changed since: `pos` is known to
+        // be a record boundary, so the walk starts there; any other position is looked for from
+        // its block's start (a position from a client is only trusted once found).
+        let trusted = self.readdir_next == (dir, pos, self.dir_changes);
+        let (filetype, inodes_count) = (self.filetype, self.inodes_count);
+        let mut scratch = core::mem::take(&mut self.scratch);
+        if scratch.len() < bs {
+            scratch.resize(bs, 0);
+        }
+        let mut lblk = pos / bs as u64;
+        let mut start = (pos % bs as u64) as usize;
+        let mut from = if trusted { start } else { 0 };
+        let out = loop {
+            if lblk >= n {
+                break Ok(None);
+            }
+            let phys = match self.bmap(&r, lblk) {
+                Ok(0) => break Err(Error::Corrupt("hole in a directory")),
+                Ok(p) => p,
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = self.check_blk(phys) {
+                break Err(e);
+            }
+            let off = self.boff(phys);
+            let mut refused: Result<Option<usize>> = Ok(None);
+            let read = self.dev.read_with(off, bs, &mut scratch, &mut |buf| {
+                refused =
+                    scan_block_from(buf, from, phys, filetype, inodes_count, &mut |s, buf| {
+                        let live = s.ino != 0 && s.off >= start;
+                        let name = &buf[s.off + 8..s.off + 8 + s.name_len];
+                        (live && !f(s.ino, FileKind::from_dirent_type(s.ftype), name))
+                            .then_some(s.off)
+                    });
+            });
+            if let Err(e) = read {
+                break Err(e.into());
+            }
+            match refused {
+                Ok(Some(at)) => break Ok(Some(lblk * bs as u64 + at as u64)),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+            lblk += 1;
+            start = 0;
+            from = 0;
+        };
+        self.scratch = scratch;
+        self.readdir_next = match out {
+            Ok(Some(at)) => (dir, at, self.dir_changes),
+            _ => (0, 0, u64::MAX),
+        };
+        out
     }
 
     /// All live entries, `.` and `..` included, in on-disk order.
@@ -1946,8 +2029,20 @@ fn scan_block<T>(
     inodes_count: u32,
     f: &mut impl FnMut(&Slot, &[u8]) -> Option<T>,
 ) -> Result<Option<T>> {
+    scan_block_from(buf, 0, phys, filetype, inodes_count, f)
+}
+
+/// As [`scan_block`], from the record at byte `off` of the block (a record boundary; the records
+/// from there on are checked the same way, `prev` of the first is `None`).
+fn scan_block_from<T>(
+    buf: &[u8],
+    mut off: usize,
+    phys: u32,
+    filetype: bool,
+    inodes_count: u32,
+    f: &mut impl FnMut(&Slot, &[u8]) -> Option<T>,
+) -> Result<Option<T>> {
     let bs = buf.len();
-    let mut off = 0usize;
     let mut prev = None;
     while off < bs {
         if off + 8 > bs {

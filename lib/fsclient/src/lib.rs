@@ -42,7 +42,7 @@ use sawmill_interfaces::{file, pfs, vfs, EntryKind, FsError, OpenFlags, SetAttrF
 
 use sawmill_ext2_api::read_buffer;
 pub use sawmill_interfaces::RenameFlags;
-use sawmill_path::{S_IFDIR, S_IFMT};
+use sawmill_path::{dirents, S_IFDIR, S_IFMT};
 use sawmill_rt::{ipc, sys, thread};
 
 pub use sawmill_interfaces::FsError as Error;
@@ -1022,6 +1022,11 @@ impl Files {
         self.stat_path(path, false)
     }
     fn stat_path(&mut self, path: &str, follow: bool) -> Result<Stat> {
+        if self.protocol == Protocol::Direct {
+            if let Some(st) = self.stat_direct(path.as_bytes(), follow) {
+                return st;
+            }
+        }
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
         let s = self.vfs.stat(p.bytes(), follow).map_err(e)?;
         Ok(Stat {
@@ -1135,8 +1140,100 @@ impl Files {
     pub fn sync(&mut self) -> Result<()> {
         self.vfs.sync().map_err(e)
     }
-    /// Every entry of a directory (`.` and `..` included).
+    /// Option 3 (issue 17): `stat` at the PFS owning the path's longest mounted prefix, one
+    /// call instead of the VFS's walk (a call per name) and `getattr`. None = ask the VFS: a
+    /// path with `..`, a lost mount, or the PFS answering Xdev (the walk leaves it).
+    fn stat_direct(&mut self, path: &[u8], follow: bool) -> Option<Result<Stat>> {
+        let (m, rest) = self.direct_mount(path)?;
+        match pfs::Client::new(self.mounts[m].session).stat_path(&path[rest..], follow) {
+            Ok(s) => Some(Ok(Stat {
+                ino: s.ino,
+                mode: s.mode,
+                nlink: s.nlink,
+                uid: s.uid,
+                gid: s.gid,
+                size: s.size,
+                blocks: s.blocks,
+                rdev: (s.rdev_major, s.rdev_minor),
+                atime: (s.atime, s.atime_ns),
+                mtime: (s.mtime, s.mtime_ns),
+                ctime: (s.ctime, s.ctime_ns),
+                generation: s.generation,
+                mount: m as u32,
+            })),
+            Err(RpcError::App(FsError::Xdev)) => None,
+            Err(RpcError::App(x)) => Some(Err(x)),
+            Err(_) => {
+                // The PFS is gone: the VFS's table changed; refetch it, and let the VFS answer.
+                let _ = self.refresh_mounts();
+                None
+            }
+        }
+    }
+
+    /// Option 3's choice of file system for `path` (as `open_direct` makes it): the index of
+    /// the mount with the longest prefix of the path and where the rest of the path starts.
+    /// None = ask the VFS.
+    fn direct_mount(&mut self, path: &[u8]) -> Option<(usize, usize)> {
+        if path.first() != Some(&b'/')
+            || path.len() > PATH_FIELD
+            || path.split(|&c| c == b'/').any(|c| c == b"..")
+        {
+            return None;
+        }
+        if self.mounts.is_empty() && self.refresh_mounts().is_err() {
+            return None;
+        }
+        // With a mount lost, only the VFS knows what its prefix shadows.
+        if self.mounts.iter().any(|m| m.session == 0) {
+            return None;
+        }
+        let trimmed = |prefix: &[u8]| prefix.len() - prefix.ends_with(b"/") as usize;
+        let under = |prefix: &[u8]| {
+            let p = &prefix[..trimmed(prefix)];
+            path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/')
+        };
+        let m = (0..self.mounts.len())
+            .filter(|&i| !self.mounts[i].prefix.is_empty() && under(&self.mounts[i].prefix))
+            .max_by_key(|&i| self.mounts[i].prefix.len())?;
+        Some((m, trimmed(&self.mounts[m].prefix)))
+    }
+
+    /// Every entry of a directory (`.` and `..` included): as many per call as one message
+    /// holds (`vfs.readdir_many`), or one per call from a file system without it.
     pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
+            let r = match self.vfs.readdir_many(p.bytes(), cookie) {
+                Ok(r) => r,
+                Err(RpcError::App(FsError::Invalid)) if cookie == 0 => {
+                    return self.readdir_one_by_one(path)
+                }
+                Err(x) => return Err(e(x)),
+            };
+            for d in dirents::entries(r.packed.as_slice()) {
+                let d = d.map_err(|_| FsError::Corrupt)?;
+                out.push(DirEntry {
+                    ino: d.ino,
+                    kind: EntryKind::from_repr(d.kind).ok_or(FsError::Corrupt)?,
+                    name: d.name.to_vec(),
+                });
+            }
+            if r.next == 0 {
+                return Ok(out);
+            }
+            // Any entry fits in a reply: one with none that goes on would never end.
+            if r.packed.as_slice().is_empty() {
+                return Err(FsError::Corrupt);
+            }
+            cookie = r.next;
+        }
+    }
+
+    /// `readdir` one entry per call (`vfs.readdir`).
+    fn readdir_one_by_one(&mut self, path: &str) -> Result<Vec<DirEntry>> {
         let mut out = Vec::new();
         let mut cookie = 0;
         loop {

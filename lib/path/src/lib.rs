@@ -10,11 +10,16 @@
 //!   read a symlink, and what to do at the two places a file system may have to hand over: `..`
 //!   at its root and an absolute symlink).
 //!
+//! Also [`dirents`]: the packed directory entries of `readdir_many` (issue 17), shared by the
+//! servers that pack them and the client library that unpacks them.
+//!
 //! It touches nothing but the memory it is given: no system calls, no I/O. `no_std` + `alloc`;
 //! a [`Walker`] keeps its buffers between walks, so once warm a walk allocates nothing.
 #![no_std]
 
 extern crate alloc;
+
+pub mod dirents;
 
 use alloc::vec::Vec;
 

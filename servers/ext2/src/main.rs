@@ -37,18 +37,21 @@ use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
 use sawmill_interfaces::pfs::{self, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::pfs::{GetattrOut as Attrs, StatfsOut};
+use sawmill_interfaces::pfs::{ReaddirManyOut, StatPathOut};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next, Reply};
 use sawmill_interfaces::{
     dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, RenameFlags,
     SetAttrFields,
 };
-use sawmill_path::{Attr, Cred, Error as WalkError, Walked, Walker};
+use sawmill_path::{dirents, Attr, Cred, Error as WalkError, Walked, Walker};
 use sawmill_rt::{env, ipc, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
 /// Mount points inside this file system the VFS may tell us about (`cover`).
 const MAX_COVERED: usize = 64;
+/// The `readdir` cookie after a directory's last entry: a position past any directory's end.
+const READDIR_END: u64 = u64::MAX;
 const SESSION_BASE: u64 = 1 << 20;
 /// The badge of our notice capability: the kernel's NO_SENDERS notices arrive with it (see
 /// [`share`]).
@@ -612,6 +615,32 @@ impl Pfs {
         self.walker
             .walk(&mut tree, (root, root_st), path, follow_last, cred)
     }
+
+    /// As many entries of `dir` from position `cookie` as fit in `N` bytes, packed
+    /// (`sawmill_path::dirents`), and the position to continue from (0: the end).
+    fn packed_entries<const N: usize>(
+        &mut self,
+        dir: u32,
+        cookie: u64,
+    ) -> Result<(u64, Bytes<N>), FsError> {
+        let mut packed = [0u8; N];
+        let mut used = 0;
+        let next = self
+            .fs
+            .readdir_at(dir, cookie, |ino, kind, name| {
+                match dirents::put(&mut packed[used..], ino, entry_kind(kind).repr(), name) {
+                    Some(n) => {
+                        used += n;
+                        true
+                    }
+                    None => false,
+                }
+            })
+            .map_err(err)?;
+        let pos = next.unwrap_or(0);
+        let packed = Bytes::from_slice(&packed[..used]).ok_or(FsError::Invalid)?;
+        Ok((pos, packed))
+    }
 }
 
 impl pfs::Server for Pfs {
@@ -749,31 +778,38 @@ impl pfs::Server for Pfs {
     }
     fn readdir(&mut self, badge: u64, dir: u32, cookie: u64) -> Result<ReaddirOut, FsError> {
         self.check(badge, dir, 4)?;
-        let ents = self.fs.readdir(dir).map_err(err)?;
-        let Some(e) = ents.get(cookie as usize) else {
-            return Ok(ReaddirOut {
-                next: 0,
-                ino: 0,
-                kind: EntryKind::Unknown,
-                name: Bytes::new(),
-            });
+        // The cookie is the entry's byte position in the directory (0: the start; END past
+        // the last): one call looks at one directory block, not at the whole directory.
+        let mut out = ReaddirOut {
+            next: 0,
+            ino: 0,
+            kind: EntryKind::Unknown,
+            name: Bytes::new(),
         };
-        let kind = match e.kind {
-            FileKind::Regular => EntryKind::Regular,
-            FileKind::Dir => EntryKind::Dir,
-            FileKind::Symlink => EntryKind::Symlink,
-            FileKind::CharDev => EntryKind::CharDev,
-            FileKind::BlockDev => EntryKind::BlockDev,
-            FileKind::Fifo => EntryKind::Fifo,
-            FileKind::Socket => EntryKind::Socket,
-            FileKind::Unknown => EntryKind::Unknown,
-        };
-        Ok(ReaddirOut {
-            next: cookie + 1,
-            ino: e.ino,
-            kind,
-            name: Bytes::from_slice(&e.name).ok_or(FsError::NameTooLong)?,
-        })
+        let (mut taken, mut long) = (false, false);
+        let next = self
+            .fs
+            .readdir_at(dir, cookie, |ino, kind, name| {
+                if taken {
+                    return false;
+                }
+                taken = true;
+                out.ino = ino;
+                out.kind = entry_kind(kind);
+                match Bytes::from_slice(name) {
+                    Some(b) => out.name = b,
+                    None => long = true,
+                }
+                true
+            })
+            .map_err(err)?;
+        if long {
+            return Err(FsError::NameTooLong);
+        }
+        if taken {
+            out.next = next.unwrap_or(READDIR_END);
+        }
+        Ok(out)
     }
     fn sync(&mut self, badge: u64) -> Result<(), FsError> {
         self.creds(badge)?;
@@ -882,6 +918,56 @@ impl pfs::Server for Pfs {
             file: o.file,
             size: o.size,
         })
+    }
+    fn readdir_many(
+        &mut self,
+        badge: u64,
+        dir: u32,
+        cookie: u64,
+    ) -> Result<ReaddirManyOut, FsError> {
+        self.check(badge, dir, 4)?;
+        let (next, packed) = self.packed_entries(dir, cookie)?;
+        Ok(ReaddirManyOut { next, packed })
+    }
+    fn stat_path(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<StatPathOut, FsError> {
+        let creds = self.creds(badge)?;
+        let (ino, st) = self
+            .walk(creds, path, follow)?
+            .node
+            .ok_or(FsError::NotFound)?;
+        let a = attrs(&st, self.fs.stat_more(ino).map_err(err)?);
+        Ok(StatPathOut {
+            ino,
+            mode: a.mode,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            blocks: a.blocks,
+            rdev_major: a.rdev_major,
+            rdev_minor: a.rdev_minor,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+            atime_ns: a.atime_ns,
+            mtime_ns: a.mtime_ns,
+            ctime_ns: a.ctime_ns,
+            generation: a.generation,
+        })
+    }
+}
+
+/// The IDL's kind of an entry of the engine's kind.
+fn entry_kind(kind: FileKind) -> EntryKind {
+    match kind {
+        FileKind::Regular => EntryKind::Regular,
+        FileKind::Dir => EntryKind::Dir,
+        FileKind::Symlink => EntryKind::Symlink,
+        FileKind::CharDev => EntryKind::CharDev,
+        FileKind::BlockDev => EntryKind::BlockDev,
+        FileKind::Fifo => EntryKind::Fifo,
+        FileKind::Socket => EntryKind::Socket,
+        FileKind::Unknown => EntryKind::Unknown,
     }
 }
 
@@ -1385,6 +1471,8 @@ impl pfs::Server for Connect {
         cover(path: &[u8]) -> ();
         link(ino: u32, dir: u32, name: &[u8]) -> ();
         statfs() -> StatfsOut;
+        readdir_many(dir: u32, cookie: u64) -> ReaddirManyOut;
+        stat_path(path: &[u8], follow: bool) -> StatPathOut;
     }
 }
 

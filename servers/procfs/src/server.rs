@@ -627,6 +627,26 @@ impl pfs::Server for Procfs {
         self.caller(badge)?;
         Ok(Self::statfs_out())
     }
+    // Not served here (issue 17's calls, for ext2's metadata speed): Invalid makes a client list
+    // with `readdir`, Xdev makes it stat through the VFS.
+    fn readdir_many(
+        &mut self,
+        badge: u64,
+        _dir: u32,
+        _cookie: u64,
+    ) -> Result<pfs::ReaddirManyOut, FsError> {
+        self.caller(badge)?;
+        Err(FsError::Invalid)
+    }
+    fn stat_path(
+        &mut self,
+        badge: u64,
+        _path: &[u8],
+        _follow: bool,
+    ) -> Result<pfs::StatPathOut, FsError> {
+        self.caller(badge)?;
+        Err(FsError::Xdev)
+    }
     read_only! {
         create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
         mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
@@ -862,6 +882,8 @@ impl pfs::Server for Connect {
         cover(path: &[u8]) -> ();
         link(ino: u32, dir: u32, name: &[u8]) -> ();
         statfs() -> StatfsOut;
+        readdir_many(dir: u32, cookie: u64) -> pfs::ReaddirManyOut;
+        stat_path(path: &[u8], follow: bool) -> pfs::StatPathOut;
     }
 }
 

@@ -648,6 +648,29 @@ impl vfs::Server for Vfs {
             name: o.name,
         })
     }
+    fn readdir_many(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        cookie: u64,
+    ) -> Result<vfs::ReaddirManyOut, FsError> {
+        path_arg!(self, badge, path);
+        let (uid, gid) = self.cred(badge);
+        let r = self.resolve(badge, path, true)?;
+        let n = r.node.ok_or(FsError::NotFound)?;
+        if !may(n.attr, uid, gid, 4) {
+            return Err(FsError::Denied);
+        }
+        // The entries pass through as the PFS packed them; the client checks them.
+        let o = self
+            .pfs(n.m)?
+            .readdir_many(n.ino, cookie)
+            .map_err(|e| self.fail(n.m, e))?;
+        Ok(vfs::ReaddirManyOut {
+            next: o.next,
+            packed: o.packed,
+        })
+    }
     fn sync(&mut self, _badge: u64) -> Result<(), FsError> {
         let mut res = Ok(());
         for m in 0..self.mounts.len() {

@@ -89,6 +89,8 @@ impl pfs::Server for Liar {
         cover(path: &[u8]) -> ();
         link(ino: u32, dir: u32, name: &[u8]) -> ();
         statfs() -> StatfsOut;
+        readdir_many(dir: u32, cookie: u64) -> pfs::ReaddirManyOut;
+        stat_path(path: &[u8], follow: bool) -> pfs::StatPathOut;
     }
 }
 

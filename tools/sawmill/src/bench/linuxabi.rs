@@ -16,8 +16,10 @@ use std::time::Duration;
 /// Metric name prefix of this run (`lbench --prefix=`).
 pub const PREFIX: &str = "linuxabi";
 /// `lbench` metrics skipped on sawmill (`--skip=`; `NAME*` is every metric starting with NAME):
-/// the network ones, which need the NIC and are their own run (`net.rs`: `net.*`).
-pub const SKIPPED: &[&str] = &[super::net::PATTERN];
+/// the network ones, which need the NIC and are their own run (`net.rs`: `net.*`), and the cold
+/// reads, which drop Linux's caches through /proc/sys/vm/drop_caches (sawmill's PFS has no such
+/// control; its cold figures are the native `fs.read4k.cold` and `fs.seqread.cold`).
+pub const SKIPPED: &[&str] = &[super::net::PATTERN, "read4k.cold", "seqread.cold"];
 
 /// Whether `--skip=` leaves metric `name` (without prefix) out, as lbench reads the list.
 fn skipped(name: &str) -> bool {
@@ -167,9 +169,11 @@ mod tests {
         assert!(e.contains(&"linuxabi.pipe.bw".to_string()));
         assert!(e.contains(&"linuxabi.shell_script".to_string()));
         assert!(!e.iter().any(|n| n.contains(".net.")));
+        assert!(e.contains(&"linuxabi.readdir".to_string()));
+        assert!(!e.contains(&"linuxabi.read4k.cold".to_string()));
         assert_eq!(
             e.len(),
-            baseline::EXPECTED.len() - super::super::net::METRICS.len()
+            baseline::EXPECTED.len() - super::super::net::METRICS.len() - 2
         );
     }
 
@@ -177,7 +181,12 @@ mod tests {
     fn argv_names_the_data_and_the_skips() {
         assert_eq!(
             argv(),
-            ["/lbench", "/bench", "--prefix=linuxabi", "--skip=net.*"]
+            [
+                "/lbench",
+                "/bench",
+                "--prefix=linuxabi",
+                "--skip=net.*,read4k.cold,seqread.cold"
+            ]
         );
     }
 }

@@ -1,4 +1,5 @@
-//! Benchmark report (issue 7): `results.json`, `results.md` and `reread.svg`.
+//! Benchmark report (issue 7): `results.json`, `results.md`, `reread.svg` (log axes) and, from
+//! issue 17, `ratios.svg` (every `ratio.*` as a bar against the 1.0 line).
 //!
 //! Input: every metric of a run, sawmill's and Linux's, in any order. Ratio metrics
 //! (`ratio.*`, unit `ratio`, value = sawmill / Linux) are computed by [`ratios`] from the pairs
@@ -85,6 +86,63 @@ pub const RULES: &[Rule] = &[
         context: false,
         mirror: false,
     },
+    // Issue 17: cold reads and metadata, the native file-system servers against Linux's ext2.
+    Rule {
+        sawmill: "fs.read4k.cold",
+        linux: "linux.read4k.cold",
+        ratio: "ratio.read4k.cold",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "fs.seqread.cold",
+        linux: "linux.seqread.cold",
+        ratio: "ratio.seqread.cold",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "fs.stat",
+        linux: "linux.stat",
+        ratio: "ratio.stat",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "fs.readdir",
+        linux: "linux.readdir",
+        ratio: "ratio.readdir",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "fs.create_unlink",
+        linux: "linux.create_unlink",
+        ratio: "ratio.create_unlink",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "fs.rename",
+        linux: "linux.rename",
+        ratio: "ratio.rename",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
+    Rule {
+        sawmill: "fs.fsync",
+        linux: "linux.fsync",
+        ratio: "ratio.fsync",
+        sized: false,
+        context: false,
+        mirror: false,
+    },
     Rule {
         sawmill: "linuxabi.",
         linux: "linux.",
@@ -121,6 +179,13 @@ pub const GOALS: &[(&str, f64)] = &[
     ("ratio.net.tcp.bulk", 1.0),
     ("ratio.net.udp.send64", 1.0),
     ("ratio.net.udp.send1472", 1.0),
+    ("ratio.read4k.cold", 1.0),
+    ("ratio.seqread.cold", 1.0),
+    ("ratio.stat", 1.0),
+    ("ratio.readdir", 1.0),
+    ("ratio.create_unlink", 1.0),
+    ("ratio.rename", 1.0),
+    ("ratio.fsync", 1.0),
 ];
 
 /// The goal for ratio `name`, if it has one.
@@ -230,7 +295,8 @@ pub fn ratios(metrics: &[Metric]) -> Vec<Metric> {
     out
 }
 
-/// Writes `results.json`, `results.md` and `reread.svg` into `out_dir` (created if needed).
+/// Writes `results.json`, `results.md`, `reread.svg` and `ratios.svg` into `out_dir` (created if
+/// needed).
 /// `results.json` holds `metrics` in order followed by the computed ratio metrics.
 pub fn write(out_dir: &Path, metrics: &[Metric]) -> Result<(), String> {
     fs::create_dir_all(out_dir).map_err(|e| format!("create {}: {e}", out_dir.display()))?;
@@ -244,6 +310,12 @@ pub fn write(out_dir: &Path, metrics: &[Metric]) -> Result<(), String> {
     put("results.json", json(&all))?;
     put("results.md", markdown(metrics, &extra))?;
     put("reread.svg", svg(metrics))?;
+    let ratio_figures: Vec<&Metric> = all
+        .iter()
+        .copied()
+        .filter(|m| m.name.starts_with("ratio.") && m.unit == "ratio")
+        .collect();
+    put("ratios.svg", ratio_svg(&ratio_figures))?;
     Ok(())
 }
 
@@ -559,26 +631,6 @@ fn all_sizes(series: &[Series]) -> Vec<(String, u64)> {
     v
 }
 
-/// A "nice" axis step (1, 2 or 5 times a power of ten) giving about five intervals up to `max`.
-fn nice_step(max: f64) -> f64 {
-    if max <= 0.0 || !max.is_finite() {
-        return 1.0;
-    }
-    let raw = max / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let m = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    m * mag
-}
-
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -592,7 +644,7 @@ const COLORS: &[&str] = &[
 
 /// Reread cost per 4 KB record against file size, log2 x axis, one line per system.
 fn svg(metrics: &[Metric]) -> String {
-    let (w, h) = (720.0f64, 440.0f64);
+    let (w, h) = (720.0f64, 480.0f64);
     let (left, right, top, bottom) = (80.0, 190.0, 50.0, 60.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let series = reread_series(metrics);
@@ -631,17 +683,13 @@ fn svg(metrics: &[Metric]) -> String {
             left + pw / 2.0
         }
     };
-    let vmax = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.2))
-        .fold(0.0f64, f64::max);
-    let step = nice_step(vmax * 1.1);
-    let ymax = ((vmax * 1.1) / step).ceil().max(1.0) * step;
-    let ypos = |v: f64| top + ph - (v.max(0.0) / ymax) * ph;
+    // Log y axis: a line many times the others (the copy path's reread) must not flatten them.
+    let values = series.iter().flat_map(|s| s.points.iter().map(|p| p.2));
+    let (lo, hi) = log_bounds(values);
+    let ypos = |v: f64| top + ph - log_frac(v, lo, hi) * ph;
 
-    // Grid and y ticks.
-    let mut t = 0.0;
-    while t <= ymax + step / 2.0 {
+    // Grid and y ticks (1, 2, 5 times the powers of ten in the range).
+    for t in log_ticks(lo, hi) {
         let y = ypos(t);
         let _ = writeln!(
             o,
@@ -653,9 +701,8 @@ fn svg(metrics: &[Metric]) -> String {
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             left - 6.0,
             y + 4.0,
-            fmt_value(t, "insn").trim_end_matches(".0")
+            tick_label(t)
         );
-        t += step;
     }
     // X ticks at the sizes present.
     for (label, b) in &sizes {
@@ -686,7 +733,7 @@ fn svg(metrics: &[Metric]) -> String {
     let _ = writeln!(
         o,
         "<text x=\"18\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {:.1})\">\
-         guest instructions (QEMU icount) per 4 KB record</text>",
+         guest instructions (QEMU icount) per 4 KB record, log scale</text>",
         top + ph / 2.0,
         top + ph / 2.0
     );
@@ -730,6 +777,217 @@ fn svg(metrics: &[Metric]) -> String {
             xml_escape(&s.label)
         );
     }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// The 1-2-5 values (1, 2, 5 times a power of ten) from the largest one at or below `lo` to the
+/// smallest one at or above `hi`, for `0 < lo <= hi`.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return out;
+    }
+    let mut mag = 10f64.powf(lo.log10().floor());
+    'outer: loop {
+        for m in [1.0, 2.0, 5.0] {
+            let t = m * mag;
+            // A relative tolerance: powers of ten computed with powf are not exact.
+            if t >= lo * (1.0 - 1e-9) {
+                out.push(t);
+            }
+            if t >= hi * (1.0 - 1e-9) {
+                break 'outer;
+            }
+        }
+        mag *= 10.0;
+    }
+    out
+}
+
+/// The largest 1-2-5 value at or below `v` (> 0).
+fn floor_125(v: f64) -> f64 {
+    let mag = 10f64.powf(v.log10().floor());
+    [5.0, 2.0, 1.0, 0.5]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|t| *t <= v * (1.0 + 1e-9))
+        .unwrap_or(mag / 2.0)
+}
+
+/// The smallest 1-2-5 value at or above `v` (> 0).
+fn ceil_125(v: f64) -> f64 {
+    let mag = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|t| *t >= v * (1.0 - 1e-9))
+        .unwrap_or(10.0 * mag)
+}
+
+/// The ends of a log axis holding every positive finite value: the 1-2-5 values at or around
+/// the smallest and the largest, at least one step apart. `(1, 10)` when there is no such value.
+fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut vmin, mut vmax) = (f64::INFINITY, 0.0f64);
+    for v in values.filter(|v| v.is_finite() && *v > 0.0) {
+        vmin = vmin.min(v);
+        vmax = vmax.max(v);
+    }
+    if vmax <= 0.0 {
+        return (1.0, 10.0);
+    }
+    let (lo, hi) = (floor_125(vmin), ceil_125(vmax));
+    if hi <= lo * (1.0 + 1e-9) {
+        (floor_125(lo * 0.99), ceil_125(hi * 1.01))
+    } else {
+        (lo, hi)
+    }
+}
+
+/// Where `v` lies between `lo` and `hi` on a log axis, 0..=1 (clamped).
+fn log_frac(v: f64, lo: f64, hi: f64) -> f64 {
+    if v.is_nan() || v <= 0.0 || hi <= lo {
+        return 0.0;
+    }
+    ((v.ln() - lo.ln()) / (hi.ln() - lo.ln())).clamp(0.0, 1.0)
+}
+
+/// A tick's text: `0.05`, `1`, `2,000`.
+fn tick_label(t: f64) -> String {
+    if t < 1.0 {
+        let s = format!("{t:.4}");
+        s.trim_end_matches('0').to_string()
+    } else {
+        fmt_value(t, "insn").trim_end_matches(".0").to_string()
+    }
+}
+
+/// Whether ratio `name` comes from a context rule (a different operation, shown for scale).
+fn is_context(name: &str) -> bool {
+    RULES.iter().any(|r| r.context && name.starts_with(r.ratio))
+}
+
+/// Every ratio as a horizontal bar from the 1.0 line (log scale): to the left when sawmill
+/// executes fewer instructions than Linux, to the right when more; green within its goal (1.0
+/// when it has none), red beyond it, grey for context ratios; a goal other than 1.0 is marked on
+/// its row.
+fn ratio_svg(ratios: &[&Metric]) -> String {
+    let row = 20.0f64;
+    let (left, bar_w, right, top, bottom) = (300.0f64, 480.0f64, 90.0f64, 64.0f64, 56.0f64);
+    let w = left + bar_w + right;
+    let h = top + bottom + row * ratios.len().max(1) as f64;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    let _ = writeln!(o, "<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>");
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">sawmill / Linux, \
+         guest instructions for the same operation</text>",
+        w / 2.0
+    );
+    if ratios.is_empty() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no ratio figures in this run</text>",
+            w / 2.0,
+            top + row / 2.0
+        );
+        o.push_str("</svg>\n");
+        return o;
+    }
+    let (lo, hi) = log_bounds(ratios.iter().map(|m| m.value).chain([0.5, 2.0]));
+    let xpos = |v: f64| left + log_frac(v, lo, hi) * bar_w;
+    let plot_h = row * ratios.len() as f64;
+    // Grid, ticks at top and bottom.
+    for t in log_ticks(lo, hi) {
+        let x = xpos(t);
+        let _ = writeln!(
+            o,
+            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#dddddd\"/>",
+            top + plot_h
+        );
+        for y in [top - 6.0, top + plot_h + 16.0] {
+            let _ = writeln!(
+                o,
+                "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"middle\">{}</text>",
+                tick_label(t)
+            );
+        }
+    }
+    for (i, m) in ratios.iter().enumerate() {
+        let y = top + row * i as f64;
+        let goal = goal(&m.name);
+        let limit = goal.unwrap_or(1.0);
+        let color = if is_context(&m.name) {
+            "#999999"
+        } else if m.value <= limit {
+            "#2ca02c"
+        } else {
+            "#d62728"
+        };
+        let (x1, x0) = (xpos(1.0), xpos(m.value));
+        let (bx, bw) = (x0.min(x1), (x0 - x1).abs().max(1.0));
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 8.0,
+            y + row * 0.7,
+            xml_escape(&m.name)
+        );
+        let _ = writeln!(
+            o,
+            "<rect x=\"{bx:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"{color}\">\
+             <title>{}: {}{}</title></rect>",
+            y + 3.0,
+            row - 6.0,
+            xml_escape(&m.name),
+            fmt_value(m.value, "ratio"),
+            goal.map_or(String::new(), |g| format!(" (goal ≤ {g:.2})"))
+        );
+        if let Some(g) = goal.filter(|g| *g != 1.0) {
+            let gx = xpos(g);
+            let _ = writeln!(
+                o,
+                "<line x1=\"{gx:.1}\" y1=\"{:.1}\" x2=\"{gx:.1}\" y2=\"{:.1}\" stroke=\"black\" \
+                 stroke-width=\"2\" stroke-dasharray=\"3,2\"/>",
+                y + 1.0,
+                y + row - 1.0
+            );
+        }
+        let _ = writeln!(
+            o,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            left + bar_w + 6.0,
+            y + row * 0.7,
+            fmt_value(m.value, "ratio")
+        );
+    }
+    // The 1.0 line over the bars, and the frame.
+    let x1 = xpos(1.0);
+    let _ = writeln!(
+        o,
+        "<line x1=\"{x1:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"black\" \
+         stroke-width=\"2\"/>",
+        top - 2.0,
+        top + plot_h + 2.0
+    );
+    let _ = writeln!(
+        o,
+        "<rect x=\"{left}\" y=\"{top}\" width=\"{bar_w}\" height=\"{plot_h}\" fill=\"none\" \
+         stroke=\"black\"/>"
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">ratio (log scale): left of 1.0 \
+         sawmill executes fewer instructions; green within its goal (dashed mark when not 1.0), \
+         red beyond, grey for scale only</text>",
+        left + bar_w / 2.0 - 60.0,
+        h - 14.0
+    );
     o.push_str("</svg>\n");
     o
 }
@@ -938,6 +1196,189 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
     }
 
+    /// A small well-formedness check of our own SVG: one `<svg xmlns=...>` root, every element
+    /// closed in order, attribute values quoted, no bare `&` or `<` in text.
+    fn well_formed(svg: &str) -> Result<(), String> {
+        if !svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"") {
+            return Err("no svg root".into());
+        }
+        let mut stack: Vec<String> = Vec::new();
+        let mut rest = svg;
+        while let Some(i) = rest.find('<') {
+            let text = &rest[..i];
+            if text.contains('>') {
+                return Err(format!("stray '>' in {text:?}"));
+            }
+            for (j, _) in text.match_indices('&') {
+                let ent = &text[j..];
+                if !["&amp;", "&lt;", "&gt;", "&quot;"]
+                    .iter()
+                    .any(|e| ent.starts_with(e))
+                {
+                    return Err(format!("bare & in {text:?}"));
+                }
+            }
+            let end = rest[i..].find('>').ok_or("unclosed tag")? + i;
+            let tag = &rest[i + 1..end];
+            if !tag.matches('"').count().is_multiple_of(2) || tag.contains('<') {
+                return Err(format!("bad tag <{tag}>"));
+            }
+            if let Some(name) = tag.strip_prefix('/') {
+                if stack.pop().as_deref() != Some(name) {
+                    return Err(format!("</{name}> closes the wrong element"));
+                }
+            } else if !tag.ends_with('/') {
+                let name = tag.split_whitespace().next().ok_or("empty tag")?;
+                stack.push(name.to_string());
+            }
+            rest = &rest[end + 1..];
+            if stack.is_empty() && !rest.trim().is_empty() {
+                return Err("content after the root".into());
+            }
+        }
+        if stack.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("unclosed {stack:?}"))
+        }
+    }
+
+    /// The y of the point of series `label` at size `size` in reread.svg.
+    fn point_y(svg: &str, label: &str, size: &str) -> f64 {
+        let title = format!("<title>{label} {size}:");
+        let line = svg.lines().find(|l| l.contains(&title)).unwrap();
+        let cy = line.split("cy=\"").nth(1).unwrap();
+        cy[..cy.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn reread_plot_has_a_log_axis_that_keeps_close_lines_apart() {
+        // Linux ~2,000, the mapped reread ~1,800 and the copy path 21 times more: on a linear
+        // axis the first two would be a pixel or two apart.
+        let mut v = linux();
+        for (size, value) in [("64k", 1800.0), ("1m", 1810.0)] {
+            v.push(m(&format!("fs.reread4k.multiserver.{size}"), value));
+            v.push(m(&format!("fs.reread4k.ipc.{size}"), value * 23.5));
+        }
+        let svg = svg(&v);
+        well_formed(&svg).unwrap();
+        assert!(svg.contains("per 4 KB record, log scale"), "{svg}");
+        for t in ["1,000", "2,000", "5,000", "10,000", "20,000", "50,000"] {
+            assert!(svg.contains(&format!(">{t}</text>")), "tick {t}: {svg}");
+        }
+        let (linux, mapped, copy) = (
+            point_y(&svg, "Linux", "64k"),
+            point_y(&svg, "sawmill multiserver", "64k"),
+            point_y(&svg, "sawmill ipc", "64k"),
+        );
+        assert!(mapped - linux > 8.0, "{linux} {mapped}");
+        assert!(copy < linux - 100.0, "{linux} {copy}");
+        // Equal ratios are equal distances on a log axis.
+        let y = |v: f64| {
+            let (lo, hi) = log_bounds([1800.0, 42300.0, 2040.0].into_iter());
+            log_frac(v, lo, hi)
+        };
+        assert!(((y(4000.0) - y(2000.0)) - (y(20000.0) - y(10000.0))).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ratio_chart_has_every_ratio_against_the_one_line() {
+        let d = out_dir("ratios");
+        let mut v = linux();
+        v.push(m("fs.reread4k.multiserver.64k", 1800.0));
+        v.push(m("fs.reread4k.ipc.64k", 42000.0));
+        v.push(m("mem.fault.anon", 2600.0));
+        v.push(m("ipc.null_rpc.roundtrip", 720.0));
+        v.push(m("fs.stat", 5000.0));
+        v.push(m("linux.stat", 3600.0));
+        v.push(m("fs.readdir", 1000.0));
+        v.push(m("linux.readdir", 1500.0));
+        v.push(m("fs.fsync", 100.0));
+        v.push(m("linux.fsync", 100.0));
+        write(&d, &v).unwrap();
+        let svg = fs::read_to_string(d.join("ratios.svg")).unwrap();
+        well_formed(&svg).unwrap();
+        let r = ratios(&v);
+        assert_eq!(r.len(), 8);
+        for m in &r {
+            assert!(
+                svg.contains(&format!(
+                    "<title>{}: {}",
+                    m.name,
+                    fmt_value(m.value, "ratio")
+                )),
+                "{} missing: {svg}",
+                m.name
+            );
+        }
+        assert_eq!(svg.matches("<rect x=").count(), r.len() + 1); // bars and the frame
+                                                                  // Log axis: 1-2-5 ticks around 1.0 and a label saying so.
+        for t in ["0.05", "0.1", "0.2", "0.5", "1", "2", "5", "20", "50"] {
+            assert!(svg.contains(&format!(">{t}</text>")), "tick {t}: {svg}");
+        }
+        assert!(svg.contains("ratio (log scale)"));
+        // Over the goal red, within it green, context grey; a goal other than 1.0 is marked.
+        let bar = |name: &str| {
+            svg.lines()
+                .find(|l| l.contains(&format!("<title>{name}:")))
+                .unwrap()
+                .to_string()
+        };
+        assert!(bar("ratio.stat").contains("#d62728"));
+        assert!(bar("ratio.readdir").contains("#2ca02c"));
+        assert!(bar("ratio.fsync").contains("#2ca02c"));
+        assert!(bar("ratio.reread4k.ipc.64k").contains("#d62728"));
+        assert!(bar("ratio.null_rpc.vs_syscall").contains("#999999"));
+        assert!(bar("ratio.reread4k.multiserver.64k").contains("goal ≤ 0.90"));
+        assert_eq!(svg.matches("stroke-dasharray").count(), 1); // reread4k.multiserver: 0.90
+        let empty = ratio_svg(&[]);
+        well_formed(&empty).unwrap();
+        assert!(empty.contains("no ratio figures"));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn issue_17_pairs_and_goals() {
+        let mut v = Vec::new();
+        for n in [
+            "read4k.cold",
+            "seqread.cold",
+            "stat",
+            "readdir",
+            "create_unlink",
+            "rename",
+            "fsync",
+        ] {
+            v.push(m(&format!("fs.{n}"), 50.0));
+            v.push(m(&format!("linux.{n}"), 100.0));
+        }
+        v.push(m("fs.statfs", 1.0)); // not fs.stat
+        let r = ratios(&v);
+        assert_eq!(r.len(), 7);
+        for x in &r {
+            assert_eq!(x.value, 0.5);
+            assert_eq!(goal(&x.name), Some(1.0), "{}", x.name);
+        }
+        assert_eq!(r[0].name, "ratio.read4k.cold");
+        assert_eq!(r[6].name, "ratio.fsync");
+    }
+
+    #[test]
+    fn log_axis_helpers() {
+        assert_eq!(
+            log_ticks(1000.0, 50000.0),
+            [1000.0, 2000.0, 5000.0, 10000.0, 20000.0, 50000.0]
+        );
+        assert_eq!(log_bounds([1800.0, 42300.0].into_iter()), (1000.0, 50000.0));
+        assert_eq!(log_bounds([2000.0].into_iter()), (1000.0, 5000.0));
+        assert_eq!(log_bounds(std::iter::empty()), (1.0, 10.0));
+        assert_eq!(log_bounds([0.024, 3.3].into_iter()), (0.02, 5.0));
+        assert_eq!(tick_label(0.05), "0.05");
+        assert_eq!(tick_label(20000.0), "20,000");
+        assert_eq!(log_frac(10.0, 1.0, 100.0), 0.5);
+        assert_eq!(log_frac(0.0, 1.0, 100.0), 0.0);
+    }
+
     #[test]
     fn helpers() {
         assert_eq!(size_bytes("64k"), Some(65536));
@@ -948,7 +1389,5 @@ mod tests {
         assert_eq!(fmt_value(359.1, "insn"), "359.1");
         assert_eq!(fmt_value(1000000.0, "insn"), "1,000,000.0");
         assert_eq!(fmt_value(0.904, "ratio"), "0.90");
-        assert_eq!(nice_step(2244.0), 500.0);
-        assert_eq!(nice_step(10.0), 2.0);
     }
 }

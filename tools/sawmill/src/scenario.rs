@@ -542,11 +542,17 @@ pub mod disk {
     /// QEMU arguments attaching the images as legacy-capable virtio-blk-pci devices at fixed
     /// PCI slots 4, 5, ... (so their I/O ports and interrupt lines are deterministic; see
     /// docs/filesystem.md). The default NIC is left out: it would share an interrupt line.
+    /// `cache=unsafe`: the guest's flushes do not reach the host's disk (the image stays in the
+    /// host's page cache, whole after QEMU ends), so a benchmark's `fsync` does not count the
+    /// host disk's latency under icount (bench/README.md; the Linux baseline's disk the same).
     pub fn qemu_args(imgs: &[PathBuf]) -> Vec<String> {
         let mut a = vec!["-nic".to_string(), "none".to_string()];
         for (i, img) in imgs.iter().enumerate() {
             a.push("-drive".into());
-            a.push(format!("file={},if=none,id=d{i},format=raw", img.display()));
+            a.push(format!(
+                "file={},if=none,id=d{i},format=raw,cache=unsafe",
+                img.display()
+            ));
             a.push("-device".into());
             a.push(format!("virtio-blk-pci,drive=d{i},addr={:#x}", 4 + i));
         }

@@ -740,8 +740,10 @@ pub fn boot(
         cmd.args(guest.net);
     }
     if let Some(disk) = guest.disk {
-        cmd.arg("-drive")
-            .arg(format!("file={},format=raw,if=virtio", disk.display()));
+        cmd.arg("-drive").arg(format!(
+            "file={},format=raw,if=virtio,cache=unsafe",
+            disk.display()
+        ));
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(log))

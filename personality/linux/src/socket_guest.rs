@@ -28,9 +28,9 @@ use sawmill_interfaces::rpc::Error;
 use sawmill_interfaces::{sock, socket, SockError, SockKind, CHANNEL_BYTES};
 use sawmill_linux::errno::*;
 use sawmill_linux::files::socket::{SocketHost, MAX_DATA};
-use sawmill_rm as rm;
 use sawmill_linux::Errno;
 use sawmill_proc_api::{WAKE_CAP, WAKE_IO};
+use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
 
 use crate::files_guest::Guest;

@@ -32,8 +32,8 @@ use link::Link;
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
 use sawmill_interfaces::sock::{self, AcceptOut, NameOut, PeekFromOut, RecvFromOut, RecvOut};
-use sawmill_interfaces::socket::{self, ConfigOut};
 use sawmill_interfaces::sock::{RecvBufOut, RecvFromBufOut};
+use sawmill_interfaces::socket::{self, ConfigOut};
 use sawmill_interfaces::{
     dataspace, mem, net, DsError, DsFlags, MapFlags, Ready, SockError, SockKind, CHANNEL_BYTES,
     MAX_DATAGRAM,
@@ -1359,7 +1359,8 @@ impl dataspace::Server for Front {
         }
         let left = (CHANNEL as u64 - offset) / PAGE as u64;
         let pages = pages.clamp(1, left);
-        if dst.checked_add(pages * PAGE as u64)
+        if dst
+            .checked_add(pages * PAGE as u64)
             .is_none_or(|end| end > sawmill_abi::layout::USER_END)
         {
             return Err(DsError::Invalid);

@@ -3,15 +3,18 @@
 //! into free slots. Slots 0..64 receive, 64..128 send; each set alone fits its ring, so
 //! submitting never finds a ring full. The loopback lives here too: a frame for one of our own
 //! addresses (`sawmill_netstack_api::loopback`) stays in its send slot and is handed back to
-//! smoltcp as received, without the driver.
+//! smoltcp as received, without the driver. TCP and UDP checksums are done here, not by smoltcp
+//! (`sawmill_netstack_api::csum`, as a NIC's offload would): filled in on frames to the driver,
+//! checked on frames from it (a wrong one is dropped), skipped on frames the loopback turns
+//! around, as Linux's `lo` skips them.
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use sawmill_net_virtio_api::session::{
     Desc, Shared, StackSide, MAX_FRAME, RING_ENTRIES, SLOTS, SLOT_SIZE,
 };
-use sawmill_netstack_api::loopback;
+use sawmill_netstack_api::{csum, loopback};
 use sawmill_rt::sys;
-use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
+use smoltcp::phy::{self, Checksum, Device, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
 
 const RX_SLOTS: u16 = RING_ENTRIES as u16;
@@ -146,6 +149,7 @@ impl phy::TxToken for TxToken<'_> {
                 if loopback::turn_around(frame, self.mac, |a| addr != 0 && a == addr) {
                     self.looped.push_back((slot, len as u16));
                 } else {
+                    csum::fill(frame);
                     self.queued.push((slot, len as u16));
                 }
                 r
@@ -186,12 +190,20 @@ impl Device for Link {
                 },
             ));
         }
-        // A driver that hands back a send slot as received is ignored.
+        // A driver that hands back a send slot as received is ignored; a frame whose TCP or UDP
+        // checksum is wrong is dropped (its slot offered again).
         let desc = loop {
             let d = self.side.reap_rx(&self.shared)?;
-            if d.slot < RX_SLOTS {
+            if d.slot >= RX_SLOTS {
+                continue;
+            }
+            let len = (d.len as usize).min(SLOT_SIZE);
+            // SAFETY: as in `RxToken::consume`: a receive slot the driver gave back, ours.
+            let frame = unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(d.slot), len) };
+            if csum::valid(frame) {
                 break d;
             }
+            self.rx_done.push(d.slot);
         };
         self.rx_frames += 1;
         Some((
@@ -233,6 +245,9 @@ impl Device for Link {
         c.medium = Medium::Ethernet;
         c.max_transmission_unit = MAX_FRAME;
         c.max_burst_size = Some(RING_ENTRIES as usize);
+        // Ours (see the module's header).
+        c.checksum.tcp = Checksum::None;
+        c.checksum.udp = Checksum::None;
         c
     }
 }

@@ -51,8 +51,7 @@ pub fn fold(mut acc: u64) -> u16 {
 /// in it, whether UDP), with the pseudo header's sum. None for anything else (not IPv4, another
 /// protocol, a fragment, lengths that do not fit: smoltcp judges those).
 fn segment(frame: &[u8]) -> Option<(usize, usize, usize, bool, u64)> {
-    if frame.len() < ETH_HEADER + 20
-        || u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE_IPV4
+    if frame.len() < ETH_HEADER + 20 || u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE_IPV4
     {
         return None;
     }
@@ -109,6 +108,48 @@ pub fn valid(frame: &[u8]) -> bool {
     fold(sum(seg, pseudo)) == 0xffff
 }
 
+/// TCP's option kind for the maximum segment size, and the end of options.
+const TCP_OPT_END: u8 = 0;
+const TCP_OPT_NOP: u8 = 1;
+const TCP_OPT_MSS: u8 = 2;
+
+/// Lowers the maximum segment size a TCP segment of an IPv4 frame announces (a SYN's option) to
+/// `max`, if it announces more (before [`fill`], which then covers it). The stack's interface
+/// has the loopback's large MTU, so smoltcp announces an MSS to match; a frame to the wire
+/// carries one that fits an Ethernet frame instead (as a router's "MSS clamping" does). Anything
+/// else is left as it is.
+pub fn clamp_mss(frame: &mut [u8], max: u16) {
+    let Some((off, len, _, false, _)) = segment(frame) else {
+        return;
+    };
+    let seg = &mut frame[off..off + len];
+    let header = ((seg[12] >> 4) as usize) * 4;
+    if seg.len() < 20 || header > seg.len() || seg[13] & 0x02 == 0 {
+        return;
+    }
+    let mut i = 20;
+    while i < header {
+        match seg[i] {
+            TCP_OPT_END => return,
+            TCP_OPT_NOP => i += 1,
+            kind => {
+                let n = *seg.get(i + 1).unwrap_or(&0) as usize;
+                if n < 2 || i + n > header {
+                    return;
+                }
+                if kind == TCP_OPT_MSS && n == 4 {
+                    let mss = u16::from_be_bytes([seg[i + 2], seg[i + 3]]);
+                    if mss > max {
+                        seg[i + 2..i + 4].copy_from_slice(&max.to_be_bytes());
+                    }
+                    return;
+                }
+                i += n;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,7 +186,9 @@ mod tests {
 
     #[test]
     fn sums_as_rfc_1071_does() {
-        for n in [0, 1, 2, 3, 7, 8, 9, 31, 32, 33, 63, 64, 65, 1460, 1461, 1500] {
+        for n in [
+            0, 1, 2, 3, 7, 8, 9, 31, 32, 33, 63, 64, 65, 1460, 1461, 1500,
+        ] {
             for seed in [1, 7, 99] {
                 let d = bytes(n, seed);
                 let ours = u16::from_be_bytes(fold(sum(&d, 0)).to_ne_bytes());
@@ -229,5 +272,40 @@ mod tests {
         fill(&mut long);
         assert!(valid(&frame(PROTO_TCP, &[1; 10])));
         assert!(valid(&[0u8; 20]));
+    }
+
+    #[test]
+    fn clamps_a_syns_mss() {
+        // A SYN with NOP, MSS 65495, window scale.
+        let mut tcp = std::vec![0u8; 32];
+        tcp[12] = 8 << 4;
+        tcp[13] = 0x02;
+        tcp[20..32].copy_from_slice(&[1, 2, 4, 0xff, 0xd7, 3, 3, 7, 1, 1, 1, 0]);
+        let mut f = frame(PROTO_TCP, &tcp);
+        clamp_mss(&mut f, 1460);
+        assert_eq!(&f[34 + 23..34 + 25], &1460u16.to_be_bytes());
+        fill(&mut f);
+        assert!(valid(&f));
+        // A smaller one stays; a segment without SYN, or options that lie, are left alone.
+        clamp_mss(&mut f, 9000);
+        assert_eq!(&f[34 + 23..34 + 25], &1460u16.to_be_bytes());
+        let mut ack = tcp.clone();
+        ack[13] = 0x10;
+        let mut f = frame(PROTO_TCP, &ack);
+        clamp_mss(&mut f, 1460);
+        assert_eq!(&f[34 + 23..34 + 25], &[0xff, 0xd7]);
+        let mut lie = tcp.clone();
+        lie[21] = 0;
+        lie[22] = 0xff;
+        let mut f = frame(PROTO_TCP, &lie);
+        let before = f.clone();
+        clamp_mss(&mut f, 1460);
+        assert_eq!(f, before);
+        let mut long = tcp.clone();
+        long[12] = 15 << 4;
+        let mut f = frame(PROTO_TCP, &long);
+        let before = f.clone();
+        clamp_mss(&mut f, 1460);
+        assert_eq!(f, before);
     }
 }

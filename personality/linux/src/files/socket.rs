@@ -641,11 +641,11 @@ impl<B: Backend> Files<B> {
         let mut done = 0u64;
         while done < len {
             let want = ((len - done) as usize).min(CHUNK);
-            let mut data = vec![0u8; want];
-            if let Err(e) = u.read(buf + done, &mut data) {
-                return if done == 0 { Err(e) } else { Ok(done) };
-            }
-            match self.sock_send_bytes(d, &s, &data, flags) {
+            // Straight from the program's buffer (`EFAULT` before anything is sent).
+            let r = u.with_in(buf + done, want, &mut |data| {
+                self.sock_send_bytes(d, &s, data, flags)
+            });
+            match r {
                 Ok(n) => {
                     done += n as u64;
                     if n < want {
@@ -792,33 +792,33 @@ impl<B: Backend> Files<B> {
             return Ok((0, None));
         }
         let max = self.backend.sock_max_data(h, len.min(CHUNK));
-        let mut out: Vec<u8> = Vec::new();
-        let mut tmp = vec![0u8; max.min(len)];
         let waitall = flags & MSG_WAITALL != 0;
-        while out.len() < len {
-            let want = (len - out.len()).min(max);
-            // Only the first piece waits (all of them with MSG_WAITALL).
-            let nb = nonblock || (!out.is_empty() && !waitall);
-            let r = self.sock_block(h, nb, &mut |b| b.sock_recv(h, &mut tmp[..want]));
-            match r {
-                Ok(0) => break,
-                Ok(n) => {
-                    out.extend_from_slice(&tmp[..n]);
-                    if n < want && !waitall {
-                        break;
+        // Straight into the program's buffer, up to CHUNK per call.
+        let n = u.with_out(buf, len.min(CHUNK), &mut |out| {
+            let mut got = 0;
+            while got < out.len() {
+                let want = (out.len() - got).min(max);
+                // Only the first piece waits (all of them with MSG_WAITALL).
+                let nb = nonblock || (got > 0 && !waitall);
+                let piece = &mut out[got..got + want];
+                match self.sock_block(h, nb, &mut |b| b.sock_recv(h, piece)) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got += n;
+                        if n < want && !waitall {
+                            break;
+                        }
                     }
+                    Err(_) if got > 0 => break,
+                    // A refused connection reads as its end, as on Linux after the error was
+                    // taken.
+                    Err(e) if e == ECONNREFUSED && !s.connecting => return Ok(0),
+                    Err(e) => return Err(e),
                 }
-                Err(_) if !out.is_empty() => break,
-                // A refused connection reads as its end, as on Linux after the error was taken.
-                Err(e) if e == ECONNREFUSED && !s.connecting => return Ok((0, None)),
-                Err(e) => return Err(e),
             }
-            if out.len() >= CHUNK {
-                break;
-            }
-        }
-        u.write(buf, &out)?;
-        Ok((out.len() as u64, None))
+            Ok(got)
+        })?;
+        Ok((n as u64, None))
     }
 
     /// One datagram into a buffer larger than one call: its parts looked at (`sock_peek_from`)

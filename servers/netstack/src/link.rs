@@ -14,6 +14,7 @@
 //! Ethernet frame's on the way out (`csum::clamp_mss`), so they never send more, and smoltcp
 //! sends them no more than they announced.
 use alloc::collections::VecDeque;
+use alloc::vec;
 use alloc::vec::Vec;
 use sawmill_net_virtio_api::session::{
     Desc, Shared, StackSide, MAX_FRAME, RING_ENTRIES, SLOTS, SLOT_SIZE,
@@ -34,10 +35,11 @@ const WIRE_MSS: u16 = (MAX_FRAME - 14 - 20 - 20) as u16;
 const SPARE_FRAMES: usize = 8;
 
 /// A frame turned around, to be received: in its send slot (slot, length) or, larger than a
-/// slot, in memory of ours.
+/// slot, in a buffer of ours of [`LINK_MTU`] bytes (buffer, length: made zeroed once, reused
+/// without zeroing again).
 enum Looped {
     Slot(u16, u16),
-    Owned(Vec<u8>),
+    Owned(Vec<u8>, usize),
 }
 
 pub struct Link {
@@ -150,7 +152,7 @@ pub struct RxToken<'a> {
 /// buffer (kept for reuse).
 enum RxFrame {
     Slot(Desc),
-    Owned(Vec<u8>),
+    Owned(Vec<u8>, usize),
 }
 
 pub struct TxToken<'a> {
@@ -178,8 +180,8 @@ impl phy::RxToken for RxToken<'_> {
                 self.done.push(desc.slot);
                 r
             }
-            RxFrame::Owned(buf) => {
-                let r = f(&buf);
+            RxFrame::Owned(buf, len) => {
+                let r = f(&buf[..len]);
                 if self.spare.len() < SPARE_FRAMES {
                     self.spare.push(buf);
                 }
@@ -210,13 +212,11 @@ impl phy::TxToken for TxToken<'_> {
             Some(slot) if len <= LINK_MTU => {
                 // Larger than a slot: only the loopback takes it.
                 self.free.push(slot);
-                let mut buf = self.spare.pop().unwrap_or_default();
-                buf.clear();
-                buf.resize(len, 0);
-                let r = f(&mut buf);
+                let mut buf = self.spare.pop().unwrap_or_else(|| vec![0; LINK_MTU]);
+                let r = f(&mut buf[..len]);
                 let addr = self.addr;
-                if loopback::turn_around(&mut buf, self.mac, |a| addr != 0 && a == addr) {
-                    self.looped.push_back(Looped::Owned(buf));
+                if loopback::turn_around(&mut buf[..len], self.mac, |a| addr != 0 && a == addr) {
+                    self.looped.push_back(Looped::Owned(buf, len));
                 } else {
                     *self.dropped += 1;
                     self.spare.push(buf);
@@ -244,7 +244,7 @@ impl Device for Link {
         if let Some(l) = self.looped.pop_front() {
             let frame = match l {
                 Looped::Slot(slot, len) => RxFrame::Slot(Desc { slot, len }),
-                Looped::Owned(buf) => RxFrame::Owned(buf),
+                Looped::Owned(buf, len) => RxFrame::Owned(buf, len),
             };
             return Some((
                 RxToken {

@@ -10,9 +10,9 @@
 //!
 //! The interface's MTU is the loopback's, [`LINK_MTU`] (Linux's `lo` has 64 KiB): a frame
 //! larger than a slot is written into memory of ours and, if it loops back, received from there;
-//! one for the wire that large is dropped. TCP's MSS announced to other hosts is clamped to an
-//! Ethernet frame's on the way out (`csum::clamp_mss`), so they never send more, and smoltcp
-//! sends them no more than they announced.
+//! one for the wire that large is dropped. TCP's MSS is clamped to an Ethernet frame's in SYNs
+//! both ways on the wire (`csum::clamp_mss`): other hosts never send more, and smoltcp never
+//! sends them more.
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -274,8 +274,13 @@ impl Device for Link {
             }
             let len = (d.len as usize).min(SLOT_SIZE);
             // SAFETY: as in `RxToken::consume`: a receive slot the driver gave back, ours.
-            let frame = unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(d.slot), len) };
+            let frame =
+                unsafe { core::slice::from_raw_parts_mut(self.shared.slot_ptr(d.slot), len) };
             if csum::valid(frame) {
+                // A peer's SYN announcing more than an Ethernet frame holds would have smoltcp
+                // send it frames the wire cannot carry (our MTU is the loopback's). The checksum
+                // is not looked at again.
+                csum::clamp_mss(frame, WIRE_MSS);
                 break d;
             }
             self.rx_done.push(d.slot);

@@ -8,19 +8,29 @@
 //! file layer waits on the process's wake notification (`WAKE_IO`) after [`sock_watch`]
 //! registered it with the socket.
 //!
-//! It touches the `socket` capability, `proc:wake`, and the socket capabilities it holds.
+//! Bulk data (a transfer larger than one message's [`MAX_DATA`]) goes through a channel
+//! (`sock.channel`): a capability the stack mints for this process and socket, also a dataspace
+//! of [`CHANNEL_BYTES`] attached here through the region manager (high, outside the program's
+//! range, so a fork child does not inherit it: it asks for its own). Every use copies in and
+//! calls, or calls and copies out, within one socket operation under the library lock, so a
+//! retry after a wait copies again and threads never see each other's bytes. A socket the
+//! stack refused a channel keeps the message path.
+//!
+//! It touches the `socket` capability, `proc:wake`, the socket and channel capabilities it
+//! holds, and the channels' regions.
 //!
 //! [`sock_watch`]: SocketHost::sock_watch
 
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use sawmill_interfaces::rpc::Error;
-use sawmill_interfaces::{sock, socket, SockError, SockKind};
+use sawmill_interfaces::{sock, socket, SockError, SockKind, CHANNEL_BYTES};
 use sawmill_linux::errno::*;
-use sawmill_linux::files::socket::SocketHost;
+use sawmill_linux::files::socket::{SocketHost, MAX_DATA};
 use sawmill_linux::Errno;
 use sawmill_proc_api::{WAKE_CAP, WAKE_IO};
+use sawmill_rm as rm;
 use sawmill_rt::{env, sys, thread};
 
 use crate::files_guest::Guest;
@@ -34,8 +44,20 @@ pub struct Sockets {
     wake: Option<u64>,
     /// Sockets this process registered its wake notification with.
     watched: BTreeSet<u64>,
+    /// Channels by socket handle (`None`: the stack refused one; the message path stays).
+    chans: BTreeMap<u64, Option<Chan>>,
     free_slots: Vec<u64>,
 }
+
+/// A socket's channel here: its capability and where its buffer is attached.
+#[derive(Clone, Copy)]
+struct Chan {
+    slot: u64,
+    at: u64,
+}
+
+/// A channel buffer's size.
+const CHANNEL: usize = CHANNEL_BYTES as usize;
 
 impl Sockets {
     pub fn new() -> Sockets {
@@ -43,12 +65,78 @@ impl Sockets {
             stack: env::cap(STACK_CAP).map(socket::Client::new),
             wake: env::cap(WAKE_CAP),
             watched: BTreeSet::new(),
+            chans: BTreeMap::new(),
             free_slots: Vec::new(),
         }
     }
 
     fn slot(&mut self) -> u64 {
         self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    /// Socket `h`'s channel, if it has one.
+    fn chan(&self, h: u64) -> Option<Chan> {
+        self.chans.get(&h).copied().flatten()
+    }
+
+    /// Socket `h`'s channel, asked for (and its buffer attached and mapped) the first time.
+    fn open_chan(&mut self, h: u64) -> Option<Chan> {
+        if let Some(c) = self.chans.get(&h) {
+            return *c;
+        }
+        let slot = self.slot();
+        let made = match client(h).channel(slot) {
+            Ok(chan) => match rm::attach(chan, 0, CHANNEL as u64, None, rm::READ | rm::WRITE) {
+                // Mapped now: a copy into it must not fault halfway through a call.
+                Ok(at) if rm::populate(at, CHANNEL as u64, true).is_ok() => {
+                    Some(Chan { slot: chan, at })
+                }
+                Ok(at) => {
+                    let _ = rm::detach(at);
+                    None
+                }
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        if made.is_none() {
+            let _ = sys::cap_delete(slot);
+            self.free_slots.push(slot);
+        }
+        self.chans.insert(h, made);
+        made
+    }
+
+    /// Drops socket `h`'s channel: its region, its capability (the stack frees the buffer).
+    fn close_chan(&mut self, h: u64) {
+        if let Some(Some(c)) = self.chans.remove(&h) {
+            let _ = rm::detach(c.at);
+            let _ = sys::cap_delete(c.slot);
+            self.free_slots.push(c.slot);
+        }
+    }
+}
+
+impl Chan {
+    fn client(&self) -> sock::Client {
+        sock::Client::new(self.slot)
+    }
+
+    /// Copies `data` (cut to [`CHANNEL`] bytes) to the start of the buffer: how many.
+    fn put(&self, data: &[u8]) -> u32 {
+        let n = data.len().min(CHANNEL);
+        // SAFETY: CHANNEL bytes attached and populated at `at` for as long as the channel is
+        // ours; only this process uses them, under the library lock.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.at as *mut u8, n) };
+        n as u32
+    }
+
+    /// Copies the first `n` bytes of the buffer (at most [`CHANNEL`]) into `buf`: how many.
+    fn take(&self, n: usize, buf: &mut [u8]) -> usize {
+        let n = n.min(buf.len()).min(CHANNEL);
+        // SAFETY: as in `put`.
+        unsafe { core::ptr::copy_nonoverlapping(self.at as *const u8, buf.as_mut_ptr(), n) };
+        n
     }
 }
 
@@ -84,6 +172,16 @@ fn client(h: u64) -> sock::Client {
 }
 
 impl Guest {
+    /// The channel a transfer of `len` bytes on socket `h` goes through: none for one that
+    /// fits a message (cheaper) or a socket without a channel. A transfer larger than the
+    /// buffer is cut to it (the file layer asks [`SocketHost::sock_max_data`] first).
+    fn bulk(&self, h: u64, len: usize) -> Option<Chan> {
+        if len <= MAX_DATA {
+            return None;
+        }
+        self.sockets.chan(h)
+    }
+
     /// Takes over a socket another image of the process (or its parent) held: capability
     /// `slot` of this task. Returns its handle.
     pub fn sock_adopt(&mut self, slot: u64) -> Option<u64> {
@@ -109,6 +207,7 @@ impl SocketHost for Guest {
     fn sock_close(&mut self, h: u64) {
         let s = &mut self.sockets;
         s.watched.remove(&h);
+        s.close_chan(h);
         let _ = sys::cap_delete(h);
         s.free_slots.push(h);
     }
@@ -136,11 +235,33 @@ impl SocketHost for Guest {
         client(h).connect(addr, port).map_err(errno_of)
     }
 
+    fn sock_max_data(&mut self, h: u64, want: usize) -> usize {
+        if want <= MAX_DATA {
+            return MAX_DATA;
+        }
+        match self.sockets.open_chan(h) {
+            Some(_) => CHANNEL,
+            None => MAX_DATA,
+        }
+    }
+
     fn sock_send(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        if let Some(c) = self.bulk(h, data.len()) {
+            let n = c.client().send_buf(0, c.put(data), false);
+            return n.map(|n| n as usize).map_err(errno_of);
+        }
         client(h).send(data).map(|n| n as usize).map_err(errno_of)
     }
 
     fn sock_recv(&mut self, h: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        if let Some(c) = self.bulk(h, buf.len()) {
+            let max = buf.len().min(CHANNEL) as u32;
+            let r = c.client().recv_buf(0, max).map_err(errno_of)?;
+            if r.len == 0 && !r.eof {
+                return Err(EAGAIN);
+            }
+            return Ok(c.take(r.len as usize, buf));
+        }
         let r = client(h).recv(buf.len() as u32).map_err(errno_of)?;
         let d = r.data.as_slice();
         if d.is_empty() && !r.eof {
@@ -152,6 +273,10 @@ impl SocketHost for Guest {
     }
 
     fn sock_send_to(&mut self, h: u64, addr: u32, port: u16, d: &[u8]) -> Result<usize, Errno> {
+        if let Some(c) = self.bulk(h, d.len()) {
+            let n = c.client().send_to_buf(addr, port, 0, c.put(d));
+            return n.map(|n| n as usize).map_err(errno_of);
+        }
         client(h)
             .send_to(addr, port, d)
             .map(|n| n as usize)
@@ -159,6 +284,11 @@ impl SocketHost for Guest {
     }
 
     fn sock_recv_from(&mut self, h: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), Errno> {
+        if let Some(c) = self.bulk(h, buf.len()) {
+            let max = buf.len().min(CHANNEL) as u32;
+            let r = c.client().recv_from_buf(0, max).map_err(errno_of)?;
+            return Ok((c.take(r.len as usize, buf), r.addr, r.port));
+        }
         let r = client(h).recv_from(buf.len() as u32).map_err(errno_of)?;
         let d = r.data.as_slice();
         let n = d.len().min(buf.len());
@@ -167,6 +297,10 @@ impl SocketHost for Guest {
     }
 
     fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
+        if let Some(c) = self.bulk(h, data.len()) {
+            let n = c.client().send_buf(0, c.put(data), true);
+            return n.map(|n| n as usize).map_err(errno_of);
+        }
         client(h)
             .send_part(data)
             .map(|n| n as usize)

@@ -3,18 +3,44 @@
 //! into free slots. Slots 0..64 receive, 64..128 send; each set alone fits its ring, so
 //! submitting never finds a ring full. The loopback lives here too: a frame for one of our own
 //! addresses (`sawmill_netstack_api::loopback`) stays in its send slot and is handed back to
-//! smoltcp as received, without the driver.
+//! smoltcp as received, without the driver. TCP and UDP checksums are done here, not by smoltcp
+//! (`sawmill_netstack_api::csum`, as a NIC's offload would): filled in on frames to the driver,
+//! checked on frames from it (a wrong one is dropped), skipped on frames the loopback turns
+//! around, as Linux's `lo` skips them.
+//!
+//! The interface's MTU is the loopback's, [`LINK_MTU`] (Linux's `lo` has 64 KiB): a frame
+//! larger than a slot is written into memory of ours and, if it loops back, received from there;
+//! one for the wire that large is dropped. TCP's MSS is clamped to an Ethernet frame's in SYNs
+//! both ways on the wire (`csum::clamp_mss`): other hosts never send more, and smoltcp never
+//! sends them more.
 use alloc::collections::VecDeque;
+use alloc::vec;
 use alloc::vec::Vec;
 use sawmill_net_virtio_api::session::{
     Desc, Shared, StackSide, MAX_FRAME, RING_ENTRIES, SLOTS, SLOT_SIZE,
 };
-use sawmill_netstack_api::loopback;
+use sawmill_netstack_api::{csum, loopback};
 use sawmill_rt::sys;
-use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
+use smoltcp::phy::{self, Checksum, Device, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
 
 const RX_SLOTS: u16 = RING_ENTRIES as u16;
+/// The interface's MTU as smoltcp counts it (the Ethernet frame): the loopback's, the largest
+/// IPv4 packet. Segments between two local sockets are then as large as the receiver's window.
+pub const LINK_MTU: usize = 14 + 65535;
+/// The MSS announced to other hosts: what an Ethernet frame (`MAX_FRAME`) holds after the IPv4
+/// and TCP headers.
+const WIRE_MSS: u16 = (MAX_FRAME - 14 - 20 - 20) as u16;
+/// Buffers for large loopback frames kept for reuse.
+const SPARE_FRAMES: usize = 8;
+
+/// A frame turned around, to be received: in its send slot (slot, length) or, larger than a
+/// slot, in a buffer of ours of [`LINK_MTU`] bytes (buffer, length: made zeroed once, reused
+/// without zeroing again).
+enum Looped {
+    Slot(u16, u16),
+    Owned(Vec<u8>, usize),
+}
 
 pub struct Link {
     shared: Shared,
@@ -32,8 +58,12 @@ pub struct Link {
     addr: u32,
     /// Frames turned around (send slot, length), to be received; and send slots smoltcp has
     /// read them from, free again at the end of a poll.
-    looped: VecDeque<(u16, u16)>,
+    looped: VecDeque<Looped>,
     loop_done: Vec<u16>,
+    /// Buffers for large loopback frames, and those of frames just received (spare again at the
+    /// next `receive` or `transmit`: a token pair cannot share one list).
+    spare: Vec<Vec<u8>>,
+    returned: Vec<Vec<u8>>,
     /// A frame with no free slot to go to is dropped (TCP sends it again).
     pub tx_dropped: u64,
     pub rx_frames: u64,
@@ -58,6 +88,8 @@ impl Link {
             addr: 0,
             looped: VecDeque::with_capacity(SLOTS),
             loop_done: Vec::with_capacity(SLOTS),
+            spare: Vec::new(),
+            returned: Vec::new(),
             tx_dropped: 0,
             rx_frames: 0,
             tx_frames: 0,
@@ -80,6 +112,10 @@ impl Link {
     }
 
     fn reclaim(&mut self) {
+        if !self.returned.is_empty() {
+            self.spare.append(&mut self.returned);
+            self.spare.truncate(SPARE_FRAMES);
+        }
         while let Some(slot) = self.side.reap_tx(&self.shared) {
             if slot >= RX_SLOTS && !self.free_tx.contains(&slot) {
                 self.free_tx.push(slot);
@@ -107,15 +143,24 @@ impl Link {
 
 pub struct RxToken<'a> {
     shared: Shared,
-    desc: Desc,
+    frame: RxFrame,
     done: &'a mut Vec<u16>,
+    spare: &'a mut Vec<Vec<u8>>,
+}
+
+/// What a received frame is in: a slot (given back when read) or a large loopback frame's
+/// buffer (kept for reuse).
+enum RxFrame {
+    Slot(Desc),
+    Owned(Vec<u8>, usize),
 }
 
 pub struct TxToken<'a> {
     shared: Shared,
     free: &'a mut Vec<u16>,
     queued: &'a mut Vec<(u16, u16)>,
-    looped: &'a mut VecDeque<(u16, u16)>,
+    looped: &'a mut VecDeque<Looped>,
+    spare: &'a mut Vec<Vec<u8>>,
     mac: [u8; 6],
     addr: u32,
     dropped: &'a mut u64,
@@ -123,14 +168,26 @@ pub struct TxToken<'a> {
 
 impl phy::RxToken for RxToken<'_> {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        let len = (self.desc.len as usize).min(SLOT_SIZE);
-        // SAFETY: a receive slot the driver gave back (StackSide checked index and length): in
-        // the session memory, ours until we submit it again after this call.
-        let frame =
-            unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(self.desc.slot), len) };
-        let r = f(frame);
-        self.done.push(self.desc.slot);
-        r
+        match self.frame {
+            RxFrame::Slot(desc) => {
+                let len = (desc.len as usize).min(SLOT_SIZE);
+                // SAFETY: a receive slot the driver gave back (StackSide checked index and
+                // length), or a send slot the loopback turned around: in the session memory,
+                // ours until we submit it again after this call.
+                let frame =
+                    unsafe { core::slice::from_raw_parts(self.shared.slot_ptr(desc.slot), len) };
+                let r = f(frame);
+                self.done.push(desc.slot);
+                r
+            }
+            RxFrame::Owned(buf, len) => {
+                let r = f(&buf[..len]);
+                if self.spare.len() < SPARE_FRAMES {
+                    self.spare.push(buf);
+                }
+                r
+            }
+        }
     }
 }
 
@@ -144,9 +201,25 @@ impl phy::TxToken for TxToken<'_> {
                 let r = f(frame);
                 let addr = self.addr;
                 if loopback::turn_around(frame, self.mac, |a| addr != 0 && a == addr) {
-                    self.looped.push_back((slot, len as u16));
+                    self.looped.push_back(Looped::Slot(slot, len as u16));
                 } else {
+                    csum::clamp_mss(frame, WIRE_MSS);
+                    csum::fill(frame);
                     self.queued.push((slot, len as u16));
+                }
+                r
+            }
+            Some(slot) if len <= LINK_MTU => {
+                // Larger than a slot: only the loopback takes it.
+                self.free.push(slot);
+                let mut buf = self.spare.pop().unwrap_or_else(|| vec![0; LINK_MTU]);
+                let r = f(&mut buf[..len]);
+                let addr = self.addr;
+                if loopback::turn_around(&mut buf[..len], self.mac, |a| addr != 0 && a == addr) {
+                    self.looped.push_back(Looped::Owned(buf, len));
+                } else {
+                    *self.dropped += 1;
+                    self.spare.push(buf);
                 }
                 r
             }
@@ -168,43 +241,64 @@ impl Device for Link {
 
     fn receive(&mut self, _now: Instant) -> Option<(RxToken<'_>, TxToken<'_>)> {
         self.reclaim();
-        if let Some((slot, len)) = self.looped.pop_front() {
+        if let Some(l) = self.looped.pop_front() {
+            let frame = match l {
+                Looped::Slot(slot, len) => RxFrame::Slot(Desc { slot, len }),
+                Looped::Owned(buf, len) => RxFrame::Owned(buf, len),
+            };
             return Some((
                 RxToken {
                     shared: self.shared,
-                    desc: Desc { slot, len },
+                    frame,
                     done: &mut self.loop_done,
+                    spare: &mut self.returned,
                 },
                 TxToken {
                     shared: self.shared,
                     free: &mut self.free_tx,
                     queued: &mut self.tx_queued,
                     looped: &mut self.looped,
+                    spare: &mut self.spare,
                     mac: self.mac,
                     addr: self.addr,
                     dropped: &mut self.tx_dropped,
                 },
             ));
         }
-        // A driver that hands back a send slot as received is ignored.
+        // A driver that hands back a send slot as received is ignored; a frame whose TCP or UDP
+        // checksum is wrong is dropped (its slot offered again).
         let desc = loop {
             let d = self.side.reap_rx(&self.shared)?;
-            if d.slot < RX_SLOTS {
+            if d.slot >= RX_SLOTS {
+                continue;
+            }
+            let len = (d.len as usize).min(SLOT_SIZE);
+            // SAFETY: as in `RxToken::consume`: a receive slot the driver gave back, ours.
+            let frame =
+                unsafe { core::slice::from_raw_parts_mut(self.shared.slot_ptr(d.slot), len) };
+            if csum::valid(frame) {
+                // A peer's SYN announcing more than an Ethernet frame holds would have smoltcp
+                // send it frames the wire cannot carry (our MTU is the loopback's). The checksum
+                // is not looked at again.
+                csum::clamp_mss(frame, WIRE_MSS);
                 break d;
             }
+            self.rx_done.push(d.slot);
         };
         self.rx_frames += 1;
         Some((
             RxToken {
                 shared: self.shared,
-                desc,
+                frame: RxFrame::Slot(desc),
                 done: &mut self.rx_done,
+                spare: &mut self.returned,
             },
             TxToken {
                 shared: self.shared,
                 free: &mut self.free_tx,
                 queued: &mut self.tx_queued,
                 looped: &mut self.looped,
+                spare: &mut self.spare,
                 mac: self.mac,
                 addr: self.addr,
                 dropped: &mut self.tx_dropped,
@@ -222,6 +316,7 @@ impl Device for Link {
             free: &mut self.free_tx,
             queued: &mut self.tx_queued,
             looped: &mut self.looped,
+            spare: &mut self.spare,
             mac: self.mac,
             addr: self.addr,
             dropped: &mut self.tx_dropped,
@@ -231,8 +326,11 @@ impl Device for Link {
     fn capabilities(&self) -> DeviceCapabilities {
         let mut c = DeviceCapabilities::default();
         c.medium = Medium::Ethernet;
-        c.max_transmission_unit = MAX_FRAME;
+        c.max_transmission_unit = LINK_MTU;
         c.max_burst_size = Some(RING_ENTRIES as usize);
+        // Ours (see the module's header).
+        c.checksum.tcp = Checksum::None;
+        c.checksum.udp = Checksum::None;
         c
     }
 }

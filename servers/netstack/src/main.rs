@@ -32,8 +32,12 @@ use link::Link;
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next};
 use sawmill_interfaces::sock::{self, AcceptOut, NameOut, PeekFromOut, RecvFromOut, RecvOut};
+use sawmill_interfaces::sock::{RecvBufOut, RecvFromBufOut};
 use sawmill_interfaces::socket::{self, ConfigOut};
-use sawmill_interfaces::{dataspace, mem, net, MapFlags, Ready, SockError, SockKind, MAX_DATAGRAM};
+use sawmill_interfaces::{
+    dataspace, mem, net, DsError, DsFlags, MapFlags, Ready, SockError, SockKind, CHANNEL_BYTES,
+    MAX_DATAGRAM,
+};
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
 use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
 use sawmill_rt::{env, println, sys, thread};
@@ -70,6 +74,14 @@ const EPHEMERAL_FIRST: u16 = 49152;
 /// capability for `NO_SENDERS` messages has its own.
 const SOCK_BIT: u64 = 1 << 40;
 const NOTICE_BADGE: u64 = 1 << 41;
+/// Badges of channel capabilities (`sock.channel`) have this bit besides [`SOCK_BIT`].
+const CHAN_BIT: u64 = 1 << 39;
+/// Channels in all (each holds [`CHANNEL_BYTES`] of the heap: 1 MiB beside the sockets' 6).
+const MAX_CHANNELS: usize = 32;
+const CHANNEL: usize = CHANNEL_BYTES as usize;
+const PAGE: usize = 4096;
+/// Dataspace calls (a channel's buffer) carry labels from 0xd01 on (interfaces/dataspace.idl).
+const DATASPACE_LABELS: u16 = 0xd01;
 /// Registrations per socket.
 const MAX_WATCHERS: usize = 8;
 const THREAD_STACK: usize = 64 * 1024;
@@ -493,6 +505,53 @@ fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
 
 static STACK: spin::Mutex<Option<Stack>> = spin::Mutex::new(None);
 
+/// A channel's buffer: [`CHANNEL`] bytes of our heap, page-aligned, mapped by the client that
+/// asked for the channel (`dataspace.map` on the channel). The client may change the bytes at
+/// any time; that only changes its own data.
+struct ChanBuf(*mut u8);
+
+impl ChanBuf {
+    fn layout() -> core::alloc::Layout {
+        // A constant, valid size and alignment.
+        core::alloc::Layout::from_size_align(CHANNEL, PAGE).unwrap()
+    }
+    fn new() -> Option<ChanBuf> {
+        // SAFETY: non-zero size.
+        let p = unsafe { alloc::alloc::alloc_zeroed(Self::layout()) };
+        (!p.is_null()).then_some(ChanBuf(p))
+    }
+    fn addr(&self) -> u64 {
+        self.0 as u64
+    }
+    /// `len` bytes from `off`, if both lie within the buffer (never trusted: the client names
+    /// them).
+    fn range(&self, off: u32, len: u32) -> Result<&'static mut [u8], SockError> {
+        let end = off as usize + len as usize;
+        if end > CHANNEL {
+            return Err(SockError::Invalid);
+        }
+        // SAFETY: within our allocation (checked above), which lives as long as the channel;
+        // the slice is used only during the one call that asked for it, before the channel can
+        // be dropped (only `no_senders`, on the same thread, drops it).
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.0.add(off as usize), len as usize) })
+    }
+}
+
+impl Drop for ChanBuf {
+    fn drop(&mut self) {
+        // The client's mapping goes first: nobody may see the pages once they are reused.
+        let _ = sys::unmap(self.addr(), (CHANNEL / PAGE) as u64, 0);
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { alloc::alloc::dealloc(self.0, Self::layout()) };
+    }
+}
+
+/// A channel: the socket (its badge) whose bulk calls it carries, and its buffer.
+struct Channel {
+    sock: u64,
+    buf: ChanBuf,
+}
+
 /// The socket endpoint's state: the stack itself is behind `STACK`.
 struct Front {
     after: AfterReply,
@@ -501,6 +560,9 @@ struct Front {
     ep: u64,
     notice: u64,
     free_slots: Vec<u64>,
+    /// Channels by their capability's badge.
+    chans: BTreeMap<u64, Channel>,
+    next_chan: u64,
 }
 
 impl Front {
@@ -526,7 +588,7 @@ impl Front {
             s.release(sock);
             return Err(SockError::NoSpace);
         }
-        s.next_id = (s.next_id + 1) & (SOCK_BIT - 1);
+        s.next_id = (s.next_id + 1) & (CHAN_BIT - 1);
         s.socks.insert(
             badge,
             Entry {
@@ -853,42 +915,11 @@ impl sock::Server for Front {
     }
 
     fn recv(&mut self, badge: u64, max: u32) -> Result<RecvOut, SockError> {
-        let before = core::cell::Cell::new(0);
-        with_stack_recv(
-            badge,
-            |s| {
-                before.set(recv_fill(s, badge));
-                let mut data = Bytes::new();
-                let n = (max as usize).min(data.buf_mut().len());
-                match s.sock(badge)? {
-                    &mut Sock::Tcp { h, connecting, .. } => {
-                        let t = s.sockets.get_mut::<tcp::Socket>(h);
-                        if t.can_recv() {
-                            let got = t
-                                .recv_slice(&mut data.buf_mut()[..n])
-                                .map_err(|_| SockError::ConnReset)?;
-                            data.set_len(got);
-                            return Ok(RecvOut { data, eof: false });
-                        }
-                        match t.state() {
-                            tcp::State::Closed if connecting => Err(SockError::ConnRefused),
-                            tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
-                                Err(SockError::WouldBlock)
-                            }
-                            _ if !t.may_recv() => Ok(RecvOut { data, eof: true }),
-                            _ => Err(SockError::WouldBlock),
-                        }
-                    }
-                    &mut Sock::Udp { h, .. } => {
-                        let (got, _, _) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
-                        data.set_len(got);
-                        Ok(RecvOut { data, eof: false })
-                    }
-                    Sock::Listener { .. } => Err(SockError::NotConnected),
-                }
-            },
-            |s, r| quiet_recv(s, badge, r.as_ref().err(), before.get()),
-        )
+        let mut data = Bytes::new();
+        let n = (max as usize).min(data.buf_mut().len());
+        let (got, eof) = recv_call(badge, &mut data.buf_mut()[..n])?;
+        data.set_len(got);
+        Ok(RecvOut { data, eof })
     }
 
     fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
@@ -901,20 +932,11 @@ impl sock::Server for Front {
     }
 
     fn recv_from(&mut self, badge: u64, max: u32) -> Result<RecvFromOut, SockError> {
-        with_stack_recv(
-            badge,
-            |s| match s.sock(badge)? {
-                &mut Sock::Udp { h, .. } => {
-                    let mut data = Bytes::new();
-                    let n = (max as usize).min(data.buf_mut().len());
-                    let (got, addr, port) = udp_recv(s, h, &mut data.buf_mut()[..n])?;
-                    data.set_len(got);
-                    Ok(RecvFromOut { data, addr, port })
-                }
-                _ => Err(SockError::Invalid),
-            },
-            |s, r| quiet_recv(s, badge, r.as_ref().err(), 0),
-        )
+        let mut data = Bytes::new();
+        let n = (max as usize).min(data.buf_mut().len());
+        let (got, addr, port) = recv_from_call(badge, &mut data.buf_mut()[..n])?;
+        data.set_len(got);
+        Ok(RecvFromOut { data, addr, port })
     }
 
     fn send_more(&mut self, badge: u64, first: bool, data: &[u8]) -> Result<(), SockError> {
@@ -958,6 +980,78 @@ impl sock::Server for Front {
             len: d.len() as u32,
             addr: number(meta.endpoint.addr),
             port: meta.endpoint.port,
+        })
+    }
+
+    fn channel(&mut self, badge: u64) -> Result<u64, SockError> {
+        if badge & CHAN_BIT != 0 {
+            return Err(SockError::Invalid);
+        }
+        {
+            let g = STACK.lock();
+            let s = g.as_ref().ok_or(SockError::Unreachable)?;
+            if !s.socks.contains_key(&badge) {
+                return Err(SockError::BadSocket);
+            }
+        }
+        if self.chans.len() >= MAX_CHANNELS {
+            return Err(SockError::NoSpace);
+        }
+        let buf = ChanBuf::new().ok_or(SockError::NoSpace)?;
+        let chan = SOCK_BIT | CHAN_BIT | self.next_chan;
+        let slot = self.slot();
+        if sys::cap_mint_watched(self.ep, slot, chan, rights::SEND, self.notice).is_err() {
+            self.free_slots.push(slot);
+            return Err(SockError::NoSpace);
+        }
+        self.next_chan = (self.next_chan + 1) & (CHAN_BIT - 1);
+        self.chans.insert(chan, Channel { sock: badge, buf });
+        self.after.delete(slot);
+        Ok(slot)
+    }
+
+    fn send_buf(&mut self, badge: u64, off: u32, len: u32, more: bool) -> Result<u32, SockError> {
+        let (sock, data) = self.channel_range(badge, off, len)?;
+        if more {
+            sock::Server::send_part(self, sock, data)
+        } else {
+            sock::Server::send(self, sock, data)
+        }
+    }
+
+    fn recv_buf(&mut self, badge: u64, off: u32, max: u32) -> Result<RecvBufOut, SockError> {
+        let (sock, buf) = self.channel_range(badge, off, max)?;
+        let (len, eof) = recv_call(sock, buf)?;
+        Ok(RecvBufOut {
+            len: len as u32,
+            eof,
+        })
+    }
+
+    fn send_to_buf(
+        &mut self,
+        badge: u64,
+        addr: u32,
+        port: u16,
+        off: u32,
+        len: u32,
+    ) -> Result<u32, SockError> {
+        let (sock, data) = self.channel_range(badge, off, len)?;
+        sock::Server::send_to(self, sock, addr, port, data)
+    }
+
+    fn recv_from_buf(
+        &mut self,
+        badge: u64,
+        off: u32,
+        max: u32,
+    ) -> Result<RecvFromBufOut, SockError> {
+        let (sock, buf) = self.channel_range(badge, off, max)?;
+        let (len, addr, port) = recv_from_call(sock, buf)?;
+        Ok(RecvFromBufOut {
+            len: len as u32,
+            addr,
+            port,
         })
     }
 
@@ -1010,6 +1104,18 @@ impl sock::Server for Front {
 }
 
 impl Front {
+    /// The socket a channel call on `badge` is for and `len` bytes from `off` of the channel's
+    /// buffer (both checked: `Invalid` past its end, `BadSocket` on anything but a channel).
+    fn channel_range(
+        &self,
+        badge: u64,
+        off: u32,
+        len: u32,
+    ) -> Result<(u64, &'static mut [u8]), SockError> {
+        let c = self.chans.get(&badge).ok_or(SockError::BadSocket)?;
+        Ok((c.sock, c.buf.range(off, len)?))
+    }
+
     fn free_slot(&mut self, slot: u64) {
         let _ = sys::cap_delete(slot);
         self.free_slots.push(slot);
@@ -1042,6 +1148,9 @@ fn udp_send(
         Sock::Udp { pending, .. } if !pending.is_empty() => core::mem::take(pending),
         _ => Vec::new(),
     };
+    if data.len() > MAX_DATAGRAM as usize {
+        return Err(SockError::Invalid);
+    }
     let whole;
     let data = if pending.is_empty() {
         data
@@ -1079,6 +1188,54 @@ fn tcp_send(
         Ok(n) => Ok(n as u32),
         Err(_) => Err(SockError::NotConnected),
     }
+}
+
+/// A `recv` on socket `badge` into `buf`: (bytes, end of stream).
+fn recv_call(badge: u64, buf: &mut [u8]) -> Result<(usize, bool), SockError> {
+    let before = core::cell::Cell::new(0);
+    with_stack_recv(
+        badge,
+        |s| {
+            before.set(recv_fill(s, badge));
+            recv_into(s, badge, buf)
+        },
+        |s, r| quiet_recv(s, badge, r.as_ref().err(), before.get()),
+    )
+}
+
+/// Takes what socket `badge` has into `buf`: (bytes, end of stream).
+fn recv_into(s: &mut Stack, badge: u64, buf: &mut [u8]) -> Result<(usize, bool), SockError> {
+    match s.sock(badge)? {
+        &mut Sock::Tcp { h, connecting, .. } => {
+            let t = s.sockets.get_mut::<tcp::Socket>(h);
+            if t.can_recv() {
+                let got = t.recv_slice(buf).map_err(|_| SockError::ConnReset)?;
+                return Ok((got, false));
+            }
+            match t.state() {
+                tcp::State::Closed if connecting => Err(SockError::ConnRefused),
+                tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
+                    Err(SockError::WouldBlock)
+                }
+                _ if !t.may_recv() => Ok((0, true)),
+                _ => Err(SockError::WouldBlock),
+            }
+        }
+        &mut Sock::Udp { h, .. } => udp_recv(s, h, buf).map(|(got, _, _)| (got, false)),
+        Sock::Listener { .. } => Err(SockError::NotConnected),
+    }
+}
+
+/// A `recv_from` on socket `badge` into `buf`: (bytes, source address, source port).
+fn recv_from_call(badge: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), SockError> {
+    with_stack_recv(
+        badge,
+        |s| match s.sock(badge)? {
+            &mut Sock::Udp { h, .. } => udp_recv(s, h, buf),
+            _ => Err(SockError::Invalid),
+        },
+        |s, r| quiet_recv(s, badge, r.as_ref().err(), 0),
+    )
 }
 
 /// Whether a receive on `badge` that ended with `err` made no traffic: it found nothing
@@ -1128,7 +1285,9 @@ fn udp_recv(
 impl rpc::Serve for Front {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        if m.badge & SOCK_BIT != 0 {
+        if m.badge & CHAN_BIT != 0 && m.tag.label() >= DATASPACE_LABELS {
+            dataspace::handle(self, m, next)
+        } else if m.badge & SOCK_BIT != 0 {
             sock::handle(self, m, next)
         } else {
             socket::handle(self, m, next)
@@ -1147,6 +1306,11 @@ impl rpc::Serve for Front {
     /// The last copy of a socket's capability is gone: the socket closes (gracefully for a
     /// connection), its registrations go.
     fn no_senders(&mut self, badge: u64) {
+        if badge & CHAN_BIT != 0 {
+            // Its buffer is unmapped from the client and freed.
+            self.chans.remove(&badge);
+            return;
+        }
         let mut g = STACK.lock();
         let Some(s) = g.as_mut() else { return };
         let Some(e) = s.socks.remove(&badge) else {
@@ -1164,6 +1328,65 @@ impl rpc::Serve for Front {
             self.free_slot(slot);
         }
         let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+    }
+}
+
+/// A channel is also its buffer as a dataspace: `info` and `map`, nothing else.
+impl dataspace::Server for Front {
+    fn info(&mut self, badge: u64) -> Result<dataspace::InfoOut, DsError> {
+        self.chans.get(&badge).ok_or(DsError::Invalid)?;
+        Ok(dataspace::InfoOut {
+            size: CHANNEL as u64,
+            flags: DsFlags::WRITABLE,
+        })
+    }
+
+    fn map(
+        &mut self,
+        badge: u64,
+        offset: u64,
+        dst: u64,
+        pages: u64,
+        flags: MapFlags,
+    ) -> Result<Map, DsError> {
+        let c = self.chans.get(&badge).ok_or(DsError::Invalid)?;
+        if !offset.is_multiple_of(PAGE as u64)
+            || !dst.is_multiple_of(PAGE as u64)
+            || offset >= CHANNEL as u64
+            || dst >= sawmill_abi::layout::USER_END
+        {
+            return Err(DsError::Invalid);
+        }
+        let left = (CHANNEL as u64 - offset) / PAGE as u64;
+        let pages = pages.clamp(1, left);
+        if dst
+            .checked_add(pages * PAGE as u64)
+            .is_none_or(|end| end > sawmill_abi::layout::USER_END)
+        {
+            return Err(DsError::Invalid);
+        }
+        Ok(Map {
+            src: c.buf.addr() + offset,
+            dst,
+            pages,
+            flags: flags.bits() & (sawmill_abi::map::READ | sawmill_abi::map::WRITE),
+        })
+    }
+
+    fn copy(&mut self, _badge: u64) -> Result<u64, DsError> {
+        Err(DsError::Unsupported)
+    }
+    fn phys(&mut self, _badge: u64, _offset: u64) -> Result<u64, DsError> {
+        Err(DsError::Unsupported)
+    }
+    fn read_only(&mut self, _badge: u64) -> Result<u64, DsError> {
+        Err(DsError::Unsupported)
+    }
+    fn resize(&mut self, _badge: u64, _size: u64) -> Result<(), DsError> {
+        Err(DsError::Unsupported)
+    }
+    fn free(&mut self, _badge: u64) -> Result<(), DsError> {
+        Err(DsError::Unsupported)
     }
 }
 
@@ -1338,6 +1561,8 @@ fn main() {
         ep,
         notice,
         free_slots: Vec::new(),
+        chans: BTreeMap::new(),
+        next_chan: 0,
     };
     front.after.receive_into(&[thread::alloc_slot()]);
     let _ = rpc::serve(ep, &mut front);

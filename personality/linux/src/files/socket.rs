@@ -8,9 +8,11 @@
 //! interfaces, `socket_guest.rs`), whose calls never block: one that cannot go on yet answers
 //! `EAGAIN`. Blocking is done here, in the shape of every wait of the process: try, make sure
 //! the process's wake notification is registered with the socket, try again, sleep on it
-//! (`PipeHost::wait_io`, which ends for a caught signal). The stack moves at most
-//! [`MAX_DATA`] bytes per call: a `write` of 64 KiB is many calls, and returns a short count
-//! only when non-blocking or interrupted after some progress, as Linux's does.
+//! (`PipeHost::wait_io`, which ends for a caught signal). A message moves at most
+//! [`MAX_DATA`] bytes; a larger transfer asks the host how much one call may move
+//! ([`SocketHost::sock_max_data`]: the guest's socket channel, 32 KiB), so a `write` of 64 KiB is
+//! a few calls. It returns a short count only when non-blocking or interrupted after some
+//! progress, as Linux's does.
 //!
 //! What Linux keeps in the socket that the stack does not report is kept in the description
 //! ([`Sock`]): the address bound (the stack binds 127.0.0.1 as any address), a connection in
@@ -105,7 +107,13 @@ pub trait SocketHost {
     fn sock_connect(&mut self, _h: u64, _addr: u32, _port: u16) -> Result<(), Errno> {
         Err(ENETDOWN)
     }
-    /// Up to [`MAX_DATA`] bytes queued: how many.
+    /// The most bytes one call on `h` moves (`sock_send`, `sock_recv`, `sock_send_to`,
+    /// `sock_recv_from`) for a transfer of `want` bytes: [`MAX_DATA`], or more where the host
+    /// has a bulk path (the guest's channel, set up here when `want` first exceeds [`MAX_DATA`]).
+    fn sock_max_data(&mut self, _h: u64, _want: usize) -> usize {
+        MAX_DATA
+    }
+    /// Up to [`SocketHost::sock_max_data`] bytes queued: how many.
     fn sock_send(&mut self, _h: u64, _data: &[u8]) -> Result<usize, Errno> {
         Err(ENETDOWN)
     }
@@ -114,7 +122,7 @@ pub trait SocketHost {
     fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
         self.sock_send(h, data)
     }
-    /// Up to `buf.len()` (at most [`MAX_DATA`]) bytes; 0 at end of stream.
+    /// Up to `buf.len()` (at most [`SocketHost::sock_max_data`]) bytes; 0 at end of stream.
     fn sock_recv(&mut self, _h: u64, _buf: &mut [u8]) -> Result<usize, Errno> {
         Err(ENETDOWN)
     }
@@ -633,11 +641,11 @@ impl<B: Backend> Files<B> {
         let mut done = 0u64;
         while done < len {
             let want = ((len - done) as usize).min(CHUNK);
-            let mut data = vec![0u8; want];
-            if let Err(e) = u.read(buf + done, &mut data) {
-                return if done == 0 { Err(e) } else { Ok(done) };
-            }
-            match self.sock_send_bytes(d, &s, &data, flags) {
+            // Straight from the program's buffer (`EFAULT` before anything is sent).
+            let r = u.with_in(buf + done, want, &mut |data| {
+                self.sock_send_bytes(d, &s, data, flags)
+            });
+            match r {
                 Ok(n) => {
                     done += n as u64;
                     if n < want {
@@ -667,7 +675,12 @@ impl<B: Backend> Files<B> {
         let h = s.handle;
         // A datagram larger than one call: its first parts, then the call that sends it all
         // (every part again on a retry).
-        let last = data.len().saturating_sub(1) / MAX_DATA * MAX_DATA;
+        let max = self.backend.sock_max_data(h, data.len());
+        let last = if data.len() <= max {
+            0
+        } else {
+            data.len().saturating_sub(1) / MAX_DATA * MAX_DATA
+        };
         let r = self.sock_block(h, nonblock, &mut |b| {
             for (i, part) in data[..last].chunks(MAX_DATA).enumerate() {
                 b.sock_send_more(h, i == 0, part)?;
@@ -705,9 +718,10 @@ impl<B: Backend> Files<B> {
             return Err(self.epipe(flags));
         }
         let h = s.handle;
+        let max = self.backend.sock_max_data(h, data.len());
         let mut done = 0usize;
         while done < data.len() {
-            let end = (done + MAX_DATA).min(data.len());
+            let end = (done + max).min(data.len());
             let piece = &data[done..end];
             let r = if end < data.len() {
                 self.sock_block(h, nonblock, &mut |b| b.sock_send_part(h, piece))
@@ -756,8 +770,17 @@ impl<B: Backend> Files<B> {
         let len = len.min(MAX_RW) as usize;
         let h = s.handle;
         if s.udp {
-            if len > MAX_DATA {
+            let whole = len.min(MAX_DATAGRAM);
+            if len > MAX_DATA && self.backend.sock_max_data(h, whole) < whole {
                 return self.sock_recv_datagram(h, nonblock, buf, len, u);
+            }
+            if len > MAX_DATA {
+                // One call takes the whole datagram (cut to `len`, as Linux cuts it).
+                let mut tmp = vec![0u8; whole];
+                let (n, a, p) =
+                    self.sock_block(h, nonblock, &mut |b| b.sock_recv_from(h, &mut tmp))?;
+                u.write(buf, &tmp[..n])?;
+                return Ok((n as u64, Some((a, p))));
             }
             let mut tmp = [0u8; MAX_DATA];
             let (n, a, p) =
@@ -768,33 +791,34 @@ impl<B: Backend> Files<B> {
         if s.shut_rd || len == 0 {
             return Ok((0, None));
         }
-        let mut out: Vec<u8> = Vec::new();
-        let mut tmp = [0u8; MAX_DATA];
+        let max = self.backend.sock_max_data(h, len.min(CHUNK));
         let waitall = flags & MSG_WAITALL != 0;
-        while out.len() < len {
-            let want = (len - out.len()).min(MAX_DATA);
-            // Only the first piece waits (all of them with MSG_WAITALL).
-            let nb = nonblock || (!out.is_empty() && !waitall);
-            let r = self.sock_block(h, nb, &mut |b| b.sock_recv(h, &mut tmp[..want]));
-            match r {
-                Ok(0) => break,
-                Ok(n) => {
-                    out.extend_from_slice(&tmp[..n]);
-                    if n < want && !waitall {
-                        break;
+        // Straight into the program's buffer, up to CHUNK per call.
+        let n = u.with_out(buf, len.min(CHUNK), &mut |out| {
+            let mut got = 0;
+            while got < out.len() {
+                let want = (out.len() - got).min(max);
+                // Only the first piece waits (all of them with MSG_WAITALL).
+                let nb = nonblock || (got > 0 && !waitall);
+                let piece = &mut out[got..got + want];
+                match self.sock_block(h, nb, &mut |b| b.sock_recv(h, piece)) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got += n;
+                        if n < want && !waitall {
+                            break;
+                        }
                     }
+                    Err(_) if got > 0 => break,
+                    // A refused connection reads as its end, as on Linux after the error was
+                    // taken.
+                    Err(e) if e == ECONNREFUSED && !s.connecting => return Ok(0),
+                    Err(e) => return Err(e),
                 }
-                Err(_) if !out.is_empty() => break,
-                // A refused connection reads as its end, as on Linux after the error was taken.
-                Err(e) if e == ECONNREFUSED && !s.connecting => return Ok((0, None)),
-                Err(e) => return Err(e),
             }
-            if out.len() >= CHUNK {
-                break;
-            }
-        }
-        u.write(buf, &out)?;
-        Ok((out.len() as u64, None))
+            Ok(got)
+        })?;
+        Ok((n as u64, None))
     }
 
     /// One datagram into a buffer larger than one call: its parts looked at (`sock_peek_from`)

@@ -1,6 +1,7 @@
 //! Host tests of sockets in the file layer over a fake stack: addresses as Linux lays them out,
-//! a `write` larger than one stack call moved in calls of at most `MAX_DATA` bytes (all of it,
-//! or a short count when non-blocking and the stack is full), `EPIPE` with `SIGPIPE` after
+//! a `write` larger than one stack call moved in calls of at most `MAX_DATA` bytes, or of the
+//! channel's size where the host has one (all of it, or a short count when non-blocking and
+//! the stack is full), datagrams in one call through a channel, `EPIPE` with `SIGPIPE` after
 //! `shutdown(SHUT_WR)` (none with `MSG_NOSIGNAL`), the errors without a stack, `fstat` and
 //! `SO_TYPE`. The loopback behaviour against Linux itself is tests/linux/socket.c.
 
@@ -32,9 +33,25 @@ pub struct FakeNet {
     pub inbox: Vec<Vec<u8>>,
     /// Calls that moved datagram bytes (each at most `MAX_DATA`).
     pub datagram_calls: usize,
+    /// What one call moves for a transfer larger than a message (the guest's channel); 0: none.
+    pub bulk: usize,
+}
+
+impl FakeNet {
+    /// The most one call may move.
+    fn limit(&self) -> usize {
+        MAX_DATA.max(self.bulk)
+    }
 }
 
 impl SocketHost for Mock {
+    fn sock_max_data(&mut self, _h: u64, want: usize) -> usize {
+        if want > MAX_DATA && self.net.bulk > 0 {
+            self.net.bulk
+        } else {
+            MAX_DATA
+        }
+    }
     fn sock_create(&mut self, _udp: bool) -> Result<u64, Errno> {
         if !self.net.up {
             return Err(EAFNOSUPPORT);
@@ -50,7 +67,7 @@ impl SocketHost for Mock {
     }
     fn sock_send(&mut self, _h: u64, data: &[u8]) -> Result<usize, Errno> {
         assert!(
-            data.len() <= MAX_DATA,
+            data.len() <= self.net.limit(),
             "a send of more than the stack takes per call"
         );
         let n = data.len().min(self.net.room);
@@ -75,7 +92,7 @@ impl SocketHost for Mock {
         Ok(())
     }
     fn sock_send_to(&mut self, _h: u64, _addr: u32, _port: u16, d: &[u8]) -> Result<usize, Errno> {
-        assert!(d.len() <= MAX_DATA);
+        assert!(d.len() <= self.net.limit());
         let mut whole = core::mem::take(&mut self.net.parts);
         whole.extend_from_slice(d);
         self.net.datagram_calls += 1;
@@ -100,7 +117,7 @@ impl SocketHost for Mock {
             return Err(EAGAIN);
         }
         let d = self.net.inbox.remove(0);
-        let n = d.len().min(buf.len()).min(MAX_DATA);
+        let n = d.len().min(buf.len()).min(self.net.limit());
         buf[..n].copy_from_slice(&d[..n]);
         self.net.datagram_calls += 1;
         Ok((n, 0x7f00_0001, 9))
@@ -298,5 +315,39 @@ fn a_datagram_larger_than_one_call_goes_whole_both_ways() {
     // Into a buffer smaller than the datagram: cut, as Linux cuts it.
     p.f.backend.net.inbox = vec![data.clone()];
     assert_eq!(p.call(nr::RECVFROM, &[fd, at, 600, 0, 0, 0]), Ok(600));
+    assert!(p.f.backend.net.inbox.is_empty());
+}
+
+#[test]
+fn through_a_channel_one_call_moves_up_to_its_size() {
+    let mut p = P::new(true);
+    p.f.backend.net.bulk = 32768;
+    let fd = p.connected(0);
+    p.f.backend.net.room = usize::MAX;
+    let data: Vec<u8> = (0..65536u32).map(|i| (i * 7) as u8).collect();
+    p.m.write(BUF, &data).unwrap();
+    assert_eq!(p.call(nr::WRITE, &[fd, BUF, data.len() as u64]), Ok(65536));
+    assert_eq!(p.f.backend.net.sends, vec![32768, 32768]);
+    assert_eq!(p.f.backend.net.sent, data);
+    // A datagram of 1,472 bytes is one call each way.
+    let fd = p
+        .call(nr::SOCKET, &[AF_INET as u64, SOCK_DGRAM as u64, 0])
+        .unwrap();
+    let d = &data[..MAX_DATAGRAM];
+    p.m.write(ADDR, &sockaddr_in(0x7f00_0001, 9)).unwrap();
+    let n = d.len() as u64;
+    assert_eq!(p.call(nr::SENDTO, &[fd, BUF, n, 0, ADDR, 16]), Ok(n));
+    assert_eq!(p.f.backend.net.datagrams, vec![d.to_vec()]);
+    assert_eq!(p.f.backend.net.datagram_calls, 1);
+    p.f.backend.net.inbox = vec![d.to_vec()];
+    let at = BUF + 0x4000;
+    assert_eq!(p.call(nr::RECVFROM, &[fd, at, 4096, 0, 0, 0]), Ok(n));
+    let mut got = vec![0u8; d.len()];
+    p.m.read(at, &mut got).unwrap();
+    assert_eq!(got, d);
+    assert_eq!(p.f.backend.net.datagram_calls, 2);
+    // Cut to a buffer smaller than the datagram, as Linux cuts it.
+    p.f.backend.net.inbox = vec![d.to_vec()];
+    assert_eq!(p.call(nr::RECVFROM, &[fd, at, 1000, 0, 0, 0]), Ok(1000));
     assert!(p.f.backend.net.inbox.is_empty());
 }

@@ -1,7 +1,7 @@
 //! What the network stack `netstack` and the rest of the system agree on: the schema of its
 //! manifest `config` table, and how its addresses are written. Plain types only; it touches
 //! nothing. netstack and the host tool (which checks and encodes the table) use it. Also the
-//! stack's host-testable logic: its loopback ([`loopback`]).
+//! stack's host-testable logic: its loopback ([`loopback`]) and checksums ([`csum`]).
 //!
 //! ```toml
 //! [[server]]
@@ -20,6 +20,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod csum;
 pub mod loopback;
 
 extern crate alloc;

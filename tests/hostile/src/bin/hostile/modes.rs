@@ -761,7 +761,7 @@ fn run_pipe(e: &mut Engine, o: &Opts) -> bool {
 
 /// The stack's endpoint: `socket` calls. A socket capability: `sock` calls.
 const SOCKET_OPS: [u16; 2] = [socket::op::CREATE, socket::op::CONFIG];
-const SOCK_OPS: [u16; 12] = [
+const SOCK_OPS: [u16; 17] = [
     sock::op::REGISTER,
     sock::op::BIND,
     sock::op::LISTEN,
@@ -774,10 +774,15 @@ const SOCK_OPS: [u16; 12] = [
     sock::op::READY,
     sock::op::NAME,
     sock::op::SHUTDOWN,
+    sock::op::CHANNEL,
+    sock::op::SEND_BUF,
+    sock::op::RECV_BUF,
+    sock::op::SEND_TO_BUF,
+    sock::op::RECV_FROM_BUF,
 ];
 /// Kinds, ports (privileged, echo, ephemeral) and addresses (ours, QEMU's gateway, loopback,
 /// broadcast), lengths at the limit.
-const SOCKET_HINTS: [u64; 16] = [
+const SOCKET_HINTS: [u64; 18] = [
     0,
     1,
     2,
@@ -794,6 +799,8 @@ const SOCKET_HINTS: [u64; 16] = [
     0xffff_ffff,
     448,
     449,
+    32768,
+    32769,
 ];
 
 fn run_socket(e: &mut Engine, o: &Opts) -> bool {
@@ -868,6 +875,59 @@ fn run_socket(e: &mut Engine, o: &Opts) -> bool {
             let t = sock::Client::new(t);
             let _ = t.connect(0, 0);
             let _ = t.connect(0xffff_ffff, 9);
+        }
+        e.release(s);
+        // A channel's offsets and lengths past its buffer, its calls on the socket itself, a map
+        // past its end.
+        let s = e.slot();
+        if let Ok(u) = sk.create(SockKind::Udp, s) {
+            let u = sock::Client::new(u);
+            let c = e.slot();
+            if let Ok(chv) = u.channel(c) {
+                let ch = sock::Client::new(chv);
+                let _ = u.connect(0x7f00_0001, 7);
+                for (off, len) in [
+                    (32000u32, 1000u32),
+                    (u32::MAX, 2),
+                    (0, u32::MAX),
+                    (32768, 1),
+                ] {
+                    expect(
+                        e,
+                        ch.send_buf(off, len, false),
+                        |r| matches!(r, Err(RpcError::App(SockError::Invalid))),
+                        "send_buf past the channel's buffer (want Invalid)",
+                    );
+                    expect(
+                        e,
+                        ch.recv_from_buf(off, len),
+                        |r| matches!(r, Err(RpcError::App(SockError::Invalid))),
+                        "recv_from_buf past the channel's buffer (want Invalid)",
+                    );
+                }
+                expect(
+                    e,
+                    u.send_buf(0, 16, false),
+                    |r| matches!(r, Err(RpcError::App(SockError::BadSocket))),
+                    "send_buf on the socket, not its channel (want BadSocket)",
+                );
+                let c2 = e.slot();
+                expect(e, ch.channel(c2), |r| r.is_err(), "a channel of a channel");
+                e.release(c2);
+                expect(
+                    e,
+                    dataspace::Client::new(chv).map(
+                        32768,
+                        SCRATCH,
+                        1,
+                        MapFlags::READ,
+                        [SCRATCH, 4096],
+                    ),
+                    |r| r.is_err(),
+                    "map past the channel's buffer",
+                );
+            }
+            e.release(c);
         }
         e.release(s);
         // A socket call on the stack's endpoint, which is no socket.

@@ -3,7 +3,8 @@
 //! `getpeername`, `getsockopt`/`setsockopt`, and `read`/`write`/`readv`/`writev`/`sendfile`,
 //! `fstat`, `poll` on a socket descriptor, with Linux's structures, flags and errno values.
 //!
-//! AF_INET only (TCP and UDP); AF_UNIX and `socketpair` answer `EAFNOSUPPORT`. The network
+//! AF_INET (TCP and UDP) here; AF_UNIX and `socketpair` in `unix.rs`, which each call below
+//! hands a local socket to. The network
 //! stack is reached through a [`SocketHost`] (the guest: the stack's `socket`/`sock`
 //! interfaces, `socket_guest.rs`), whose calls never block: one that cannot go on yet answers
 //! `EAGAIN`. Blocking is done here, in the shape of every wait of the process: try, make sure
@@ -153,6 +154,8 @@ pub struct Sock {
     pub shut_wr: bool,
     /// Options set, in the order of [`OPTIONS`], reported back by `getsockopt`.
     pub opts: [i32; 4],
+    /// A local (AF_UNIX) socket's state (`unix.rs`); `None` for AF_INET.
+    pub unix: Option<super::unix::Unix>,
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -247,7 +250,7 @@ impl<B: Backend> Files<B> {
         }
     }
 
-    fn nonblocking(d: &Shared) -> bool {
+    pub(super) fn nonblocking(d: &Shared) -> bool {
         d.borrow().flags & O_NONBLOCK != 0
     }
 
@@ -287,7 +290,8 @@ impl<B: Backend> Files<B> {
         }
         match domain {
             AF_INET => {}
-            AF_UNIX | AF_INET6 => return Err(EAFNOSUPPORT),
+            AF_UNIX => return self.unix_socket(ty, proto),
+            AF_INET6 => return Err(EAFNOSUPPORT),
             _ => return Err(EAFNOSUPPORT),
         }
         let udp = match (kind, proto) {
@@ -320,16 +324,11 @@ impl<B: Backend> Files<B> {
         }
     }
 
-    pub(super) fn socketpair(&mut self, domain: u32) -> SysResult {
-        Err(if domain == AF_INET {
-            EOPNOTSUPP
-        } else {
-            EAFNOSUPPORT
-        })
-    }
-
     pub(super) fn bind(&mut self, fd: i32, at: u64, len: u64, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_bind(&d, x, at, len, u);
+        }
         let (addr, port) = read_sockaddr(u, at, len)?;
         if s.bound.is_some() || s.listening {
             return Err(EINVAL);
@@ -347,6 +346,9 @@ impl<B: Backend> Files<B> {
 
     pub(super) fn listen(&mut self, fd: i32, backlog: i32) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_listen_on(&d, x);
+        }
         if s.udp {
             return Err(EOPNOTSUPP);
         }
@@ -374,6 +376,9 @@ impl<B: Backend> Files<B> {
             return Err(EINVAL);
         }
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_accept(&d, x, at, len_at, flags, u);
+        }
         if s.udp {
             return Err(EOPNOTSUPP);
         }
@@ -402,6 +407,9 @@ impl<B: Backend> Files<B> {
 
     pub(super) fn connect(&mut self, fd: i32, at: u64, len: u64, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_connect(&d, x, at, len, u);
+        }
         let (addr, port) = read_sockaddr(u, at, len)?;
         if s.listening {
             return Err(EINVAL);
@@ -435,6 +443,9 @@ impl<B: Backend> Files<B> {
 
     pub(super) fn shutdown(&mut self, fd: i32, how: u32) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_shutdown(x, how);
+        }
         if how > SHUT_RDWR {
             return Err(EINVAL);
         }
@@ -464,6 +475,9 @@ impl<B: Backend> Files<B> {
         u: &dyn User,
     ) -> SysResult {
         let (_, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_sockname(x, at, len_at, peer, u);
+        }
         let (mut addr, port, peer_addr, peer_port) = self.backend.sock_name(s.handle)?;
         if peer {
             if peer_port == 0 || (s.connecting && !s.udp) {
@@ -532,7 +546,13 @@ impl<B: Backend> Files<B> {
         if room < 0 {
             return Err(EINVAL);
         }
-        let v: i32 = if let Some(i) = OPTIONS.iter().position(|&o| o == (level, name)) {
+        let local = s
+            .unix
+            .as_ref()
+            .and_then(|x| Self::unix_sockopt(x, level, name));
+        let v: i32 = if let Some(v) = local {
+            v
+        } else if let Some(i) = OPTIONS.iter().position(|&o| o == (level, name)) {
             s.opts[i]
         } else {
             match (level, name) {
@@ -592,6 +612,17 @@ impl<B: Backend> Files<B> {
     ) -> SysResult {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
         let len = len.min(MAX_RW);
+        if let Some(x) = &s.unix {
+            let to = match to {
+                Some(_) => return Err(EINVAL),
+                None => None,
+            };
+            return self
+                .unix_send(d, x, len as usize, to, flags, &mut |off, n, take| {
+                    u.with_in(buf + off as u64, n, take)
+                })
+                .map(|n| n as u64);
+        }
         if s.udp {
             if len as usize > MAX_DATA {
                 return Err(EMSGSIZE);
@@ -655,6 +686,11 @@ impl<B: Backend> Files<B> {
         data: &[u8],
         flags: u32,
     ) -> Result<usize, Errno> {
+        if let Some(x) = &s.unix {
+            return self.unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
+                take(&data[off..off + n])
+            });
+        }
         if s.udp {
             return self
                 .sock_send_datagram(d, s, data, None, flags)
@@ -704,6 +740,11 @@ impl<B: Backend> Files<B> {
         u: &dyn User,
     ) -> Result<(u64, Option<(u32, u16)>), Errno> {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        if let Some(x) = &s.unix {
+            return self
+                .unix_recv(d, x, buf, len, flags, u)
+                .map(|r| (r.0, None));
+        }
         if flags & MSG_PEEK != 0 {
             return Err(EOPNOTSUPP);
         }
@@ -754,6 +795,23 @@ impl<B: Backend> Files<B> {
     pub(super) fn sendto(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
         let (fd, buf, len, flags, to, to_len) = (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            let dest = if to != 0 && x.kind == SOCK_DGRAM {
+                Some(Self::read_sockaddr_un(u, to, to_len)?)
+            } else {
+                None
+            };
+            return self
+                .unix_send(
+                    &d,
+                    x,
+                    len.min(MAX_RW) as usize,
+                    dest,
+                    flags,
+                    &mut |off, n, take| u.with_in(buf + off as u64, n, take),
+                )
+                .map(|n| n as u64);
+        }
         let dest = if to != 0 && s.udp {
             Some(read_sockaddr(u, to, to_len)?)
         } else {
@@ -766,7 +824,16 @@ impl<B: Backend> Files<B> {
     pub(super) fn recvfrom(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
         let (fd, buf, len, flags, from, from_len) =
             (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
-        let (d, _) = self.sock_fd(fd)?;
+        let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            let (n, src) = self.unix_recv(&d, x, buf, len, flags, u)?;
+            match src {
+                Some(name) => super::unix::write_sockaddr_un(u, from, from_len, &name)?,
+                None if from != 0 && from_len != 0 => u.write(from_len, &0u32.to_le_bytes())?,
+                None => {}
+            }
+            return Ok(n);
+        }
         let (n, src) = self.sock_recv_user(&d, buf, len, flags, u)?;
         match src {
             Some((a, p)) => write_sockaddr(u, from, from_len, a, p)?,
@@ -777,7 +844,7 @@ impl<B: Backend> Files<B> {
     }
 
     /// `struct msghdr`'s fields: (name, namelen, iovecs).
-    fn read_msghdr(u: &dyn User, msg: u64) -> Result<MsgHdr, Errno> {
+    pub(super) fn read_msghdr(u: &dyn User, msg: u64) -> Result<MsgHdr, Errno> {
         let mut raw = [0u8; 56];
         u.read(msg, &mut raw)?;
         let w = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().unwrap());
@@ -802,6 +869,9 @@ impl<B: Backend> Files<B> {
     pub(super) fn sendmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
         let (name, namelen, vecs) = Self::read_msghdr(u, msg)?;
+        if let Some(x) = &s.unix {
+            return self.unix_sendmsg(&d, x, name, namelen, &vecs, flags, u);
+        }
         let dest = if name != 0 && s.udp {
             Some(read_sockaddr(u, name, namelen)?)
         } else {
@@ -840,8 +910,11 @@ impl<B: Backend> Files<B> {
     }
 
     pub(super) fn recvmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
-        let (d, _) = self.sock_fd(fd)?;
+        let (d, s) = self.sock_fd(fd)?;
         let (name, _, vecs) = Self::read_msghdr(u, msg)?;
+        if let Some(x) = &s.unix {
+            return self.unix_recvmsg(&d, x, msg, name, &vecs, flags, u);
+        }
         let mut done = 0u64;
         let mut source = None;
         let mut first = true;
@@ -880,6 +953,9 @@ impl<B: Backend> Files<B> {
     /// `poll` events of a socket (`POLL*` bits).
     pub(super) fn sock_revents(&mut self, s: &Sock) -> u16 {
         use super::poll::*;
+        if let Some(x) = &s.unix {
+            return self.unix_revents(x);
+        }
         let r = self.backend.sock_ready(s.handle);
         let mut m = 0;
         if r & READY_READABLE != 0 || s.shut_rd {

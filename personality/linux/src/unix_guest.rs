@@ -123,6 +123,11 @@ impl UnixHost for Guest {
         WATCHED.get().remove(&l);
         let _ = sys::cap_delete(l);
         self.pipes.free_slots.push(l);
+        // Once the server answers, it has taken the notice the deletion may have caused: a
+        // `connect` right after finds the name free (ECONNREFUSED), as on Linux.
+        if let Some(s) = self.pipes.server {
+            let _ = s.sync();
+        }
     }
 
     fn unix_mailbox(&mut self, name: &[u8]) -> Result<u64, Errno> {

@@ -828,7 +828,12 @@ impl<B: Backend> Files<B> {
         if let Some(x) = &s.unix {
             let (n, src) = self.unix_recv(&d, x, buf, len, flags, u)?;
             match src {
-                Some(name) => super::unix::write_sockaddr_un(u, from, from_len, &name)?,
+                // An unnamed sender's address is empty (length 0), as Linux reports it.
+                Some(name) if !name.is_empty() => {
+                    super::unix::write_sockaddr_un(u, from, from_len, &name)?
+                }
+                Some(_) if from != 0 && from_len != 0 => u.write(from_len, &0u32.to_le_bytes())?,
+                Some(_) => {}
                 None if from != 0 && from_len != 0 => u.write(from_len, &0u32.to_le_bytes())?,
                 None => {}
             }

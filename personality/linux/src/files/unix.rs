@@ -269,7 +269,7 @@ impl<B: Backend> Files<B> {
         })?;
         // msg_namelen, msg_controllen, msg_flags.
         match src {
-            Some(s) if name != 0 => write_sockaddr_un(u, name, msg + 8, &s)?,
+            Some(s) if name != 0 && !s.is_empty() => write_sockaddr_un(u, name, msg + 8, &s)?,
             _ => u.write(msg + 8, &0u32.to_le_bytes())?,
         }
         u.write(msg + 40, &0u64.to_le_bytes())?;

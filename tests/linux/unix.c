@@ -61,7 +61,7 @@ static void show_addr(const char *what, struct sockaddr_un *a, socklen_t l)
 	if (l <= off)
 		printf("%s: unnamed (len %u)\n", what, (unsigned)l);
 	else if (a->sun_path[0] == 0)
-		printf("%s: abstract (len %u)\n", what, (unsigned)l);
+		printf("%s: abstract\n", what); /* its length has the pid in it */
 	else
 		printf("%s: %s (len %u)\n", what, a->sun_path, (unsigned)l);
 }

@@ -44,6 +44,8 @@ pub const SO_PEERCRED: u32 = 17;
 const SUN_PATH: usize = 108;
 /// Where `sun_path` begins in `struct sockaddr_un`.
 const SUN_PATH_AT: usize = 2;
+/// How often a blocking `connect` to a full backlog looks again (ns).
+const BACKLOG_RETRY_NS: u64 = 5_000_000;
 
 /// What local sockets need from the system beyond pipes (the guest: the pipe server's names).
 /// Names are the server's: an absolute path, or an abstract name with its leading 0.
@@ -487,11 +489,25 @@ impl<B: Backend> Files<B> {
                 trunc: false,
                 mode: super::abi::S_IFSOCK | (0o777 & !self.umask),
             };
+            if self.backend.stat(&key, false).is_ok() {
+                return Err(EADDRINUSE);
+            }
             match self.backend.open(&key, how) {
                 Ok(Opened::File { handle, .. }) => self.backend.close(handle),
-                Ok(_) => return Err(EADDRINUSE),
-                Err(e) if e == EEXIST => return Err(EADDRINUSE),
-                Err(e) => return Err(e),
+                // The socket inode made: the file system does not open it, the file layer would
+                // serve it by its number.
+                Ok(Opened::Device { .. }) => {}
+                // Should the open fail after the create, the create succeeded if the name is a
+                // socket now (it did not exist a moment ago).
+                Err(e) => {
+                    let made = self
+                        .backend
+                        .stat(&key, false)
+                        .is_ok_and(|st| st.mode & S_IFMT == super::abi::S_IFSOCK);
+                    if !made {
+                        return Err(if e == EEXIST { EADDRINUSE } else { e });
+                    }
+                }
             }
         }
         let busy = |e: Errno| if e == EBUSY { EADDRINUSE } else { e };
@@ -501,7 +517,7 @@ impl<B: Backend> Files<B> {
             Self::unix_update(d, |x| x.rx = Some((h, ring)));
         } else {
             // Registered at once: the name is taken now, as Linux's `bind` takes it.
-            let l = self.backend.unix_listen(&key, 0).map_err(busy)?;
+            let l = self.backend.unix_listen(&key, u32::MAX).map_err(busy)?;
             Self::unix_update(d, |x| x.listener = Some(l));
         }
         Self::unix_update(d, |x| x.name = name);
@@ -624,9 +640,19 @@ impl<B: Backend> Files<B> {
             return Err(EINVAL);
         }
         let nonblock = Self::nonblocking(d);
-        let (r, w) = match self.backend.unix_connect(&key) {
-            Err(e) if e == EAGAIN && !nonblock => return Err(ECONNREFUSED),
-            r => r?,
+        // A full backlog: Linux's blocking connect waits for room; the server does not tell
+        // when there is, so this one looks again every few milliseconds.
+        let (r, w) = loop {
+            match self.backend.unix_connect(&key) {
+                Err(e) if e == EAGAIN && !nonblock => {
+                    if self.backend.signal_pending() {
+                        return Err(crate::signal::ERESTARTSYS);
+                    }
+                    let at = self.backend.now_ns() + BACKLOG_RETRY_NS;
+                    self.backend.wait_io(Some(at))?;
+                }
+                r => break r?,
+            }
         };
         let (Some(rr), Some(wr)) = (self.backend.pipe_ring(r), self.backend.pipe_ring(w)) else {
             self.backend.pipe_close(r);

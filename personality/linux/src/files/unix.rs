@@ -169,6 +169,10 @@ pub(super) fn write_sockaddr_un(
     u.write(len_at, &(len as u32).to_le_bytes())
 }
 
+/// A datagram taken from a ring: its payload's full length, its sender's name, the payload
+/// (cut to the room given).
+type Frame = (usize, Vec<u8>, Vec<u8>);
+
 /// Lends the destination of a receive: `(offset, len, fill)`.
 type Put<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
     + 'a;
@@ -920,11 +924,7 @@ impl<B: Backend> Files<B> {
 
     /// The next frame of `ring` (the caller holds its read lock): its payload's full length,
     /// its sender's name and up to `room` bytes of payload; taken unless `peek`. `None`: empty.
-    fn unix_take_frame(
-        ring: Ring,
-        room: usize,
-        peek: bool,
-    ) -> Result<Option<(usize, Vec<u8>, Vec<u8>)>, Errno> {
+    fn unix_take_frame(ring: Ring, room: usize, peek: bool) -> Result<Option<Frame>, Errno> {
         let held = ring.used().ok_or(EIO)?;
         if held == 0 {
             return Ok(None);

@@ -156,6 +156,12 @@ pub struct Sock {
     pub opts: [i32; 4],
     /// A local (AF_UNIX) socket's state (`unix.rs`); `None` for AF_INET.
     pub unix: Option<super::unix::Unix>,
+    /// What `MSG_PEEK` took from the stack and the next receive returns first (TCP: bytes;
+    /// UDP: one datagram and its source). Kept in this process only (a `fork` child starts
+    /// without it).
+    pub peeked: Option<(Vec<u8>, u32, u16)>,
+    /// `SO_LINGER` as set (`l_onoff`, `l_linger`): reported back, not applied.
+    pub linger: (i32, i32),
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -521,8 +527,19 @@ impl<B: Backend> Files<B> {
             return Ok(0);
         }
         match (level, name) {
+            (SOL_SOCKET, SO_LINGER) => {
+                if len < 8 {
+                    return Err(EINVAL);
+                }
+                let mut v = [0u8; 8];
+                u.read(val, &mut v)?;
+                let onoff = i32::from_le_bytes(v[..4].try_into().unwrap());
+                let secs = i32::from_le_bytes(v[4..].try_into().unwrap());
+                Self::sock_update(&d, |s| s.linger = ((onoff != 0) as i32, secs));
+                Ok(0)
+            }
             // Accepted and ignored: the stack's buffers, timeouts and lingering are its own.
-            (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_LINGER | SO_REUSEPORT)
+            (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_REUSEPORT)
             | (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO)
             | (IPPROTO_TCP, TCP_CORK) => Ok(0),
             (SOL_SOCKET | IPPROTO_TCP, _) => Err(ENOPROTOOPT),
@@ -545,6 +562,16 @@ impl<B: Backend> Files<B> {
         let room = i32::from_le_bytes(l);
         if room < 0 {
             return Err(EINVAL);
+        }
+        if (level, name) == (SOL_SOCKET, SO_LINGER) {
+            // `struct linger`: two ints.
+            let mut v = [0u8; 8];
+            v[..4].copy_from_slice(&s.linger.0.to_le_bytes());
+            v[4..].copy_from_slice(&s.linger.1.to_le_bytes());
+            let n = (room as usize).min(8);
+            u.write(val, &v[..n])?;
+            u.write(len_at, &(n as u32).to_le_bytes())?;
+            return Ok(0);
         }
         let local = s
             .unix
@@ -745,8 +772,8 @@ impl<B: Backend> Files<B> {
                 .unix_recv(d, x, buf, len, flags, u)
                 .map(|r| (r.0, None));
         }
-        if flags & MSG_PEEK != 0 {
-            return Err(EOPNOTSUPP);
+        if flags & MSG_PEEK != 0 || s.peeked.is_some() {
+            return self.sock_recv_peeked(d, &s, buf, len, flags, u);
         }
         let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
         let len = len.min(MAX_RW) as usize;
@@ -789,6 +816,51 @@ impl<B: Backend> Files<B> {
         }
         u.write(buf, &out)?;
         Ok((out.len() as u64, None))
+    }
+
+    /// A receive with `MSG_PEEK`, or one after it: what was peeked is returned (and, without
+    /// `MSG_PEEK`, taken) before anything new is asked of the stack.
+    fn sock_recv_peeked(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        let (data, a, p) = match &s.peeked {
+            Some(k) => k.clone(),
+            None => {
+                // Fill the peek buffer with what a receive would return now.
+                let room = if s.udp {
+                    MAX_DATA as u64
+                } else {
+                    len.min(CHUNK as u64)
+                };
+                let mut tmp = vec![0u8; room as usize];
+                // Nothing is peeked and the flag is off: the ordinary receive.
+                let got = {
+                    let out = TmpUser(RefCell::new(&mut tmp));
+                    self.sock_recv_user(d, 0, room, flags & !MSG_PEEK, &out)?
+                };
+                tmp.truncate(got.0 as usize);
+                let (a, p) = got.1.unwrap_or((0, 0));
+                (tmp, a, p)
+            }
+        };
+        let n = data.len().min(len as usize);
+        u.write(buf, &data[..n])?;
+        let src = s.udp.then_some((a, p));
+        let keep = if flags & MSG_PEEK != 0 {
+            Some((data, a, p))
+        } else if s.udp || n == data.len() {
+            None
+        } else {
+            Some((data[n..].to_vec(), a, p))
+        };
+        Self::sock_update(d, |s| s.peeked = keep);
+        Ok((n as u64, src))
     }
 
     /// `sendto(fd, buf, len, flags, dest, dest_len)` (`a`: the call's arguments).
@@ -963,6 +1035,9 @@ impl<B: Backend> Files<B> {
         }
         let r = self.backend.sock_ready(s.handle);
         let mut m = 0;
+        if s.peeked.is_some() {
+            m |= POLLIN | POLLRDNORM;
+        }
         if r & READY_READABLE != 0 || s.shut_rd {
             m |= POLLIN | POLLRDNORM;
         }
@@ -991,5 +1066,30 @@ impl<B: Backend> Files<B> {
             blocks: Some(0),
             ..Stat::default()
         }
+    }
+}
+
+/// The library's own buffer as a program's memory at address 0 (`MSG_PEEK` receives into it
+/// through the ordinary receive path).
+struct TmpUser<'a>(RefCell<&'a mut Vec<u8>>);
+
+impl User for TmpUser<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let b = self.0.borrow();
+        let src = b
+            .get(addr as usize..addr as usize + buf.len())
+            .ok_or(EFAULT)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        let mut b = self.0.borrow_mut();
+        b.get_mut(addr as usize..addr as usize + data.len())
+            .ok_or(EFAULT)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+    fn cstr(&self, _addr: u64, _max: usize) -> Result<Vec<u8>, Errno> {
+        Err(EFAULT)
     }
 }

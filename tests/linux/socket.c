@@ -4,7 +4,8 @@
  * server and a client in two processes (fork: 100 KB in one write, half-close, a reply, the
  * peer's address), EAGAIN on a non-blocking read, EPIPE after shutdown(SHUT_WR), UDP both ways
  * with the sender's address, ECONNREFUSED from a closed port (blocking, and non-blocking with
- * poll and SO_ERROR), and a non-blocking connect that poll sees complete. Port numbers vary
+ * poll and SO_ERROR), a non-blocking connect that poll sees complete, and MSG_PEEK on TCP and
+ * UDP (the bytes stay for the next read; a peeked datagram keeps its source). Port numbers vary
  * from run to run: only facts about them are printed. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -126,6 +127,9 @@ static void tcp_two_processes(void)
 	       ntohs(me.sin_port) == port, inet_ntoa(them.sin_addr),
 	       them.sin_port == peer.sin_port);
 	static char in[sizeof big + 10];
+	/* MSG_PEEK leaves the bytes for the reads below (which must still see all of them). */
+	ssize_t pk = recv(c, in, 16, MSG_PEEK);
+	printf("tcp peek: some %d, the first bytes %d\n", pk > 0, pk > 0 && memcmp(in, big, pk) == 0);
 	size_t got = 0;
 	for (;;) {
 		ssize_t n = read(c, in + got, sizeof in - got);
@@ -167,6 +171,21 @@ static void options_and_errors(void)
 	vl = sizeof v;
 	getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
 	printf("TCP_NODELAY: %d\n", v != 0);
+	/* SO_LINGER: off at first, then what was set; buffer sizes are taken. */
+	struct linger lg = {9, 9};
+	socklen_t ll = sizeof lg;
+	result("SO_LINGER get", getsockopt(s, SOL_SOCKET, SO_LINGER, &lg, &ll));
+	printf("SO_LINGER: %d %d len %u\n", lg.l_onoff, lg.l_linger, (unsigned)ll);
+	lg.l_onoff = 1;
+	lg.l_linger = 5;
+	result("SO_LINGER set", setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+	lg.l_onoff = lg.l_linger = 9;
+	getsockopt(s, SOL_SOCKET, SO_LINGER, &lg, &ll);
+	printf("SO_LINGER: %d %d\n", lg.l_onoff, lg.l_linger);
+	result("SO_LINGER short", setsockopt(s, SOL_SOCKET, SO_LINGER, &on, sizeof on));
+	int size = 65536;
+	result("SO_RCVBUF set", setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, sizeof size));
+	result("SO_SNDBUF set", setsockopt(s, SOL_SOCKET, SO_SNDBUF, &size, sizeof size));
 	vl = sizeof v;
 	getsockopt(s, SOL_SOCKET, SO_TYPE, &v, &vl);
 	printf("SO_TYPE: %d length %u\n", v, (unsigned)vl);
@@ -279,6 +298,14 @@ static void udp_both_ways(void)
 	n = read(u2, b, sizeof b);
 	printf("read: %zd '%.*s'\n", n, (int)(n > 0 ? n : 0), b);
 	result("udp nonblocking recv", recv(u2, b, sizeof b, MSG_DONTWAIT));
+	/* MSG_PEEK: the datagram stays, with its source. */
+	sendto(u1, "peeked", 6, 0, (struct sockaddr *)&a2, sizeof a2);
+	l = sizeof from;
+	n = recvfrom(u2, b, 4, MSG_PEEK, (struct sockaddr *)&from, &l);
+	printf("udp peek: %zd '%.*s' sender's port %d\n", n, (int)(n > 0 ? n : 0), b,
+	       from.sin_port == a1.sin_port);
+	n = recv(u2, b, sizeof b, 0);
+	printf("udp after peek: %zd '%.*s'\n", n, (int)(n > 0 ? n : 0), b);
 	close(u1);
 	close(u2);
 }

@@ -703,6 +703,18 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
                 *sock = index(*sock as u64);
                 continue;
             }
+            // A local socket: its pipe ends and listener.
+            if let Object::Unix {
+                rx, tx, listener, ..
+            } = &mut d.object
+            {
+                for c in [rx, tx, listener] {
+                    if *c != NONE {
+                        *c = index(*c as u64);
+                    }
+                }
+                continue;
+            }
             if let Object::File {
                 file: handle,
                 open_flags,
@@ -770,6 +782,39 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
                 f.uid = uid;
                 f.gid = gid;
             }
+        }
+        // A local socket's capabilities are adopted first (its pipe ends' rings attached):
+        // the file layer then finds them by handle.
+        let mut unix_st;
+        let mut st = st;
+        if st
+            .descriptions
+            .iter()
+            .any(|d| matches!(d.object, Object::Unix { .. }))
+        {
+            unix_st = st.clone();
+            for d in unix_st.descriptions.iter_mut() {
+                if let Object::Unix {
+                    rx, tx, listener, ..
+                } = &mut d.object
+                {
+                    let mut take = |c: &mut u32, pipe_end: bool| {
+                        if *c == NONE {
+                            return;
+                        }
+                        let slot = caps.get(*c as usize).copied().unwrap_or(0);
+                        *c = match (slot, pipe_end) {
+                            (0, _) => NONE,
+                            (s, true) => f.backend.pipes.adopt(s).map_or(NONE, |h| h as u32),
+                            (s, false) => s as u32,
+                        };
+                    };
+                    take(rx, true);
+                    take(tx, true);
+                    take(listener, false);
+                }
+            }
+            st = &unix_st;
         }
         let made = f.adopt(st, &mut |b, o| match o {
             Object::File {

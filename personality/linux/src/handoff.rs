@@ -56,6 +56,17 @@ pub enum Object {
         listening: bool,
         bound: Option<u32>,
     },
+    /// A local (AF_UNIX) socket: the capabilities of its pipe ends and listener (each NONE
+    /// when it has none), its type, whether it listens, its name and its peer's.
+    Unix {
+        rx: CapIndex,
+        tx: CapIndex,
+        listener: CapIndex,
+        kind: u8,
+        listening: bool,
+        name: Vec<u8>,
+        peer: Vec<u8>,
+    },
 }
 
 /// An open file description.
@@ -301,6 +312,24 @@ impl State {
                     w.u8(*udp as u8 | (*listening as u8) << 1 | (bound.is_some() as u8) << 2);
                     w.u32(bound.unwrap_or(0));
                 }
+                Object::Unix {
+                    rx,
+                    tx,
+                    listener,
+                    kind,
+                    listening,
+                    name,
+                    peer,
+                } => {
+                    w.u8(5);
+                    w.u32(*rx);
+                    w.u32(*tx);
+                    w.u32(*listener);
+                    w.u8(*kind);
+                    w.u8(*listening as u8);
+                    w.bytes(name);
+                    w.bytes(peer);
+                }
             }
             w.u64(d.offset);
             w.u32(d.flags);
@@ -409,6 +438,19 @@ impl State {
                         bound: (bits & 4 != 0).then_some(addr),
                     }
                 }
+                5 => Object::Unix {
+                    rx: r.u32()?,
+                    tx: r.u32()?,
+                    listener: r.u32()?,
+                    kind: r.u8()?,
+                    listening: match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return None,
+                    },
+                    name: r.bytes()?,
+                    peer: r.bytes()?,
+                },
                 _ => return None,
             };
             descriptions.push(Description {
@@ -525,6 +567,20 @@ mod tests {
                     },
                     offset: 0,
                     flags: 0o4002,
+                    cell: NONE,
+                },
+                Description {
+                    object: Object::Unix {
+                        rx: 7,
+                        tx: 8,
+                        listener: NONE,
+                        kind: 1,
+                        listening: false,
+                        name: b"\0abstract".to_vec(),
+                        peer: b"/tmp/sock".to_vec(),
+                    },
+                    offset: 0,
+                    flags: 2,
                     cell: NONE,
                 },
             ],

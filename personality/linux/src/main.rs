@@ -32,6 +32,8 @@ mod socket_guest;
 mod thread_guest;
 #[cfg(target_os = "none")]
 mod tty_guest;
+#[cfg(target_os = "none")]
+mod unix_guest;
 
 #[cfg(target_os = "none")]
 sawmill_rt::entry!(main);

@@ -56,10 +56,10 @@ enum Waker {
 
 /// The process's pipe state.
 pub struct Pipes {
-    server: Option<pipe::Client>,
-    wake: Option<u64>,
+    pub(crate) server: Option<pipe::Client>,
+    pub(crate) wake: Option<u64>,
     ends: BTreeMap<u64, EndState>,
-    free_slots: Vec<u64>,
+    pub(crate) free_slots: Vec<u64>,
     token: u32,
     /// TSC ticks per ms (the clock of deadlines and lock patience).
     khz: u64,
@@ -84,7 +84,7 @@ impl Pipes {
         }
     }
 
-    fn slot(&mut self) -> u64 {
+    pub(crate) fn slot(&mut self) -> u64 {
         self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
     }
 
@@ -115,7 +115,7 @@ impl Pipes {
     }
 
     /// Drops end `slot`: its ring, its capability (the server learns whether it was the last).
-    fn drop_end(&mut self, slot: u64) {
+    pub(crate) fn drop_end(&mut self, slot: u64) {
         if let Some(e) = self.ends.remove(&slot) {
             let _ = rm::detach(e.at);
             self.forget_waker(e.waker);

@@ -685,9 +685,7 @@ impl pfs::Server for Pfs {
     ) -> Result<u32, FsError> {
         self.check(badge, dir, 3)?;
         let (uid, gid) = self.creds(badge)?.unwrap_or((uid, gid));
-        self.fs
-            .create(dir, name, mode as u16 & 0o7777, uid, gid)
-            .map_err(err)
+        create_node(&mut self.fs, dir, name, mode, uid, gid).map_err(err)
     }
     fn mkdir(
         &mut self,
@@ -906,9 +904,7 @@ impl pfs::Server for Pfs {
             None if flags.contains(OpenFlags::CREATE) => {
                 let (uid, gid) = creds.unwrap_or((0, 0));
                 self.check(badge, dir, 3)?;
-                let ino = self
-                    .fs
-                    .create(dir, self.walker.name(), mode as u16 & 0o7777, uid, gid)
+                let ino = create_node(&mut self.fs, dir, self.walker.name(), mode, uid, gid)
                     .map_err(err)?;
                 pfs::Server::open(self, badge, ino, access)?
             }
@@ -1593,4 +1589,22 @@ fn main() {
 #[inline(never)]
 fn serve_pfs(p: &mut Pfs, ep: u64, first: IpcResult) {
     let _ = rpc::serve_from(ep, first, p);
+}
+
+/// Creates a regular file, or a socket inode when `mode`'s type bits say so (the one other
+/// type a client makes through `create`: `bind` of a local socket).
+fn create_node(
+    fs: &mut Fs<Dev>,
+    dir: u32,
+    name: &[u8],
+    mode: u32,
+    uid: u32,
+    gid: u32,
+) -> sawmill_ext2::Result<u32> {
+    let perm = mode as u16 & 0o7777;
+    if mode & 0o170000 == sawmill_path::S_IFSOCK {
+        fs.mknod(dir, name, FileKind::Socket, perm, uid, gid, (0, 0))
+    } else {
+        fs.create(dir, name, perm, uid, gid)
+    }
 }

@@ -20,11 +20,12 @@
 
 extern crate alloc;
 
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use sawmill_abi::rights;
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, pipe, DsError, DsFlags, MapFlags, PipeError};
-use sawmill_pipe_api::{End, Ring, MAX_PIPES, MAX_WATCHERS, RING_BYTES};
+use sawmill_pipe_api::{unix, End, Ring, MAX_PIPES, MAX_WATCHERS, RING_BYTES};
 use sawmill_rm as rm;
 use sawmill_rt::{env, println, sys, thread};
 
@@ -35,6 +36,12 @@ sawmill_rt::entry!(main);
 const END_BIT: u64 = 1 << 40;
 /// The badge of our notice capability (the kernel's NO_SENDERS notices arrive with it).
 const NOTICE_BADGE: u64 = 1 << 41;
+/// Badges of listener capabilities: this bit and the listener's index.
+const LISTENER_BIT: u64 = 1 << 42;
+/// Listeners and datagram receivers in all (each holds a name).
+const MAX_NAMES: usize = 64;
+/// Most connections waiting in one listener's backlog (each holds two pipes).
+const MAX_BACKLOG: usize = 16;
 /// Registrations in all (each holds one capability slot).
 const MAX_REGISTRATIONS: usize = 512;
 /// Rings per slab dataspace.
@@ -68,6 +75,23 @@ fn index(end: End) -> usize {
     }
 }
 
+/// A listening local socket.
+struct Listener {
+    name: Vec<u8>,
+    backlog: usize,
+    /// Connections waiting for `accept`: our slots of the server side's (read, write) ends.
+    waiting: VecDeque<(u64, u64)>,
+    /// Registered notifications: (slot, bits).
+    watchers: Vec<(u64, u64)>,
+}
+
+/// A bound datagram socket: its name and its pipe's write end (our slot; copies go to senders).
+struct Mailbox {
+    name: Vec<u8>,
+    pipe: usize,
+    write: u64,
+}
+
 struct Server {
     /// Our endpoint (unbadged): end capabilities are minted from it.
     ep: u64,
@@ -79,6 +103,8 @@ struct Server {
     free_slots: Vec<u64>,
     /// Registrations held now.
     registrations: usize,
+    listeners: Vec<Option<Listener>>,
+    mailboxes: Vec<Mailbox>,
     after: AfterReply,
 }
 
@@ -210,9 +236,96 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A new pipe and its two ends (read, write), capabilities of ours the caller hands out or
+    /// keeps.
+    fn new_ends(&mut self) -> Result<(usize, [u64; 2]), PipeError> {
+        let i = self.new_pipe()?;
+        let mut caps = [0u64; 2];
+        for (k, cap) in caps.iter_mut().enumerate() {
+            let s = self.slot();
+            let b = END_BIT | (i as u64) << 1 | k as u64;
+            if sys::cap_mint_watched(self.ep, s, b, rights::SEND | rights::GRANT, self.notice)
+                .is_err()
+            {
+                self.free_slots.push(s);
+                if k == 0 {
+                    self.destroy(i);
+                } else {
+                    self.free_slot(caps[0]);
+                }
+                return Err(PipeError::NoMemory);
+            }
+            *cap = s;
+        }
+        Ok((i, caps))
+    }
+
+    /// The listener a badge names.
+    fn listener_of(&mut self, badge: u64) -> Result<&mut Listener, PipeError> {
+        if badge & LISTENER_BIT == 0 || badge & (END_BIT | NOTICE_BADGE) != 0 {
+            return Err(PipeError::Invalid);
+        }
+        let i = (badge & !LISTENER_BIT) as usize;
+        match self.listeners.get_mut(i) {
+            Some(Some(l)) => Ok(l),
+            _ => Err(PipeError::Invalid),
+        }
+    }
+
+    /// Whether `name` is held by a listener or a receiver.
+    fn taken(&self, name: &[u8]) -> bool {
+        self.listeners.iter().flatten().any(|l| l.name == name)
+            || self.mailboxes.iter().any(|m| m.name == name)
+    }
+
+    /// A call only the server's own endpoint answers (not an end or a listener).
+    fn on_endpoint(badge: u64) -> Result<(), PipeError> {
+        if badge & (END_BIT | NOTICE_BADGE | LISTENER_BIT) != 0 {
+            return Err(PipeError::Invalid);
+        }
+        Ok(())
+    }
+
+    /// Ends listener `i` (its last capability is gone): its name, its waiting connections
+    /// (their clients see end of file), its registrations.
+    fn end_listener(&mut self, i: usize) {
+        let Some(l) = self.listeners.get_mut(i).and_then(|l| l.take()) else {
+            return;
+        };
+        for (r, w) in l.waiting {
+            self.free_slot(r);
+            self.free_slot(w);
+        }
+        for (s, _) in l.watchers {
+            self.registrations -= 1;
+            self.free_slot(s);
+        }
+    }
+
+    /// Wakes the listener's registered waiters (a connection arrived).
+    fn wake_listener(&mut self, i: usize) {
+        let Some(Some(l)) = self.listeners.get_mut(i) else {
+            return;
+        };
+        let mut dead = Vec::new();
+        l.watchers.retain(|&(slot, bits)| {
+            let ok = sys::notify_signal(slot, bits).is_ok();
+            if !ok {
+                dead.push(slot);
+            }
+            ok
+        });
+        for s in dead {
+            self.registrations -= 1;
+            self.free_slot(s);
+        }
+    }
+}
+
 impl pipe::Server for Server {
     fn create(&mut self, badge: u64) -> Result<pipe::CreateOut, PipeError> {
-        if badge & (END_BIT | NOTICE_BADGE) != 0 {
+        if badge & (END_BIT | NOTICE_BADGE | LISTENER_BIT) != 0 {
             return Err(PipeError::Invalid);
         }
         let i = self.new_pipe()?;
@@ -245,6 +358,39 @@ impl pipe::Server for Server {
     }
 
     fn register(&mut self, badge: u64, wake: u64, bits: u64) -> Result<(), PipeError> {
+        if badge & LISTENER_BIT != 0 {
+            self.listener_of(badge)?;
+            if self.registrations >= MAX_REGISTRATIONS {
+                return Err(PipeError::NoSpace);
+            }
+            let i = (badge & !LISTENER_BIT) as usize;
+            if let Some(Some(l)) = self.listeners.get_mut(i) {
+                // Those whose notification is gone first.
+                let mut dead = Vec::new();
+                l.watchers.retain(|&(slot, _)| {
+                    let ok = sys::notify_signal(slot, 0).is_ok();
+                    if !ok {
+                        dead.push(slot);
+                    }
+                    ok
+                });
+                for d in dead {
+                    self.registrations -= 1;
+                    self.free_slot(d);
+                }
+            }
+            if self.listener_of(badge)?.watchers.len() >= MAX_WATCHERS {
+                return Err(PipeError::NoSpace);
+            }
+            let s = self.slot();
+            if sys::cap_copy(wake, s).is_err() {
+                self.free_slots.push(s);
+                return Err(PipeError::Invalid);
+            }
+            self.registrations += 1;
+            self.listener_of(badge)?.watchers.push((s, bits));
+            return Ok(());
+        }
         let (i, end) = self.end_of(badge)?;
         let full = |s: &Server| {
             s.registrations >= MAX_REGISTRATIONS
@@ -316,6 +462,129 @@ impl pipe::Server for Server {
 
     fn sync(&mut self, _badge: u64) -> Result<(), PipeError> {
         Ok(())
+    }
+
+    fn listen(&mut self, badge: u64, name: &[u8], backlog: u32) -> Result<u64, PipeError> {
+        Self::on_endpoint(badge)?;
+        if !unix::valid_name(name) {
+            return Err(PipeError::Invalid);
+        }
+        if self.taken(name) {
+            return Err(PipeError::Busy);
+        }
+        let i = match self.listeners.iter().position(|l| l.is_none()) {
+            Some(i) => i,
+            None if self.listeners.len() + self.mailboxes.len() < MAX_NAMES => {
+                self.listeners.push(None);
+                self.listeners.len() - 1
+            }
+            None => return Err(PipeError::NoSpace),
+        };
+        let s = self.slot();
+        let b = LISTENER_BIT | i as u64;
+        if sys::cap_mint_watched(self.ep, s, b, rights::SEND | rights::GRANT, self.notice).is_err()
+        {
+            self.free_slots.push(s);
+            return Err(PipeError::NoMemory);
+        }
+        self.listeners[i] = Some(Listener {
+            name: name.to_vec(),
+            backlog: (backlog as usize).clamp(1, MAX_BACKLOG),
+            waiting: VecDeque::new(),
+            watchers: Vec::new(),
+        });
+        self.after.delete(s);
+        Ok(s)
+    }
+
+    fn connect(&mut self, badge: u64, name: &[u8]) -> Result<pipe::ConnectOut, PipeError> {
+        Self::on_endpoint(badge)?;
+        let Some(i) = self
+            .listeners
+            .iter()
+            .position(|l| l.as_ref().is_some_and(|l| l.name == name))
+        else {
+            return Err(PipeError::NotFound);
+        };
+        if self.listeners[i]
+            .as_ref()
+            .is_some_and(|l| l.waiting.len() >= l.backlog)
+        {
+            return Err(PipeError::Empty);
+        }
+        // Client to server, and server to client.
+        let (_, up) = self.new_ends()?;
+        let down = match self.new_ends() {
+            Ok((_, d)) => d,
+            Err(e) => {
+                self.free_slot(up[0]);
+                self.free_slot(up[1]);
+                return Err(e);
+            }
+        };
+        if let Some(Some(l)) = self.listeners.get_mut(i) {
+            l.waiting.push_back((up[0], down[1]));
+        }
+        self.wake_listener(i);
+        self.after.delete(down[0]);
+        self.after.delete(up[1]);
+        Ok(pipe::ConnectOut {
+            read: down[0],
+            write: up[1],
+        })
+    }
+
+    fn accept(&mut self, badge: u64) -> Result<pipe::AcceptOut, PipeError> {
+        let (read, write) = self
+            .listener_of(badge)?
+            .waiting
+            .pop_front()
+            .ok_or(PipeError::Empty)?;
+        self.after.delete(read);
+        self.after.delete(write);
+        Ok(pipe::AcceptOut { read, write })
+    }
+
+    fn pending(&mut self, badge: u64) -> Result<u64, PipeError> {
+        Ok(self.listener_of(badge)?.waiting.len() as u64)
+    }
+
+    fn mailbox(&mut self, badge: u64, name: &[u8]) -> Result<u64, PipeError> {
+        Self::on_endpoint(badge)?;
+        if !unix::valid_name(name) {
+            return Err(PipeError::Invalid);
+        }
+        if self.taken(name) {
+            return Err(PipeError::Busy);
+        }
+        if self.listeners.iter().flatten().count() + self.mailboxes.len() >= MAX_NAMES {
+            return Err(PipeError::NoSpace);
+        }
+        let (pipe, [read, write]) = self.new_ends()?;
+        self.mailboxes.push(Mailbox {
+            name: name.to_vec(),
+            pipe,
+            write,
+        });
+        self.after.delete(read);
+        Ok(read)
+    }
+
+    fn deliver_to(&mut self, badge: u64, name: &[u8]) -> Result<u64, PipeError> {
+        Self::on_endpoint(badge)?;
+        let src = self
+            .mailboxes
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.write)
+            .ok_or(PipeError::NotFound)?;
+        let s = self.slot();
+        if sys::cap_copy(src, s).is_err() {
+            self.free_slots.push(s);
+            return Err(PipeError::NotFound);
+        }
+        self.after.delete(s);
+        Ok(s)
     }
 }
 
@@ -397,9 +666,21 @@ impl rpc::Serve for Server {
     /// `EPIPE`), its waiters are woken; the registrations of the gone end go; once both ends
     /// are gone, the pipe.
     fn no_senders(&mut self, badge: u64) {
+        if badge & LISTENER_BIT != 0 && badge & (END_BIT | NOTICE_BADGE) == 0 {
+            self.end_listener((badge & !LISTENER_BIT) as usize);
+            return;
+        }
         let Ok((i, end)) = self.end_of(badge) else {
             return;
         };
+        // A receiver's read end gone: its name is free, and our write end goes (the pipe ends
+        // once the senders' copies are gone too).
+        if end == End::Read {
+            if let Some(k) = self.mailboxes.iter().position(|m| m.pipe == i) {
+                let m = self.mailboxes.swap_remove(k);
+                self.free_slot(m.write);
+            }
+        }
         let mut gone_regs = Vec::new();
         let both = match self.pipes[i].as_mut() {
             Some(p) => {
@@ -444,6 +725,8 @@ fn main() {
         slabs: Vec::new(),
         free_slots: Vec::new(),
         registrations: 0,
+        listeners: Vec::new(),
+        mailboxes: Vec::new(),
         after: AfterReply::new(),
     };
     st.after.receive_into(&[rx]);

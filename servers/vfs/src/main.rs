@@ -26,7 +26,7 @@ use sawmill_interfaces::vfs::{
     self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut, StatfsOut, STAGE_MAX, STAGE_SLOTS,
 };
 use sawmill_interfaces::{pfs, FsError, OpenFlags, RenameFlags, SetAttrFields};
-use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFREG};
+use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFMT, S_IFREG, S_IFSOCK};
 use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
@@ -462,7 +462,14 @@ impl vfs::Server for Vfs {
                 }
                 let p = self.pfs(r.parent.m)?;
                 let ino = p
-                    .create(r.parent.ino, &r.name, mode & 0o7777, uid, gid)
+                    // A socket's type goes on (`bind` of a local socket makes its inode).
+                    .create(
+                        r.parent.ino,
+                        &r.name,
+                        mode & (0o7777 | socket_type(mode)),
+                        uid,
+                        gid,
+                    )
                     .map_err(|e| self.fail(r.parent.m, e))?;
                 (
                     Pos {
@@ -966,4 +973,14 @@ fn main() {
     let ep = env::cap("vfs").expect("vfs endpoint");
     println!("vfs: ready, {} mounts", v.mounts.len());
     let _ = rpc::serve(ep, &mut v);
+}
+
+/// `S_IFSOCK` if `mode` asks for a socket inode (the one type `create` makes besides a regular
+/// file), else 0.
+fn socket_type(mode: u32) -> u32 {
+    if mode & S_IFMT == S_IFSOCK {
+        S_IFSOCK
+    } else {
+        0
+    }
 }

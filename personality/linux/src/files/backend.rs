@@ -114,7 +114,9 @@ pub const fn major_minor(dev: u64) -> (u32, u32) {
 
 /// The system below the file layer. Paths are absolute, `/`-separated, at most 4095 bytes, each
 /// name at most 255; they may hold `..` (resolved by the file system, physically, as Linux does).
-pub trait Backend: super::pipe::PipeHost + super::socket::SocketHost {
+pub trait Backend:
+    super::pipe::PipeHost + super::socket::SocketHost + super::unix::UnixHost
+{
     fn open(&mut self, path: &[u8], how: OpenHow) -> Result<Opened, Errno>;
     /// Drops a handle of [`Opened::File`]; the last use of it.
     fn close(&mut self, handle: u64);

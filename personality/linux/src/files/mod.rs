@@ -21,6 +21,7 @@ pub mod pipe;
 pub mod poll;
 pub mod socket;
 pub mod table;
+pub mod unix;
 
 #[cfg(test)]
 mod mock;
@@ -30,6 +31,8 @@ mod pipe_tests;
 mod socket_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unix_tests;
 
 use alloc::rc::Rc;
 use alloc::vec;
@@ -196,6 +199,20 @@ impl<B: Backend> Files<B> {
                             end: *handle as u32,
                             write: *end == sawmill_pipe_api::End::Write,
                         },
+                        Object::Socket(socket::Sock { unix: Some(x), .. }) => {
+                            let slot = |e: Option<(u64, sawmill_pipe_api::Ring)>| {
+                                e.map_or(handoff::NONE, |(h, _)| h as u32)
+                            };
+                            handoff::Object::Unix {
+                                rx: slot(x.rx),
+                                tx: slot(x.tx),
+                                listener: x.listener.map_or(handoff::NONE, |l| l as u32),
+                                kind: x.kind as u8,
+                                listening: x.listening,
+                                name: x.name.clone(),
+                                peer: x.peer.clone(),
+                            }
+                        }
                         Object::Socket(s) => handoff::Object::Socket {
                             sock: s.handle as u32,
                             udp: s.udp,
@@ -278,6 +295,37 @@ impl<B: Backend> Files<B> {
                         bound: *bound,
                         ..socket::Sock::default()
                     }),
+                    // Its capabilities are this image's already (the caller adopted them: the
+                    // indices are handles now).
+                    handoff::Object::Unix {
+                        rx,
+                        tx,
+                        listener,
+                        kind,
+                        listening,
+                        name,
+                        peer,
+                    } => {
+                        let mut end = |h: u32| {
+                            if h == handoff::NONE {
+                                return Some(None);
+                            }
+                            let ring = backend.pipe_ring(h as u64)?;
+                            Some(Some((h as u64, ring)))
+                        };
+                        Object::Socket(socket::Sock {
+                            unix: Some(unix::Unix {
+                                kind: *kind as u32,
+                                rx: end(*rx)?,
+                                tx: end(*tx)?,
+                                listener: (*listener != handoff::NONE).then_some(*listener as u64),
+                                listening: *listening,
+                                name: name.clone(),
+                                peer: peer.clone(),
+                            }),
+                            ..socket::Sock::default()
+                        })
+                    }
                 };
                 Some(Rc::new(RefCell::new(Description {
                     object,
@@ -409,7 +457,7 @@ impl<B: Backend> Files<B> {
             nr::SELECT => self.select(a[0] as i32, [a[1], a[2], a[3]], a[4], false, u),
             nr::PSELECT6 => self.pselect6(a[0] as i32, [a[1], a[2], a[3]], a[4], a[5], u),
             nr::SOCKET => self.socket(a[0] as u32, a[1] as u32, a[2] as u32),
-            nr::SOCKETPAIR => self.socketpair(a[0] as u32),
+            nr::SOCKETPAIR => self.socketpair(a[0] as u32, a[1] as u32, a[2] as u32, a[3], u),
             nr::BIND => self.bind(fd0, a[1], a[2], u),
             nr::LISTEN => self.listen(fd0, a[1] as i32),
             nr::ACCEPT => self.accept4(fd0, a[1], a[2], 0, u),
@@ -492,6 +540,7 @@ impl<B: Backend> Files<B> {
             match cell.into_inner().object {
                 Object::File { handle, .. } => self.backend.close(handle),
                 Object::Pipe { handle, .. } => self.backend.pipe_close(handle),
+                Object::Socket(s) if s.unix.is_some() => self.unix_release(&s, s.unix.as_ref()),
                 Object::Socket(s) => self.backend.sock_close(s.handle),
                 _ => {}
             }
@@ -1721,6 +1770,10 @@ impl<B: Backend> Files<B> {
             return Ok(0);
         }
         if !console {
+            if let (FIONREAD, Some(x)) = (req, Self::unix_of(&d)) {
+                u.write(arg, &Self::unix_unread(&x).to_le_bytes())?;
+                return Ok(0);
+            }
             if req == FIONREAD {
                 if let Some(h) = Self::handle_of(&d)? {
                     if self.mode_of(&d)? & S_IFMT == S_IFREG {

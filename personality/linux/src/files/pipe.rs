@@ -71,11 +71,11 @@ pub trait PipeHost {
 }
 
 /// Lends the bytes of a write: `(offset, len, take)` gives `take` the `len` bytes at `offset`.
-type Source<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+pub(super) type Source<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
     + 'a;
 
 /// Lends a buffer for a read: `(len, fill)` gives `fill` `len` bytes to fill, returns its count.
-type Sink<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+pub(super) type Sink<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
     + 'a;
 
 /// A pipe end as a description holds it.
@@ -147,7 +147,13 @@ impl<B: Backend> Files<B> {
 
     /// Waits until `end` may go on (`want` bytes of room for a writer). The caller saw
     /// [`Step::Wait`] and the description is blocking.
-    fn pipe_wait(&mut self, handle: u64, ring: Ring, end: End, want: usize) -> Result<(), Errno> {
+    pub(super) fn pipe_wait(
+        &mut self,
+        handle: u64,
+        ring: Ring,
+        end: End,
+        want: usize,
+    ) -> Result<(), Errno> {
         self.backend.pipe_watch(handle)?;
         ring.begin_wait(end);
         let r = if ring.can_go(end, want) {
@@ -237,12 +243,23 @@ impl<B: Backend> Files<B> {
         count: usize,
         sink: &mut Sink<'_>,
     ) -> Result<usize, Errno> {
+        let p = Self::pipe_of(d).ok_or(EBADF)?;
+        self.ring_read_into(p, count, sink)
+    }
+
+    /// A read from the ring of end `p` (a pipe's, or a local socket's inbound one).
+    pub(super) fn ring_read_into(
+        &mut self,
+        p: PipeEnd,
+        count: usize,
+        sink: &mut Sink<'_>,
+    ) -> Result<usize, Errno> {
         let PipeEnd {
             handle,
             ring,
             nonblock,
             ..
-        } = Self::pipe_of(d).ok_or(EBADF)?;
+        } = p;
         if count == 0 {
             return Ok(0);
         }
@@ -304,12 +321,25 @@ impl<B: Backend> Files<B> {
         count: usize,
         source: &mut Source<'_>,
     ) -> Result<usize, Errno> {
+        let p = Self::pipe_of(d).ok_or(EBADF)?;
+        self.ring_write_from(p, count, true, source)
+    }
+
+    /// A write into the ring of end `p` (a pipe's, or a local socket's outbound one);
+    /// `sigpipe`: a write that finds no reader raises `SIGPIPE` (not with `MSG_NOSIGNAL`).
+    pub(super) fn ring_write_from(
+        &mut self,
+        p: PipeEnd,
+        count: usize,
+        sigpipe: bool,
+        source: &mut Source<'_>,
+    ) -> Result<usize, Errno> {
         let PipeEnd {
             handle,
             ring,
             nonblock,
             ..
-        } = Self::pipe_of(d).ok_or(EBADF)?;
+        } = p;
         if count == 0 {
             return Ok(0);
         }
@@ -341,7 +371,9 @@ impl<B: Backend> Files<B> {
                     }
                 }
                 Step::Broken => {
-                    self.backend.sigpipe();
+                    if sigpipe {
+                        self.backend.sigpipe();
+                    }
                     return partial(done, EPIPE);
                 }
                 Step::Wait if nonblock => return partial(done, EAGAIN),

@@ -115,12 +115,12 @@ impl PipeHost for Mock {
 }
 
 /// The program's memory: one range at BASE.
-struct Mem(RefCell<Vec<u8>>);
+pub(super) struct Mem(RefCell<Vec<u8>>);
 const BASE: u64 = 0x10_0000;
 const SIZE: usize = 1 << 20;
 const BAD: u64 = 0x1000;
-const FDS: u64 = BASE;
-const BUF: u64 = BASE + 0x1000;
+pub(super) const FDS: u64 = BASE;
+pub(super) const BUF: u64 = BASE + 0x1000;
 
 impl User for Mem {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
@@ -164,19 +164,19 @@ impl User for Mem {
     }
 }
 
-struct P {
-    f: Files<Mock>,
-    m: Mem,
+pub(super) struct P {
+    pub(super) f: Files<Mock>,
+    pub(super) m: Mem,
 }
 
 impl P {
-    fn new() -> P {
+    pub(super) fn new() -> P {
         P {
             f: Files::new(Mock::new(), b"/bin/prog"),
             m: Mem(RefCell::new(vec![0; SIZE])),
         }
     }
-    fn call(&mut self, n: u64, a: &[u64]) -> SysResult {
+    pub(super) fn call(&mut self, n: u64, a: &[u64]) -> SysResult {
         let mut args = [0u64; 6];
         args[..a.len()].copy_from_slice(a);
         self.f.dispatch(n, args, &self.m).expect("a file call")
@@ -191,18 +191,18 @@ impl P {
             u32::from_le_bytes(b[4..].try_into().unwrap()) as u64,
         )
     }
-    fn write(&mut self, fd: u64, data: &[u8]) -> SysResult {
+    pub(super) fn write(&mut self, fd: u64, data: &[u8]) -> SysResult {
         self.m.write(BUF, data).unwrap();
         self.call(nr::WRITE, &[fd, BUF, data.len() as u64])
     }
-    fn read(&mut self, fd: u64, n: usize) -> Result<Vec<u8>, Errno> {
+    pub(super) fn read(&mut self, fd: u64, n: usize) -> Result<Vec<u8>, Errno> {
         let got = self.call(nr::READ, &[fd, BUF, n as u64])? as usize;
         let mut b = vec![0u8; got];
         self.m.read(BUF, &mut b).unwrap();
         Ok(b)
     }
     /// poll on one descriptor: (result, revents).
-    fn poll1(&mut self, fd: i64, events: u16, timeout: i32) -> (SysResult, u16) {
+    pub(super) fn poll1(&mut self, fd: i64, events: u16, timeout: i32) -> (SysResult, u16) {
         let mut e = [0u8; 8];
         e[..4].copy_from_slice(&(fd as i32).to_le_bytes());
         e[4..6].copy_from_slice(&events.to_le_bytes());

@@ -163,7 +163,12 @@ impl<B: Backend> Files<B> {
             let Ok(d) = self.table.get(fd) else {
                 continue;
             };
-            if let Some(s) = Self::sock_of(&d) {
+            if let Some(x) = Self::unix_of(&d) {
+                if let Err(e) = self.unix_arm(&x, events, &mut armed) {
+                    self.disarm(armed);
+                    return Err(e);
+                }
+            } else if let Some(s) = Self::sock_of(&d) {
                 if let Err(e) = self.backend.sock_watch(s.handle) {
                     self.disarm(armed);
                     return Err(e);

@@ -3,7 +3,8 @@
 //! `getpeername`, `getsockopt`/`setsockopt`, and `read`/`write`/`readv`/`writev`/`sendfile`,
 //! `fstat`, `poll` on a socket descriptor, with Linux's structures, flags and errno values.
 //!
-//! AF_INET only (TCP and UDP); AF_UNIX and `socketpair` answer `EAFNOSUPPORT`. The network
+//! AF_INET (TCP and UDP) here; AF_UNIX and `socketpair` in `unix.rs`, which each call below
+//! hands a local socket to. The network
 //! stack is reached through a [`SocketHost`] (the guest: the stack's `socket`/`sock`
 //! interfaces, `socket_guest.rs`), whose calls never block: one that cannot go on yet answers
 //! `EAGAIN`. Blocking is done here, in the shape of every wait of the process: try, make sure
@@ -188,6 +189,14 @@ pub struct Sock {
     pub shut_wr: bool,
     /// Options set, in the order of [`OPTIONS`], reported back by `getsockopt`.
     pub opts: [i32; 4],
+    /// A local (AF_UNIX) socket's state (`unix.rs`); `None` for AF_INET.
+    pub unix: Option<super::unix::Unix>,
+    /// What `MSG_PEEK` took from the stack and the next receive returns first (TCP: bytes;
+    /// UDP: one datagram and its source). Kept in this process only (a `fork` child starts
+    /// without it).
+    pub peeked: Option<(Vec<u8>, u32, u16)>,
+    /// `SO_LINGER` as set (`l_onoff`, `l_linger`): reported back, not applied.
+    pub linger: (i32, i32),
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -282,7 +291,7 @@ impl<B: Backend> Files<B> {
         }
     }
 
-    fn nonblocking(d: &Shared) -> bool {
+    pub(super) fn nonblocking(d: &Shared) -> bool {
         d.borrow().flags & O_NONBLOCK != 0
     }
 
@@ -325,7 +334,8 @@ impl<B: Backend> Files<B> {
         }
         match domain {
             AF_INET => {}
-            AF_UNIX | AF_INET6 => return Err(EAFNOSUPPORT),
+            AF_UNIX => return self.unix_socket(ty, proto),
+            AF_INET6 => return Err(EAFNOSUPPORT),
             _ => return Err(EAFNOSUPPORT),
         }
         let udp = match (kind, proto) {
@@ -358,16 +368,11 @@ impl<B: Backend> Files<B> {
         }
     }
 
-    pub(super) fn socketpair(&mut self, domain: u32) -> SysResult {
-        Err(if domain == AF_INET {
-            EOPNOTSUPP
-        } else {
-            EAFNOSUPPORT
-        })
-    }
-
     pub(super) fn bind(&mut self, fd: i32, at: u64, len: u64, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_bind(&d, x, at, len, u);
+        }
         let (addr, port) = read_sockaddr(u, at, len)?;
         if s.bound.is_some() || s.listening {
             return Err(EINVAL);
@@ -385,6 +390,9 @@ impl<B: Backend> Files<B> {
 
     pub(super) fn listen(&mut self, fd: i32, backlog: i32) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_listen_on(&d, x);
+        }
         if s.udp {
             return Err(EOPNOTSUPP);
         }
@@ -412,6 +420,9 @@ impl<B: Backend> Files<B> {
             return Err(EINVAL);
         }
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_accept(&d, x, at, len_at, flags, u);
+        }
         if s.udp {
             return Err(EOPNOTSUPP);
         }
@@ -440,6 +451,9 @@ impl<B: Backend> Files<B> {
 
     pub(super) fn connect(&mut self, fd: i32, at: u64, len: u64, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_connect(&d, x, at, len, u);
+        }
         let (addr, port) = read_sockaddr(u, at, len)?;
         if s.listening {
             return Err(EINVAL);
@@ -473,6 +487,9 @@ impl<B: Backend> Files<B> {
 
     pub(super) fn shutdown(&mut self, fd: i32, how: u32) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_shutdown(x, how);
+        }
         if how > SHUT_RDWR {
             return Err(EINVAL);
         }
@@ -502,6 +519,9 @@ impl<B: Backend> Files<B> {
         u: &dyn User,
     ) -> SysResult {
         let (_, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            return self.unix_sockname(x, at, len_at, peer, u);
+        }
         let (mut addr, port, peer_addr, peer_port) = self.backend.sock_name(s.handle)?;
         if peer {
             if peer_port == 0 || (s.connecting && !s.udp) {
@@ -545,8 +565,19 @@ impl<B: Backend> Files<B> {
             return Ok(0);
         }
         match (level, name) {
+            (SOL_SOCKET, SO_LINGER) => {
+                if len < 8 {
+                    return Err(EINVAL);
+                }
+                let mut v = [0u8; 8];
+                u.read(val, &mut v)?;
+                let onoff = i32::from_le_bytes(v[..4].try_into().unwrap());
+                let secs = i32::from_le_bytes(v[4..].try_into().unwrap());
+                Self::sock_update(&d, |s| s.linger = ((onoff != 0) as i32, secs));
+                Ok(0)
+            }
             // Accepted and ignored: the stack's buffers, timeouts and lingering are its own.
-            (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_LINGER | SO_REUSEPORT)
+            (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_REUSEPORT)
             | (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO)
             | (IPPROTO_TCP, TCP_CORK) => Ok(0),
             (SOL_SOCKET | IPPROTO_TCP, _) => Err(ENOPROTOOPT),
@@ -570,7 +601,23 @@ impl<B: Backend> Files<B> {
         if room < 0 {
             return Err(EINVAL);
         }
-        let v: i32 = if let Some(i) = OPTIONS.iter().position(|&o| o == (level, name)) {
+        if (level, name) == (SOL_SOCKET, SO_LINGER) {
+            // `struct linger`: two ints.
+            let mut v = [0u8; 8];
+            v[..4].copy_from_slice(&s.linger.0.to_le_bytes());
+            v[4..].copy_from_slice(&s.linger.1.to_le_bytes());
+            let n = (room as usize).min(8);
+            u.write(val, &v[..n])?;
+            u.write(len_at, &(n as u32).to_le_bytes())?;
+            return Ok(0);
+        }
+        let local = s
+            .unix
+            .as_ref()
+            .and_then(|x| Self::unix_sockopt(x, level, name));
+        let v: i32 = if let Some(v) = local {
+            v
+        } else if let Some(i) = OPTIONS.iter().position(|&o| o == (level, name)) {
             s.opts[i]
         } else {
             match (level, name) {
@@ -630,6 +677,17 @@ impl<B: Backend> Files<B> {
     ) -> SysResult {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
         let len = len.min(MAX_RW);
+        if let Some(x) = &s.unix {
+            let to = match to {
+                Some(_) => return Err(EINVAL),
+                None => None,
+            };
+            return self
+                .unix_send(d, x, len as usize, to, flags, &mut |off, n, take| {
+                    u.with_in(buf + off as u64, n, take)
+                })
+                .map(|n| n as u64);
+        }
         if s.udp {
             if len as usize > MAX_DATAGRAM {
                 return Err(EMSGSIZE);
@@ -708,6 +766,11 @@ impl<B: Backend> Files<B> {
         data: &[u8],
         flags: u32,
     ) -> Result<usize, Errno> {
+        if let Some(x) = &s.unix {
+            return self.unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
+                take(&data[off..off + n])
+            });
+        }
         if s.udp {
             return self
                 .sock_send_datagram(d, s, data, None, flags)
@@ -763,8 +826,13 @@ impl<B: Backend> Files<B> {
         u: &dyn User,
     ) -> Result<(u64, Option<(u32, u16)>), Errno> {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
-        if flags & MSG_PEEK != 0 {
-            return Err(EOPNOTSUPP);
+        if let Some(x) = &s.unix {
+            return self
+                .unix_recv(d, x, buf, len, flags, u)
+                .map(|r| (r.0, None));
+        }
+        if flags & MSG_PEEK != 0 || s.peeked.is_some() {
+            return self.sock_recv_peeked(d, &s, buf, len, flags, u);
         }
         let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
         let len = len.min(MAX_RW) as usize;
@@ -849,10 +917,72 @@ impl<B: Backend> Files<B> {
         Ok((n as u64, Some((a, p))))
     }
 
+    /// A receive with `MSG_PEEK`, or one after it: what was peeked is returned (and, without
+    /// `MSG_PEEK`, taken) before anything new is asked of the stack.
+    fn sock_recv_peeked(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        let (data, a, p) = match &s.peeked {
+            Some(k) => k.clone(),
+            None => {
+                // Fill the peek buffer with what a receive would return now.
+                let room = if s.udp {
+                    MAX_DATA as u64
+                } else {
+                    len.min(CHUNK as u64)
+                };
+                let mut tmp = vec![0u8; room as usize];
+                // Nothing is peeked and the flag is off: the ordinary receive.
+                let got = {
+                    let out = TmpUser(RefCell::new(&mut tmp));
+                    self.sock_recv_user(d, 0, room, flags & !MSG_PEEK, &out)?
+                };
+                tmp.truncate(got.0 as usize);
+                let (a, p) = got.1.unwrap_or((0, 0));
+                (tmp, a, p)
+            }
+        };
+        let n = data.len().min(len as usize);
+        u.write(buf, &data[..n])?;
+        let src = s.udp.then_some((a, p));
+        let keep = if flags & MSG_PEEK != 0 {
+            Some((data, a, p))
+        } else if s.udp || n == data.len() {
+            None
+        } else {
+            Some((data[n..].to_vec(), a, p))
+        };
+        Self::sock_update(d, |s| s.peeked = keep);
+        Ok((n as u64, src))
+    }
+
     /// `sendto(fd, buf, len, flags, dest, dest_len)` (`a`: the call's arguments).
     pub(super) fn sendto(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
         let (fd, buf, len, flags, to, to_len) = (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
         let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            let dest = if to != 0 && x.kind == SOCK_DGRAM {
+                Some(Self::read_sockaddr_un(u, to, to_len)?)
+            } else {
+                None
+            };
+            return self
+                .unix_send(
+                    &d,
+                    x,
+                    len.min(MAX_RW) as usize,
+                    dest,
+                    flags,
+                    &mut |off, n, take| u.with_in(buf + off as u64, n, take),
+                )
+                .map(|n| n as u64);
+        }
         let dest = if to != 0 && s.udp {
             Some(read_sockaddr(u, to, to_len)?)
         } else {
@@ -865,7 +995,21 @@ impl<B: Backend> Files<B> {
     pub(super) fn recvfrom(&mut self, a: [u64; 6], u: &dyn User) -> SysResult {
         let (fd, buf, len, flags, from, from_len) =
             (a[0] as i32, a[1], a[2], a[3] as u32, a[4], a[5]);
-        let (d, _) = self.sock_fd(fd)?;
+        let (d, s) = self.sock_fd(fd)?;
+        if let Some(x) = &s.unix {
+            let (n, src) = self.unix_recv(&d, x, buf, len, flags, u)?;
+            match src {
+                // An unnamed sender's address is empty (length 0), as Linux reports it.
+                Some(name) if !name.is_empty() => {
+                    super::unix::write_sockaddr_un(u, from, from_len, &name)?
+                }
+                Some(_) if from != 0 && from_len != 0 => u.write(from_len, &0u32.to_le_bytes())?,
+                Some(_) => {}
+                None if from != 0 && from_len != 0 => u.write(from_len, &0u32.to_le_bytes())?,
+                None => {}
+            }
+            return Ok(n);
+        }
         let (n, src) = self.sock_recv_user(&d, buf, len, flags, u)?;
         match src {
             Some((a, p)) => write_sockaddr(u, from, from_len, a, p)?,
@@ -876,7 +1020,7 @@ impl<B: Backend> Files<B> {
     }
 
     /// `struct msghdr`'s fields: (name, namelen, iovecs).
-    fn read_msghdr(u: &dyn User, msg: u64) -> Result<MsgHdr, Errno> {
+    pub(super) fn read_msghdr(u: &dyn User, msg: u64) -> Result<MsgHdr, Errno> {
         let mut raw = [0u8; 56];
         u.read(msg, &mut raw)?;
         let w = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().unwrap());
@@ -901,6 +1045,9 @@ impl<B: Backend> Files<B> {
     pub(super) fn sendmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
         let (name, namelen, vecs) = Self::read_msghdr(u, msg)?;
+        if let Some(x) = &s.unix {
+            return self.unix_sendmsg(&d, x, name, namelen, &vecs, flags, u);
+        }
         let dest = if name != 0 && s.udp {
             Some(read_sockaddr(u, name, namelen)?)
         } else {
@@ -939,8 +1086,11 @@ impl<B: Backend> Files<B> {
     }
 
     pub(super) fn recvmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
-        let (d, _) = self.sock_fd(fd)?;
+        let (d, s) = self.sock_fd(fd)?;
         let (name, _, vecs) = Self::read_msghdr(u, msg)?;
+        if let Some(x) = &s.unix {
+            return self.unix_recvmsg(&d, x, msg, name, &vecs, flags, u);
+        }
         let mut done = 0u64;
         let mut source = None;
         let mut first = true;
@@ -979,8 +1129,14 @@ impl<B: Backend> Files<B> {
     /// `poll` events of a socket (`POLL*` bits).
     pub(super) fn sock_revents(&mut self, s: &Sock) -> u16 {
         use super::poll::*;
+        if let Some(x) = &s.unix {
+            return self.unix_revents(x);
+        }
         let r = self.backend.sock_ready(s.handle);
         let mut m = 0;
+        if s.peeked.is_some() {
+            m |= POLLIN | POLLRDNORM;
+        }
         if r & READY_READABLE != 0 || s.shut_rd {
             m |= POLLIN | POLLRDNORM;
         }
@@ -1009,5 +1165,30 @@ impl<B: Backend> Files<B> {
             blocks: Some(0),
             ..Stat::default()
         }
+    }
+}
+
+/// The library's own buffer as a program's memory at address 0 (`MSG_PEEK` receives into it
+/// through the ordinary receive path).
+struct TmpUser<'a>(RefCell<&'a mut Vec<u8>>);
+
+impl User for TmpUser<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let b = self.0.borrow();
+        let src = b
+            .get(addr as usize..addr as usize + buf.len())
+            .ok_or(EFAULT)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        let mut b = self.0.borrow_mut();
+        b.get_mut(addr as usize..addr as usize + data.len())
+            .ok_or(EFAULT)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+    fn cstr(&self, _addr: u64, _max: usize) -> Result<Vec<u8>, Errno> {
+        Err(EFAULT)
     }
 }

@@ -191,6 +191,48 @@ impl Ring {
         Step::Moved(n)
     }
 
+    /// Copies up to `dst.len()` bytes out from `skip` bytes past the oldest, without taking
+    /// them (`MSG_PEEK`, and a datagram's header). The caller holds the read lock. Returns the
+    /// bytes copied, or `None` if the positions are garbage.
+    pub fn peek(&self, dst: &mut [u8], skip: usize) -> Option<usize> {
+        let c = self.ctl();
+        let tail = c.tail.load(SeqCst);
+        let head = c.head.load(SeqCst);
+        let used = head.wrapping_sub(tail) as usize;
+        if used > CAPACITY {
+            return None;
+        }
+        let n = used.saturating_sub(skip).min(dst.len());
+        let at = (tail as usize).wrapping_add(skip) % CAPACITY;
+        let first = n.min(CAPACITY - at);
+        // SAFETY: as in `read`: `at < CAPACITY`, `first <= CAPACITY - at`, `n - first <
+        // CAPACITY`; `dst` is our own memory.
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.data().add(at), dst.as_mut_ptr(), first);
+            core::ptr::copy_nonoverlapping(self.data(), dst.as_mut_ptr().add(first), n - first);
+        }
+        Some(n)
+    }
+
+    /// Drops `n` bytes (at most what is held) without copying them (the rest of a datagram
+    /// cut short). The caller holds the read lock.
+    pub fn discard(&self, n: usize) {
+        let c = self.ctl();
+        let tail = c.tail.load(SeqCst);
+        let used = c.head.load(SeqCst).wrapping_sub(tail) as usize;
+        let n = n.min(used.min(CAPACITY));
+        c.tail.store(tail.wrapping_add(n as u32), SeqCst);
+    }
+
+    /// Whether the server (or a `shutdown`) marked `end` gone.
+    pub fn gone(&self, end: End) -> bool {
+        let c = self.ctl();
+        match end {
+            End::Read => c.readers_gone.load(SeqCst) != 0,
+            End::Write => c.writers_gone.load(SeqCst) != 0,
+        }
+    }
+
     /// Copies up to `src.len()` bytes in (the caller holds the write lock); `atomic`: all or
     /// nothing (a write of at most [`PIPE_BUF`] bytes).
     pub fn write(&self, src: &[u8], atomic: bool) -> Step {
@@ -347,6 +389,8 @@ impl Ring {
             .compare_exchange(token.max(1), 0, SeqCst, SeqCst);
     }
 }
+
+pub mod unix;
 
 #[cfg(test)]
 mod tests;

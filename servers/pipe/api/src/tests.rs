@@ -385,3 +385,28 @@ fn a_dead_holders_lock_is_broken_after_the_callers_bound() {
     r.lock(End::Read, 9, &mut |_| panic!("free lock"));
     r.lock(End::Write, 9, &mut |_| panic!("free lock"));
 }
+
+#[test]
+fn peek_and_discard_leave_and_take_bytes() {
+    let mut m = Mem::new();
+    let r = m.ring();
+    // Across the wrap: start near the end of the data area.
+    let mut sink = vec![0u8; CAPACITY - 3];
+    assert_eq!(r.write(&sink, false), Step::Moved(CAPACITY - 3));
+    assert_eq!(r.read(&mut sink), Step::Moved(CAPACITY - 3));
+    assert_eq!(r.write(b"abcdefgh", false), Step::Moved(8));
+    let mut b = [0u8; 4];
+    assert_eq!(r.peek(&mut b, 2), Some(4));
+    assert_eq!(&b, b"cdef");
+    assert_eq!(r.used(), Some(8));
+    r.discard(3);
+    assert_eq!(r.peek(&mut b, 0), Some(4));
+    assert_eq!(&b, b"defg");
+    // Past what is held: nothing copied, nothing taken beyond it.
+    assert_eq!(r.peek(&mut b, 10), Some(0));
+    r.discard(100);
+    assert_eq!(r.used(), Some(0));
+    assert!(!r.gone(End::Write));
+    r.set_gone(End::Write);
+    assert!(r.gone(End::Write));
+}

@@ -320,6 +320,38 @@ impl Checker {
             }
             r => wrong!(n, dead, r.map(|_| ()), "pipe.create"),
         }
+        // A local socket: a listener on a name of ours, a connection to it, accepted.
+        let name = b"\0hostile-check";
+        let l = thread::alloc_slot();
+        match p.listen(name, 4, l) {
+            Ok(l) => {
+                let (r, w) = (thread::alloc_slot(), thread::alloc_slot());
+                match p.connect(name, r, w) {
+                    Ok(c) => {
+                        let lc = pipe::Client::new(l);
+                        match lc.pending() {
+                            Ok(1) => {}
+                            r => wrong!(n, dead, r, "pending after a connect (want 1)"),
+                        }
+                        let (ar, aw) = (thread::alloc_slot(), thread::alloc_slot());
+                        match lc.accept(ar, aw) {
+                            Ok(a) => {
+                                let _ = sys::cap_delete(a.read);
+                                let _ = sys::cap_delete(a.write);
+                            }
+                            r => wrong!(n, dead, r.map(|_| ()), "accept"),
+                        }
+                        let _ = sys::cap_delete(c.read);
+                        let _ = sys::cap_delete(c.write);
+                    }
+                    r => wrong!(n, dead, r.map(|_| ()), "connect to a listener"),
+                }
+                let _ = sys::cap_delete(l);
+                // Its name is free once the server took the notice.
+                let _ = p.sync();
+            }
+            r => wrong!(n, dead, r.map(|_| ()), "listen on a free name"),
+        }
         (n, dead)
     }
 }

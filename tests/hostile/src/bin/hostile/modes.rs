@@ -683,18 +683,28 @@ fn run_console(e: &mut Engine, o: &Opts) -> bool {
 
 // ---- pipe -------------------------------------------------------------------------------------
 
-const PIPE_OPS: [u16; 4] = [
+const PIPE_OPS: [u16; 10] = [
     pipe::op::CREATE,
     pipe::op::REGISTER,
     pipe::op::POKE,
     pipe::op::SYNC,
+    pipe::op::LISTEN,
+    pipe::op::CONNECT,
+    pipe::op::ACCEPT,
+    pipe::op::PENDING,
+    pipe::op::MAILBOX,
+    pipe::op::DELIVER_TO,
 ];
 /// What an end is asked: the pipe calls and the dataspace calls (only `info` and `map` allowed).
-const PIPE_END_OPS: [u16; 11] = [
+const PIPE_END_OPS: [u16; 15] = [
     pipe::op::CREATE,
     pipe::op::REGISTER,
     pipe::op::POKE,
     pipe::op::SYNC,
+    pipe::op::ACCEPT,
+    pipe::op::PENDING,
+    pipe::op::LISTEN,
+    pipe::op::CONNECT,
     dataspace::op::INFO,
     dataspace::op::MAP,
     dataspace::op::COPY,
@@ -753,6 +763,33 @@ fn run_pipe(e: &mut Engine, o: &Opts) -> bool {
         }
         e.release(a);
         e.release(b);
+        // Local sockets: listeners until the server has no more names, every backlog filled,
+        // then all of it dropped; the server frees names and waiting connections.
+        let mut held = alloc::vec::Vec::new();
+        for k in 0..80u8 {
+            let l = e.slot();
+            match p.listen(&[0, b'h', k], 1000, l) {
+                Ok(l) => {
+                    for _ in 0..20 {
+                        let (r, w) = (e.slot(), e.slot());
+                        let ok = p.connect(&[0, b'h', k], r, w).is_ok();
+                        e.release(r);
+                        e.release(w);
+                        if !ok {
+                            break;
+                        }
+                    }
+                    held.push(l);
+                }
+                Err(_) => {
+                    e.release(l);
+                    break;
+                }
+            }
+        }
+        for l in held {
+            e.release(l);
+        }
         ask(e, check::PIPE).1
     })
 }

@@ -148,7 +148,18 @@ fn main() {
     let len = size.div_ceil(PAGE) * PAGE;
     let at = sawmill_rm::attach(cap, 0, len, None, sawmill_rm::READ | sawmill_rm::EXEC)
         .unwrap_or_else(|e| fail(format_args!("attach: {:?}", e)));
-    sawmill_rm::populate(at, len, false)
+    // SAFETY: attached readable above and never detached; its pages fault in on touch.
+    let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, size as usize) };
+    // Only the loadable part is made resident: the file's debug information behind it (most of
+    // its size) is never read, and need not fit the PFS's cache.
+    let (_, segments) = sawmill_loader::segments(bytes, u64::MAX)
+        .unwrap_or_else(|e| fail(format_args!("{}: {}", PERSONALITY, e.text())));
+    let loaded = segments
+        .iter()
+        .map(|s| s.offset + s.filesz)
+        .max()
+        .unwrap_or(0);
+    sawmill_rm::populate(at, loaded.div_ceil(PAGE) * PAGE, false)
         .unwrap_or_else(|e| fail(format_args!("populate: {:?}", e)));
     // SAFETY: attached readable above and never detached.
     let img = unsafe { MappedImage::on_demand(at, size) };

@@ -221,12 +221,27 @@ fn rm_rights(prot: u64) -> u32 {
 
 /// Reads the environment, loads the program and enters it. Never returns.
 pub fn start() {
-    let exe = env::find_all(env::KIND_LINUX_EXEC)
-        .next()
+    // The records the start reads, in one pass over the environment (a lookup by kind each
+    // walks every record: ~1.2k instructions apiece); the first of each kind counts.
+    let mut found: [Option<(u64, &'static [u8])>; 5] = [None; 5];
+    const START_KINDS: [u64; 5] = [
+        env::KIND_LINUX_EXEC,
+        env::KIND_LINUX_IDS,
+        env::KIND_LINUX_CLOCK,
+        env::KIND_LINUX_SEED,
+        env::KIND_LINUX_TRACE,
+    ];
+    for (kind, value, bytes) in env::all() {
+        if let Some(i) = START_KINDS.iter().position(|&k| k == kind) {
+            found[i].get_or_insert((value, bytes));
+        }
+    }
+    let [exe_rec, ids_rec, clock_rec, seed_rec, trace_rec] = found;
+    let exe = exe_rec
         .and_then(|(_, b)| core::str::from_utf8(b).ok())
         .unwrap_or("");
     let mut ids = [0u32; 4];
-    let (pid, ppid) = match env::find_all(env::KIND_LINUX_IDS).next() {
+    let (pid, ppid) = match ids_rec {
         Some((pid, b)) if b.len() >= 20 => {
             let w = |i: usize| u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
             ids = [w(1), w(2), w(3), w(4)];
@@ -234,7 +249,7 @@ pub fn start() {
         }
         _ => (1, 0),
     };
-    let clock = match env::find_all(env::KIND_LINUX_CLOCK).next() {
+    let clock = match clock_rec {
         Some((secs, b)) if b.len() >= 16 => (
             secs,
             u64::from_le_bytes(b[0..8].try_into().unwrap()),
@@ -242,12 +257,9 @@ pub fn start() {
         ),
         _ => (0, 0, 1_000_000),
     };
-    let seed = env::find_all(env::KIND_LINUX_SEED)
-        .next()
-        .map(|(_, b)| b)
-        .unwrap_or(&[]);
+    let seed = seed_rec.map(|(_, b)| b).unwrap_or(&[]);
     let mut rng = Rng::new(seed);
-    let trace = env::value(env::KIND_LINUX_TRACE) == Some(1);
+    let trace = trace_rec.map(|(v, _)| v) == Some(1);
 
     // The region manager: everything of the program's part is its to manage; its own
     // attachments (file windows, buffers) go above the program.

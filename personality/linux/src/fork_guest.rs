@@ -48,7 +48,7 @@ fn free_slot(s: u64) {
 }
 
 fn proc_client() -> Result<proc::Client, Errno> {
-    env::cap(proc::NAME)
+    crate::guest::proc_cap()
         .map(proc::Client::new)
         .ok_or(errno::ENOSYS)
 }

@@ -93,6 +93,23 @@ fn process() -> &'static mut Process {
     PROCESS.get().as_mut().expect("process state set at start")
 }
 
+/// proc's endpoint, looked up once: the environment stays as it is while the image runs, and
+/// a lookup by name walks every record (~1.2k instructions; every fork, wait, exit and fetch
+/// of signals asks).
+pub(crate) fn proc_cap() -> Option<u64> {
+    /// 0: not looked up yet; `u64::MAX`: the environment names none.
+    static PROC_CAP: AtomicU64 = AtomicU64::new(0);
+    match PROC_CAP.load(Ordering::Relaxed) {
+        0 => {
+            let found = env::cap(proc::NAME);
+            PROC_CAP.store(found.unwrap_or(u64::MAX), Ordering::Relaxed);
+            found
+        }
+        u64::MAX => None,
+        cap => Some(cap),
+    }
+}
+
 /// Ends the process with `status` through the process server; without one (a test launcher
 /// that serves none), by ending the thread.
 pub(crate) fn exit_process(status: u32) -> ! {
@@ -102,7 +119,7 @@ pub(crate) fn exit_process(status: u32) -> ! {
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
-    if let Some(p) = env::cap("proc") {
+    if let Some(p) = proc_cap() {
         let _ = proc::Client::new(p).exit(status & 0xff);
     }
     println!("linux: exit status {} (no process server)", status & 0xff);
@@ -116,7 +133,7 @@ pub(crate) fn kill_process(status: u32) -> ! {
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
-    if let Some(p) = env::cap("proc") {
+    if let Some(p) = proc_cap() {
         let _ = proc::Client::new(p).killed(status);
     }
     println!(
@@ -1253,7 +1270,7 @@ fn sys_reboot(euid: u32, magic: u64, magic2: u64, cmd: u64) -> SysResult {
 }
 
 fn ask_power_off(cmd: u64) -> SysResult {
-    let p = env::cap(proc::NAME).ok_or(errno::ENOSYS)?;
+    let p = proc_cap().ok_or(errno::ENOSYS)?;
     proc::Client::new(p)
         .reboot(cmd as u32)
         .map(|_| 0)
@@ -1467,7 +1484,7 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     if bytes.len() > MAX_EXEC_REQUEST {
         return Err(errno::E2BIG);
     }
-    let proc = proc::Client::new(env::cap("proc").ok_or(errno::ENOSYS)?);
+    let proc = proc::Client::new(proc_cap().ok_or(errno::ENOSYS)?);
     for chunk in bytes.chunks(EXEC_CHUNK) {
         proc.exec_data(chunk).map_err(proc_errno)?;
     }

@@ -213,7 +213,7 @@ pub fn ignores_or_blocks(signo: u32) -> bool {
 /// and SIGCHLD), and the program's thread waits here until a SIGCONT (proc's `WAKE_CONT`);
 /// a SIGKILL ends the task meanwhile. Other signals stay pending until then, as on Linux.
 fn stop(signo: u32) {
-    let Some(p) = env::cap("proc") else {
+    let Some(p) = crate::guest::proc_cap() else {
         return;
     };
     CONTINUED.store(false, Ordering::Relaxed);
@@ -284,7 +284,7 @@ fn timer_thread(kick: u64) {
 
 /// Takes every signal proc holds for us into the pending set.
 fn fetch_from_proc() {
-    let Some(p) = env::cap("proc") else {
+    let Some(p) = crate::guest::proc_cap() else {
         return;
     };
     let c = proc::Client::new(p);
@@ -750,7 +750,7 @@ fn register_fault_entry() {
     if FAULT_ENTRY_SET.swap(true, Ordering::Relaxed) {
         return;
     }
-    if let Some(p) = env::cap("proc") {
+    if let Some(p) = crate::guest::proc_cap() {
         let _ = proc::Client::new(p).sig_entry(linux_fault_entry as *const () as u64);
     }
 }
@@ -898,7 +898,7 @@ pub(crate) fn raise_thread(info: Info) {
 /// Sends through proc (another process, a group, everyone); then takes at once what proc may
 /// have made pending for us.
 fn send_via_proc(target: i64, signo: u32, code: i32) -> SysResult {
-    let Some(p) = env::cap("proc") else {
+    let Some(p) = crate::guest::proc_cap() else {
         return Err(errno::ESRCH);
     };
     let target = i32::try_from(target).map_err(|_| errno::ESRCH)?;

@@ -163,14 +163,29 @@ pub struct Guest {
     pub(crate) sockets: crate::socket_guest::Sockets,
 }
 
+/// The process's ids record (`KIND_LINUX_IDS`: pid, then parent, uid, euid, gid, egid) and its
+/// working directory (`KIND_LINUX_CWD`), as the file layer's start finds them.
+struct StartRecords {
+    ids: Option<(u64, &'static [u8])>,
+    cwd: Option<&'static [u8]>,
+}
+
 impl Guest {
     fn new() -> Guest {
-        // What the file layer needs of the environment, in one pass over its records (a lookup
-        // by name or kind each walks them all: ~1.2k instructions apiece at every start).
+        Guest::from_env().0
+    }
+
+    /// The backend, and the records the start reads besides, from one pass over the
+    /// environment's records (a lookup by name or kind each walks them all: ~1.2k instructions
+    /// apiece at every start).
+    fn from_env() -> (Guest, StartRecords) {
         let (mut vfs, mut console, mut console_in, mut pipe, mut wake, mut stack) =
             (None, None, None, None, None, None);
-        let (mut seed, mut pid): (&[u8], u64) = (&[], 1);
-        let (mut seen_seed, mut seen_ids) = (false, false);
+        let mut seed: Option<&[u8]> = None;
+        let mut records = StartRecords {
+            ids: None,
+            cwd: None,
+        };
         for (kind, value, bytes) in env::all() {
             match kind {
                 env::KIND_CAP => {
@@ -192,24 +207,26 @@ impl Guest {
                     };
                     slot.get_or_insert(value);
                 }
-                env::KIND_LINUX_SEED if !seen_seed => {
-                    seen_seed = true;
-                    seed = bytes;
+                env::KIND_LINUX_SEED => {
+                    seed.get_or_insert(bytes);
                 }
-                env::KIND_LINUX_IDS if !seen_ids => {
-                    seen_ids = true;
-                    pid = value;
+                env::KIND_LINUX_IDS => {
+                    records.ids.get_or_insert((value, bytes));
+                }
+                env::KIND_LINUX_CWD => {
+                    records.cwd.get_or_insert(bytes);
                 }
                 _ => {}
             }
         }
+        let pid = records.ids.map_or(1, |(pid, _)| pid);
         let mut rng = 0x9e37_79b9_7f4a_7c15;
-        for c in seed.chunks(8) {
+        for c in seed.unwrap_or(&[]).chunks(8) {
             let mut w = [0u8; 8];
             w[..c.len()].copy_from_slice(c);
             rng = (rng ^ u64::from_le_bytes(w)).rotate_left(23);
         }
-        Guest {
+        let guest = Guest {
             fs: Fs::with_windows(vfs.unwrap_or(0), sawmill_linux::layout::LIB_FILE_WINDOWS),
             console: console.map(console::Client::new),
             console_in: console_in.map(console::Client::new),
@@ -218,7 +235,8 @@ impl Guest {
             rng,
             pipes: crate::pipe_guest::Pipes::with_caps(pipe, wake, pid),
             sockets: crate::socket_guest::Sockets::with_caps(stack, wake),
-        }
+        };
+        (guest, records)
     }
 }
 
@@ -537,8 +555,9 @@ pub fn wait_wake_unbusy(deadline: Option<u64>) -> u64 {
 /// Sets up the descriptor table: 0, 1 and 2 on the console; `exe` is the program's path. The
 /// working directory and ids come from the environment records (KIND_LINUX_CWD, _IDS).
 pub fn init(exe: &str) {
-    with_fresh(Files::new(Guest::new(), exe.as_bytes()), |f| {
-        if let Some((pid, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+    let (guest, records) = Guest::from_env();
+    with_fresh(Files::new(guest, exe.as_bytes()), |f| {
+        if let Some((pid, ids)) = records.ids {
             f.pid = u32::try_from(pid).unwrap_or(0);
             let id = |i: usize| {
                 ids.get(i * 4..i * 4 + 4)
@@ -550,7 +569,7 @@ pub fn init(exe: &str) {
                 f.gid = gid;
             }
         }
-        if let Some((_, cwd)) = env::find_all(env::KIND_LINUX_CWD).next() {
+        if let Some(cwd) = records.cwd {
             if f.set_cwd(cwd).is_err() {
                 sawmill_rt::println!("linux: cannot start in the working directory; using /");
             }
@@ -806,9 +825,9 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
 /// the family's offset page.
 pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
     use sawmill_linux::handoff::{Object, NONE};
-    let fresh = Files::new(Guest::new(), exe.as_bytes());
-    with_fresh(fresh, |f| {
-        if let Some((pid, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+    let (guest, records) = Guest::from_env();
+    with_fresh(Files::new(guest, exe.as_bytes()), |f| {
+        if let Some((pid, ids)) = records.ids {
             f.pid = u32::try_from(pid).unwrap_or(0);
             if let (Some(uid), Some(gid)) = (
                 ids.get(4..8)

@@ -326,8 +326,15 @@ pub fn start() {
     if let Err(e) = attach_anonymous(stack_lo, layout::STACK_MAX, rm::READ | rm::WRITE) {
         cannot_start(exe, "no stack", e);
     }
-    let argv: Vec<&[u8]> = env::find_all(env::KIND_ARG).map(|(_, b)| b).collect();
-    let envp: Vec<&[u8]> = env::find_all(env::KIND_LINUX_ENV).map(|(_, b)| b).collect();
+    // Arguments and environment strings in one pass over the records (a walk each before).
+    let (mut argv, mut envp): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+    for (kind, _, bytes) in env::all() {
+        match kind {
+            env::KIND_ARG => argv.push(bytes),
+            env::KIND_LINUX_ENV => envp.push(bytes),
+            _ => {}
+        }
+    }
     let mut random_bytes = [0u8; 16];
     rng.fill(&mut random_bytes);
     let info = StackInfo {

@@ -102,13 +102,26 @@ fn fpu_init_state() -> Fx {
 /// At start: the signal state an exec kept, the wake notification, the processor's MXCSR
 /// mask, the first poll time.
 pub fn init() {
-    if let Some((blocked, b)) = env::find_all(env::KIND_LINUX_SIGNALS).next() {
+    // Both records in one pass over the environment (a lookup each walks every record).
+    let (mut kept, mut wake) = (None, None);
+    for (kind, value, bytes) in env::all() {
+        match kind {
+            env::KIND_LINUX_SIGNALS => {
+                kept.get_or_insert((value, bytes));
+            }
+            env::KIND_CAP if bytes == WAKE_CAP.as_bytes() => {
+                wake.get_or_insert(value);
+            }
+            _ => {}
+        }
+    }
+    if let Some((blocked, b)) = kept {
         let ignored = b
             .get(..8)
             .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
         *SIGNALS.get() = Some(Signals::after_exec(ignored, blocked));
     }
-    let wake = env::cap(WAKE_CAP)
+    let wake = wake
         .or_else(|| thread::create(ObjKind::Notification, 0).ok())
         .unwrap_or(0);
     WAKE.store(wake, Ordering::Relaxed);

@@ -368,7 +368,8 @@ pub fn interrupted() -> bool {
 /// at once with it (and the waiter's next look says true). The interval timer is read here.
 pub fn interrupted_before_wait() -> bool {
     let t = REAL_TIMER.get();
-    if t.fire(guest::monotonic_ns()) {
+    // An unarmed timer needs no clock (its 128-bit division, at every pipe and terminal wait).
+    if t.deadline != 0 && t.fire(guest::monotonic_ns()) {
         signals().raise(Info::kernel(sig::SIGALRM));
         sync_timer_thread();
     }

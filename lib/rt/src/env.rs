@@ -193,6 +193,12 @@ pub fn find_all(kind: u64) -> impl Iterator<Item = (u64, &'static [u8])> {
         .map(|r| (r.1, r.2))
 }
 
+/// Every record: (kind, value, bytes), in order. For a program that wants several kinds: one
+/// pass over the page where a [`find_all`] or [`cap`] each is one.
+pub fn all() -> impl Iterator<Item = (u64, u64, &'static [u8])> {
+    records(page())
+}
+
 /// The value of the first record of `kind` (for the records that carry one number).
 pub fn value(kind: u64) -> Option<u64> {
     records(page()).find(|r| r.0 == kind).map(|r| r.1)

@@ -163,29 +163,80 @@ pub struct Guest {
     pub(crate) sockets: crate::socket_guest::Sockets,
 }
 
+/// The process's ids record (`KIND_LINUX_IDS`: pid, then parent, uid, euid, gid, egid) and its
+/// working directory (`KIND_LINUX_CWD`), as the file layer's start finds them.
+struct StartRecords {
+    ids: Option<(u64, &'static [u8])>,
+    cwd: Option<&'static [u8]>,
+}
+
 impl Guest {
     fn new() -> Guest {
-        let mut rng = 0x9e37_79b9_7f4a_7c15;
-        if let Some((_, seed)) = env::find_all(env::KIND_LINUX_SEED).next() {
-            for c in seed.chunks(8) {
-                let mut w = [0u8; 8];
-                w[..c.len()].copy_from_slice(c);
-                rng = (rng ^ u64::from_le_bytes(w)).rotate_left(23);
+        Guest::from_env().0
+    }
+
+    /// The backend, and the records the start reads besides, from one pass over the
+    /// environment's records (a lookup by name or kind each walks them all: ~1.2k instructions
+    /// apiece at every start).
+    fn from_env() -> (Guest, StartRecords) {
+        let (mut vfs, mut console, mut console_in, mut pipe, mut wake, mut stack) =
+            (None, None, None, None, None, None);
+        let mut seed: Option<&[u8]> = None;
+        let mut records = StartRecords {
+            ids: None,
+            cwd: None,
+        };
+        for (kind, value, bytes) in env::all() {
+            match kind {
+                env::KIND_CAP => {
+                    let name = bytes;
+                    let slot = if name == b"vfs" {
+                        &mut vfs
+                    } else if name == b"console" {
+                        &mut console
+                    } else if name == b"console-in" {
+                        &mut console_in
+                    } else if name == sawmill_interfaces::pipe::NAME.as_bytes() {
+                        &mut pipe
+                    } else if name == sawmill_proc_api::WAKE_CAP.as_bytes() {
+                        &mut wake
+                    } else if name == crate::socket_guest::STACK_CAP.as_bytes() {
+                        &mut stack
+                    } else {
+                        continue;
+                    };
+                    slot.get_or_insert(value);
+                }
+                env::KIND_LINUX_SEED => {
+                    seed.get_or_insert(bytes);
+                }
+                env::KIND_LINUX_IDS => {
+                    records.ids.get_or_insert((value, bytes));
+                }
+                env::KIND_LINUX_CWD => {
+                    records.cwd.get_or_insert(bytes);
+                }
+                _ => {}
             }
         }
-        Guest {
-            fs: Fs::with_windows(
-                env::cap("vfs").unwrap_or(0),
-                sawmill_linux::layout::LIB_FILE_WINDOWS,
-            ),
-            console: env::cap("console").map(console::Client::new),
-            console_in: env::cap("console-in").map(console::Client::new),
+        let pid = records.ids.map_or(1, |(pid, _)| pid);
+        let mut rng = 0x9e37_79b9_7f4a_7c15;
+        for c in seed.unwrap_or(&[]).chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            rng = (rng ^ u64::from_le_bytes(w)).rotate_left(23);
+        }
+        let guest = Guest {
+            fs: Fs::with_windows(vfs.unwrap_or(0), sawmill_linux::layout::LIB_FILE_WINDOWS),
+            console: console.map(console::Client::new),
+            console_in: console_in.map(console::Client::new),
             fallback_termios: Termios::default(),
             fallback_winsize: (24, 80),
             rng,
-            pipes: crate::pipe_guest::Pipes::new(),
-            sockets: crate::socket_guest::Sockets::new(),
-        }
+            pipes: crate::pipe_guest::Pipes::with_caps(pipe, wake, pid),
+            sockets: crate::socket_guest::Sockets::with_caps(stack, wake),
+        };
+        (guest, records)
     }
 }
 
@@ -461,14 +512,31 @@ static STATE: State = State {
 };
 
 fn with<R>(f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
-    while STATE.busy.swap(true, Ordering::Acquire) {
-        core::hint::spin_loop();
-    }
-    // SAFETY: `busy` is ours until the store below, so no other reference to `files` exists.
-    let files = unsafe { &mut *STATE.files.get() };
+    let files = take_state();
     let r = f(files.get_or_insert_with(|| Files::new(Guest::new(), b"")));
     STATE.busy.store(false, Ordering::Release);
     r
+}
+
+/// [`with`] on a file layer made fresh (the start's `init` and `adopt`), replacing any there
+/// was: made once, where `with` alone would first make a default one (its servers looked up in
+/// the environment, ~12k instructions of every process's start) only to drop it.
+fn with_fresh<R>(fresh: Files<Guest>, f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
+    let files = take_state();
+    let r = f(files.insert(fresh));
+    STATE.busy.store(false, Ordering::Release);
+    r
+}
+
+/// Takes `busy` (the caller stores false into it when done) and gives the state it guards.
+#[inline(always)]
+fn take_state() -> &'static mut Option<Files<Guest>> {
+    while STATE.busy.swap(true, Ordering::Acquire) {
+        core::hint::spin_loop();
+    }
+    // SAFETY: `busy` is ours until the caller's store of false, so no other reference to
+    // `files` exists meanwhile (the caller drops the one returned before that store).
+    unsafe { &mut *STATE.files.get() }
 }
 
 /// The file layer's sleep (a pipe's or the terminal's wait, inside [`with`]): the state is
@@ -487,9 +555,9 @@ pub fn wait_wake_unbusy(deadline: Option<u64>) -> u64 {
 /// Sets up the descriptor table: 0, 1 and 2 on the console; `exe` is the program's path. The
 /// working directory and ids come from the environment records (KIND_LINUX_CWD, _IDS).
 pub fn init(exe: &str) {
-    with(|f| {
-        *f = Files::new(Guest::new(), exe.as_bytes());
-        if let Some((pid, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+    let (guest, records) = Guest::from_env();
+    with_fresh(Files::new(guest, exe.as_bytes()), |f| {
+        if let Some((pid, ids)) = records.ids {
             f.pid = u32::try_from(pid).unwrap_or(0);
             let id = |i: usize| {
                 ids.get(i * 4..i * 4 + 4)
@@ -501,7 +569,7 @@ pub fn init(exe: &str) {
                 f.gid = gid;
             }
         }
-        if let Some((_, cwd)) = env::find_all(env::KIND_LINUX_CWD).next() {
+        if let Some(cwd) = records.cwd {
             if f.set_cwd(cwd).is_err() {
                 sawmill_rt::println!("linux: cannot start in the working directory; using /");
             }
@@ -769,9 +837,9 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
 /// the family's offset page.
 pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
     use sawmill_linux::handoff::{Object, NONE};
-    with(|f| {
-        *f = Files::new(Guest::new(), exe.as_bytes());
-        if let Some((pid, ids)) = env::find_all(env::KIND_LINUX_IDS).next() {
+    let (guest, records) = Guest::from_env();
+    with_fresh(Files::new(guest, exe.as_bytes()), |f| {
+        if let Some((pid, ids)) = records.ids {
             f.pid = u32::try_from(pid).unwrap_or(0);
             if let (Some(uid), Some(gid)) = (
                 ids.get(4..8)

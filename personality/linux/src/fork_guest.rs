@@ -48,7 +48,7 @@ fn free_slot(s: u64) {
 }
 
 fn proc_client() -> Result<proc::Client, Errno> {
-    env::cap(proc::NAME)
+    crate::guest::proc_cap()
         .map(proc::Client::new)
         .ok_or(errno::ENOSYS)
 }
@@ -204,19 +204,32 @@ fn hand_off(st: &State, caps: &mut Caps, room: Option<usize>) -> Result<(), Errn
 /// the capabilities it names (this task's slots, by index); `None` if there is none. The
 /// state is in the environment, or in a dataspace (index 0), freed once read.
 pub fn received() -> Option<(State, Vec<u64>)> {
-    let n = env::value(env::KIND_LINUX_HANDOFF)? as usize;
-    // One pass over the capability records (`hand<i>`), not a search per index.
-    let mut caps = alloc::vec![0; n.min(sawmill_proc_api::MAX_HANDOFF_CAPS + 1)];
-    for (slot, name) in env::find_all(env::KIND_CAP) {
-        let index = name
-            .strip_prefix(HANDOFF_CAP_PREFIX.as_bytes())
-            .and_then(|d| core::str::from_utf8(d).ok())
-            .and_then(|d| d.parse::<usize>().ok());
-        if let Some(c) = index.and_then(|i| caps.get_mut(i)) {
-            *c = slot;
+    // One pass over the environment: the count, the capability records (`hand<i>`) and the
+    // state record, not a search per index nor per kind (each walks every record).
+    let mut n = None;
+    let mut state = None;
+    let mut caps = alloc::vec![0; sawmill_proc_api::MAX_HANDOFF_CAPS + 1];
+    for (kind, value, bytes) in env::all() {
+        match kind {
+            env::KIND_LINUX_HANDOFF => {
+                n.get_or_insert(value as usize);
+            }
+            env::KIND_LINUX_STATE => {
+                state.get_or_insert(bytes);
+            }
+            env::KIND_CAP => {
+                let index = bytes
+                    .strip_prefix(HANDOFF_CAP_PREFIX.as_bytes())
+                    .and_then(decimal);
+                if let Some(c) = index.and_then(|i| caps.get_mut(i)) {
+                    *c = value;
+                }
+            }
+            _ => {}
         }
     }
-    if let Some((_, bytes)) = env::find_all(env::KIND_LINUX_STATE).next() {
+    caps.truncate(n?);
+    if let Some(bytes) = state {
         return State::decode(bytes).map(|s| (s, caps));
     }
     let ds = *caps.first()?;
@@ -232,6 +245,17 @@ pub fn received() -> Option<(State, Vec<u64>)> {
     let _ = dataspace::Client::new(ds).free();
     let _ = sys::cap_delete(ds);
     st.map(|s| (s, caps))
+}
+
+/// The number a capability record's name ends in (`hand12`: 12), plain decimal digits only.
+fn decimal(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |n, &d| {
+        d.is_ascii_digit().then_some(())?;
+        n.checked_mul(10)?.checked_add((d - b'0') as usize)
+    })
 }
 
 /// `fork`, `vfork` and `clone`: the child's pid, or an error with nothing changed.

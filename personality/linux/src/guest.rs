@@ -93,6 +93,23 @@ fn process() -> &'static mut Process {
     PROCESS.get().as_mut().expect("process state set at start")
 }
 
+/// proc's endpoint, looked up once: the environment stays as it is while the image runs, and
+/// a lookup by name walks every record (~1.2k instructions; every fork, wait, exit and fetch
+/// of signals asks).
+pub(crate) fn proc_cap() -> Option<u64> {
+    /// 0: not looked up yet; `u64::MAX`: the environment names none.
+    static PROC_CAP: AtomicU64 = AtomicU64::new(0);
+    match PROC_CAP.load(Ordering::Relaxed) {
+        0 => {
+            let found = env::cap(proc::NAME);
+            PROC_CAP.store(found.unwrap_or(u64::MAX), Ordering::Relaxed);
+            found
+        }
+        u64::MAX => None,
+        cap => Some(cap),
+    }
+}
+
 /// Ends the process with `status` through the process server; without one (a test launcher
 /// that serves none), by ending the thread.
 pub(crate) fn exit_process(status: u32) -> ! {
@@ -102,7 +119,7 @@ pub(crate) fn exit_process(status: u32) -> ! {
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
-    if let Some(p) = env::cap("proc") {
+    if let Some(p) = proc_cap() {
         let _ = proc::Client::new(p).exit(status & 0xff);
     }
     println!("linux: exit status {} (no process server)", status & 0xff);
@@ -116,7 +133,7 @@ pub(crate) fn kill_process(status: u32) -> ! {
         layout::PROGRAM_MIN,
         layout::PROGRAM_END - layout::PROGRAM_MIN,
     );
-    if let Some(p) = env::cap("proc") {
+    if let Some(p) = proc_cap() {
         let _ = proc::Client::new(p).killed(status);
     }
     println!(
@@ -221,12 +238,27 @@ fn rm_rights(prot: u64) -> u32 {
 
 /// Reads the environment, loads the program and enters it. Never returns.
 pub fn start() {
-    let exe = env::find_all(env::KIND_LINUX_EXEC)
-        .next()
+    // The records the start reads, in one pass over the environment (a lookup by kind each
+    // walks every record: ~1.2k instructions apiece); the first of each kind counts.
+    let mut found: [Option<(u64, &'static [u8])>; 5] = [None; 5];
+    const START_KINDS: [u64; 5] = [
+        env::KIND_LINUX_EXEC,
+        env::KIND_LINUX_IDS,
+        env::KIND_LINUX_CLOCK,
+        env::KIND_LINUX_SEED,
+        env::KIND_LINUX_TRACE,
+    ];
+    for (kind, value, bytes) in env::all() {
+        if let Some(i) = START_KINDS.iter().position(|&k| k == kind) {
+            found[i].get_or_insert((value, bytes));
+        }
+    }
+    let [exe_rec, ids_rec, clock_rec, seed_rec, trace_rec] = found;
+    let exe = exe_rec
         .and_then(|(_, b)| core::str::from_utf8(b).ok())
         .unwrap_or("");
     let mut ids = [0u32; 4];
-    let (pid, ppid) = match env::find_all(env::KIND_LINUX_IDS).next() {
+    let (pid, ppid) = match ids_rec {
         Some((pid, b)) if b.len() >= 20 => {
             let w = |i: usize| u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
             ids = [w(1), w(2), w(3), w(4)];
@@ -234,7 +266,7 @@ pub fn start() {
         }
         _ => (1, 0),
     };
-    let clock = match env::find_all(env::KIND_LINUX_CLOCK).next() {
+    let clock = match clock_rec {
         Some((secs, b)) if b.len() >= 16 => (
             secs,
             u64::from_le_bytes(b[0..8].try_into().unwrap()),
@@ -242,12 +274,9 @@ pub fn start() {
         ),
         _ => (0, 0, 1_000_000),
     };
-    let seed = env::find_all(env::KIND_LINUX_SEED)
-        .next()
-        .map(|(_, b)| b)
-        .unwrap_or(&[]);
+    let seed = seed_rec.map(|(_, b)| b).unwrap_or(&[]);
     let mut rng = Rng::new(seed);
-    let trace = env::value(env::KIND_LINUX_TRACE) == Some(1);
+    let trace = trace_rec.map(|(v, _)| v) == Some(1);
 
     // The region manager: everything of the program's part is its to manage; its own
     // attachments (file windows, buffers) go above the program.
@@ -297,8 +326,15 @@ pub fn start() {
     if let Err(e) = attach_anonymous(stack_lo, layout::STACK_MAX, rm::READ | rm::WRITE) {
         cannot_start(exe, "no stack", e);
     }
-    let argv: Vec<&[u8]> = env::find_all(env::KIND_ARG).map(|(_, b)| b).collect();
-    let envp: Vec<&[u8]> = env::find_all(env::KIND_LINUX_ENV).map(|(_, b)| b).collect();
+    // Arguments and environment strings in one pass over the records (a walk each before).
+    let (mut argv, mut envp): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+    for (kind, _, bytes) in env::all() {
+        match kind {
+            env::KIND_ARG => argv.push(bytes),
+            env::KIND_LINUX_ENV => envp.push(bytes),
+            _ => {}
+        }
+    }
     let mut random_bytes = [0u8; 16];
     rng.fill(&mut random_bytes);
     let info = StackInfo {
@@ -1241,7 +1277,7 @@ fn sys_reboot(euid: u32, magic: u64, magic2: u64, cmd: u64) -> SysResult {
 }
 
 fn ask_power_off(cmd: u64) -> SysResult {
-    let p = env::cap(proc::NAME).ok_or(errno::ENOSYS)?;
+    let p = proc_cap().ok_or(errno::ENOSYS)?;
     proc::Client::new(p)
         .reboot(cmd as u32)
         .map(|_| 0)
@@ -1455,7 +1491,7 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     if bytes.len() > MAX_EXEC_REQUEST {
         return Err(errno::E2BIG);
     }
-    let proc = proc::Client::new(env::cap("proc").ok_or(errno::ENOSYS)?);
+    let proc = proc::Client::new(proc_cap().ok_or(errno::ENOSYS)?);
     for chunk in bytes.chunks(EXEC_CHUNK) {
         proc.exec_data(chunk).map_err(proc_errno)?;
     }

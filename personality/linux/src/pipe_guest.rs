@@ -61,7 +61,7 @@ pub struct Pipes {
     ends: BTreeMap<u64, EndState>,
     pub(crate) free_slots: Vec<u64>,
     token: u32,
-    /// TSC ticks per ms (the clock of deadlines and lock patience).
+    /// TSC ticks per ms (the clock of deadlines and lock patience); 0 until asked (`khz`).
     khz: u64,
 }
 
@@ -73,15 +73,30 @@ impl Pipes {
         let pid = env::find_all(env::KIND_LINUX_IDS)
             .next()
             .map_or(1, |(pid, _)| pid);
+        Pipes::with_caps(env::cap(pipe::NAME), env::cap(WAKE_CAP), pid)
+    }
+
+    /// The state over the pipe server's capability and the wake notification (found by the
+    /// caller), for process `pid`.
+    pub fn with_caps(server: Option<u64>, wake: Option<u64>, pid: u64) -> Pipes {
         Pipes {
-            server: env::cap(pipe::NAME).map(pipe::Client::new),
-            wake: env::cap(WAKE_CAP),
+            server: server.map(pipe::Client::new),
+            wake,
             ends: BTreeMap::new(),
             free_slots: Vec::new(),
             // Not 0 (the free lock), and different from other processes'.
             token: (pid as u32).max(1),
-            khz: sawmill_rt::clock::Wall::get().khz.max(1),
+            khz: 0,
         }
+    }
+
+    /// TSC ticks per ms, asked of the kernel on first use (three calls that most processes,
+    /// which never wait with a deadline, do without).
+    fn khz(&mut self) -> u64 {
+        if self.khz == 0 {
+            self.khz = sawmill_rt::clock::Wall::get().khz.max(1);
+        }
+        self.khz
     }
 
     pub(crate) fn slot(&mut self) -> u64 {
@@ -275,8 +290,8 @@ impl PipeHost for Guest {
         // Every wait of the process goes through the signals layer's, so a caught signal ends
         // it (EINTR, or a restart under SA_RESTART) and no wake bit is lost to another waiter:
         // a waiter always looks at its condition again before it waits.
-        let khz = self.pipes.khz as u128;
-        let tsc_deadline = deadline.map(|ns| (ns as u128 * khz / 1_000_000) as u64);
+        let tsc_deadline =
+            deadline.map(|ns| (ns as u128 * self.pipes.khz() as u128 / 1_000_000) as u64);
         loop {
             if crate::signal_guest::interrupted_before_wait() {
                 return Err(sawmill_linux::signal::ERESTARTSYS);
@@ -292,7 +307,7 @@ impl PipeHost for Guest {
     }
 
     fn now_ns(&mut self) -> u64 {
-        ((sys::rdtsc() as u128) * 1_000_000 / self.pipes.khz as u128) as u64
+        ((sys::rdtsc() as u128) * 1_000_000 / self.pipes.khz() as u128) as u64
     }
 
     fn lock_token(&mut self) -> u32 {
@@ -300,7 +315,7 @@ impl PipeHost for Guest {
     }
 
     fn lock_patience(&mut self, tries: u32) -> bool {
-        let khz = self.pipes.khz;
+        let khz = self.pipes.khz();
         if tries == 1 {
             LOCK_WAIT_START.store(now_ms(khz), Ordering::Relaxed);
         }

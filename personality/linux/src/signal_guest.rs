@@ -102,13 +102,26 @@ fn fpu_init_state() -> Fx {
 /// At start: the signal state an exec kept, the wake notification, the processor's MXCSR
 /// mask, the first poll time.
 pub fn init() {
-    if let Some((blocked, b)) = env::find_all(env::KIND_LINUX_SIGNALS).next() {
+    // Both records in one pass over the environment (a lookup each walks every record).
+    let (mut kept, mut wake) = (None, None);
+    for (kind, value, bytes) in env::all() {
+        match kind {
+            env::KIND_LINUX_SIGNALS => {
+                kept.get_or_insert((value, bytes));
+            }
+            env::KIND_CAP if bytes == WAKE_CAP.as_bytes() => {
+                wake.get_or_insert(value);
+            }
+            _ => {}
+        }
+    }
+    if let Some((blocked, b)) = kept {
         let ignored = b
             .get(..8)
             .map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
         *SIGNALS.get() = Some(Signals::after_exec(ignored, blocked));
     }
-    let wake = env::cap(WAKE_CAP)
+    let wake = wake
         .or_else(|| thread::create(ObjKind::Notification, 0).ok())
         .unwrap_or(0);
     WAKE.store(wake, Ordering::Relaxed);
@@ -213,7 +226,7 @@ pub fn ignores_or_blocks(signo: u32) -> bool {
 /// and SIGCHLD), and the program's thread waits here until a SIGCONT (proc's `WAKE_CONT`);
 /// a SIGKILL ends the task meanwhile. Other signals stay pending until then, as on Linux.
 fn stop(signo: u32) {
-    let Some(p) = env::cap("proc") else {
+    let Some(p) = crate::guest::proc_cap() else {
         return;
     };
     CONTINUED.store(false, Ordering::Relaxed);
@@ -284,7 +297,7 @@ fn timer_thread(kick: u64) {
 
 /// Takes every signal proc holds for us into the pending set.
 fn fetch_from_proc() {
-    let Some(p) = env::cap("proc") else {
+    let Some(p) = crate::guest::proc_cap() else {
         return;
     };
     let c = proc::Client::new(p);
@@ -355,7 +368,8 @@ pub fn interrupted() -> bool {
 /// at once with it (and the waiter's next look says true). The interval timer is read here.
 pub fn interrupted_before_wait() -> bool {
     let t = REAL_TIMER.get();
-    if t.fire(guest::monotonic_ns()) {
+    // An unarmed timer needs no clock (its 128-bit division, at every pipe and terminal wait).
+    if t.deadline != 0 && t.fire(guest::monotonic_ns()) {
         signals().raise(Info::kernel(sig::SIGALRM));
         sync_timer_thread();
     }
@@ -750,7 +764,7 @@ fn register_fault_entry() {
     if FAULT_ENTRY_SET.swap(true, Ordering::Relaxed) {
         return;
     }
-    if let Some(p) = env::cap("proc") {
+    if let Some(p) = crate::guest::proc_cap() {
         let _ = proc::Client::new(p).sig_entry(linux_fault_entry as *const () as u64);
     }
 }
@@ -898,7 +912,7 @@ pub(crate) fn raise_thread(info: Info) {
 /// Sends through proc (another process, a group, everyone); then takes at once what proc may
 /// have made pending for us.
 fn send_via_proc(target: i64, signo: u32, code: i32) -> SysResult {
-    let Some(p) = env::cap("proc") else {
+    let Some(p) = crate::guest::proc_cap() else {
         return Err(errno::ESRCH);
     };
     let target = i32::try_from(target).map_err(|_| errno::ESRCH)?;

@@ -61,9 +61,15 @@ const CHANNEL: usize = CHANNEL_BYTES as usize;
 
 impl Sockets {
     pub fn new() -> Sockets {
+        Sockets::with_caps(env::cap(STACK_CAP), env::cap(WAKE_CAP))
+    }
+
+    /// The state over the network stack's capability and the wake notification (found by the
+    /// caller).
+    pub fn with_caps(stack: Option<u64>, wake: Option<u64>) -> Sockets {
         Sockets {
-            stack: env::cap(STACK_CAP).map(socket::Client::new),
-            wake: env::cap(WAKE_CAP),
+            stack: stack.map(socket::Client::new),
+            wake,
             watched: BTreeSet::new(),
             chans: BTreeMap::new(),
             free_slots: Vec::new(),

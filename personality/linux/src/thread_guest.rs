@@ -40,7 +40,7 @@ use sawmill_linux::futex::{self, Futexes, Op};
 use sawmill_linux::signal::{self as sig, Info, ThreadSignals};
 use sawmill_linux::{layout, procs, SysResult, User};
 use sawmill_proc_api::WAKE_TIMER;
-use sawmill_rt::{env, println, slots, sys, thread};
+use sawmill_rt::{println, slots, sys, thread};
 
 /// Set by the process's first `CLONE_THREAD`, never cleared: from then on every entry to the
 /// library takes [`LOCK`].
@@ -374,7 +374,7 @@ struct Start {
 }
 
 fn proc_client() -> Option<proc::Client> {
-    env::cap(proc::NAME).map(proc::Client::new)
+    crate::guest::proc_cap().map(proc::Client::new)
 }
 
 /// The first thread beyond the main one: the main thread gets its record, the lock is taken

@@ -10,10 +10,9 @@ use sawmill_interfaces::{proc, ProcError};
 use sawmill_linux::errno::{self, Errno};
 use sawmill_linux::files::abi::{TIOCGPGRP, TIOCGSID, TIOCNOTTY, TIOCSCTTY, TIOCSPGRP};
 use sawmill_linux::signal::{self as sig, ERESTARTSYS};
-use sawmill_rt::env;
 
 fn client() -> Result<proc::Client, Errno> {
-    env::cap(proc::NAME)
+    crate::guest::proc_cap()
         .map(proc::Client::new)
         .ok_or(errno::ENOTTY)
 }

@@ -14,7 +14,9 @@
 //! ACKs are off, so request/response traffic is not throttled.
 //!
 //! The network manager's one rule lives here for now: ports below 1024 only for the clients the
-//! configuration names (`privileged`). Configuration: static (`address`, `gateway`) or DHCP.
+//! configuration names (`privileged`) or whose capability the network manager granted with
+//! that right in its badge (`socket.grant`, only on the `manager`'s capability; `grant.rs` of the
+//! api crate). Configuration: static (`address`, `gateway`) or DHCP.
 //! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
 //! first provided), a factory (`kmem_kb`: a notification and a thread).
 #![no_std]
@@ -39,7 +41,7 @@ use sawmill_interfaces::{
     MAX_DATAGRAM,
 };
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
-use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
+use sawmill_netstack_api::{grant, parse_addr, parse_cidr, Config};
 use sawmill_rt::{env, println, sys, thread};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp, udp};
@@ -318,7 +320,14 @@ impl Stack {
 
     /// Room for `n` more smoltcp sockets of `owner`'s.
     fn room_for(&self, owner: u64, n: usize) -> Result<(), SockError> {
-        if self.shares.get(&owner).copied().unwrap_or(0) + n > MAX_CLIENT_SOCKETS {
+        if self
+            .shares
+            .get(&grant::account(owner))
+            .copied()
+            .unwrap_or(0)
+            + n
+            > MAX_CLIENT_SOCKETS
+        {
             return Err(SockError::NoSpace);
         }
         self.room(n)
@@ -326,7 +335,7 @@ impl Stack {
 
     /// `owner` holds `n` smoltcp sockets more (or fewer).
     fn charge(&mut self, owner: u64, n: isize) {
-        let c = self.shares.entry(owner).or_default();
+        let c = self.shares.entry(grant::account(owner)).or_default();
         *c = c.saturating_add_signed(n);
     }
 
@@ -563,6 +572,8 @@ struct Front {
     /// Channels by their capability's badge.
     chans: BTreeMap<u64, Channel>,
     next_chan: u64,
+    /// The network manager's badge (config `manager`): the one caller `grant` answers.
+    manager: Option<u64>,
 }
 
 impl Front {
@@ -671,6 +682,27 @@ impl socket::Server for Front {
         })
     }
 
+    fn grant(&mut self, badge: u64, client: u32, rights: u32) -> Result<u64, SockError> {
+        if self.manager != Some(badge) {
+            return Err(SockError::Denied);
+        }
+        let slot = self.slot();
+        // Not watched: a client capability holds nothing of the stack's; its sockets do.
+        if sys::cap_mint(
+            self.ep,
+            slot,
+            grant::granted(client, rights),
+            rights::SEND | rights::GRANT,
+        )
+        .is_err()
+        {
+            self.free_slots.push(slot);
+            return Err(SockError::NoSpace);
+        }
+        self.after.delete(slot);
+        Ok(slot)
+    }
+
     fn config(&mut self, _badge: u64) -> Result<ConfigOut, SockError> {
         let g = STACK.lock();
         let s = g.as_ref().ok_or(SockError::Unreachable)?;
@@ -713,7 +745,7 @@ impl sock::Server for Front {
     fn bind(&mut self, badge: u64, addr: u32, port: u16) -> Result<(), SockError> {
         with_stack(|s| {
             let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
-            if port != 0 && port < 1024 && !s.privileged.contains(&owner) {
+            if !grant::may_bind(grant::rights(owner, &s.privileged), port) {
                 return Err(SockError::Denied);
             }
             if addr != 0 && addr != s.addr {
@@ -1563,6 +1595,7 @@ fn main() {
         free_slots: Vec::new(),
         chans: BTreeMap::new(),
         next_chan: 0,
+        manager: cfg.manager.as_ref().map(|c| c.badge),
     };
     front.after.receive_into(&[thread::alloc_slot()]);
     let _ = rpc::serve(ep, &mut front);

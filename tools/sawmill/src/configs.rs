@@ -22,6 +22,7 @@ impl Schemas for Servers {
                 | "proc"
                 | "procfs"
                 | "netstack"
+                | "netmgr"
         )
     }
 
@@ -42,6 +43,11 @@ impl Schemas for Servers {
             "netstack" => {
                 // The addresses are strings in the manifest: checked here, not at boot.
                 let c = <sawmill_netstack_api::Config as serde::Deserialize>::deserialize(d)?;
+                c.check().map_err(serde::de::Error::custom)?;
+                Ok(Box::new(c))
+            }
+            "netmgr" => {
+                let c = <sawmill_netmgr_api::Config as serde::Deserialize>::deserialize(d)?;
                 c.check().map_err(serde::de::Error::custom)?;
                 Ok(Box::new(c))
             }

@@ -121,6 +121,9 @@ enum Sock {
         bound: Option<u16>,
         connecting: bool,
         connected: bool,
+        /// The client ended its sending side (`shutdown`): a connection that then reaches
+        /// `Closed` ended normally, not by a reset.
+        shut: bool,
     },
     /// A listening TCP socket: `pending` listen on the port, each taking one connection; an
     /// established one is what `accept` hands out (the backlog).
@@ -423,6 +426,14 @@ impl Stack {
                     self.tcp_ports.remove(&p);
                 }
                 let sock = self.sockets.get_mut::<tcp::Socket>(h);
+                if sock.recv_queue() > 0 {
+                    // Closed with data it never read: Linux resets the connection (RFC 2525
+                    // 2.17), so the peer learns its data was lost. The reset goes out with the
+                    // next poll; the socket is removed after it.
+                    sock.abort();
+                    self.closing.push(h);
+                    return;
+                }
                 sock.close();
                 if sock.state() == tcp::State::Closed {
                     self.sockets.remove(h);
@@ -461,7 +472,13 @@ fn sock_of(socks: &mut BTreeMap<u64, Entry>, badge: u64) -> Result<&mut Sock, So
 /// What a socket is ready for now.
 fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
     match *s {
-        Sock::Tcp { h, connecting, .. } => {
+        Sock::Tcp {
+            h,
+            connecting,
+            connected,
+            shut,
+            ..
+        } => {
             let t = sockets.get::<tcp::Socket>(h);
             let mut r = Ready::EMPTY;
             let st = t.state();
@@ -471,7 +488,8 @@ fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
             if t.can_send() {
                 r |= Ready::WRITABLE;
             }
-            if connecting && st == tcp::State::Closed {
+            let reset = connected && !shut && st == tcp::State::Closed;
+            if (connecting || reset) && st == tcp::State::Closed {
                 r |= Ready::ERROR | Ready::HANGUP | Ready::READABLE | Ready::WRITABLE;
             } else if !t.may_recv()
                 && !matches!(
@@ -669,6 +687,7 @@ impl socket::Server for Front {
                     bound: None,
                     connecting: false,
                     connected: false,
+                    shut: false,
                 },
                 SockKind::Udp => Sock::Udp {
                     h: s.sockets.add(udp_socket()),
@@ -800,6 +819,7 @@ impl sock::Server for Front {
                     bound,
                     connecting: false,
                     connected: false,
+                    shut: _,
                 } => (*h, *bound),
                 _ => return Err(SockError::Invalid),
             };
@@ -859,6 +879,7 @@ impl sock::Server for Front {
                     bound: None,
                     connecting: false,
                     connected: true,
+                    shut: false,
                 },
             )?;
             let (addr, port) = remote.map_or((0, 0), |e| (number(e.addr), e.port));
@@ -1126,7 +1147,9 @@ impl sock::Server for Front {
 
     fn shutdown(&mut self, badge: u64) -> Result<(), SockError> {
         with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Tcp { h, .. } => {
+            Sock::Tcp { h, shut, .. } => {
+                *shut = true;
+                let h = *h;
                 s.sockets.get_mut::<tcp::Socket>(h).close();
                 Ok(())
             }
@@ -1238,7 +1261,13 @@ fn recv_call(badge: u64, buf: &mut [u8]) -> Result<(usize, bool), SockError> {
 /// Takes what socket `badge` has into `buf`: (bytes, end of stream).
 fn recv_into(s: &mut Stack, badge: u64, buf: &mut [u8]) -> Result<(usize, bool), SockError> {
     match s.sock(badge)? {
-        &mut Sock::Tcp { h, connecting, .. } => {
+        &mut Sock::Tcp {
+            h,
+            connecting,
+            connected,
+            shut,
+            ..
+        } => {
             let t = s.sockets.get_mut::<tcp::Socket>(h);
             if t.can_recv() {
                 let got = t.recv_slice(buf).map_err(|_| SockError::ConnReset)?;
@@ -1246,6 +1275,9 @@ fn recv_into(s: &mut Stack, badge: u64, buf: &mut [u8]) -> Result<(usize, bool),
             }
             match t.state() {
                 tcp::State::Closed if connecting => Err(SockError::ConnRefused),
+                // A connection that ended without our FIN: the peer reset it (Linux's
+                // ECONNRESET; what arrived before the reset was read first).
+                tcp::State::Closed if connected && !shut => Err(SockError::ConnReset),
                 tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
                     Err(SockError::WouldBlock)
                 }

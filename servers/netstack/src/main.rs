@@ -13,9 +13,9 @@
 //! should be, polls, and signals the registrations of every socket that became readier. Delayed
 //! ACKs are off, so request/response traffic is not throttled.
 //!
-//! The network manager's one rule lives here for now: ports below 1024 only for the clients the
-//! configuration names (`privileged`) or whose capability the network manager granted with
-//! that right in its badge (`socket.grant`, only on the `manager`'s capability; `grant.rs` of the
+//! The stack enforces the network manager's rule (servers/netmgr holds it): ports below 1024
+//! only for the clients the configuration names (`privileged`) or whose capability the network
+//! manager granted with that right in its badge (`socket.grant`, only on the `manager`'s capability; `grant.rs` of the
 //! api crate). Configuration: static (`address`, `gateway`) or DHCP.
 //! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
 //! first provided), a factory (`kmem_kb`: a notification and a thread).

@@ -99,6 +99,10 @@ static WAKE: AtomicU64 = AtomicU64::new(0);
 /// under the stack's lock: a call wakes the thread only when smoltcp wants it earlier.
 static POLL_DEADLINE: AtomicU64 = AtomicU64::new(0);
 
+// The rights bits are socket.idl's; the api crate repeats them for the host.
+const _: () = assert!(grant::RIGHT_PRIVILEGED_PORTS == sawmill_interfaces::RIGHT_PRIVILEGED_PORTS);
+const _: () = assert!(grant::RIGHT_RAW == sawmill_interfaces::RIGHT_RAW);
+
 fn now() -> Instant {
     Instant::from_micros((sys::rdtsc() / TICKS_PER_US.load(Ordering::Relaxed)) as i64)
 }

@@ -25,10 +25,8 @@ use alloc::vec::Vec;
 use sawmill_manifest::config::{Client, Endpoint, Peer, Peers};
 use serde::{Deserialize, Serialize};
 
-/// `interfaces/socket.idl`'s `RIGHT_PRIVILEGED_PORTS` and `RIGHT_RAW` (this crate builds on
-/// the host without the interfaces crate; `servers/netmgr` checks they agree at compile time).
-pub const RIGHT_PRIVILEGED_PORTS: u32 = 1;
-pub const RIGHT_RAW: u32 = 2;
+/// The rights a stack capability can carry (the stack's badge layout).
+pub use sawmill_netstack_api::grant::{RIGHT_PRIVILEGED_PORTS, RIGHT_RAW};
 
 /// netmgr's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,8 +9,12 @@ pub const GRANT_BIT: u64 = 1 << 38;
 const RIGHTS_SHIFT: u32 = 32;
 /// The rights bits a badge can carry (`interfaces/socket.idl`'s `RIGHT_*` are within it).
 pub const RIGHTS_MASK: u32 = 0x3f;
-/// `socket.idl`'s `RIGHT_PRIVILEGED_PORTS`: may bind ports below 1024.
+/// `socket.idl`'s `RIGHT_PRIVILEGED_PORTS` (this crate builds on the host without the
+/// interfaces crate; the stack and netmgr check they agree at compile time): may bind ports
+/// below 1024.
 pub const RIGHT_PRIVILEGED_PORTS: u32 = 1;
+/// `socket.idl`'s `RIGHT_RAW`: may open raw sockets (no stack has them yet).
+pub const RIGHT_RAW: u32 = 2;
 /// The first port anyone may bind.
 pub const FIRST_UNPRIVILEGED_PORT: u16 = 1024;
 

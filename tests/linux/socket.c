@@ -324,7 +324,7 @@ static void privileged_port(void)
 }
 
 /* A peer that closes with data it never read resets the connection (Linux sends RST): the
- * other side's poll says readable and its read fails with ECONNRESET. */
+ * other side's poll says readable, its read fails with ECONNRESET, a send after that with EPIPE. */
 static void reset_by_peer(void)
 {
 	unsigned short port;
@@ -343,6 +343,7 @@ static void reset_by_peer(void)
 	printf("reset: readable %d\n", (pc.revents & POLLIN) != 0);
 	char b[16];
 	result("reset: read", read(c, b, sizeof b));
+	result("reset: send after", send(c, "x", 1, MSG_NOSIGNAL));
 	close(c);
 	close(l);
 }

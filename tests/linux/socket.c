@@ -6,7 +6,8 @@
  * with the sender's address, ECONNREFUSED from a closed port (blocking, and non-blocking with
  * poll and SO_ERROR), a non-blocking connect that poll sees complete, and MSG_PEEK on TCP and
  * UDP (the bytes stay for the next read; a peeked datagram keeps its source). Port numbers vary
- * from run to run: only facts about them are printed. */
+ * from run to run: only facts about them are printed. Then ECONNRESET from a peer that closed with
+ * data it never read. With the argument `privileged`: only a port below 1024 bound as root. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -310,11 +311,54 @@ static void udp_both_ways(void)
 	close(u2);
 }
 
-int main(void)
+/* Ports below 1024 for root: the guest's processes run as root, so proc hands them the network
+ * manager's stack capability with the privileged-ports right (scenario `netmgr` shows a client
+ * without it refused). */
+static void privileged_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(999);
+	printf("root: %d\n", geteuid() == 0);
+	result("bind port 999 as root", bind(s, (struct sockaddr *)&a, sizeof a));
+	close(s);
+}
+
+/* A peer that closes with data it never read resets the connection (Linux sends RST): the
+ * other side's poll says readable, its read fails with ECONNRESET, a send after that with EPIPE. */
+static void reset_by_peer(void)
+{
+	unsigned short port;
+	int l = listener(&port);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(port);
+	result("reset: connect", connect(c, (struct sockaddr *)&a, sizeof a));
+	int s = accept(l, NULL, NULL);
+	result("reset: accept", s < 0 ? -1 : 0);
+	result("reset: write what the peer never reads", write(c, "unread", 6));
+	struct pollfd ps = { s, POLLIN, 0 };
+	result("reset: the peer sees it", poll(&ps, 1, 5000));
+	close(s);
+	struct pollfd pc = { c, POLLIN, 0 };
+	result("reset: poll", poll(&pc, 1, 5000));
+	printf("reset: readable %d\n", (pc.revents & POLLIN) != 0);
+	char b[16];
+	result("reset: read", read(c, b, sizeof b));
+	result("reset: send after", send(c, "x", 1, MSG_NOSIGNAL));
+	close(c);
+	close(l);
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* `socket privileged` (an @root case: a host that is not root is refused the port). */
+	if (argc > 1 && strcmp(argv[1], "privileged") == 0) {
+		privileged_port();
+		return 0;
+	}
 	options_and_errors();
 	udp_both_ways();
 	tcp_two_processes();
+	reset_by_peer();
 	return 0;
 }

@@ -13,8 +13,10 @@
 //! should be, polls, and signals the registrations of every socket that became readier. Delayed
 //! ACKs are off, so request/response traffic is not throttled.
 //!
-//! The network manager's one rule lives here for now: ports below 1024 only for the clients the
-//! configuration names (`privileged`). Configuration: static (`address`, `gateway`) or DHCP.
+//! The stack enforces the network manager's rule (servers/netmgr holds it): ports below 1024
+//! only for the clients the configuration names (`privileged`) or whose capability the network
+//! manager granted with that right in its badge (`socket.grant`, only on the `manager`'s capability; `grant.rs` of the
+//! api crate). Configuration: static (`address`, `gateway`) or DHCP.
 //! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
 //! first provided), a factory (`kmem_kb`: a notification and a thread).
 #![no_std]
@@ -39,7 +41,7 @@ use sawmill_interfaces::{
     MAX_DATAGRAM,
 };
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
-use sawmill_netstack_api::{parse_addr, parse_cidr, Config};
+use sawmill_netstack_api::{grant, parse_addr, parse_cidr, Config};
 use sawmill_rt::{env, println, sys, thread};
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp, udp};
@@ -97,6 +99,10 @@ static WAKE: AtomicU64 = AtomicU64::new(0);
 /// under the stack's lock: a call wakes the thread only when smoltcp wants it earlier.
 static POLL_DEADLINE: AtomicU64 = AtomicU64::new(0);
 
+// The rights bits are socket.idl's; the api crate repeats them for the host.
+const _: () = assert!(grant::RIGHT_PRIVILEGED_PORTS == sawmill_interfaces::RIGHT_PRIVILEGED_PORTS);
+const _: () = assert!(grant::RIGHT_RAW == sawmill_interfaces::RIGHT_RAW);
+
 fn now() -> Instant {
     Instant::from_micros((sys::rdtsc() / TICKS_PER_US.load(Ordering::Relaxed)) as i64)
 }
@@ -119,6 +125,9 @@ enum Sock {
         bound: Option<u16>,
         connecting: bool,
         connected: bool,
+        /// The client ended its sending side (`shutdown`): a connection that then reaches
+        /// `Closed` ended normally, not by a reset.
+        shut: bool,
     },
     /// A listening TCP socket: `pending` listen on the port, each taking one connection; an
     /// established one is what `accept` hands out (the backlog).
@@ -318,7 +327,14 @@ impl Stack {
 
     /// Room for `n` more smoltcp sockets of `owner`'s.
     fn room_for(&self, owner: u64, n: usize) -> Result<(), SockError> {
-        if self.shares.get(&owner).copied().unwrap_or(0) + n > MAX_CLIENT_SOCKETS {
+        if self
+            .shares
+            .get(&grant::account(owner))
+            .copied()
+            .unwrap_or(0)
+            + n
+            > MAX_CLIENT_SOCKETS
+        {
             return Err(SockError::NoSpace);
         }
         self.room(n)
@@ -326,7 +342,7 @@ impl Stack {
 
     /// `owner` holds `n` smoltcp sockets more (or fewer).
     fn charge(&mut self, owner: u64, n: isize) {
-        let c = self.shares.entry(owner).or_default();
+        let c = self.shares.entry(grant::account(owner)).or_default();
         *c = c.saturating_add_signed(n);
     }
 
@@ -414,6 +430,14 @@ impl Stack {
                     self.tcp_ports.remove(&p);
                 }
                 let sock = self.sockets.get_mut::<tcp::Socket>(h);
+                if sock.recv_queue() > 0 {
+                    // Closed with data it never read: Linux resets the connection (RFC 2525
+                    // 2.17), so the peer learns its data was lost. The reset goes out with the
+                    // next poll; the socket is removed after it.
+                    sock.abort();
+                    self.closing.push(h);
+                    return;
+                }
                 sock.close();
                 if sock.state() == tcp::State::Closed {
                     self.sockets.remove(h);
@@ -452,7 +476,13 @@ fn sock_of(socks: &mut BTreeMap<u64, Entry>, badge: u64) -> Result<&mut Sock, So
 /// What a socket is ready for now.
 fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
     match *s {
-        Sock::Tcp { h, connecting, .. } => {
+        Sock::Tcp {
+            h,
+            connecting,
+            connected,
+            shut,
+            ..
+        } => {
             let t = sockets.get::<tcp::Socket>(h);
             let mut r = Ready::EMPTY;
             let st = t.state();
@@ -462,7 +492,8 @@ fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
             if t.can_send() {
                 r |= Ready::WRITABLE;
             }
-            if connecting && st == tcp::State::Closed {
+            let reset = connected && !shut && st == tcp::State::Closed;
+            if (connecting || reset) && st == tcp::State::Closed {
                 r |= Ready::ERROR | Ready::HANGUP | Ready::READABLE | Ready::WRITABLE;
             } else if !t.may_recv()
                 && !matches!(
@@ -563,6 +594,8 @@ struct Front {
     /// Channels by their capability's badge.
     chans: BTreeMap<u64, Channel>,
     next_chan: u64,
+    /// The network manager's badge (config `manager`): the one caller `grant` answers.
+    manager: Option<u64>,
 }
 
 impl Front {
@@ -658,6 +691,7 @@ impl socket::Server for Front {
                     bound: None,
                     connecting: false,
                     connected: false,
+                    shut: false,
                 },
                 SockKind::Udp => Sock::Udp {
                     h: s.sockets.add(udp_socket()),
@@ -669,6 +703,27 @@ impl socket::Server for Front {
             s.count += 1;
             self.mint(s, badge, sock)
         })
+    }
+
+    fn grant(&mut self, badge: u64, client: u32, rights: u32) -> Result<u64, SockError> {
+        if self.manager != Some(badge) {
+            return Err(SockError::Denied);
+        }
+        let slot = self.slot();
+        // Not watched: a client capability holds nothing of the stack's; its sockets do.
+        if sys::cap_mint(
+            self.ep,
+            slot,
+            grant::granted(client, rights),
+            rights::SEND | rights::GRANT,
+        )
+        .is_err()
+        {
+            self.free_slots.push(slot);
+            return Err(SockError::NoSpace);
+        }
+        self.after.delete(slot);
+        Ok(slot)
     }
 
     fn config(&mut self, _badge: u64) -> Result<ConfigOut, SockError> {
@@ -713,7 +768,7 @@ impl sock::Server for Front {
     fn bind(&mut self, badge: u64, addr: u32, port: u16) -> Result<(), SockError> {
         with_stack(|s| {
             let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
-            if port != 0 && port < 1024 && !s.privileged.contains(&owner) {
+            if !grant::may_bind(grant::rights(owner, &s.privileged), port) {
                 return Err(SockError::Denied);
             }
             if addr != 0 && addr != s.addr {
@@ -768,6 +823,7 @@ impl sock::Server for Front {
                     bound,
                     connecting: false,
                     connected: false,
+                    shut: _,
                 } => (*h, *bound),
                 _ => return Err(SockError::Invalid),
             };
@@ -827,6 +883,7 @@ impl sock::Server for Front {
                     bound: None,
                     connecting: false,
                     connected: true,
+                    shut: false,
                 },
             )?;
             let (addr, port) = remote.map_or((0, 0), |e| (number(e.addr), e.port));
@@ -1094,7 +1151,9 @@ impl sock::Server for Front {
 
     fn shutdown(&mut self, badge: u64) -> Result<(), SockError> {
         with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Tcp { h, .. } => {
+            Sock::Tcp { h, shut, .. } => {
+                *shut = true;
+                let h = *h;
                 s.sockets.get_mut::<tcp::Socket>(h).close();
                 Ok(())
             }
@@ -1206,7 +1265,13 @@ fn recv_call(badge: u64, buf: &mut [u8]) -> Result<(usize, bool), SockError> {
 /// Takes what socket `badge` has into `buf`: (bytes, end of stream).
 fn recv_into(s: &mut Stack, badge: u64, buf: &mut [u8]) -> Result<(usize, bool), SockError> {
     match s.sock(badge)? {
-        &mut Sock::Tcp { h, connecting, .. } => {
+        &mut Sock::Tcp {
+            h,
+            connecting,
+            connected,
+            shut,
+            ..
+        } => {
             let t = s.sockets.get_mut::<tcp::Socket>(h);
             if t.can_recv() {
                 let got = t.recv_slice(buf).map_err(|_| SockError::ConnReset)?;
@@ -1214,6 +1279,9 @@ fn recv_into(s: &mut Stack, badge: u64, buf: &mut [u8]) -> Result<(usize, bool),
             }
             match t.state() {
                 tcp::State::Closed if connecting => Err(SockError::ConnRefused),
+                // A connection that ended without our FIN: the peer reset it (Linux's
+                // ECONNRESET; what arrived before the reset was read first).
+                tcp::State::Closed if connected && !shut => Err(SockError::ConnReset),
                 tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
                     Err(SockError::WouldBlock)
                 }
@@ -1563,6 +1631,7 @@ fn main() {
         free_slots: Vec::new(),
         chans: BTreeMap::new(),
         next_chan: 0,
+        manager: cfg.manager.as_ref().map(|c| c.badge),
     };
     front.after.receive_into(&[thread::alloc_slot()]);
     let _ = rpc::serve(ep, &mut front);

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use sawmill_abi::{label, rights, MsgTag, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next, Reply};
-use sawmill_interfaces::{proc, proc_info, FsError, ProcError, ProcState, WaitKind};
+use sawmill_interfaces::{netmgr, proc, proc_info, FsError, ProcError, ProcState, WaitKind};
 use sawmill_linux::layout as linux;
 use sawmill_proc::exec::{self, ExecError};
 use sawmill_proc::info::{self, Facts, Known};
@@ -151,6 +151,10 @@ struct Proc {
     lib_shared: Option<SharedImage>,
     /// The servers every process gets (name, our slot), looked up once.
     peers: Vec<(&'static str, u64)>,
+    /// The network stack capability for processes whose effective uid is not 0 (granted by
+    /// netmgr without the privileged-ports right); None without netmgr (every process then
+    /// gets the `socket` peer).
+    socket_user: Option<u64>,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -505,6 +509,12 @@ impl Proc {
             .push(Cap::at("sys:console", slots::CONSOLE, slots::CONSOLE));
         p.caps.push(Cap::named(proc::NAME, proc_cap));
         for &(name, c) in &self.peers {
+            // The stack capability follows the credentials: only root may bind ports below
+            // 1024 (netmgr granted proc both kinds; `stack_caps`).
+            let c = match (name, self.socket_user) {
+                (SOCKET_PEER, Some(user)) if creds.euid != 0 => user,
+                _ => c,
+            };
             p.caps.push(Cap::named(name, c));
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
@@ -1720,6 +1730,7 @@ fn main() {
         clock.khz,
         library.1 / 1024
     );
+    let (socket_root, socket_user) = stack_caps();
     let mut st = Proc {
         table: Table::new(cfg.max_procs as usize),
         extras: BTreeMap::new(),
@@ -1730,10 +1741,12 @@ fn main() {
         library,
         lib_plan: None,
         lib_shared: None,
-        peers: ["vfs", "mem", "console", "console-in", "pipe", "socket"]
+        peers: ["vfs", "mem", "console", "console-in", "pipe"]
             .into_iter()
             .filter_map(|name| Some((name, env::cap(name)?)))
+            .chain(socket_root.map(|c| (SOCKET_PEER, c)))
             .collect(),
+        socket_user,
         clock,
         seeds: clock.tsc,
         done: false,
@@ -1766,4 +1779,35 @@ fn main() {
             st.release(r);
         }
     }
+}
+
+/// The name a process finds its network stack capability under (the personality's
+/// `socket_guest::STACK_CAP`).
+const SOCKET_PEER: &str = "socket";
+
+/// The network stack capabilities for processes run as root and as anyone else. With a network
+/// manager (`netmgr` among our peers): one granted with the privileged-ports right and one
+/// without; else the stack's endpoint (`socket`, whose configuration may list us `privileged`)
+/// for both.
+fn stack_caps() -> (Option<u64>, Option<u64>) {
+    let Some(m) = env::cap(netmgr::NAME) else {
+        return (env::cap(SOCKET_PEER), None);
+    };
+    let mgr = netmgr::Client::new(m);
+    let open = |rights: u32| {
+        let slot = sawmill_rt::thread::alloc_slot();
+        match mgr.open(0, rights, slot) {
+            Ok(_) => Some(slot),
+            Err(e) => {
+                println!(
+                    "proc: netmgr refused a stack with rights {}: {:?}",
+                    rights, e
+                );
+                None
+            }
+        }
+    };
+    let user = open(0);
+    let root = open(sawmill_interfaces::RIGHT_PRIVILEGED_PORTS);
+    (root.or(user), user)
 }

@@ -22,6 +22,7 @@ impl Schemas for Servers {
                 | "proc"
                 | "procfs"
                 | "netstack"
+                | "netmgr"
         )
     }
 
@@ -42,6 +43,11 @@ impl Schemas for Servers {
             "netstack" => {
                 // The addresses are strings in the manifest: checked here, not at boot.
                 let c = <sawmill_netstack_api::Config as serde::Deserialize>::deserialize(d)?;
+                c.check().map_err(serde::de::Error::custom)?;
+                Ok(Box::new(c))
+            }
+            "netmgr" => {
+                let c = <sawmill_netmgr_api::Config as serde::Deserialize>::deserialize(d)?;
                 c.check().map_err(serde::de::Error::custom)?;
                 Ok(Box::new(c))
             }
@@ -311,5 +317,47 @@ uses = ["socket"]
         // The driver must be one of the stack's `uses`.
         let e = err(&NET.replace("uses = [\"net0\"]", "uses = []"));
         assert!(e.contains("net0"), "{e}");
+    }
+
+    const NETMGR: &str = r#"name = "net"
+[[server]]
+name = "net0"
+module = "net-virtio"
+provides = ["net0"]
+[[server]]
+name = "netstack"
+provides = ["socket"]
+uses = ["net0"]
+config = { driver = "net0", manager = "netmgr" }
+[[server]]
+name = "netmgr"
+provides = ["netmgr"]
+uses = ["socket"]
+config = { stacks = [{ stack = "socket", devices = ["net0"] }], rules = [{ client = "web", privileged_ports = true }] }
+[[server]]
+name = "web"
+uses = ["netmgr"]
+"#;
+
+    #[test]
+    fn netmgr_rules_name_clients_and_stacks() {
+        let s = parse(NETMGR).unwrap();
+        let m: sawmill_netmgr_api::Config = config(&s, "netmgr");
+        assert_eq!(m.stacks[0].stack, Endpoint::new("socket"));
+        let web = m.rules[0].client.badge;
+        assert_ne!(web, 0);
+        assert_eq!(m.allowed(web), sawmill_netmgr_api::RIGHT_PRIVILEGED_PORTS);
+        let n: sawmill_netstack_api::Config = config(&s, "netstack");
+        let mgr = n.manager.expect("the stack's manager");
+        assert_eq!(mgr.name, "netmgr");
+        assert_ne!(mgr.badge, 0);
+        let e = err(&NETMGR.replace(
+            "stacks = [{ stack = \"socket\", devices = [\"net0\"] }]",
+            "stacks = []",
+        ));
+        assert!(e.contains("`stacks` is empty"), "{e}");
+        // netmgr must use the stacks it names (and so be a client the stack can name).
+        let e = err(&NETMGR.replace("uses = [\"socket\"]", "uses = []"));
+        assert!(e.contains("does not use"), "{e}");
     }
 }

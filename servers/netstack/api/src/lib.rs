@@ -13,14 +13,17 @@
 //! - `driver`: the network driver's endpoint (`interfaces/net.idl`), one the stack `uses`.
 //! - `address` (`a.b.c.d/prefix`) and `gateway`: a static configuration; without `address` the
 //!   stack asks DHCP (QEMU's user network answers 10.0.2.15/24, gateway 10.0.2.2).
-//! - `privileged`: clients that may bind ports below 1024 (the network manager's rule, kept
-//!   here until a `netmgr` server holds it).
+//! - `privileged`: clients that may bind ports below 1024 with their own manifest capability
+//!   (a client that gets its capability from the network manager has its rights in its badge).
+//! - `manager`: the network manager (`servers/netmgr`), the one client whose `socket.grant`
+//!   mints capabilities with rights ([`grant`]).
 #![no_std]
 
 #[cfg(test)]
 extern crate std;
 
 pub mod csum;
+pub mod grant;
 pub mod loopback;
 
 extern crate alloc;
@@ -41,6 +44,8 @@ pub struct Config {
     pub gateway: Option<String>,
     #[serde(default)]
     pub privileged: Vec<Client>,
+    #[serde(default)]
+    pub manager: Option<Client>,
 }
 
 impl Peers for Config {
@@ -48,6 +53,9 @@ impl Peers for Config {
         f(Peer::Endpoint(&self.driver));
         for c in &mut self.privileged {
             f(Peer::Client(c));
+        }
+        if let Some(m) = &mut self.manager {
+            f(Peer::Client(m));
         }
     }
 }
@@ -124,6 +132,7 @@ mod tests {
             address: Some("10.0.2.15/24".into()),
             gateway: Some("10.0.2.2".into()),
             privileged: Vec::new(),
+            manager: None,
         };
         assert_eq!(c.check(), Ok(()));
         c.address = None;

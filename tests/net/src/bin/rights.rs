@@ -1,0 +1,84 @@
+//! net-rights: a native client of the network manager (servers/netmgr) checking its access rule
+//! end to end (scenario `netmgr`). With argument `privileged` (a client netmgr's rules give the
+//! privileged-ports right): a stack capability with that right binds port 80. Otherwise (a
+//! client without a rule): asking for the right is refused by netmgr, and the plain capability
+//! it does get binds port 8080 but not port 80 (`Denied` from the stack). Either way the granted
+//! capability cannot itself grant (only netmgr's may).
+#![no_std]
+#![no_main]
+
+use sawmill_interfaces::rpc::Error;
+use sawmill_interfaces::{netmgr, sock, socket, NetmgrError, SockError, SockKind};
+use sawmill_interfaces::{RIGHT_PRIVILEGED_PORTS, RIGHT_RAW};
+use sawmill_rt::{env, println, thread};
+
+sawmill_rt::entry!(main);
+
+fn main() {
+    let privileged = env::arg(0) == Some("privileged");
+    let who = if privileged { "privileged" } else { "plain" };
+    match run(privileged) {
+        Ok(()) => println!("net-rights: PASS {} client", who),
+        Err(e) => println!("net-rights: FAIL {} client: {}", who, e),
+    }
+}
+
+fn run(privileged: bool) -> Result<(), &'static str> {
+    let mgr = netmgr::Client::new(env::cap(netmgr::NAME).ok_or("no `netmgr` capability")?);
+    let info = mgr.info().map_err(|_| "info")?;
+    let expect = if privileged {
+        RIGHT_PRIVILEGED_PORTS
+    } else {
+        0
+    };
+    if info.stacks != 1 || info.rights != expect {
+        return Err("info: wrong stack count or rights");
+    }
+    if !matches!(
+        mgr.open(1, 0, thread::alloc_slot()),
+        Err(Error::App(NetmgrError::NoStack))
+    ) {
+        return Err("a stack that does not exist was opened");
+    }
+    if !matches!(
+        mgr.open(0, RIGHT_RAW, thread::alloc_slot()),
+        Err(Error::App(NetmgrError::Denied))
+    ) {
+        return Err("raw sockets were granted without a rule");
+    }
+    let asked = mgr.open(0, RIGHT_PRIVILEGED_PORTS, thread::alloc_slot());
+    let stack = match (privileged, asked) {
+        (true, Ok(c)) => c,
+        (false, Err(Error::App(NetmgrError::Denied))) => mgr
+            .open(0, 0, thread::alloc_slot())
+            .map_err(|_| "a plain stack capability was refused")?,
+        (true, Err(_)) => return Err("the privileged-ports right was refused"),
+        (false, _) => return Err("the privileged-ports right was granted without a rule"),
+    };
+    let sk = socket::Client::new(stack);
+    if !matches!(
+        sk.grant(0, RIGHT_PRIVILEGED_PORTS, thread::alloc_slot()),
+        Err(Error::App(SockError::Denied))
+    ) {
+        return Err("a granted capability could grant");
+    }
+    let tcp = |port| {
+        let s = sock::Client::new(
+            sk.create(SockKind::Tcp, thread::alloc_slot())
+                .map_err(|_| "create")?,
+        );
+        Ok::<_, &'static str>(s.bind(0, port))
+    };
+    match (privileged, tcp(80)?) {
+        (true, Ok(())) => {}
+        (false, Err(Error::App(SockError::Denied))) => {
+            println!("net-rights: port 80 refused to the plain client (Denied)")
+        }
+        (true, Err(_)) => return Err("the privileged client could not bind port 80"),
+        (false, _) => return Err("the plain client bound port 80"),
+    }
+    if tcp(if privileged { 8081 } else { 8080 })?.is_err() {
+        return Err("a port above 1023 was refused");
+    }
+    Ok(())
+}

@@ -353,9 +353,8 @@ impl Cache {
     /// The driver's incarnation is gone: waits for root to put the new one's endpoint in the
     /// same slot, checks it is the same device and shares the cache with it again.
     fn reconnect(&mut self) -> Result<(), DevError> {
-        let khz = sys::kernel_info(sawmill_abi::kinfo::TSC_KHZ)
-            .unwrap_or(0)
-            .max(1);
+        // The counter's rate (waits for the kernel to have measured it, early after boot).
+        let khz = sawmill_rt::clock::Wall::get().khz;
         let deadline = sys::rdtsc() + DRIVER_RESTART_WAIT_MS * khz;
         let timer = match self.timer {
             Some(t) => t,

@@ -637,14 +637,18 @@ impl Root {
         let now = sys::rdtsc();
         let (gen, started) = (self.servers[i].generation, self.servers[i].started_tsc);
         let s = &sys_.servers[i];
-        println!(
-            "root: fault: server {} incarnation {} reason {} at {} ms (policy {})",
-            s.name,
-            gen,
-            reason,
-            self.ms(now),
-            s.restart.name()
-        );
+        // The fault log (a clean exit of a server left to end is no fault).
+        if reason != "exited" || s.restart != Restart::Hold {
+            let at = self.ms(now);
+            println!(
+                "root: fault: server {} incarnation {} reason {} at {} ms (policy {})",
+                s.name,
+                gen,
+                reason,
+                at,
+                s.restart.name()
+            );
+        }
         self.reap(i);
         match s.restart {
             Restart::Hold => return true,

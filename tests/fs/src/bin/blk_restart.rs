@@ -67,9 +67,8 @@ fn content(round: u32) -> Vec<u8> {
 }
 
 fn sleep_ms(timer: u64, ms: u64) {
-    let khz = sys::kernel_info(sawmill_abi::kinfo::TSC_KHZ)
-        .unwrap_or(0)
-        .max(1);
+    // The counter's rate (waits for the kernel to have measured it, early after boot).
+    let khz = sawmill_rt::clock::Wall::get().khz;
     let deadline = sys::rdtsc() + ms * khz;
     while sys::rdtsc() < deadline {
         if sys::notify_wait_until(timer, deadline).is_err() {

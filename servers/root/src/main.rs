@@ -827,6 +827,8 @@ struct Supervisor<'a> {
     failed: bool,
     system: &'a System,
     arch: &'a Archive,
+    /// Kill requests refused so far.
+    refusals: u64,
 }
 
 impl Supervisor<'_> {
@@ -843,7 +845,15 @@ impl Supervisor<'_> {
         };
         let asker = &self.system.servers[i];
         if !asker.may_kill.iter().any(|k| k == target) {
-            println!("root: {} may not kill `{}`: refused", asker.name, target);
+            // The first refusals are logged, then every 1000th: nobody floods the console
+            // through root.
+            self.refusals += 1;
+            if self.refusals <= 8 || self.refusals.is_multiple_of(1000) {
+                println!(
+                    "root: {} may not kill `{}`: refused ({} refusals)",
+                    asker.name, target, self.refusals
+                );
+            }
             return 1;
         }
         let Some(t) = self.system.servers.iter().position(|s| s.name == target) else {
@@ -1021,6 +1031,7 @@ fn main() {
         failed: false,
         system: &sys_,
         arch: &arch,
+        refusals: 0,
     };
     if waiting != 0 || sup.root.servers.is_empty() {
         let ep = sup.root.fault_ep;

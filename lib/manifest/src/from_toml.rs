@@ -40,6 +40,10 @@ const SERVER_KEYS: &[&str] = &[
     "console",
     "config",
     "modules",
+    "restart",
+    "max_restarts",
+    "backoff_ms",
+    "may_kill",
 ];
 
 /// The configuration schemas the host tool knows: module name → the `Config` type of its
@@ -636,6 +640,25 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
     if let Some(v) = t.get("cap_slots") {
         s.cap_slots =
             int(v, "cap_slots", &ctx, 0, u32::MAX as i64).map_err(at("cap_slots"))? as u32;
+    }
+    if let Some(v) = t.get("restart") {
+        let name = string(v, "restart", &ctx).map_err(at("restart"))?;
+        s.restart = crate::Restart::from_name(&name)
+            .ok_or_else(|| {
+                format!("{ctx}: `restart` must be \"restart\", \"reset\", \"hold\" or \"reboot\"")
+            })
+            .map_err(at("restart"))?;
+    }
+    if let Some(v) = t.get("max_restarts") {
+        s.max_restarts =
+            int(v, "max_restarts", &ctx, 0, u32::MAX as i64).map_err(at("max_restarts"))? as u32;
+    }
+    if let Some(v) = t.get("backoff_ms") {
+        s.backoff_ms =
+            int(v, "backoff_ms", &ctx, 0, u32::MAX as i64).map_err(at("backoff_ms"))? as u32;
+    }
+    if let Some(v) = t.get("may_kill") {
+        s.may_kill = strings(v, "may_kill", &ctx).map_err(at("may_kill"))?;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64).map_err(at("ram_kb"))? as u32;

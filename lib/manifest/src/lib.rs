@@ -88,7 +88,69 @@ pub struct Server {
     /// its environment (`sawmill_rt::env::KIND_MODULE`: address, length and name): programs the
     /// server starts itself, such as the process server's Linux personality library.
     pub modules: Vec<String>,
+    /// What root does when this server exits or faults (docs/ARCHITECTURE.md, "Supervision").
+    pub restart: Restart,
+    /// Restarts in a row (each incarnation dying within [`STABLE_MS`] of its start) before root
+    /// holds the server for good; 1..=[`MAX_RESTARTS`] when `restart` restarts.
+    pub max_restarts: u32,
+    /// Pause before the first restart in a row, in milliseconds (doubled for each further one);
+    /// at most [`MAX_BACKOFF_MS`].
+    pub backoff_ms: u32,
+    /// Servers this one may have root kill (fault injection for tests: the `sys:pager` call
+    /// [`KILL_LABEL`]); each names a server of the system other than itself.
+    pub may_kill: Vec<String>,
 }
+
+/// A server's restart policy (manifest `restart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Restart {
+    /// Reaped and left dead (its clients get errors): what root did before supervision.
+    #[default]
+    Hold,
+    /// A new incarnation from the same module, configuration and capabilities; clients that
+    /// can resubmit (the PFS's block client) see nothing.
+    Restart,
+    /// Like `Restart`, for servers whose clients lose their state with it and see errors first.
+    Reset,
+    /// The machine goes down (for servers nothing can run without).
+    Reboot,
+}
+
+impl Restart {
+    pub fn name(self) -> &'static str {
+        match self {
+            Restart::Hold => "hold",
+            Restart::Restart => "restart",
+            Restart::Reset => "reset",
+            Restart::Reboot => "reboot",
+        }
+    }
+    pub fn from_name(n: &str) -> Option<Restart> {
+        [
+            Restart::Hold,
+            Restart::Restart,
+            Restart::Reset,
+            Restart::Reboot,
+        ]
+        .into_iter()
+        .find(|r| r.name() == n)
+    }
+    /// Whether root starts a new incarnation.
+    pub fn restarts(self) -> bool {
+        matches!(self, Restart::Restart | Restart::Reset)
+    }
+}
+
+/// Restarts in a row before a server is held, unless the manifest says otherwise.
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+pub const MAX_RESTARTS: u32 = 100;
+pub const DEFAULT_BACKOFF_MS: u32 = 10;
+pub const MAX_BACKOFF_MS: u32 = 1000;
+/// An incarnation that lived this long before dying starts a new count of restarts in a row.
+pub const STABLE_MS: u64 = 1000;
+/// The label of a request on `sys:pager` asking root to kill a server (words: its name, up to
+/// 32 bytes, zero-padded); allowed only for servers the caller's `may_kill` names.
+pub const KILL_LABEL: u16 = 0x5001;
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
 impl Default for Server {
@@ -114,6 +176,10 @@ impl Default for Server {
             console: true,
             config: Vec::new(),
             modules: Vec::new(),
+            restart: Restart::Hold,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            backoff_ms: DEFAULT_BACKOFF_MS,
+            may_kill: Vec::new(),
         }
     }
 }
@@ -206,6 +272,13 @@ pub fn encode(sys: &System) -> Vec<u8> {
         put_u32(&mut w, s.modules.len() as u32);
         for m in &s.modules {
             put_str(&mut w, m);
+        }
+        w.push(s.restart as u8);
+        put_u32(&mut w, s.max_restarts);
+        put_u32(&mut w, s.backoff_ms);
+        put_u32(&mut w, s.may_kill.len() as u32);
+        for k in &s.may_kill {
+            put_str(&mut w, k);
         }
     }
     w
@@ -331,8 +404,10 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
     let name = r.string()?;
     // Smallest possible server record: 2 empty strings, priority, wait, 2 quotas, 5 empty lists,
     // the pager flag, the RAM pool size, the huge pages, the I/O window flag, the IRQ-line
-    // list, the console flag, the configuration and the module list.
-    let n = r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 4 + 1 + 4 + 1 + 4 + 4)?;
+    // list, the console flag, the configuration, the module list, the restart policy, its
+    // tries and back-off and the kill list.
+    let n =
+        r.count(4 + 4 + 1 + 1 + 4 + 4 + 5 * 4 + 1 + 4 + 4 + 4 + 1 + 4 + 1 + 4 + 4 + 1 + 4 + 4 + 4)?;
     let mut servers = Vec::with_capacity(n);
     for _ in 0..n {
         let name = r.string()?;
@@ -388,6 +463,20 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         for _ in 0..n {
             modules.push(r.string()?);
         }
+        let restart = match r.u8()? {
+            0 => Restart::Hold,
+            1 => Restart::Restart,
+            2 => Restart::Reset,
+            3 => Restart::Reboot,
+            _ => return Err(r.err("bad restart policy")),
+        };
+        let max_restarts = r.u32()?;
+        let backoff_ms = r.u32()?;
+        let n = r.count(4)?;
+        let mut may_kill = Vec::with_capacity(n);
+        for _ in 0..n {
+            may_kill.push(r.string()?);
+        }
         servers.push(Server {
             name,
             module,
@@ -409,6 +498,10 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             console,
             config,
             modules,
+            restart,
+            max_restarts,
+            backoff_ms,
+            may_kill,
         });
     }
     if r.pos != bytes.len() {
@@ -451,7 +544,10 @@ pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
 ///   client dies; pci gives each badge the devices assigned to it);
 /// - at most one server with a RAM pool (`ram_kb`), at most 1 GiB, providing at most one
 ///   endpoint (the one root and its clients call it on);
-/// - `modules` named like modules, each at most once per server and never the server's own.
+/// - `modules` named like modules, each at most once per server and never the server's own;
+/// - a restart policy that restarts only for a server that is neither the memory server (its
+///   pool is everyone's memory) nor a `wait` server, with `max_restarts` in 1..=[`MAX_RESTARTS`]
+///   and `backoff_ms` at most [`MAX_BACKOFF_MS`]; `may_kill` naming other servers of the system.
 pub fn validate(sys: &System) -> Result<(), String> {
     if sys.name.is_empty() {
         return Err(String::from("system has no name"));
@@ -554,6 +650,36 @@ pub fn validate(sys: &System) -> Result<(), String> {
                         o.name, r.base, r.count, s.name
                     ));
                 }
+            }
+        }
+    }
+    for s in &sys.servers {
+        let n = s.name.as_str();
+        if s.restart.restarts() {
+            if s.ram_kb > 0 || s.wait {
+                return Err(format!(
+                    "server `{n}`: restart = \"{}\" is not for the memory server or a `wait` server",
+                    s.restart.name()
+                ));
+            }
+            if !(1..=MAX_RESTARTS).contains(&s.max_restarts) {
+                return Err(format!(
+                    "server `{n}`: max_restarts = {} is not in 1..={MAX_RESTARTS}",
+                    s.max_restarts
+                ));
+            }
+        }
+        if s.backoff_ms > MAX_BACKOFF_MS {
+            return Err(format!(
+                "server `{n}`: backoff_ms = {} is above {MAX_BACKOFF_MS}",
+                s.backoff_ms
+            ));
+        }
+        for k in &s.may_kill {
+            if *k == s.name || !names.contains_key(k.as_str()) {
+                return Err(format!(
+                    "server `{n}`: may_kill names `{k}`, which is not another server of the system"
+                ));
             }
         }
     }

@@ -206,6 +206,17 @@ fn round_trip() {
 }
 
 #[test]
+fn restart_only_for_servers_that_can_come_back() {
+    invalid(
+        |s| {
+            s.servers[1].restart = Restart::Restart;
+            s.servers[1].wait = true;
+        },
+        "is not for the memory server or a `wait` server",
+    );
+}
+
+#[test]
 fn further_modules_are_checked() {
     invalid(
         |s| s.servers[1].modules.push("Bad".into()),
@@ -434,6 +445,36 @@ expect = ["x"]
             (100, 256, 0, false)
         );
         assert_eq!(decode(&encode(&s)).unwrap(), s);
+    }
+
+    #[test]
+    fn restart_policy_keys() {
+        assert!(from_toml(PINGPONG)
+            .unwrap()
+            .servers
+            .iter()
+            .all(|s| s.restart == Restart::Hold));
+        let t = "name = \"x\"\n[[server]]\nname = \"blk\"\nrestart = \"restart\"\nmax_restarts = 5\nbackoff_ms = 20\n[[server]]\nname = \"t\"\nmay_kill = [\"blk\"]\n";
+        let s = from_toml(t).unwrap();
+        validate(&s).unwrap();
+        assert_eq!(
+            (
+                s.servers[0].restart,
+                s.servers[0].max_restarts,
+                s.servers[0].backoff_ms
+            ),
+            (Restart::Restart, 5, 20)
+        );
+        assert_eq!(s.servers[1].may_kill, vec!["blk".to_string()]);
+        assert_eq!(decode(&encode(&s)).unwrap(), s);
+        let e = from_toml(&t.replace("\"restart\"\nmax", "\"again\"\nmax")).unwrap_err();
+        assert!(e.contains("`restart` must be"), "{e}");
+        let bad = from_toml(&t.replace("max_restarts = 5", "max_restarts = 0")).unwrap();
+        assert!(validate(&bad).unwrap_err().contains("max_restarts = 0"));
+        let bad = from_toml(&t.replace("[\"blk\"]", "[\"t\"]")).unwrap();
+        assert!(validate(&bad).unwrap_err().contains("may_kill names `t`"));
+        let bad = from_toml(&t.replace("backoff_ms = 20", "backoff_ms = 5000")).unwrap();
+        assert!(validate(&bad).unwrap_err().contains("backoff_ms = 5000"));
     }
 
     #[test]

@@ -27,6 +27,11 @@
 //!
 //! All requests of one call are queued before the single notify, so up to 16 are in flight on
 //! the device at once.
+//!
+//! Restartable (manifest `restart = "restart"`): the driver keeps no state a client cannot
+//! rebuild. A new incarnation resets the device before touching its queue; its clients find it
+//! in the slot of the old one, `share` their region again (a call before that is `NotShared`)
+//! and resubmit what was in flight (servers/ext2/src/cache.rs).
 #![no_std]
 #![no_main]
 
@@ -53,6 +58,8 @@ const MAX_BATCH: usize = 16;
 const MAX_SECTORS: u16 = 64;
 /// Pages one request of `MAX_SECTORS` can touch (32 KiB, not page aligned).
 const MAX_PAGES_PER_REQUEST: usize = 9;
+/// Status reads a legacy device's reset is given to complete.
+const RESET_POLLS: u32 = 100_000;
 
 // Legacy virtio-pci register offsets (virtio 1.x spec, 4.1.4.8 "Legacy Interfaces").
 const R_HOST_FEATURES: u16 = 0x00;
@@ -185,7 +192,18 @@ struct Blk {
 
 impl Blk {
     fn init(io: u16, irq: u64, notif: u64, line: u8, mem_ep: u64, ds_slot: u64) -> Blk {
+        // Reset first, before any queue register is touched: a previous incarnation of this
+        // driver (root restarts it: docs/ARCHITECTURE.md, "Supervision") may have left requests
+        // in flight whose queue and buffers are freed by now. The reset ends them, so the device
+        // never DMAs into pages that have changed hands (the modern transport does the same in
+        // `negotiate`). Reading the status back as 0 says the reset is done (bounded: a device
+        // that never says so is driven anyway and fails its requests).
         outb(io + R_STATUS, 0);
+        for _ in 0..RESET_POLLS {
+            if inb(io + R_STATUS) == 0 {
+                break;
+            }
+        }
         outb(io + R_STATUS, S_ACK);
         outb(io + R_STATUS, S_ACK | S_DRIVER);
         let host = inl(io + R_HOST_FEATURES);

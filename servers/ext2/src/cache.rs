@@ -5,13 +5,22 @@
 //!
 //! Pages mapped into clients are pinned while an open file holds them; a page that was ever
 //! mapped has its client mappings revoked before it is reused.
+//!
+//! The block driver may be restarted by root (manifest `restart`, docs/ARCHITECTURE.md,
+//! "Supervision"): a call that finds its incarnation gone (the endpoint revoked: `PeerGone`,
+//! `GONE` or an emptied slot) waits for the new incarnation in the same slot (root puts it
+//! there), shares the cache with it again and resubmits the call. Calls go one after the other
+//! and each is resubmitted before the next is sent, so writes still precede the flush that
+//! covers them; reads and writes of whole pages are idempotent, so resubmitting one the dead
+//! driver had partly done is harmless (the new incarnation resets the device first, which ends
+//! whatever the old one left in flight).
 
 use alloc::vec;
 use alloc::vec::Vec;
 use core::hash::{BuildHasherDefault, Hasher};
 use sawmill_ext2::{BlockDevice, DevError};
-use sawmill_interfaces::rpc::Map;
-use sawmill_interfaces::{blk, dataspace, mem, MapFlags};
+use sawmill_interfaces::rpc::{self, Map};
+use sawmill_interfaces::{blk, dataspace, mem, BlkError, MapFlags};
 use sawmill_rt::sys;
 
 pub const PAGE: usize = 4096;
@@ -39,6 +48,21 @@ pub const CACHE_AT: u64 = 0x8000_0000;
 /// (servers/blk-virtio: no physical address outlives a request). The driver's window is at
 /// most 256 MiB, so the two ranges never meet.
 const DMA_ALIAS_AT: u64 = CACHE_AT + 0x1000_0000;
+/// How long a call waits for a restarted driver's new incarnation before failing with `EIO`.
+const DRIVER_RESTART_WAIT_MS: u64 = 3000;
+/// Restarts one call rides out (a driver that dies on every request is not waited for forever).
+const MAX_RESUBMITS: u32 = 8;
+/// How often the slot is looked at while waiting for the new incarnation.
+const RESTART_POLL_MS: u64 = 2;
+
+/// Whether a driver call failed because its incarnation is gone (root revoked its endpoint), or
+/// reached a new incarnation that has not seen our region yet (`NotShared`: the region is
+/// shared once, before the first transfer, so only a new incarnation says so).
+fn driver_gone(e: &rpc::Error<BlkError>) -> bool {
+    e.peer_died()
+        || matches!(e, rpc::Error::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
+        || *e == rpc::Error::App(BlkError::NotShared)
+}
 
 /// Hashes device page numbers for the cache index (Fibonacci hashing: page numbers are dense,
 /// nobody chooses them to collide, and one multiply spreads them well).
@@ -61,6 +85,12 @@ impl Hasher for PageHash {
 
 pub struct Cache {
     blk: blk::Client,
+    /// The cache's region as shared with the driver (shared again with a new incarnation).
+    region: Map,
+    /// A notification to wait on (with a deadline) for a restarted driver; made when needed.
+    timer: Option<u64>,
+    /// Driver restarts ridden out.
+    pub driver_restarts: u64,
     base: *mut u8,
     npages: usize,
     pub dev_pages: u64,
@@ -130,6 +160,9 @@ impl Cache {
             .map_err(|_| "sharing the cache with the driver")?;
         Ok(Cache {
             blk,
+            region,
+            timer: None,
+            driver_restarts: 0,
             base,
             npages,
             dev_pages: info.sectors / 8,
@@ -281,12 +314,25 @@ impl Cache {
                 count[i] = c;
             }
             let n = chunk.len() as u32;
-            let r = if write {
-                self.blk.write(n, sector, off, count)
-            } else {
-                self.blk.read(n, sector, off, count)
-            };
-            r.map_err(|_| DevError)?;
+            let mut resubmits = 0;
+            loop {
+                let r = if write {
+                    self.blk.write(n, sector, off, count)
+                } else {
+                    self.blk.read(n, sector, off, count)
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(e) if driver_gone(&e) && resubmits < MAX_RESUBMITS => {
+                        resubmits += 1;
+                        self.reconnect()?;
+                    }
+                    Err(e) => {
+                        sawmill_rt::println!("ext2: block driver call failed: {:?}", e);
+                        return Err(DevError);
+                    }
+                }
+            }
         }
         self.stats[if write { 3 } else { 2 }] += pages.len() as u64;
         Ok(())
@@ -305,7 +351,73 @@ impl Cache {
 
     pub fn sync(&mut self) -> Result<(), DevError> {
         self.write_back()?;
-        self.blk.flush().map_err(|_| DevError)
+        let mut resubmits = 0;
+        loop {
+            match self.blk.flush() {
+                Ok(()) => return Ok(()),
+                Err(e) if driver_gone(&e) && resubmits < MAX_RESUBMITS => {
+                    resubmits += 1;
+                    self.reconnect()?;
+                }
+                Err(e) => {
+                    sawmill_rt::println!("ext2: block driver flush failed: {:?}", e);
+                    return Err(DevError);
+                }
+            }
+        }
+    }
+
+    /// The driver's incarnation is gone: waits for root to put the new one's endpoint in the
+    /// same slot, checks it is the same device and shares the cache with it again.
+    fn reconnect(&mut self) -> Result<(), DevError> {
+        // The counter's rate (waits for the kernel to have measured it, early after boot).
+        let khz = sawmill_rt::clock::Wall::get().khz;
+        let deadline = sys::rdtsc() + DRIVER_RESTART_WAIT_MS * khz;
+        let timer = match self.timer {
+            Some(t) => t,
+            None => {
+                let t = sawmill_rt::thread::create(sawmill_abi::ObjKind::Notification, 0)
+                    .map_err(|_| DevError)?;
+                self.timer = Some(t);
+                t
+            }
+        };
+        loop {
+            match self.blk.info() {
+                Ok(info) => {
+                    if info.sectors / 8 != self.dev_pages {
+                        sawmill_rt::println!("ext2: FAIL the restarted driver has another disk");
+                        return Err(DevError);
+                    }
+                    match self.blk.share(self.region) {
+                        Ok(()) => {
+                            self.driver_restarts += 1;
+                            sawmill_rt::println!(
+                                "ext2: block driver restarted ({} so far): resubmitting",
+                                self.driver_restarts
+                            );
+                            return Ok(());
+                        }
+                        Err(e) if driver_gone(&e) => {}
+                        Err(e) => {
+                            sawmill_rt::println!("ext2: sharing with the new driver: {:?}", e);
+                            return Err(DevError);
+                        }
+                    }
+                }
+                Err(e) if driver_gone(&e) => {}
+                Err(e) => {
+                    sawmill_rt::println!("ext2: the new driver's info: {:?}", e);
+                    return Err(DevError);
+                }
+            }
+            let now = sys::rdtsc();
+            if now >= deadline {
+                sawmill_rt::println!("ext2: the block driver did not come back");
+                return Err(DevError);
+            }
+            let _ = sys::notify_wait_until(timer, (now + RESTART_POLL_MS * khz).min(deadline));
+        }
     }
 
     pub fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Result<(), DevError> {

@@ -8,6 +8,15 @@
 //! serves as pager and exception handler: it reports faults and exits, reclaims what a dead
 //! server held, and shuts the machine down once every `wait` server has finished, checking that
 //! the kernel got all of its memory back.
+//!
+//! Supervision (docs/ARCHITECTURE.md, "Supervision"): a server whose manifest policy restarts
+//! it comes back after it dies as a new incarnation (generation) from the same module,
+//! configuration and capabilities. Its endpoints are new objects: every capability to the dead
+//! incarnation was revoked with it (callers get an error at once, and a stale capability never
+//! reaches the new one); root puts a capability to the new endpoint into each client's slot of
+//! the old one, so a client that sees its server gone finds the new incarnation where its
+//! environment named the old. Root's own capabilities for a server carry its generation in the
+//! badge, so late messages about a dead incarnation are never taken for the new one's.
 #![no_std]
 #![no_main]
 
@@ -17,7 +26,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, ObjKind};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_manifest::{Server, System};
+use sawmill_manifest::{Restart, Server, System};
 use sawmill_rt::{env, println, slots as sslots, sys};
 use sawmill_spawn::{
     self as spawn, Cap, Child, Map, MappedImage, Program, Record, Resources, SpawnError,
@@ -27,6 +36,10 @@ sawmill_rt::entry!(main);
 
 /// Badge bit of the handler capability for threads a server starts itself.
 const SECONDARY: u64 = 1 << 63;
+/// Root's badges for a server: its manifest position + 1 in the low bits, its generation
+/// (incarnation, from 1) from this bit up (below `SECONDARY`).
+const GENERATION_SHIFT: u32 = 32;
+const INDEX_MASK: u64 = (1 << GENERATION_SHIFT) - 1;
 
 /// Kernel memory each server's factory gets for its own bookkeeping (page tables, UTCBs,
 /// mapping nodes), on top of the manifest's `kmem_kb` for objects it creates itself.
@@ -255,6 +268,15 @@ struct Running {
     is_mem: bool,
     /// Endpoints it serves (revoked when it ends).
     provides: Vec<String>,
+    /// Its incarnation: 1 for the first start, one more for each restart.
+    generation: u64,
+    /// When this incarnation started (time-stamp counter).
+    started_tsc: u64,
+    /// Restarts in a row so far (reset when an incarnation lives `STABLE_MS`).
+    tries: u32,
+    /// The endpoints it uses: (endpoint, badge, the slot in its own table holding it), so that
+    /// a restarted provider's new endpoint goes where the client looks for the old one.
+    use_slots: Vec<(String, u64, u64)>,
 }
 
 struct Root {
@@ -268,6 +290,11 @@ struct Root {
     mem_cap: Option<u64>,
     /// The memory server's endpoint: the one the server with a RAM pool (`ram_kb`) provides.
     mem_endpoint: Option<String>,
+    /// Time-stamp counter ticks per millisecond, and the count at boot (the fault log's times).
+    tsc_khz: u64,
+    boot_tsc: u64,
+    /// A notification root waits on (with a deadline) for restart back-off.
+    timer: u64,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -293,9 +320,9 @@ impl Root {
 
     /// Starts server `idx` of the manifest: decides what it gets (quota, capabilities,
     /// environment records, RAM pool) and has lib/spawn build it from the boot archive.
-    fn start(&mut self, idx: usize, s: &Server, arch: &Archive) {
+    fn start(&mut self, idx: usize, s: &Server, arch: &Archive, generation: u64) {
         let name = s.name.as_str();
-        let badge = idx as u64 + 1;
+        let badge = (idx as u64 + 1) | generation << GENERATION_SHIFT;
         let Some((img, size)) = arch.find(&s.module) else {
             println!(
                 "root: FAIL {}: module {} not in the boot archive",
@@ -381,6 +408,7 @@ impl Root {
             let ep = self.endpoint(e);
             p.caps.push(Cap::provided(e, ep));
         }
+        let first_use = p.caps.len();
         for u in &s.uses {
             let ep = self.endpoint(&u.endpoint);
             let m = self.mint(ep, u.badge, rights::SEND | rights::GRANT, &mut caps);
@@ -467,12 +495,32 @@ impl Root {
         }
         p.pager = match &s.pager {
             Some(e) => {
+                // Another server's pager knows it by its manifest position, whatever its
+                // incarnation.
                 let ep = self.endpoint(e);
-                self.mint(ep, badge, rights::SEND, &mut caps)
+                self.mint(ep, idx as u64 + 1, rights::SEND, &mut caps)
             }
             None => pager_cap,
         };
         p.exception_handler = pager_cap;
+        // Where lib/spawn puts the used endpoints in the server's table (the rule it applies).
+        let mut fixed = alloc::vec![Some(sslots::TASK), Some(sslots::THREAD)];
+        if p.give_factory {
+            fixed.push(Some(sslots::FACTORY));
+        }
+        let first_cap = fixed.len();
+        fixed.extend(p.caps.iter().map(|c| c.slot));
+        let placed =
+            spawn::plan::assign_slots(&fixed, sslots::FIRST_NAMED, p.cap_slots).unwrap_or_default();
+        let use_slots = s
+            .uses
+            .iter()
+            .enumerate()
+            .filter_map(|(k, u)| {
+                let at = *placed.get(first_cap + first_use + k)?;
+                Some((u.endpoint.clone(), u.badge, at))
+            })
+            .collect();
 
         // SAFETY: the module lies inside the read-only boot archive mapping, which stays.
         let image = unsafe { MappedImage::resident(img, size) };
@@ -531,7 +579,11 @@ impl Root {
                 .unwrap_or_else(|e| fail("minting", e));
             self.mem_cap = Some(m);
         }
-        self.servers.push(Running {
+        let running = Running {
+            generation,
+            started_tsc: sys::rdtsc(),
+            tries: 0,
+            use_slots,
             name: String::from(name),
             wait: s.wait,
             task: child.task,
@@ -543,7 +595,132 @@ impl Root {
             mem_badge,
             is_mem,
             provides: s.provides.clone(),
-        });
+        };
+        if idx < self.servers.len() {
+            let tries = self.servers[idx].tries;
+            self.servers[idx] = running;
+            self.servers[idx].tries = tries;
+        } else {
+            self.servers.push(running);
+        }
+    }
+
+    /// Time-stamp counter ticks per millisecond, once the kernel has measured the rate (during
+    /// the first tenth of a second after boot: asked until it knows).
+    fn khz(&mut self) -> Option<u64> {
+        if self.tsc_khz == 0 {
+            self.tsc_khz = sys::kernel_info(kinfo::TSC_KHZ).unwrap_or(0);
+        }
+        (self.tsc_khz != 0).then_some(self.tsc_khz)
+    }
+
+    /// Milliseconds since boot at time-stamp count `tsc` (0 while the rate is unknown).
+    fn ms(&mut self, tsc: u64) -> u64 {
+        self.khz()
+            .map_or(0, |k| tsc.saturating_sub(self.boot_tsc) / k)
+    }
+
+    fn sleep_ms(&mut self, ms: u64) {
+        // Before the rate is known, a millisecond is taken as 10^6 ticks (a 1 GHz counter).
+        let deadline = sys::rdtsc() + ms * self.khz().unwrap_or(1_000_000);
+        while sys::rdtsc() < deadline {
+            if sys::notify_wait_until(self.timer, deadline).is_err() {
+                // WouldBlock: the deadline passed.
+                break;
+            }
+        }
+    }
+
+    /// Server `i` died (`reason`): logs the fault, reaps it, then applies its manifest policy.
+    /// Returns false if the machine must go down.
+    fn died(&mut self, i: usize, reason: &str, sys_: &System, arch: &Archive) -> bool {
+        let now = sys::rdtsc();
+        let (gen, started) = (self.servers[i].generation, self.servers[i].started_tsc);
+        let s = &sys_.servers[i];
+        // The fault log (a clean exit of a server left to end is no fault).
+        if reason != "exited" || s.restart != Restart::Hold {
+            let at = self.ms(now);
+            println!(
+                "root: fault: server {} incarnation {} reason {} at {} ms (policy {})",
+                s.name,
+                gen,
+                reason,
+                at,
+                s.restart.name()
+            );
+        }
+        self.reap(i);
+        match s.restart {
+            Restart::Hold => return true,
+            Restart::Reboot => {
+                println!("root: {} may not run without it: rebooting", s.name);
+                return false;
+            }
+            Restart::Restart | Restart::Reset => {}
+        }
+        // An incarnation whose life cannot be measured yet (no rate) counts as a short one.
+        let lived = self.ms(now).saturating_sub(self.ms(started).max(1));
+        let r = &mut self.servers[i];
+        r.tries = if lived >= sawmill_manifest::STABLE_MS {
+            1
+        } else {
+            r.tries + 1
+        };
+        if r.tries > s.max_restarts {
+            println!(
+                "root: {} held after {} restarts in a row (last: incarnation {}, {})",
+                s.name, s.max_restarts, gen, reason
+            );
+            return true;
+        }
+        let tries = r.tries;
+        let pause = (s.backoff_ms as u64) << (tries - 1).min(10);
+        self.sleep_ms(pause.min(sawmill_manifest::MAX_BACKOFF_MS as u64));
+        self.start(i, s, arch, gen + 1);
+        if !self.servers[i].alive || self.servers[i].generation != gen + 1 {
+            println!("root: {} could not be restarted: held", s.name);
+            return true;
+        }
+        // Its clients find the new endpoints where they kept the old ones (revoked with it).
+        for c in 0..self.servers.len() {
+            if !self.servers[c].alive || c == i {
+                continue;
+            }
+            let task = self.servers[c].task;
+            let wanted: Vec<(u64, u64, u64)> = self.servers[c]
+                .use_slots
+                .iter()
+                .filter(|u| s.provides.contains(&u.0))
+                .map(|u| (self.endpoint_of(&u.0), u.1, u.2))
+                .collect();
+            for (ep, badge, slot) in wanted {
+                let mut caps = core::mem::take(&mut self.servers[c].caps);
+                let m = self.mint(ep, badge, rights::SEND | rights::GRANT, &mut caps);
+                self.servers[c].caps = caps;
+                if let Err(e) = sys::task_cap_put(task, m, slot) {
+                    println!(
+                        "root: {} keeps no capability to the new {}: {}",
+                        self.servers[c].name,
+                        s.name,
+                        e.name()
+                    );
+                }
+            }
+        }
+        println!(
+            "root: {} restarted: incarnation {} ({} in a row)",
+            s.name,
+            gen + 1,
+            tries
+        );
+        true
+    }
+
+    fn endpoint_of(&self, name: &str) -> u64 {
+        self.endpoints
+            .iter()
+            .find(|e| e.0 == name)
+            .map_or(u64::MAX, |e| e.1)
     }
 
     fn endpoint(&mut self, name: &str) -> u64 {
@@ -648,15 +825,81 @@ struct Supervisor<'a> {
     root: &'a mut Root,
     waiting: usize,
     failed: bool,
+    system: &'a System,
+    arch: &'a Archive,
+    /// Kill requests refused so far.
+    refusals: u64,
+}
+
+impl Supervisor<'_> {
+    /// A fault-injection request (`KILL_LABEL`) from server `i`: kills the server named in the
+    /// words if `i`'s manifest `may_kill` lists it. Reply label 0 done, 1 refused.
+    fn kill_request(&mut self, i: usize, m: &IpcResult) -> u16 {
+        let mut name = [0u8; 32];
+        for (k, w) in m.w.iter().enumerate() {
+            name[k * 8..k * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let len = name.iter().position(|&b| b == 0).unwrap_or(32);
+        let Ok(target) = core::str::from_utf8(&name[..len]) else {
+            return 1;
+        };
+        let asker = &self.system.servers[i];
+        if !asker.may_kill.iter().any(|k| k == target) {
+            // The first refusals are logged, then every 1000th: nobody floods the console
+            // through root.
+            self.refusals += 1;
+            if self.refusals <= 8 || self.refusals.is_multiple_of(1000) {
+                println!(
+                    "root: {} may not kill `{}`: refused ({} refusals)",
+                    asker.name, target, self.refusals
+                );
+            }
+            return 1;
+        }
+        let Some(t) = self.system.servers.iter().position(|s| s.name == target) else {
+            return 1;
+        };
+        if !self.root.servers.get(t).is_some_and(|r| r.alive) {
+            return 1;
+        }
+        let _ = sys::task_kill(self.root.servers[t].task);
+        let mut reason = String::from("killed-by-");
+        reason.push_str(&asker.name);
+        self.end(t, &reason);
+        0
+    }
+
+    /// Server `i` has died: waited-for bookkeeping, then its policy.
+    fn end(&mut self, i: usize, reason: &str) {
+        let root = &mut *self.root;
+        if root.servers[i].wait {
+            self.waiting -= 1;
+            if root.servers[i].status != 0 {
+                self.failed = true;
+            }
+        }
+        if !root.died(i, reason, self.system, self.arch) {
+            let _ = sys::shutdown(root_slots::CONTROL, 1);
+        }
+    }
 }
 
 impl rpc::Serve for Supervisor<'_> {
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
         let root = &mut *self.root;
         let secondary = m.badge & SECONDARY != 0;
-        let idx = (m.badge & !SECONDARY) as usize;
-        if idx == 0 || idx > root.servers.len() {
+        let idx = (m.badge & INDEX_MASK) as usize;
+        let generation = (m.badge & !SECONDARY) >> GENERATION_SHIFT;
+        if idx == 0 || idx > root.servers.len() || root.servers[idx - 1].generation != generation {
+            // Nobody, or an incarnation that is gone.
             return next.skip(self);
+        }
+        if m.tag.label() == sawmill_manifest::KILL_LABEL {
+            if !root.servers[idx - 1].alive {
+                return next.skip(self);
+            }
+            let r = self.kill_request(idx - 1, m);
+            return next.reply(self, Reply::label(r));
         }
         if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
             // A thread the server started ended by itself: the server goes on.
@@ -668,14 +911,18 @@ impl rpc::Serve for Supervisor<'_> {
             return next.skip(self);
         }
         let name = root.servers[i].name.clone();
+        let reason;
         match m.tag.label() {
             label::EXIT => {
                 if m.w[0] == u64::MAX {
                     println!("root: {} was killed", name);
+                    reason = "killed";
                 } else if m.w[0] != 0 {
                     println!("root: {} exited with status {:#x}", name, m.w[0]);
+                    reason = "failed";
                 } else {
                     println!("root: {} exited", name);
+                    reason = "exited";
                 }
                 root.servers[i].status = m.w[0];
             }
@@ -688,6 +935,7 @@ impl rpc::Serve for Supervisor<'_> {
                     m.w[2]
                 );
                 root.servers[i].status = 0x100 + v;
+                reason = sawmill_abi::exception_name(v);
             }
             label::PAGE_FAULT => {
                 let what = sawmill_abi::fault::access(m.w[1]);
@@ -696,17 +944,12 @@ impl rpc::Serve for Supervisor<'_> {
                     name, what, m.w[0], m.w[2]
                 );
                 root.servers[i].status = 0x10e;
+                reason = "page-fault";
             }
             _ => return next.reply(self, Reply::label(0xffff)),
         }
-        if root.servers[i].wait {
-            self.waiting -= 1;
-            if root.servers[i].status != 0 {
-                self.failed = true;
-            }
-        }
         // No reply: killing the task ends the faulting thread anyway.
-        root.reap(i);
+        self.end(i, reason);
         if self.waiting == 0 {
             next.stop()
         } else {
@@ -756,6 +999,9 @@ fn main() {
         servers: Vec::new(),
         mem_cap: None,
         mem_endpoint: None,
+        tsc_khz: 0,
+        boot_tsc: sys::kernel_info(kinfo::BOOT_TSC).unwrap_or(0),
+        timer: 0,
     };
     // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
     root.mem_endpoint = sys_
@@ -767,10 +1013,13 @@ fn main() {
     root.fault_ep = root
         .create(root_slots::FACTORY, ObjKind::Endpoint, 0)
         .unwrap_or_else(|e| fail("endpoint", e));
+    root.timer = root
+        .create(root_slots::FACTORY, ObjKind::Notification, 0)
+        .unwrap_or_else(|e| fail("notification", e));
     // Kernel memory before any server exists; compared at shutdown.
     let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
     for (i, s) in sys_.servers.iter().enumerate() {
-        root.start(i, s, &arch);
+        root.start(i, s, &arch, 1);
     }
     let waiting = root.servers.iter().filter(|r| r.wait).count();
     if waiting == 0 {
@@ -780,6 +1029,9 @@ fn main() {
         root: &mut root,
         waiting,
         failed: false,
+        system: &sys_,
+        arch: &arch,
+        refusals: 0,
     };
     if waiting != 0 || sup.root.servers.is_empty() {
         let ep = sup.root.fault_ep;

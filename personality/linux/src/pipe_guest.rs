@@ -12,7 +12,6 @@
 //! (a child, a signal) are kept while it waits and posted back to the notification when it
 //! returns, so the wait that does handle them (wait4, the signals layer) still sees them.
 
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,11 +57,38 @@ enum Waker {
 pub struct Pipes {
     pub(crate) server: Option<pipe::Client>,
     pub(crate) wake: Option<u64>,
-    ends: BTreeMap<u64, EndState>,
+    ends: EndTable,
     pub(crate) free_slots: Vec<u64>,
     token: u32,
     /// TSC ticks per ms (the clock of deadlines and lock patience); 0 until asked (`khz`).
     khz: u64,
+}
+
+/// The process's pipe ends by capability slot: a list searched from its newest entry, since a
+/// process holds a few ends and looks one up at every transfer, wait and wake (a `BTreeMap`'s
+/// search cost more of a pipe round trip).
+struct EndTable(Vec<(u64, EndState)>);
+
+impl EndTable {
+    fn at(&self, slot: u64) -> Option<usize> {
+        self.0.iter().rposition(|e| e.0 == slot)
+    }
+    fn get(&self, slot: &u64) -> Option<&EndState> {
+        self.at(*slot).map(|i| &self.0[i].1)
+    }
+    fn get_mut(&mut self, slot: &u64) -> Option<&mut EndState> {
+        self.at(*slot).map(|i| &mut self.0[i].1)
+    }
+    /// Records `slot`'s state, replacing what it had.
+    fn insert(&mut self, slot: u64, state: EndState) {
+        match self.at(slot) {
+            Some(i) => self.0[i].1 = state,
+            None => self.0.push((slot, state)),
+        }
+    }
+    fn remove(&mut self, slot: &u64) -> Option<EndState> {
+        self.at(*slot).map(|i| self.0.swap_remove(i).1)
+    }
 }
 
 /// When the current wait for a ring lock began (TSC).
@@ -82,7 +108,7 @@ impl Pipes {
         Pipes {
             server: server.map(pipe::Client::new),
             wake,
-            ends: BTreeMap::new(),
+            ends: EndTable(Vec::new()),
             free_slots: Vec::new(),
             // Not 0 (the free lock), and different from other processes'.
             token: (pid as u32).max(1),

@@ -78,21 +78,66 @@ pub fn run(
         busybox: rootfs::HOST_BUSYBOX.into(),
         motd: None,
     })?;
-    let output = work.join("output.txt");
-    let log = work.join("serial.log");
+    let metrics = boot_lbench(
+        repo,
+        &LbenchRun {
+            what: "lbench",
+            tag: "bench-linuxabi",
+            work: &work,
+            image,
+            argv: argv(),
+            net: Vec::new(),
+            expected: &expected(),
+        },
+        progress,
+    )?;
+    Ok(metrics)
+}
+
+/// One boot of the Linux system running `lbench` under `-icount shift=0`.
+pub struct LbenchRun<'a> {
+    /// How errors name the run (`lbench`, `lbench net`).
+    pub what: &'a str,
+    /// The boot's tag (QEMU's and the scenario harness's name for it).
+    pub tag: &'a str,
+    /// The directory of `output.txt` (the program's terminal) and `serial.log`.
+    pub work: &'a Path,
+    pub image: std::path::PathBuf,
+    pub argv: Vec<String>,
+    /// QEMU's network arguments (none: no NIC).
+    pub net: Vec<String>,
+    /// Every metric the run must print.
+    pub expected: &'a [String],
+}
+
+/// Boots `run`, checks that lbench ended well, that its calibration says the guest's clock
+/// counts instructions and that it printed every expected metric; returns its figures.
+pub fn boot_lbench(
+    repo: &Repo,
+    run: &LbenchRun,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Metric>, String> {
+    let what = run.what;
+    let output = run.work.join("output.txt");
+    let log = run.work.join("serial.log");
     let _ = fs::remove_file(&output);
     progress(&format!(
-        "linuxabi: booting {} under -icount shift=0: {}",
+        "{what}: booting {} under -icount shift=0{}: {}",
         sys_linux::MANIFEST,
-        argv().join(" ")
+        if run.net.is_empty() {
+            ""
+        } else {
+            " with virtio-net"
+        },
+        run.argv.join(" ")
     ));
     let booted = sys_linux::boot(
         repo,
         &Boot {
-            tag: "bench-linuxabi".into(),
-            disk: image,
+            tag: run.tag.into(),
+            disk: run.image.clone(),
             process: Process {
-                argv: argv(),
+                argv: run.argv.clone(),
                 env: sys_linux::DEFAULT_ENV
                     .iter()
                     .map(|s| s.to_string())
@@ -109,7 +154,7 @@ pub fn run(
             show_log: false,
             timeout: TIMEOUT,
             icount: true,
-            net: Vec::new(),
+            net: run.net.clone(),
         },
     );
     let out = String::from_utf8_lossy(&fs::read(&output).unwrap_or_default()).into_owned();
@@ -118,7 +163,7 @@ pub fn run(
         Ok(Ending::Exited(0)) => {}
         Ok(e) => {
             return Err(format!(
-                "lbench on sawmill: {}; output {}:\n    | {}",
+                "{what} on sawmill: {}; output {}:\n    | {}",
                 sys_linux::describe(e),
                 output.display(),
                 tail(&out)
@@ -126,27 +171,29 @@ pub fn run(
         }
         Err(e) => {
             return Err(format!(
-                "lbench on sawmill: {e}; debug console {}:\n    | {}",
+                "{what} on sawmill: {e}; debug console {}:\n    | {}",
                 log.display(),
                 tail(&booted.log)
             ))
         }
     }
     if let Some(line) = out.lines().find(|l| l.contains("LBENCH error")) {
-        return Err(format!("lbench on sawmill reported: {}", line.trim()));
+        return Err(format!("{what} on sawmill reported: {}", line.trim()));
     }
     if let Some(calib) = out.lines().find(|l| l.starts_with("CALIB")) {
         baseline::check_calibration(calib.trim())?;
-        progress(&format!("linuxabi: {}", calib.trim()));
+        progress(&format!("{what}: {}", calib.trim()));
     }
     let metrics = baseline::parse_bench_lines(&out);
-    let missing: Vec<String> = expected()
-        .into_iter()
-        .filter(|n| !metrics.iter().any(|m| &m.name == n))
+    let missing: Vec<&str> = run
+        .expected
+        .iter()
+        .filter(|n| !metrics.iter().any(|m| &m.name == *n))
+        .map(|n| n.as_str())
         .collect();
     if !missing.is_empty() || !out.contains("LBENCH done") {
         return Err(format!(
-            "lbench on sawmill incomplete (missing: {}); output {}:\n    | {}",
+            "{what} on sawmill incomplete (missing: {}); output {}:\n    | {}",
             missing.join(", "),
             output.display(),
             tail(&out)

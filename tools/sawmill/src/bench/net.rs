@@ -8,13 +8,11 @@
 
 use super::linux as baseline;
 use super::Metric;
-use crate::linux::{self as sys_linux, Boot, Ending, Process, Terminal};
 use crate::repo::Repo;
 use crate::rootfs;
 use std::fs;
 use std::net::UdpSocket;
 use std::path::Path;
-use std::time::Duration;
 
 /// The metrics, without prefix: sawmill's names; Linux's are `linux.` + these.
 pub const METRICS: &[&str] = &[
@@ -34,9 +32,6 @@ const HOST_FROM_GUEST: &str = "10.0.2.2";
 
 /// Where the benchmark files lie in the image (`lbench`'s directory argument).
 const DATA_DIR: &str = "bench";
-
-/// Hard limit on the boot.
-const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// QEMU arguments of the NIC both sides measure: the user network, virtio-net.
 pub fn qemu_args() -> Vec<String> {
@@ -100,82 +95,23 @@ pub fn run(
     })?;
     let sink = HostSink::bind()?;
     let argv = argv(&sink.guest_address());
-    let output = work.join("output.txt");
-    let log = work.join("serial.log");
-    let _ = fs::remove_file(&output);
-    progress(&format!(
-        "net: booting {} with virtio-net under -icount shift=0: {}",
-        sys_linux::MANIFEST,
-        argv.join(" ")
-    ));
-    let booted = sys_linux::boot(
+    let expected: Vec<String> = METRICS.iter().map(|m| m.to_string()).collect();
+    let metrics = super::linuxabi::boot_lbench(
         repo,
-        &Boot {
-            tag: "bench-net".into(),
-            disk: image,
-            process: Process {
-                argv,
-                env: sys_linux::DEFAULT_ENV
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-                cwd: None,
-                trace: false,
-                no_echo: true,
-            },
-            terminal: Terminal::Piped {
-                input: Vec::new(),
-                output: output.clone(),
-            },
-            log: log.clone(),
-            show_log: false,
-            timeout: TIMEOUT,
-            icount: true,
+        &super::linuxabi::LbenchRun {
+            what: "lbench net",
+            tag: "bench-net",
+            work: &work,
+            image,
+            argv,
             net: qemu_args(),
+            expected: &expected,
         },
+        progress,
     );
+    // The sink stays bound until the guest has sent its last datagram.
     drop(sink);
-    let out = String::from_utf8_lossy(&fs::read(&output).unwrap_or_default()).into_owned();
-    let tail = |s: &str| crate::scenario::tail(s, 20).join("\n    | ");
-    match booted.ending {
-        Ok(Ending::Exited(0)) => {}
-        Ok(e) => {
-            return Err(format!(
-                "lbench net on sawmill: {}; output {}:\n    | {}",
-                sys_linux::describe(e),
-                output.display(),
-                tail(&out)
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "lbench net on sawmill: {e}; debug console {}:\n    | {}",
-                log.display(),
-                tail(&booted.log)
-            ))
-        }
-    }
-    if let Some(line) = out.lines().find(|l| l.contains("LBENCH error")) {
-        return Err(format!("lbench net on sawmill reported: {}", line.trim()));
-    }
-    if let Some(calib) = out.lines().find(|l| l.starts_with("CALIB")) {
-        baseline::check_calibration(calib.trim())?;
-    }
-    let metrics = baseline::parse_bench_lines(&out);
-    let missing: Vec<&str> = METRICS
-        .iter()
-        .copied()
-        .filter(|n| !metrics.iter().any(|m| m.name == *n))
-        .collect();
-    if !missing.is_empty() || !out.contains("LBENCH done") {
-        return Err(format!(
-            "lbench net on sawmill incomplete (missing: {}); output {}:\n    | {}",
-            missing.join(", "),
-            output.display(),
-            tail(&out)
-        ));
-    }
-    Ok(metrics)
+    metrics
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //!
 //! - `fs.open`: open + close of an existing file (option 3: at the PFS directly);
 //!   `fs.open.opt2`: the same through the VFS.
-//! - `fs.read4k.cold`: per 4 KiB record, first read of a file not yet in the PFS's cache.
+//! - `fs.read4k.cold`: per 4 KiB record, first read of a file not yet in the PFS's cache (the
+//!   best of `COLD_FILES` such files, `/b/cold`, `/b/cold1`, ...).
 //! - `fs.reread4k.<config>.<size>`: per 4 KiB record, rereading a cached file of that size,
 //!   measured here in the reading client. Configs: `multiserver` (the standard system: driver,
 //!   PFS, VFS and this client in separate tasks; the library's default, option 3 with mapped
@@ -26,6 +27,9 @@ use sawmill_fstests::files;
 use sawmill_rt::{println, sys};
 
 sawmill_rt::entry!(main);
+
+/// Files of the cold read, each read once (lbench's PASSES drops of Linux's caches).
+const COLD_FILES: usize = 9;
 
 fn rec_cost(f: &mut Files, path: &str, flags: u32, passes: u64) -> u64 {
     let fd = f.open(path, O_READ | flags, 0).expect("open");
@@ -117,17 +121,28 @@ fn main() {
         }
         println!("BENCH {} {} insn", name, (sys::rdtsc() - t0) / 50);
     }
-    // Cold read: the file was never read since boot.
+    // Cold read: each of the files was never read since boot. Like lbench (which drops
+    // Linux's caches before each of its passes), the minimum over COLD_FILES passes, one file
+    // each: the waits for the disk count the host's time under icount (bench/README.md).
     f.protocol = Protocol::Direct;
-    let fd = f.open("/b/cold", O_READ, 0).expect("open");
     let mut buf = alloc::vec![0u8; 4096];
-    let t0 = sys::rdtsc();
-    let mut recs = 0;
-    while f.read(fd, &mut buf).expect("read") == 4096 {
-        recs += 1;
+    let mut best = u64::MAX;
+    for i in 0..COLD_FILES {
+        let name = if i == 0 {
+            alloc::string::String::from("/b/cold")
+        } else {
+            alloc::format!("/b/cold{i}")
+        };
+        let fd = f.open(&name, O_READ, 0).expect("open");
+        let t0 = sys::rdtsc();
+        let mut recs = 0;
+        while f.read(fd, &mut buf).expect("read") == 4096 {
+            recs += 1;
+        }
+        best = best.min((sys::rdtsc() - t0) / recs);
+        f.close(fd).expect("close");
     }
-    println!("BENCH fs.read4k.cold {} insn", (sys::rdtsc() - t0) / recs);
-    f.close(fd).expect("close");
+    println!("BENCH fs.read4k.cold {} insn", best);
     for (cfg, proto, flags) in [
         ("multiserver", Protocol::Direct, 0),
         ("opt2", Protocol::Vfs, 0),

@@ -78,8 +78,11 @@ const SOCK_BIT: u64 = 1 << 40;
 const NOTICE_BADGE: u64 = 1 << 41;
 /// Badges of channel capabilities (`sock.channel`) have this bit besides [`SOCK_BIT`].
 const CHAN_BIT: u64 = 1 << 39;
-/// Channels in all (each holds [`CHANNEL_BYTES`] of the heap: 1 MiB beside the sockets' 6).
+/// Channels in all (each holds [`CHANNEL_BYTES`] of the heap: 1 MiB beside the sockets' 6), and
+/// per client: like sockets, one client takes at most a quarter, so one that hoards channels
+/// cannot push every other client back onto the message path.
 const MAX_CHANNELS: usize = 32;
+const MAX_CLIENT_CHANNELS: usize = MAX_CHANNELS / 4;
 const CHANNEL: usize = CHANNEL_BYTES as usize;
 const PAGE: usize = 4096;
 /// Dataspace calls (a channel's buffer) carry labels from 0xd01 on (interfaces/dataspace.idl).
@@ -580,6 +583,8 @@ impl Drop for ChanBuf {
 /// A channel: the socket (its badge) whose bulk calls it carries, and its buffer.
 struct Channel {
     sock: u64,
+    /// The client (manifest badge) of its socket, whose share of channels it counts against.
+    owner: u64,
     buf: ChanBuf,
 }
 
@@ -1044,14 +1049,14 @@ impl sock::Server for Front {
         if badge & CHAN_BIT != 0 {
             return Err(SockError::Invalid);
         }
-        {
+        let owner = {
             let g = STACK.lock();
             let s = g.as_ref().ok_or(SockError::Unreachable)?;
-            if !s.socks.contains_key(&badge) {
-                return Err(SockError::BadSocket);
-            }
-        }
-        if self.chans.len() >= MAX_CHANNELS {
+            s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner
+        };
+        if self.chans.len() >= MAX_CHANNELS
+            || self.chans.values().filter(|c| c.owner == owner).count() >= MAX_CLIENT_CHANNELS
+        {
             return Err(SockError::NoSpace);
         }
         let buf = ChanBuf::new().ok_or(SockError::NoSpace)?;
@@ -1062,7 +1067,14 @@ impl sock::Server for Front {
             return Err(SockError::NoSpace);
         }
         self.next_chan = (self.next_chan + 1) & (CHAN_BIT - 1);
-        self.chans.insert(chan, Channel { sock: badge, buf });
+        self.chans.insert(
+            chan,
+            Channel {
+                sock: badge,
+                owner,
+                buf,
+            },
+        );
         self.after.delete(slot);
         Ok(slot)
     }

@@ -386,6 +386,19 @@ impl Checker {
                     Err(RpcError::App(SockError::WouldBlock)) => {}
                     r => wrong!(n, dead, r.map(|_| ()), "recv_from with nothing sent"),
                 }
+                // Another client hoarding channels leaves this one its share.
+                let chan = thread::alloc_slot();
+                match u.channel(chan) {
+                    Ok(_) => {
+                        let _ = sys::cap_delete(chan);
+                    }
+                    r => wrong!(
+                        n,
+                        dead,
+                        r,
+                        "a channel (want one: others hold only their share)"
+                    ),
+                }
                 let _ = sys::cap_delete(c);
             }
             r => wrong!(n, dead, r, "create a UDP socket"),

@@ -974,7 +974,36 @@ fn run_socket(e: &mut Engine, o: &Opts) -> bool {
             |r| r.is_err(),
             "ready asked on the stack's endpoint",
         );
-        ask(e, check::SOCKET).1
+        // Channels hoarded on one socket: the stack gives one client at most a quarter of them
+        // (8), and the checker, another client, still gets one while these are held.
+        let s = e.slot();
+        let mut hoard = alloc::vec::Vec::new();
+        if let Ok(u) = sk.create(SockKind::Udp, s) {
+            let u = sock::Client::new(u);
+            for _ in 0..40 {
+                let c = e.slot();
+                match u.channel(c) {
+                    Ok(_) => hoard.push(c),
+                    Err(_) => {
+                        e.release(c);
+                        break;
+                    }
+                }
+            }
+        }
+        let held = hoard.len();
+        expect(
+            e,
+            Ok::<usize, RpcError<SockError>>(held),
+            |r| matches!(r, Ok(n) if *n <= 8),
+            "channels one client holds (want at most 8)",
+        );
+        let checked = ask(e, check::SOCKET).1;
+        for c in hoard {
+            e.release(c);
+        }
+        e.release(s);
+        checked
     })
 }
 

@@ -190,30 +190,11 @@ impl<B: Backend> Files<B> {
         u: &dyn User,
     ) -> SysResult {
         let total = vecs.iter().map(|v| v.1).sum::<u64>().min(MAX_RW) as usize;
-        // The bytes at logical offset `off` of the vectors: (address, length) pieces.
-        let pieces = |off: usize, len: usize| {
-            let mut out = alloc::vec::Vec::new();
-            let (mut at, mut want) = (0usize, len);
-            for &(base, l) in vecs {
-                let l = l as usize;
-                if want == 0 {
-                    break;
-                }
-                if off < at + l && off + len > at {
-                    let from = off.max(at) - at;
-                    let n = (l - from).min(want);
-                    out.push((base + from as u64, n));
-                    want -= n;
-                }
-                at += l;
-            }
-            out
-        };
         let r = if write {
             self.pipe_write_from(d, total, &mut |off, len, take| {
                 let mut tmp = alloc::vec![0u8; len];
                 let mut k = 0;
-                for (addr, n) in pieces(off, len) {
+                for (addr, n) in pieces(vecs, off, len) {
                     u.read(addr, &mut tmp[k..k + n])?;
                     k += n;
                 }
@@ -225,7 +206,7 @@ impl<B: Backend> Files<B> {
                 let mut tmp = alloc::vec![0u8; len];
                 let n = fill(&mut tmp)?;
                 let mut k = 0;
-                for (addr, m) in pieces(0, n) {
+                for (addr, m) in pieces(vecs, 0, n) {
                     u.write(addr, &tmp[k..k + m])?;
                     k += m;
                 }
@@ -406,4 +387,25 @@ impl<B: Backend> Files<B> {
     pub(super) fn pipe_unread(ring: Ring) -> u32 {
         ring.used().unwrap_or(0) as u32
     }
+}
+
+/// The bytes at logical offset `off` (`len` of them) of the vectors `vecs`: (address, length)
+/// pieces. Shared by pipes and local sockets (`unix.rs`).
+pub(super) fn pieces(vecs: &[(u64, u64)], off: usize, len: usize) -> alloc::vec::Vec<(u64, usize)> {
+    let mut out = alloc::vec::Vec::new();
+    let (mut at, mut want) = (0usize, len);
+    for &(base, l) in vecs {
+        let l = l as usize;
+        if want == 0 {
+            break;
+        }
+        if off < at + l && off + len > at {
+            let from = off.max(at) - at;
+            let n = (l - from).min(want);
+            out.push((base + from as u64, n));
+            want -= n;
+        }
+        at += l;
+    }
+    out
 }

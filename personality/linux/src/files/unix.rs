@@ -25,7 +25,7 @@ use sawmill_pipe_api::{End, Ring, Step, CAPACITY};
 
 use super::abi::*;
 use super::backend::{Backend, OpenHow, Opened};
-use super::pipe::PipeEnd;
+use super::pipe::{pieces, PipeEnd};
 use super::socket::*;
 use super::table::{Description, Object, Shared};
 use super::{Files, MAX_RW};
@@ -187,27 +187,6 @@ fn give(put: &mut Put<'_>, data: &[u8]) -> Result<(), Errno> {
         Ok(data.len())
     })?;
     Ok(())
-}
-
-/// The bytes at logical offset `off` (`len` of them) of the vectors `vecs`: (address, length)
-/// pieces.
-fn pieces(vecs: &[(u64, u64)], off: usize, len: usize) -> Vec<(u64, usize)> {
-    let mut out = Vec::new();
-    let (mut at, mut want) = (0usize, len);
-    for &(base, l) in vecs {
-        let l = l as usize;
-        if want == 0 {
-            break;
-        }
-        if off < at + l && off + len > at {
-            let from = off.max(at) - at;
-            let n = (l - from).min(want);
-            out.push((base + from as u64, n));
-            want -= n;
-        }
-        at += l;
-    }
-    out
 }
 
 impl<B: Backend> Files<B> {

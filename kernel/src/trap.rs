@@ -40,9 +40,9 @@ pub fn init_interrupts() {
     lapic_write(0xf0, 0x100 | VEC_SPURIOUS as u32);
     lapic_write(0x350, 0x700);
     lapic_write(0x360, 0x400);
-    lapic_write(0x3e0, 0xb); // divide by 1
-                             // Periodic, every TICK_MS (10 ms) at QEMU's 1 GHz APIC timer clock (under -icount shift=0,
-                             // 10 M instructions).
+    // The timer: divide by 1, periodic, every TICK_MS (10 ms) at QEMU's 1 GHz APIC timer clock
+    // (under -icount shift=0, 10 M instructions).
+    lapic_write(0x3e0, 0xb);
     lapic_write(0x320, (1 << 17) | VEC_TIMER as u32);
     lapic_write(0x380, (sawmill_abi::TICK_MS * 1_000_000) as u32);
 }

@@ -157,13 +157,45 @@ pub enum Sys {
     /// table there, or borrows it itself), Busy (`task` has something in the window), NoMemory
     /// (`task`'s quota for its upper tables).
     TaskLink = 38,
+    /// `thread_info(thread=rdi)` -> `rdi` = timer ticks ([`TICK_MS`] each) the thread has been
+    /// running since it last waited — any call, send, receive, notification wait or yield,
+    /// whether or not it blocked (saturating at 65535) — and `rsi` = its state
+    /// ([`thread_state`]). Needs the thread capability with CONTROL. How root tells a server
+    /// spinning in a request from one idle in its receive or waiting for another server.
+    ThreadInfo = 39,
+}
+
+/// Root's priority: every server runs below it (the manifest's rule), so root always gets the
+/// CPU to supervise them.
+pub const ROOT_PRIORITY: u8 = 200;
+
+/// Milliseconds per timer tick (the kernel's periodic timer; scheduling slices, `TICKS`,
+/// [`Sys::ThreadInfo`]).
+pub const TICK_MS: u64 = 10;
+
+/// A thread's state as [`Sys::ThreadInfo`] reports it.
+pub mod thread_state {
+    /// Created, not started.
+    pub const INACTIVE: u64 = 0;
+    /// Running or ready to run.
+    pub const READY: u64 = 1;
+    /// Blocked sending (no receiver yet).
+    pub const SENDING: u64 = 2;
+    /// Blocked in a receive.
+    pub const RECEIVING: u64 = 3;
+    /// Blocked in a call, waiting for the reply.
+    pub const AWAIT_REPLY: u64 = 4;
+    /// Blocked on a notification.
+    pub const NOTIFY: u64 = 5;
+    /// Ended.
+    pub const DEAD: u64 = 6;
 }
 
 /// How many windows one task may borrow with [`Sys::TaskLink`].
 pub const MAX_LINKS: usize = 8;
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 39;
+pub const SYS_COUNT: u64 = 40;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -211,6 +243,7 @@ impl TryFrom<u64> for Sys {
             DmaMap,
             ThreadInterrupt,
             TaskLink,
+            ThreadInfo,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

@@ -7,9 +7,9 @@ use crate::arch::{inb, outb};
 use crate::state::kernel;
 use sawmill_kcore::rtc::{tsc_khz, Rtc};
 
-/// Ticks the rate is measured over (the timer runs at 10 ms a tick).
+/// Ticks the rate is measured over (the timer runs at `TICK_MS` a tick).
 const CALIBRATION_TICKS: u64 = 10;
-const TICK_US: u64 = 10_000;
+const TICK_US: u64 = sawmill_abi::TICK_MS * 1000;
 
 fn cmos(reg: u8) -> u8 {
     // Bit 7 of the index keeps NMIs masked as the firmware left them.

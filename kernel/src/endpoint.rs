@@ -404,6 +404,7 @@ pub fn fast_call(cur: *mut Thread) {
     rt.caller = cur;
     t.send_call = true;
     t.state = State::AwaitReply;
+    t.run_ticks = 0;
     t.server = r;
     sched::switch_with_msg(r, &t.frame, c.badge)
 }
@@ -425,6 +426,7 @@ pub fn fast_send(cur: *mut Thread) {
     fast_copy(t, rt, c.badge);
     rt.state = State::Ready;
     t.frame.rax = 0;
+    t.run_ticks = 0;
     if rt.prio > t.prio {
         // No other thread is ready (checked): the sender simply waits its turn.
         sched::enqueue(cur);
@@ -457,6 +459,7 @@ pub fn fast_reply_recv(cur: *mut Thread) {
     ct.server = null_mut();
     t.caller = null_mut();
     t.state = State::Receiving;
+    t.run_ticks = 0;
     t.ep = ep;
     push(&mut e.recv_head, cur);
     sched::switch_with_msg(cl, &t.frame, 0)

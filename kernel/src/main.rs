@@ -417,7 +417,7 @@ fn start_root(a: &Archive) {
     t.gs_base = layout::ROOT_UTCB;
     t.task = task;
     tk.threads.push(thread);
-    t.prio = 200;
+    t.prio = sawmill_abi::ROOT_PRIORITY;
     t.frame.rip = entry;
     t.frame.rsp = layout::ROOT_STACK_TOP - 8;
     t.frame.rdi = 0;

@@ -127,6 +127,10 @@ pub struct Thread {
     pub task: *mut Task,
     pub state: State,
     pub prio: u8,
+    /// Timer ticks at which this thread was running since it last waited: any receive, call,
+    /// send, notification wait or yield, whether or not it had to block (`thread_info`; how root
+    /// tells a server spinning in a request from one that is idle or waits for another).
+    pub run_ticks: u16,
     pub slice: u32,
     pub utcb_pa: u64,
     pub utcb_va: u64,

@@ -165,6 +165,14 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
     let task = t.task;
     let f = &t.frame;
     let (a0, a1, a2, a3, a4, a5) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9);
+    // The calls that wait (or receive, or give up the CPU) start the thread's run count again,
+    // whether or not they block: see `Thread::run_ticks`.
+    if matches!(
+        sys,
+        Sys::Call | Sys::ReplyRecv | Sys::Send | Sys::Recv | Sys::Yield | Sys::NotifyWait
+    ) {
+        t.run_ticks = 0;
+    }
     match sys {
         Sys::Null => Ok(()),
         Sys::Call => endpoint::sys_send(cur, true),
@@ -312,6 +320,10 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             Ok(())
         }
         Sys::ThreadRegs => thread::regs(task, thread_cap(task, a0)?, a1),
+        Sys::ThreadInfo => {
+            (t.frame.rdi, t.frame.rsi) = thread::info(thread_cap(task, a0)?);
+            Ok(())
+        }
         Sys::Translate => {
             // SAFETY: live task.
             let pml4 = unsafe { (*task).pml4 };

@@ -12,7 +12,7 @@ use crate::paging;
 use crate::sched;
 use crate::state::kernel;
 use alloc::boxed::Box;
-use sawmill_abi::{layout, map, Error, ForeignFrame, Utcb, FOREIGN_REDZONE};
+use sawmill_abi::{layout, map, thread_state, Error, ForeignFrame, Utcb, FOREIGN_REDZONE};
 
 pub fn new_thread(f: *mut Factory) -> Result<*mut Thread, Error> {
     let size = core::mem::size_of::<Thread>() as u64;
@@ -29,6 +29,7 @@ pub fn new_thread(f: *mut Factory) -> Result<*mut Thread, Error> {
         task: core::ptr::null_mut(),
         state: State::Inactive,
         prio: 0,
+        run_ticks: 0,
         slice: sched::SLICE,
         utcb_pa: 0,
         utcb_va: 0,
@@ -242,6 +243,23 @@ pub fn interrupt(t: *mut Thread) {
     f.rdi = x.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;
     f.rsi = 0;
     f.rdx = 0;
+}
+
+/// `thread_info`: how long thread `th` has run since it last waited (timer ticks) and its state
+/// (`sawmill_abi::thread_state`).
+pub fn info(th: *mut Thread) -> (u64, u64) {
+    // SAFETY: live thread (the capability holds it).
+    let x = unsafe { &*th };
+    let state = match x.state {
+        State::Inactive => thread_state::INACTIVE,
+        State::Ready => thread_state::READY,
+        State::Sending => thread_state::SENDING,
+        State::Receiving => thread_state::RECEIVING,
+        State::AwaitReply => thread_state::AWAIT_REPLY,
+        State::Notify => thread_state::NOTIFY,
+        State::Dead => thread_state::DEAD,
+    };
+    (x.run_ticks as u64, state)
 }
 
 /// `thread_regs`: copies thread `th`'s registers to `out` in `task`.

@@ -40,10 +40,11 @@ pub fn init_interrupts() {
     lapic_write(0xf0, 0x100 | VEC_SPURIOUS as u32);
     lapic_write(0x350, 0x700);
     lapic_write(0x360, 0x400);
-    lapic_write(0x3e0, 0xb); // divide by 1
-    lapic_write(0x320, (1 << 17) | VEC_TIMER as u32); // periodic
-                                                      // 10 ms at QEMU's 1 GHz APIC timer clock (under -icount shift=0, 10 M instructions).
-    lapic_write(0x380, 10_000_000);
+    // The timer: divide by 1, periodic, every TICK_MS (10 ms) at QEMU's 1 GHz APIC timer clock
+    // (under -icount shift=0, 10 M instructions).
+    lapic_write(0x3e0, 0xb);
+    lapic_write(0x320, (1 << 17) | VEC_TIMER as u32);
+    lapic_write(0x380, (sawmill_abi::TICK_MS * 1_000_000) as u32);
 }
 
 /// `#NM`: the current thread touched the FPU without owning it; swap the state.
@@ -99,6 +100,7 @@ extern "C" fn trap_from_user(_f: &mut Frame) -> ! {
     match t.frame.vector {
         VEC_TIMER => {
             timer();
+            t.run_ticks = t.run_ticks.saturating_add(1);
             sched::preempt_tick();
         }
         v if (VEC_PIC..VEC_PIC + 16).contains(&v) => irq::device_irq((v - VEC_PIC) as u8),

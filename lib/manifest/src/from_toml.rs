@@ -44,6 +44,8 @@ const SERVER_KEYS: &[&str] = &[
     "max_restarts",
     "backoff_ms",
     "may_kill",
+    "hang_ms",
+    "fault_log",
 ];
 
 /// The configuration schemas the host tool knows: module name → the `Config` type of its
@@ -659,6 +661,15 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
     }
     if let Some(v) = t.get("may_kill") {
         s.may_kill = strings(v, "may_kill", &ctx).map_err(at("may_kill"))?;
+    }
+    if let Some(v) = t.get("hang_ms") {
+        s.hang_ms = int(v, "hang_ms", &ctx, 0, u32::MAX as i64).map_err(at("hang_ms"))? as u32;
+    }
+    if let Some(v) = t.get("fault_log") {
+        s.fault_log = v
+            .as_bool()
+            .ok_or_else(|| format!("{ctx}: `fault_log` must be true or false"))
+            .map_err(at("fault_log"))?;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64).map_err(at("ram_kb"))? as u32;

@@ -19,6 +19,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub mod config;
+pub mod faults;
 #[cfg(feature = "toml")]
 mod from_toml;
 #[cfg(feature = "toml")]
@@ -99,6 +100,13 @@ pub struct Server {
     /// Servers this one may have root kill (fault injection for tests: the `sys:pager` call
     /// [`KILL_LABEL`]); each names a server of the system other than itself.
     pub may_kill: Vec<String>,
+    /// How long, in milliseconds, the server's main thread may run without waiting (a receive,
+    /// call, send, notification wait or yield) before root takes it for hung: 0 (never checked)
+    /// or [`MIN_HANG_MS`]..=[`MAX_HANG_MS`]; [`DEFAULT_HANG_MS`] unless the manifest says
+    /// otherwise. Only servers that provide an endpoint are watched.
+    pub hang_ms: u32,
+    /// The server may read root's fault log (the `sys:pager` call [`FAULT_LOG_LABEL`]).
+    pub fault_log: bool,
 }
 
 /// A server's restart policy (manifest `restart`).
@@ -151,6 +159,25 @@ pub const STABLE_MS: u64 = 1000;
 /// The label of a request on `sys:pager` asking root to kill a server (words: its name, up to
 /// 32 bytes, zero-padded); allowed only for servers the caller's `may_kill` names.
 pub const KILL_LABEL: u16 = 0x5001;
+/// The label of a request on `sys:pager` for one line of root's fault log (word 0: the line's
+/// sequence number, from 0); allowed only for servers whose manifest says `fault_log = true`.
+/// Reply label 0 with word 0 the sequence number of the line returned (the oldest kept at or
+/// after the one asked for), word 1 its length in bytes and the text from word 2 on (at most
+/// [`FAULT_LINE_MAX`] bytes, the message's further words); label 1 when there is no such line yet.
+pub const FAULT_LOG_LABEL: u16 = 0x5002;
+/// Longest fault-log line [`FAULT_LOG_LABEL`] returns (the message words after the first two).
+pub const FAULT_LINE_MAX: usize = 8 * 62;
+/// A server that runs this long without waiting is hung (manifest `hang_ms`, the default):
+/// with root's check every [`HANG_CHECK_MS`], a spinning server is caught within 1.2 s of its
+/// last wait, well inside the 2 s the supervision promises.
+pub const DEFAULT_HANG_MS: u32 = 1000;
+pub const MIN_HANG_MS: u32 = 100;
+pub const MAX_HANG_MS: u32 = 60_000;
+/// How often root looks at its servers' run times.
+pub const HANG_CHECK_MS: u64 = 200;
+/// The highest priority a server may have: below root's, so root runs whatever a server does
+/// (and can tell that it spins).
+pub const MAX_PRIORITY: u8 = sawmill_abi::ROOT_PRIORITY - 1;
 
 /// Defaults match the TOML defaults, so code building manifests by hand only names what differs.
 impl Default for Server {
@@ -180,6 +207,8 @@ impl Default for Server {
             max_restarts: DEFAULT_MAX_RESTARTS,
             backoff_ms: DEFAULT_BACKOFF_MS,
             may_kill: Vec::new(),
+            hang_ms: DEFAULT_HANG_MS,
+            fault_log: false,
         }
     }
 }
@@ -280,6 +309,8 @@ pub fn encode(sys: &System) -> Vec<u8> {
         for k in &s.may_kill {
             put_str(&mut w, k);
         }
+        put_u32(&mut w, s.hang_ms);
+        w.push(s.fault_log as u8);
     }
     w
 }
@@ -477,6 +508,8 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         for _ in 0..n {
             may_kill.push(r.string()?);
         }
+        let hang_ms = r.u32()?;
+        let fault_log = r.u8()? != 0;
         servers.push(Server {
             name,
             module,
@@ -502,6 +535,8 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             max_restarts,
             backoff_ms,
             may_kill,
+            hang_ms,
+            fault_log,
         });
     }
     if r.pos != bytes.len() {
@@ -527,7 +562,8 @@ pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
 /// Checks the rules that make a manifest startable. The first problem found is reported, naming
 /// the server it concerns:
 /// - server names non-empty and unique; at least one server;
-/// - priority in 1..=254 (0 is the idle level and 255 is reserved for the kernel's own use);
+/// - priority in 1..=[`MAX_PRIORITY`] (0 is the idle level; root runs above every server, so
+///   that it notices a server spinning);
 /// - module names non-empty, at most 47 bytes, characters `[a-z0-9_-]`;
 /// - every endpoint provided by at most one server, and every used or pager endpoint provided by
 ///   exactly one;
@@ -547,7 +583,8 @@ pub const BADGE_KEYED: [&str; 2] = ["mem", "pci"];
 /// - `modules` named like modules, each at most once per server and never the server's own;
 /// - a restart policy that restarts only for a server that is neither the memory server (its
 ///   pool is everyone's memory) nor a `wait` server, with `max_restarts` in 1..=[`MAX_RESTARTS`]
-///   and `backoff_ms` at most [`MAX_BACKOFF_MS`]; `may_kill` naming other servers of the system.
+///   and `backoff_ms` at most [`MAX_BACKOFF_MS`]; `may_kill` naming other servers of the system;
+/// - `hang_ms` 0 or in [`MIN_HANG_MS`]..=[`MAX_HANG_MS`].
 pub fn validate(sys: &System) -> Result<(), String> {
     if sys.name.is_empty() {
         return Err(String::from("system has no name"));
@@ -566,9 +603,9 @@ pub fn validate(sys: &System) -> Result<(), String> {
         if names.insert(n, ()).is_some() {
             return Err(format!("server `{n}` is defined more than once"));
         }
-        if !(1..=254).contains(&s.priority) {
+        if !(1..=MAX_PRIORITY).contains(&s.priority) {
             return Err(format!(
-                "server `{n}`: priority {} is outside 1..=254",
+                "server `{n}`: priority {} is outside 1..={MAX_PRIORITY} (root runs above every server)",
                 s.priority
             ));
         }
@@ -681,6 +718,12 @@ pub fn validate(sys: &System) -> Result<(), String> {
                     "server `{n}`: may_kill names `{k}`, which is not another server of the system"
                 ));
             }
+        }
+        if s.hang_ms != 0 && !(MIN_HANG_MS..=MAX_HANG_MS).contains(&s.hang_ms) {
+            return Err(format!(
+                "server `{n}`: hang_ms = {} is neither 0 nor in {MIN_HANG_MS}..={MAX_HANG_MS}",
+                s.hang_ms
+            ));
         }
     }
     let mut pool: Option<&str> = None;

@@ -478,6 +478,38 @@ expect = ["x"]
     }
 
     #[test]
+    fn hang_deadline_and_fault_log_keys() {
+        let t = "name = \"x\"\n[[server]]\nname = \"slow\"\nprovides = [\"slow\"]\nhang_ms = 5000\n[[server]]\nname = \"reader\"\nfault_log = true\n";
+        let s = from_toml(t).unwrap();
+        validate(&s).unwrap();
+        assert_eq!(
+            (s.servers[0].hang_ms, s.servers[0].fault_log),
+            (5000, false)
+        );
+        assert_eq!(
+            (s.servers[1].hang_ms, s.servers[1].fault_log),
+            (crate::DEFAULT_HANG_MS, true)
+        );
+        assert_eq!(decode(&encode(&s)).unwrap(), s);
+        // 0 turns the watch off; anything else must lie in the range.
+        validate(&from_toml(&t.replace("5000", "0")).unwrap()).unwrap();
+        for v in ["50", "60001"] {
+            let bad = from_toml(&t.replace("5000", v)).unwrap();
+            let e = validate(&bad).unwrap_err();
+            assert!(e.contains(&format!("server `slow`: hang_ms = {v}")), "{e}");
+        }
+        let e = from_toml(&t.replace("fault_log = true", "fault_log = 1")).unwrap_err();
+        assert!(e.contains("`fault_log` must be true or false"), "{e}");
+        // Root runs above every server, so a server's priority stays below root's.
+        let e = validate(&from_toml(&t.replace("hang_ms = 5000", "priority = 200")).unwrap())
+            .unwrap_err();
+        assert!(
+            e.contains("server `slow`: priority 200 is outside 1..=199"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn modules_key() {
         let t = "name = \"x\"\n[[server]]\nname = \"proc\"\nmodules = [\"linux-personality\"]\n";
         let s = from_toml(t).unwrap();

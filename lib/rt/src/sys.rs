@@ -188,6 +188,12 @@ pub fn task_kill(task: u64) -> Result<(), Error> {
 pub fn thread_regs(thread: u64, out: &mut sawmill_abi::ForeignFrame) -> Result<(), Error> {
     call(Sys::ThreadRegs, [thread, out as *mut _ as u64, 0, 0, 0, 0])
 }
+/// `Sys::ThreadInfo`: (timer ticks the thread has run since it last waited, its state).
+pub fn thread_info(thread: u64) -> Result<(u64, u64), Error> {
+    let (r, ticks, state) = raw(Sys::ThreadInfo, [thread, 0, 0, 0, 0, 0]);
+    res(r).map(|()| (ticks, state))
+}
+
 pub fn translate(vaddr: u64) -> Result<u64, Error> {
     let (r, pa, _) = raw(Sys::Translate, [vaddr, 0, 0, 0, 0, 0]);
     res(r).map(|_| pa)

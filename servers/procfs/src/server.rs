@@ -14,7 +14,8 @@
 //! [`PROC_WAIT_MS`]; if proc stays busy the request fails with `Io` instead of hanging.
 //!
 //! It touches its own task, the endpoint the VFS gave it, capabilities it mints from that for
-//! open files and sessions, and asks proc, mem and the kernel; it writes nothing anywhere.
+//! open files and sessions, and asks proc, mem, the kernel and root (its fault log, for
+//! `/proc/faults`, if the manifest lets it: `fault_log = true`); it writes nothing anywhere.
 
 extern crate alloc;
 
@@ -48,6 +49,37 @@ const PROC_WAIT_MS: u64 = 100;
 const PID_COOKIE: u64 = 1 << 32;
 /// The root's entries before the processes: `.`, `..` and the fixed ones.
 const ROOT_FIXED: u64 = 2 + GLOBALS.len() as u64;
+
+/// `/proc/faults`: root's fault log, one line per death of a server in the order they happened
+/// (`server NAME incarnation G reason R at T ms (policy P)`, as on the serial console), read a
+/// line at a time with `FAULT_LOG_LABEL` on our `sys:pager` capability. Root answers at once
+/// and never calls us, so the call cannot deadlock. Empty if root refuses (no `fault_log`).
+fn fault_log() -> String {
+    use sawmill_manifest::faults;
+    let mut out = String::new();
+    let mut seq = 0;
+    for _ in 0..faults::FAULT_LOG_LINES {
+        let r = ipc::call(
+            sawmill_rt::slots::PAGER,
+            MsgTag::new(sawmill_manifest::FAULT_LOG_LABEL, 1),
+            [seq, 0, 0, 0],
+        );
+        if r.err != 0 || r.tag.label() != 0 {
+            break;
+        }
+        let n = r.tag.words().min(64);
+        let mut words = [0u64; 64];
+        words[..4].copy_from_slice(&r.w);
+        words[4..n.max(4)].copy_from_slice(&sawmill_rt::utcb().mr[4..n.max(4)]);
+        let Some((at, line)) = faults::decode_line(&words, n) else {
+            break;
+        };
+        out.push_str(&line);
+        out.push('\n');
+        seq = at + 1;
+    }
+    out
+}
 
 /// One open file: what it names and the text it had when opened.
 struct Open {
@@ -331,6 +363,7 @@ impl Procfs {
                     ]
                 })),
                 Global::Cpuinfo => text::cpuinfo(&self.cpu, 1),
+                Global::Faults => fault_log(),
                 Global::SelfLink => return Err(FsError::NotFound),
             },
             (Node::Pid(pid, e), Some(p)) => match e {

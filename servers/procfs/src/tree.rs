@@ -20,6 +20,8 @@ pub enum Global {
     /// to `/proc/PID` before a path leaves the process.
     SelfLink,
     Cpuinfo,
+    /// `faults`, sawmill's own: root's fault log, one line per death of a server.
+    Faults,
     Loadavg,
     Meminfo,
     Mounts,
@@ -48,8 +50,9 @@ pub enum Node {
 }
 
 /// The root's fixed entries in listing order, with their names and numbers (2..16).
-pub const GLOBALS: [(&str, Global); 7] = [
+pub const GLOBALS: [(&str, Global); 8] = [
     ("cpuinfo", Global::Cpuinfo),
+    ("faults", Global::Faults),
     ("loadavg", Global::Loadavg),
     ("meminfo", Global::Meminfo),
     ("mounts", Global::Mounts),
@@ -178,6 +181,7 @@ mod tests {
     fn numbers_name_what_they_say() {
         let all = [
             Node::Root,
+            Node::Global(Global::Faults),
             Node::Global(Global::Meminfo),
             Node::Global(Global::SelfLink),
             Node::Global(Global::Uptime),

@@ -17,6 +17,12 @@
 //! the old one, so a client that sees its server gone finds the new incarnation where its
 //! environment named the old. Root's own capabilities for a server carry its generation in the
 //! badge, so late messages about a dead incarnation are never taken for the new one's.
+//!
+//! Hangs: a second thread of root (the watchdog) wakes every `HANG_CHECK_MS` and calls root's
+//! own fault endpoint; the main thread then asks the kernel how long each watched server's main
+//! thread has run since it last waited (`thread_info`) and treats one past its deadline as dead
+//! (reason `hung`). Root never calls a server to find out. Every death goes into the fault log,
+//! which servers the manifest allows (`fault_log`) read line by line (`FAULT_LOG_LABEL`).
 #![no_std]
 #![no_main]
 
@@ -24,8 +30,9 @@ extern crate alloc;
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, ObjKind};
+use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, MsgTag, ObjKind};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
+use sawmill_manifest::faults::{self, FaultLog};
 use sawmill_manifest::{Restart, Server, System};
 use sawmill_rt::{env, println, slots as sslots, sys};
 use sawmill_spawn::{
@@ -40,6 +47,17 @@ const SECONDARY: u64 = 1 << 63;
 /// (incarnation, from 1) from this bit up (below `SECONDARY`).
 const GENERATION_SHIFT: u32 = 32;
 const INDEX_MASK: u64 = (1 << GENERATION_SHIFT) - 1;
+
+/// The badge of the watchdog thread's capability to root's fault endpoint: index 0 names no
+/// server, so no server's message can pass for it.
+const WATCHDOG_BADGE: u64 = SECONDARY;
+/// The label of the watchdog's call: time to look for hung servers.
+const HANG_CHECK_LABEL: u16 = 0x5003;
+/// Where the watchdog's UTCB goes: the page after root's own.
+const WATCHDOG_UTCB: u64 = layout::ROOT_UTCB + 0x1000;
+const WATCHDOG_STACK: usize = 16 * 1024;
+/// `Running::status` of a server found hung.
+const STATUS_HUNG: u64 = 0x200;
 
 /// Kernel memory each server's factory gets for its own bookkeeping (page tables, UTCBs,
 /// mapping nodes), on top of the manifest's `kmem_kb` for objects it creates itself.
@@ -295,6 +313,8 @@ struct Root {
     boot_tsc: u64,
     /// A notification root waits on (with a deadline) for restart back-off.
     timer: u64,
+    /// Every death of a server, for readers in the running system.
+    log: FaultLog,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -640,14 +660,9 @@ impl Root {
         // The fault log (a clean exit of a server left to end is no fault).
         if reason != "exited" || s.restart != Restart::Hold {
             let at = self.ms(now);
-            println!(
-                "root: fault: server {} incarnation {} reason {} at {} ms (policy {})",
-                s.name,
-                gen,
-                reason,
-                at,
-                s.restart.name()
-            );
+            let line = FaultLog::line(&s.name, gen, reason, at, s.restart.name());
+            println!("root: fault: {}", line);
+            self.log.push(line);
         }
         self.reap(i);
         match s.restart {
@@ -869,6 +884,63 @@ impl Supervisor<'_> {
         0
     }
 
+    /// The watchdog's tick: every watched server (one that provides an endpoint and has a
+    /// deadline) whose main thread has run past its deadline without waiting is killed and ends
+    /// as `hung`. The kernel's count (`thread_info`) is reset by every receive, call, send,
+    /// notification wait and yield, so a server idle in its receive, blocked on another server
+    /// or on its device, or replying later to a long read is never taken for hung; only one
+    /// that keeps the CPU is. Root asks no server anything.
+    fn check_hangs(&mut self) {
+        for i in 0..self.root.servers.len() {
+            let Some(s) = self.system.servers.get(i) else {
+                break;
+            };
+            let r = &self.root.servers[i];
+            if !r.alive || s.provides.is_empty() || s.hang_ms == 0 {
+                continue;
+            }
+            let Some(thread) = r.child.as_ref().map(|c| c.thread) else {
+                continue;
+            };
+            let Ok((ticks, _)) = sys::thread_info(thread) else {
+                continue;
+            };
+            if !faults::hung(ticks, sawmill_abi::TICK_MS, s.hang_ms) {
+                continue;
+            }
+            println!(
+                "root: {} hung: ran {} ms without waiting (deadline {} ms)",
+                s.name,
+                ticks * sawmill_abi::TICK_MS,
+                s.hang_ms
+            );
+            let _ = sys::task_kill(r.task);
+            self.root.servers[i].status = STATUS_HUNG;
+            self.end(i, "hung");
+        }
+    }
+
+    /// A request for a line of the fault log (`FAULT_LOG_LABEL`, word 0 the sequence number)
+    /// from server `i`: label 0 with the line (`faults::encode_line`), 1 when there is none
+    /// that new yet, 2 when the manifest does not let `i` read the log.
+    fn fault_log_request(&mut self, i: usize, m: &IpcResult, next: Next) -> IpcResult {
+        if !self.system.servers.get(i).is_some_and(|s| s.fault_log) {
+            return next.reply(self, Reply::label(2));
+        }
+        let Some((seq, text)) = self.root.log.get(m.w[0]) else {
+            return next.reply(self, Reply::label(1));
+        };
+        let mut words = [0u64; 64];
+        let n = faults::encode_line(seq, text, &mut words);
+        // Words 4.. travel in the UTCB's message registers.
+        sawmill_rt::utcb().mr[4..n.max(4)].copy_from_slice(&words[4..n.max(4)]);
+        let r = Reply {
+            tag: MsgTag::new(0, n as u8),
+            w: [words[0], words[1], words[2], words[3]],
+        };
+        next.reply(self, r)
+    }
+
     /// Server `i` has died: waited-for bookkeeping, then its policy.
     fn end(&mut self, i: usize, reason: &str) {
         let root = &mut *self.root;
@@ -886,6 +958,16 @@ impl Supervisor<'_> {
 
 impl rpc::Serve for Supervisor<'_> {
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
+        if m.badge == WATCHDOG_BADGE {
+            if m.tag.label() == HANG_CHECK_LABEL {
+                self.check_hangs();
+            }
+            return if self.waiting == 0 {
+                next.stop()
+            } else {
+                next.reply(self, Reply::label(0))
+            };
+        }
         let root = &mut *self.root;
         let secondary = m.badge & SECONDARY != 0;
         let idx = (m.badge & INDEX_MASK) as usize;
@@ -900,6 +982,12 @@ impl rpc::Serve for Supervisor<'_> {
             }
             let r = self.kill_request(idx - 1, m);
             return next.reply(self, Reply::label(r));
+        }
+        if m.tag.label() == sawmill_manifest::FAULT_LOG_LABEL {
+            if !root.servers[idx - 1].alive {
+                return next.skip(self);
+            }
+            return self.fault_log_request(idx - 1, m, next);
         }
         if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
             // A thread the server started ended by itself: the server goes on.
@@ -958,6 +1046,65 @@ impl rpc::Serve for Supervisor<'_> {
     }
 }
 
+/// Starts root's watchdog thread (before the servers, so that its objects count as root's own
+/// in the kernel-memory check): it sleeps `HANG_CHECK_MS` on a notification of its own, then
+/// calls the fault endpoint with `HANG_CHECK_LABEL`, which the main thread answers after
+/// looking at the servers (`Supervisor::check_hangs`). A second thread keeps the main thread's
+/// loop a plain receive, and every decision in the one thread that owns root's state.
+fn start_watchdog(root: &mut Root) {
+    let thread = root
+        .create(root_slots::FACTORY, ObjKind::Thread, 0)
+        .unwrap_or_else(|e| fail("watchdog thread", e));
+    let timer = root
+        .create(root_slots::FACTORY, ObjKind::Notification, 0)
+        .unwrap_or_else(|e| fail("watchdog notification", e));
+    let ep = root.slots.next();
+    sys::cap_mint(root.fault_ep, ep, WATCHDOG_BADGE, rights::SEND)
+        .unwrap_or_else(|e| fail("watchdog capability", e));
+    // No pager or handler: root's memory is all mapped, and a fault would be root's own bug.
+    sys::thread_config(
+        thread,
+        root_slots::TASK,
+        WATCHDOG_UTCB,
+        u64::MAX,
+        u64::MAX,
+        sawmill_abi::ROOT_PRIORITY as u64,
+    )
+    .unwrap_or_else(|e| fail("watchdog thread", e));
+    let stack = alloc::vec![0u8; WATCHDOG_STACK].leak();
+    let top = (stack.as_ptr() as u64 + stack.len() as u64) & !15;
+    sys::thread_start(
+        thread,
+        watchdog as *const () as u64,
+        top - 8,
+        timer | ep << 32,
+    )
+    .unwrap_or_else(|e| fail("watchdog thread", e));
+}
+
+/// The watchdog thread: `arg` holds its notification's slot (low half) and its capability to
+/// the fault endpoint (high half).
+extern "C" fn watchdog(arg: u64) -> ! {
+    let (timer, ep) = (arg & 0xffff_ffff, arg >> 32);
+    loop {
+        // Before the kernel knows the counter's rate, a millisecond is taken as 10^6 ticks.
+        let khz = match sys::kernel_info(kinfo::TSC_KHZ) {
+            Ok(k) if k != 0 => k,
+            _ => 1_000_000,
+        };
+        let deadline = sys::rdtsc() + sawmill_manifest::HANG_CHECK_MS * khz;
+        while sys::rdtsc() < deadline {
+            if sys::notify_wait_until(timer, deadline).is_err() {
+                break;
+            }
+        }
+        let r = sawmill_rt::ipc::call(ep, MsgTag::new(HANG_CHECK_LABEL, 0), [0; 4]);
+        if r.err != 0 {
+            sys::thread_exit(0);
+        }
+    }
+}
+
 fn main() {
     let mut pages = Pages::new();
     let first_ram = pages.ranges[0].0;
@@ -1002,6 +1149,7 @@ fn main() {
         tsc_khz: 0,
         boot_tsc: sys::kernel_info(kinfo::BOOT_TSC).unwrap_or(0),
         timer: 0,
+        log: FaultLog::new(),
     };
     // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
     root.mem_endpoint = sys_
@@ -1016,6 +1164,7 @@ fn main() {
     root.timer = root
         .create(root_slots::FACTORY, ObjKind::Notification, 0)
         .unwrap_or_else(|e| fail("notification", e));
+    start_watchdog(&mut root);
     // Kernel memory before any server exists; compared at shutdown.
     let kmem0 = sys::kernel_info(kinfo::KMEM_FREE).unwrap_or(0);
     for (i, s) in sys_.servers.iter().enumerate() {

@@ -61,6 +61,38 @@ struct Mount {
     root: u32,
     root_attr: (u32, u32, u32),
     alive: bool,
+    /// The PFS's manifest endpoint (where root puts a new incarnation's).
+    manifest_ep: u64,
+    /// Its PFS restarts (config `restarts`): a dead mount is connected again (`revive`).
+    restarts: bool,
+}
+
+/// A connection to a PFS (`pfs.connect`): our badged capability to the endpoint it serves, the
+/// root's inode and its (mode, uid, gid). The watch thread for mount `mi` is running.
+fn connect_pfs(mi: usize, ep: u64) -> Result<(pfs::Client, u32, (u32, u32, u32)), RpcError<FsError>> {
+    let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
+    let give = thread::alloc_slot();
+    sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
+    let r = pfs::Client::new(ep).connect(give);
+    let _ = sys::cap_delete(give);
+    if let Err(e) = r {
+        let _ = sys::cap_delete(conn);
+        return Err(e);
+    }
+    // Our own calls carry the VFS badge.
+    let conn_badged = thread::alloc_slot();
+    sys::cap_mint(
+        conn,
+        conn_badged,
+        pfs::VFS_BADGE,
+        rights::SEND | rights::GRANT,
+    )
+    .expect("mint");
+    DEAD[mi].store(false, Ordering::SeqCst);
+    thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
+    let p = pfs::Client::new(conn_badged);
+    let (root, attr) = p.root().and_then(|r| p.getattr(r).map(|a| (r, a)))?;
+    Ok((p, root, (attr.mode, attr.uid, attr.gid)))
 }
 
 /// A resolved position: mount, inode, and its (mode, uid, gid).
@@ -251,11 +283,120 @@ impl Vfs {
             self.mounts[m].alive = false;
             self.version += 1;
         }
+        if !self.mounts[m].alive && self.mounts[m].restarts {
+            self.revive(m);
+        }
         if self.mounts[m].alive {
             Ok(pfs::Client::new(self.mounts[m].pfs.ep))
         } else {
             Err(FsError::Gone)
         }
+    }
+
+    /// Tells mount `i`'s file system where others are mounted inside it: an option-3 walk at
+    /// a PFS stops there (Xdev) and the client comes to us, who cross mounts exactly.
+    fn cover_mounts(&mut self, i: usize) {
+        for j in 0..self.mounts.len() {
+            let (a, b) = (&self.mounts[i], &self.mounts[j]);
+            if i == j
+                || !a.alive
+                || b.comps.len() <= a.comps.len()
+                || !b.comps.starts_with(&a.comps)
+            {
+                continue;
+            }
+            let rel = b.comps[a.comps.len()..].join(&b'/');
+            if let Err(e) = a.pfs.cover(&rel) {
+                println!(
+                    "vfs: FAIL telling mount {} about mount {}: {:?}",
+                    core::str::from_utf8(&a.prefix).unwrap_or("?"),
+                    core::str::from_utf8(&b.prefix).unwrap_or("?"),
+                    e
+                );
+            }
+        }
+    }
+
+    /// Mount `m`'s PFS died and restarts (issue 16): waits (up to RESTART_WAIT_MS) until the
+    /// watch thread has revoked the dead one's endpoint and the new incarnation answers on the
+    /// manifest slot (root put its endpoint there), then connects to it as at boot. The
+    /// sessions made for clients with the dead one are gone: they ask `mount` again. The
+    /// version changes, so option-3 clients refetch the table. Requests wait meanwhile: a client
+    /// of a restarting file system sees a pause, not an error.
+    fn revive(&mut self, m: usize) {
+        let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+        let deadline = sys::rdtsc() + sawmill_vfs_api::RESTART_WAIT_MS * khz;
+        let timer = thread::create(ObjKind::Notification, 0).ok();
+        let pause = |timer: Option<u64>| {
+            let now = sys::rdtsc();
+            if let Some(t) = timer {
+                let _ = sys::notify_wait_until(t, (now + 10 * khz).min(deadline));
+            }
+            sys::rdtsc() < deadline
+        };
+        // The dead incarnation's endpoint first goes (the watch thread), so nothing of it is
+        // mistaken for the new one.
+        while !DEAD[m].load(Ordering::SeqCst) {
+            if !pause(timer) {
+                break;
+            }
+        }
+        let ep = self.mounts[m].manifest_ep;
+        let r = loop {
+            if !DEAD[m].load(Ordering::SeqCst) {
+                break None;
+            }
+            match connect_pfs(m, ep) {
+                Ok(c) => break Some(c),
+                // An application error is an answer: the new incarnation is there but
+                // refuses; anything else is a slot not yet refilled or an incarnation that
+                // died again: wait.
+                Err(RpcError::App(e)) => {
+                    println!("vfs: the restarted file system refuses: {:?}", e);
+                    break None;
+                }
+                Err(_) => {
+                    if !pause(timer) {
+                        break None;
+                    }
+                }
+            }
+        };
+        if let Some(t) = timer {
+            let _ = sys::cap_delete(t);
+        }
+        let Some((p, root, attr)) = r else {
+            println!(
+                "vfs: mount {}: its file system did not come back",
+                core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?")
+            );
+            return;
+        };
+        // The dead one's sessions: their capabilities were revoked with its endpoint.
+        let mut k = 0;
+        while k < self.sessions.len() {
+            if self.sessions[k].0 == m {
+                let (_, _, slot) = self.sessions.swap_remove(k);
+                let _ = sys::cap_delete(slot);
+                self.free_slots.push(slot);
+            } else {
+                k += 1;
+            }
+        }
+        let old = core::mem::replace(&mut self.mounts[m].pfs, p);
+        if old.ep != 0 {
+            let _ = sys::cap_delete(old.ep);
+            self.free_slots.push(old.ep);
+        }
+        self.mounts[m].root = root;
+        self.mounts[m].root_attr = attr;
+        self.mounts[m].alive = true;
+        self.version += 1;
+        self.cover_mounts(m);
+        println!(
+            "vfs: mount {} is back: connected to the restarted file system",
+            core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?")
+        );
     }
 
     fn root_pos(&self, m: usize) -> Pos {
@@ -345,6 +486,8 @@ impl Vfs {
                     file: o.file,
                     size: o.size,
                     mount: m as u32,
+                    ino: o.ino,
+                    generation: o.generation,
                 }))
             }
             Err(RpcError::App(e)) if e != FsError::Xdev => {
@@ -511,6 +654,8 @@ impl vfs::Server for Vfs {
                     file: o.file,
                     size: o.size,
                     mount: pos.m as u32,
+                    ino: o.ino,
+                    generation: o.generation,
                 })
             }
             Err(e) => {
@@ -824,7 +969,7 @@ impl vfs::Server for Vfs {
         mode: u32,
         mount: u32,
         file: u64,
-    ) -> Result<u64, FsError> {
+    ) -> Result<vfs::ReopenOut, FsError> {
         if flags.intersects(OpenFlags::CREATE | OpenFlags::EXCL) {
             return Err(FsError::Invalid);
         }
@@ -841,7 +986,11 @@ impl vfs::Server for Vfs {
         let r = sawmill_interfaces::file::Client::new(file).reopen(&rest, flags, mode);
         self.route = rest;
         match r {
-            Ok(size) => Ok(size),
+            Ok(o) => Ok(vfs::ReopenOut {
+                size: o.size,
+                ino: o.ino,
+                generation: o.generation,
+            }),
             Err(RpcError::App(e)) => Err(e),
             Err(_) => Err(FsError::Gone),
         }
@@ -896,32 +1045,16 @@ fn main() {
             println!("vfs: FAIL too many mounts");
             break;
         }
-        let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
-        let give = thread::alloc_slot();
-        sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
-        if let Err(e) = pfs::Client::new(ep).connect(give) {
-            println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
-            continue;
-        }
-        let _ = sys::cap_delete(give);
-        // Our own calls carry the VFS badge.
-        let conn_badged = thread::alloc_slot();
-        sys::cap_mint(
-            conn,
-            conn_badged,
-            pfs::VFS_BADGE,
-            rights::SEND | rights::GRANT,
-        )
-        .expect("mint");
         let mi = v.mounts.len();
-        thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
-        let conn = conn_badged;
-        let p = pfs::Client::new(conn);
-        let (root, attr, alive) = match p.root().and_then(|r| p.getattr(r).map(|a| (r, a))) {
-            Ok((r, a)) => (r, (a.mode, a.uid, a.gid), true),
-            Err(e) => {
+        let (p, root, attr, alive) = match connect_pfs(mi, ep) {
+            Ok((p, r, a)) => (p, r, a, true),
+            Err(e @ RpcError::App(_)) => {
                 println!("vfs: mount {} unusable: {:?}", prefix, e);
-                (0, (0, 0, 0), false)
+                (pfs::Client::new(0), 0, (0, 0, 0), false)
+            }
+            Err(e) => {
+                println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
+                continue;
             }
         };
         let comps = prefix
@@ -936,6 +1069,8 @@ fn main() {
             root,
             root_attr: attr,
             alive,
+            manifest_ep: ep,
+            restarts: mnt.restarts,
         });
         println!("vfs: mounted {} ({})", prefix, ep_name);
     }
@@ -943,28 +1078,8 @@ fn main() {
         println!("vfs: FAIL the first mount must be /");
         return;
     }
-    // Tell each file system where others are mounted inside it: an option-3 walk at a PFS
-    // stops there (Xdev) and the client comes to us, who cross mounts exactly.
     for i in 0..v.mounts.len() {
-        for j in 0..v.mounts.len() {
-            let (a, b) = (&v.mounts[i], &v.mounts[j]);
-            if i == j
-                || !a.alive
-                || b.comps.len() <= a.comps.len()
-                || !b.comps.starts_with(&a.comps)
-            {
-                continue;
-            }
-            let rel = b.comps[a.comps.len()..].join(&b'/');
-            if let Err(e) = a.pfs.cover(&rel) {
-                println!(
-                    "vfs: FAIL telling mount {} about mount {}: {:?}",
-                    core::str::from_utf8(&a.prefix).unwrap_or("?"),
-                    core::str::from_utf8(&b.prefix).unwrap_or("?"),
-                    e
-                );
-            }
-        }
+        v.cover_mounts(i);
     }
     // `reopen` brings a client's file capability: it lands here, and the dispatch deletes it
     // once the call is done, so the slot is empty again for the next request.

@@ -434,6 +434,10 @@ impl Vfs {
 
     /// The session capability of mount `m`'s PFS for the client `badge` (made once, then kept).
     fn session(&mut self, m: usize, badge: u64) -> Result<u64, Option<RpcError<FsError>>> {
+        // A dead mount first: a restarting one is connected again (and its old sessions go).
+        if DEAD[m].load(Ordering::SeqCst) || !self.mounts[m].alive {
+            self.pfs(m).map_err(|_| None)?;
+        }
         if let Some(s) = self.sessions.iter().find(|s| (s.0, s.1) == (m, badge)) {
             return Ok(s.2);
         }

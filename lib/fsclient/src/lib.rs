@@ -304,6 +304,12 @@ impl Files {
     pub fn with_windows(vfs_ep: u64, windows: u64) -> Files {
         let mut fds = Vec::new();
         fds.resize_with(MAX_FDS, || None);
+        // Issue 16: the windows hold a PFS's pages; if it dies they vanish, and a read of one
+        // must not end the task. With a region manager, such a fault gets a scratch page and is
+        // counted (`lost_pages`), and the read is redone after the file is reopened. Without one
+        // (root is the pager) it still ends the task. Set once per task (Busy after).
+        #[cfg(target_os = "none")]
+        let _ = sawmill_rm::set_lent_range(windows, WINDOWS_SPAN);
         Files {
             vfs: vfs::Client::new(vfs_ep),
             protocol: Protocol::Direct,
@@ -892,10 +898,18 @@ impl Files {
                     .is_some_and(|w| w & (1 << (page % 64)) != 0)
             {
                 let at = self.windows + fd as u64 * WINDOW_SIZE + off;
+                let lost = lost_pages();
                 // SAFETY: the page is mapped read-only at this address in our window (the PFS
-                // granted it earlier); the range stays within the page (checked above).
+                // granted it earlier, and a fault if it took it back since is resolved with a
+                // scratch page: see `lost_pages`); the range stays within the page (checked
+                // above).
                 unsafe { copy_bytes(at as *const u8, buf.as_mut_ptr(), buf.len()) };
-                return Ok(buf.len());
+                if lost_pages() == lost {
+                    return Ok(buf.len());
+                }
+                // The page was gone (its PFS died): what we copied is meaningless.
+                self.recover(fd)?;
+                return self.on_file(fd, |s| s.pread_once(fd, buf, off));
             }
         }
         self.pread_slow(fd, buf, off)
@@ -906,7 +920,17 @@ impl Files {
         self.on_file(fd, |s| s.pread_once(fd, buf, off))
     }
 
+    /// One try of a read; `Gone` if a page it read from vanished meanwhile (see `lost_pages`).
     fn pread_once(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        let lost = lost_pages();
+        let r = self.pread_pages(fd, buf, off);
+        if lost_pages() != lost {
+            return Err(FsError::Gone);
+        }
+        r
+    }
+
+    fn pread_pages(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
         let windows = self.windows;
         let f = self
             .fds
@@ -1458,6 +1482,17 @@ impl Files {
     pub fn crash_mount(&mut self, i: u32) -> Result<()> {
         self.vfs.crash(i).map_err(e)
     }
+}
+
+/// How many times a page lent to this task (a file window's, a read or write buffer's) was
+/// found gone: the region manager resolves such a fault with a scratch page (issue 16), so a
+/// copy from one finishes with meaningless bytes and a changed count. Always 0 on the host.
+#[inline(always)]
+fn lost_pages() -> u64 {
+    #[cfg(target_os = "none")]
+    return sawmill_rm::lent_faults();
+    #[cfg(not(target_os = "none"))]
+    0
 }
 
 /// Copies `n` bytes from `src` to `dst` (not overlapping): eight at a time with `rep movsq`,

@@ -391,12 +391,7 @@ impl Files {
     }
 
     /// Option 3: open at the PFS owning the path's longest mounted prefix. None = ask the VFS.
-    fn open_direct(
-        &mut self,
-        path: &[u8],
-        flags: OpenFlags,
-        mode: u32,
-    ) -> Option<Result<Opened>> {
+    fn open_direct(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Option<Result<Opened>> {
         if path.first() != Some(&b'/')
             || path.len() > PATH_FIELD
             || path.split(|&c| c == b'/').any(|c| c == b"..")
@@ -781,8 +776,7 @@ impl Files {
         if session == 0 {
             return Err(FsError::Gone);
         }
-        let access =
-            OpenFlags::from_bits_truncate(flags) & (OpenFlags::READ | OpenFlags::WRITE);
+        let access = OpenFlags::from_bits_truncate(flags) & (OpenFlags::READ | OpenFlags::WRITE);
         let rx = self.slot();
         let o = match pfs::Client::new(session).open_inode(ino, generation, access, rx) {
             Ok(o) => o,

@@ -115,7 +115,14 @@ fn main() {
         // Through the same descriptors: everything fsync'd so far, at the offsets asked.
         // Mapped pages (the fast path), 4 KiB a read: the first read after the kill touches
         // a page the dead incarnation lent us.
-        let got = read_at(&mut f, log, 0, expect.len(), 4096, "read /log.bin after a restart");
+        let got = read_at(
+            &mut f,
+            log,
+            0,
+            expect.len(),
+            4096,
+            "read /log.bin after a restart",
+        );
         check!(
             got == expect,
             "round {}: /log.bin read back {} bytes, not the {} fsync'd",

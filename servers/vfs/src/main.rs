@@ -67,12 +67,12 @@ struct Mount {
     restarts: bool,
 }
 
+/// What `connect_pfs` gives: the PFS client, the root's inode and its (mode, uid, gid).
+type Connected = (pfs::Client, u32, (u32, u32, u32));
+
 /// A connection to a PFS (`pfs.connect`): our badged capability to the endpoint it serves, the
 /// root's inode and its (mode, uid, gid). The watch thread for mount `mi` is running.
-fn connect_pfs(
-    mi: usize,
-    ep: u64,
-) -> Result<(pfs::Client, u32, (u32, u32, u32)), RpcError<FsError>> {
+fn connect_pfs(mi: usize, ep: u64) -> Result<Connected, RpcError<FsError>> {
     let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
     let give = thread::alloc_slot();
     sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");

@@ -1174,31 +1174,39 @@ impl Files {
 
     /// fchmod.
     pub fn fchmod(&mut self, fd: usize, mode: u32) -> Result<()> {
-        let f = self.fd(fd)?;
-        file::Client::new(f.cap)
-            .setattr(mode & 0o7777, 0, 0, 0, 0, SetAttrFields::MODE)
-            .map_err(e)
+        self.on_file(fd, |me| {
+            let f = me.fd(fd)?;
+            file::Client::new(f.cap)
+                .setattr(mode & 0o7777, 0, 0, 0, 0, SetAttrFields::MODE)
+                .map_err(e)
+        })
     }
     /// fchown: `None` leaves an id alone.
     pub fn fchown(&mut self, fd: usize, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
         let (which, u, g) = owner(uid, gid);
-        let f = self.fd(fd)?;
-        file::Client::new(f.cap)
-            .setattr(0, u, g, 0, 0, which)
-            .map_err(e)
+        self.on_file(fd, |me| {
+            let f = me.fd(fd)?;
+            file::Client::new(f.cap)
+                .setattr(0, u, g, 0, 0, which)
+                .map_err(e)
+        })
     }
     /// futimens.
     pub fn futimens(&mut self, fd: usize, atime: TimeSet, mtime: TimeSet) -> Result<()> {
         let (which, a, m) = times(atime, mtime);
-        let f = self.fd(fd)?;
-        file::Client::new(f.cap)
-            .setattr(0, 0, 0, a, m, which)
-            .map_err(e)
+        self.on_file(fd, |me| {
+            let f = me.fd(fd)?;
+            file::Client::new(f.cap)
+                .setattr(0, 0, 0, a, m, which)
+                .map_err(e)
+        })
     }
     /// fstatfs.
     pub fn fstatfs(&mut self, fd: usize) -> Result<StatFs> {
-        let f = self.fd(fd)?;
-        let s = file::Client::new(f.cap).statfs().map_err(e)?;
+        let s = self.on_file(fd, |me| {
+            let f = me.fd(fd)?;
+            file::Client::new(f.cap).statfs().map_err(e)
+        })?;
         Ok(StatFs {
             bsize: s.bsize,
             blocks: s.blocks,

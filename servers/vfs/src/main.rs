@@ -19,7 +19,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, Error as RpcError, IpcResult, Next};
 use sawmill_interfaces::vfs::{
@@ -27,30 +27,44 @@ use sawmill_interfaces::vfs::{
 };
 use sawmill_interfaces::{pfs, FsError, OpenFlags, RenameFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFMT, S_IFREG, S_IFSOCK};
-use sawmill_rt::{env, println, sys, thread};
+use sawmill_rt::{env, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
 
 const MAX_MOUNTS: usize = 8;
 /// Set by a mount's watch thread when its PFS died.
 static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_MOUNTS];
+/// Per mount: the endpoint we made for its PFS to serve (the main thread sets it on connecting;
+/// the watch thread takes it, revokes and deletes it when the PFS dies, and leaves the emptied
+/// slot in `FREED` for the main thread to reuse).
+static CONN: [AtomicU64; MAX_MOUNTS] = [const { AtomicU64::new(0) }; MAX_MOUNTS];
+static FREED: [AtomicU64; MAX_MOUNTS] = [const { AtomicU64::new(0) }; MAX_MOUNTS];
 
 /// Runs in its own thread per mount: the PFS never answers `watch`; the kernel does (GONE)
 /// when the PFS dies. Then revoking and deleting the endpoint we made for it destroys it:
 /// every capability the PFS handed out stops working and every caller blocked on it is woken
-/// with an error, so no client hangs on a dead file system.
-fn watch(m: usize, manifest_ep: u64, e: u64) {
-    let r = pfs::Client::new(manifest_ep).watch();
-    DEAD[m].store(true, Ordering::SeqCst);
-    let a = sys::cap_revoke(e);
-    let b = sys::cap_delete(e);
-    println!(
-        "vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})",
-        m,
-        r.err(),
-        a,
-        b
-    );
+/// with an error, so no client hangs on a dead file system. A mount whose PFS restarts is
+/// connected again by the main thread (`revive`), which signals `go`: then it watches the new
+/// incarnation.
+fn watch(m: usize, manifest_ep: u64, go: u64) {
+    loop {
+        let r = pfs::Client::new(manifest_ep).watch();
+        let e = CONN[m].swap(0, Ordering::SeqCst);
+        DEAD[m].store(true, Ordering::SeqCst);
+        let a = sys::cap_revoke(e);
+        let b = sys::cap_delete(e);
+        FREED[m].store(e, Ordering::SeqCst);
+        println!(
+            "vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})",
+            m,
+            r.err(),
+            a,
+            b
+        );
+        if sys::notify_wait(go, 0).is_err() {
+            return;
+        }
+    }
 }
 
 struct Mount {
@@ -65,34 +79,52 @@ struct Mount {
     manifest_ep: u64,
     /// Its PFS restarts (config `restarts`): a dead mount is connected again (`revive`).
     restarts: bool,
+    /// The watch thread's notification: watch again (after `revive`).
+    go: u64,
 }
 
 /// What `connect_pfs` gives: the PFS client, the root's inode and its (mode, uid, gid).
 type Connected = (pfs::Client, u32, (u32, u32, u32));
 
-/// A connection to a PFS (`pfs.connect`): our badged capability to the endpoint it serves, the
-/// root's inode and its (mode, uid, gid). The watch thread for mount `mi` is running.
-fn connect_pfs(mi: usize, ep: u64) -> Result<Connected, RpcError<FsError>> {
-    let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
-    let give = thread::alloc_slot();
-    sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
-    let r = pfs::Client::new(ep).connect(give);
+/// A connection to mount `mi`'s PFS at its manifest endpoint `ep` (`pfs.connect`): our badged
+/// capability to the endpoint it serves, the root's inode and its (mode, uid, gid). Slots come
+/// from and go back to `free` (a mount that restarts connects again and again). The caller
+/// then has the watch thread watch it.
+fn connect_pfs(mi: usize, ep: u64, free: &mut Vec<u64>) -> Result<Connected, RpcError<FsError>> {
+    let mut slot = || free.pop().unwrap_or_else(thread::alloc_slot);
+    let (conn, give, conn_badged) = (slot(), slot(), slot());
+    let made = sys::factory_create(slots::FACTORY, ObjKind::Endpoint, conn, 0);
+    if made.is_err() {
+        println!("vfs: FAIL no endpoint for the PFS (kmem_kb)");
+        free.extend([conn, give, conn_badged]);
+        return Err(RpcError::Gone);
+    }
+    let r = sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV)
+        .map_err(|_| RpcError::Gone)
+        .and_then(|_| pfs::Client::new(ep).connect(give));
     let _ = sys::cap_delete(give);
     if let Err(e) = r {
         let _ = sys::cap_delete(conn);
+        free.extend([conn, give, conn_badged]);
         return Err(e);
     }
+    free.push(give);
     // Our own calls carry the VFS badge.
-    let conn_badged = thread::alloc_slot();
-    sys::cap_mint(
+    if sys::cap_mint(
         conn,
         conn_badged,
         pfs::VFS_BADGE,
         rights::SEND | rights::GRANT,
     )
-    .expect("mint");
+    .is_err()
+    {
+        let _ = sys::cap_revoke(conn);
+        let _ = sys::cap_delete(conn);
+        free.extend([conn, conn_badged]);
+        return Err(RpcError::Gone);
+    }
+    CONN[mi].store(conn, Ordering::SeqCst);
     DEAD[mi].store(false, Ordering::SeqCst);
-    thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
     let p = pfs::Client::new(conn_badged);
     let (root, attr) = p.root().and_then(|r| p.getattr(r).map(|a| (r, a)))?;
     Ok((p, root, (attr.mode, attr.uid, attr.gid)))
@@ -118,6 +150,8 @@ struct Resolved {
 
 struct Vfs {
     mounts: Vec<Mount>,
+    /// What `revive` waits on between tries.
+    timer: Option<u64>,
     creds: Vec<(u64, u32, u32)>,
     admins: Vec<u64>,
     version: u64,
@@ -286,7 +320,9 @@ impl Vfs {
             self.mounts[m].alive = false;
             self.version += 1;
         }
-        if !self.mounts[m].alive && self.mounts[m].restarts {
+        // Only once the watch thread has seen the death: until then there is nothing to
+        // connect to (and `connect` on a live PFS would never be answered).
+        if !self.mounts[m].alive && self.mounts[m].restarts && DEAD[m].load(Ordering::SeqCst) {
             self.revive(m);
         }
         if self.mounts[m].alive {
@@ -329,7 +365,7 @@ impl Vfs {
     fn revive(&mut self, m: usize) {
         let khz = sawmill_rt::clock::Wall::get().khz.max(1);
         let deadline = sys::rdtsc() + sawmill_vfs_api::RESTART_WAIT_MS * khz;
-        let timer = thread::create(ObjKind::Notification, 0).ok();
+        let timer = self.timer;
         let pause = |timer: Option<u64>| {
             let now = sys::rdtsc();
             if let Some(t) = timer {
@@ -349,13 +385,18 @@ impl Vfs {
             if !DEAD[m].load(Ordering::SeqCst) {
                 break None;
             }
-            match connect_pfs(m, ep) {
+            match connect_pfs(m, ep, &mut self.free_slots) {
                 Ok(c) => break Some(c),
                 // An application error is an answer: the new incarnation is there but
                 // refuses; anything else is a slot not yet refilled or an incarnation that
                 // died again: wait.
                 Err(RpcError::App(e)) => {
                     println!("vfs: the restarted file system refuses: {:?}", e);
+                    if CONN[m].load(Ordering::SeqCst) != 0 {
+                        // Connected, but it will not serve: still watched, so its death is
+                        // seen and the next incarnation tried.
+                        let _ = sys::notify_signal(self.mounts[m].go, 1);
+                    }
                     break None;
                 }
                 Err(_) => {
@@ -365,8 +406,10 @@ impl Vfs {
                 }
             }
         };
-        if let Some(t) = timer {
-            let _ = sys::cap_delete(t);
+        // The dead incarnation's endpoint slot, emptied by the watch thread.
+        let freed = FREED[m].swap(0, Ordering::SeqCst);
+        if freed != 0 {
+            self.free_slots.push(freed);
         }
         let Some((p, root, attr)) = r else {
             println!(
@@ -395,6 +438,8 @@ impl Vfs {
         self.mounts[m].root_attr = attr;
         self.mounts[m].alive = true;
         self.version += 1;
+        // The watch thread watches the new incarnation.
+        let _ = sys::notify_signal(self.mounts[m].go, 1);
         self.cover_mounts(m);
         println!(
             "vfs: mount {} is back: connected to the restarted file system",
@@ -1020,6 +1065,7 @@ impl rpc::Serve for Vfs {
 fn main() {
     let mut v = Vfs {
         mounts: Vec::new(),
+        timer: thread::create(ObjKind::Notification, 0).ok(),
         creds: Vec::new(),
         admins: Vec::new(),
         version: 1,
@@ -1053,7 +1099,12 @@ fn main() {
             break;
         }
         let mi = v.mounts.len();
-        let (p, root, attr, alive) = match connect_pfs(mi, ep) {
+        let go = thread::create(ObjKind::Notification, 0).expect("notification (kmem_kb)");
+        let connected = connect_pfs(mi, ep, &mut v.free_slots);
+        if CONN[mi].load(Ordering::SeqCst) != 0 {
+            thread::spawn(254, 8192, move || watch(mi, ep, go)).expect("watch thread");
+        }
+        let (p, root, attr, alive) = match connected {
             Ok((p, r, a)) => (p, r, a, true),
             Err(e @ RpcError::App(_)) => {
                 println!("vfs: mount {} unusable: {:?}", prefix, e);
@@ -1078,6 +1129,7 @@ fn main() {
             alive,
             manifest_ep: ep,
             restarts: mnt.restarts,
+            go,
         });
         println!("vfs: mounted {} ({})", prefix, ep_name);
     }

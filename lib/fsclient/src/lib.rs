@@ -260,6 +260,10 @@ struct MountEnt {
     kept: Vec<u64>,
 }
 
+/// How long a call waits for a restarting file system before it gives up (`Gone`): more than
+/// the VFS waits for one (5 s).
+const RESTART_WAIT_MS: u64 = 6000;
+
 /// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
 const NO_MOUNT: u32 = u32::MAX;
 
@@ -485,11 +489,23 @@ impl Files {
     pub fn open(&mut self, path: &str, flags: u32, mode: u32) -> Result<usize> {
         match self.open_once(path, flags, mode) {
             // The file system restarted under us (issue 16): once it is back, again.
-            Err(FsError::Gone) => {
-                self.await_file_systems();
-                self.open_once(path, flags, mode)
-            }
+            Err(FsError::Gone) => self.until_back(|s| s.open_once(path, flags, mode)),
             r => r,
+        }
+    }
+
+    /// Issue 16: `attempt` after a fresh mount table, again while it finds a file system gone
+    /// (a PFS that died a moment ago: the VFS has not seen it yet and still hands out the dead
+    /// one's session), for at most [`RESTART_WAIT_MS`].
+    fn until_back<T>(&mut self, mut attempt: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
+        let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+        let deadline = sys::rdtsc().saturating_add(RESTART_WAIT_MS * khz);
+        loop {
+            self.await_file_systems();
+            match attempt(self) {
+                Err(FsError::Gone) if sys::rdtsc() < deadline => sys::yield_now(),
+                r => return r,
+            }
         }
     }
 
@@ -764,14 +780,19 @@ impl Files {
     /// descriptor we cannot reopen (adopted from another task, or a server that does not
     /// restart). Attachments made with [`Self::mmap`] are not re-established.
     fn recover(&mut self, fd: usize) -> Result<()> {
+        let f = self.fd(fd)?;
+        if f.home == NO_MOUNT || f.ino == 0 {
+            return Err(FsError::Gone);
+        }
+        self.until_back(|s| s.reopen_inode(fd))
+    }
+
+    /// One try of [`Self::recover`]'s reopen, with the mount table just refetched.
+    fn reopen_inode(&mut self, fd: usize) -> Result<()> {
         let (home, ino, generation, flags) = {
             let f = self.fd(fd)?;
             (f.home, f.ino, f.generation, f.flags)
         };
-        if home == NO_MOUNT || ino == 0 {
-            return Err(FsError::Gone);
-        }
-        self.await_file_systems();
         let session = self.mounts.get(home as usize).map_or(0, |m| m.session);
         if session == 0 {
             return Err(FsError::Gone);

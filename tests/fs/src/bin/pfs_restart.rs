@@ -15,16 +15,33 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 use sawmill_abi::MsgTag;
 use sawmill_fsclient::{Error, Files, Protocol, O_CREATE, O_NOMAP, O_READ, O_TRUNC, O_WRITE};
 use sawmill_fstests::{check, files, ok, read_file};
-use sawmill_rt::{env, ipc, println, slots};
+use sawmill_rt::{env, ipc, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
 
 /// Bytes of the file each round extends (a chunk per round): more than a page and a write
 /// buffer, so reads go through mapped pages and writes through the write buffer.
 const CHUNK: usize = 20 * 1024;
+
+/// Kills the background thread makes while the main thread reads, and the pause before each.
+const BACKGROUND_KILLS: u32 = 3;
+const BACKGROUND_PAUSE_MS: u64 = 25;
+/// Background kills carried out so far.
+static BACKGROUND_DONE: AtomicU32 = AtomicU32::new(0);
+
+fn sleep_ms(timer: u64, ms: u64) {
+    let khz = sawmill_rt::clock::Wall::get().khz;
+    let deadline = sys::rdtsc() + ms * khz;
+    while sys::rdtsc() < deadline {
+        if sys::notify_wait_until(timer, deadline).is_err() {
+            break;
+        }
+    }
+}
 
 /// Asks root to kill server `name`: true if it did (and restarted it, by its policy).
 fn kill(name: &str) -> bool {
@@ -157,6 +174,41 @@ fn main() {
             expect.len()
         );
     }
+
+    // Kills at moments another thread picks, while reads are in flight through the same
+    // descriptors (a caller blocked on the dead incarnation is woken with an error, the file
+    // reopened and the call made again): every read returns what was fsync'd.
+    let Ok(timer) = thread::create(sawmill_abi::ObjKind::Notification, 0) else {
+        println!("pfs-restart: FAIL no notification");
+        return;
+    };
+    let target = pfs;
+    let killer = thread::spawn(100, 16 * 1024, move || {
+        for k in 0..BACKGROUND_KILLS as u64 {
+            sleep_ms(timer, BACKGROUND_PAUSE_MS * (k + 1));
+            kill(target);
+            BACKGROUND_DONE.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    check!(killer.is_ok(), "starting the killing thread");
+    let mut reads = 0u32;
+    while BACKGROUND_DONE.load(Ordering::SeqCst) < BACKGROUND_KILLS {
+        let got = read_at(&mut f, log, 0, expect.len(), 4096, "read while killed");
+        check!(
+            got == expect,
+            "a read during the kills returned other bytes"
+        );
+        let got = read_at(&mut g, reader, 0, expect.len(), 16384, "read while killed");
+        check!(
+            got == expect,
+            "a read via the VFS during the kills returned other bytes"
+        );
+        reads += 1;
+    }
+    println!(
+        "pfs-restart: {} whole reads while the PFS was killed {} times under them",
+        reads, BACKGROUND_KILLS
+    );
 
     // Written, not fsync'd, then the PFS dies: the next fsync says the data may be lost (EIO),
     // once; written again and fsync'd, it is there.

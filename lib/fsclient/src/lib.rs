@@ -31,6 +31,12 @@
 //!   out ([`Files::share`]) or that came from the VFS is closed by dropping our capability.
 //! - **Sizes** are cached per open file (from open, our own writes and `fstat`); a read at or
 //!   past the cached end asks the PFS for the current size first.
+//! - **A PFS that restarts** (issue 16, docs/filesystem.md): a file call that finds its server
+//!   gone waits for the new incarnation through the VFS, reopens the file by inode and
+//!   generation (`pfs.open_inode`), keeps the offset and retries; reads of pages the dead one
+//!   had lent are caught by the region manager (`sawmill_rm::set_lent_range`) and redone. A
+//!   file no longer there is `Stale`; writes not fsync'd before the death make the next
+//!   `fsync` fail with `Io`.
 #![no_std]
 
 extern crate alloc;
@@ -260,9 +266,11 @@ struct MountEnt {
     kept: Vec<u64>,
 }
 
-/// How long a call waits for a restarting file system before it gives up (`Gone`): more than
-/// the VFS waits for one (5 s).
-const RESTART_WAIT_MS: u64 = 6000;
+/// How long a call that found its file system gone tries again before it gives up (`Gone`).
+/// Only for the moment between a PFS's death and the VFS seeing it (its watch thread runs at
+/// the highest priority): the wait for a restarting PFS itself happens in the VFS (`vfs.mount`,
+/// up to 5 s), and a mount that does not restart answers `Gone` at once.
+const RESTART_WAIT_MS: u64 = 100;
 
 /// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
 const NO_MOUNT: u32 = u32::MAX;
@@ -496,7 +504,7 @@ impl Files {
 
     /// Issue 16: `attempt` after a fresh mount table, again while it finds a file system gone
     /// (a PFS that died a moment ago: the VFS has not seen it yet and still hands out the dead
-    /// one's session), for at most [`RESTART_WAIT_MS`].
+    /// one's session), for at most [`RESTART_WAIT_MS`] beyond the VFS's own wait.
     fn until_back<T>(&mut self, mut attempt: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
         let khz = sawmill_rt::clock::Wall::get().khz.max(1);
         let deadline = sys::rdtsc().saturating_add(RESTART_WAIT_MS * khz);

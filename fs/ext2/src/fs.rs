@@ -373,9 +373,26 @@ impl<D: BlockDevice> Fs<D> {
     pub fn block_size(&self) -> u32 {
         self.bs
     }
-    /// False when the image has read-only-compatible features we do not understand.
+    /// False when the image has read-only-compatible features we do not understand, or the
+    /// server made it read-only ([`Self::set_read_only`]).
     pub fn is_writable(&self) -> bool {
         self.writable
+    }
+    /// Refuses every change from now on (`Error::ReadOnly`): a server that found the file
+    /// system inconsistent serves it read-only rather than build on the damage.
+    pub fn set_read_only(&mut self) {
+        self.writable = false;
+    }
+    /// Where the generation numbers of new inodes continue from (each new inode takes the next).
+    /// A server mounting the same image again (a restart) seeds it afresh, so an inode number
+    /// freed and reused meanwhile does not come back with a generation a client still holds.
+    pub fn seed_generation(&mut self, seed: u32) {
+        self.generation = seed;
+    }
+    /// Whether `ino` can name a file a client opened: the root or a non-reserved inode number
+    /// inside the file system (whether it is in use is another question).
+    pub fn is_file_inode(&self, ino: u32) -> bool {
+        ino == ROOT_INO || (ino >= self.first_ino && ino <= self.inodes_count)
     }
     pub fn device(&self) -> &D {
         &self.dev

@@ -129,6 +129,38 @@ static HEAP_SIZE: AtomicU64 = AtomicU64::new(0);
 static HEAP_DS: AtomicU64 = AtomicU64::new(0);
 /// Faults resolved, and how many of them found the page already mapped.
 static FAULTS: AtomicU64 = AtomicU64::new(0);
+
+/// Issue 16: addresses where a server lends us its pages and may die with them gone (the
+/// file-system client's windows onto a PFS's cache, `set_lent_range`), the one-page
+/// dataspace a fault there is resolved with instead, and how many such faults there were.
+static LENT_BASE: AtomicU64 = AtomicU64::new(0);
+static LENT_END: AtomicU64 = AtomicU64::new(0);
+static LENT_DS: AtomicU64 = AtomicU64::new(0);
+static LENT_FAULTS: AtomicU64 = AtomicU64::new(0);
+
+/// After [`init`]: `[base, base + len)` holds pages other servers lend us by map items (not
+/// regions of ours). A fault there means the lender took them back or died with them (a
+/// restarted file-system server): instead of ending the task, the page is resolved with a
+/// scratch page of our own (its contents meaningless) and [`lent_faults`] counts it, so the
+/// borrower, which compares the count around its accesses, redoes them another way.
+pub fn set_lent_range(base: u64, len: u64) -> Result<(), RmError> {
+    if EP.load(Ordering::Acquire) == 0 {
+        return Err(RmError::NotReady);
+    }
+    if LENT_BASE.load(Ordering::Acquire) != 0 {
+        return Err(RmError::Busy);
+    }
+    // The scratch page is asked of mem at the first such fault (most tasks never have one).
+    LENT_END.store(base.saturating_add(len), Ordering::Relaxed);
+    LENT_BASE.store(base, Ordering::Release);
+    Ok(())
+}
+
+/// Faults in the lent range so far (see [`set_lent_range`]).
+#[inline(always)]
+pub fn lent_faults() -> u64 {
+    LENT_FAULTS.load(Ordering::Acquire)
+}
 static CACHED: AtomicU64 = AtomicU64::new(0);
 
 /// The memory server, if the manifest lets us use it (`uses = [{ endpoint = "mem", ... }]`).
@@ -546,6 +578,22 @@ fn ds_map(ds: u64, offset: u64, page: u64, rfl: u32, need_write: bool) -> Result
 /// Resolves a fault at `addr` from the calling thread.
 fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
     let page = addr & !(PAGE - 1);
+    let lb = LENT_BASE.load(Ordering::Acquire);
+    if lb != 0 && page >= lb && page < LENT_END.load(Ordering::Relaxed) {
+        // Counted first: the borrower must see it once it runs again.
+        LENT_FAULTS.fetch_add(1, Ordering::AcqRel);
+        let mut ds = LENT_DS.load(Ordering::Relaxed);
+        if ds == 0 {
+            // Only this (the pager) thread resolves faults: no race for the first one.
+            ds = mem()
+                .ok_or(Unresolved::Mem)?
+                .alloc(PAGE, 0, thread::alloc_slot())
+                .map_err(|_| Unresolved::Mem)?;
+            LENT_DS.store(ds, Ordering::Relaxed);
+        }
+        ds_map(ds, 0, page, READ | WRITE, write)?;
+        return Ok(());
+    }
     let hb = HEAP_BASE.load(Ordering::Acquire);
     if hb != 0 && page >= hb && page < hb + HEAP_SIZE.load(Ordering::Relaxed) {
         ds_map(

@@ -60,6 +60,8 @@ fn errno(e: FsError) -> Errno {
         FsError::NotPermitted => EPERM,
         // Opening a device node: the caller serves the device itself (by its stat rdev).
         FsError::Device => ENXIO,
+        // The file's PFS restarted and the file is no longer there (issue 16).
+        FsError::Stale => ESTALE,
     }
 }
 

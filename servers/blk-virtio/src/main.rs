@@ -410,8 +410,34 @@ impl Blk {
     }
 }
 
+impl Blk {
+    /// Forgets the regions of clients that died (issue 16: a restarted PFS shares its new cache
+    /// under the same badge): their pages went with the dead task's memory, so the first page
+    /// no longer translates. Requests are synchronous, so no DMA into them is in flight. The
+    /// last region's window space is handed out again (`reuse`: not while a share's pages have
+    /// landed after it already).
+    fn forget_dead_regions(&mut self, reuse: bool) {
+        let mut i = 0;
+        while i < self.regions.len() {
+            let r = &self.regions[i];
+            if sys::translate(r.base).is_ok() {
+                i += 1;
+                continue;
+            }
+            if reuse && r.base + r.pages * 4096 == self.next_window {
+                self.next_window = r.base;
+                // The next share lands there: the window the loop arms starts there too.
+                self.after
+                    .receive_window(r.base, WINDOW + WINDOW_SIZE - r.base);
+            }
+            self.regions.swap_remove(i);
+        }
+    }
+}
+
 impl blk::Server for Blk {
     fn info(&mut self, _badge: u64) -> Result<InfoOut, BlkError> {
+        self.forget_dead_regions(true);
         Ok(InfoOut {
             sectors: self.sectors,
             window: self.next_window,
@@ -442,6 +468,7 @@ impl blk::Server for Blk {
     /// says it mapped, which must be exactly the pages that arrived. The window then moves past
     /// whatever arrived (accepted or not), so it only ever receives new shares.
     fn share(&mut self, badge: u64, region: Map) -> Result<(), BlkError> {
+        self.forget_dead_regions(false);
         let (base, end) = (self.next_window, WINDOW + WINDOW_SIZE);
         let mut va = base;
         while va < end && sys::translate(va).is_ok() {

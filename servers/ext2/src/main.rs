@@ -37,7 +37,7 @@ use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
 use sawmill_interfaces::pfs::{self, LookupOut, OpenOut, OpenPathOut, ReaddirOut};
 use sawmill_interfaces::pfs::{GetattrOut as Attrs, StatfsOut};
-use sawmill_interfaces::pfs::{ReaddirManyOut, StatPathOut};
+use sawmill_interfaces::pfs::{OpenInodeOut, ReaddirManyOut, StatPathOut};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Map, Next, Reply};
 use sawmill_interfaces::{
     dataspace, DsError, DsFlags, EntryKind, FsError, MapFlags, OpenFlags, RenameFlags,
@@ -436,7 +436,14 @@ impl Pfs {
         }
         self.after.delete(cap);
         let size = self.fill(i, ino, flags, &st);
-        Ok(OpenOut { file: cap, size })
+        // What the client reopens the file by if we restart (`open_inode`).
+        let generation = self.fs.stat_more(ino).map_or(0, |m| m.generation);
+        Ok(OpenOut {
+            file: cap,
+            size,
+            ino,
+            generation,
+        })
     }
 
     /// Whether an inode with attributes `st` may be opened with `flags` at all (permissions
@@ -913,6 +920,8 @@ impl pfs::Server for Pfs {
         Ok(OpenPathOut {
             file: o.file,
             size: o.size,
+            ino: o.ino,
+            generation: o.generation,
         })
     }
     fn readdir_many(
@@ -949,6 +958,41 @@ impl pfs::Server for Pfs {
             mtime_ns: a.mtime_ns,
             ctime_ns: a.ctime_ns,
             generation: a.generation,
+        })
+    }
+    fn open_inode(
+        &mut self,
+        badge: u64,
+        ino: u32,
+        generation: u32,
+        flags: OpenFlags,
+    ) -> Result<OpenInodeOut, FsError> {
+        // A reopen never changes the file: what `open` did to it (TRUNC) happened before.
+        if flags.intersects(OpenFlags::TRUNC | OpenFlags::CREATE | OpenFlags::EXCL) {
+            return Err(FsError::Invalid);
+        }
+        let creds = self.creds(badge)?;
+        // Only ordinary inodes (not the reserved ones but the root), and only the very file the
+        // client had: a freed inode (no links) or one reused since (another generation) is
+        // not it.
+        if !self.fs.is_file_inode(ino) {
+            return Err(FsError::Stale);
+        }
+        let st = self.fs.stat(ino).map_err(err)?;
+        let more = self.fs.stat_more(ino).map_err(err)?;
+        if st.nlink == 0 || more.generation != generation || st.kind == FileKind::Unknown {
+            return Err(FsError::Stale);
+        }
+        // The check `open` makes of a session: its credentials against the inode.
+        if let Some(c) = creds {
+            if !may(&st, c, open_want(flags)) {
+                return Err(FsError::Denied);
+            }
+        }
+        let o = self.do_open_stat(badge, ino, flags, st)?;
+        Ok(OpenInodeOut {
+            file: o.file,
+            size: o.size,
         })
     }
 }
@@ -1191,7 +1235,7 @@ impl file::Server for Pfs {
         path: &[u8],
         flags: OpenFlags,
         _mode: u32,
-    ) -> Result<u64, FsError> {
+    ) -> Result<file::ReopenOut, FsError> {
         // Only the full capability of a closed file, charged to a session still alive: the
         // walk and the permission check use that session's credentials, as `open_path` would.
         if badge & FILE_RO != 0 {
@@ -1220,7 +1264,13 @@ impl file::Server for Pfs {
             self.revoke_ino(ino);
             self.fs.truncate(ino, 0).map_err(err)?;
         }
-        Ok(self.fill(i, ino, flags, &st))
+        let size = self.fill(i, ino, flags, &st);
+        let generation = self.fs.stat_more(ino).map_or(0, |m| m.generation);
+        Ok(file::ReopenOut {
+            size,
+            ino,
+            generation,
+        })
     }
 }
 
@@ -1469,6 +1519,7 @@ impl pfs::Server for Connect {
         statfs() -> StatfsOut;
         readdir_many(dir: u32, cookie: u64) -> ReaddirManyOut;
         stat_path(path: &[u8], follow: bool) -> StatPathOut;
+        open_inode(ino: u32, generation: u32, flags: OpenFlags) -> OpenInodeOut;
     }
 }
 
@@ -1546,6 +1597,12 @@ fn main() {
     };
     let clock = sawmill_rt::clock::Wall::get();
     fs.set_time(clock.now_secs() as u32);
+    // New inodes' generations continue from a fresh point on every start, so a restarted PFS
+    // never gives a reused inode number the generation a client of the dead one holds.
+    fs.seed_generation((sys::rdtsc() as u32) ^ (clock.now_secs() as u32).rotate_left(16));
+    if cfg.check {
+        check_on_start(&mut fs, name);
+    }
     let st = fs.statfs();
     println!(
         "ext2-pfs[{}]: mounted: {} blocks of {} bytes, {} free; cache {} KiB",
@@ -1582,6 +1639,39 @@ fn main() {
     // No receive slot here: only `connect` takes a capability, and phase 2 refuses it (arming
     // one before every receive would cost each request about 10 instructions).
     serve_pfs(&mut p, ep, first);
+}
+
+/// The start-up check (`check` in the config; issue 16): the engine's own checker reads the
+/// whole file system, changing nothing. Clean: served as usual. Otherwise served read-only, with
+/// the reason logged: a new incarnation after a crash does not build on damage it cannot repair
+/// (the engine has no repair; `e2fsck` on the host does that).
+fn check_on_start(fs: &mut Fs<Dev>, name: &str) {
+    let t0 = sys::rdtsc();
+    let report = fs.check();
+    let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+    let ms = (sys::rdtsc() - t0) / khz;
+    match report {
+        Ok(r) if r.is_clean() => println!(
+            "ext2-pfs[{}]: check: clean ({} inodes, {} directories, {} blocks in use; {} ms)",
+            name, r.inodes_used, r.dirs, r.blocks_used, ms
+        ),
+        Ok(r) => {
+            println!(
+                "ext2-pfs[{}]: check: {} problems, serving read-only; the first: {}",
+                name,
+                r.problems.len(),
+                r.problems.first().map_or("?", |p| p.as_str())
+            );
+            fs.set_read_only();
+        }
+        Err(e) => {
+            println!(
+                "ext2-pfs[{}]: check: failed ({}), serving read-only",
+                name, e
+            );
+            fs.set_read_only();
+        }
+    }
 }
 
 /// Phase 2's loop, a function of its own so that the handlers are inlined into it (inside `main`,

@@ -511,7 +511,13 @@ impl pfs::Server for Procfs {
             return Err(FsError::Loop);
         }
         let (file, size) = self.open_node(badge, n, p.as_ref(), flags)?;
-        Ok(OpenOut { file, size })
+        // Inode 0: nothing to reopen by (procfs keeps no state a restart would lose).
+        Ok(OpenOut {
+            file,
+            size,
+            ino: 0,
+            generation: 0,
+        })
     }
     fn readlink(&mut self, badge: u64, ino: u32) -> Result<Bytes<256>, FsError> {
         self.caller(badge)?;
@@ -650,7 +656,12 @@ impl pfs::Server for Procfs {
             return Err(FsError::NotDir);
         }
         let (file, size) = self.open_node(badge, n, p.as_ref(), flags)?;
-        Ok(OpenPathOut { file, size })
+        Ok(OpenPathOut {
+            file,
+            size,
+            ino: 0,
+            generation: 0,
+        })
     }
     fn cover(&mut self, badge: u64, _path: &[u8]) -> Result<(), FsError> {
         // Nothing is mounted inside /proc; accepted so a VFS that asks is not refused.
@@ -679,6 +690,17 @@ impl pfs::Server for Procfs {
     ) -> Result<pfs::StatPathOut, FsError> {
         self.caller(badge)?;
         Err(FsError::Xdev)
+    }
+    // Issue 16's reopen after a restart: procfs hands out inode 0, so nobody asks.
+    fn open_inode(
+        &mut self,
+        badge: u64,
+        _ino: u32,
+        _generation: u32,
+        _flags: OpenFlags,
+    ) -> Result<pfs::OpenInodeOut, FsError> {
+        self.caller(badge)?;
+        Err(FsError::Invalid)
     }
     read_only! {
         create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
@@ -764,7 +786,7 @@ impl file::Server for Procfs {
         _path: &[u8],
         _flags: OpenFlags,
         _mode: u32,
-    ) -> Result<u64, FsError> {
+    ) -> Result<file::ReopenOut, FsError> {
         // Snapshots are made per open: a kept file is not reopened in place (BadFile tells the
         // client to let it go and open afresh).
         self.file(badge)?;
@@ -917,6 +939,7 @@ impl pfs::Server for Connect {
         statfs() -> StatfsOut;
         readdir_many(dir: u32, cookie: u64) -> pfs::ReaddirManyOut;
         stat_path(path: &[u8], follow: bool) -> pfs::StatPathOut;
+        open_inode(ino: u32, generation: u32, flags: OpenFlags) -> pfs::OpenInodeOut;
     }
 }
 

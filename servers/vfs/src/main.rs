@@ -19,7 +19,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sawmill_abi::{rights, ObjKind};
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, Error as RpcError, IpcResult, Next};
 use sawmill_interfaces::vfs::{
@@ -27,30 +27,44 @@ use sawmill_interfaces::vfs::{
 };
 use sawmill_interfaces::{pfs, FsError, OpenFlags, RenameFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFMT, S_IFREG, S_IFSOCK};
-use sawmill_rt::{env, println, sys, thread};
+use sawmill_rt::{env, println, slots, sys, thread};
 
 sawmill_rt::entry!(main);
 
 const MAX_MOUNTS: usize = 8;
 /// Set by a mount's watch thread when its PFS died.
 static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_MOUNTS];
+/// Per mount: the endpoint we made for its PFS to serve (the main thread sets it on connecting;
+/// the watch thread takes it, revokes and deletes it when the PFS dies, and leaves the emptied
+/// slot in `FREED` for the main thread to reuse).
+static CONN: [AtomicU64; MAX_MOUNTS] = [const { AtomicU64::new(0) }; MAX_MOUNTS];
+static FREED: [AtomicU64; MAX_MOUNTS] = [const { AtomicU64::new(0) }; MAX_MOUNTS];
 
 /// Runs in its own thread per mount: the PFS never answers `watch`; the kernel does (GONE)
 /// when the PFS dies. Then revoking and deleting the endpoint we made for it destroys it:
 /// every capability the PFS handed out stops working and every caller blocked on it is woken
-/// with an error, so no client hangs on a dead file system.
-fn watch(m: usize, manifest_ep: u64, e: u64) {
-    let r = pfs::Client::new(manifest_ep).watch();
-    DEAD[m].store(true, Ordering::SeqCst);
-    let a = sys::cap_revoke(e);
-    let b = sys::cap_delete(e);
-    println!(
-        "vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})",
-        m,
-        r.err(),
-        a,
-        b
-    );
+/// with an error, so no client hangs on a dead file system. A mount whose PFS restarts is
+/// connected again by the main thread (`revive`), which signals `go`: then it watches the new
+/// incarnation.
+fn watch(m: usize, manifest_ep: u64, go: u64) {
+    loop {
+        let r = pfs::Client::new(manifest_ep).watch();
+        let e = CONN[m].swap(0, Ordering::SeqCst);
+        DEAD[m].store(true, Ordering::SeqCst);
+        let a = sys::cap_revoke(e);
+        let b = sys::cap_delete(e);
+        FREED[m].store(e, Ordering::SeqCst);
+        println!(
+            "vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})",
+            m,
+            r.err(),
+            a,
+            b
+        );
+        if sys::notify_wait(go, 0).is_err() {
+            return;
+        }
+    }
 }
 
 struct Mount {
@@ -61,6 +75,59 @@ struct Mount {
     root: u32,
     root_attr: (u32, u32, u32),
     alive: bool,
+    /// The PFS's manifest endpoint (where root puts a new incarnation's).
+    manifest_ep: u64,
+    /// Its PFS restarts (config `restarts`): a dead mount is connected again (`revive`).
+    restarts: bool,
+    /// The watch thread's notification: watch again (after `revive`).
+    go: u64,
+}
+
+/// What `connect_pfs` gives: the PFS client, the root's inode and its (mode, uid, gid).
+type Connected = (pfs::Client, u32, (u32, u32, u32));
+
+/// A connection to mount `mi`'s PFS at its manifest endpoint `ep` (`pfs.connect`): our badged
+/// capability to the endpoint it serves, the root's inode and its (mode, uid, gid). Slots come
+/// from and go back to `free` (a mount that restarts connects again and again). The caller
+/// then has the watch thread watch it.
+fn connect_pfs(mi: usize, ep: u64, free: &mut Vec<u64>) -> Result<Connected, RpcError<FsError>> {
+    let mut slot = || free.pop().unwrap_or_else(thread::alloc_slot);
+    let (conn, give, conn_badged) = (slot(), slot(), slot());
+    let made = sys::factory_create(slots::FACTORY, ObjKind::Endpoint, conn, 0);
+    if made.is_err() {
+        println!("vfs: FAIL no endpoint for the PFS (kmem_kb)");
+        free.extend([conn, give, conn_badged]);
+        return Err(RpcError::Gone);
+    }
+    let r = sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV)
+        .map_err(|_| RpcError::Gone)
+        .and_then(|_| pfs::Client::new(ep).connect(give));
+    let _ = sys::cap_delete(give);
+    if let Err(e) = r {
+        let _ = sys::cap_delete(conn);
+        free.extend([conn, give, conn_badged]);
+        return Err(e);
+    }
+    free.push(give);
+    // Our own calls carry the VFS badge.
+    if sys::cap_mint(
+        conn,
+        conn_badged,
+        pfs::VFS_BADGE,
+        rights::SEND | rights::GRANT,
+    )
+    .is_err()
+    {
+        let _ = sys::cap_revoke(conn);
+        let _ = sys::cap_delete(conn);
+        free.extend([conn, conn_badged]);
+        return Err(RpcError::Gone);
+    }
+    CONN[mi].store(conn, Ordering::SeqCst);
+    DEAD[mi].store(false, Ordering::SeqCst);
+    let p = pfs::Client::new(conn_badged);
+    let (root, attr) = p.root().and_then(|r| p.getattr(r).map(|a| (r, a)))?;
+    Ok((p, root, (attr.mode, attr.uid, attr.gid)))
 }
 
 /// A resolved position: mount, inode, and its (mode, uid, gid).
@@ -83,6 +150,8 @@ struct Resolved {
 
 struct Vfs {
     mounts: Vec<Mount>,
+    /// What `revive` waits on between tries.
+    timer: Option<u64>,
     creds: Vec<(u64, u32, u32)>,
     admins: Vec<u64>,
     version: u64,
@@ -251,11 +320,131 @@ impl Vfs {
             self.mounts[m].alive = false;
             self.version += 1;
         }
+        // Only once the watch thread has seen the death: until then there is nothing to
+        // connect to (and `connect` on a live PFS would never be answered).
+        if !self.mounts[m].alive && self.mounts[m].restarts && DEAD[m].load(Ordering::SeqCst) {
+            self.revive(m);
+        }
         if self.mounts[m].alive {
             Ok(pfs::Client::new(self.mounts[m].pfs.ep))
         } else {
             Err(FsError::Gone)
         }
+    }
+
+    /// Tells mount `i`'s file system where others are mounted inside it: an option-3 walk at
+    /// a PFS stops there (Xdev) and the client comes to us, who cross mounts exactly.
+    fn cover_mounts(&mut self, i: usize) {
+        for j in 0..self.mounts.len() {
+            let (a, b) = (&self.mounts[i], &self.mounts[j]);
+            if i == j
+                || !a.alive
+                || b.comps.len() <= a.comps.len()
+                || !b.comps.starts_with(&a.comps)
+            {
+                continue;
+            }
+            let rel = b.comps[a.comps.len()..].join(&b'/');
+            if let Err(e) = a.pfs.cover(&rel) {
+                println!(
+                    "vfs: FAIL telling mount {} about mount {}: {:?}",
+                    core::str::from_utf8(&a.prefix).unwrap_or("?"),
+                    core::str::from_utf8(&b.prefix).unwrap_or("?"),
+                    e
+                );
+            }
+        }
+    }
+
+    /// Mount `m`'s PFS died and restarts (issue 16): waits (up to RESTART_WAIT_MS) until the
+    /// watch thread has revoked the dead one's endpoint and the new incarnation answers on the
+    /// manifest slot (root put its endpoint there), then connects to it as at boot. The
+    /// sessions made for clients with the dead one are gone: they ask `mount` again. The
+    /// version changes, so option-3 clients refetch the table. Requests wait meanwhile: a client
+    /// of a restarting file system sees a pause, not an error.
+    fn revive(&mut self, m: usize) {
+        let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+        let deadline = sys::rdtsc() + sawmill_vfs_api::RESTART_WAIT_MS * khz;
+        let timer = self.timer;
+        let pause = |timer: Option<u64>| {
+            let now = sys::rdtsc();
+            if let Some(t) = timer {
+                let _ = sys::notify_wait_until(t, (now + 10 * khz).min(deadline));
+            }
+            sys::rdtsc() < deadline
+        };
+        // The dead incarnation's endpoint first goes (the watch thread), so nothing of it is
+        // mistaken for the new one.
+        while !DEAD[m].load(Ordering::SeqCst) {
+            if !pause(timer) {
+                break;
+            }
+        }
+        let ep = self.mounts[m].manifest_ep;
+        let r = loop {
+            if !DEAD[m].load(Ordering::SeqCst) {
+                break None;
+            }
+            match connect_pfs(m, ep, &mut self.free_slots) {
+                Ok(c) => break Some(c),
+                // An application error is an answer: the new incarnation is there but
+                // refuses; anything else is a slot not yet refilled or an incarnation that
+                // died again: wait.
+                Err(RpcError::App(e)) => {
+                    println!("vfs: the restarted file system refuses: {:?}", e);
+                    if CONN[m].load(Ordering::SeqCst) != 0 {
+                        // Connected, but it will not serve: still watched, so its death is
+                        // seen and the next incarnation tried.
+                        let _ = sys::notify_signal(self.mounts[m].go, 1);
+                    }
+                    break None;
+                }
+                Err(_) => {
+                    if !pause(timer) {
+                        break None;
+                    }
+                }
+            }
+        };
+        // The dead incarnation's endpoint slot, emptied by the watch thread.
+        let freed = FREED[m].swap(0, Ordering::SeqCst);
+        if freed != 0 {
+            self.free_slots.push(freed);
+        }
+        let Some((p, root, attr)) = r else {
+            println!(
+                "vfs: mount {}: its file system did not come back",
+                core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?")
+            );
+            return;
+        };
+        // The dead one's sessions: their capabilities were revoked with its endpoint.
+        let mut k = 0;
+        while k < self.sessions.len() {
+            if self.sessions[k].0 == m {
+                let (_, _, slot) = self.sessions.swap_remove(k);
+                let _ = sys::cap_delete(slot);
+                self.free_slots.push(slot);
+            } else {
+                k += 1;
+            }
+        }
+        let old = core::mem::replace(&mut self.mounts[m].pfs, p);
+        if old.ep != 0 {
+            let _ = sys::cap_delete(old.ep);
+            self.free_slots.push(old.ep);
+        }
+        self.mounts[m].root = root;
+        self.mounts[m].root_attr = attr;
+        self.mounts[m].alive = true;
+        self.version += 1;
+        // The watch thread watches the new incarnation.
+        let _ = sys::notify_signal(self.mounts[m].go, 1);
+        self.cover_mounts(m);
+        println!(
+            "vfs: mount {} is back: connected to the restarted file system",
+            core::str::from_utf8(&self.mounts[m].prefix).unwrap_or("?")
+        );
     }
 
     fn root_pos(&self, m: usize) -> Pos {
@@ -293,6 +482,10 @@ impl Vfs {
 
     /// The session capability of mount `m`'s PFS for the client `badge` (made once, then kept).
     fn session(&mut self, m: usize, badge: u64) -> Result<u64, Option<RpcError<FsError>>> {
+        // A dead mount first: a restarting one is connected again (and its old sessions go).
+        if DEAD[m].load(Ordering::SeqCst) || !self.mounts[m].alive {
+            self.pfs(m).map_err(|_| None)?;
+        }
         if let Some(s) = self.sessions.iter().find(|s| (s.0, s.1) == (m, badge)) {
             return Ok(s.2);
         }
@@ -345,6 +538,8 @@ impl Vfs {
                     file: o.file,
                     size: o.size,
                     mount: m as u32,
+                    ino: o.ino,
+                    generation: o.generation,
                 }))
             }
             Err(RpcError::App(e)) if e != FsError::Xdev => {
@@ -511,6 +706,8 @@ impl vfs::Server for Vfs {
                     file: o.file,
                     size: o.size,
                     mount: pos.m as u32,
+                    ino: o.ino,
+                    generation: o.generation,
                 })
             }
             Err(e) => {
@@ -824,7 +1021,7 @@ impl vfs::Server for Vfs {
         mode: u32,
         mount: u32,
         file: u64,
-    ) -> Result<u64, FsError> {
+    ) -> Result<vfs::ReopenOut, FsError> {
         if flags.intersects(OpenFlags::CREATE | OpenFlags::EXCL) {
             return Err(FsError::Invalid);
         }
@@ -841,7 +1038,11 @@ impl vfs::Server for Vfs {
         let r = sawmill_interfaces::file::Client::new(file).reopen(&rest, flags, mode);
         self.route = rest;
         match r {
-            Ok(size) => Ok(size),
+            Ok(o) => Ok(vfs::ReopenOut {
+                size: o.size,
+                ino: o.ino,
+                generation: o.generation,
+            }),
             Err(RpcError::App(e)) => Err(e),
             Err(_) => Err(FsError::Gone),
         }
@@ -864,6 +1065,7 @@ impl rpc::Serve for Vfs {
 fn main() {
     let mut v = Vfs {
         mounts: Vec::new(),
+        timer: thread::create(ObjKind::Notification, 0).ok(),
         creds: Vec::new(),
         admins: Vec::new(),
         version: 1,
@@ -896,32 +1098,21 @@ fn main() {
             println!("vfs: FAIL too many mounts");
             break;
         }
-        let conn = thread::create(ObjKind::Endpoint, 0).expect("endpoint (needs kmem_kb)");
-        let give = thread::alloc_slot();
-        sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV).expect("mint");
-        if let Err(e) = pfs::Client::new(ep).connect(give) {
-            println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
-            continue;
-        }
-        let _ = sys::cap_delete(give);
-        // Our own calls carry the VFS badge.
-        let conn_badged = thread::alloc_slot();
-        sys::cap_mint(
-            conn,
-            conn_badged,
-            pfs::VFS_BADGE,
-            rights::SEND | rights::GRANT,
-        )
-        .expect("mint");
         let mi = v.mounts.len();
-        thread::spawn(254, 8192, move || watch(mi, ep, conn)).expect("watch thread");
-        let conn = conn_badged;
-        let p = pfs::Client::new(conn);
-        let (root, attr, alive) = match p.root().and_then(|r| p.getattr(r).map(|a| (r, a))) {
-            Ok((r, a)) => (r, (a.mode, a.uid, a.gid), true),
-            Err(e) => {
+        let go = thread::create(ObjKind::Notification, 0).expect("notification (kmem_kb)");
+        let connected = connect_pfs(mi, ep, &mut v.free_slots);
+        if CONN[mi].load(Ordering::SeqCst) != 0 {
+            thread::spawn(254, 8192, move || watch(mi, ep, go)).expect("watch thread");
+        }
+        let (p, root, attr, alive) = match connected {
+            Ok((p, r, a)) => (p, r, a, true),
+            Err(e @ RpcError::App(_)) => {
                 println!("vfs: mount {} unusable: {:?}", prefix, e);
-                (0, (0, 0, 0), false)
+                (pfs::Client::new(0), 0, (0, 0, 0), false)
+            }
+            Err(e) => {
+                println!("vfs: FAIL connecting to {}: {:?}", ep_name, e);
+                continue;
             }
         };
         let comps = prefix
@@ -936,6 +1127,9 @@ fn main() {
             root,
             root_attr: attr,
             alive,
+            manifest_ep: ep,
+            restarts: mnt.restarts,
+            go,
         });
         println!("vfs: mounted {} ({})", prefix, ep_name);
     }
@@ -943,28 +1137,8 @@ fn main() {
         println!("vfs: FAIL the first mount must be /");
         return;
     }
-    // Tell each file system where others are mounted inside it: an option-3 walk at a PFS
-    // stops there (Xdev) and the client comes to us, who cross mounts exactly.
     for i in 0..v.mounts.len() {
-        for j in 0..v.mounts.len() {
-            let (a, b) = (&v.mounts[i], &v.mounts[j]);
-            if i == j
-                || !a.alive
-                || b.comps.len() <= a.comps.len()
-                || !b.comps.starts_with(&a.comps)
-            {
-                continue;
-            }
-            let rel = b.comps[a.comps.len()..].join(&b'/');
-            if let Err(e) = a.pfs.cover(&rel) {
-                println!(
-                    "vfs: FAIL telling mount {} about mount {}: {:?}",
-                    core::str::from_utf8(&a.prefix).unwrap_or("?"),
-                    core::str::from_utf8(&b.prefix).unwrap_or("?"),
-                    e
-                );
-            }
-        }
+        v.cover_mounts(i);
     }
     // `reopen` brings a client's file capability: it lands here, and the dispatch deletes it
     // once the call is done, so the slot is empty again for the next request.

@@ -24,6 +24,9 @@
 //! - `vfs_files`: the same for the files the VFS opens as itself (default 1024).
 //! - `files`: the most open files in all (default 4096): what the server's kernel quota
 //!   (`kmem_kb`; each open file is a kernel watch of 72 bytes) and heap must hold.
+//! - `check`: check the file system with the engine's checker (read-only) on every start, and
+//!   serve it read-only if it is not clean (default false). For a PFS whose manifest policy is
+//!   `restart`: a new incarnation finds the image as the dead one left it (issue 16).
 #![no_std]
 
 extern crate alloc;
@@ -67,6 +70,8 @@ pub struct Config {
     pub vfs_files: Option<u32>,
     #[serde(default)]
     pub files: Option<u32>,
+    #[serde(default)]
+    pub check: bool,
 }
 
 impl Peers for Config {

@@ -16,6 +16,10 @@
 //! - `creds`: the user and group a client (a server that `uses` the VFS) acts as; a client not
 //!   listed is `nobody` (65534).
 //! - `admins`: clients allowed the `crash` test call.
+//! - A mount's `restarts = true` says its PFS comes back (manifest policy `restart`, issue 16):
+//!   when it dies the VFS waits for the new incarnation (up to [`RESTART_WAIT_MS`]) at the next
+//!   request for that mount, connects to it and serves the mount again; without it a dead
+//!   mount stays dead (`Gone`).
 #![no_std]
 
 extern crate alloc;
@@ -42,7 +46,12 @@ pub struct Config {
 pub struct Mount {
     pub path: String,
     pub pfs: Endpoint,
+    #[serde(default)]
+    pub restarts: bool,
 }
+
+/// How long the VFS waits for a restarting PFS to answer again.
+pub const RESTART_WAIT_MS: u64 = 5000;
 
 /// Who a client is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -91,6 +91,7 @@ impl pfs::Server for Liar {
         statfs() -> StatfsOut;
         readdir_many(dir: u32, cookie: u64) -> pfs::ReaddirManyOut;
         stat_path(path: &[u8], follow: bool) -> pfs::StatPathOut;
+        open_inode(ino: u32, generation: u32, flags: OpenFlags) -> pfs::OpenInodeOut;
     }
 }
 

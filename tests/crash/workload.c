@@ -13,9 +13,13 @@
  * A `durable` line is printed only when POSIX says the state must survive a crash: the file's
  * own fsync, and for a new name (create, rename) its directory's fsync too. The contents are what
  * this program wrote (kept here), never read back, so a file system that returned the wrong bytes
- * could not vouch for itself. The first file's block starts with ANCHOR (built at run time, so
- * the program text never holds it): the host finds the flush that acknowledged fsync 0 by it.
- * Every fsync is one device flush in the sawmill PFS; the host counts flushes from there.
+ * could not vouch for itself.
+ *
+ * Before fsync call N the program writes the block "SAWMILL-CRASH-FSYNC N" over the one block of
+ * /data/marks: the host finds in the write log the first flush after that block reached the
+ * disk, which is the flush that acknowledged fsync N (the PFS writes back every dirty block on an
+ * fsync). Counting flushes instead cannot work: QEMU drops a flush that follows no write, and an
+ * fsync with nothing to write is one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,8 +90,20 @@ static struct file *model(const char *path)
     return f;
 }
 
+#define MARKS "/data/marks"
+static int marks_fd = -1;
+
 static void do_fsync(int fd, const char *path)
 {
+    char mark[4096];
+    memset(mark, 0, sizeof mark);
+    snprintf(mark, sizeof mark, "SAWMILL-CRASH-FSYNC %d\n", fsyncs);
+    if (marks_fd < 0)
+        marks_fd = open(MARKS, O_WRONLY | O_CREAT, 0644);
+    if (marks_fd < 0)
+        die("open", MARKS);
+    if (pwrite(marks_fd, mark, sizeof mark, 0) != (ssize_t)sizeof mark)
+        die("pwrite", MARKS);
     if (fsync(fd) != 0)
         die("fsync", path);
     printf("crash: fsync %d %s\n", fsyncs, path);
@@ -119,17 +135,14 @@ static void absent(const char *path)
 }
 
 /* Writes `n` new bytes (seeded) at `off` of `path` (created if missing), then fsyncs it. */
-static void write_file(const char *path, size_t off, size_t n, uint64_t seed, const unsigned char *given)
+static void write_file(const char *path, size_t off, size_t n, uint64_t seed)
 {
     struct file *f = model(path);
     if (off + n > MAX_SIZE) {
         errno = EFBIG;
         die("model", path);
     }
-    if (given)
-        memcpy(f->data + off, given, n);
-    else
-        fill(f->data + off, n, seed);
+    fill(f->data + off, n, seed);
     int fd = open(path, O_WRONLY | O_CREAT, 0644);
     if (fd < 0)
         die("open", path);
@@ -168,14 +181,7 @@ int main(void)
     if (mkdir("/data", 0755) != 0 && errno != EEXIST)
         die("mkdir", "/data");
 
-    /* fsync 0, the anchor: one block that starts with a marker the host finds in the log. */
-    unsigned char anchor[4096];
-    static const char rev[] = "ROHCNA-HSARC-LLIMWAS";
-    size_t m = sizeof rev - 1;
-    for (size_t i = 0; i < m; i++)
-        anchor[i] = (unsigned char)rev[m - 1 - i];
-    fill(anchor + m, sizeof anchor - m, 1);
-    write_file("/data/begin", 0, sizeof anchor, 0, anchor);
+    write_file("/data/begin", 0, 4096, 1);
     sync_dir("/data");
     sync_dir("/");
     durable("/data/begin");
@@ -183,16 +189,16 @@ int main(void)
     /* A new file, then appends (within a block, across blocks), then overwrites inside: each
      * overwrite stays in one block, so a crash leaves it whole or not at all (a torn overwrite
      * of unacknowledged bytes is allowed, but the host could not tell it from a lost one). */
-    write_file("/data/a", 0, 3000, 2, NULL);
+    write_file("/data/a", 0, 3000, 2);
     sync_dir("/data");
     durable("/data/a");
-    write_file("/data/a", 3000, 700, 3, NULL);
+    write_file("/data/a", 3000, 700, 3);
     durable("/data/a");
-    write_file("/data/a", 3700, 9000, 4, NULL);
+    write_file("/data/a", 3700, 9000, 4);
     durable("/data/a");
-    write_file("/data/a", 4096, 4096, 5, NULL);
+    write_file("/data/a", 4096, 4096, 5);
     durable("/data/a");
-    write_file("/data/a", 100, 200, 6, NULL);
+    write_file("/data/a", 100, 200, 6);
     durable("/data/a");
 
     /* A directory with several entries of several sizes (0 bytes to past the direct blocks). */
@@ -202,7 +208,7 @@ int main(void)
     static const size_t sizes[] = {0, 1, 100, 4096, 4097, 20000, 49152, 60000};
     for (int i = 0; i < 8; i++) {
         snprintf(name, sizeof name, "/data/dir/f%d", i);
-        write_file(name, 0, sizes[i], 10 + i, NULL);
+        write_file(name, 0, sizes[i], 10 + i);
     }
     sync_dir("/data/dir");
     for (int i = 0; i < 8; i++) {
@@ -211,10 +217,10 @@ int main(void)
     }
 
     /* The atomic replace: write a temporary, fsync it, rename it over the old, fsync the dir. */
-    write_file("/data/cfg", 0, 5000, 20, NULL);
+    write_file("/data/cfg", 0, 5000, 20);
     sync_dir("/data");
     durable("/data/cfg");
-    write_file("/data/cfg.tmp", 0, 6500, 21, NULL);
+    write_file("/data/cfg.tmp", 0, 6500, 21);
     rename_file("/data/cfg.tmp", "/data/cfg");
     sync_dir("/data");
     durable("/data/cfg");
@@ -235,7 +241,7 @@ int main(void)
     /* A log: small appends, each fsync'd. */
     for (int i = 0; i < 8; i++) {
         struct file *f = model("/data/log");
-        write_file("/data/log", f->len, 300 + 97 * (size_t)i, 30 + i, NULL);
+        write_file("/data/log", f->len, 300 + 97 * (size_t)i, 30 + i);
         if (i == 0)
             sync_dir("/data");
         durable("/data/log");
@@ -243,7 +249,7 @@ int main(void)
 
     /* A file past the direct blocks, written in 64 KiB pieces with an fsync after each. */
     for (int i = 0; i < 5; i++) {
-        write_file("/data/big", (size_t)i * 65536, 65536, 40 + i, NULL);
+        write_file("/data/big", (size_t)i * 65536, 65536, 40 + i);
         if (i == 0)
             sync_dir("/data");
         durable("/data/big");

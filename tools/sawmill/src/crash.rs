@@ -16,15 +16,17 @@
 //! (a crash right after that flush returned). Between flushes: some of the writes after flush
 //! `k` (a crash while the next batch was being written).
 //!
-//! **The rule.** fsync number `N` of the workload (its Nth fsync call, from 0) is acknowledged
-//! by flush `A + N`, where `A` is the flush after the write that carried the anchor block (the
-//! block fsync 0 wrote; found by its content, so boot's flushes need not be counted). Each
-//! fsync call of the sawmill PFS is exactly one device flush (servers/ext2: `fsync` → the
-//! engine's `flush` → the cache's `sync`: write back every dirty page, then one `blk.flush`),
-//! and the workload is the only process. Were there any other flush in between, fsync `N`'s
-//! real flush would be later than `A + N`, so the rule would demand its data earlier than
-//! due: a false alarm, never a loss let through. A crash point after `c` flushes must then hold
-//! every record line of fsync `N` with `A + N < c`.
+//! **The rule.** Before its fsync call number `N` (from 0) the workload writes one block
+//! starting `SAWMILL-CRASH-FSYNC N` (its marks file); the PFS writes every dirty block back on
+//! an fsync, then flushes the device (servers/ext2: `fsync` → the engine's `flush` → the
+//! cache's `sync`: write back, then `blk.flush`). So fsync `N` was acknowledged by the first
+//! flush in the log after the write that carried mark `N`: found by content, nothing counted or
+//! guessed (counting flushes cannot work: QEMU drops a flush that follows no write, and an fsync
+//! with nothing to write is one). Were there a flush from elsewhere in between, the one found
+//! would be earlier than the real one and the rule would demand the data earlier than due: a
+//! false alarm, never a loss let through. An fsync that returned without its flush shows as two
+//! marks before one flush, which is refused. A crash point after `c` flushes must hold every
+//! record line of an fsync whose flush is among those `c`.
 //!
 //! **What "hold" means.** For each path, the latest required line is its state. A path with no
 //! later line (nothing in flight for it) must match exactly: `LEN` bytes hashing to `HASH`, or
@@ -45,9 +47,9 @@ pub const FLAG_FUA: u64 = 1 << 1;
 pub const FLAG_DISCARD: u64 = 1 << 2;
 pub const FLAG_MARK: u64 = 1 << 3;
 const KNOWN_FLAGS: u64 = FLAG_FLUSH | FLAG_FUA | FLAG_DISCARD | FLAG_MARK;
-/// The bytes the workload's anchor block starts with (tests/crash/workload.c builds them at
-/// run time, reversed in its text, so its own binary never holds them).
-pub const ANCHOR: &[u8] = b"SAWMILL-CRASH-ANCHOR";
+/// What the workload's mark block starts with, followed by the fsync's number and a newline
+/// (tests/crash/workload.c).
+pub const FSYNC_MARK: &[u8] = b"SAWMILL-CRASH-FSYNC ";
 /// The prefix of the workload's record lines.
 pub const RECORD_PREFIX: &str = "crash: ";
 
@@ -174,18 +176,50 @@ impl Log {
             .collect()
     }
 
-    /// The flush (its number among the flushes) that follows the first write whose data has
-    /// a sector starting with `marker`.
-    pub fn anchor_flush(&self, raw: &[u8], marker: &[u8]) -> Option<usize> {
+    /// For each of `count` fsyncs, the flush (its number among the flushes) that acknowledged
+    /// it: the first flush after the first write of its mark (the rule in the module header).
+    pub fn ack_flushes(&self, raw: &[u8], count: usize) -> Result<Vec<usize>, String> {
         let ss = self.sector_size as usize;
-        let first = self.entries.iter().position(|e| {
-            e.flags & FLAG_DISCARD == 0
-                && (0..e.sectors as usize).any(|s| {
-                    raw[e.data_at + s * ss..e.data_at + (s + 1) * ss].starts_with(marker)
-                })
-        })?;
+        let mut first_write: Vec<Option<usize>> = vec![None; count];
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.flags & FLAG_DISCARD != 0 {
+                continue;
+            }
+            for s in 0..e.sectors as usize {
+                let sector = &raw[e.data_at + s * ss..e.data_at + (s + 1) * ss];
+                let Some(rest) = sector.strip_prefix(FSYNC_MARK) else {
+                    continue;
+                };
+                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                let n = std::str::from_utf8(&rest[..digits])
+                    .ok()
+                    .and_then(|d| d.parse::<usize>().ok());
+                if let Some(slot) = n.and_then(|n| first_write.get_mut(n)) {
+                    slot.get_or_insert(i);
+                }
+            }
+        }
         let flushes = self.flushes();
-        flushes.iter().position(|&f| f > first)
+        let mut acks = Vec::with_capacity(count);
+        for (n, w) in first_write.iter().enumerate() {
+            let w = w.ok_or_else(|| format!("fsync {n}: its mark never reached the disk"))?;
+            let f = flushes
+                .iter()
+                .position(|&f| f > w)
+                .ok_or_else(|| format!("fsync {n}: no flush after its mark reached the disk"))?;
+            if let Some(&prev) = acks.last() {
+                if f <= prev {
+                    return Err(format!(
+                        "fsyncs {} and {n} both before flush {prev}: fsync {} returned before its \
+                         flush",
+                        n - 1,
+                        n - 1
+                    ));
+                }
+            }
+            acks.push(f);
+        }
+        Ok(acks)
     }
 }
 
@@ -341,11 +375,11 @@ pub struct Expect {
     pub next: Option<State>,
 }
 
-/// The expectations at a crash point after `flushes` flushes, fsync 0 acknowledged by flush
-/// number `anchor` (0-based): the rule in the module header. Paths with nothing acknowledged
+/// The expectations at a crash point after `flushes` flushes, fsync `N` acknowledged by flush
+/// number `acks[N]` (0-based): the rule in the module header. Paths with nothing acknowledged
 /// yet are not checked.
-pub fn expectations(record: &Record, anchor: usize, flushes: usize) -> Vec<Expect> {
-    let acked = |n: usize| anchor + n < flushes;
+pub fn expectations(record: &Record, acks: &[usize], flushes: usize) -> Vec<Expect> {
+    let acked = |n: usize| acks[n] < flushes;
     let mut by_path: BTreeMap<&str, Vec<&Line>> = BTreeMap::new();
     for l in &record.lines {
         by_path.entry(l.path.as_str()).or_default().push(l);
@@ -460,21 +494,44 @@ mod tests {
         assert!(parse_log(&[0u8; 10]).is_err());
     }
 
+    fn mark(n: usize, blocks: usize, at: usize) -> Vec<u8> {
+        let mut d = sectors(blocks, 0);
+        let m = format!("SAWMILL-CRASH-FSYNC {n}\n");
+        d[at * SS..at * SS + m.len()].copy_from_slice(m.as_bytes());
+        d
+    }
+
     #[test]
-    fn finds_the_anchor_flush() {
-        let mut a = sectors(2, 0);
-        a[SS..SS + ANCHOR.len()].copy_from_slice(ANCHOR);
+    fn finds_the_flush_of_each_fsync_by_its_mark() {
         let raw = log_of(&[
-            (0, Vec::new(), FLAG_FLUSH),
+            (0, Vec::new(), FLAG_FLUSH), // boot
             (9, sectors(1, 3), 0),
-            (0, Vec::new(), FLAG_FLUSH),
-            (7, a, 0),
+            (7, mark(0, 2, 1), 0),
             (1, sectors(1, 3), 0),
-            (0, Vec::new(), FLAG_FLUSH),
+            (0, Vec::new(), FLAG_FLUSH), // fsync 0
+            (7, mark(1, 1, 0), 0),
+            (0, Vec::new(), FLAG_FLUSH), // fsync 1
+            (7, mark(12, 1, 0), 0),      // not one of ours: ignored
+            (7, mark(1, 1, 0), 0),       // a mark written again: the first counts
+            (7, mark(2, 1, 0), 0),
+            (0, Vec::new(), FLAG_FLUSH), // fsync 2
         ]);
         let log = parse_log(&raw).unwrap();
-        assert_eq!(log.anchor_flush(&raw, ANCHOR), Some(2));
-        assert_eq!(log.anchor_flush(&raw, b"nowhere"), None);
+        assert_eq!(log.ack_flushes(&raw, 3), Ok(vec![1, 2, 3]));
+        assert!(log.ack_flushes(&raw, 4).unwrap_err().contains("fsync 3"));
+        // fsync 0 returned before its flush: marks 0 and 1 precede the same flush.
+        let early = log_of(&[
+            (7, mark(0, 1, 0), 0),
+            (7, mark(1, 1, 0), 0),
+            (0, Vec::new(), FLAG_FLUSH),
+        ]);
+        let log = parse_log(&early).unwrap();
+        let err = log.ack_flushes(&early, 2).unwrap_err();
+        assert!(err.contains("fsync 0 returned before its flush"), "{err}");
+        // A mark after the last flush was never acknowledged.
+        let late = log_of(&[(0, Vec::new(), FLAG_FLUSH), (7, mark(0, 1, 0), 0)]);
+        let log = parse_log(&late).unwrap();
+        assert!(log.ack_flushes(&late, 1).is_err());
     }
 
     #[test]
@@ -574,9 +631,10 @@ mod tests {
                 },
             ],
         };
-        // fsync 0 is acknowledged by flush 5 (the sixth): nothing is due after 5 flushes.
-        assert!(expectations(&r, 5, 5).is_empty());
-        let e = expectations(&r, 5, 6);
+        // fsync N acknowledged by flush acks[N]: nothing is due before flush 5 returned.
+        let acks = [5, 6, 7, 9];
+        assert!(expectations(&r, &acks, 5).is_empty());
+        let e = expectations(&r, &acks, 6);
         assert_eq!(
             e,
             vec![Expect {
@@ -593,12 +651,12 @@ mod tests {
         assert!(!satisfies(&e[0], Some(b"jello")));
         assert!(!satisfies(&e[0], None));
         // After fsync 2's flush nothing is in flight for /a: exactly the new bytes.
-        let e = expectations(&r, 5, 8);
+        let e = expectations(&r, &acks, 8);
         assert_eq!(e[0].next, None);
         assert!(satisfies(&e[0], Some(&v2)));
         assert!(!satisfies(&e[0], Some(b"hello, world!")));
         assert!(!satisfies(&e[0], Some(&v1)));
-        let e = expectations(&r, 5, 9);
+        let e = expectations(&r, &acks, 10);
         assert_eq!(e[1].state, State::Absent);
         assert!(satisfies(&e[1], None));
         assert!(!satisfies(&e[1], Some(b"")));

@@ -229,24 +229,17 @@ pub fn run(repo: &Repo, o: &Options) -> Result<Figures, String> {
         ));
     }
     let flushes = wlog.flushes().len();
-    let anchor = wlog
-        .anchor_flush(&raw, crash::ANCHOR)
-        .ok_or("the log holds no flush after the workload's anchor block")?;
-    if anchor + record.fsyncs > flushes {
-        return Err(format!(
-            "{} fsyncs acknowledged from flush {anchor} on, but the log has {flushes} flushes \
-             (an fsync returned without its flush)",
-            record.fsyncs
-        ));
-    }
+    let acks = wlog.ack_flushes(&raw, record.fsyncs)?;
     let writes = wlog.entries.iter().filter(|e| e.changes()).count();
     println!(
         "crash: the workload ran in {:.1} s: {} fsyncs, {} record lines; the log: {} entries, \
-         {writes} writes, {flushes} flushes, fsync 0 acknowledged by flush {anchor}",
+         {writes} writes, {flushes} flushes, fsyncs acknowledged by flushes {}..={}",
         started.elapsed().as_secs_f64(),
         record.fsyncs,
         record.lines.len(),
-        wlog.entries.len()
+        wlog.entries.len(),
+        acks.first().copied().unwrap_or(0),
+        acks.last().copied().unwrap_or(0)
     );
 
     // 3. Every crash point, in log order (the image is built up as we go).
@@ -304,7 +297,7 @@ pub fn run(repo: &Repo, o: &Options) -> Result<Figures, String> {
         match crate::ext2cmd::open_image(&point_img.display().to_string(), false) {
             Err(e) => lost.push(format!("the image does not mount: {e}")),
             Ok(mut img) => {
-                for e in crash::expectations(&record, anchor, p.flushes) {
+                for e in crash::expectations(&record, &acks, p.flushes) {
                     match contents(&mut img, &e.path) {
                         Err(err) => lost.push(err),
                         Ok(found) if crash::satisfies(&e, found.as_deref()) => {}

@@ -414,13 +414,45 @@ pub fn satisfies(e: &Expect, found: Option<&[u8]>) -> bool {
     fits(&e.state) || e.next.as_ref().is_some_and(fits)
 }
 
-/// The summary line.
-pub fn summary(at_flush: usize, between: usize, repaired: usize, lost: usize, bad: usize) -> String {
-    format!(
-        "crash: {} points checked ({at_flush} at flushes, {between} between), {repaired} needed \
-         repair, {lost} lost, {bad} unrepairable",
-        at_flush + between
-    )
+/// What a run found, over all its crash points.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Figures {
+    pub at_flush: usize,
+    pub between: usize,
+    /// Points where `e2fsck -fy` changed something (exit 1), and how many of them were at a
+    /// flush (where a PFS that orders its writes leaves nothing to repair).
+    pub repaired: usize,
+    pub repaired_at_flush: usize,
+    /// Points where an acknowledged state was not there after the repair.
+    pub lost: usize,
+    /// Points `e2fsck -fy` could not repair (exit > 1) or that `-fn` found dirty afterwards.
+    pub unrepairable: usize,
+}
+
+impl Figures {
+    /// The one summary line.
+    pub fn summary(&self) -> String {
+        format!(
+            "crash: {} points checked ({} at flushes, {} between), {} needed repair ({} at a \
+             flush), {} lost, {} unrepairable",
+            self.at_flush + self.between,
+            self.at_flush,
+            self.between,
+            self.repaired,
+            self.repaired_at_flush,
+            self.lost,
+            self.unrepairable
+        )
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            State::Content { len, hash } => write!(f, "{len} bytes, hash {hash:016x}"),
+            State::Absent => f.write_str("no such file"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -664,10 +696,23 @@ mod tests {
 
     #[test]
     fn summary_line() {
+        let f = Figures {
+            at_flush: 40,
+            between: 90,
+            repaired: 12,
+            repaired_at_flush: 1,
+            lost: 0,
+            unrepairable: 0,
+        };
         assert_eq!(
-            summary(40, 90, 12, 0, 0),
-            "crash: 130 points checked (40 at flushes, 90 between), 12 needed repair, 0 lost, 0 \
-             unrepairable"
+            f.summary(),
+            "crash: 130 points checked (40 at flushes, 90 between), 12 needed repair (1 at a \
+             flush), 0 lost, 0 unrepairable"
+        );
+        assert_eq!(State::Absent.to_string(), "no such file");
+        assert_eq!(
+            State::Content { len: 3, hash: 255 }.to_string(),
+            "3 bytes, hash 00000000000000ff"
         );
     }
 }

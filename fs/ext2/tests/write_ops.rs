@@ -44,6 +44,9 @@ impl Env<'_> {
             rep.problems
         );
         if self.fsck_each {
+            // The disk is whole after a flush: a file a rename replaced is released only then
+            // (`Fs::flush`), until when it is an unnamed inode.
+            self.fs.flush().unwrap();
             std::fs::write(self.img, &self.fs.device().0).unwrap();
             assert_fsck_clean(self.img, what);
         }
@@ -226,6 +229,7 @@ fn exercise(tag: &str, opts: &[&str], fsck_each: bool) {
     let sf = e.fs.statfs();
     assert!(sf.free_blocks < sf.blocks && sf.free_inodes < sf.inodes);
 
+    e.fs.flush().unwrap();
     std::fs::write(&img, &e.fs.device().0).unwrap();
     assert_fsck_clean(&img, "all operations");
 

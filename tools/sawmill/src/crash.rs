@@ -258,7 +258,8 @@ pub fn parse_record(text: &str) -> Result<Record, String> {
         };
         let w: Vec<&str> = l.split_whitespace().collect();
         let num = |s: &str| -> Result<usize, String> {
-            s.parse().map_err(|_| format!("record: `{raw}`: bad number"))
+            s.parse()
+                .map_err(|_| format!("record: `{raw}`: bad number"))
         };
         match w.as_slice() {
             ["fsync", n, _path] => {
@@ -320,8 +321,9 @@ pub struct Point {
 }
 
 /// Every flush, and between each pair of flushes (and after the last) up to `samples` points
-/// spread over the writes (a point after all of a batch's writes is the next flush's state, and
-/// one before any is the last flush's, so neither is repeated).
+/// spread over the writes, or after every write if the batch has no more (a point after all of
+/// a batch's writes is the next flush's state, and one before any is the last flush's, so
+/// neither is repeated).
 pub fn crash_points(log: &Log, samples: usize) -> Vec<Point> {
     let mut pts = Vec::new();
     let mut done = 0usize;
@@ -330,10 +332,14 @@ pub fn crash_points(log: &Log, samples: usize) -> Vec<Point> {
         // After j of the batch's w writes, j in 1..w (and w itself after the last flush).
         let w = batch.len();
         let top = if last { w } else { w.saturating_sub(1) };
-        let mut js: Vec<usize> = (1..=samples)
-            .map(|s| (s * w).div_ceil(samples + 1))
-            .filter(|&j| j >= 1 && j <= top)
-            .collect();
+        let mut js: Vec<usize> = if samples >= w {
+            (1..=top).collect()
+        } else {
+            (1..=samples)
+                .map(|s| (s * w).div_ceil(samples + 1))
+                .filter(|&j| j >= 1 && j <= top)
+                .collect()
+        };
         if last && top >= 1 && !js.contains(&top) {
             js.push(top);
         }
@@ -513,7 +519,9 @@ mod tests {
     #[test]
     fn refuses_bad_logs() {
         let raw = log_of(&[(0, sectors(2, 1), 0)]);
-        assert!(parse_log(&raw[..raw.len() - 1]).unwrap_err().contains("past the end"));
+        assert!(parse_log(&raw[..raw.len() - 1])
+            .unwrap_err()
+            .contains("past the end"));
         let mut bad = raw.clone();
         bad[0] ^= 1;
         assert!(parse_log(&bad).unwrap_err().contains("magic"));
@@ -581,7 +589,7 @@ mod tests {
             (5, sectors(1, 1), 0),
         ]);
         let log = parse_log(&raw).unwrap();
-        let p = crash_points(&log, 3);
+        let p = crash_points(&log, 2);
         let b = |entries, flushes| Point {
             entries,
             flushes,
@@ -604,6 +612,12 @@ mod tests {
                 b(9, 3)
             ]
         );
+        // With room for every write, every write; one sample per batch: its middle.
+        assert_eq!(crash_points(&log, usize::MAX), p);
+        assert_eq!(
+            crash_points(&log, 1),
+            vec![b(2, 0), f(4, 1), f(6, 2), f(7, 3), b(8, 3), b(9, 3)]
+        );
     }
 
     fn content(b: &[u8]) -> State {
@@ -615,7 +629,8 @@ mod tests {
 
     #[test]
     fn parses_the_record() {
-        let text = "boot noise\r\ncrash: fsync 0 /d/x\r\ncrash: durable 0 /d/x 3 00000000000000ff\n\
+        let text =
+            "boot noise\r\ncrash: fsync 0 /d/x\r\ncrash: durable 0 /d/x 3 00000000000000ff\n\
                     crash: fsync 1 /d\ncrash: absent 1 /d/y\ncrash: done 2\n";
         let r = parse_record(text).unwrap();
         assert_eq!(r.fsyncs, 2);

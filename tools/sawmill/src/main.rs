@@ -180,9 +180,9 @@ enum Cmd {
     /// QEMU, replay the log to every flush and to points between, and check each with e2fsck
     /// and against what the fsyncs acknowledged (docs/filesystem.md, "Crash consistency").
     Crash {
-        /// Crash points checked between two flushes.
-        #[arg(long, default_value_t = crashcmd::DEFAULT_SAMPLES)]
-        samples: usize,
+        /// At most N crash points between two flushes (default: one after every write).
+        #[arg(long, value_name = "N")]
+        samples: Option<usize>,
         /// Use the guest binaries already built instead of running cargo.
         #[arg(long)]
         no_build: bool,

@@ -28,7 +28,8 @@ fn every_crash_point_keeps_what_fsync_acknowledged() {
         summary.ends_with(", 0 lost, 0 unrepairable"),
         "{summary}\n{text}"
     );
-    // Every fsync of the workload is a flush point, and the points between them were sampled.
+    // Every fsync of the workload (41) is a flush point, and every write between flushes is
+    // a point (some 100).
     let n = |after: &str| -> usize {
         let i = summary.find(after).unwrap() + after.len();
         summary[i..]
@@ -38,8 +39,7 @@ fn every_crash_point_keeps_what_fsync_acknowledged() {
             .parse()
             .unwrap()
     };
-    assert!(n("checked (") >= 30, "{summary}");
-    assert!(n(" at flushes, ") >= 30, "{summary}");
-    // A PFS that orders its writes leaves nothing to repair right after a flush.
-    assert!(summary.contains("(0 at a flush)"), "{summary}");
+    let (at_flush, between) = (n("checked ("), n(" at flushes, "));
+    assert!(at_flush >= 41, "{summary}");
+    assert!(between >= 60, "{summary}");
 }

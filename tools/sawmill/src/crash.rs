@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 
 /// dm-log-writes' magic and version (include/linux/dm-log-writes.h's values).
-pub const LOG_MAGIC: u64 = 0x6a73_6677_7368_72;
+pub const LOG_MAGIC: u64 = 0x006a_7366_7773_6872;
 pub const LOG_VERSION: u64 = 1;
 /// Entry flags.
 pub const FLAG_FLUSH: u64 = 1;

@@ -19,8 +19,10 @@
 //! **The rule.** Before its fsync call number `N` (from 0) the workload writes one block
 //! starting `SAWMILL-CRASH-FSYNC N` (its marks file); the PFS writes every dirty block back on
 //! an fsync, then flushes the device (servers/ext2: `fsync` → the engine's `flush` → the
-//! cache's `sync`: write back, then `blk.flush`). So fsync `N` was acknowledged by the first
-//! flush in the log after the write that carried mark `N`: found by content, nothing counted or
+//! cache's `sync`: write back, then `blk.flush`; after a rename that replaced a file, a second
+//! write-back and flush release it, fs/ext2 `Fs::flush`). So fsync `N` was acknowledged by the
+//! first flush in the log after the write that carried mark `N` (of two, the earlier: where the
+//! record's states already hold): found by content, nothing counted or
 //! guessed (counting flushes cannot work: QEMU drops a flush that follows no write, and an fsync
 //! with nothing to write is one). Were there a flush from elsewhere in between, the one found
 //! would be earlier than the real one and the rule would demand the data earlier than due: a

@@ -277,6 +277,10 @@ impl<D: BlockDevice> Fs<D> {
             }
             let have = links[ino as usize] as u32;
             let want = refs[ino as usize];
+            // A file a rename replaced is released at the next flush (`Fs::replaced`).
+            if want == 0 && self.replaced.contains(&ino) {
+                continue;
+            }
             if want == 0 {
                 note(
                     &mut rep,

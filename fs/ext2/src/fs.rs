@@ -186,6 +186,12 @@ pub struct Fs<D: BlockDevice> {
     /// call that continues there starts at that record; any other scans its block from the start
     /// (a position from a client is only trusted once found on a record boundary).
     readdir_next: (u32, u64, u64),
+    /// Files a rename took the last name of, released only once the new entry is on the disk
+    /// (`flush`): were the inode freed in the same write-back as the directory block that
+    /// names its successor, a crash between the two could leave the name on a freed inode,
+    /// which e2fsck removes, and neither the old file nor the new one under it (crash
+    /// consistency, `./sawmill crash`). Until then it is an unnamed, still allocated inode.
+    pub(crate) replaced: Vec<u32>,
 }
 
 /// An entry of the name cache (see `Fs::names`); `dir` 0 is empty.
@@ -363,6 +369,7 @@ impl<D: BlockDevice> Fs<D> {
             names: vec![NAME_EMPTY; NCACHE],
             dir_changes: 0,
             readdir_next: (0, 0, u64::MAX),
+            replaced: Vec::new(),
         })
     }
 
@@ -400,7 +407,17 @@ impl<D: BlockDevice> Fs<D> {
     pub fn into_device(self) -> D {
         self.dev
     }
+    /// Writes everything back and flushes the device. Files a rename replaced are released
+    /// after that flush (the entries naming their successors are on the disk by then), and
+    /// flushed again, so what `flush` returns on is whole.
     pub fn flush(&mut self) -> Result<()> {
+        self.dev.flush()?;
+        if self.replaced.is_empty() {
+            return Ok(());
+        }
+        for ino in core::mem::take(&mut self.replaced) {
+            self.drop_link(ino)?;
+        }
         Ok(self.dev.flush()?)
     }
     pub fn root(&self) -> u32 {
@@ -1915,7 +1932,12 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         if let Some(dst) = existing {
-            self.drop_link(dst)?;
+            if !is_dir && self.live_inode(dst)?.links() == 1 {
+                // Its last name now names `src`: released after the next flush (`replaced`).
+                self.replaced.push(dst);
+            } else {
+                self.drop_link(dst)?;
+            }
         }
         Ok(())
     }

@@ -6,6 +6,8 @@
 mod archive;
 mod bench;
 mod configs;
+mod crash;
+mod crashcmd;
 mod elfimage;
 mod ext2cmd;
 mod guest;
@@ -173,6 +175,17 @@ enum Cmd {
     Ext2 {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Crash consistency (issue 16): run the fsync workload with every disk write logged by
+    /// QEMU, replay the log to every flush and to points between, and check each with e2fsck
+    /// and against what the fsyncs acknowledged (docs/filesystem.md, "Crash consistency").
+    Crash {
+        /// At most N crash points between two flushes (default: one after every write).
+        #[arg(long, value_name = "N")]
+        samples: Option<usize>,
+        /// Use the guest binaries already built instead of running cargo.
+        #[arg(long)]
+        no_build: bool,
     },
 }
 
@@ -354,6 +367,10 @@ fn real_main(cmd: Cmd) -> Result<i32, String> {
         Cmd::Bench { no_linux, only } => Ok(bench::run(&repo, !no_linux, &only)),
         Cmd::Hostile { count, seed } => Ok(hostilecmd::run(&repo, count, seed)),
         Cmd::Ext2 { args } => Ok(ext2cmd::main(&args)),
+        Cmd::Crash { samples, no_build } => Ok(crashcmd::main(
+            &repo,
+            &crashcmd::Options { samples, no_build },
+        )),
     }
 }
 

@@ -122,7 +122,7 @@ fn sawmill_figures(
 }
 
 /// Runs the benchmarks; `only`, when not empty, names the parts to run (system names,
-/// `linuxabi`, `net`, `boot`, `linux`). `boot` boots both systems to the shell's prompt (the Linux side
+/// `linuxabi`, `net`, `boot`, `linux`, `crash`). `boot` boots both systems to the shell's prompt (the Linux side
 /// only `with_linux`); `linux` is the Linux baseline's `lbench` run.
 pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
     let chosen = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
@@ -196,6 +196,15 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
             match boot::sawmill(repo, &out_dir, &mut progress) {
                 Ok(m) => metrics.push(m),
                 Err(e) => failures.push(format!("{}: {e}", boot::NAME)),
+            }
+        }
+        // Crash consistency (issue 16, `./sawmill crash`): counts, not instructions; no step of
+        // its own in the numbering above.
+        if chosen("crash") {
+            println!("      sawmill: crash points replayed and checked (./sawmill crash)");
+            match crate::crashcmd::bench_metrics(repo) {
+                Ok(m) => metrics.extend(m),
+                Err(e) => failures.push(format!("crash: {e}")),
             }
         }
     }

@@ -223,6 +223,18 @@ pub fn boot(repo: &Repo, b: &Boot) -> Booted {
 /// [`boot`], calling `driver` every 100 ms while the machine runs; a `Some(reason)` from it
 /// stops the machine.
 pub fn boot_driven(repo: &Repo, b: &Boot, driver: &mut dyn FnMut() -> Option<String>) -> Booted {
+    let disk = scenario::disk::qemu_args(std::slice::from_ref(&b.disk));
+    boot_with_disk(repo, b, disk, driver)
+}
+
+/// [`boot_driven`] with `disk` as the QEMU arguments that attach `b.disk` (`./sawmill crash`
+/// puts QEMU's write log between the device and the image: `crash::logged_disk_args`).
+pub fn boot_with_disk(
+    repo: &Repo,
+    b: &Boot,
+    disk: Vec<String>,
+    driver: &mut dyn FnMut() -> Option<String>,
+) -> Booted {
     let fail = |e: String| Booted {
         ending: Err(e),
         log: String::new(),
@@ -233,7 +245,7 @@ pub fn boot_driven(repo: &Repo, b: &Boot, driver: &mut dyn FnMut() -> Option<Str
         Ok(x) => x,
         Err(e) => return fail(e),
     };
-    let mut extra = scenario::disk::qemu_args(std::slice::from_ref(&b.disk));
+    let mut extra = disk;
     extra.extend(spec.qemu_args.iter().cloned());
     extra.extend(b.net.iter().cloned());
     let com2 = match &b.terminal {

@@ -44,6 +44,7 @@ const SERVER_KEYS: &[&str] = &[
     "max_restarts",
     "backoff_ms",
     "may_kill",
+    "may_inject",
 ];
 
 /// The configuration schemas the host tool knows: module name → the `Config` type of its
@@ -659,6 +660,9 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
     }
     if let Some(v) = t.get("may_kill") {
         s.may_kill = strings(v, "may_kill", &ctx).map_err(at("may_kill"))?;
+    }
+    if let Some(v) = t.get("may_inject") {
+        s.may_inject = strings(v, "may_inject", &ctx).map_err(at("may_inject"))?;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64).map_err(at("ram_kb"))? as u32;

@@ -19,6 +19,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub mod config;
+pub mod faults;
 #[cfg(feature = "toml")]
 mod from_toml;
 #[cfg(feature = "toml")]
@@ -99,6 +100,10 @@ pub struct Server {
     /// Servers this one may have root kill (fault injection for tests: the `sys:pager` call
     /// [`KILL_LABEL`]); each names a server of the system other than itself.
     pub may_kill: Vec<String>,
+    /// Servers this one may have root inject faults into (the fault-injection campaign: the
+    /// `sys:pager` call [`faults::INJECT_LABEL`]); each names a server of the system other than
+    /// itself, and never the memory server.
+    pub may_inject: Vec<String>,
 }
 
 /// A server's restart policy (manifest `restart`).
@@ -180,6 +185,7 @@ impl Default for Server {
             max_restarts: DEFAULT_MAX_RESTARTS,
             backoff_ms: DEFAULT_BACKOFF_MS,
             may_kill: Vec::new(),
+            may_inject: Vec::new(),
         }
     }
 }
@@ -278,6 +284,10 @@ pub fn encode(sys: &System) -> Vec<u8> {
         put_u32(&mut w, s.backoff_ms);
         put_u32(&mut w, s.may_kill.len() as u32);
         for k in &s.may_kill {
+            put_str(&mut w, k);
+        }
+        put_u32(&mut w, s.may_inject.len() as u32);
+        for k in &s.may_inject {
             put_str(&mut w, k);
         }
     }
@@ -477,6 +487,11 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         for _ in 0..n {
             may_kill.push(r.string()?);
         }
+        let n = r.count(4)?;
+        let mut may_inject = Vec::with_capacity(n);
+        for _ in 0..n {
+            may_inject.push(r.string()?);
+        }
         servers.push(Server {
             name,
             module,
@@ -502,6 +517,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             max_restarts,
             backoff_ms,
             may_kill,
+            may_inject,
         });
     }
     if r.pos != bytes.len() {
@@ -679,6 +695,19 @@ pub fn validate(sys: &System) -> Result<(), String> {
             if *k == s.name || !names.contains_key(k.as_str()) {
                 return Err(format!(
                     "server `{n}`: may_kill names `{k}`, which is not another server of the system"
+                ));
+            }
+        }
+        for k in &s.may_inject {
+            let target = sys.servers.iter().find(|t| t.name == *k);
+            if *k == s.name || target.is_none() {
+                return Err(format!(
+                    "server `{n}`: may_inject names `{k}`, which is not another server of the system"
+                ));
+            }
+            if target.is_some_and(|t| t.ram_kb > 0) {
+                return Err(format!(
+                    "server `{n}`: may_inject names `{k}`, the memory server (not restartable)"
                 ));
             }
         }

@@ -53,6 +53,10 @@ const POOL_KMEM_PER_PAGE: u64 = 160;
 /// between the memory server's pool (64 GiB) and the region manager's range (1 TiB).
 const MODULES_BASE: u64 = 0x0000_0080_0000_0000;
 
+/// Where root maps the fault-word page into a server some controller may inject faults into
+/// (manifest `may_inject`): below the heap, clear of the environment page.
+const FAULT_PAGE_VA: u64 = 0x1ff0_0000;
+
 // The badge of root's own capability to the memory server (no manifest badge has bit 63).
 use sawmill_interfaces::mem::ROOT_BADGE as ROOT_MEM_BADGE;
 
@@ -277,6 +281,11 @@ struct Running {
     /// The endpoints it uses: (endpoint, badge, the slot in its own table holding it), so that
     /// a restarted provider's new endpoint goes where the client looks for the old one.
     use_slots: Vec<(String, u64, u64)>,
+    /// The page holding its fault word (physical), if a controller may inject faults into it.
+    fault_page: Option<u64>,
+    /// A controller injected a fault into this incarnation: its death is the campaign's doing,
+    /// not a crash loop, so it does not count as one more restart in a row.
+    injected: bool,
 }
 
 struct Root {
@@ -295,6 +304,8 @@ struct Root {
     boot_tsc: u64,
     /// A notification root waits on (with a deadline) for restart back-off.
     timer: u64,
+    /// Servers some manifest `may_inject` names: each gets a fault-word page.
+    injectable: Vec<String>,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -503,6 +514,29 @@ impl Root {
             None => pager_cap,
         };
         p.exception_handler = pager_cap;
+        // The fault word (fault injection): a zeroed page of ours the server maps read-write.
+        let fault_page = if self.injectable.iter().any(|n| *n == s.name) {
+            let Some(pa) = self.pages.alloc() else {
+                fail("fault page", sawmill_abi::Error::NoMemory)
+            };
+            p.maps.push(Map {
+                what: "fault word",
+                src: win(pa),
+                dst: FAULT_PAGE_VA,
+                pages: 1,
+                flags: map::READ | map::WRITE,
+            });
+            p.records.push(Record {
+                kind: env::KIND_FAULT_WORD,
+                value: FAULT_PAGE_VA,
+                bytes: Vec::new(),
+                optional: false,
+            });
+            pool.push(pa);
+            Some(pa)
+        } else {
+            None
+        };
         // Where lib/spawn puts the used endpoints in the server's table (the rule it applies).
         let mut fixed = alloc::vec![Some(sslots::TASK), Some(sslots::THREAD)];
         if p.give_factory {
@@ -584,6 +618,8 @@ impl Root {
             started_tsc: sys::rdtsc(),
             tries: 0,
             use_slots,
+            fault_page,
+            injected: false,
             name: String::from(name),
             wait: s.wait,
             task: child.task,
@@ -661,7 +697,7 @@ impl Root {
         // An incarnation whose life cannot be measured yet (no rate) counts as a short one.
         let lived = self.ms(now).saturating_sub(self.ms(started).max(1));
         let r = &mut self.servers[i];
-        r.tries = if lived >= sawmill_manifest::STABLE_MS {
+        r.tries = if lived >= sawmill_manifest::STABLE_MS || r.injected {
             1
         } else {
             r.tries + 1
@@ -869,6 +905,60 @@ impl Supervisor<'_> {
         0
     }
 
+    /// A fault-injection request (`faults::INJECT_LABEL`) from server `i`: words 0-1 the target's
+    /// name, 2 the kind, 3 its argument. Allowed for the targets `i`'s `may_inject` names. A kill
+    /// is carried out at once; any other kind is armed in the target's fault word, where its
+    /// next request meets it (root never waits for the target). Reply label 0 done, 1 refused.
+    fn inject_request(&mut self, i: usize, m: &IpcResult) -> u16 {
+        use sawmill_manifest::faults::Kind;
+        let mut name = [0u8; 16];
+        name[..8].copy_from_slice(&m.w[0].to_le_bytes());
+        name[8..].copy_from_slice(&m.w[1].to_le_bytes());
+        let len = name.iter().position(|&b| b == 0).unwrap_or(16);
+        let (Ok(target), Some(kind)) = (
+            core::str::from_utf8(&name[..len]),
+            Kind::from_u64(m.w[2]),
+        ) else {
+            return 1;
+        };
+        let asker = &self.system.servers[i];
+        if !asker.may_inject.iter().any(|k| k == target) {
+            self.refusals += 1;
+            if self.refusals <= 8 || self.refusals.is_multiple_of(1000) {
+                println!(
+                    "root: {} may not inject faults into `{}`: refused ({} refusals)",
+                    asker.name, target, self.refusals
+                );
+            }
+            return 1;
+        }
+        let Some(t) = self.system.servers.iter().position(|s| s.name == target) else {
+            return 1;
+        };
+        let Some(r) = self.root.servers.get(t).filter(|r| r.alive) else {
+            return 1;
+        };
+        let task = r.task;
+        self.root.servers[t].injected = true;
+        let r = &self.root.servers[t];
+        if kind == Kind::Kill {
+            let _ = sys::task_kill(task);
+            let mut reason = String::from("killed-by-");
+            reason.push_str(&asker.name);
+            self.end(t, &reason);
+            return 0;
+        }
+        let Some(pa) = r.fault_page else { return 1 };
+        // SAFETY: the target's fault-word page, root's own RAM in the window (the target maps
+        // it too); both words are only accessed atomically, the argument before the kind.
+        unsafe {
+            let w = win(pa) as *const core::sync::atomic::AtomicU64;
+            (*w.add(1)).store(m.w[3], core::sync::atomic::Ordering::Relaxed);
+            (*w).store(kind as u64, core::sync::atomic::Ordering::Release);
+        }
+        0
+    }
+
     /// Server `i` has died: waited-for bookkeeping, then its policy.
     fn end(&mut self, i: usize, reason: &str) {
         let root = &mut *self.root;
@@ -899,6 +989,16 @@ impl rpc::Serve for Supervisor<'_> {
                 return next.skip(self);
             }
             let r = self.kill_request(idx - 1, m);
+            return next.reply(self, Reply::label(r));
+        }
+        if m.tag.label() == sawmill_manifest::faults::INJECT_LABEL {
+            if !root.servers[idx - 1].alive {
+                return next.skip(self);
+            }
+            let r = self.inject_request(idx - 1, m);
+            if self.waiting == 0 {
+                return next.stop();
+            }
             return next.reply(self, Reply::label(r));
         }
         if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
@@ -1002,6 +1102,11 @@ fn main() {
         tsc_khz: 0,
         boot_tsc: sys::kernel_info(kinfo::BOOT_TSC).unwrap_or(0),
         timer: 0,
+        injectable: sys_
+            .servers
+            .iter()
+            .flat_map(|s| s.may_inject.iter().cloned())
+            .collect(),
     };
     // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
     root.mem_endpoint = sys_

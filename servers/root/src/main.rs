@@ -230,6 +230,9 @@ impl Resources for RootResources<'_> {
     fn slot(&mut self) -> Result<u64, SpawnError> {
         Ok(self.slots.next())
     }
+    fn free_slot(&mut self, slot: u64) {
+        self.slots.free(slot);
+    }
     fn page(&mut self) -> Result<u64, SpawnError> {
         self.pages.alloc().map(win).ok_or(SpawnError::NoMemory)
     }
@@ -245,11 +248,20 @@ impl Resources for RootResources<'_> {
     }
 }
 
-struct Slots(u64);
+/// Root's capability slots: fresh ones from a counter, and those a reaped incarnation left
+/// empty again (a server restarted thousands of times must not use up root's table).
+struct Slots(u64, Vec<u64>);
 impl Slots {
     fn next(&mut self) -> u64 {
+        if let Some(s) = self.1.pop() {
+            return s;
+        }
         self.0 += 1;
         self.0 - 1
+    }
+    /// `slot` is empty (deleted) and may be reused.
+    fn free(&mut self, slot: u64) {
+        self.1.push(slot);
     }
 }
 
@@ -280,7 +292,8 @@ struct Running {
     tries: u32,
     /// The endpoints it uses: (endpoint, badge, the slot in its own table holding it), so that
     /// a restarted provider's new endpoint goes where the client looks for the old one.
-    use_slots: Vec<(String, u64, u64)>,
+    /// And root's own capability it copied there (in `caps`; revoked with the provider).
+    use_slots: Vec<(String, u64, u64, u64)>,
     /// The page holding its fault word (physical), if a controller may inject faults into it.
     fault_page: Option<u64>,
     /// A controller injected a fault into this incarnation: its death is the campaign's doing,
@@ -420,10 +433,12 @@ impl Root {
             p.caps.push(Cap::provided(e, ep));
         }
         let first_use = p.caps.len();
+        let mut use_mints = Vec::new();
         for u in &s.uses {
             let ep = self.endpoint(&u.endpoint);
             let m = self.mint(ep, u.badge, rights::SEND | rights::GRANT, &mut caps);
             p.caps.push(Cap::named(&u.endpoint, m));
+            use_mints.push(m);
         }
         if !s.irqs.is_empty() {
             let n = self
@@ -552,7 +567,7 @@ impl Root {
             .enumerate()
             .filter_map(|(k, u)| {
                 let at = *placed.get(first_cap + first_use + k)?;
-                Some((u.endpoint.clone(), u.badge, at))
+                Some((u.endpoint.clone(), u.badge, at, use_mints[k]))
             })
             .collect();
 
@@ -723,16 +738,22 @@ impl Root {
                 continue;
             }
             let task = self.servers[c].task;
-            let wanted: Vec<(u64, u64, u64)> = self.servers[c]
+            let wanted: Vec<(usize, u64, u64, u64, u64)> = self.servers[c]
                 .use_slots
                 .iter()
-                .filter(|u| s.provides.contains(&u.0))
-                .map(|u| (self.endpoint_of(&u.0), u.1, u.2))
+                .enumerate()
+                .filter(|(_, u)| s.provides.contains(&u.0))
+                .map(|(k, u)| (k, self.endpoint_of(&u.0), u.1, u.2, u.3))
                 .collect();
-            for (ep, badge, slot) in wanted {
+            for (k, ep, badge, slot, old) in wanted {
                 let mut caps = core::mem::take(&mut self.servers[c].caps);
+                // The copy to the dead incarnation went with its endpoint: its slot is free.
+                caps.retain(|&x| x != old);
+                let _ = sys::cap_delete(old);
+                self.slots.free(old);
                 let m = self.mint(ep, badge, rights::SEND | rights::GRANT, &mut caps);
                 self.servers[c].caps = caps;
+                self.servers[c].use_slots[k].3 = m;
                 if let Err(e) = sys::task_cap_put(task, m, slot) {
                     println!(
                         "root: {} keeps no capability to the new {}: {}",
@@ -785,11 +806,13 @@ impl Root {
                 let (_, ep) = self.endpoints.remove(pos);
                 let _ = sys::cap_revoke(ep);
                 let _ = sys::cap_delete(ep);
+                self.slots.free(ep);
             }
         }
         let r = &mut self.servers[i];
         for &c in r.caps.iter().rev() {
             let _ = sys::cap_delete(c);
+            self.slots.free(c);
         }
         r.caps.clear();
         let child = r.child.take();
@@ -1093,7 +1116,7 @@ fn main() {
     }
     let mut root = Root {
         pages,
-        slots: Slots(root_slots::FIRST_FREE),
+        slots: Slots(root_slots::FIRST_FREE, Vec::new()),
         fault_ep: 0,
         endpoints: Vec::new(),
         servers: Vec::new(),

@@ -453,14 +453,14 @@ pub fn campaign(repo: &Repo, o: &Options) -> Result<Summary, String> {
             break;
         }
         println!(
-            "faults: boot {boots} {} ({}) at fault {:?}; log {}",
+            "faults: boot {boots} {} ({}) at fault {}; log {}",
             if ending == Ending::Hung {
                 "hung"
             } else {
                 "crashed"
             },
             outcome.describe(),
-            resume.map(|r| r - 1),
+            resume.map_or("none".to_string(), |r| (r - 1).to_string()),
             log.display()
         );
         match resume {

@@ -530,7 +530,7 @@ impl Root {
         };
         p.exception_handler = pager_cap;
         // The fault word (fault injection): a zeroed page of ours the server maps read-write.
-        let fault_page = if self.injectable.iter().any(|n| *n == s.name) {
+        let fault_page = if self.injectable.contains(&s.name) {
             let Some(pa) = self.pages.alloc() else {
                 fail("fault page", sawmill_abi::Error::NoMemory)
             };
@@ -938,10 +938,8 @@ impl Supervisor<'_> {
         name[..8].copy_from_slice(&m.w[0].to_le_bytes());
         name[8..].copy_from_slice(&m.w[1].to_le_bytes());
         let len = name.iter().position(|&b| b == 0).unwrap_or(16);
-        let (Ok(target), Some(kind)) = (
-            core::str::from_utf8(&name[..len]),
-            Kind::from_u64(m.w[2]),
-        ) else {
+        let (Ok(target), Some(kind)) = (core::str::from_utf8(&name[..len]), Kind::from_u64(m.w[2]))
+        else {
             return 1;
         };
         let asker = &self.system.servers[i];

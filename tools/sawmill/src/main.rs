@@ -8,8 +8,8 @@ mod bench;
 mod configs;
 mod elfimage;
 mod ext2cmd;
-mod guest;
 mod faults;
+mod guest;
 mod hostilecmd;
 mod image;
 mod iso;
@@ -155,7 +155,8 @@ enum Cmd {
         no_linux: bool,
         /// Run only these parts (comma-separated): benchmark system names (`bench-fs`),
         /// `linuxabi` (lbench on the Linux personality), `net` (its network figures), `boot` (reset to the shell's first
-        /// prompt, sawmill and Linux), `linux` (the baseline).
+        /// prompt, sawmill and Linux), `linux` (the baseline), `faults` (the long fault-injection
+        /// campaign).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },

@@ -43,11 +43,7 @@ fn inject(target: &str, kind: Kind, arg: u64) -> bool {
         kind as u64,
         arg,
     ];
-    let r = ipc::call(
-        slots::PAGER,
-        MsgTag::new(faults::INJECT_LABEL, 4),
-        w,
-    );
+    let r = ipc::call(slots::PAGER, MsgTag::new(faults::INJECT_LABEL, 4), w);
     r.err == 0 && r.tag.label() == 0
 }
 
@@ -60,7 +56,9 @@ fn hash(data: &[u8]) -> u64 {
 
 fn content(i: u64) -> Vec<u8> {
     (0..FILE_BYTES)
-        .map(|k| (k as u64).wrapping_mul(31).wrapping_add(i.wrapping_mul(97)) as u8 ^ (i >> 8) as u8)
+        .map(|k| {
+            (k as u64).wrapping_mul(31).wrapping_add(i.wrapping_mul(97)) as u8 ^ (i >> 8) as u8
+        })
         .collect()
 }
 
@@ -113,7 +111,12 @@ fn round(
     let closed = f.close(fd).map_err(|e| ("close", e));
     r?;
     closed?;
-    println!("faults: synced {} {} {:016x}", path, FILE_BYTES, hash(&data));
+    println!(
+        "faults: synced {} {} {:016x}",
+        path,
+        FILE_BYTES,
+        hash(&data)
+    );
     written[slot] = Some(i);
     fire(3);
     // The file just written, and the oldest one this boot wrote (mostly not cached any more).

@@ -59,7 +59,8 @@ const RESTART_POLL_MS: u64 = 2;
 /// reached a new incarnation that has not seen our region yet (`NotShared`: the region is
 /// shared once, before the first transfer, so only a new incarnation says so).
 /// A call the driver answered with a device error (`Io`) or a reply no driver sends (a corrupted
-/// reply): retried once (whole-page reads and writes, and flushes, are idempotent), since a fault
+/// reply): resubmitted, like one that found the driver restarted and within the same
+/// `MAX_RESUBMITS` (whole-page reads and writes, and flushes, are idempotent), since a fault
 /// injected into the driver or a transient device error must not reach the file system's clients.
 fn retry_once(e: &rpc::Error<BlkError>) -> bool {
     matches!(

@@ -13,8 +13,13 @@
 //! that badge held ([`Serve::no_senders`]). A notice is taken only with the badge the server
 //! reserved for them, so a client sending that label is an ordinary (refused) request.
 //!
+//! It is also every server's fault point for the fault-injection campaign (docs/ARCHITECTURE.md
+//! §4.1): while root has armed a fault in the server's fault word (`super::fault_word`, a word
+//! that stays 0 unless the manifest lets a controller inject faults into this server), the next
+//! request meets it (`super::fault_fires`). One load and branch per request otherwise.
+//!
 //! Portable like `wire.rs`: it reaches the kernel only through `super::{recv, reply_recv, utcb,
-//! cap_delete, unmap}`, which the host tests replace with a mock.
+//! cap_delete, unmap, fault_word, fault_fires}`, which the host tests replace with a mock.
 use super::{cap_delete, recv, reply_recv, unmap, utcb, IpcResult, MsgTag, Reply};
 use sawmill_abi::{label, MapItem};
 
@@ -395,6 +400,7 @@ pub fn serve<S: Serve + ?Sized>(ep: u64, srv: &mut S) -> Option<IpcResult> {
 #[inline(always)]
 pub fn serve_from<S: Serve + ?Sized>(ep: u64, first: IpcResult, srv: &mut S) -> Option<IpcResult> {
     let mut m = first;
+    let armed = super::fault_word();
     loop {
         if S::NOTICES
             && m.err == 0
@@ -411,6 +417,12 @@ pub fn serve_from<S: Serve + ?Sized>(ep: u64, first: IpcResult, srv: &mut S) -> 
             continue;
         }
         if m.err == 0 {
+            if armed.load(core::sync::atomic::Ordering::Relaxed) != 0 {
+                if let Some(garbage) = super::fault_fires(armed) {
+                    m = Next { ep }.reply_plain(garbage);
+                    continue;
+                }
+            }
             m = srv.handle(&m, Next { ep });
             if let Some(a) = srv.after_reply() {
                 if a.pending() {

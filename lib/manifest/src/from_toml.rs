@@ -46,6 +46,7 @@ const SERVER_KEYS: &[&str] = &[
     "may_kill",
     "hang_ms",
     "fault_log",
+    "may_inject",
 ];
 
 /// The configuration schemas the host tool knows: module name → the `Config` type of its
@@ -670,6 +671,9 @@ fn server(t: &Table, index: usize) -> Result<(Server, Vec<usize>), (Option<Strin
             .as_bool()
             .ok_or_else(|| format!("{ctx}: `fault_log` must be true or false"))
             .map_err(at("fault_log"))?;
+    }
+    if let Some(v) = t.get("may_inject") {
+        s.may_inject = strings(v, "may_inject", &ctx).map_err(at("may_inject"))?;
     }
     if let Some(v) = t.get("ram_kb") {
         s.ram_kb = int(v, "ram_kb", &ctx, 0, u32::MAX as i64).map_err(at("ram_kb"))? as u32;

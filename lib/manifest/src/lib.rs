@@ -19,6 +19,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub mod config;
+pub mod faultlog;
 pub mod faults;
 #[cfg(feature = "toml")]
 mod from_toml;
@@ -107,6 +108,10 @@ pub struct Server {
     pub hang_ms: u32,
     /// The server may read root's fault log (the `sys:pager` call [`FAULT_LOG_LABEL`]).
     pub fault_log: bool,
+    /// Servers this one may have root inject faults into (the fault-injection campaign: the
+    /// `sys:pager` call [`faults::INJECT_LABEL`]); each names a server of the system other than
+    /// itself, and never the memory server.
+    pub may_inject: Vec<String>,
 }
 
 /// A server's restart policy (manifest `restart`).
@@ -164,7 +169,7 @@ pub const KILL_LABEL: u16 = 0x5001;
 /// Reply label 0 with word 0 the sequence number of the line returned (the oldest kept at or
 /// after the one asked for), word 1 its length in bytes and the text from word 2 on (at most
 /// [`FAULT_LINE_MAX`] bytes, the message's further words); label 1 when there is no such line yet.
-pub const FAULT_LOG_LABEL: u16 = 0x5002;
+pub const FAULT_LOG_LABEL: u16 = 0x5004;
 /// Longest fault-log line [`FAULT_LOG_LABEL`] returns (the message words after the first two).
 pub const FAULT_LINE_MAX: usize = 8 * 62;
 /// A server that runs this long without waiting is hung (manifest `hang_ms`, the default):
@@ -209,6 +214,7 @@ impl Default for Server {
             may_kill: Vec::new(),
             hang_ms: DEFAULT_HANG_MS,
             fault_log: false,
+            may_inject: Vec::new(),
         }
     }
 }
@@ -311,6 +317,10 @@ pub fn encode(sys: &System) -> Vec<u8> {
         }
         put_u32(&mut w, s.hang_ms);
         w.push(s.fault_log as u8);
+        put_u32(&mut w, s.may_inject.len() as u32);
+        for k in &s.may_inject {
+            put_str(&mut w, k);
+        }
     }
     w
 }
@@ -510,6 +520,11 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
         }
         let hang_ms = r.u32()?;
         let fault_log = r.u8()? != 0;
+        let n = r.count(4)?;
+        let mut may_inject = Vec::with_capacity(n);
+        for _ in 0..n {
+            may_inject.push(r.string()?);
+        }
         servers.push(Server {
             name,
             module,
@@ -537,6 +552,7 @@ pub fn decode(bytes: &[u8]) -> Result<System, DecodeError> {
             may_kill,
             hang_ms,
             fault_log,
+            may_inject,
         });
     }
     if r.pos != bytes.len() {
@@ -724,6 +740,19 @@ pub fn validate(sys: &System) -> Result<(), String> {
                 "server `{n}`: hang_ms = {} is neither 0 nor in {MIN_HANG_MS}..={MAX_HANG_MS}",
                 s.hang_ms
             ));
+        }
+        for k in &s.may_inject {
+            let target = sys.servers.iter().find(|t| t.name == *k);
+            if *k == s.name || target.is_none() {
+                return Err(format!(
+                    "server `{n}`: may_inject names `{k}`, which is not another server of the system"
+                ));
+            }
+            if target.is_some_and(|t| t.ram_kb > 0) {
+                return Err(format!(
+                    "server `{n}`: may_inject names `{k}`, the memory server (not restartable)"
+                ));
+            }
         }
     }
     let mut pool: Option<&str> = None;

@@ -473,6 +473,18 @@ expect = ["x"]
         assert!(validate(&bad).unwrap_err().contains("max_restarts = 0"));
         let bad = from_toml(&t.replace("[\"blk\"]", "[\"t\"]")).unwrap();
         assert!(validate(&bad).unwrap_err().contains("may_kill names `t`"));
+        let inj = from_toml(&t.replace("may_kill", "may_inject")).unwrap();
+        validate(&inj).unwrap();
+        assert_eq!(inj.servers[1].may_inject, vec!["blk".to_string()]);
+        assert_eq!(decode(&encode(&inj)).unwrap(), inj);
+        let bad = from_toml(&t.replace("may_kill = [\"blk\"]", "may_inject = [\"t\"]")).unwrap();
+        assert!(validate(&bad).unwrap_err().contains("may_inject names `t`"));
+        let bad = from_toml(
+            &t.replace("restart = \"restart\"", "ram_kb = 64")
+                .replace("may_kill", "may_inject"),
+        )
+        .unwrap();
+        assert!(validate(&bad).unwrap_err().contains("the memory server"));
         let bad = from_toml(&t.replace("backoff_ms = 20", "backoff_ms = 5000")).unwrap();
         assert!(validate(&bad).unwrap_err().contains("backoff_ms = 5000"));
     }

@@ -29,6 +29,10 @@ pub const KIND_CONFIG: u64 = 19;
 /// A boot module root maps read-only into the server (manifest `modules`): value = its address,
 /// bytes = its length (little-endian u64) followed by its name.
 pub const KIND_MODULE: u64 = 20;
+/// Value = the address of the server's fault word (two words: the armed fault's kind, then its
+/// argument), in a page root shares with a server some controller may inject faults into
+/// (manifest `may_inject`; `sawmill_interfaces::rpc::fault_word`).
+pub const KIND_FAULT_WORD: u64 = 21;
 
 // Records of a Linux process (the process server writes them for the personality library,
 // which starts the program from them). `KIND_ARG` records are the program's `argv`, in order.

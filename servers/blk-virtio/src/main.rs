@@ -44,7 +44,7 @@ use core::ptr::{read_volatile, write_volatile};
 use core::sync::atomic::{fence, Ordering};
 use sawmill_abi::{pin, Error, ObjKind};
 use sawmill_interfaces::blk::{self, InfoOut};
-use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Map, Next};
+use sawmill_interfaces::rpc::{self, AfterReply, FaultKind as Kind, IpcResult, Map, Next};
 use sawmill_interfaces::{dataspace, mem, pci, BlkError, MapFlags, PciError};
 use sawmill_rt::port::{inb, inl, inw, outb, outl, outw};
 use sawmill_rt::{env, println, slots, sys, thread};
@@ -55,6 +55,9 @@ sawmill_rt::entry!(main);
 const WINDOW: u64 = 0x4000_0000;
 const WINDOW_SIZE: u64 = 0x1000_0000;
 const MAX_BATCH: usize = 16;
+/// How long the driver waits for the device to complete a request it dropped (an injected fault)
+/// before it ends itself for a restart.
+const REQUEST_DEADLINE_MS: u64 = 200;
 const MAX_SECTORS: u16 = 64;
 /// Pages one request of `MAX_SECTORS` can touch (32 KiB, not page aligned).
 const MAX_PAGES_PER_REQUEST: usize = 9;
@@ -257,6 +260,34 @@ impl Blk {
         };
     }
 
+    /// The driver's disk fault points (fault injection, docs/ARCHITECTURE.md §4.1), inert unless
+    /// root armed one: a failed request (`EIO`, as the device reports it), or a dropped one —
+    /// the device never completes it, so the driver's request deadline runs out and the driver
+    /// ends itself as a device it can no longer trust; root restarts it (manifest policy), the
+    /// new incarnation resets the device and its client resubmits.
+    fn disk_fault(&mut self) -> Result<(), BlkError> {
+        if rpc::take_fault(Kind::Eio).is_some() {
+            println!("blk-virtio: injected fault: the disk request fails (EIO)");
+            return Err(BlkError::Io);
+        }
+        if rpc::take_fault(Kind::Drop).is_some() {
+            println!("blk-virtio: injected fault: the device drops the disk request");
+            let khz = sawmill_rt::clock::Wall::get().khz;
+            let deadline = sys::rdtsc() + REQUEST_DEADLINE_MS * khz;
+            while sys::rdtsc() < deadline {
+                if sys::notify_wait_until(self.notif, deadline).is_err() {
+                    sys::yield_now();
+                }
+            }
+            println!(
+                "blk-virtio: a request was not completed within {} ms: ending for a restart",
+                REQUEST_DEADLINE_MS
+            );
+            sawmill_rt::exit(1);
+        }
+        Ok(())
+    }
+
     /// Queues the chains built in descriptors, one head per request, notifies once, and waits
     /// until the device has used all of them.
     fn submit_and_wait(&mut self, heads: &[u16]) {
@@ -327,6 +358,7 @@ impl Blk {
                 return Err(BlkError::BadBuffer);
             }
         }
+        self.disk_fault()?;
         // Pin (and translate) every page of the batch, one call per 64 pages: their addresses
         // are valid until the unpin below, after the device has finished with them. The page
         // addresses go straight into our message words, where the kernel answers.
@@ -500,6 +532,7 @@ impl blk::Server for Blk {
         Ok(())
     }
     fn flush(&mut self, _badge: u64) -> Result<(), BlkError> {
+        self.disk_fault()?;
         // SAFETY: header slot 0 and status byte 0.
         unsafe {
             write_volatile(self.hdr as *mut u32, T_FLUSH);

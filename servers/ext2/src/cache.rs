@@ -58,6 +58,17 @@ const RESTART_POLL_MS: u64 = 2;
 /// Whether a driver call failed because its incarnation is gone (root revoked its endpoint), or
 /// reached a new incarnation that has not seen our region yet (`NotShared`: the region is
 /// shared once, before the first transfer, so only a new incarnation says so).
+/// A call the driver answered with a device error (`Io`) or a reply no driver sends (a corrupted
+/// reply): resubmitted, like one that found the driver restarted and within the same
+/// `MAX_RESUBMITS` (whole-page reads and writes, and flushes, are idempotent), since a fault
+/// injected into the driver or a transient device error must not reach the file system's clients.
+fn retry_once(e: &rpc::Error<BlkError>) -> bool {
+    matches!(
+        e,
+        rpc::Error::App(BlkError::Io) | rpc::Error::BadReply | rpc::Error::Protocol(_)
+    )
+}
+
 fn driver_gone(e: &rpc::Error<BlkError>) -> bool {
     e.peer_died()
         || matches!(e, rpc::Error::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
@@ -327,6 +338,7 @@ impl Cache {
                         resubmits += 1;
                         self.reconnect()?;
                     }
+                    Err(e) if retry_once(&e) && resubmits < MAX_RESUBMITS => resubmits += 1,
                     Err(e) => {
                         sawmill_rt::println!("ext2: block driver call failed: {:?}", e);
                         return Err(DevError);
@@ -359,6 +371,7 @@ impl Cache {
                     resubmits += 1;
                     self.reconnect()?;
                 }
+                Err(e) if retry_once(&e) && resubmits < MAX_RESUBMITS => resubmits += 1,
                 Err(e) => {
                     sawmill_rt::println!("ext2: block driver flush failed: {:?}", e);
                     return Err(DevError);

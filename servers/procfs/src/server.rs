@@ -55,10 +55,10 @@ const ROOT_FIXED: u64 = 2 + GLOBALS.len() as u64;
 /// line at a time with `FAULT_LOG_LABEL` on our `sys:pager` capability. Root answers at once
 /// and never calls us, so the call cannot deadlock. Empty if root refuses (no `fault_log`).
 fn fault_log() -> String {
-    use sawmill_manifest::faults;
+    use sawmill_manifest::faultlog;
     let mut out = String::new();
     let mut seq = 0;
-    for _ in 0..faults::FAULT_LOG_LINES {
+    for _ in 0..faultlog::FAULT_LOG_LINES {
         let r = ipc::call(
             sawmill_rt::slots::PAGER,
             MsgTag::new(sawmill_manifest::FAULT_LOG_LABEL, 1),
@@ -71,7 +71,7 @@ fn fault_log() -> String {
         let mut words = [0u64; 64];
         words[..4].copy_from_slice(&r.w);
         words[4..n.max(4)].copy_from_slice(&sawmill_rt::utcb().mr[4..n.max(4)]);
-        let Some((at, line)) = faults::decode_line(&words, n) else {
+        let Some((at, line)) = faultlog::decode_line(&words, n) else {
             break;
         };
         out.push_str(&line);

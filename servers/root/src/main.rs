@@ -32,7 +32,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{kinfo, label, layout, map, rights, root_slots, MsgTag, ObjKind};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_manifest::faults::{self, FaultLog};
+use sawmill_manifest::faultlog::{self, FaultLog};
 use sawmill_manifest::{Restart, Server, System};
 use sawmill_rt::{env, println, slots as sslots, sys};
 use sawmill_spawn::{
@@ -70,6 +70,10 @@ const POOL_KMEM_PER_PAGE: u64 = 160;
 /// Where root maps a server's further boot modules (manifest `modules`), one after the other:
 /// between the memory server's pool (64 GiB) and the region manager's range (1 TiB).
 const MODULES_BASE: u64 = 0x0000_0080_0000_0000;
+
+/// Where root maps the fault-word page into a server some controller may inject faults into
+/// (manifest `may_inject`): below the heap, clear of the environment page.
+const FAULT_PAGE_VA: u64 = 0x1ff0_0000;
 
 // The badge of root's own capability to the memory server (no manifest badge has bit 63).
 use sawmill_interfaces::mem::ROOT_BADGE as ROOT_MEM_BADGE;
@@ -244,6 +248,9 @@ impl Resources for RootResources<'_> {
     fn slot(&mut self) -> Result<u64, SpawnError> {
         Ok(self.slots.next())
     }
+    fn free_slot(&mut self, slot: u64) {
+        self.slots.free(slot);
+    }
     fn page(&mut self) -> Result<u64, SpawnError> {
         self.pages.alloc().map(win).ok_or(SpawnError::NoMemory)
     }
@@ -259,11 +266,20 @@ impl Resources for RootResources<'_> {
     }
 }
 
-struct Slots(u64);
+/// Root's capability slots: fresh ones from a counter, and those a reaped incarnation left
+/// empty again (a server restarted thousands of times must not use up root's table).
+struct Slots(u64, Vec<u64>);
 impl Slots {
     fn next(&mut self) -> u64 {
+        if let Some(s) = self.1.pop() {
+            return s;
+        }
         self.0 += 1;
         self.0 - 1
+    }
+    /// `slot` is empty (deleted) and may be reused.
+    fn free(&mut self, slot: u64) {
+        self.1.push(slot);
     }
 }
 
@@ -294,7 +310,13 @@ struct Running {
     tries: u32,
     /// The endpoints it uses: (endpoint, badge, the slot in its own table holding it), so that
     /// a restarted provider's new endpoint goes where the client looks for the old one.
-    use_slots: Vec<(String, u64, u64)>,
+    /// And root's own capability it copied there (in `caps`; revoked with the provider).
+    use_slots: Vec<(String, u64, u64, u64)>,
+    /// The page holding its fault word (physical), if a controller may inject faults into it.
+    fault_page: Option<u64>,
+    /// A controller injected a fault into this incarnation: its death is the campaign's doing,
+    /// not a crash loop, so it does not count as one more restart in a row.
+    injected: bool,
 }
 
 struct Root {
@@ -315,6 +337,8 @@ struct Root {
     timer: u64,
     /// Every death of a server, for readers in the running system.
     log: FaultLog,
+    /// Servers some manifest `may_inject` names: each gets a fault-word page.
+    injectable: Vec<String>,
 }
 
 fn fail(what: &str, e: sawmill_abi::Error) -> ! {
@@ -429,10 +453,12 @@ impl Root {
             p.caps.push(Cap::provided(e, ep));
         }
         let first_use = p.caps.len();
+        let mut use_mints = Vec::new();
         for u in &s.uses {
             let ep = self.endpoint(&u.endpoint);
             let m = self.mint(ep, u.badge, rights::SEND | rights::GRANT, &mut caps);
             p.caps.push(Cap::named(&u.endpoint, m));
+            use_mints.push(m);
         }
         if !s.irqs.is_empty() {
             let n = self
@@ -523,6 +549,29 @@ impl Root {
             None => pager_cap,
         };
         p.exception_handler = pager_cap;
+        // The fault word (fault injection): a zeroed page of ours the server maps read-write.
+        let fault_page = if self.injectable.contains(&s.name) {
+            let Some(pa) = self.pages.alloc() else {
+                fail("fault page", sawmill_abi::Error::NoMemory)
+            };
+            p.maps.push(Map {
+                what: "fault word",
+                src: win(pa),
+                dst: FAULT_PAGE_VA,
+                pages: 1,
+                flags: map::READ | map::WRITE,
+            });
+            p.records.push(Record {
+                kind: env::KIND_FAULT_WORD,
+                value: FAULT_PAGE_VA,
+                bytes: Vec::new(),
+                optional: false,
+            });
+            pool.push(pa);
+            Some(pa)
+        } else {
+            None
+        };
         // Where lib/spawn puts the used endpoints in the server's table (the rule it applies).
         let mut fixed = alloc::vec![Some(sslots::TASK), Some(sslots::THREAD)];
         if p.give_factory {
@@ -538,7 +587,7 @@ impl Root {
             .enumerate()
             .filter_map(|(k, u)| {
                 let at = *placed.get(first_cap + first_use + k)?;
-                Some((u.endpoint.clone(), u.badge, at))
+                Some((u.endpoint.clone(), u.badge, at, use_mints[k]))
             })
             .collect();
 
@@ -604,6 +653,8 @@ impl Root {
             started_tsc: sys::rdtsc(),
             tries: 0,
             use_slots,
+            fault_page,
+            injected: false,
             name: String::from(name),
             wait: s.wait,
             task: child.task,
@@ -676,7 +727,7 @@ impl Root {
         // An incarnation whose life cannot be measured yet (no rate) counts as a short one.
         let lived = self.ms(now).saturating_sub(self.ms(started).max(1));
         let r = &mut self.servers[i];
-        r.tries = if lived >= sawmill_manifest::STABLE_MS {
+        r.tries = if lived >= sawmill_manifest::STABLE_MS || r.injected {
             1
         } else {
             r.tries + 1
@@ -702,16 +753,22 @@ impl Root {
                 continue;
             }
             let task = self.servers[c].task;
-            let wanted: Vec<(u64, u64, u64)> = self.servers[c]
+            let wanted: Vec<(usize, u64, u64, u64, u64)> = self.servers[c]
                 .use_slots
                 .iter()
-                .filter(|u| s.provides.contains(&u.0))
-                .map(|u| (self.endpoint_of(&u.0), u.1, u.2))
+                .enumerate()
+                .filter(|(_, u)| s.provides.contains(&u.0))
+                .map(|(k, u)| (k, self.endpoint_of(&u.0), u.1, u.2, u.3))
                 .collect();
-            for (ep, badge, slot) in wanted {
+            for (k, ep, badge, slot, old) in wanted {
                 let mut caps = core::mem::take(&mut self.servers[c].caps);
+                // The copy to the dead incarnation went with its endpoint: its slot is free.
+                caps.retain(|&x| x != old);
+                let _ = sys::cap_delete(old);
+                self.slots.free(old);
                 let m = self.mint(ep, badge, rights::SEND | rights::GRANT, &mut caps);
                 self.servers[c].caps = caps;
+                self.servers[c].use_slots[k].3 = m;
                 if let Err(e) = sys::task_cap_put(task, m, slot) {
                     println!(
                         "root: {} keeps no capability to the new {}: {}",
@@ -764,11 +821,13 @@ impl Root {
                 let (_, ep) = self.endpoints.remove(pos);
                 let _ = sys::cap_revoke(ep);
                 let _ = sys::cap_delete(ep);
+                self.slots.free(ep);
             }
         }
         let r = &mut self.servers[i];
         for &c in r.caps.iter().rev() {
             let _ = sys::cap_delete(c);
+            self.slots.free(c);
         }
         r.caps.clear();
         let child = r.child.take();
@@ -905,7 +964,7 @@ impl Supervisor<'_> {
             let Ok((ticks, _)) = sys::thread_info(thread) else {
                 continue;
             };
-            if !faults::hung(ticks, sawmill_abi::TICK_MS, s.hang_ms) {
+            if !faultlog::hung(ticks, sawmill_abi::TICK_MS, s.hang_ms) {
                 continue;
             }
             println!(
@@ -921,7 +980,7 @@ impl Supervisor<'_> {
     }
 
     /// A request for a line of the fault log (`FAULT_LOG_LABEL`, word 0 the sequence number)
-    /// from server `i`: label 0 with the line (`faults::encode_line`), 1 when there is none
+    /// from server `i`: label 0 with the line (`faultlog::encode_line`), 1 when there is none
     /// that new yet, 2 when the manifest does not let `i` read the log.
     fn fault_log_request(&mut self, i: usize, m: &IpcResult, next: Next) -> IpcResult {
         if !self.system.servers.get(i).is_some_and(|s| s.fault_log) {
@@ -931,7 +990,7 @@ impl Supervisor<'_> {
             return next.reply(self, Reply::label(1));
         };
         let mut words = [0u64; 64];
-        let n = faults::encode_line(seq, text, &mut words);
+        let n = faultlog::encode_line(seq, text, &mut words);
         // Words 4.. travel in the UTCB's message registers.
         sawmill_rt::utcb().mr[4..n.max(4)].copy_from_slice(&words[4..n.max(4)]);
         let r = Reply {
@@ -939,6 +998,58 @@ impl Supervisor<'_> {
             w: [words[0], words[1], words[2], words[3]],
         };
         next.reply(self, r)
+    }
+
+    /// A fault-injection request (`faults::INJECT_LABEL`) from server `i`: words 0-1 the target's
+    /// name, 2 the kind, 3 its argument. Allowed for the targets `i`'s `may_inject` names. A kill
+    /// is carried out at once; any other kind is armed in the target's fault word, where its
+    /// next request meets it (root never waits for the target). Reply label 0 done, 1 refused.
+    fn inject_request(&mut self, i: usize, m: &IpcResult) -> u16 {
+        use sawmill_manifest::faults::Kind;
+        let mut name = [0u8; 16];
+        name[..8].copy_from_slice(&m.w[0].to_le_bytes());
+        name[8..].copy_from_slice(&m.w[1].to_le_bytes());
+        let len = name.iter().position(|&b| b == 0).unwrap_or(16);
+        let (Ok(target), Some(kind)) = (core::str::from_utf8(&name[..len]), Kind::from_u64(m.w[2]))
+        else {
+            return 1;
+        };
+        let asker = &self.system.servers[i];
+        if !asker.may_inject.iter().any(|k| k == target) {
+            self.refusals += 1;
+            if self.refusals <= 8 || self.refusals.is_multiple_of(1000) {
+                println!(
+                    "root: {} may not inject faults into `{}`: refused ({} refusals)",
+                    asker.name, target, self.refusals
+                );
+            }
+            return 1;
+        }
+        let Some(t) = self.system.servers.iter().position(|s| s.name == target) else {
+            return 1;
+        };
+        let Some(r) = self.root.servers.get(t).filter(|r| r.alive) else {
+            return 1;
+        };
+        let task = r.task;
+        self.root.servers[t].injected = true;
+        let r = &self.root.servers[t];
+        if kind == Kind::Kill {
+            let _ = sys::task_kill(task);
+            let mut reason = String::from("killed-by-");
+            reason.push_str(&asker.name);
+            self.end(t, &reason);
+            return 0;
+        }
+        let Some(pa) = r.fault_page else { return 1 };
+        // SAFETY: the target's fault-word page, root's own RAM in the window (the target maps
+        // it too); both words are only accessed atomically, the argument before the kind.
+        unsafe {
+            let w = win(pa) as *const core::sync::atomic::AtomicU64;
+            (*w.add(1)).store(m.w[3], core::sync::atomic::Ordering::Relaxed);
+            (*w).store(kind as u64, core::sync::atomic::Ordering::Release);
+        }
+        0
     }
 
     /// Server `i` has died: waited-for bookkeeping, then its policy.
@@ -988,6 +1099,16 @@ impl rpc::Serve for Supervisor<'_> {
                 return next.skip(self);
             }
             return self.fault_log_request(idx - 1, m, next);
+        }
+        if m.tag.label() == sawmill_manifest::faults::INJECT_LABEL {
+            if !root.servers[idx - 1].alive {
+                return next.skip(self);
+            }
+            let r = self.inject_request(idx - 1, m);
+            if self.waiting == 0 {
+                return next.stop();
+            }
+            return next.reply(self, Reply::label(r));
         }
         if secondary && m.tag.label() == label::EXIT && m.w[0] != u64::MAX {
             // A thread the server started ended by itself: the server goes on.
@@ -1140,7 +1261,7 @@ fn main() {
     }
     let mut root = Root {
         pages,
-        slots: Slots(root_slots::FIRST_FREE),
+        slots: Slots(root_slots::FIRST_FREE, Vec::new()),
         fault_ep: 0,
         endpoints: Vec::new(),
         servers: Vec::new(),
@@ -1150,6 +1271,11 @@ fn main() {
         boot_tsc: sys::kernel_info(kinfo::BOOT_TSC).unwrap_or(0),
         timer: 0,
         log: FaultLog::new(),
+        injectable: sys_
+            .servers
+            .iter()
+            .flat_map(|s| s.may_inject.iter().cloned())
+            .collect(),
     };
     // The memory server is the one the manifest gives a RAM pool; it serves one endpoint.
     root.mem_endpoint = sys_

@@ -18,7 +18,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{kinfo, label, MsgTag, ObjKind};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
-use sawmill_manifest::faults;
+use sawmill_manifest::faultlog;
 use sawmill_rt::{env, ipc, println, slots, sys, thread};
 use sawmill_testprogs::check;
 
@@ -117,7 +117,7 @@ fn fault_line(seq: u64) -> Option<(u64, String)> {
     let n = r.tag.words().min(64);
     words[..4].copy_from_slice(&r.w);
     words[4..n.max(4)].copy_from_slice(&sawmill_rt::utcb().mr[4..n.max(4)]);
-    faults::decode_line(&words, n)
+    faultlog::decode_line(&words, n)
 }
 
 /// Whether a call's answer says the server is gone (killed, its endpoint revoked).

@@ -12,6 +12,16 @@ pub use sawmill_abi::{MsgTag, Utcb};
 mod wire;
 pub use wire::*;
 
+/// No fault is ever armed in the mock (the fault point of `serve.rs`).
+pub fn fault_word() -> &'static std::sync::atomic::AtomicU64 {
+    static NONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    &NONE
+}
+
+pub fn fault_fires(_w: &std::sync::atomic::AtomicU64) -> Option<Reply> {
+    None
+}
+
 #[path = "serve.rs"]
 mod serve;
 pub use serve::*;

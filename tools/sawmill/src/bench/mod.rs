@@ -131,6 +131,7 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
     let with_linux = with_linux && chosen("linux");
     let with_linuxabi = chosen("linuxabi");
     let with_net = chosen("net");
+    let with_faults = chosen("faults");
     let out_dir = repo.target().join("bench");
     if let Err(e) = std::fs::create_dir_all(&out_dir) {
         eprintln!("sawmill bench: {}: {e}", out_dir.display());
@@ -148,7 +149,8 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
         + with_net as usize
         + with_boot as usize
         + with_boot_linux as usize
-        + with_linux as usize;
+        + with_linux as usize
+        + with_faults as usize;
     let mut progress = |msg: &str| {
         println!("      {msg}");
         let _ = std::io::stdout().flush();
@@ -205,6 +207,17 @@ pub fn run(repo: &Repo, with_linux: bool, only: &[String]) -> i32 {
             match crate::crashcmd::bench_metrics(repo) {
                 Ok(m) => metrics.extend(m),
                 Err(e) => failures.push(format!("crash: {e}")),
+            }
+        }
+        if with_faults {
+            step(
+                2 + systems.len() + with_linuxabi as usize + with_net as usize + with_boot as usize,
+                steps,
+                "sawmill: the fault-injection campaign (systems/faults.toml, TCG, wall clock)",
+            );
+            match crate::faults::bench(repo) {
+                Ok(m) => metrics.extend(m),
+                Err(e) => failures.push(format!("faults: {e}")),
             }
         }
     }

@@ -21,14 +21,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The kinds a campaign injects unless told otherwise: every kind but the endless loop, which
-/// only root's hang detection can end (until it exists, each one is a hung boot; add it here
-/// when it does).
-pub const DEFAULT_KINDS: [Kind; 6] = [
+/// The kinds a campaign injects unless told otherwise: every kind (an endless loop is ended by
+/// root's hang detection, docs/ARCHITECTURE.md §4.1 "Hangs").
+pub const DEFAULT_KINDS: [Kind; 7] = [
     Kind::Kill,
     Kind::Panic,
     Kind::Corrupt,
     Kind::Wild,
+    Kind::Loop,
     Kind::Drop,
     Kind::Eio,
 ];

@@ -19,10 +19,11 @@
 //! pages and waits for it; a sequential reader's next windows are read *asynchronously* by a
 //! thread of this PFS (the read-ahead thread, started on first use: it makes the blocking driver
 //! calls while the main thread serves from the pages already present, so the disk works while
-//! the reader copies). A page of a window in flight is in the index but marked pending and
-//! pinned: any `get` of it (read, or a write that replaces it whole) first waits until the driver
-//! call holding it has finished, so no page is handed out before it is filled and no write is
-//! overwritten by a late read. A window the driver fails (or a driver that is restarted
+//! the reader copies). A page of a window in flight is not in the index and its slot holds the
+//! `READING` mark (never a device page) and is pinned: no lookup can find it, and any `get` of it
+//! (read, or a write that replaces it whole) misses, finds it in the window and first waits until
+//! the driver call holding it has finished, so no page is handed out before it is filled and no
+//! write is overwritten by a late read. A window the driver fails (or a driver that is restarted
 //! meanwhile) leaves its unread pages out of the cache: they are read again on demand, through
 //! the resubmitting path above. The two threads share one `Window` (atomics and one
 //! notification each way) and nothing else: the cache's state is the main thread's alone.
@@ -41,6 +42,8 @@ use sawmill_rt::sys;
 
 pub const PAGE: usize = 4096;
 const FREE: u64 = u64::MAX;
+/// `page_of` of a slot the read-ahead thread is filling (its page is in the window in flight).
+const READING: u64 = u64::MAX - 1;
 /// Pages read at once on a miss (the page and the uncached ones after it): 128 KiB, Linux's
 /// default read-ahead window, so a cold sequential read waits for the disk once per 128 KiB
 /// (issue 17: with 8 pages `fs.read4k.cold` waited 8 times per 256 KiB file). At most an
@@ -121,14 +124,10 @@ pub struct Cache {
     pub pinned: Vec<u32>,
     pub ever_mapped: Vec<bool>,
     index: hashbrown::HashMap<u64, usize, BuildHasherDefault<PageHash>>,
-    /// The slot of the last lookup (checked against `page_of`, so never stale; never a pending
-    /// slot, since only a `get` that returns a filled page sets it).
+    /// The slot of the last lookup (checked against `page_of`, so never stale).
     last: usize,
     /// Which pages to read on a miss, and when to start the next window without waiting.
     ra: Readahead,
-    /// Slots whose page is being read by the read-ahead thread (also pinned): not to be handed
-    /// out, written or reused until their driver call has finished.
-    pending: SlotBits,
     /// The read-ahead thread and its window in flight (None until the first window; `reader_off`
     /// if the thread could not be made: every read is then a waited-for miss).
     reader: Option<Reader>,
@@ -203,7 +202,6 @@ impl Cache {
                 let most = (npages / 8).max(1);
                 Readahead::new(READAHEAD.min(most), READAHEAD_MAX.min(most))
             },
-            pending: SlotBits::new(npages),
             reader: None,
             reader_off: false,
             hand: 0,
@@ -270,9 +268,6 @@ impl Cache {
             return Ok(ls);
         }
         if let Some(&s) = self.index.get(&p) {
-            if self.pending.get(s) {
-                return self.get_pending(p, s, overwrite);
-            }
             self.refd[s] = true;
             self.stats[0] += 1;
             self.last = s;
@@ -280,6 +275,19 @@ impl Cache {
                 self.start_window(p, s);
             }
             return Ok(s);
+        }
+        self.miss(p, overwrite)
+    }
+
+    /// `get` of a page not in the cache: a slot for it, and unless `overwrite`, its read-ahead
+    /// window read from the disk (waited for).
+    #[inline(never)]
+    fn miss(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        if let Some(i) = self.reading(p) {
+            // Being read ahead: once its call has finished it is in the index (or, if the window
+            // failed, an ordinary miss).
+            self.settle(Some(i));
+            return self.get(p, overwrite);
         }
         if p >= self.dev_pages {
             return Err(DevError);
@@ -297,7 +305,11 @@ impl Cache {
         let mut batch = vec![(p, s)];
         let mut q = p + 1;
         let ahead = self.ra.miss(p);
-        while batch.len() < ahead && q < self.dev_pages && !self.index.contains_key(&q) {
+        while batch.len() < ahead
+            && q < self.dev_pages
+            && !self.index.contains_key(&q)
+            && self.reading(q).is_none()
+        {
             let Ok(t) = self.victim() else { break };
             self.page_of[t] = q;
             self.index.insert(q, t);
@@ -320,26 +332,13 @@ impl Cache {
         Ok(s)
     }
 
-    /// `get` of page `p` in slot `s`, which the read-ahead thread is reading: waits for the
-    /// driver call that holds it, then looks again (the page is there, or was left out because
-    /// the window failed and is read now).
-    #[inline(never)]
-    fn get_pending(&mut self, p: u64, s: usize, overwrite: bool) -> Result<usize, DevError> {
-        // The window's pages are consecutive device pages.
-        let first = self
-            .reader
-            .as_ref()
-            .and_then(|r| r.pages.first().map(|f| f.0));
-        let i = first.map_or(usize::MAX, |f| p.wrapping_sub(f) as usize);
-        self.settle(Some(i));
-        if self.pending.get(s) {
-            sawmill_rt::println!(
-                "ext2: FAIL page {} pending outside the read-ahead window",
-                p
-            );
-            return Err(DevError);
-        }
-        self.get(p, overwrite)
+    /// Where device page `p` is in the window in flight, if the read-ahead thread is reading
+    /// it (not yet settled).
+    fn reading(&self, p: u64) -> Option<usize> {
+        let r = self.reader.as_ref()?;
+        let &(first, _) = r.pages.first()?;
+        let i = usize::try_from(p.checked_sub(first)?).ok()?;
+        (r.settled..r.pages.len()).contains(&i).then_some(i)
     }
 
     /// The reader reached the marker `p` (in slot `s`, which stays its own): reads its next
@@ -368,10 +367,8 @@ impl Cache {
         self.pinned[s] += 1;
         while pages.len() < w.pages && q < self.dev_pages && !self.index.contains_key(&q) {
             let Ok(t) = self.victim() else { break };
-            self.page_of[t] = q;
-            self.index.insert(q, t);
+            self.page_of[t] = READING;
             self.pinned[t] += 1;
-            self.pending.set(t);
             pages.push((q, t));
             q += 1;
         }
@@ -403,17 +400,16 @@ impl Cache {
             let finished = r.job.state.load(Ordering::Acquire) == FINISHED;
             let calls = r.job.calls_done.load(Ordering::Acquire);
             let upto = if calls == 0 { 0 } else { r.call_end[calls - 1] };
-            for &(_, t) in &r.pages[r.settled..upto] {
-                self.pending.clear(t);
+            for &(q, t) in &r.pages[r.settled..upto] {
+                self.page_of[t] = q;
+                self.index.insert(q, t);
                 self.pinned[t] -= 1;
             }
             self.stats[2] += (upto - r.settled) as u64;
             r.settled = upto;
             if finished {
-                for &(q, t) in &r.pages[upto..] {
-                    self.index.remove(&q);
+                for &(_, t) in &r.pages[upto..] {
                     self.page_of[t] = FREE;
-                    self.pending.clear(t);
                     self.pinned[t] -= 1;
                 }
                 if upto < r.pages.len() {
@@ -694,7 +690,7 @@ unsafe impl Sync for Window {}
 struct Reader {
     job: &'static Window,
     /// The window in flight: its (device page, slot) pairs in device order (empty: none), how
-    /// many of them are settled (no longer pending), and how many pages the calls up to each
+    /// many of them are settled (in the index), and how many pages the calls up to each
     /// one cover.
     pages: Vec<(u64, usize)>,
     settled: usize,

@@ -218,8 +218,9 @@ impl Cache {
         unsafe { core::slice::from_raw_parts_mut(self.base.add(slot * PAGE), PAGE) }
     }
 
-    /// A slot to reuse: clock over clean, unpinned pages; writes back dirty ones if that is all
-    /// there is.
+    /// A slot to reuse: clock over clean, unpinned pages; if there is none, takes in the
+    /// read-ahead window (whose pages are pinned until then; waiting for it if in flight) and
+    /// writes back the dirty pages, and looks again.
     fn victim(&mut self) -> Result<usize, DevError> {
         for round in 0..2 {
             for _ in 0..2 * self.npages {
@@ -239,6 +240,7 @@ impl Cache {
                 return Ok(s);
             }
             if round == 0 {
+                self.settle(Some(usize::MAX));
                 self.write_back()?;
             }
         }
@@ -283,6 +285,9 @@ impl Cache {
     /// window read from the disk (waited for).
     #[inline(never)]
     fn miss(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        // A finished window's pages become ordinary (unpinned) cache pages now, even if the
+        // reader never comes to them (a window past a file's end).
+        self.settle(None);
         if let Some(i) = self.reading(p) {
             // Being read ahead: once its call has finished it is in the index (or, if the window
             // failed, an ordinary miss).

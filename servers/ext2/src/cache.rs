@@ -14,26 +14,44 @@
 //! covers them; reads and writes of whole pages are idempotent, so resubmitting one the dead
 //! driver had partly done is harmless (the new incarnation resets the device first, which ends
 //! whatever the old one left in flight).
+//!
+//! Read-ahead (policy in `sawmill_ext2_api::readahead`, host-tested): a miss reads a window of
+//! pages and waits for it; a sequential reader's next windows are read *asynchronously* by a
+//! thread of this PFS (the read-ahead thread, started on first use: it makes the blocking driver
+//! calls while the main thread serves from the pages already present, so the disk works while
+//! the reader copies). A page of a window in flight is not in the index and its slot holds the
+//! `READING` mark (never a device page) and is pinned: no lookup can find it, and any `get` of it
+//! (read, or a write that replaces it whole) misses, finds it in the window and first waits until
+//! the driver call holding it has finished, so no page is handed out before it is filled and no
+//! write is overwritten by a late read. A window the driver fails (or a driver that is restarted
+//! meanwhile) leaves its unread pages out of the cache: they are read again on demand, through
+//! the resubmitting path above. The two threads share one `Window` (atomics and one
+//! notification each way) and nothing else: the cache's state is the main thread's alone.
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::cell::UnsafeCell;
 use core::hash::{BuildHasherDefault, Hasher};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use sawmill_ext2::{BlockDevice, DevError};
+use sawmill_ext2_api::readahead::Readahead;
 use sawmill_interfaces::rpc::{self, Map};
 use sawmill_interfaces::{blk, dataspace, mem, BlkError, MapFlags};
 use sawmill_rt::sys;
 
 pub const PAGE: usize = 4096;
 const FREE: u64 = u64::MAX;
+/// `page_of` of a slot the read-ahead thread is filling (its page is in the window in flight).
+const READING: u64 = u64::MAX - 1;
 /// Pages read at once on a miss (the page and the uncached ones after it): 128 KiB, Linux's
 /// default read-ahead window, so a cold sequential read waits for the disk once per 128 KiB
 /// (issue 17: with 8 pages `fs.read4k.cold` waited 8 times per 256 KiB file). At most an
 /// eighth of the cache, so a small cache is not flushed by one miss.
 const READAHEAD: usize = 32;
-/// The window a sequential reader grows to (doubling from READAHEAD each time a miss starts
-/// where the last batch ended): 1 MiB, so a cold sequential read waits for the disk about once
-/// per MiB instead of eight times (issue 17, `fs.seqread.cold`; Linux grows its window the same
-/// way). Still at most an eighth of the cache.
+/// The window a sequential reader grows to (doubling from READAHEAD with each window): 1 MiB,
+/// read while the reader consumes the window before it (issue 17, `fs.seqread.cold`; Linux grows
+/// its window the same way). Still at most an eighth of the cache.
 const READAHEAD_MAX: usize = 256;
 /// Sectors one driver request may move (blk.idl: 1..=64): consecutive device pages in
 /// consecutive cache slots go in one request up to this.
@@ -54,6 +72,10 @@ const DRIVER_RESTART_WAIT_MS: u64 = 3000;
 const MAX_RESUBMITS: u32 = 8;
 /// How often the slot is looked at while waiting for the new incarnation.
 const RESTART_POLL_MS: u64 = 2;
+/// Driver calls one asynchronous window may take (a request per page at worst).
+const CALLS_PER_WINDOW: usize = READAHEAD_MAX.div_ceil(REQUESTS_PER_CALL);
+/// The read-ahead thread's stack (it makes driver calls and nothing else).
+const READER_STACK: usize = 8192;
 
 /// Whether a driver call failed because its incarnation is gone (root revoked its endpoint), or
 /// reached a new incarnation that has not seen our region yet (`NotShared`: the region is
@@ -115,10 +137,12 @@ pub struct Cache {
     index: hashbrown::HashMap<u64, usize, BuildHasherDefault<PageHash>>,
     /// The slot of the last lookup (checked against `page_of`, so never stale).
     last: usize,
-    /// The device page after the last read-ahead batch, and that batch's window: a miss there
-    /// is a sequential reader's, and its window doubles.
-    ahead_next: u64,
-    ahead_window: usize,
+    /// Which pages to read on a miss, and when to start the next window without waiting.
+    ra: Readahead,
+    /// The read-ahead thread and its window in flight (None until the first window; `reader_off`
+    /// if the thread could not be made: every read is then a waited-for miss).
+    reader: Option<Reader>,
+    reader_off: bool,
     hand: usize,
     pub stats: [u64; 4],
 }
@@ -184,8 +208,13 @@ impl Cache {
             ever_mapped: vec![false; npages],
             index: hashbrown::HashMap::with_capacity_and_hasher(npages, Default::default()),
             last: 0,
-            ahead_next: u64::MAX,
-            ahead_window: READAHEAD,
+            ra: {
+                // At most an eighth of the cache per window.
+                let most = (npages / 8).max(1);
+                Readahead::new(READAHEAD.min(most), READAHEAD_MAX.min(most))
+            },
+            reader: None,
+            reader_off: false,
             hand: 0,
             stats: [0; 4],
         })
@@ -200,8 +229,9 @@ impl Cache {
         unsafe { core::slice::from_raw_parts_mut(self.base.add(slot * PAGE), PAGE) }
     }
 
-    /// A slot to reuse: clock over clean, unpinned pages; writes back dirty ones if that is all
-    /// there is.
+    /// A slot to reuse: clock over clean, unpinned pages; if there is none, takes in the
+    /// read-ahead window (whose pages are pinned until then; waiting for it if in flight) and
+    /// writes back the dirty pages, and looks again.
     fn victim(&mut self) -> Result<usize, DevError> {
         for round in 0..2 {
             for _ in 0..2 * self.npages {
@@ -221,6 +251,7 @@ impl Cache {
                 return Ok(s);
             }
             if round == 0 {
+                self.settle(Some(usize::MAX));
                 self.write_back()?;
             }
         }
@@ -237,8 +268,9 @@ impl Cache {
         }
     }
 
-    /// The slot holding device page `p`, reading it (and up to READAHEAD-1 following uncached
-    /// pages, all in flight at once) unless `overwrite` says the caller replaces it whole.
+    /// The slot holding device page `p`, reading it (and the uncached pages after it, all in
+    /// flight at once: the read-ahead window) unless `overwrite` says the caller replaces it whole.
+    /// A page still being read ahead is waited for first.
     pub fn get(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
         // Consecutive accesses often hit the same page (an inode table block, a directory):
         // `page_of` says whether the slot of the last hit still holds it.
@@ -252,7 +284,26 @@ impl Cache {
             self.refd[s] = true;
             self.stats[0] += 1;
             self.last = s;
+            if p == self.ra.marker() {
+                self.start_window(p, s);
+            }
             return Ok(s);
+        }
+        self.miss(p, overwrite)
+    }
+
+    /// `get` of a page not in the cache: a slot for it, and unless `overwrite`, its read-ahead
+    /// window read from the disk (waited for).
+    #[inline(never)]
+    fn miss(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        // A finished window's pages become ordinary (unpinned) cache pages now, even if the
+        // reader never comes to them (a window past a file's end).
+        self.settle(None);
+        if let Some(i) = self.reading(p) {
+            // Being read ahead: once its call has finished it is in the index (or, if the window
+            // failed, an ordinary miss).
+            self.settle(Some(i));
+            return self.get(p, overwrite);
         }
         if p >= self.dev_pages {
             return Err(DevError);
@@ -269,13 +320,12 @@ impl Cache {
         self.pinned[s] += 1;
         let mut batch = vec![(p, s)];
         let mut q = p + 1;
-        self.ahead_window = if p == self.ahead_next {
-            (self.ahead_window * 2).min(READAHEAD_MAX)
-        } else {
-            READAHEAD
-        };
-        let ahead = self.ahead_window.min(self.npages / 8).max(1);
-        while batch.len() < ahead && q < self.dev_pages && !self.index.contains_key(&q) {
+        let ahead = self.ra.miss(p);
+        while batch.len() < ahead
+            && q < self.dev_pages
+            && !self.index.contains_key(&q)
+            && self.reading(q).is_none()
+        {
             let Ok(t) = self.victim() else { break };
             self.page_of[t] = q;
             self.index.insert(q, t);
@@ -283,7 +333,7 @@ impl Cache {
             batch.push((q, t));
             q += 1;
         }
-        self.ahead_next = q;
+        self.ra.read(p, batch.len());
         let r = self.transfer(false, &batch);
         for &(_, t) in &batch {
             self.pinned[t] -= 1;
@@ -298,39 +348,120 @@ impl Cache {
         Ok(s)
     }
 
+    /// Where device page `p` is in the window in flight, if the read-ahead thread is reading
+    /// it (not yet settled).
+    fn reading(&self, p: u64) -> Option<usize> {
+        let r = self.reader.as_ref()?;
+        let &(first, _) = r.pages.first()?;
+        let i = usize::try_from(p.checked_sub(first)?).ok()?;
+        (r.settled..r.pages.len()).contains(&i).then_some(i)
+    }
+
+    /// The reader reached the marker `p` (in slot `s`, which stays its own): reads its next
+    /// window asynchronously, unless a window is still in flight (a second stream's; this one's
+    /// was waited for to reach `p`).
+    #[inline(never)]
+    fn start_window(&mut self, p: u64, s: usize) {
+        self.settle(None);
+        if self.reader.as_ref().is_some_and(|r| !r.pages.is_empty()) || self.reader_off {
+            return;
+        }
+        let Some(w) = self.ra.hit(p) else { return };
+        if self.reader.is_none() {
+            match Reader::start(self.blk.ep) {
+                Ok(r) => self.reader = Some(r),
+                Err(()) => {
+                    sawmill_rt::println!("ext2: no read-ahead thread: reading on demand only");
+                    self.reader_off = true;
+                    return;
+                }
+            }
+        }
+        let mut pages = core::mem::take(&mut self.reader.as_mut().expect("made above").pages);
+        let mut q = w.start;
+        // The caller's page is pinned while victims are chosen, so none of them is it.
+        self.pinned[s] += 1;
+        while pages.len() < w.pages && q < self.dev_pages && !self.index.contains_key(&q) {
+            let Ok(t) = self.victim() else { break };
+            self.page_of[t] = READING;
+            self.pinned[t] += 1;
+            pages.push((q, t));
+            q += 1;
+        }
+        self.pinned[s] -= 1;
+        self.ra.started(w, pages.len());
+        if pages.is_empty() {
+            self.reader.as_mut().expect("made above").pages = pages;
+            return;
+        }
+        let reqs = requests(&pages);
+        let r = self.reader.as_mut().expect("made above");
+        r.pages = pages;
+        r.settled = 0;
+        r.post(&reqs);
+    }
+
+    /// Takes in what the read-ahead thread has finished: the pages of its completed calls are
+    /// cache pages like any other from now on. With `need` (an index into the window's pages),
+    /// first waits until that page is read or the window has ended. A window that ended short
+    /// (a call failed) leaves its unread pages out of the cache.
+    fn settle(&mut self, need: Option<usize>) {
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        loop {
+            if r.pages.is_empty() {
+                return;
+            }
+            let finished = r.job.state.load(Ordering::Acquire) == FINISHED;
+            let calls = r.job.calls_done.load(Ordering::Acquire);
+            let upto = if calls == 0 { 0 } else { r.call_end[calls - 1] };
+            for &(q, t) in &r.pages[r.settled..upto] {
+                self.page_of[t] = q;
+                self.index.insert(q, t);
+                self.pinned[t] -= 1;
+            }
+            self.stats[2] += (upto - r.settled) as u64;
+            r.settled = upto;
+            if finished {
+                for &(_, t) in &r.pages[upto..] {
+                    self.page_of[t] = FREE;
+                    self.pinned[t] -= 1;
+                }
+                if upto < r.pages.len() {
+                    sawmill_rt::println!(
+                        "ext2: read-ahead of {} pages stopped (driver call failed): read on demand",
+                        r.pages.len() - upto
+                    );
+                    self.ra.failed();
+                }
+                r.pages.clear();
+                r.settled = 0;
+                r.job.state.store(IDLE, Ordering::Relaxed);
+                return;
+            }
+            match need {
+                Some(i) if i >= upto => {
+                    let _ = sys::notify_wait(r.job.done, 0);
+                }
+                _ => return,
+            }
+        }
+    }
+
     /// Moves `pages` ((device page, slot) pairs) between the device and the cache: a run of
     /// consecutive device pages in consecutive slots is one request (up to `REQUEST_SECTORS`),
     /// and up to `REQUESTS_PER_CALL` requests go in one call, all in flight at once.
     fn transfer(&mut self, write: bool, pages: &[(u64, usize)]) -> Result<(), DevError> {
-        let per_page = (PAGE / 512) as u16;
-        let mut reqs: Vec<(u64, u32, u16)> = Vec::with_capacity(pages.len());
-        for &(p, s) in pages {
-            if let Some(last) = reqs.last_mut() {
-                let pages_in = (last.2 / per_page) as u64;
-                if last.2 + per_page <= REQUEST_SECTORS
-                    && last.0 + pages_in * per_page as u64 == p * per_page as u64
-                    && last.1 as u64 + pages_in * PAGE as u64 == (s * PAGE) as u64
-                {
-                    last.2 += per_page;
-                    continue;
-                }
-            }
-            reqs.push((p * per_page as u64, (s * PAGE) as u32, per_page));
-        }
+        let reqs = requests(pages);
         for chunk in reqs.chunks(REQUESTS_PER_CALL) {
-            let (mut sector, mut off, mut count) = ([0u64; 16], [0u32; 16], [0u16; 16]);
-            for (i, &(sec, o, c)) in chunk.iter().enumerate() {
-                sector[i] = sec;
-                off[i] = o;
-                count[i] = c;
-            }
-            let n = chunk.len() as u32;
+            let c = Call::of(chunk);
             let mut resubmits = 0;
             loop {
                 let r = if write {
-                    self.blk.write(n, sector, off, count)
+                    self.blk.write(c.n, c.sector, c.off, c.count)
                 } else {
-                    self.blk.read(n, sector, off, count)
+                    self.blk.read(c.n, c.sector, c.off, c.count)
                 };
                 match r {
                     Ok(()) => break,
@@ -489,6 +620,175 @@ impl SlotBits {
                 })
             })
         })
+    }
+}
+
+/// Driver requests for `pages` ((device page, slot) pairs): a run of consecutive device pages
+/// in consecutive slots is one request (up to `REQUEST_SECTORS`), as (sector, region offset,
+/// sectors).
+fn requests(pages: &[(u64, usize)]) -> Vec<(u64, u32, u16)> {
+    let per_page = (PAGE / 512) as u16;
+    let mut reqs: Vec<(u64, u32, u16)> = Vec::with_capacity(pages.len());
+    for &(p, s) in pages {
+        if let Some(last) = reqs.last_mut() {
+            let pages_in = (last.2 / per_page) as u64;
+            if last.2 + per_page <= REQUEST_SECTORS
+                && last.0 + pages_in * per_page as u64 == p * per_page as u64
+                && last.1 as u64 + pages_in * PAGE as u64 == (s * PAGE) as u64
+            {
+                last.2 += per_page;
+                continue;
+            }
+        }
+        reqs.push((p * per_page as u64, (s * PAGE) as u32, per_page));
+    }
+    reqs
+}
+
+/// One driver call's arguments (`blk.read`/`blk.write`).
+#[derive(Clone, Copy)]
+struct Call {
+    n: u32,
+    sector: [u64; REQUESTS_PER_CALL],
+    off: [u32; REQUESTS_PER_CALL],
+    count: [u16; REQUESTS_PER_CALL],
+}
+
+impl Call {
+    const EMPTY: Call = Call {
+        n: 0,
+        sector: [0; REQUESTS_PER_CALL],
+        off: [0; REQUESTS_PER_CALL],
+        count: [0; REQUESTS_PER_CALL],
+    };
+
+    /// The call of up to `REQUESTS_PER_CALL` requests.
+    fn of(reqs: &[(u64, u32, u16)]) -> Call {
+        let mut c = Call::EMPTY;
+        for (i, &(sec, o, n)) in reqs.iter().enumerate() {
+            c.sector[i] = sec;
+            c.off[i] = o;
+            c.count[i] = n;
+        }
+        c.n = reqs.len() as u32;
+        c
+    }
+}
+
+/// `Window::state`: no window (the calls are the main thread's to fill)...
+const IDLE: u32 = 0;
+/// ...a window posted (its calls are the read-ahead thread's until FINISHED)...
+const QUEUED: u32 = 1;
+/// ...and the thread is done with it (every call made, or one failed).
+const FINISHED: u32 = 2;
+
+/// What the main thread and the read-ahead thread share: one window's driver calls and how far
+/// the thread has got with them. Lives for the PFS's lifetime (leaked at `Reader::start`).
+struct Window {
+    /// The read-ahead thread waits on `go` for a window; the main thread on `done` for its
+    /// pages (signalled after each call).
+    go: u64,
+    done: u64,
+    /// The driver's endpoint slot (the same as the main thread's: root puts a restarted
+    /// driver's endpoint there).
+    blk: u64,
+    state: AtomicU32,
+    ncalls: AtomicUsize,
+    /// Calls finished without error, in order.
+    calls_done: AtomicUsize,
+    calls: UnsafeCell<[Call; CALLS_PER_WINDOW]>,
+}
+
+// SAFETY: `calls` is written by the main thread only while `state` is IDLE and read by the
+// read-ahead thread only while it is QUEUED (the stores that change it are Release, the loads
+// that look at it Acquire); everything else is atomic or never changes.
+unsafe impl Sync for Window {}
+
+/// The main thread's side of asynchronous read-ahead: the shared window and its pages.
+struct Reader {
+    job: &'static Window,
+    /// The window in flight: its (device page, slot) pairs in device order (empty: none), how
+    /// many of them are settled (in the index), and how many pages the calls up to each
+    /// one cover.
+    pages: Vec<(u64, usize)>,
+    settled: usize,
+    call_end: [usize; CALLS_PER_WINDOW],
+}
+
+impl Reader {
+    /// Makes the shared window, its two notifications and the read-ahead thread (at our
+    /// priority: the kernel caps it there).
+    fn start(blk: u64) -> Result<Reader, ()> {
+        let note = || sawmill_rt::thread::create(sawmill_abi::ObjKind::Notification, 0);
+        let (go, done) = (note().map_err(|_| ())?, note().map_err(|_| ())?);
+        let job: &'static Window = Box::leak(Box::new(Window {
+            go,
+            done,
+            blk,
+            state: AtomicU32::new(IDLE),
+            ncalls: AtomicUsize::new(0),
+            calls_done: AtomicUsize::new(0),
+            calls: UnsafeCell::new([Call::EMPTY; CALLS_PER_WINDOW]),
+        }));
+        sawmill_rt::thread::spawn(255, READER_STACK, move || read_ahead(job)).map_err(|_| ())?;
+        Ok(Reader {
+            job,
+            pages: Vec::with_capacity(READAHEAD_MAX),
+            settled: 0,
+            call_end: [0; CALLS_PER_WINDOW],
+        })
+    }
+
+    /// Hands the window's requests to the read-ahead thread and lets it run until it waits for
+    /// the driver (it is at our priority: without the yield it would start only when we wait).
+    fn post(&mut self, reqs: &[(u64, u32, u16)]) {
+        debug_assert_eq!(self.job.state.load(Ordering::Relaxed), IDLE);
+        // SAFETY: IDLE: the read-ahead thread does not look at the calls (see `Window`).
+        let calls = unsafe { &mut *self.job.calls.get() };
+        let mut covered = 0;
+        let mut n = 0;
+        for (i, chunk) in reqs.chunks(REQUESTS_PER_CALL).enumerate() {
+            calls[i] = Call::of(chunk);
+            covered += chunk
+                .iter()
+                .map(|r| r.2 as usize / (PAGE / 512))
+                .sum::<usize>();
+            self.call_end[i] = covered;
+            n = i + 1;
+        }
+        self.job.ncalls.store(n, Ordering::Relaxed);
+        self.job.calls_done.store(0, Ordering::Relaxed);
+        self.job.state.store(QUEUED, Ordering::Release);
+        let _ = sys::notify_signal(self.job.go, 1);
+        sys::yield_now();
+    }
+}
+
+/// The read-ahead thread: makes each posted window's driver calls in order (waiting for the
+/// driver as a synchronous caller does), says after each how far it got, and stops a window at
+/// its first failed call (the main thread reads the rest on demand, resubmitting to a restarted
+/// driver there). Touches nothing but the shared `Window`.
+fn read_ahead(job: &'static Window) {
+    let blk = blk::Client::new(job.blk);
+    loop {
+        let _ = sys::notify_wait(job.go, 0);
+        if job.state.load(Ordering::Acquire) != QUEUED {
+            continue;
+        }
+        // SAFETY: QUEUED: the calls are ours until we store FINISHED (see `Window`).
+        let calls = unsafe { &*job.calls.get() };
+        let n = job.ncalls.load(Ordering::Relaxed);
+        for (i, c) in calls[..n].iter().enumerate() {
+            if blk.read(c.n, c.sector, c.off, c.count).is_err() {
+                break;
+            }
+            job.calls_done.store(i + 1, Ordering::Release);
+            if i + 1 < n {
+                let _ = sys::notify_signal(job.done, 1);
+            }
+        }
+        job.state.store(FINISHED, Ordering::Release);
+        let _ = sys::notify_signal(job.done, 1);
     }
 }
 

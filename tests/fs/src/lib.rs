@@ -51,3 +51,21 @@ pub fn ok<T>(r: Result<T, sawmill_fsclient::Error>, what: &str) -> T {
         }
     }
 }
+
+/// Asks root to kill server `name` (our manifest's `may_kill` must name it; root then applies
+/// the server's restart policy): whether it did.
+pub fn kill(name: &str) -> bool {
+    let mut bytes = [0u8; 32];
+    let n = name.len().min(32);
+    bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let mut w = [0u64; 4];
+    for (k, word) in w.iter_mut().enumerate() {
+        *word = u64::from_le_bytes(bytes[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
+    }
+    let r = sawmill_rt::ipc::call(
+        sawmill_rt::slots::PAGER,
+        sawmill_abi::MsgTag::new(sawmill_manifest::KILL_LABEL, 4),
+        w,
+    );
+    r.err == 0 && r.tag.label() == 0
+}

@@ -32,6 +32,7 @@
 extern crate alloc;
 
 pub mod read_buffer;
+pub mod readahead;
 pub mod share;
 
 use alloc::string::String;

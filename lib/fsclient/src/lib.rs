@@ -89,6 +89,16 @@ const SMALL_READ: usize = 480;
 
 pub type Result<T> = core::result::Result<T, FsError>;
 
+/// How long a call that found the VFS gone waits for its new incarnation (issue 16): root
+/// restarts it (after its backoff) and puts the new endpoint in the slot we call.
+const VFS_RESTART_WAIT_MS: u64 = 5000;
+
+/// Whether a VFS call failed because the VFS died (issue 16): a caller blocked or queued on it
+/// is woken with PeerGone/GONE, and its slot is empty (BadCap) until root refills it.
+fn vfs_gone(x: &RpcError<FsError>) -> bool {
+    x.peer_died() || matches!(x, RpcError::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
+}
+
 fn e(x: RpcError<FsError>) -> FsError {
     match x {
         RpcError::App(e) => e,
@@ -334,6 +344,33 @@ impl Files {
         }
     }
 
+    /// A call to the VFS, made again while the VFS is gone (issue 16): a restarted VFS serves the
+    /// same name space (its mount table is rebuilt from its configuration and the PFSs), and our
+    /// open files and sessions are the PFSs' capabilities, which outlive it. The wait is
+    /// bounded ([`VFS_RESTART_WAIT_MS`]); a VFS that does not restart gives the error at once
+    /// after it. A call the dead VFS carried out but did not answer is made again: a `rename`,
+    /// `unlink`, `mkdir` or exclusive create killed in that moment reports the state it left
+    /// (NotFound, Exists).
+    fn vfs_call<T>(
+        &self,
+        mut call: impl FnMut(&vfs::Client) -> core::result::Result<T, RpcError<FsError>>,
+    ) -> core::result::Result<T, RpcError<FsError>> {
+        let mut deadline = None;
+        loop {
+            match call(&self.vfs) {
+                Err(x) if vfs_gone(&x) => {
+                    let now = sys::rdtsc();
+                    let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+                    if now >= *deadline.get_or_insert(now + VFS_RESTART_WAIT_MS * khz) {
+                        return Err(x);
+                    }
+                    sys::yield_now();
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// `p` as a path argument of a field holding `max` bytes: in place if it fits, else
     /// staged at the VFS in staging slot `slot`.
     fn path<'a>(&self, slot: u32, p: &'a [u8], max: usize) -> Result<PathArg<'a>> {
@@ -344,8 +381,7 @@ impl Files {
             return Err(FsError::NameTooLong);
         }
         for (i, chunk) in p.chunks(PATH_FIELD).enumerate() {
-            self.vfs
-                .stage(slot, (i * PATH_FIELD) as u32, chunk)
+            self.vfs_call(|v| v.stage(slot, (i * PATH_FIELD) as u32, chunk))
                 .map_err(e)?;
         }
         Ok(PathArg::Staged([0, slot as u8]))
@@ -364,7 +400,7 @@ impl Files {
 
     /// Refreshes the cached mount table when the VFS's version differs.
     fn refresh_mounts(&mut self) -> Result<()> {
-        let m = self.vfs.mounts().map_err(e)?;
+        let m = self.vfs_call(|v| v.mounts()).map_err(e)?;
         if m.version == self.mounts_version && !self.mounts.is_empty() {
             return Ok(());
         }
@@ -380,7 +416,7 @@ impl Files {
         }
         for i in 0..m.count {
             let rx = self.slot();
-            match self.vfs.mount(i, rx) {
+            match self.vfs_call(|v| v.mount(i, rx)) {
                 Ok(o) => self.mounts.push(MountEnt {
                     prefix: o.prefix.as_slice().to_vec(),
                     session: o.s,
@@ -545,7 +581,7 @@ impl Files {
                 None => {
                     let arg = self.path(0, p, PATH_FIELD)?;
                     let rx = self.slot();
-                    match self.vfs.open(arg.bytes(), sent, mode, rx) {
+                    match self.vfs_call(|v| v.open(arg.bytes(), sent, mode, rx)) {
                         Ok(o) => Opened {
                             cap: o.file,
                             size: o.size,
@@ -692,7 +728,7 @@ impl Files {
             return None;
         }
         let (m, k) = self.vfs_kept.pop()?;
-        match self.vfs.reopen(path, flags, mode, m, k) {
+        match self.vfs_call(|v| v.reopen(path, flags, mode, m, k)) {
             Ok(o) => Some(Ok(Opened {
                 cap: k,
                 size: o.size,
@@ -1287,7 +1323,7 @@ impl Files {
             }
         }
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        let s = self.vfs.stat(p.bytes(), follow).map_err(e)?;
+        let s = self.vfs_call(|v| v.stat(p.bytes(), follow)).map_err(e)?;
         Ok(Stat {
             ino: s.ino,
             mode: s.mode,
@@ -1306,15 +1342,15 @@ impl Files {
     }
     pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.mkdir(p.bytes(), mode).map_err(e)
+        self.vfs_call(|v| v.mkdir(p.bytes(), mode)).map_err(e)
     }
     pub fn rmdir(&mut self, path: &str) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.rmdir(p.bytes()).map_err(e)
+        self.vfs_call(|v| v.rmdir(p.bytes())).map_err(e)
     }
     pub fn unlink(&mut self, path: &str) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.unlink(p.bytes()).map_err(e)
+        self.vfs_call(|v| v.unlink(p.bytes())).map_err(e)
     }
     pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
         self.rename_flags(from, to, RenameFlags::from_bits_retain(0))
@@ -1324,26 +1360,26 @@ impl Files {
     pub fn rename_flags(&mut self, from: &str, to: &str, flags: RenameFlags) -> Result<()> {
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs.rename(a.bytes(), b.bytes(), flags).map_err(e)
+        self.vfs_call(|v| v.rename(a.bytes(), b.bytes(), flags)).map_err(e)
     }
     /// A hard link `to` to `from` (a final symlink in `from` is not followed).
     pub fn link(&mut self, from: &str, to: &str) -> Result<()> {
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs.link(a.bytes(), b.bytes()).map_err(e)
+        self.vfs_call(|v| v.link(a.bytes(), b.bytes())).map_err(e)
     }
     pub fn symlink(&mut self, target: &str, path: &str) -> Result<()> {
         let a = self.path(0, target.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, path.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs.symlink(a.bytes(), b.bytes()).map_err(e)
+        self.vfs_call(|v| v.symlink(a.bytes(), b.bytes())).map_err(e)
     }
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        Ok(self.vfs.readlink(p.bytes()).map_err(e)?.as_slice().to_vec())
+        Ok(self.vfs_call(|v| v.readlink(p.bytes())).map_err(e)?.as_slice().to_vec())
     }
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.chmod(p.bytes(), mode).map_err(e)
+        self.vfs_call(|v| v.chmod(p.bytes(), mode)).map_err(e)
     }
     #[allow(clippy::too_many_arguments)]
     fn setattr_path(
@@ -1355,8 +1391,7 @@ impl Files {
     ) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
         let (uid, gid, at, mt) = if is_times { (0, 0, a, b) } else { (a, b, 0, 0) };
-        self.vfs
-            .setattr(p.bytes(), follow, 0, uid, gid, at, mt, which)
+        self.vfs_call(|v| v.setattr(p.bytes(), follow, 0, uid, gid, at, mt, which))
             .map_err(e)
     }
     /// chown (`follow`) or lchown: `None` leaves an id alone.
@@ -1381,7 +1416,7 @@ impl Files {
     }
     pub fn statfs(&mut self, path: &str) -> Result<StatFs> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        let s = self.vfs.statfs(p.bytes()).map_err(e)?;
+        let s = self.vfs_call(|v| v.statfs(p.bytes())).map_err(e)?;
         Ok(StatFs {
             bsize: s.bsize,
             blocks: s.blocks,
@@ -1394,10 +1429,10 @@ impl Files {
     }
     pub fn truncate(&mut self, path: &str, size: u64) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.truncate(p.bytes(), size).map_err(e)
+        self.vfs_call(|v| v.truncate(p.bytes(), size)).map_err(e)
     }
     pub fn sync(&mut self) -> Result<()> {
-        self.vfs.sync().map_err(e)
+        self.vfs_call(|v| v.sync()).map_err(e)
     }
     /// Option 3 (issue 17): `stat` at the PFS owning the path's longest mounted prefix, one
     /// call instead of the VFS's walk (a call per name) and `getattr`. None = ask the VFS: a
@@ -1465,7 +1500,7 @@ impl Files {
         let mut cookie = 0;
         loop {
             let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-            let r = match self.vfs.readdir_many(p.bytes(), cookie) {
+            let r = match self.vfs_call(|v| v.readdir_many(p.bytes(), cookie)) {
                 Ok(r) => r,
                 Err(RpcError::App(FsError::Invalid)) if cookie == 0 => {
                     return self.readdir_one_by_one(path)
@@ -1497,7 +1532,7 @@ impl Files {
         let mut cookie = 0;
         loop {
             let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-            let r = self.vfs.readdir(p.bytes(), cookie).map_err(e)?;
+            let r = self.vfs_call(|v| v.readdir(p.bytes(), cookie)).map_err(e)?;
             if r.next == 0 {
                 return Ok(out);
             }
@@ -1511,7 +1546,7 @@ impl Files {
     }
     /// Fault injection (admin badge): kill the PFS behind mount `i`.
     pub fn crash_mount(&mut self, i: u32) -> Result<()> {
-        self.vfs.crash(i).map_err(e)
+        self.vfs_call(|v| v.crash(i)).map_err(e)
     }
 }
 

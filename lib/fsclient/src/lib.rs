@@ -676,6 +676,9 @@ impl Files {
         for &a in &f.attached {
             let _ = sawmill_rm::detach(a);
         }
+        // The slot may hold another file next (kept, or freed).
+        #[cfg(target_os = "none")]
+        sawmill_rm::clear_reopen(f.cap);
         // Drop our mappings of the file's pages so the window starts empty for the next file.
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
             let _ = sys::unmap(
@@ -767,6 +770,7 @@ impl Files {
     #[cfg(target_os = "none")]
     pub fn mmap(&mut self, fd: usize) -> Result<(u64, u64)> {
         let size = self.fstat(fd)?.size;
+        let cap = self.mapped_by_rm(fd)?;
         let f = self.fd(fd)?;
         if f.flags & O_READ == 0 {
             return Err(FsError::BadFile);
@@ -775,7 +779,7 @@ impl Files {
             return Err(FsError::Invalid);
         }
         let len = size.div_ceil(PAGE) * PAGE;
-        let a = sawmill_rm::attach(f.cap, 0, len, None, sawmill_rm::READ).map_err(|x| match x {
+        let a = sawmill_rm::attach(cap, 0, len, None, sawmill_rm::READ).map_err(|x| match x {
             sawmill_rm::RmError::NotReady => FsError::Invalid,
             _ => FsError::NoSpace,
         })?;
@@ -822,7 +826,8 @@ impl Files {
     /// rule for writes lost before they were durable). `Stale` if the file is no longer there
     /// (freed, or its number reused); `Gone` if the file system did not come back, or for a
     /// descriptor we cannot reopen (adopted from another task, or a server that does not
-    /// restart). Attachments made with [`Self::mmap`] are not re-established.
+    /// restart). Attachments of the file (its slot) see the new file at once: it is reopened into
+    /// the same slot.
     fn recover(&mut self, fd: usize) -> Result<()> {
         let f = self.fd(fd)?;
         if f.home == NO_MOUNT || f.ino == 0 {
@@ -842,17 +847,16 @@ impl Files {
             return Err(FsError::Gone);
         }
         let access = OpenFlags::from_bits_truncate(flags) & (OpenFlags::READ | OpenFlags::WRITE);
-        let rx = self.slot();
-        let o = match pfs::Client::new(session).open_inode(ino, generation, access, rx) {
-            Ok(o) => o,
-            Err(x) => {
-                self.free_slots.push(rx);
-                return Err(e(x));
-            }
-        };
+        // Into the same slot (emptied when the dead incarnation's endpoint was revoked): the
+        // region manager's attachments of the file name it, and see the new file at once.
+        let slot = self.fd(fd)?.cap;
+        let _ = sys::cap_delete(slot);
+        let o = pfs::Client::new(session)
+            .open_inode(ino, generation, access, slot)
+            .map_err(e)?;
         let windows = self.windows;
         let f = self.fd(fd)?;
-        let old = core::mem::replace(&mut f.cap, o.file);
+        f.cap = o.file;
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
             let _ = sys::unmap(
                 windows + fd as u64 * WINDOW_SIZE,
@@ -885,8 +889,6 @@ impl Files {
             f.lost = true;
             f.unsynced = false;
         }
-        let _ = sys::cap_delete(old);
-        self.free_slots.push(old);
         Ok(())
     }
 
@@ -894,7 +896,30 @@ impl Files {
     /// (interfaces/dataspace.idl). It stays the library's; valid until `close`. To pass the open
     /// file on to another task, use [`Self::share`].
     pub fn file_cap(&mut self, fd: usize) -> Result<u64> {
-        Ok(self.fd(fd)?.cap)
+        self.mapped_by_rm(fd)
+    }
+
+    /// Descriptor `fd`'s capability, which the caller may attach with the region manager:
+    /// registered with it (`sawmill_rm::set_reopen`) so that, if the file's PFS restarts, the
+    /// region manager opens the file again by inode and generation into the same slot at the
+    /// next fault (issue 16). A descriptor we could not reopen ourselves is not registered.
+    fn mapped_by_rm(&mut self, fd: usize) -> Result<u64> {
+        #[cfg(target_os = "none")]
+        let vfs = self.vfs.ep;
+        let f = self.fd(fd)?;
+        #[cfg(target_os = "none")]
+        if f.home != NO_MOUNT && f.ino != 0 {
+            sawmill_rm::set_reopen(
+                f.cap,
+                sawmill_rm::Reopen {
+                    vfs,
+                    mount: f.home,
+                    ino: f.ino,
+                    generation: f.generation,
+                },
+            );
+        }
+        Ok(f.cap)
     }
 
     /// The open file's capability, for copying to another task that is to share the open file
@@ -902,9 +927,8 @@ impl Files {
     /// stays open at the PFS until the last copy goes — instead of closing it there and keeping
     /// the capability for a later open (which would close the other task's file too).
     pub fn share(&mut self, fd: usize) -> Result<u64> {
-        let f = self.fd(fd)?;
-        f.sole = false;
-        Ok(f.cap)
+        self.fd(fd)?.sole = false;
+        self.mapped_by_rm(fd)
     }
 
     /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how

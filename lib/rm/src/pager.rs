@@ -193,6 +193,11 @@ pub fn set_reopen(ds: u64, r: Reopen) {
     }
 }
 
+/// [`set_reopen`]'s entry for slot `ds`, if any (a `fork` hands it to the child).
+pub fn reopen_of(ds: u64) -> Option<Reopen> {
+    REOPEN.lock().iter().find(|e| e.0 == ds).map(|e| e.1)
+}
+
 /// Forgets [`set_reopen`]'s entry for slot `ds` (the file was closed: the slot may be reused).
 pub fn clear_reopen(ds: u64) {
     REOPEN.lock().retain(|e| e.0 != ds);
@@ -260,6 +265,17 @@ fn reopen(ds: u64) -> bool {
             false
         }
     }
+}
+
+/// Opens again every registered file ([`set_reopen`]) whose server died, now rather than at
+/// its next fault (a `fork` must hand the child a live capability). Returns how many.
+pub fn revive_files() -> u64 {
+    let slots: alloc::vec::Vec<u64> = REOPEN.lock().iter().map(|e| e.0).collect();
+    let before = REOPENED.load(Ordering::Acquire);
+    for ds in slots {
+        reopen(ds);
+    }
+    REOPENED.load(Ordering::Acquire) - before
 }
 
 /// [`ds_map`], and once more after opening the file again if its server died ([`set_reopen`]).

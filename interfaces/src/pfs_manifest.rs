@@ -26,7 +26,7 @@ struct Manifest {
 
 impl rpc::Serve for Manifest {
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        match m.tag.label() as u16 {
+        match m.tag.label() {
             // Owed until we die: the watcher's reply is the kernel's.
             pfs::op::WATCH => next.skip(self),
             pfs::op::RECONNECT => {

@@ -1384,7 +1384,8 @@ impl Files {
     pub fn rename_flags(&mut self, from: &str, to: &str, flags: RenameFlags) -> Result<()> {
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs_call(|v| v.rename(a.bytes(), b.bytes(), flags)).map_err(e)
+        self.vfs_call(|v| v.rename(a.bytes(), b.bytes(), flags))
+            .map_err(e)
     }
     /// A hard link `to` to `from` (a final symlink in `from` is not followed).
     pub fn link(&mut self, from: &str, to: &str) -> Result<()> {
@@ -1395,11 +1396,16 @@ impl Files {
     pub fn symlink(&mut self, target: &str, path: &str) -> Result<()> {
         let a = self.path(0, target.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, path.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs_call(|v| v.symlink(a.bytes(), b.bytes())).map_err(e)
+        self.vfs_call(|v| v.symlink(a.bytes(), b.bytes()))
+            .map_err(e)
     }
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        Ok(self.vfs_call(|v| v.readlink(p.bytes())).map_err(e)?.as_slice().to_vec())
+        Ok(self
+            .vfs_call(|v| v.readlink(p.bytes()))
+            .map_err(e)?
+            .as_slice()
+            .to_vec())
     }
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;

@@ -272,7 +272,13 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
     }
 }
 
-fn fork_once(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid: u64) -> SysResult {
+fn fork_once(
+    kind: CloneKind,
+    flags: u64,
+    stack: u64,
+    parent_tid: u64,
+    child_tid: u64,
+) -> SysResult {
     let frame = &sawmill_rt::utcb().foreign;
     let mut words = Vec::with_capacity(18);
     for w in [

@@ -25,7 +25,12 @@ fn main() {
     sleep_ms(timer, first_ms);
     for k in 1..=count {
         let done = kill_server(target);
-        println!("killer: kill {} of {}: {}", k, target, if done { "done" } else { "refused" });
+        println!(
+            "killer: kill {} of {}: {}",
+            k,
+            target,
+            if done { "done" } else { "refused" }
+        );
         if k < count {
             sleep_ms(timer, every_ms);
         }

@@ -65,7 +65,10 @@ fn main() {
     let mut expect = content(0);
     ok(f.write(held, &expect), "write");
     ok(f.fsync(held), "fsync");
-    let reader = ok(g.open("/vr/held.bin", O_READ | O_NOMAP, 0), "open via the VFS");
+    let reader = ok(
+        g.open("/vr/held.bin", O_READ | O_NOMAP, 0),
+        "open via the VFS",
+    );
 
     let mut made: Vec<Vec<u8>> = alloc::vec![b"held.bin".to_vec()];
     for round in 1..=rounds {
@@ -84,9 +87,13 @@ fn main() {
         ok(g.close(fd), "close");
         check!(kill_server(vfs), "root would not kill {}", vfs);
         ok(f.rename(&a, &b), "rename after a restart");
-        made.push(b[4..].as_bytes().to_vec());
+        made.push(b.as_bytes()[4..].to_vec());
         made.sort();
-        check!(names(&mut g, "/vr") == made, "round {}: /vr lists other names", round);
+        check!(
+            names(&mut g, "/vr") == made,
+            "round {}: /vr lists other names",
+            round
+        );
         check!(
             ok(read_file(&mut f, &b), "read the renamed file") == c,
             "round {}: the renamed file reads back other bytes",
@@ -95,13 +102,20 @@ fn main() {
         // The descriptors held across the kills: reads, and a write at the PFS.
         let mut buf = alloc::vec![0u8; expect.len() + 16];
         let n = ok(g.pread(reader, &mut buf, 0), "read via the VFS descriptor");
-        check!(buf[..n] == expect[..], "round {}: the held file reads back other bytes", round);
+        check!(
+            buf[..n] == expect[..],
+            "round {}: the held file reads back other bytes",
+            round
+        );
         let more = content(100 + round);
         ok(f.lseek(held, 0, 2), "lseek end");
         ok(f.write(held, &more), "write the held file");
         ok(f.fsync(held), "fsync the held file");
         expect.extend_from_slice(&more);
-        println!("vfs-restart: round {} path calls and open files carried on", round);
+        println!(
+            "vfs-restart: round {} path calls and open files carried on",
+            round
+        );
     }
 
     // Kills at moments another thread picks, while path calls are in flight.
@@ -121,8 +135,15 @@ fn main() {
     let mut calls = 0u32;
     while BACKGROUND_DONE.load(Ordering::SeqCst) < BACKGROUND_KILLS {
         let st = ok(g.stat("/vr/held.bin"), "stat while killed");
-        check!(st.size == expect.len() as u64, "stat while killed: size {}", st.size);
-        check!(names(&mut g, "/vr") == made, "readdir while killed lists other names");
+        check!(
+            st.size == expect.len() as u64,
+            "stat while killed: size {}",
+            st.size
+        );
+        check!(
+            names(&mut g, "/vr") == made,
+            "readdir while killed lists other names"
+        );
         let fd = ok(g.open("/vr/held.bin", O_READ, 0), "open while killed");
         ok(g.close(fd), "close");
         ok(f.statfs("/vr"), "statfs while killed");

@@ -7,7 +7,7 @@
 //! cache pages are mapped executable so programs can run straight from files, and a name for
 //! messages). The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
 //! there once and gets a capability to an endpoint the PFS created itself, which it serves from
-//! then on. Every capability it hands out is minted from that endpoint, so all of them fail at
+//! then on (a restarted VFS calls `reconnect` instead: `sawmill_interfaces::pfs_manifest`). Every capability it hands out is minted from that endpoint, so all of them fail at
 //! once when the PFS dies (nobody hangs).
 //!
 //! Badges on the served endpoint: [`VFS_BADGE`] (the VFS, trusted: it did the access checks),

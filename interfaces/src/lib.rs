@@ -65,3 +65,5 @@ const _: () = assert!(
         && MapFlags::WRITE.bits() == sawmill_abi::map::WRITE
         && MapFlags::EXEC.bits() == sawmill_abi::map::EXEC
 );
+
+pub mod pfs_manifest;

@@ -89,6 +89,16 @@ const SMALL_READ: usize = 480;
 
 pub type Result<T> = core::result::Result<T, FsError>;
 
+/// How long a call that found the VFS gone waits for its new incarnation (issue 16): root
+/// restarts it (after its backoff) and puts the new endpoint in the slot we call.
+const VFS_RESTART_WAIT_MS: u64 = 5000;
+
+/// Whether a VFS call failed because the VFS died (issue 16): a caller blocked or queued on it
+/// is woken with PeerGone/GONE, and its slot is empty (BadCap) until root refills it.
+fn vfs_gone(x: &RpcError<FsError>) -> bool {
+    x.peer_died() || matches!(x, RpcError::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
+}
+
 fn e(x: RpcError<FsError>) -> FsError {
     match x {
         RpcError::App(e) => e,
@@ -334,6 +344,33 @@ impl Files {
         }
     }
 
+    /// A call to the VFS, made again while the VFS is gone (issue 16): a restarted VFS serves the
+    /// same name space (its mount table is rebuilt from its configuration and the PFSs), and our
+    /// open files and sessions are the PFSs' capabilities, which outlive it. The wait is
+    /// bounded ([`VFS_RESTART_WAIT_MS`]); a VFS that does not restart gives the error at once
+    /// after it. A call the dead VFS carried out but did not answer is made again: a `rename`,
+    /// `unlink`, `mkdir` or exclusive create killed in that moment reports the state it left
+    /// (NotFound, Exists).
+    fn vfs_call<T>(
+        &self,
+        mut call: impl FnMut(&vfs::Client) -> core::result::Result<T, RpcError<FsError>>,
+    ) -> core::result::Result<T, RpcError<FsError>> {
+        let mut deadline = None;
+        loop {
+            match call(&self.vfs) {
+                Err(x) if vfs_gone(&x) => {
+                    let now = sys::rdtsc();
+                    let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+                    if now >= *deadline.get_or_insert(now + VFS_RESTART_WAIT_MS * khz) {
+                        return Err(x);
+                    }
+                    sys::yield_now();
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// `p` as a path argument of a field holding `max` bytes: in place if it fits, else
     /// staged at the VFS in staging slot `slot`.
     fn path<'a>(&self, slot: u32, p: &'a [u8], max: usize) -> Result<PathArg<'a>> {
@@ -344,8 +381,7 @@ impl Files {
             return Err(FsError::NameTooLong);
         }
         for (i, chunk) in p.chunks(PATH_FIELD).enumerate() {
-            self.vfs
-                .stage(slot, (i * PATH_FIELD) as u32, chunk)
+            self.vfs_call(|v| v.stage(slot, (i * PATH_FIELD) as u32, chunk))
                 .map_err(e)?;
         }
         Ok(PathArg::Staged([0, slot as u8]))
@@ -364,7 +400,7 @@ impl Files {
 
     /// Refreshes the cached mount table when the VFS's version differs.
     fn refresh_mounts(&mut self) -> Result<()> {
-        let m = self.vfs.mounts().map_err(e)?;
+        let m = self.vfs_call(|v| v.mounts()).map_err(e)?;
         if m.version == self.mounts_version && !self.mounts.is_empty() {
             return Ok(());
         }
@@ -380,7 +416,7 @@ impl Files {
         }
         for i in 0..m.count {
             let rx = self.slot();
-            match self.vfs.mount(i, rx) {
+            match self.vfs_call(|v| v.mount(i, rx)) {
                 Ok(o) => self.mounts.push(MountEnt {
                     prefix: o.prefix.as_slice().to_vec(),
                     session: o.s,
@@ -545,7 +581,7 @@ impl Files {
                 None => {
                     let arg = self.path(0, p, PATH_FIELD)?;
                     let rx = self.slot();
-                    match self.vfs.open(arg.bytes(), sent, mode, rx) {
+                    match self.vfs_call(|v| v.open(arg.bytes(), sent, mode, rx)) {
                         Ok(o) => Opened {
                             cap: o.file,
                             size: o.size,
@@ -640,6 +676,9 @@ impl Files {
         for &a in &f.attached {
             let _ = sawmill_rm::detach(a);
         }
+        // The slot may hold another file next (kept, or freed).
+        #[cfg(target_os = "none")]
+        sawmill_rm::clear_reopen(f.cap);
         // Drop our mappings of the file's pages so the window starts empty for the next file.
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
             let _ = sys::unmap(
@@ -692,7 +731,7 @@ impl Files {
             return None;
         }
         let (m, k) = self.vfs_kept.pop()?;
-        match self.vfs.reopen(path, flags, mode, m, k) {
+        match self.vfs_call(|v| v.reopen(path, flags, mode, m, k)) {
             Ok(o) => Some(Ok(Opened {
                 cap: k,
                 size: o.size,
@@ -731,6 +770,7 @@ impl Files {
     #[cfg(target_os = "none")]
     pub fn mmap(&mut self, fd: usize) -> Result<(u64, u64)> {
         let size = self.fstat(fd)?.size;
+        let cap = self.mapped_by_rm(fd)?;
         let f = self.fd(fd)?;
         if f.flags & O_READ == 0 {
             return Err(FsError::BadFile);
@@ -739,7 +779,7 @@ impl Files {
             return Err(FsError::Invalid);
         }
         let len = size.div_ceil(PAGE) * PAGE;
-        let a = sawmill_rm::attach(f.cap, 0, len, None, sawmill_rm::READ).map_err(|x| match x {
+        let a = sawmill_rm::attach(cap, 0, len, None, sawmill_rm::READ).map_err(|x| match x {
             sawmill_rm::RmError::NotReady => FsError::Invalid,
             _ => FsError::NoSpace,
         })?;
@@ -786,7 +826,8 @@ impl Files {
     /// rule for writes lost before they were durable). `Stale` if the file is no longer there
     /// (freed, or its number reused); `Gone` if the file system did not come back, or for a
     /// descriptor we cannot reopen (adopted from another task, or a server that does not
-    /// restart). Attachments made with [`Self::mmap`] are not re-established.
+    /// restart). Attachments of the file (its slot) see the new file at once: it is reopened into
+    /// the same slot.
     fn recover(&mut self, fd: usize) -> Result<()> {
         let f = self.fd(fd)?;
         if f.home == NO_MOUNT || f.ino == 0 {
@@ -806,17 +847,16 @@ impl Files {
             return Err(FsError::Gone);
         }
         let access = OpenFlags::from_bits_truncate(flags) & (OpenFlags::READ | OpenFlags::WRITE);
-        let rx = self.slot();
-        let o = match pfs::Client::new(session).open_inode(ino, generation, access, rx) {
-            Ok(o) => o,
-            Err(x) => {
-                self.free_slots.push(rx);
-                return Err(e(x));
-            }
-        };
+        // Into the same slot (emptied when the dead incarnation's endpoint was revoked): the
+        // region manager's attachments of the file name it, and see the new file at once.
+        let slot = self.fd(fd)?.cap;
+        let _ = sys::cap_delete(slot);
+        let o = pfs::Client::new(session)
+            .open_inode(ino, generation, access, slot)
+            .map_err(e)?;
         let windows = self.windows;
         let f = self.fd(fd)?;
-        let old = core::mem::replace(&mut f.cap, o.file);
+        f.cap = o.file;
         if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
             let _ = sys::unmap(
                 windows + fd as u64 * WINDOW_SIZE,
@@ -849,8 +889,6 @@ impl Files {
             f.lost = true;
             f.unsynced = false;
         }
-        let _ = sys::cap_delete(old);
-        self.free_slots.push(old);
         Ok(())
     }
 
@@ -858,7 +896,30 @@ impl Files {
     /// (interfaces/dataspace.idl). It stays the library's; valid until `close`. To pass the open
     /// file on to another task, use [`Self::share`].
     pub fn file_cap(&mut self, fd: usize) -> Result<u64> {
-        Ok(self.fd(fd)?.cap)
+        self.mapped_by_rm(fd)
+    }
+
+    /// Descriptor `fd`'s capability, which the caller may attach with the region manager:
+    /// registered with it (`sawmill_rm::set_reopen`) so that, if the file's PFS restarts, the
+    /// region manager opens the file again by inode and generation into the same slot at the
+    /// next fault (issue 16). A descriptor we could not reopen ourselves is not registered.
+    fn mapped_by_rm(&mut self, fd: usize) -> Result<u64> {
+        #[cfg(target_os = "none")]
+        let vfs = self.vfs.ep;
+        let f = self.fd(fd)?;
+        #[cfg(target_os = "none")]
+        if f.home != NO_MOUNT && f.ino != 0 {
+            sawmill_rm::set_reopen(
+                f.cap,
+                sawmill_rm::Reopen {
+                    vfs,
+                    mount: f.home,
+                    ino: f.ino,
+                    generation: f.generation,
+                },
+            );
+        }
+        Ok(f.cap)
     }
 
     /// The open file's capability, for copying to another task that is to share the open file
@@ -866,9 +927,8 @@ impl Files {
     /// stays open at the PFS until the last copy goes — instead of closing it there and keeping
     /// the capability for a later open (which would close the other task's file too).
     pub fn share(&mut self, fd: usize) -> Result<u64> {
-        let f = self.fd(fd)?;
-        f.sole = false;
-        Ok(f.cap)
+        self.fd(fd)?.sole = false;
+        self.mapped_by_rm(fd)
     }
 
     /// Asks the PFS to map pages [page, page+count) of the file into its window; returns how
@@ -1287,7 +1347,7 @@ impl Files {
             }
         }
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        let s = self.vfs.stat(p.bytes(), follow).map_err(e)?;
+        let s = self.vfs_call(|v| v.stat(p.bytes(), follow)).map_err(e)?;
         Ok(Stat {
             ino: s.ino,
             mode: s.mode,
@@ -1306,15 +1366,15 @@ impl Files {
     }
     pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.mkdir(p.bytes(), mode).map_err(e)
+        self.vfs_call(|v| v.mkdir(p.bytes(), mode)).map_err(e)
     }
     pub fn rmdir(&mut self, path: &str) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.rmdir(p.bytes()).map_err(e)
+        self.vfs_call(|v| v.rmdir(p.bytes())).map_err(e)
     }
     pub fn unlink(&mut self, path: &str) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.unlink(p.bytes()).map_err(e)
+        self.vfs_call(|v| v.unlink(p.bytes())).map_err(e)
     }
     pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
         self.rename_flags(from, to, RenameFlags::from_bits_retain(0))
@@ -1324,26 +1384,32 @@ impl Files {
     pub fn rename_flags(&mut self, from: &str, to: &str, flags: RenameFlags) -> Result<()> {
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs.rename(a.bytes(), b.bytes(), flags).map_err(e)
+        self.vfs_call(|v| v.rename(a.bytes(), b.bytes(), flags))
+            .map_err(e)
     }
     /// A hard link `to` to `from` (a final symlink in `from` is not followed).
     pub fn link(&mut self, from: &str, to: &str) -> Result<()> {
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs.link(a.bytes(), b.bytes()).map_err(e)
+        self.vfs_call(|v| v.link(a.bytes(), b.bytes())).map_err(e)
     }
     pub fn symlink(&mut self, target: &str, path: &str) -> Result<()> {
         let a = self.path(0, target.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, path.as_bytes(), PATH_FIELD_SHORT)?;
-        self.vfs.symlink(a.bytes(), b.bytes()).map_err(e)
+        self.vfs_call(|v| v.symlink(a.bytes(), b.bytes()))
+            .map_err(e)
     }
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        Ok(self.vfs.readlink(p.bytes()).map_err(e)?.as_slice().to_vec())
+        Ok(self
+            .vfs_call(|v| v.readlink(p.bytes()))
+            .map_err(e)?
+            .as_slice()
+            .to_vec())
     }
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.chmod(p.bytes(), mode).map_err(e)
+        self.vfs_call(|v| v.chmod(p.bytes(), mode)).map_err(e)
     }
     #[allow(clippy::too_many_arguments)]
     fn setattr_path(
@@ -1355,8 +1421,7 @@ impl Files {
     ) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
         let (uid, gid, at, mt) = if is_times { (0, 0, a, b) } else { (a, b, 0, 0) };
-        self.vfs
-            .setattr(p.bytes(), follow, 0, uid, gid, at, mt, which)
+        self.vfs_call(|v| v.setattr(p.bytes(), follow, 0, uid, gid, at, mt, which))
             .map_err(e)
     }
     /// chown (`follow`) or lchown: `None` leaves an id alone.
@@ -1381,7 +1446,7 @@ impl Files {
     }
     pub fn statfs(&mut self, path: &str) -> Result<StatFs> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        let s = self.vfs.statfs(p.bytes()).map_err(e)?;
+        let s = self.vfs_call(|v| v.statfs(p.bytes())).map_err(e)?;
         Ok(StatFs {
             bsize: s.bsize,
             blocks: s.blocks,
@@ -1394,10 +1459,10 @@ impl Files {
     }
     pub fn truncate(&mut self, path: &str, size: u64) -> Result<()> {
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-        self.vfs.truncate(p.bytes(), size).map_err(e)
+        self.vfs_call(|v| v.truncate(p.bytes(), size)).map_err(e)
     }
     pub fn sync(&mut self) -> Result<()> {
-        self.vfs.sync().map_err(e)
+        self.vfs_call(|v| v.sync()).map_err(e)
     }
     /// Option 3 (issue 17): `stat` at the PFS owning the path's longest mounted prefix, one
     /// call instead of the VFS's walk (a call per name) and `getattr`. None = ask the VFS: a
@@ -1465,7 +1530,7 @@ impl Files {
         let mut cookie = 0;
         loop {
             let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-            let r = match self.vfs.readdir_many(p.bytes(), cookie) {
+            let r = match self.vfs_call(|v| v.readdir_many(p.bytes(), cookie)) {
                 Ok(r) => r,
                 Err(RpcError::App(FsError::Invalid)) if cookie == 0 => {
                     return self.readdir_one_by_one(path)
@@ -1497,7 +1562,7 @@ impl Files {
         let mut cookie = 0;
         loop {
             let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
-            let r = self.vfs.readdir(p.bytes(), cookie).map_err(e)?;
+            let r = self.vfs_call(|v| v.readdir(p.bytes(), cookie)).map_err(e)?;
             if r.next == 0 {
                 return Ok(out);
             }
@@ -1511,7 +1576,7 @@ impl Files {
     }
     /// Fault injection (admin badge): kill the PFS behind mount `i`.
     pub fn crash_mount(&mut self, i: u32) -> Result<()> {
-        self.vfs.crash(i).map_err(e)
+        self.vfs_call(|v| v.crash(i)).map_err(e)
     }
 }
 

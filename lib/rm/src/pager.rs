@@ -163,6 +163,135 @@ pub fn lent_faults() -> u64 {
 }
 static CACHED: AtomicU64 = AtomicU64::new(0);
 
+/// Issue 16: how a file dataspace is opened again after its file system restarted: through
+/// the VFS `vfs` (a session at its mount `mount`, for our own credentials), the inode `ino` of
+/// generation `generation` (`pfs.open_inode`, read-only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reopen {
+    pub vfs: u64,
+    pub mount: u32,
+    pub ino: u32,
+    pub generation: u32,
+}
+
+/// Dataspace slots that are open files, with how to open each again (see [`set_reopen`]).
+static REOPEN: Lock<alloc::vec::Vec<(u64, Reopen)>> = Lock::new(alloc::vec::Vec::new());
+/// File dataspaces opened again after their server died.
+static REOPENED: AtomicU64 = AtomicU64::new(0);
+
+/// Dataspace slot `ds` is an open file (the file-system client's capability): if its server
+/// dies, the next fault in a region of it opens the file again by `r` *into the same slot* and
+/// maps the page from the new incarnation (the page contents are the file's), so a mapped
+/// file — a program's text — survives a file-system restart. A file no longer there (`Stale`)
+/// leaves the fault unresolved (the task's hook: a Linux process gets SIGBUS). Replaces an
+/// earlier entry for the slot.
+pub fn set_reopen(ds: u64, r: Reopen) {
+    let mut g = REOPEN.lock();
+    match g.iter_mut().find(|e| e.0 == ds) {
+        Some(e) => e.1 = r,
+        None => g.push((ds, r)),
+    }
+}
+
+/// [`set_reopen`]'s entry for slot `ds`, if any (a `fork` hands it to the child).
+pub fn reopen_of(ds: u64) -> Option<Reopen> {
+    REOPEN.lock().iter().find(|e| e.0 == ds).map(|e| e.1)
+}
+
+/// Forgets [`set_reopen`]'s entry for slot `ds` (the file was closed: the slot may be reused).
+pub fn clear_reopen(ds: u64) {
+    REOPEN.lock().retain(|e| e.0 != ds);
+}
+
+/// File dataspaces opened again so far (see [`set_reopen`]).
+pub fn reopened() -> u64 {
+    REOPENED.load(Ordering::Acquire)
+}
+
+/// Whether a dataspace call failed because its server died (PeerGone/GONE) or its capability
+/// was revoked with it (BadCap).
+fn ds_gone(e: &Unresolved) -> bool {
+    match e {
+        Unresolved::Ds(x) => {
+            x.peer_died() || matches!(x, rpc::Error::Ipc(c) if *c == Error::BadCap as u64)
+        }
+        _ => false,
+    }
+}
+
+/// Opens the file of slot `ds` again into the same slot (see [`set_reopen`]): true if done.
+/// Another thread (the file-system client's own recovery) may have done it meanwhile: then the
+/// slot answers and nothing is to be done.
+fn reopen(ds: u64) -> bool {
+    let Some(r) = REOPEN.lock().iter().find(|e| e.0 == ds).map(|e| e.1) else {
+        return false;
+    };
+    if dataspace::Client::new(ds).info().is_ok() {
+        return true;
+    }
+    // Only the pager thread reopens: one slot for the session, kept empty between reopens.
+    static SESSION: AtomicU64 = AtomicU64::new(0);
+    let session = match SESSION.load(Ordering::Relaxed) {
+        0 => {
+            let s = thread::alloc_slot();
+            SESSION.store(s, Ordering::Relaxed);
+            s
+        }
+        s => s,
+    };
+    // The VFS waits for the restarted file system before it answers.
+    let Ok(m) = sawmill_interfaces::vfs::Client::new(r.vfs).mount(r.mount, session) else {
+        return false;
+    };
+    let _ = sys::cap_delete(ds);
+    let opened = sawmill_interfaces::pfs::Client::new(m.s).open_inode(
+        r.ino,
+        r.generation,
+        sawmill_interfaces::OpenFlags::READ,
+        ds,
+    );
+    let _ = sys::cap_delete(m.s);
+    match opened {
+        Ok(_) => {
+            REOPENED.fetch_add(1, Ordering::AcqRel);
+            true
+        }
+        Err(e) => {
+            println!(
+                "rm: {}: a mapped file cannot be opened again after its file system restarted: {:?}",
+                env::name(),
+                e
+            );
+            false
+        }
+    }
+}
+
+/// Opens again every registered file ([`set_reopen`]) whose server died, now rather than at
+/// its next fault (a `fork` must hand the child a live capability). Returns how many.
+pub fn revive_files() -> u64 {
+    let slots: alloc::vec::Vec<u64> = REOPEN.lock().iter().map(|e| e.0).collect();
+    let before = REOPENED.load(Ordering::Acquire);
+    for ds in slots {
+        reopen(ds);
+    }
+    REOPENED.load(Ordering::Acquire) - before
+}
+
+/// [`ds_map`], and once more after opening the file again if its server died ([`set_reopen`]).
+fn ds_map_again(
+    ds: u64,
+    offset: u64,
+    page: u64,
+    rfl: u32,
+    need_write: bool,
+) -> Result<bool, Unresolved> {
+    match ds_map(ds, offset, page, rfl, need_write) {
+        Err(e) if ds_gone(&e) && reopen(ds) => ds_map(ds, offset, page, rfl, need_write),
+        r => r,
+    }
+}
+
 /// The memory server, if the manifest lets us use it (`uses = [{ endpoint = "mem", ... }]`).
 pub fn mem() -> Option<mem::Client> {
     /// mem's slot, looked up once (the environment stays as it is while the program runs, and
@@ -628,7 +757,7 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             page,
             flags: fl,
         } => {
-            let w = ds_map(ds, offset, page, fl, write)?;
+            let w = ds_map_again(ds, offset, page, fl, write)?;
             REGIONS.lock().mapped(id, page, 1, w);
             Ok(())
         }
@@ -656,8 +785,9 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
                 }
                 s
             };
-            if !mapped {
-                ds_map(ds, offset, page, READ, false)?;
+            // A source page mapped before may have gone with a dead file system's memory.
+            if !mapped || sys::translate(page).is_err() {
+                ds_map_again(ds, offset, page, READ, false)?;
             }
             let scratch = SCRATCH.load(Ordering::Relaxed);
             ds_map(shadow, shadow_offset, scratch, READ | WRITE, true)?;

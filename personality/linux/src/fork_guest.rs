@@ -260,6 +260,25 @@ fn decimal(digits: &[u8]) -> Option<usize> {
 
 /// `fork`, `vfork` and `clone`: the child's pid, or an error with nothing changed.
 pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid: u64) -> SysResult {
+    match fork_once(kind, flags, stack, parent_tid, child_tid) {
+        // Issue 16: a mapped file whose file system restarted has an empty slot until the next
+        // fault in it reopens it, and an empty slot cannot be handed to the child. Reopened
+        // (only on this failure: nothing on the fast path), the fork is made again.
+        Err(e) if rm::revive_files() > 0 => {
+            let _ = e;
+            fork_once(kind, flags, stack, parent_tid, child_tid)
+        }
+        r => r,
+    }
+}
+
+fn fork_once(
+    kind: CloneKind,
+    flags: u64,
+    stack: u64,
+    parent_tid: u64,
+    child_tid: u64,
+) -> SysResult {
     let frame = &sawmill_rt::utcb().foreign;
     let mut words = Vec::with_capacity(18);
     for w in [
@@ -313,6 +332,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
                     shadow,
                     shadow_offset: r.shadow_offset,
                     private: r.private.clone(),
+                    reopen: reopen_of(r.ds),
                 });
                 continue;
             }
@@ -344,6 +364,7 @@ pub fn fork(kind: CloneKind, flags: u64, stack: u64, parent_tid: u64, child_tid:
                 shadow,
                 shadow_offset: r.shadow_offset,
                 private: r.private.clone(),
+                reopen: if private { [0; 3] } else { reopen_of(r.ds) },
             });
         }
         Ok(())
@@ -538,4 +559,10 @@ pub fn getsid(pid: u64) -> SysResult {
         .getsid(pid as u32)
         .map(|s| s as u64)
         .map_err(proc_errno)
+}
+
+/// What the region manager would reopen dataspace `ds` by (a mapped file), for the child's
+/// region (`handoff::Region::reopen`): [mount, inode, generation], inode 0 = nothing.
+fn reopen_of(ds: u64) -> [u32; 3] {
+    rm::reopen_of(ds).map_or([0; 3], |r| [r.mount, r.ino, r.generation])
 }

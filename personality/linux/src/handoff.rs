@@ -29,6 +29,10 @@ pub struct Region {
     pub shadow: CapIndex,
     pub shadow_offset: u64,
     pub private: Vec<u64>,
+    /// A mapped file's (VFS mount index, inode, generation), by which the child's region
+    /// manager opens it again if its file system restarts (issue 16; lib/rm `set_reopen`);
+    /// inode 0: none.
+    pub reopen: [u32; 3],
 }
 
 /// What a description is open on.
@@ -266,6 +270,9 @@ impl State {
                     w.u32(r.shadow);
                     w.u64(r.shadow_offset);
                     w.sparse(&r.private);
+                    for v in r.reopen {
+                        w.u32(v);
+                    }
                 }
             }
         }
@@ -360,7 +367,7 @@ impl State {
                 let stack = r.u64()?;
                 let child_tid = r.u64()?;
                 let signals = r.sparse_bytes(MAX_SIGNAL_BYTES)?;
-                let n = r.count(44)?;
+                let n = r.count(56)?;
                 let mut regions = Vec::with_capacity(n);
                 for _ in 0..n {
                     let start = r.u64()?;
@@ -376,6 +383,7 @@ impl State {
                         shadow,
                         shadow_offset,
                         private: r.sparse((size / PAGE).div_ceil(64))?,
+                        reopen: [r.u32()?, r.u32()?, r.u32()?],
                     });
                 }
                 Some(ForkState {
@@ -515,6 +523,7 @@ mod tests {
                         shadow: 2,
                         shadow_offset: 0x1000,
                         private: alloc::vec![2],
+                        reopen: [0, 12, 7],
                     },
                     Region {
                         start: 0x7000_0000,

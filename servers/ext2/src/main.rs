@@ -7,7 +7,7 @@
 //! cache pages are mapped executable so programs can run straight from files, and a name for
 //! messages). The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
 //! there once and gets a capability to an endpoint the PFS created itself, which it serves from
-//! then on. Every capability it hands out is minted from that endpoint, so all of them fail at
+//! then on (a restarted VFS calls `reconnect` instead: `sawmill_interfaces::pfs_manifest`). Every capability it hands out is minted from that endpoint, so all of them fail at
 //! once when the PFS dies (nobody hangs).
 //!
 //! Badges on the served endpoint: [`VFS_BADGE`] (the VFS, trusted: it did the access checks),
@@ -30,7 +30,7 @@ use alloc::rc::Rc;
 use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
-use sawmill_abi::{map, rights, MapItem, ObjKind};
+use sawmill_abi::{map, rights, MapItem};
 use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat, StatMore};
 use sawmill_ext2_api::{read_buffer, share};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
@@ -44,7 +44,7 @@ use sawmill_interfaces::{
     SetAttrFields,
 };
 use sawmill_path::{dirents, Attr, Cred, Error as WalkError, Walked, Walker};
-use sawmill_rt::{env, ipc, println, sys, thread};
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
@@ -655,6 +655,9 @@ impl pfs::Server for Pfs {
         Err(FsError::Invalid)
     }
     fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
+        Err(FsError::Invalid)
+    }
+    fn reconnect(&mut self, _badge: u64) -> Result<u64, FsError> {
         Err(FsError::Invalid)
     }
     fn root(&mut self, badge: u64) -> Result<u32, FsError> {
@@ -1520,6 +1523,7 @@ impl pfs::Server for Connect {
         readdir_many(dir: u32, cookie: u64) -> ReaddirManyOut;
         stat_path(path: &[u8], follow: bool) -> StatPathOut;
         open_inode(ino: u32, generation: u32, flags: OpenFlags) -> OpenInodeOut;
+        reconnect() -> u64;
     }
 }
 
@@ -1578,13 +1582,10 @@ fn main() {
     };
     // The manifest endpoint is left to the watch thread: it takes the VFS's watch call and never
     // answers, so the VFS learns of our death from the kernel.
+    // It also hands a restarted VFS a capability to `ep` (`reconnect`): our open files and
+    // sessions outlive the VFS.
     thread::spawn(254, 8192, move || {
-        let w = ipc::recv(manifest_ep, 0);
-        let _ = w;
-        let n = thread::create(ObjKind::Notification, 0).expect("notification");
-        loop {
-            let _ = sys::notify_wait(n, 0);
-        }
+        sawmill_interfaces::pfs_manifest::serve_manifest(manifest_ep, ep)
     })
     .expect("watch thread");
     let mut fs = match fs {

@@ -22,7 +22,7 @@ extern crate alloc;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
-use sawmill_abi::{rights, MsgTag, ObjKind};
+use sawmill_abi::{rights, MsgTag};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, LookupOut, OpenOut, OpenPathOut, ReaddirOut, VFS_BADGE};
 use sawmill_interfaces::pfs::{GetattrOut as Attrs, StatfsOut};
@@ -477,6 +477,9 @@ impl pfs::Server for Procfs {
         Err(FsError::Invalid)
     }
     fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
+        Err(FsError::Invalid)
+    }
+    fn reconnect(&mut self, _badge: u64) -> Result<u64, FsError> {
         Err(FsError::Invalid)
     }
     fn root(&mut self, badge: u64) -> Result<u32, FsError> {
@@ -940,6 +943,7 @@ impl pfs::Server for Connect {
         readdir_many(dir: u32, cookie: u64) -> pfs::ReaddirManyOut;
         stat_path(path: &[u8], follow: bool) -> pfs::StatPathOut;
         open_inode(ino: u32, generation: u32, flags: OpenFlags) -> pfs::OpenInodeOut;
+        reconnect() -> u64;
     }
 }
 
@@ -973,12 +977,9 @@ fn main() {
     };
     // The manifest endpoint is left to the watch thread: it takes the VFS's `watch` and never
     // answers, so the VFS learns of our death from the kernel.
+    // It also hands a restarted VFS a capability to `ep` (`reconnect`).
     let watch = thread::spawn(254, 8192, move || {
-        let _ = ipc::recv(manifest_ep, 0);
-        let n = thread::create(ObjKind::Notification, 0).expect("notification");
-        loop {
-            let _ = sys::notify_wait(n, 0);
-        }
+        sawmill_interfaces::pfs_manifest::serve_manifest(manifest_ep, ep)
     });
     if watch.is_err() {
         println!("procfs: FAIL no watch thread (kmem_kb)");

@@ -91,6 +91,26 @@ type Connected = (pfs::Client, u32, (u32, u32, u32));
 /// from and go back to `free` (a mount that restarts connects again and again). The caller
 /// then has the watch thread watch it.
 fn connect_pfs(mi: usize, ep: u64, free: &mut Vec<u64>) -> Result<Connected, RpcError<FsError>> {
+    // A PFS that already serves (we are a restarted VFS) hands us a capability to the endpoint
+    // the dead VFS made for it; one still waiting for its first `connect` answers Invalid.
+    let rx = free.pop().unwrap_or_else(thread::alloc_slot);
+    match pfs::Client::new(ep).reconnect(rx) {
+        Ok(e) => {
+            // Not the endpoint's origin: the watch thread's revoke on the PFS's death takes
+            // only ours (see ARCHITECTURE 4.1, the VFS).
+            CONN[mi].store(e, Ordering::SeqCst);
+            DEAD[mi].store(false, Ordering::SeqCst);
+            println!("vfs: took over mount {} from the previous VFS", mi);
+            let p = pfs::Client::new(e);
+            let (root, attr) = p.root().and_then(|r| p.getattr(r).map(|a| (r, a)))?;
+            return Ok((p, root, (attr.mode, attr.uid, attr.gid)));
+        }
+        Err(RpcError::App(FsError::Invalid)) => free.push(rx),
+        Err(e) => {
+            free.push(rx);
+            return Err(e);
+        }
+    }
     let mut slot = || free.pop().unwrap_or_else(thread::alloc_slot);
     let (conn, give, conn_badged) = (slot(), slot(), slot());
     let made = sys::factory_create(slots::FACTORY, ObjKind::Endpoint, conn, 0);

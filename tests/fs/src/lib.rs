@@ -52,9 +52,21 @@ pub fn ok<T>(r: Result<T, sawmill_fsclient::Error>, what: &str) -> T {
     }
 }
 
-/// Asks root to kill server `name` (our manifest's `may_kill` must name it; root then applies
-/// the server's restart policy): whether it did.
-pub fn kill(name: &str) -> bool {
+/// Sleeps `ms` milliseconds on notification `timer` (nothing signals it: only the deadline ends
+/// the wait).
+pub fn sleep_ms(timer: u64, ms: u64) {
+    let khz = sawmill_rt::clock::Wall::get().khz;
+    let deadline = sawmill_rt::sys::rdtsc() + ms * khz;
+    while sawmill_rt::sys::rdtsc() < deadline {
+        if sawmill_rt::sys::notify_wait_until(timer, deadline).is_err() {
+            break;
+        }
+    }
+}
+
+/// Asks root to kill server `name` (manifest `may_kill`): true if it did (and restarted it, by
+/// its policy, before answering).
+pub fn kill_server(name: &str) -> bool {
     let mut bytes = [0u8; 32];
     let n = name.len().min(32);
     bytes[..n].copy_from_slice(&name.as_bytes()[..n]);

@@ -70,6 +70,7 @@ impl pfs::Server for Liar {
     }
     refuse! {
         watch() -> ();
+        reconnect() -> u64;
         lookup(dir: u32, name: &[u8]) -> LookupOut;
         open(ino: u32, flags: OpenFlags) -> OpenOut;
         create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;

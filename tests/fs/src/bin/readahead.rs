@@ -26,7 +26,7 @@ extern crate alloc;
 use alloc::vec;
 use alloc::vec::Vec;
 use sawmill_fsclient::{Files, O_NOMAP, O_READ, O_WRITE};
-use sawmill_fstests::{check, files, kill, ok};
+use sawmill_fstests::{check, files, kill_server, ok};
 use sawmill_rt::{env, println};
 
 sawmill_rt::entry!(main);
@@ -192,7 +192,7 @@ fn restart(f: &mut Files, driver: &str) {
         at += n;
         // After the first read, and every 512 KiB: the next window is in flight.
         if at == CHUNK || at % (512 * 1024) == 0 && at < FILE_BYTES {
-            check!(kill(driver), "root would not kill {}", driver);
+            check!(kill_server(driver), "root would not kill {}", driver);
             kills += 1;
         }
     }

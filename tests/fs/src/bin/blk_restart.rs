@@ -15,10 +15,9 @@ extern crate alloc;
 use alloc::format;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
-use sawmill_abi::MsgTag;
 use sawmill_fsclient::{O_CREATE, O_TRUNC, O_WRITE};
 use sawmill_fstests::{check, files, ok, read_file};
-use sawmill_rt::{env, ipc, println, slots, sys, thread};
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
@@ -34,19 +33,7 @@ static KILLS: AtomicU32 = AtomicU32::new(0);
 
 /// Asks root to kill server `name`: true if it did.
 fn kill(name: &str) -> bool {
-    let mut bytes = [0u8; 32];
-    let n = name.len().min(32);
-    bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let mut w = [0u64; 4];
-    for (k, word) in w.iter_mut().enumerate() {
-        *word = u64::from_le_bytes(bytes[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
-    }
-    let r = ipc::call(
-        slots::PAGER,
-        MsgTag::new(sawmill_manifest::KILL_LABEL, 4),
-        w,
-    );
-    let done = r.err == 0 && r.tag.label() == 0;
+    let done = sawmill_fstests::kill_server(name);
     if done {
         KILLS.fetch_add(1, Ordering::Relaxed);
     }

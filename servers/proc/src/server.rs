@@ -607,11 +607,6 @@ impl Proc {
                         println!("proc: the library's image is not shared: {:?}", e);
                         None
                     });
-                println!(
-                    "DEBUG shared {:?} counts {:?}",
-                    self.lib_shared,
-                    pl.counts()
-                );
                 pl
             }
         };

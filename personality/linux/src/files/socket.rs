@@ -197,6 +197,9 @@ pub struct Sock {
     pub peeked: Option<(Vec<u8>, u32, u16)>,
     /// `SO_LINGER` as set (`l_onoff`, `l_linger`): reported back, not applied.
     pub linger: (i32, i32),
+    /// A read took the connection's reset (`ECONNRESET`): Linux reports it once (the socket's
+    /// pending error), later reads are end of file and `poll` no longer says `POLLERR`.
+    pub reset_taken: bool,
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -881,6 +884,13 @@ impl<B: Backend> Files<B> {
                     // A refused connection reads as its end, as on Linux after the error was
                     // taken.
                     Err(e) if e == ECONNREFUSED && !s.connecting => return Ok(0),
+                    // A reset is the socket's pending error: the first read takes it, later
+                    // ones read the end (Linux).
+                    Err(e) if e == ECONNRESET && s.reset_taken => return Ok(0),
+                    Err(e) if e == ECONNRESET => {
+                        Self::sock_update(d, |s| s.reset_taken = true);
+                        return Err(e);
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -1146,7 +1156,7 @@ impl<B: Backend> Files<B> {
         if r & READY_HANGUP != 0 && !s.listening {
             m |= POLLHUP | POLLIN | POLLRDNORM;
         }
-        if r & READY_ERROR != 0 {
+        if r & READY_ERROR != 0 && !s.reset_taken {
             m |= POLLERR;
         }
         if s.udp && r & READY_ERROR == 0 {

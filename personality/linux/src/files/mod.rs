@@ -211,6 +211,7 @@ impl<B: Backend> Files<B> {
                                 listening: x.listening,
                                 name: x.name.clone(),
                                 peer: x.peer.clone(),
+                                peer_cred: x.peer_cred,
                             }
                         }
                         Object::Socket(s) => handoff::Object::Socket {
@@ -305,6 +306,7 @@ impl<B: Backend> Files<B> {
                         listening,
                         name,
                         peer,
+                        peer_cred,
                     } => {
                         let mut end = |h: u32| {
                             if h == handoff::NONE {
@@ -322,6 +324,7 @@ impl<B: Backend> Files<B> {
                                 listening: *listening,
                                 name: name.clone(),
                                 peer: peer.clone(),
+                                peer_cred: *peer_cred,
                             }),
                             ..socket::Sock::default()
                         })

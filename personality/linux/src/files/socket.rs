@@ -604,6 +604,22 @@ impl<B: Backend> Files<B> {
         if room < 0 {
             return Err(EINVAL);
         }
+        if (level, name) == (SOL_SOCKET, super::unix::SO_PEERCRED) {
+            // `struct ucred`: pid, uid, gid; a socket without a connected peer has none.
+            let c = s
+                .unix
+                .as_ref()
+                .and_then(|x| x.peer_cred)
+                .unwrap_or(super::unix::NO_CRED);
+            let mut v = [0u8; 12];
+            for (i, id) in c.iter().enumerate() {
+                v[i * 4..i * 4 + 4].copy_from_slice(&id.to_le_bytes());
+            }
+            let n = (room as usize).min(12);
+            u.write(val, &v[..n])?;
+            u.write(len_at, &(n as u32).to_le_bytes())?;
+            return Ok(0);
+        }
         if (level, name) == (SOL_SOCKET, SO_LINGER) {
             // `struct linger`: two ints.
             let mut v = [0u8; 8];

@@ -114,3 +114,34 @@ fn addresses() {
     assert_eq!(sockaddr_un(b"\0a").1, 4);
     assert_eq!(sockaddr_un(b"").1, 2);
 }
+
+#[test]
+fn socketpair_peers_have_our_credentials_and_a_lone_socket_none() {
+    let mut p = P::new();
+    let (a, _b) = pair(&mut p, SOCK_STREAM);
+    let cred = |p: &mut P, fd: u64, room: u32| {
+        p.m.write(BUF + 64, &room.to_le_bytes()).unwrap();
+        let r = p.call(
+            nr::GETSOCKOPT,
+            &[fd, SOL_SOCKET as u64, SO_PEERCRED as u64, BUF, BUF + 64],
+        );
+        let mut v = [0u8; 16];
+        p.m.read(BUF, &mut v).unwrap();
+        let mut l = [0u8; 4];
+        p.m.read(BUF + 64, &mut l).unwrap();
+        (r, v, u32::from_le_bytes(l))
+    };
+    // The mock's own credentials are NO_CRED (the trait's default).
+    let (r, v, l) = cred(&mut p, a, 16);
+    assert_eq!((r, l), (Ok(0), 12));
+    assert_eq!(&v[..4], &0u32.to_le_bytes());
+    assert_eq!(&v[4..12], &[0xff; 8]);
+    // Cut to the room given.
+    assert_eq!(cred(&mut p, a, 4).2, 4);
+    let s = p
+        .call(nr::SOCKET, &[AF_UNIX as u64, SOCK_STREAM as u64, 0])
+        .unwrap();
+    let (r, v, _) = cred(&mut p, s, 12);
+    assert_eq!(r, Ok(0));
+    assert_eq!(&v[4..12], &[0xff; 8]);
+}

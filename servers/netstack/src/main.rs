@@ -232,7 +232,19 @@ impl Stack {
         }
         if let Some(h) = self.dhcp {
             let ev = match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
-                Some(dhcpv4::Event::Configured(c)) => Some(Some((c.address, c.router))),
+                Some(dhcpv4::Event::Configured(c)) => {
+                    // The stack resolves no names; Linux programs do (musl's resolver asks the
+                    // nameserver in /etc/resolv.conf): the log says which one the network
+                    // announced (QEMU's user network: 10.0.2.3), docs/net.md "Names".
+                    for d in c.dns_servers.iter() {
+                        let o = d.octets();
+                        println!(
+                            "netstack: DHCP name server {}.{}.{}.{}",
+                            o[0], o[1], o[2], o[3]
+                        );
+                    }
+                    Some(Some((c.address, c.router)))
+                }
                 Some(dhcpv4::Event::Deconfigured) => Some(None),
                 None => None,
             };

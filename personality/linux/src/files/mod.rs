@@ -474,6 +474,7 @@ impl<B: Backend> Files<B> {
             nr::SENDTO => self.sendto(a, u),
             nr::RECVFROM => self.recvfrom(a, u),
             nr::SENDMSG => self.sendmsg(fd0, a[1], a[2] as u32, u),
+            nr::SENDMMSG => self.sendmmsg(fd0, a[1], a[2] as u32, a[3] as u32, u),
             nr::RECVMSG => self.recvmsg(fd0, a[1], a[2] as u32, u),
             _ => return None,
         })

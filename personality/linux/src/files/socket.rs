@@ -76,6 +76,10 @@ pub const SHUT_RDWR: u32 = 2;
 pub const S_IFSOCK: u32 = 0o140000;
 /// The buffer sizes `getsockopt` reports (the stack's TCP buffers).
 const BUFFER_BYTES: u32 = 16 * 1024;
+/// `IPPROTO_IP` and its option `IP_RECVERR` (accepted, `setsockopt`).
+const IPPROTO_IP: u32 = 0;
+const IP_RECVERR: u32 = 11;
+
 /// `struct sockaddr_in`'s size.
 const SOCKADDR_IN: usize = 16;
 
@@ -583,6 +587,9 @@ impl<B: Backend> Files<B> {
             (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_REUSEPORT)
             | (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO)
             | (IPPROTO_TCP, TCP_CORK) => Ok(0),
+            // Extended ICMP error reports: the stack gives none (a refusal is the call's errno),
+            // so there is nothing to switch on; glibc's resolver gives up without it.
+            (IPPROTO_IP, IP_RECVERR) => Ok(0),
             (SOL_SOCKET | IPPROTO_TCP, _) => Err(ENOPROTOOPT),
             _ => Err(ENOPROTOOPT),
         }
@@ -1066,6 +1073,37 @@ impl<B: Backend> Files<B> {
             })
             .collect();
         Ok((name, namelen, vecs))
+    }
+
+    /// `sendmmsg(fd, msgvec, vlen, flags)`: `sendmsg` of each `struct mmsghdr` in turn, its
+    /// `msg_len` set; the count sent, or the first one's error (glibc's resolver sends its A
+    /// and AAAA queries this way).
+    pub(super) fn sendmmsg(
+        &mut self,
+        fd: i32,
+        vec: u64,
+        vlen: u32,
+        flags: u32,
+        u: &dyn User,
+    ) -> SysResult {
+        /// `struct mmsghdr`: a `struct msghdr` (56 bytes), then `msg_len`, padded to 64.
+        const MMSGHDR: u64 = 64;
+        const MSG_LEN_AT: u64 = 56;
+        /// Linux's `UIO_MAXIOV`, the most messages one call sends.
+        const MAX_MESSAGES: u32 = 1024;
+        let mut sent = 0u64;
+        for i in 0..vlen.min(MAX_MESSAGES) as u64 {
+            let at = vec.checked_add(i * MMSGHDR).ok_or(EFAULT)?;
+            match self.sendmsg(fd, at, flags, u) {
+                Ok(n) => {
+                    u.write(at + MSG_LEN_AT, &(n as u32).to_le_bytes())?;
+                    sent += 1;
+                }
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(sent)
     }
 
     pub(super) fn sendmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {

@@ -1075,6 +1075,35 @@ impl<B: Backend> Files<B> {
         Ok((name, namelen, vecs))
     }
 
+    /// Whether the control data of `struct msghdr` at `msg` has an `SCM_RIGHTS` message
+    /// (`struct cmsghdr`s: length, level, type, each padded to 8 bytes).
+    fn passes_descriptors(u: &dyn User, msg: u64) -> Result<bool, Errno> {
+        /// `struct cmsghdr`'s size, `SOL_SOCKET`'s `SCM_RIGHTS`, the most control data looked at.
+        const CMSGHDR: u64 = 16;
+        const SCM_RIGHTS: u32 = 1;
+        const MAX_CONTROL: u64 = 1 << 16;
+        let mut raw = [0u8; 16];
+        u.read(msg + 32, &mut raw)?;
+        let control = u64::from_le_bytes(raw[..8].try_into().unwrap());
+        let len = u64::from_le_bytes(raw[8..].try_into().unwrap()).min(MAX_CONTROL);
+        let mut at = 0u64;
+        while control != 0 && at + CMSGHDR <= len {
+            let mut h = [0u8; 16];
+            u.read(control + at, &mut h)?;
+            let clen = u64::from_le_bytes(h[..8].try_into().unwrap());
+            let level = u32::from_le_bytes(h[8..12].try_into().unwrap());
+            let ty = u32::from_le_bytes(h[12..].try_into().unwrap());
+            if clen < CMSGHDR || at + clen > len {
+                return Err(EINVAL);
+            }
+            if (level, ty) == (SOL_SOCKET, SCM_RIGHTS) {
+                return Ok(true);
+            }
+            at += (clen + 7) & !7;
+        }
+        Ok(false)
+    }
+
     /// `sendmmsg(fd, msgvec, vlen, flags)`: `sendmsg` of each `struct mmsghdr` in turn, its
     /// `msg_len` set; the count sent, or the first one's error (glibc's resolver sends its A
     /// and AAAA queries this way).
@@ -1110,6 +1139,11 @@ impl<B: Backend> Files<B> {
         let (d, s) = self.sock_fd(fd)?;
         let (name, namelen, vecs) = Self::read_msghdr(u, msg)?;
         if let Some(x) = &s.unix {
+            if Self::passes_descriptors(u, msg)? {
+                // Not carried yet (docs/net.md, known gaps): refused rather than sent without
+                // them, so the program learns its descriptors did not go.
+                return Err(EOPNOTSUPP);
+            }
             return self.unix_sendmsg(&d, x, name, namelen, &vecs, flags, u);
         }
         let dest = if name != 0 && s.udp {

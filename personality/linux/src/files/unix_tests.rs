@@ -145,3 +145,40 @@ fn socketpair_peers_have_our_credentials_and_a_lone_socket_none() {
     assert_eq!(r, Ok(0));
     assert_eq!(&v[4..12], &[0xff; 8]);
 }
+
+#[test]
+fn descriptors_in_control_data_are_refused_not_dropped() {
+    let mut p = P::new();
+    let (a, b) = pair(&mut p, SOCK_STREAM);
+    // A msghdr at BUF + 0x100: one iovec of 2 bytes, control data at BUF + 0x200.
+    let (msg, iov, ctl) = (BUF + 0x100, BUF + 0x180, BUF + 0x200);
+    p.m.write(BUF, b"hi").unwrap();
+    let mut h = [0u8; 56];
+    h[16..24].copy_from_slice(&iov.to_le_bytes());
+    h[24..32].copy_from_slice(&1u64.to_le_bytes());
+    h[32..40].copy_from_slice(&ctl.to_le_bytes());
+    h[40..48].copy_from_slice(&24u64.to_le_bytes());
+    p.m.write(msg, &h).unwrap();
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&BUF.to_le_bytes());
+    v[8..].copy_from_slice(&2u64.to_le_bytes());
+    p.m.write(iov, &v).unwrap();
+    // SCM_RIGHTS with one descriptor (0).
+    let mut c = [0u8; 24];
+    c[..8].copy_from_slice(&20u64.to_le_bytes());
+    c[8..12].copy_from_slice(&SOL_SOCKET.to_le_bytes());
+    c[12..16].copy_from_slice(&1u32.to_le_bytes());
+    p.m.write(ctl, &c).unwrap();
+    assert_eq!(p.call(nr::SENDMSG, &[a, msg, 0]), Err(EOPNOTSUPP));
+    assert_eq!(recv(&mut p, b, 64, MSG_DONTWAIT), Err(EAGAIN));
+    // A control message that lies about its length is EINVAL.
+    c[..8].copy_from_slice(&200u64.to_le_bytes());
+    p.m.write(ctl, &c).unwrap();
+    assert_eq!(p.call(nr::SENDMSG, &[a, msg, 0]), Err(EINVAL));
+    // Another control message (SCM_CREDENTIALS, type 2) does not stop the data.
+    c[..8].copy_from_slice(&24u64.to_le_bytes());
+    c[12..16].copy_from_slice(&2u32.to_le_bytes());
+    p.m.write(ctl, &c).unwrap();
+    assert_eq!(p.call(nr::SENDMSG, &[a, msg, 0]), Ok(2));
+    assert_eq!(p.read(b, 64).as_deref(), Ok(&b"hi"[..]));
+}

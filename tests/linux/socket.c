@@ -7,7 +7,8 @@
  * poll and SO_ERROR), a non-blocking connect that poll sees complete, and MSG_PEEK on TCP and
  * UDP (the bytes stay for the next read; a peeked datagram keeps its source). Port numbers vary
  * from run to run: only facts about them are printed. Then ECONNRESET from a peer that closed with
- * data it never read. With the argument `privileged`: only a port below 1024 bound as root. */
+ * data it never read (the error once, then end of file), and a reset after the peer's FIN (end of
+ * file). With the argument `privileged`: only a port below 1024 bound as root. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -344,6 +345,36 @@ static void reset_by_peer(void)
 	char b[16];
 	result("reset: read", read(c, b, sizeof b));
 	result("reset: send after", send(c, "x", 1, MSG_NOSIGNAL));
+	/* The error was taken: later reads are the end of the stream. */
+	result("reset: read again", read(c, b, sizeof b));
+	result("reset: and again", read(c, b, sizeof b));
+	close(c);
+	close(l);
+}
+
+/* A reset that follows the peer's FIN: the peer shuts its sending side (FIN), then closes with
+ * data it never read (RST). The stream had ended before the reset: reads are end of file. */
+static void reset_after_fin(void)
+{
+	unsigned short port;
+	int l = listener(&port);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(port);
+	result("fin+reset: connect", connect(c, (struct sockaddr *)&a, sizeof a));
+	int s = accept(l, NULL, NULL);
+	result("fin+reset: accept", s < 0 ? -1 : 0);
+	result("fin+reset: peer shuts its side", shutdown(s, SHUT_WR));
+	struct pollfd pc = { c, POLLIN, 0 };
+	result("fin+reset: the end arrives", poll(&pc, 1, 5000));
+	result("fin+reset: write what the peer never reads", write(c, "unread", 6));
+	struct pollfd ps = { s, POLLIN, 0 };
+	result("fin+reset: the peer sees it", poll(&ps, 1, 5000));
+	close(s);
+	/* The reset travels: give it time to arrive (poll is readable already, from the FIN). */
+	usleep(200000);
+	char b[16];
+	result("fin+reset: read", read(c, b, sizeof b));
+	result("fin+reset: read again", read(c, b, sizeof b));
 	close(c);
 	close(l);
 }
@@ -360,5 +391,6 @@ int main(int argc, char **argv)
 	udp_both_ways();
 	tcp_two_processes();
 	reset_by_peer();
+	reset_after_fin();
 	return 0;
 }

@@ -4,7 +4,8 @@
  * EADDRINUSE, getsockname/getpeername) with clients in forked processes, ENOENT and
  * ECONNREFUSED, abstract names, bound datagram sockets with the sender's name, poll on a
  * listener and on a connection (readable, hung up), non-blocking accept and read, 1 MiB through
- * a connection to a forked child with a checksum, and SO_TYPE. Names are relative to the
+ * a connection to a forked child with a checksum, SO_TYPE, and SO_PEERCRED (socketpair,
+ * connect and accept, none; printed relative to this process's pid and ids). Names are relative to the
  * working directory (a fresh copy of the tree); abstract names carry the pid, which is never
  * printed. */
 #define _GNU_SOURCE
@@ -325,6 +326,83 @@ static void bulk(void)
 	close(sv[0]);
 }
 
+/* SO_PEERCRED of `fd`, printed relative to `pid` and this process's ids (pids vary). */
+static void show_cred(const char *what, int fd, pid_t pid)
+{
+	struct ucred c;
+	socklen_t l = sizeof c;
+	memset(&c, 0x55, sizeof c);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &l) < 0) {
+		printf("%s: -1 %s\n", what, strerror(errno));
+		return;
+	}
+	printf("%s: len %u pid %d uid %d gid %d\n", what, (unsigned)l, c.pid == pid,
+	       c.uid == geteuid(), c.gid == getegid());
+}
+
+/* SO_PEERCRED: a socketpair's ends both have their creator's credentials (also in a forked
+ * child that inherits them); a connection's sides have each other's, as of listen and connect;
+ * a socket with no peer has none (pid 0, uid and gid -1); a short buffer takes what fits. */
+static void peercred(void)
+{
+	int types[] = {SOCK_STREAM, SOCK_SEQPACKET, SOCK_DGRAM};
+	const char *names[] = {"stream", "seqpacket", "dgram"};
+	for (int i = 0; i < 3; i++) {
+		int sv[2];
+		char what[64];
+		socketpair(AF_UNIX, types[i], 0, sv);
+		snprintf(what, sizeof what, "peercred %s pair", names[i]);
+		show_cred(what, sv[0], getpid());
+		show_cred(what, sv[1], getpid());
+		if (i == 0) {
+			pid_t parent = getpid();
+			if (fork() == 0) {
+				show_cred("peercred pair in a child", sv[1], parent);
+				_exit(0);
+			}
+			wait(NULL);
+		}
+		close(sv[0]);
+		close(sv[1]);
+	}
+	int lone = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct ucred c;
+	socklen_t l = sizeof c;
+	result("peercred unconnected", getsockopt(lone, SOL_SOCKET, SO_PEERCRED, &c, &l));
+	printf("peercred unconnected: len %u pid %d uid %d gid %d\n", (unsigned)l, c.pid, (int)c.uid,
+	       (int)c.gid);
+	int pid_only = 0;
+	l = sizeof pid_only;
+	result("peercred short", getsockopt(lone, SOL_SOCKET, SO_PEERCRED, &pid_only, &l));
+	printf("peercred short: len %u\n", (unsigned)l);
+	close(lone);
+
+	char name[64];
+	snprintf(name, sizeof name, "@sawmill-cred-%d", (int)getpid());
+	socklen_t len;
+	struct sockaddr_un a = addr_of(name, &len);
+	int ls = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	bind(ls, (struct sockaddr *)&a, len);
+	listen(ls, 4);
+	pid_t parent = getpid();
+	pid_t child = fork();
+	if (child == 0) {
+		int cs = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		if (connect(cs, (struct sockaddr *)&a, len) < 0)
+			_exit(1);
+		show_cred("peercred connected: the listener's", cs, parent);
+		write(cs, "x", 1); /* after the line above: the output's order is fixed */
+		_exit(0);
+	}
+	int s = accept(ls, NULL, NULL);
+	char b;
+	read(s, &b, 1);
+	show_cred("peercred accepted: the client's", s, child);
+	waitpid(child, NULL, 0);
+	close(s);
+	close(ls);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -336,5 +414,6 @@ int main(void)
 	names();
 	datagrams();
 	bulk();
+	peercred();
 	return 0;
 }

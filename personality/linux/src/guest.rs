@@ -143,6 +143,12 @@ pub(crate) fn kill_process(status: u32) -> ! {
     sawmill_rt::exit(128 + (status & 0x7f) as u64)
 }
 
+/// The process's credentials as `SO_PEERCRED` reports them: pid, effective uid and gid.
+pub(crate) fn cred() -> [u32; 3] {
+    let p = process();
+    [p.pid as u32, p.ids[1], p.ids[3]]
+}
+
 /// The process's pid and uid.
 pub(crate) fn ids() -> (u64, u32) {
     let p = process();

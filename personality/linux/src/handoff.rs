@@ -70,6 +70,8 @@ pub enum Object {
         listening: bool,
         name: Vec<u8>,
         peer: Vec<u8>,
+        /// The peer's credentials (pid, uid, gid), once connected (`SO_PEERCRED`).
+        peer_cred: Option<[u32; 3]>,
     },
 }
 
@@ -327,6 +329,7 @@ impl State {
                     listening,
                     name,
                     peer,
+                    peer_cred,
                 } => {
                     w.u8(5);
                     w.u32(*rx);
@@ -336,6 +339,10 @@ impl State {
                     w.u8(*listening as u8);
                     w.bytes(name);
                     w.bytes(peer);
+                    w.u8(peer_cred.is_some() as u8);
+                    for id in peer_cred.unwrap_or_default() {
+                        w.u32(id);
+                    }
                 }
             }
             w.u64(d.offset);
@@ -458,6 +465,15 @@ impl State {
                     },
                     name: r.bytes()?,
                     peer: r.bytes()?,
+                    peer_cred: {
+                        let has = match r.u8()? {
+                            0 => false,
+                            1 => true,
+                            _ => return None,
+                        };
+                        let c = [r.u32()?, r.u32()?, r.u32()?];
+                        has.then_some(c)
+                    },
                 },
                 _ => return None,
             };
@@ -587,6 +603,7 @@ mod tests {
                         listening: false,
                         name: b"\0abstract".to_vec(),
                         peer: b"/tmp/sock".to_vec(),
+                        peer_cred: Some([42, 1000, 100]),
                     },
                     offset: 0,
                     flags: 2,

@@ -14,7 +14,7 @@ use core::cell::UnsafeCell;
 use sawmill_interfaces::rpc::Error;
 use sawmill_interfaces::{pipe, PipeError};
 use sawmill_linux::errno::*;
-use sawmill_linux::files::unix::UnixHost;
+use sawmill_linux::files::unix::{Cred, UnixHost};
 use sawmill_linux::Errno;
 use sawmill_proc_api::WAKE_IO;
 use sawmill_rt::sys;
@@ -69,7 +69,7 @@ impl UnixHost for Guest {
     fn unix_listen(&mut self, name: &[u8], backlog: u32) -> Result<u64, Errno> {
         let server = self.pipe_server()?;
         let slot = self.pipes.slot();
-        match server.listen(name, backlog, slot) {
+        match server.listen_as(name, backlog, crate::guest::cred(), slot) {
             Ok(l) => Ok(l),
             Err(e) => {
                 self.pipes.free_slots.push(slot);
@@ -78,11 +78,13 @@ impl UnixHost for Guest {
         }
     }
 
-    fn unix_connect(&mut self, name: &[u8]) -> Result<(u64, u64), Errno> {
+    fn unix_connect(&mut self, name: &[u8]) -> Result<(u64, u64, Cred), Errno> {
         let server = self.pipe_server()?;
         let (r, w) = (self.pipes.slot(), self.pipes.slot());
-        match server.connect(name, r, w) {
-            Ok(o) => self.adopt_pair(o.read, o.write),
+        match server.connect_as(name, crate::guest::cred(), r, w) {
+            Ok(o) => self
+                .adopt_pair(o.read, o.write)
+                .map(|(r, w)| (r, w, o.peer)),
             Err(e) => {
                 self.pipes.free_slots.extend([r, w]);
                 Err(errno_of(e))
@@ -90,15 +92,21 @@ impl UnixHost for Guest {
         }
     }
 
-    fn unix_accept(&mut self, l: u64) -> Result<(u64, u64), Errno> {
+    fn unix_accept(&mut self, l: u64) -> Result<(u64, u64, Cred), Errno> {
         let (r, w) = (self.pipes.slot(), self.pipes.slot());
-        match pipe::Client::new(l).accept(r, w) {
-            Ok(o) => self.adopt_pair(o.read, o.write),
+        match pipe::Client::new(l).accept_as(r, w) {
+            Ok(o) => self
+                .adopt_pair(o.read, o.write)
+                .map(|(r, w)| (r, w, o.peer)),
             Err(e) => {
                 self.pipes.free_slots.extend([r, w]);
                 Err(errno_of(e))
             }
         }
+    }
+
+    fn unix_cred(&mut self) -> Cred {
+        crate::guest::cred()
     }
 
     fn unix_pending(&mut self, l: u64) -> usize {

@@ -232,7 +232,19 @@ impl Stack {
         }
         if let Some(h) = self.dhcp {
             let ev = match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
-                Some(dhcpv4::Event::Configured(c)) => Some(Some((c.address, c.router))),
+                Some(dhcpv4::Event::Configured(c)) => {
+                    // The stack resolves no names; Linux programs do (musl's resolver asks the
+                    // nameserver in /etc/resolv.conf): the log says which one the network
+                    // announced (QEMU's user network: 10.0.2.3), docs/net.md "Names".
+                    for d in c.dns_servers.iter() {
+                        let o = d.octets();
+                        println!(
+                            "netstack: DHCP name server {}.{}.{}.{}",
+                            o[0], o[1], o[2], o[3]
+                        );
+                    }
+                    Some(Some((c.address, c.router)))
+                }
                 Some(dhcpv4::Event::Deconfigured) => Some(None),
                 None => None,
             };
@@ -1286,14 +1298,22 @@ fn recv_into(s: &mut Stack, badge: u64, buf: &mut [u8]) -> Result<(usize, bool),
         } => {
             let t = s.sockets.get_mut::<tcp::Socket>(h);
             if t.can_recv() {
-                let got = t.recv_slice(buf).map_err(|_| SockError::ConnReset)?;
-                return Ok((got, false));
+                return match t.recv_slice(buf) {
+                    Ok(got) => Ok((got, false)),
+                    Err(tcp::RecvError::Finished) => Ok((0, true)),
+                    Err(_) => Err(SockError::ConnReset),
+                };
             }
             match t.state() {
                 tcp::State::Closed if connecting => Err(SockError::ConnRefused),
                 // A connection that ended without our FIN: the peer reset it (Linux's
-                // ECONNRESET; what arrived before the reset was read first).
-                tcp::State::Closed if connected && !shut => Err(SockError::ConnReset),
+                // ECONNRESET; what arrived before the reset was read first) — unless the
+                // peer's FIN came first: the stream had ended, and Linux reads end of file
+                // whatever follows it (smoltcp keeps that a FIN came; an empty receive says so).
+                tcp::State::Closed if connected && !shut => match t.recv_slice(&mut []) {
+                    Err(tcp::RecvError::Finished) => Ok((0, true)),
+                    _ => Err(SockError::ConnReset),
+                },
                 tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Listen => {
                     Err(SockError::WouldBlock)
                 }

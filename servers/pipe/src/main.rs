@@ -75,12 +75,19 @@ fn index(end: End) -> usize {
     }
 }
 
+/// The credentials of a side that gave none (plain `listen`/`connect`): Linux's (pid 0, uid
+/// and gid -1).
+const NO_CRED: [u32; 3] = [0, u32::MAX, u32::MAX];
+
 /// A listening local socket.
 struct Listener {
     name: Vec<u8>,
     backlog: usize,
-    /// Connections waiting for `accept`: our slots of the server side's (read, write) ends.
-    waiting: VecDeque<(u64, u64)>,
+    /// Connections waiting for `accept`: our slots of the server side's (read, write) ends and
+    /// the connecting side's credentials.
+    waiting: VecDeque<(u64, u64, [u32; 3])>,
+    /// The listener's credentials (pid, uid, gid): what those that connect get.
+    cred: [u32; 3],
     /// Registered notifications: (slot, bits).
     watchers: Vec<(u64, u64)>,
 }
@@ -293,7 +300,7 @@ impl Server {
         let Some(l) = self.listeners.get_mut(i).and_then(|l| l.take()) else {
             return;
         };
-        for (r, w) in l.waiting {
+        for (r, w, _) in l.waiting {
             self.free_slot(r);
             self.free_slot(w);
         }
@@ -465,6 +472,16 @@ impl pipe::Server for Server {
     }
 
     fn listen(&mut self, badge: u64, name: &[u8], backlog: u32) -> Result<u64, PipeError> {
+        self.listen_as(badge, name, backlog, NO_CRED)
+    }
+
+    fn listen_as(
+        &mut self,
+        badge: u64,
+        name: &[u8],
+        backlog: u32,
+        cred: [u32; 3],
+    ) -> Result<u64, PipeError> {
         Self::on_endpoint(badge)?;
         if !unix::valid_name(name) {
             return Err(PipeError::Invalid);
@@ -492,12 +509,26 @@ impl pipe::Server for Server {
             backlog: (backlog as usize).clamp(1, MAX_BACKLOG),
             waiting: VecDeque::new(),
             watchers: Vec::new(),
+            cred,
         });
         self.after.delete(s);
         Ok(s)
     }
 
     fn connect(&mut self, badge: u64, name: &[u8]) -> Result<pipe::ConnectOut, PipeError> {
+        let c = self.connect_as(badge, name, NO_CRED)?;
+        Ok(pipe::ConnectOut {
+            read: c.read,
+            write: c.write,
+        })
+    }
+
+    fn connect_as(
+        &mut self,
+        badge: u64,
+        name: &[u8],
+        cred: [u32; 3],
+    ) -> Result<pipe::ConnectAsOut, PipeError> {
         Self::on_endpoint(badge)?;
         let Some(i) = self
             .listeners
@@ -522,27 +553,38 @@ impl pipe::Server for Server {
                 return Err(e);
             }
         };
+        let mut peer = NO_CRED;
         if let Some(Some(l)) = self.listeners.get_mut(i) {
-            l.waiting.push_back((up[0], down[1]));
+            l.waiting.push_back((up[0], down[1], cred));
+            peer = l.cred;
         }
         self.wake_listener(i);
         self.after.delete(down[0]);
         self.after.delete(up[1]);
-        Ok(pipe::ConnectOut {
+        Ok(pipe::ConnectAsOut {
             read: down[0],
             write: up[1],
+            peer,
         })
     }
 
     fn accept(&mut self, badge: u64) -> Result<pipe::AcceptOut, PipeError> {
-        let (read, write) = self
+        let a = self.accept_as(badge)?;
+        Ok(pipe::AcceptOut {
+            read: a.read,
+            write: a.write,
+        })
+    }
+
+    fn accept_as(&mut self, badge: u64) -> Result<pipe::AcceptAsOut, PipeError> {
+        let (read, write, peer) = self
             .listener_of(badge)?
             .waiting
             .pop_front()
             .ok_or(PipeError::Empty)?;
         self.after.delete(read);
         self.after.delete(write);
-        Ok(pipe::AcceptOut { read, write })
+        Ok(pipe::AcceptAsOut { read, write, peer })
     }
 
     fn pending(&mut self, badge: u64) -> Result<u64, PipeError> {

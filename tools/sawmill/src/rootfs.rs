@@ -43,6 +43,11 @@ users:x:100:
 nogroup:x:65534:
 ";
 
+/// `/etc/resolv.conf`: the name server of the network the Linux system gets, QEMU's user
+/// network, whose DHCP announces 10.0.2.3 (netstack logs `DHCP name server`; docs/net.md,
+/// "Names"). Linux programs' resolvers (musl's, glibc's) ask it over UDP.
+const RESOLV_CONF: &str = "nameserver 10.0.2.3\n";
+
 /// `/etc/profile`, read by login shells (`sh -l`, the shell `make run` starts): a prompt that
 /// shows where you are, and the message of the day printed with builtins only (no process is
 /// started for it).
@@ -198,6 +203,7 @@ pub fn stage_base(stage: &Path, busybox: &Path) -> Result<(), String> {
     write_mode(&stage.join("etc/passwd"), PASSWD, 0o644)?;
     write_mode(&stage.join("etc/group"), GROUP, 0o644)?;
     write_mode(&stage.join("etc/hostname"), "sawmill\n", 0o644)?;
+    write_mode(&stage.join("etc/resolv.conf"), RESOLV_CONF, 0o644)?;
     write_mode(&stage.join("etc/profile"), PROFILE, 0o644)?;
     Ok(())
 }

@@ -8,7 +8,12 @@
 //! - a connection to a guest port nobody listens on ends at once (the guest's reset reaches the
 //!   host as QEMU's forwarder closing), not hung;
 //! - the guest as client: busybox `wget` fetches 1 MiB from busybox `httpd` on the host at
-//!   QEMU's gateway address (10.0.2.2), checksum equal.
+//!   QEMU's gateway address (10.0.2.2), checksum equal;
+//! - names: the image's `/etc/resolv.conf` names QEMU's DNS (10.0.2.3, what DHCP announces);
+//!   a tiny DNS responder here on 127.0.0.1:53 (the guest's 10.0.2.2:53) answers the A query
+//!   for `sawmill-host.test` with 10.0.2.2: busybox `nslookup` asks it directly, and busybox
+//!   `wget http://sawmill-host.test:PORT/` (glibc's resolver, through a resolv.conf the script
+//!   points at it) fetches a page from the host's HTTP server by that name.
 //!
 //! Readiness is a real reply (the UDP echo), retried for a bounded time; QEMU's forwarder
 //! accepts TCP before anything in the guest listens, so a bare connect proves nothing.
@@ -16,6 +21,8 @@ use std::io::{ErrorKind, Read};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -69,6 +76,134 @@ fn udp_echo(port: u16, data: &[u8], wait: Duration) -> Option<Vec<u8>> {
     Some(b)
 }
 
+/// The name the guest resolves, and the address the responder gives it (QEMU's gateway: the
+/// host).
+const HOST_NAME: &str = "sawmill-host.test";
+const HOST_ADDR: [u8; 4] = [10, 0, 2, 2];
+
+/// A DNS answer to query `q` (RFC 1035): for an A query of [`HOST_NAME`], one record with
+/// [`HOST_ADDR`]; other types of that name, no records; other names, NXDOMAIN. `None` for what
+/// is not one plain query.
+fn dns_answer(q: &[u8]) -> Option<Vec<u8>> {
+    if q.len() < 12 || u16::from_be_bytes([q[4], q[5]]) != 1 || q[2] & 0x80 != 0 {
+        return None;
+    }
+    // The question: labels up to the root, then type and class.
+    let mut i = 12;
+    let mut labels = Vec::new();
+    loop {
+        let n = *q.get(i)? as usize;
+        if n == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(i + 1..i + 1 + n)?).to_lowercase());
+        i += 1 + n;
+    }
+    let end = i + 5;
+    let qtype = u16::from_be_bytes([*q.get(i + 1)?, *q.get(i + 2)?]);
+    q.get(end - 1)?;
+    let ours = labels.join(".") == HOST_NAME;
+    let a = ours && qtype == 1;
+    let mut r = Vec::new();
+    r.extend_from_slice(&q[..2]);
+    // A response, recursion desired as asked and available; NXDOMAIN for another name.
+    r.extend_from_slice(&[0x80 | (q[2] & 1), if ours { 0x80 } else { 0x83 }]);
+    r.extend_from_slice(&[0, 1, 0, a as u8, 0, 0, 0, 0]);
+    r.extend_from_slice(&q[12..end]);
+    if a {
+        // The name as a pointer to the question's, type A, class IN, TTL 60, 4 bytes.
+        r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+        r.extend_from_slice(&HOST_ADDR);
+    }
+    Some(r)
+}
+
+/// The host's DNS responder on 127.0.0.1:53 (QEMU's user network takes the guest's
+/// 10.0.2.2:53 there), answering until dropped; counts the A queries for [`HOST_NAME`].
+struct Dns {
+    stop: Arc<AtomicBool>,
+    asked: Arc<AtomicUsize>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Dns {
+    fn start() -> Dns {
+        // Port 53 is fixed (the guest cannot name another): another run of this test may hold
+        // it for a while, so wait for it, boundedly.
+        let start = Instant::now();
+        let sock = loop {
+            match UdpSocket::bind("127.0.0.1:53") {
+                Ok(s) => break s,
+                Err(e) if e.kind() == ErrorKind::AddrInUse => {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(600),
+                        "127.0.0.1:53 stayed in use"
+                    );
+                    thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => panic!("binding the DNS responder to 127.0.0.1:53: {e}"),
+            }
+        };
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let asked = Arc::new(AtomicUsize::new(0));
+        let (s2, a2) = (stop.clone(), asked.clone());
+        let thread = thread::spawn(move || {
+            let mut b = [0u8; 512];
+            while !s2.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut b) else {
+                    continue;
+                };
+                if let Some(r) = dns_answer(&b[..n]) {
+                    if r[7] == 1 {
+                        a2.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = sock.send_to(&r, from);
+                }
+            }
+        });
+        Dns {
+            stop,
+            asked,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Dns {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn the_dns_responder_answers_as_rfc_1035_says() {
+    // A query for sawmill-host.test, type A, class IN (id 0x1234, recursion desired).
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for l in HOST_NAME.split('.') {
+        q.push(l.len() as u8);
+        q.extend_from_slice(l.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let r = dns_answer(&q).unwrap();
+    assert_eq!(&r[..4], &[0x12, 0x34, 0x81, 0x80]);
+    assert_eq!(&r[4..12], &[0, 1, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(&r[r.len() - 4..], &HOST_ADDR);
+    // AAAA: no records; another name: NXDOMAIN; a truncated query: no answer.
+    let mut aaaa = q.clone();
+    let t = aaaa.len() - 3;
+    aaaa[t] = 28;
+    assert_eq!(&dns_answer(&aaaa).unwrap()[6..8], &[0, 0]);
+    let mut other = q.clone();
+    other[13] = b'x';
+    assert_eq!(dns_answer(&other).unwrap()[3] & 0xf, 3);
+    assert!(dns_answer(&q[..20]).is_none());
+}
+
 /// `debugfs -R "dump PATH OUT"` of the image: the file as ext2 holds it.
 fn dump(image: &Path, path: &str, out: &Path) {
     let st = Command::new("debugfs")
@@ -114,6 +249,8 @@ fn host_and_guest_clients_reach_each_other() {
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("file.bin"), pseudo_random(1 << 20, 0x0077_6765)).unwrap();
+    std::fs::write(www.join("named.txt"), "reached by name\n").unwrap();
+    let dns = Dns::start();
     let http_port = free_port();
     let _httpd = Owned(
         Command::new("/bin/busybox")
@@ -251,6 +388,27 @@ fn host_and_guest_clients_reach_each_other() {
     let output = std::fs::read_to_string(&out).unwrap_or_default();
     assert!(st.success(), "the guest ended with {st}; {}", logs());
     assert!(output.contains("clients: done"), "{}", logs());
+    // Names: the image's resolv.conf, nslookup's answer, the page fetched by name.
+    assert!(
+        output.contains("clients: resolv.conf: nameserver 10.0.2.3"),
+        "{}",
+        logs()
+    );
+    // The terminal ends lines with CR LF.
+    let lines: Vec<&str> = output.lines().map(|l| l.trim_end()).collect();
+    assert!(
+        lines
+            .windows(2)
+            .any(|w| w[0] == format!("Name:\t{HOST_NAME}") && w[1] == "Address: 10.0.2.2"),
+        "nslookup's answer; {}",
+        logs()
+    );
+    assert!(
+        output.contains("clients: by name: reached by name"),
+        "{}",
+        logs()
+    );
+    assert!(dns.asked.load(Ordering::Relaxed) >= 2, "A queries asked");
     assert!(!output.contains("failed"), "{}", logs());
 
     // The guest's checksums, then the files as ext2 holds them.

@@ -211,6 +211,7 @@ impl<B: Backend> Files<B> {
                                 listening: x.listening,
                                 name: x.name.clone(),
                                 peer: x.peer.clone(),
+                                peer_cred: x.peer_cred,
                             }
                         }
                         Object::Socket(s) => handoff::Object::Socket {
@@ -305,6 +306,7 @@ impl<B: Backend> Files<B> {
                         listening,
                         name,
                         peer,
+                        peer_cred,
                     } => {
                         let mut end = |h: u32| {
                             if h == handoff::NONE {
@@ -322,6 +324,7 @@ impl<B: Backend> Files<B> {
                                 listening: *listening,
                                 name: name.clone(),
                                 peer: peer.clone(),
+                                peer_cred: *peer_cred,
                             }),
                             ..socket::Sock::default()
                         })
@@ -471,6 +474,7 @@ impl<B: Backend> Files<B> {
             nr::SENDTO => self.sendto(a, u),
             nr::RECVFROM => self.recvfrom(a, u),
             nr::SENDMSG => self.sendmsg(fd0, a[1], a[2] as u32, u),
+            nr::SENDMMSG => self.sendmmsg(fd0, a[1], a[2] as u32, a[3] as u32, u),
             nr::RECVMSG => self.recvmsg(fd0, a[1], a[2] as u32, u),
             _ => return None,
         })

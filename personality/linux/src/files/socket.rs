@@ -76,6 +76,10 @@ pub const SHUT_RDWR: u32 = 2;
 pub const S_IFSOCK: u32 = 0o140000;
 /// The buffer sizes `getsockopt` reports (the stack's TCP buffers).
 const BUFFER_BYTES: u32 = 16 * 1024;
+/// `IPPROTO_IP` and its option `IP_RECVERR` (accepted, `setsockopt`).
+const IPPROTO_IP: u32 = 0;
+const IP_RECVERR: u32 = 11;
+
 /// `struct sockaddr_in`'s size.
 const SOCKADDR_IN: usize = 16;
 
@@ -197,6 +201,9 @@ pub struct Sock {
     pub peeked: Option<(Vec<u8>, u32, u16)>,
     /// `SO_LINGER` as set (`l_onoff`, `l_linger`): reported back, not applied.
     pub linger: (i32, i32),
+    /// A read took the connection's reset (`ECONNRESET`): Linux reports it once (the socket's
+    /// pending error), later reads are end of file and `poll` no longer says `POLLERR`.
+    pub reset_taken: bool,
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -580,6 +587,9 @@ impl<B: Backend> Files<B> {
             (SOL_SOCKET, SO_SNDBUF | SO_RCVBUF | SO_REUSEPORT)
             | (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO)
             | (IPPROTO_TCP, TCP_CORK) => Ok(0),
+            // Extended ICMP error reports: the stack gives none (a refusal is the call's errno),
+            // so there is nothing to switch on; glibc's resolver gives up without it.
+            (IPPROTO_IP, IP_RECVERR) => Ok(0),
             (SOL_SOCKET | IPPROTO_TCP, _) => Err(ENOPROTOOPT),
             _ => Err(ENOPROTOOPT),
         }
@@ -600,6 +610,22 @@ impl<B: Backend> Files<B> {
         let room = i32::from_le_bytes(l);
         if room < 0 {
             return Err(EINVAL);
+        }
+        if (level, name) == (SOL_SOCKET, super::unix::SO_PEERCRED) {
+            // `struct ucred`: pid, uid, gid; a socket without a connected peer has none.
+            let c = s
+                .unix
+                .as_ref()
+                .and_then(|x| x.peer_cred)
+                .unwrap_or(super::unix::NO_CRED);
+            let mut v = [0u8; 12];
+            for (i, id) in c.iter().enumerate() {
+                v[i * 4..i * 4 + 4].copy_from_slice(&id.to_le_bytes());
+            }
+            let n = (room as usize).min(12);
+            u.write(val, &v[..n])?;
+            u.write(len_at, &(n as u32).to_le_bytes())?;
+            return Ok(0);
         }
         if (level, name) == (SOL_SOCKET, SO_LINGER) {
             // `struct linger`: two ints.
@@ -881,6 +907,13 @@ impl<B: Backend> Files<B> {
                     // A refused connection reads as its end, as on Linux after the error was
                     // taken.
                     Err(e) if e == ECONNREFUSED && !s.connecting => return Ok(0),
+                    // A reset is the socket's pending error: the first read takes it, later
+                    // ones read the end (Linux).
+                    Err(e) if e == ECONNRESET && s.reset_taken => return Ok(0),
+                    Err(e) if e == ECONNRESET => {
+                        Self::sock_update(d, |s| s.reset_taken = true);
+                        return Err(e);
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -1042,10 +1075,75 @@ impl<B: Backend> Files<B> {
         Ok((name, namelen, vecs))
     }
 
+    /// Whether the control data of `struct msghdr` at `msg` has an `SCM_RIGHTS` message
+    /// (`struct cmsghdr`s: length, level, type, each padded to 8 bytes).
+    fn passes_descriptors(u: &dyn User, msg: u64) -> Result<bool, Errno> {
+        /// `struct cmsghdr`'s size, `SOL_SOCKET`'s `SCM_RIGHTS`, the most control data looked at.
+        const CMSGHDR: u64 = 16;
+        const SCM_RIGHTS: u32 = 1;
+        const MAX_CONTROL: u64 = 1 << 16;
+        let mut raw = [0u8; 16];
+        u.read(msg + 32, &mut raw)?;
+        let control = u64::from_le_bytes(raw[..8].try_into().unwrap());
+        let len = u64::from_le_bytes(raw[8..].try_into().unwrap()).min(MAX_CONTROL);
+        let mut at = 0u64;
+        while control != 0 && at + CMSGHDR <= len {
+            let mut h = [0u8; 16];
+            u.read(control + at, &mut h)?;
+            let clen = u64::from_le_bytes(h[..8].try_into().unwrap());
+            let level = u32::from_le_bytes(h[8..12].try_into().unwrap());
+            let ty = u32::from_le_bytes(h[12..].try_into().unwrap());
+            if clen < CMSGHDR || at + clen > len {
+                return Err(EINVAL);
+            }
+            if (level, ty) == (SOL_SOCKET, SCM_RIGHTS) {
+                return Ok(true);
+            }
+            at += (clen + 7) & !7;
+        }
+        Ok(false)
+    }
+
+    /// `sendmmsg(fd, msgvec, vlen, flags)`: `sendmsg` of each `struct mmsghdr` in turn, its
+    /// `msg_len` set; the count sent, or the first one's error (glibc's resolver sends its A
+    /// and AAAA queries this way).
+    pub(super) fn sendmmsg(
+        &mut self,
+        fd: i32,
+        vec: u64,
+        vlen: u32,
+        flags: u32,
+        u: &dyn User,
+    ) -> SysResult {
+        /// `struct mmsghdr`: a `struct msghdr` (56 bytes), then `msg_len`, padded to 64.
+        const MMSGHDR: u64 = 64;
+        const MSG_LEN_AT: u64 = 56;
+        /// Linux's `UIO_MAXIOV`, the most messages one call sends.
+        const MAX_MESSAGES: u32 = 1024;
+        let mut sent = 0u64;
+        for i in 0..vlen.min(MAX_MESSAGES) as u64 {
+            let at = vec.checked_add(i * MMSGHDR).ok_or(EFAULT)?;
+            match self.sendmsg(fd, at, flags, u) {
+                Ok(n) => {
+                    u.write(at + MSG_LEN_AT, &(n as u32).to_le_bytes())?;
+                    sent += 1;
+                }
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(sent)
+    }
+
     pub(super) fn sendmsg(&mut self, fd: i32, msg: u64, flags: u32, u: &dyn User) -> SysResult {
         let (d, s) = self.sock_fd(fd)?;
         let (name, namelen, vecs) = Self::read_msghdr(u, msg)?;
         if let Some(x) = &s.unix {
+            if Self::passes_descriptors(u, msg)? {
+                // Not carried yet (docs/net.md, known gaps): refused rather than sent without
+                // them, so the program learns its descriptors did not go.
+                return Err(EOPNOTSUPP);
+            }
             return self.unix_sendmsg(&d, x, name, namelen, &vecs, flags, u);
         }
         let dest = if name != 0 && s.udp {
@@ -1146,7 +1244,7 @@ impl<B: Backend> Files<B> {
         if r & READY_HANGUP != 0 && !s.listening {
             m |= POLLHUP | POLLIN | POLLRDNORM;
         }
-        if r & READY_ERROR != 0 {
+        if r & READY_ERROR != 0 && !s.reset_taken {
             m |= POLLERR;
         }
         if s.udp && r & READY_ERROR == 0 {

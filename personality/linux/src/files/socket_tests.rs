@@ -35,6 +35,8 @@ pub struct FakeNet {
     pub datagram_calls: usize,
     /// What one call moves for a transfer larger than a message (the guest's channel); 0: none.
     pub bulk: usize,
+    /// The peer reset every connection: receives answer `ECONNRESET`, readiness is an error.
+    pub reset: bool,
 }
 
 impl FakeNet {
@@ -78,6 +80,16 @@ impl SocketHost for Mock {
         self.net.sends.push(n);
         self.net.sent.extend_from_slice(&data[..n]);
         Ok(n)
+    }
+    fn sock_recv(&mut self, _h: u64, _buf: &mut [u8]) -> Result<usize, Errno> {
+        Err(if self.net.reset { ECONNRESET } else { EAGAIN })
+    }
+    fn sock_ready(&mut self, _h: u64) -> u32 {
+        if self.net.reset {
+            READY_READABLE | READY_HANGUP | READY_ERROR
+        } else {
+            READY_WRITABLE
+        }
     }
     fn sock_shutdown(&mut self, _h: u64) -> Result<(), Errno> {
         Ok(())
@@ -346,4 +358,30 @@ fn through_a_channel_one_call_moves_up_to_its_size() {
     p.f.backend.net.inbox = vec![d.to_vec()];
     assert_eq!(p.call(nr::RECVFROM, &[fd, at, 1000, 0, 0, 0]), Ok(1000));
     assert!(p.f.backend.net.inbox.is_empty());
+}
+
+#[test]
+fn a_reset_reads_once_as_an_error_then_as_the_end() {
+    let mut p = P::new(true);
+    let fd = p.connected(0);
+    p.f.backend.net.reset = true;
+    // poll: readable, hung up, an error (the reset is pending).
+    let pollfd = |p: &mut P| {
+        let mut e = [0u8; 8];
+        e[..4].copy_from_slice(&(fd as i32).to_le_bytes());
+        e[4..6].copy_from_slice(&1u16.to_le_bytes());
+        p.m.write(ADDR, &e).unwrap();
+        assert_eq!(p.call(nr::POLL, &[ADDR, 1, 0]), Ok(1));
+        let mut r = [0u8; 2];
+        p.m.read(ADDR + 6, &mut r).unwrap();
+        u16::from_le_bytes(r)
+    };
+    assert_ne!(pollfd(&mut p) & super::poll::POLLERR, 0);
+    assert_eq!(p.call(nr::READ, &[fd, BUF, 16]), Err(ECONNRESET));
+    // Taken: the end of the stream from now on, and no more POLLERR.
+    assert_eq!(p.call(nr::READ, &[fd, BUF, 16]), Ok(0));
+    assert_eq!(p.call(nr::RECVFROM, &[fd, BUF, 16, 0, 0, 0]), Ok(0));
+    let ev = pollfd(&mut p);
+    assert_eq!(ev & super::poll::POLLERR, 0);
+    assert_ne!(ev & super::poll::POLLIN, 0);
 }

@@ -54,14 +54,20 @@ pub trait UnixHost {
     fn unix_listen(&mut self, _name: &[u8], _backlog: u32) -> Result<u64, Errno> {
         Err(EAFNOSUPPORT)
     }
-    /// A connection to the listener on `name`: (read end, write end), rings mapped.
-    /// `ECONNREFUSED` if nobody listens, `EAGAIN` if its backlog is full.
-    fn unix_connect(&mut self, _name: &[u8]) -> Result<(u64, u64), Errno> {
+    /// A connection to the listener on `name`: (read end, write end, the listener's
+    /// credentials), rings mapped. `ECONNREFUSED` if nobody listens, `EAGAIN` if its backlog is
+    /// full.
+    fn unix_connect(&mut self, _name: &[u8]) -> Result<(u64, u64, Cred), Errno> {
         Err(ECONNREFUSED)
     }
-    /// The oldest waiting connection of listener `l` (`EAGAIN`: none).
-    fn unix_accept(&mut self, _l: u64) -> Result<(u64, u64), Errno> {
+    /// The oldest waiting connection of listener `l`, with the credentials of the side that
+    /// connected (`EAGAIN`: none).
+    fn unix_accept(&mut self, _l: u64) -> Result<(u64, u64, Cred), Errno> {
         Err(EAGAIN)
+    }
+    /// This process's credentials (what `socketpair` gives both sockets).
+    fn unix_cred(&mut self) -> Cred {
+        NO_CRED
     }
     /// How many connections wait on listener `l`.
     fn unix_pending(&mut self, _l: u64) -> usize {
@@ -83,6 +89,13 @@ pub trait UnixHost {
     }
 }
 
+/// Credentials as `SO_PEERCRED` reports them: `struct ucred` (pid, uid, gid; the effective
+/// ids at the time of `connect`, `listen` or `socketpair`, as Linux records them).
+pub type Cred = [u32; 3];
+
+/// A socket without a peer's credentials: Linux's (pid 0, uid and gid -1).
+pub const NO_CRED: Cred = [0, u32::MAX, u32::MAX];
+
 /// A local socket's state.
 #[derive(Debug, Clone, Default)]
 pub struct Unix {
@@ -100,6 +113,8 @@ pub struct Unix {
     pub name: Vec<u8>,
     /// The peer's name (the one connected to).
     pub peer: Vec<u8>,
+    /// The peer's credentials, once connected (`SO_PEERCRED`).
+    pub peer_cred: Option<Cred>,
 }
 
 impl Unix {
@@ -401,16 +416,20 @@ impl<B: Backend> Files<B> {
         };
         let nonblock = ty & SOCK_NONBLOCK != 0;
         let cloexec = ty & SOCK_CLOEXEC != 0;
+        // Both ends are ours: each one's peer has our credentials.
+        let cred = Some(self.backend.unix_cred());
         let a = Unix {
             kind,
             rx: Some((r1, rings[0])),
             tx: Some((w2, rings[3])),
+            peer_cred: cred,
             ..Unix::default()
         };
         let b = Unix {
             kind,
             rx: Some((r2, rings[2])),
             tx: Some((w1, rings[1])),
+            peer_cred: cred,
             ..Unix::default()
         };
         let fa = match self.unix_install(a.clone(), nonblock, cloexec) {
@@ -560,7 +579,7 @@ impl<B: Backend> Files<B> {
             return Err(EINVAL);
         };
         let nonblock = Self::nonblocking(d);
-        let (r, w) = self.unix_block(nonblock, &mut |b| b.unix_watch(l), &mut |b| {
+        let (r, w, cred) = self.unix_block(nonblock, &mut |b| b.unix_watch(l), &mut |b| {
             b.unix_accept(l)
         })?;
         let (Some(rr), Some(wr)) = (self.backend.pipe_ring(r), self.backend.pipe_ring(w)) else {
@@ -575,6 +594,7 @@ impl<B: Backend> Files<B> {
                 tx: Some((w, wr)),
                 // An accepted socket has the listener's name.
                 name: x.name.clone(),
+                peer_cred: Some(cred),
                 ..Unix::default()
             },
             flags & SOCK_NONBLOCK != 0,
@@ -625,7 +645,7 @@ impl<B: Backend> Files<B> {
         let nonblock = Self::nonblocking(d);
         // A full backlog: Linux's blocking connect waits for room; the server does not tell
         // when there is, so this one looks again every few milliseconds.
-        let (r, w) = loop {
+        let (r, w, cred) = loop {
             match self.backend.unix_connect(&key) {
                 Err(e) if e == EAGAIN && !nonblock => {
                     if self.backend.signal_pending() {
@@ -646,6 +666,7 @@ impl<B: Backend> Files<B> {
             x.rx = Some((r, rr));
             x.tx = Some((w, wr));
             x.peer = name;
+            x.peer_cred = Some(cred);
         });
         Ok(0)
     }

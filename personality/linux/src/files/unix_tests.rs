@@ -114,3 +114,71 @@ fn addresses() {
     assert_eq!(sockaddr_un(b"\0a").1, 4);
     assert_eq!(sockaddr_un(b"").1, 2);
 }
+
+#[test]
+fn socketpair_peers_have_our_credentials_and_a_lone_socket_none() {
+    let mut p = P::new();
+    let (a, _b) = pair(&mut p, SOCK_STREAM);
+    let cred = |p: &mut P, fd: u64, room: u32| {
+        p.m.write(BUF + 64, &room.to_le_bytes()).unwrap();
+        let r = p.call(
+            nr::GETSOCKOPT,
+            &[fd, SOL_SOCKET as u64, SO_PEERCRED as u64, BUF, BUF + 64],
+        );
+        let mut v = [0u8; 16];
+        p.m.read(BUF, &mut v).unwrap();
+        let mut l = [0u8; 4];
+        p.m.read(BUF + 64, &mut l).unwrap();
+        (r, v, u32::from_le_bytes(l))
+    };
+    // The mock's own credentials are NO_CRED (the trait's default).
+    let (r, v, l) = cred(&mut p, a, 16);
+    assert_eq!((r, l), (Ok(0), 12));
+    assert_eq!(&v[..4], &0u32.to_le_bytes());
+    assert_eq!(&v[4..12], &[0xff; 8]);
+    // Cut to the room given.
+    assert_eq!(cred(&mut p, a, 4).2, 4);
+    let s = p
+        .call(nr::SOCKET, &[AF_UNIX as u64, SOCK_STREAM as u64, 0])
+        .unwrap();
+    let (r, v, _) = cred(&mut p, s, 12);
+    assert_eq!(r, Ok(0));
+    assert_eq!(&v[4..12], &[0xff; 8]);
+}
+
+#[test]
+fn descriptors_in_control_data_are_refused_not_dropped() {
+    let mut p = P::new();
+    let (a, b) = pair(&mut p, SOCK_STREAM);
+    // A msghdr at BUF + 0x100: one iovec of 2 bytes, control data at BUF + 0x200.
+    let (msg, iov, ctl) = (BUF + 0x100, BUF + 0x180, BUF + 0x200);
+    p.m.write(BUF, b"hi").unwrap();
+    let mut h = [0u8; 56];
+    h[16..24].copy_from_slice(&iov.to_le_bytes());
+    h[24..32].copy_from_slice(&1u64.to_le_bytes());
+    h[32..40].copy_from_slice(&ctl.to_le_bytes());
+    h[40..48].copy_from_slice(&24u64.to_le_bytes());
+    p.m.write(msg, &h).unwrap();
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&BUF.to_le_bytes());
+    v[8..].copy_from_slice(&2u64.to_le_bytes());
+    p.m.write(iov, &v).unwrap();
+    // SCM_RIGHTS with one descriptor (0).
+    let mut c = [0u8; 24];
+    c[..8].copy_from_slice(&20u64.to_le_bytes());
+    c[8..12].copy_from_slice(&SOL_SOCKET.to_le_bytes());
+    c[12..16].copy_from_slice(&1u32.to_le_bytes());
+    p.m.write(ctl, &c).unwrap();
+    assert_eq!(p.call(nr::SENDMSG, &[a, msg, 0]), Err(EOPNOTSUPP));
+    assert_eq!(recv(&mut p, b, 64, MSG_DONTWAIT), Err(EAGAIN));
+    // A control message that lies about its length is EINVAL.
+    c[..8].copy_from_slice(&200u64.to_le_bytes());
+    p.m.write(ctl, &c).unwrap();
+    assert_eq!(p.call(nr::SENDMSG, &[a, msg, 0]), Err(EINVAL));
+    // Another control message (SCM_CREDENTIALS, type 2) does not stop the data.
+    c[..8].copy_from_slice(&24u64.to_le_bytes());
+    c[12..16].copy_from_slice(&2u32.to_le_bytes());
+    p.m.write(ctl, &c).unwrap();
+    assert_eq!(p.call(nr::SENDMSG, &[a, msg, 0]), Ok(2));
+    assert_eq!(p.read(b, 64).as_deref(), Ok(&b"hi"[..]));
+}

@@ -6,8 +6,7 @@
 //! incarnation, which resets the device; the stack notices its session token's end, attaches
 //! the same session memory to the new driver, and TCP sends again what was lost meanwhile. The
 //! echo must come back whole (length, checksum, contents) on the one connection, never reset,
-//! and UDP echo must work afterwards. Then the stack itself is killed (policy `reset`): new
-//! sockets work on the new incarnation, which the clients find in the same slot.
+//! and UDP echo must work afterwards.
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::path::PathBuf;
@@ -88,7 +87,7 @@ fn kill(port: u16, name: &str, k: usize) -> Option<String> {
 }
 
 #[test]
-fn tcp_survives_driver_restarts_and_new_sockets_work_after_a_stack_restart() {
+fn tcp_survives_driver_restarts() {
     let (tcp, udp, ctl) = (free_port(), free_port(), free_port());
     let dir = repo().join("target/test-logs");
     std::fs::create_dir_all(&dir).unwrap();
@@ -187,31 +186,6 @@ fn tcp_survives_driver_restarts_and_new_sockets_work_after_a_stack_restart() {
     assert_eq!(&b, b"again");
     drop(s2);
 
-    // The stack's policy is `reset`: sockets made on the new incarnation work: net-kill answers
-    // from one, net-echo serves again on new ones. (Connections open at the stack's death are
-    // not checked: see docs/net.md, "Known gaps".)
-    let text = g.log();
-    assert_eq!(
-        kill(ctl, "netstack", KILL_AT.len() + 1).as_deref(),
-        Some(format!("killed netstack {}", KILL_AT.len() + 1).as_str()),
-        "kill of the stack, answered from a socket of its next incarnation; log:\n{text}"
-    );
-    let start = Instant::now();
-    while udp_ask(udp, b"new stack?", Duration::from_secs(2)).as_deref() != Some(b"new stack?") {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no UDP echo from the new stack; log:\n{}",
-            g.log()
-        );
-    }
-    let mut s4 = TcpStream::connect(("127.0.0.1", tcp)).unwrap();
-    s4.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s4.write_all(b"fresh").unwrap();
-    let mut b = [0u8; 5];
-    s4.read_exact(&mut b).unwrap();
-    assert_eq!(&b, b"fresh");
-    drop(s4);
-
     assert_eq!(
         udp_ask(udp, QUIT, Duration::from_secs(5)).as_deref(),
         Some(&b"bye"[..]),
@@ -227,10 +201,6 @@ fn tcp_survives_driver_restarts_and_new_sockets_work_after_a_stack_restart() {
         "root: fault: server net0 incarnation 3 reason killed-by-net-kill",
         "root: net0 restarted: incarnation 4",
         "netstack: attached to the driver again (session 4)",
-        "root: fault: server netstack incarnation 1 reason killed-by-net-kill",
-        "root: netstack restarted: incarnation 2",
-        "net-echo: serving again on the stack's new incarnation",
-        "net-kill: a new socket works",
         "root: all done, success",
     ] {
         assert!(text.contains(want), "`{want}` missing; log:\n{text}");

@@ -22,6 +22,14 @@
 //! thread faults, the fault thread diverts it to `recover`, which resets the device, ends that
 //! session and goes back to serving. Any other fault is root's (it ends the driver).
 //!
+//! Restartable (manifest `restart = "restart"`): the driver keeps nothing a stack cannot give it
+//! again. A new incarnation resets the device (and waits until it reads back reset) before it
+//! allocates or touches a queue, so nothing a dead incarnation queued reaches memory that has
+//! changed hands. The stack learns of the death from the `token` it gave with `attach` (the
+//! driver's capabilities die with it, the stack's watch on the token fires), finds the new
+//! incarnation in the same slot (root puts it there) and attaches again; frames lost meanwhile
+//! are TCP's to send again (docs/net.md, "Driver restart").
+//!
 //! Capabilities: `pci`, `mem` (DMA memory for the virtqueues), the endpoint it serves (the first
 //! provided), a factory (notifications, threads, an endpoint: `kmem_kb`).
 #![no_std]
@@ -79,6 +87,8 @@ const AREAS: [u64; 2] = [0x5000_0000, 0x5100_0000];
 const KICK_BIT: u64 = 1 << 32;
 /// Refusals logged per session; the rest are counted.
 const LOG_REFUSALS: u32 = 8;
+/// Status reads a legacy device's reset is given to complete.
+const RESET_POLLS: u32 = 100_000;
 const THREAD_STACK: usize = 64 * 1024;
 
 /// One split virtqueue in the driver's DMA memory. Packet `k` uses descriptors `2k` (the header,
@@ -198,6 +208,9 @@ struct Session {
     /// The stack's notification (our copy) and the bits it wants.
     wake: u64,
     bits: u64,
+    /// The stack's token (`net.attach`): held while the session lasts, dropped when it ends,
+    /// which the stack's watch on it reports.
+    token: u64,
     refused: u32,
 }
 
@@ -268,6 +281,7 @@ impl Dev {
         }
         let _ = sys::unmap(s.at, SESSION_PAGES as u64, sawmill_abi::UNMAP_SELF);
         let _ = sys::cap_delete(s.wake);
+        let _ = sys::cap_delete(s.token);
         // The session's kick capability (minted from our notification, the only capability
         // derived from it) goes too: an ended stack cannot keep waking the I/O thread.
         let _ = sys::cap_revoke(NOTIF.load(Ordering::Relaxed));
@@ -457,6 +471,7 @@ impl Server {
         memory: Map,
         wake: u64,
         bits: u64,
+        token: u64,
     ) -> Result<u64, NetError> {
         if let Some(s) = &d.session {
             // A stack that died left its session behind: its memory went with it, so it is no
@@ -505,13 +520,16 @@ impl Server {
                 let _ = sys::unpin(pa);
             }
         };
-        let (wake_copy, kick) = (self.slot(), self.slot());
+        let (wake_copy, token_copy, kick) = (self.slot(), self.slot(), self.slot());
         if sys::cap_copy(wake, wake_copy).is_err()
+            || sys::cap_copy(token, token_copy).is_err()
             || sys::cap_mint(NOTIF.load(Ordering::Relaxed), kick, KICK_BIT, rights::SEND).is_err()
         {
             undo();
             let _ = sys::cap_delete(wake_copy);
+            let _ = sys::cap_delete(token_copy);
             self.free_slots.push(wake_copy);
+            self.free_slots.push(token_copy);
             self.free_slots.push(kick);
             return Err(NetError::Invalid);
         }
@@ -527,6 +545,7 @@ impl Server {
             side: DriverSide::new(),
             wake: wake_copy,
             bits,
+            token: token_copy,
             refused: 0,
         });
         println!("net-virtio: session of badge {} attached", badge);
@@ -544,10 +563,17 @@ impl net::Server for Server {
         })
     }
 
-    fn attach(&mut self, badge: u64, memory: Map, wake: u64, bits: u64) -> Result<u64, NetError> {
+    fn attach(
+        &mut self,
+        badge: u64,
+        memory: Map,
+        wake: u64,
+        bits: u64,
+        token: u64,
+    ) -> Result<u64, NetError> {
         let mut g = DEV.lock();
         let d = g.as_mut().ok_or(NetError::Invalid)?;
-        let r = self.attach_locked(d, badge, memory, wake, bits);
+        let r = self.attach_locked(d, badge, memory, wake, bits, token);
         drop(g);
         match r {
             Ok(_) => {
@@ -619,7 +645,16 @@ fn dma_alloc(mem_ep: u64, pages: u64) -> Result<(*mut u8, u64), &'static str> {
 }
 
 fn init(io: u16, mem_ep: u64) -> Result<Dev, &'static str> {
+    // Reset first, before any queue register is touched or DMA memory allocated: a previous
+    // incarnation of this driver (root restarts it) may have left frames queued whose queue
+    // memory is freed by now. The reset ends them; reading the status back as 0 says it is done
+    // (bounded: a device that never says so is driven anyway).
     outb(io + R_STATUS, 0);
+    for _ in 0..RESET_POLLS {
+        if inb(io + R_STATUS) == 0 {
+            break;
+        }
+    }
     outb(io + R_STATUS, S_ACK | S_DRIVER);
     let mut sizes = [0u16; 2];
     for (q, size) in sizes.iter_mut().enumerate() {
@@ -672,7 +707,8 @@ fn serve_without_device(ep: u64) {
         window: AREAS[0],
         free_slots: Vec::new(),
     };
-    srv.after.receive_into(&[thread::alloc_slot()]);
+    srv.after
+        .receive_into(&[thread::alloc_slot(), thread::alloc_slot()]);
     srv.after.receive_window(srv.window, SESSION_BYTES as u64);
     let _ = rpc::serve(ep, &mut srv);
 }
@@ -745,7 +781,8 @@ fn main() {
         free_slots: Vec::new(),
     };
     // `attach` brings the stack's notification; its memory arrives in the window.
-    srv.after.receive_into(&[thread::alloc_slot()]);
+    srv.after
+        .receive_into(&[thread::alloc_slot(), thread::alloc_slot()]);
     srv.after.receive_window(srv.window, SESSION_BYTES as u64);
     let _ = rpc::serve(ep, &mut srv);
 }

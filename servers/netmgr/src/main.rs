@@ -7,7 +7,8 @@
 //!
 //! It touches only its own endpoint (`netmgr`) and the stacks' endpoints its configuration names
 //! (each stack's configuration names netmgr its `manager`, the one caller of `socket.grant`).
-//! Re-binding a stack to a restarted driver is not done yet (docs/net.md, "Known gaps").
+//! A restarted driver is re-bound by the stack itself (docs/net.md, "Driver restart"); a restarted
+//! stack needs nothing of netmgr (no per-client state: root refreshes its slot).
 #![no_std]
 #![no_main]
 

@@ -100,6 +100,44 @@ impl Link {
         self.kick = kick;
     }
 
+    /// The driver's session is gone (it died, or ended it): no more kicks. Returns the old kick
+    /// capability's slot for the caller to empty. Frames go on piling up in the rings until the
+    /// send slots run out; [`Link::reset`] starts the next session.
+    pub fn detach(&mut self) -> u64 {
+        core::mem::take(&mut self.kick)
+    }
+
+    /// Whether a driver session is live.
+    pub fn attached(&self) -> bool {
+        self.kick != 0
+    }
+
+    /// Empties the rings for a new session with a new driver, before it attaches: every receive
+    /// slot offered again, every send slot ours again but those holding frames the loopback
+    /// turned around. What the last driver held or had not yet taken is dropped (TCP sends it
+    /// again). Runs between polls, so no slot is in a poll's hands.
+    pub fn reset(&mut self) {
+        self.side = StackSide::new(&self.shared);
+        for slot in 0..RX_SLOTS {
+            self.side.submit_rx(&self.shared, slot);
+        }
+        self.rx_done.clear();
+        self.tx_queued.clear();
+        self.loop_done.clear();
+        let looped: Vec<u16> = self
+            .looped
+            .iter()
+            .filter_map(|l| match l {
+                Looped::Slot(slot, _) => Some(*slot),
+                Looped::Owned(..) => None,
+            })
+            .collect();
+        self.free_tx = (RX_SLOTS..SLOTS as u16)
+            .rev()
+            .filter(|s| !looped.contains(s))
+            .collect();
+    }
+
     /// Our MAC and interface address: frames for them (or for 127.0.0.0/8) loop back.
     pub fn set_local(&mut self, mac: [u8; 6], addr: u32) {
         self.mac = mac;

@@ -17,6 +17,15 @@
 //! only for the clients the configuration names (`privileged`) or whose capability the network
 //! manager granted with that right in its badge (`socket.grant`, only on the `manager`'s capability; `grant.rs` of the
 //! api crate). Configuration: static (`address`, `gateway`) or DHCP.
+//!
+//! A driver restart is invisible to TCP: the stack gives the driver a token with `attach`, a
+//! capability minted under a watch, which the driver holds while the session lasts. When the
+//! driver dies (or ends the session) the token goes with it and the kernel's `NO_SENDERS` notice
+//! tells the stack at once; the poll thread then waits for the driver's endpoint to answer again
+//! (root puts the new incarnation's endpoint into the very slot the old one was in), empties the
+//! rings and attaches the same session memory to it. Frames lost meanwhile are sent again by
+//! TCP; the sockets, their connections and the DHCP lease are the stack's and stay.
+//!
 //! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
 //! first provided), a factory (`kmem_kb`: a notification and a thread).
 #![no_std]
@@ -37,8 +46,8 @@ use sawmill_interfaces::sock::{self, AcceptOut, NameOut, PeekFromOut, RecvFromOu
 use sawmill_interfaces::sock::{RecvBufOut, RecvFromBufOut};
 use sawmill_interfaces::socket::{self, ConfigOut};
 use sawmill_interfaces::{
-    dataspace, mem, net, DsError, DsFlags, MapFlags, Ready, SockError, SockKind, CHANNEL_BYTES,
-    MAX_DATAGRAM,
+    dataspace, mem, net, DsError, DsFlags, MapFlags, NetError, Ready, SockError, SockKind,
+    CHANNEL_BYTES, MAX_DATAGRAM,
 };
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
 use sawmill_netstack_api::{grant, parse_addr, parse_cidr, Config};
@@ -78,6 +87,11 @@ const SOCK_BIT: u64 = 1 << 40;
 const NOTICE_BADGE: u64 = 1 << 41;
 /// Badges of channel capabilities (`sock.channel`) have this bit besides [`SOCK_BIT`].
 const CHAN_BIT: u64 = 1 << 39;
+/// Badges of the tokens given to the driver with `attach` (and the session's number): no
+/// rights, so the driver cannot call us with it; only its `NO_SENDERS` notice matters.
+const DRIVER_TOKEN: u64 = 1 << 42;
+/// How often the poll thread asks after a driver that is not back yet.
+const REATTACH_MS: u64 = 20;
 /// Channels in all (each holds [`CHANNEL_BYTES`] of the heap: 1 MiB beside the sockets' 6), and
 /// per client: like sockets, one client takes at most a quarter, so one that hoards channels
 /// cannot push every other client back onto the message path.
@@ -101,6 +115,9 @@ static WAKE: AtomicU64 = AtomicU64::new(0);
 /// The time-stamp counter value the poll thread waits until (u64::MAX: no deadline), written
 /// under the stack's lock: a call wakes the thread only when smoltcp wants it earlier.
 static POLL_DEADLINE: AtomicU64 = AtomicU64::new(0);
+/// The badge of the live session's token (0: none), and the sessions attached so far.
+static TOKEN: AtomicU64 = AtomicU64::new(0);
+static SESSIONS: AtomicU64 = AtomicU64::new(0);
 
 // The rights bits are socket.idl's; the api crate repeats them for the host.
 const _: () = assert!(grant::RIGHT_PRIVILEGED_PORTS == sawmill_interfaces::RIGHT_PRIVILEGED_PORTS);
@@ -1406,6 +1423,27 @@ impl rpc::Serve for Front {
     /// The last copy of a socket's capability is gone: the socket closes (gracefully for a
     /// connection), its registrations go.
     fn no_senders(&mut self, badge: u64) {
+        if badge & DRIVER_TOKEN != 0 {
+            // The live session's token: the driver died or ended the session. The poll thread
+            // attaches again once the driver answers (an older session's token: nothing).
+            let mut g = STACK.lock();
+            if TOKEN.load(Ordering::Relaxed) == badge {
+                TOKEN.store(0, Ordering::Relaxed);
+                if let Some(s) = g.as_mut() {
+                    let kick = s.link.detach();
+                    if kick != 0 {
+                        let _ = sys::cap_delete(kick);
+                    }
+                }
+                drop(g);
+                println!(
+                    "netstack: the driver's session {} ended: attaching again when it answers",
+                    badge & !DRIVER_TOKEN
+                );
+                let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
+            }
+            return;
+        }
         if badge & CHAN_BIT != 0 {
             // Its buffer is unmapped from the client and freed.
             self.chans.remove(&badge);
@@ -1490,17 +1528,104 @@ impl dataspace::Server for Front {
     }
 }
 
-/// The poll thread: the driver's completions, smoltcp's timers, calls that changed them.
-fn poller(wake: u64) -> ! {
+/// What attaching to the driver takes: the first time, and again after it restarted.
+struct Driver {
+    nic: net::Client,
+    /// Our endpoint (the token is minted from it) and the notice capability its `NO_SENDERS`
+    /// comes through.
+    ep: u64,
+    notice: u64,
+    /// The poll thread's notification, which the driver signals.
+    wake: u64,
+    /// Where the token is made before `attach` (emptied after it: the driver holds the only
+    /// copy) and where the kick capability lands.
+    token_slot: u64,
+    kick_slot: u64,
+}
+
+impl Driver {
+    /// Attaches the session memory to the driver, whose `info` said `window`, with a new token:
+    /// its badge is [`TOKEN`] from now on. The kick capability is in `kick_slot` after it.
+    fn attach(&self, window: u64) -> Result<u64, rpc::Error<NetError>> {
+        let badge = DRIVER_TOKEN | (SESSIONS.fetch_add(1, Ordering::Relaxed) + 1);
+        if sys::cap_mint_watched(self.ep, self.token_slot, badge, 0, self.notice).is_err() {
+            return Err(rpc::Error::App(NetError::Invalid));
+        }
+        TOKEN.store(badge, Ordering::Relaxed);
+        let region = Map {
+            src: SESSION_AT,
+            dst: window,
+            pages: SESSION_PAGES as u64,
+            flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
+        };
+        let r = self.nic.attach(
+            region,
+            self.wake,
+            WAKE_DRIVER,
+            self.token_slot,
+            self.kick_slot,
+        );
+        // Ours goes: the driver's copy is the only holder, so its end is the notice.
+        let _ = sys::cap_delete(self.token_slot);
+        r.map(|_| badge)
+    }
+
+    /// The session is gone (the token's notice, `Front::no_senders`): once the driver answers
+    /// again (its next incarnation, in the same slot), the rings are emptied and the same memory
+    /// attached to it. False if it is not there yet.
+    fn reattach(&self) -> bool {
+        let window = match self.nic.info() {
+            Ok(i) if i.mac != 0 => i.window,
+            _ => return false,
+        };
+        if let Some(s) = STACK.lock().as_mut() {
+            s.link.reset();
+        }
+        let badge = match self.attach(window) {
+            Ok(b) => b,
+            Err(e) => {
+                println!("netstack: attaching to the driver again failed: {:?}", e);
+                return false;
+            }
+        };
+        let mut g = STACK.lock();
+        let Some(s) = g.as_mut() else { return false };
+        // A notice that came meanwhile (the new driver died at once) cleared the token.
+        if TOKEN.load(Ordering::Relaxed) != badge {
+            let _ = sys::cap_delete(self.kick_slot);
+            return false;
+        }
+        s.link.set_kick(self.kick_slot);
+        println!(
+            "netstack: attached to the driver again (session {})",
+            badge & !DRIVER_TOKEN
+        );
+        true
+    }
+}
+
+/// The poll thread: the driver's completions, smoltcp's timers, calls that changed them; and
+/// attaching again to a driver that restarted (`driver`: None without a device).
+fn poller(wake: u64, driver: Option<Driver>) -> ! {
+    let mut retry_at = 0u64;
     loop {
-        let deadline = {
+        let (mut deadline, detached) = {
             let mut g = STACK.lock();
             let s = g.as_mut().expect("stack");
             s.poll();
             let d = s.next_poll();
             POLL_DEADLINE.store(d, Ordering::Relaxed);
-            d
+            (d, !s.link.attached())
         };
+        if let (Some(drv), true) = (&driver, detached) {
+            if sys::rdtsc() >= retry_at {
+                if drv.reattach() {
+                    continue;
+                }
+                retry_at = sys::rdtsc() + REATTACH_MS * 1000 * TICKS_PER_US.load(Ordering::Relaxed);
+            }
+            deadline = deadline.min(retry_at);
+        }
         if deadline == u64::MAX {
             let _ = sys::notify_wait(wake, 0);
         } else {
@@ -1572,34 +1697,43 @@ fn main() {
         }
     };
     let mut link = Link::new(shared);
-    let nic = net::Client::new(driver);
+    // The notice capability first: the driver's token reports through it.
+    let notice = thread::alloc_slot();
+    if sys::cap_mint(ep, notice, NOTICE_BADGE, rights::SEND).is_err() {
+        println!("netstack: FAIL no notice capability");
+        return;
+    }
+    let drv = Driver {
+        nic: net::Client::new(driver),
+        ep,
+        notice,
+        wake,
+        token_slot: thread::alloc_slot(),
+        kick_slot: thread::alloc_slot(),
+    };
     // The session memory goes to the driver as a map item at its window (derived from our
     // mapping: unmapping or freeing it here takes it from the driver too).
     // A driver without a device reports no MAC: the stack serves its loopback only.
-    let no_device = matches!(nic.info(), Ok(i) if i.mac == 0);
+    let no_device = matches!(drv.nic.info(), Ok(i) if i.mac == 0);
     let attached = if no_device {
         println!("netstack: the driver has no device: loopback only");
-        Ok((0, 0))
+        Ok(0)
     } else {
-        nic.info().and_then(|i| {
-            let region = Map {
-                src: SESSION_AT,
-                dst: i.window,
-                pages: SESSION_PAGES as u64,
-                flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
-            };
-            nic.attach(region, wake, WAKE_DRIVER, thread::alloc_slot())
-                .map(|k| (i.mac, k))
-        })
+        drv.nic
+            .info()
+            .and_then(|i| drv.attach(i.window).map(|_| i.mac))
     };
-    let (mac, kick) = match attached {
+    let mac = match attached {
         Ok(x) => x,
         Err(e) => {
             println!("netstack: FAIL attaching to the driver: {:?}", e);
             return;
         }
     };
-    link.set_kick(kick);
+    if !no_device {
+        link.set_kick(drv.kick_slot);
+    }
+    let driver = (!no_device).then_some(drv);
     let m = mac.to_le_bytes();
     let mut ic = IfaceConfig::new(EthernetAddress([m[0], m[1], m[2], m[3], m[4], m[5]]).into());
     ic.random_seed = sys::rdtsc();
@@ -1643,7 +1777,7 @@ fn main() {
         }
     }
     *STACK.lock() = Some(st);
-    if let Err(e) = thread::spawn(255, THREAD_STACK, move || poller(wake)) {
+    if let Err(e) = thread::spawn(255, THREAD_STACK, move || poller(wake, driver)) {
         println!("netstack: FAIL poll thread: {}", e.name());
         return;
     }
@@ -1651,11 +1785,6 @@ fn main() {
         "netstack: serving sockets, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     );
-    let notice = thread::alloc_slot();
-    if sys::cap_mint(ep, notice, NOTICE_BADGE, rights::SEND).is_err() {
-        println!("netstack: FAIL no notice capability");
-        return;
-    }
     let mut front = Front {
         after: AfterReply::new(),
         ep,

@@ -204,9 +204,10 @@ fn is_would_block(e: &sawmill_interfaces::rpc::Error<SockError>) -> bool {
     )
 }
 
-fn serve(sk: &socket::Client, w: &Waiter) {
+/// The TCP listener and the UDP socket of the echo service.
+fn listen(sk: &socket::Client, w: &Waiter) -> Option<(sock::Client, sock::Client)> {
     let (Some(l), Some(u)) = (open(sk, w, SockKind::Tcp), open(sk, w, SockKind::Udp)) else {
-        return;
+        return None;
     };
     if let Err(e) = l
         .bind(0, TCP_PORT)
@@ -214,8 +215,22 @@ fn serve(sk: &socket::Client, w: &Waiter) {
         .and_then(|_| u.bind(0, UDP_PORT))
     {
         println!("net-echo: FAIL bind/listen: {:?}", e);
-        return;
+        return None;
     }
+    Some((l, u))
+}
+
+/// Whether a socket call failed because the stack that made the socket is gone (it restarted:
+/// its capabilities were revoked with it).
+fn stack_gone(e: &sawmill_interfaces::rpc::Error<SockError>) -> bool {
+    e.peer_died()
+        || matches!(e, sawmill_interfaces::rpc::Error::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
+}
+
+fn serve(sk: &socket::Client, w: &Waiter) {
+    let Some((mut l, mut u)) = listen(sk, w) else {
+        return;
+    };
     println!("net-echo: serving tcp {} and udp {}", TCP_PORT, UDP_PORT);
     let mut conns: Vec<Conn> = Vec::new();
     // Capability slots of closed connections, for the next ones.
@@ -224,6 +239,29 @@ fn serve(sk: &socket::Client, w: &Waiter) {
     let (mut accepted, mut datagrams) = (0u64, 0u64);
     loop {
         let mut progress = false;
+        // A stack that restarted (policy `reset`) took every socket with it: listen on the new
+        // incarnation (the `socket` slot holds it) and let the old connections go.
+        if matches!(u.ready(), Err(e) if stack_gone(&e)) {
+            println!("net-echo: the stack went: listening again");
+            for c in conns.drain(..) {
+                close(c.sock);
+            }
+            close(l);
+            close(u);
+            loop {
+                // Once the new incarnation answers and has its address again (DHCP).
+                if !matches!(sk.config(), Ok(c) if c.addr != 0) {
+                    w.sleep(100);
+                    continue;
+                }
+                if let Some((nl, nu)) = listen(sk, w) {
+                    (l, u) = (nl, nu);
+                    break;
+                }
+                w.sleep(100);
+            }
+            println!("net-echo: serving again on the stack's new incarnation");
+        }
         loop {
             // One spare slot for the next connection's capability, reused while none comes.
             let slot = *spare.get_or_insert_with(thread::alloc_slot);

@@ -125,10 +125,13 @@ fn main() {
     for slot in 0..8 {
         side.submit_rx(&m, slot);
     }
-    let kick = match c
-        .nic
-        .attach(region(&c, SESSION_AT), notif, 1, thread::alloc_slot())
-    {
+    let kick = match c.nic.attach(
+        region(&c, SESSION_AT),
+        notif,
+        1,
+        notif,
+        thread::alloc_slot(),
+    ) {
         Ok(k) => k,
         Err(e) => {
             println!("net-garbage: FAIL attach: {:?}", e);
@@ -136,9 +139,13 @@ fn main() {
         }
     };
     // A second attach while the first session lives is refused.
-    let busy = c
-        .nic
-        .attach(region(&c, SESSION_AT), notif, 1, thread::alloc_slot());
+    let busy = c.nic.attach(
+        region(&c, SESSION_AT),
+        notif,
+        1,
+        notif,
+        thread::alloc_slot(),
+    );
     // (Its memory does not even arrive: the driver's window is closed while a session lives.)
     println!(
         "net-garbage: second attach {}",
@@ -181,9 +188,14 @@ fn main() {
     }
     let mut one_page = region(&c, at);
     one_page.pages = 1;
-    let short = c.nic.attach(one_page, notif, 1, thread::alloc_slot());
+    let short = c
+        .nic
+        .attach(one_page, notif, 1, notif, thread::alloc_slot());
     println!("net-garbage: attach of one page: {:?}", short.map(|_| ()));
-    let kick2 = match c.nic.attach(region(&c, at), notif, 1, thread::alloc_slot()) {
+    let kick2 = match c
+        .nic
+        .attach(region(&c, at), notif, 1, notif, thread::alloc_slot())
+    {
         Ok(k) => k,
         Err(e) => {
             println!(
@@ -214,7 +226,7 @@ fn main() {
     }
     let kick3 = match c
         .nic
-        .attach(region(&c, at3), notif, 1, thread::alloc_slot())
+        .attach(region(&c, at3), notif, 1, notif, thread::alloc_slot())
     {
         Ok(k) => k,
         Err(e) => {

@@ -1037,7 +1037,13 @@ fn run_net(e: &mut Engine, o: &Opts) -> bool {
             };
             expect(
                 e,
-                nic.attach(region, sawmill_rt::slots::TASK, 1, b),
+                nic.attach(
+                    region,
+                    sawmill_rt::slots::TASK,
+                    1,
+                    sawmill_rt::slots::TASK,
+                    b,
+                ),
                 |r| r.is_err(),
                 "attach without the session's memory",
             );

@@ -41,6 +41,9 @@
 
 extern crate alloc;
 
+use sawmill_fsclient_redo as redo;
+mod replay;
+
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
 use sawmill_interfaces::rpc::Error as RpcError;
@@ -237,6 +240,10 @@ struct Fd {
     /// be lost (it had not made them durable), and the next `fsync` says so (`lost`).
     unsynced: bool,
     lost: bool,
+    /// The writes and truncates since the last successful `fsync`, replayed after a restart
+    /// (replay.rs), and what re-creates the file if we created it since (None: not ours).
+    redo: redo::RedoLog,
+    created: Option<replay::Created>,
     /// One bit per page of the window: mapped.
     mapped: Vec<u64>,
     /// Addresses where `mmap` attached this file (detached on close).
@@ -304,6 +311,8 @@ pub struct Files {
     vfs_kept: Vec<(u32, u64)>,
     /// Base of the file windows and write buffers.
     windows: u64,
+    /// What all descriptors' redo logs hold (bounded: `redo::TOTAL_BYTES`).
+    redo_total: usize,
 }
 
 impl Files {
@@ -331,6 +340,7 @@ impl Files {
             mounts_version: 0,
             vfs_kept: Vec::new(),
             windows,
+            redo_total: 0,
         }
     }
 
@@ -582,11 +592,14 @@ impl Files {
             generation: o.generation,
             unsynced: false,
             lost: false,
+            redo: redo::RedoLog::default(),
+            created: None,
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
             rbuf: ReadBuf::NotAsked,
         });
+        self.note_open(i, p, sent, mode);
         Ok(i)
     }
 
@@ -617,6 +630,8 @@ impl Files {
             generation: 0,
             unsynced: false,
             lost: false,
+            redo: redo::RedoLog::default(),
+            created: None,
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
@@ -631,6 +646,7 @@ impl Files {
     }
 
     pub fn close(&mut self, fd: usize) -> Result<()> {
+        self.note_durable(fd);
         let f = self
             .fds
             .get_mut(fd)
@@ -792,7 +808,14 @@ impl Files {
         if f.home == NO_MOUNT || f.ino == 0 {
             return Err(FsError::Gone);
         }
-        self.until_back(|s| s.reopen_inode(fd))
+        match self.until_back(|s| s.reopen_inode(fd)) {
+            // Not in the new incarnation: ours to create again if we made it (replay.rs).
+            Err(FsError::Stale) => {
+                self.recreate(fd)?;
+                self.until_back(|s| s.reopen_inode(fd))
+            }
+            r => r,
+        }
     }
 
     /// One try of [`Self::recover`]'s reopen, with the mount table just refetched.
@@ -845,13 +868,16 @@ impl Files {
         // Opened through our session now: kept for a direct open at that mount on close.
         f.session = session;
         f.mount = NO_MOUNT;
-        if f.unsynced {
+        // Writes not fsync'd are redone from the log (replay.rs); only if it could not hold
+        // them all may they be lost, and the next fsync says so.
+        if f.unsynced && f.redo.overflowed() {
             f.lost = true;
             f.unsynced = false;
+            f.redo = redo::RedoLog::default();
         }
         let _ = sys::cap_delete(old);
         self.free_slots.push(old);
-        Ok(())
+        self.replay(fd)
     }
 
     /// The open file's capability: a `file` endpoint that is also a read-only `dataspace`
@@ -1101,6 +1127,7 @@ impl Files {
     pub fn pwrite(&mut self, fd: usize, buf: &[u8], off: u64) -> Result<usize> {
         let n = self.on_file(fd, |s| s.pwrite_once(fd, buf, off))?;
         self.fd(fd)?.unsynced = true;
+        self.note_write(fd, &buf[..n], off);
         Ok(n)
     }
 
@@ -1256,6 +1283,7 @@ impl Files {
         // The PFS took back our mappings of this file.
         f.mapped.clear();
         f.size = size;
+        self.note_truncate(fd, size);
         Ok(())
     }
 
@@ -1266,6 +1294,7 @@ impl Files {
             let f = me.fd(fd)?;
             file::Client::new(f.cap).fsync().map_err(e)
         })?;
+        self.note_durable(fd);
         let f = self.fd(fd)?;
         f.unsynced = false;
         if core::mem::take(&mut f.lost) {
@@ -1313,6 +1342,7 @@ impl Files {
         self.vfs.rmdir(p.bytes()).map_err(e)
     }
     pub fn unlink(&mut self, path: &str) -> Result<()> {
+        self.forget_name(path.as_bytes());
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
         self.vfs.unlink(p.bytes()).map_err(e)
     }
@@ -1322,6 +1352,7 @@ impl Files {
     /// renameat2: NOREPLACE fails with `Exists` when `to` exists; EXCHANGE is refused
     /// (`Invalid`).
     pub fn rename_flags(&mut self, from: &str, to: &str, flags: RenameFlags) -> Result<()> {
+        self.forget_name(from.as_bytes());
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
         self.vfs.rename(a.bytes(), b.bytes(), flags).map_err(e)
@@ -1397,7 +1428,9 @@ impl Files {
         self.vfs.truncate(p.bytes(), size).map_err(e)
     }
     pub fn sync(&mut self) -> Result<()> {
-        self.vfs.sync().map_err(e)
+        self.vfs.sync().map_err(e)?;
+        self.note_synced();
+        Ok(())
     }
     /// Option 3 (issue 17): `stat` at the PFS owning the path's longest mounted prefix, one
     /// call instead of the VFS's walk (a call per name) and `getattr`. None = ask the VFS: a

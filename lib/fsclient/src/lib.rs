@@ -35,8 +35,10 @@
 //!   gone waits for the new incarnation through the VFS, reopens the file by inode and
 //!   generation (`pfs.open_inode`), keeps the offset and retries; reads of pages the dead one
 //!   had lent are caught by the region manager (`sawmill_rm::set_lent_range`) and redone. A
-//!   file no longer there is `Stale`; writes not fsync'd before the death make the next
-//!   `fsync` fail with `Io`.
+//!   file no longer there is `Stale`. Writes and truncates not yet fsync'd are kept in a
+//!   bounded redo log per descriptor and replayed into the reopened file (replay.rs); a file we
+//!   created since it was last durable and the new incarnation lacks is created again by its
+//!   path. Past the log's bound, the next `fsync` fails with `Io`.
 #![no_std]
 
 extern crate alloc;
@@ -797,10 +799,12 @@ impl Files {
     /// and generation (`pfs.open_inode` on our session there: our own credentials, checked as
     /// any open; READ and WRITE as before, never TRUNC) and makes the descriptor use it: same
     /// offset, size asked anew, no pages mapped (the old ones went with the dead incarnation's
-    /// memory), write and read buffers asked for again when next needed. Writes not fsync'd
-    /// may be lost with the dead incarnation's cache: the next `fsync` reports `Io` (Linux's
-    /// rule for writes lost before they were durable). `Stale` if the file is no longer there
-    /// (freed, or its number reused); `Gone` if the file system did not come back, or for a
+    /// memory), write and read buffers asked for again when next needed. Writes not fsync'd,
+    /// lost with the dead incarnation's cache, are replayed from the descriptor's redo log
+    /// (replay.rs); past its bound the next `fsync` reports `Io` (Linux's rule for writes lost
+    /// before they were durable). A file we created since it was last durable that the new
+    /// incarnation lacks is created again by its path; any other file no longer there is
+    /// `Stale` (freed, or its number reused); `Gone` if the file system did not come back, or for a
     /// descriptor we cannot reopen (adopted from another task, or a server that does not
     /// restart). Attachments made with [`Self::mmap`] are not re-established.
     fn recover(&mut self, fd: usize) -> Result<()> {
@@ -1288,7 +1292,8 @@ impl Files {
     }
 
     /// Durable when it returns Ok: the PFS wrote back and flushed the device. `Io` once if
-    /// the file's PFS restarted while it held writes of ours not yet fsync'd (they may be lost).
+    /// the file's PFS restarted while it held writes of ours not yet fsync'd that the redo log
+    /// could not hold (they may be lost).
     pub fn fsync(&mut self, fd: usize) -> Result<()> {
         self.on_file(fd, |me| {
             let f = me.fd(fd)?;

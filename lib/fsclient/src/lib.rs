@@ -315,6 +315,8 @@ pub struct Files {
     windows: u64,
     /// What all descriptors' redo logs hold (bounded: `redo::TOTAL_BYTES`).
     redo_total: usize,
+    /// Whether writes are logged for replay after a PFS restart ([`Files::without_redo`]).
+    redo_on: bool,
 }
 
 impl Files {
@@ -343,7 +345,17 @@ impl Files {
             vfs_kept: Vec::new(),
             windows,
             redo_total: 0,
+            redo_on: true,
         }
+    }
+
+    /// No redo log (issue 16): writes not fsync'd when a PFS restarts are not replayed, and the
+    /// next fsync reports `Io` (Linux's rule for data lost before it was durable). For a client
+    /// whose write path must not pay the log's copy (a 4 KiB write copies its bytes once more:
+    /// the Linux personality, `linuxabi.write4k`).
+    pub fn without_redo(mut self) -> Files {
+        self.redo_on = false;
+        self
     }
 
     /// `p` as a path argument of a field holding `max` bytes: in place if it fits, else

@@ -24,10 +24,10 @@ pub(crate) struct Created {
 }
 
 impl Files {
-    /// Whether descriptor `fd`'s file is one `recover` can reopen (so logging for it is
-    /// worth its memory).
+    /// Whether descriptor `fd`'s changes are logged: the log is on ([`Files::without_redo`])
+    /// and the file is one `recover` can reopen (so logging for it is worth its memory).
     fn restartable(&mut self, fd: usize) -> bool {
-        self.fd(fd).is_ok_and(|f| f.home != NO_MOUNT && f.ino != 0)
+        self.redo_on && self.fd(fd).is_ok_and(|f| f.home != NO_MOUNT && f.ino != 0)
     }
 
     /// After `open` made descriptor `fd` with `flags`: TRUNC emptied the file (the first change
@@ -84,6 +84,9 @@ impl Files {
     pub(crate) fn note_durable(&mut self, fd: usize) {
         let mut total = self.redo_total;
         if let Ok(f) = self.fd(fd) {
+            if f.redo.is_empty() && !f.redo.overflowed() && f.created.is_none() {
+                return;
+            }
             f.redo.clear(&mut total);
             f.created = None;
         }
@@ -108,6 +111,9 @@ impl Files {
 
     /// `path` was renamed or unlinked: a file created by that name is not re-created there.
     pub(crate) fn forget_name(&mut self, path: &[u8]) {
+        if !self.redo_on {
+            return;
+        }
         for f in self.fds.iter_mut().flatten() {
             if f.created.as_ref().is_some_and(|c| c.path == path) {
                 f.created = None;

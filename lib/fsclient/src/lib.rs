@@ -35,11 +35,16 @@
 //!   gone waits for the new incarnation through the VFS, reopens the file by inode and
 //!   generation (`pfs.open_inode`), keeps the offset and retries; reads of pages the dead one
 //!   had lent are caught by the region manager (`sawmill_rm::set_lent_range`) and redone. A
-//!   file no longer there is `Stale`; writes not fsync'd before the death make the next
-//!   `fsync` fail with `Io`.
+//!   file no longer there is `Stale`. Writes and truncates not yet fsync'd are kept in a
+//!   bounded redo log per descriptor and replayed into the reopened file (replay.rs); a file we
+//!   created since it was last durable and the new incarnation lacks is created again by its
+//!   path. Past the log's bound, the next `fsync` fails with `Io`.
 #![no_std]
 
 extern crate alloc;
+
+use sawmill_fsclient_redo as redo;
+mod replay;
 
 use alloc::vec::Vec;
 use sawmill_abi::MsgTag;
@@ -247,6 +252,10 @@ struct Fd {
     /// be lost (it had not made them durable), and the next `fsync` says so (`lost`).
     unsynced: bool,
     lost: bool,
+    /// The writes and truncates since the last successful `fsync`, replayed after a restart
+    /// (replay.rs), and what re-creates the file if we created it since (None: not ours).
+    redo: redo::RedoLog,
+    created: Option<replay::Created>,
     /// One bit per page of the window: mapped.
     mapped: Vec<u64>,
     /// Addresses where `mmap` attached this file (detached on close).
@@ -314,6 +323,10 @@ pub struct Files {
     vfs_kept: Vec<(u32, u64)>,
     /// Base of the file windows and write buffers.
     windows: u64,
+    /// What all descriptors' redo logs hold (bounded: `redo::TOTAL_BYTES`).
+    redo_total: usize,
+    /// Whether writes are logged for replay after a PFS restart ([`Files::without_redo`]).
+    redo_on: bool,
 }
 
 impl Files {
@@ -341,6 +354,8 @@ impl Files {
             mounts_version: 0,
             vfs_kept: Vec::new(),
             windows,
+            redo_total: 0,
+            redo_on: true,
         }
     }
 
@@ -369,6 +384,15 @@ impl Files {
                 r => return r,
             }
         }
+    }
+
+    /// No redo log (issue 16): writes not fsync'd when a PFS restarts are not replayed, and the
+    /// next fsync reports `Io` (Linux's rule for data lost before it was durable). For a client
+    /// whose write path must not pay the log's copy (a 4 KiB write copies its bytes once more:
+    /// the Linux personality, `linuxabi.write4k`).
+    pub fn without_redo(mut self) -> Files {
+        self.redo_on = false;
+        self
     }
 
     /// `p` as a path argument of a field holding `max` bytes: in place if it fits, else
@@ -618,11 +642,14 @@ impl Files {
             generation: o.generation,
             unsynced: false,
             lost: false,
+            redo: redo::RedoLog::default(),
+            created: None,
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
             rbuf: ReadBuf::NotAsked,
         });
+        self.note_open(i, p, sent, mode);
         Ok(i)
     }
 
@@ -653,6 +680,8 @@ impl Files {
             generation: 0,
             unsynced: false,
             lost: false,
+            redo: redo::RedoLog::default(),
+            created: None,
             mapped: Vec::new(),
             attached: Vec::new(),
             wbuf: false,
@@ -667,6 +696,7 @@ impl Files {
     }
 
     pub fn close(&mut self, fd: usize) -> Result<()> {
+        self.note_durable(fd);
         let f = self
             .fds
             .get_mut(fd)
@@ -821,10 +851,12 @@ impl Files {
     /// and generation (`pfs.open_inode` on our session there: our own credentials, checked as
     /// any open; READ and WRITE as before, never TRUNC) and makes the descriptor use it: same
     /// offset, size asked anew, no pages mapped (the old ones went with the dead incarnation's
-    /// memory), write and read buffers asked for again when next needed. Writes not fsync'd
-    /// may be lost with the dead incarnation's cache: the next `fsync` reports `Io` (Linux's
-    /// rule for writes lost before they were durable). `Stale` if the file is no longer there
-    /// (freed, or its number reused); `Gone` if the file system did not come back, or for a
+    /// memory), write and read buffers asked for again when next needed. Writes not fsync'd,
+    /// lost with the dead incarnation's cache, are replayed from the descriptor's redo log
+    /// (replay.rs); past its bound the next `fsync` reports `Io` (Linux's rule for writes lost
+    /// before they were durable). A file we created since it was last durable that the new
+    /// incarnation lacks is created again by its path; any other file no longer there is
+    /// `Stale` (freed, or its number reused); `Gone` if the file system did not come back, or for a
     /// descriptor we cannot reopen (adopted from another task, or a server that does not
     /// restart). Attachments of the file (its slot) see the new file at once: it is reopened into
     /// the same slot.
@@ -833,7 +865,14 @@ impl Files {
         if f.home == NO_MOUNT || f.ino == 0 {
             return Err(FsError::Gone);
         }
-        self.until_back(|s| s.reopen_inode(fd))
+        match self.until_back(|s| s.reopen_inode(fd)) {
+            // Not in the new incarnation: ours to create again if we made it (replay.rs).
+            Err(FsError::Stale) => {
+                self.recreate(fd)?;
+                self.until_back(|s| s.reopen_inode(fd))
+            }
+            r => r,
+        }
     }
 
     /// One try of [`Self::recover`]'s reopen, with the mount table just refetched.
@@ -885,11 +924,14 @@ impl Files {
         // Opened through our session now: kept for a direct open at that mount on close.
         f.session = session;
         f.mount = NO_MOUNT;
-        if f.unsynced {
+        // Writes not fsync'd are redone from the log (replay.rs); only if it could not hold
+        // them all may they be lost, and the next fsync says so.
+        if f.unsynced && f.redo.overflowed() {
             f.lost = true;
             f.unsynced = false;
+            f.redo = redo::RedoLog::default();
         }
-        Ok(())
+        self.replay(fd)
     }
 
     /// The open file's capability: a `file` endpoint that is also a read-only `dataspace`
@@ -1161,6 +1203,7 @@ impl Files {
     pub fn pwrite(&mut self, fd: usize, buf: &[u8], off: u64) -> Result<usize> {
         let n = self.on_file(fd, |s| s.pwrite_once(fd, buf, off))?;
         self.fd(fd)?.unsynced = true;
+        self.note_write(fd, &buf[..n], off);
         Ok(n)
     }
 
@@ -1316,16 +1359,19 @@ impl Files {
         // The PFS took back our mappings of this file.
         f.mapped.clear();
         f.size = size;
+        self.note_truncate(fd, size);
         Ok(())
     }
 
     /// Durable when it returns Ok: the PFS wrote back and flushed the device. `Io` once if
-    /// the file's PFS restarted while it held writes of ours not yet fsync'd (they may be lost).
+    /// the file's PFS restarted while it held writes of ours not yet fsync'd that the redo log
+    /// could not hold (they may be lost).
     pub fn fsync(&mut self, fd: usize) -> Result<()> {
         self.on_file(fd, |me| {
             let f = me.fd(fd)?;
             file::Client::new(f.cap).fsync().map_err(e)
         })?;
+        self.note_durable(fd);
         let f = self.fd(fd)?;
         f.unsynced = false;
         if core::mem::take(&mut f.lost) {
@@ -1373,6 +1419,7 @@ impl Files {
         self.vfs_call(|v| v.rmdir(p.bytes())).map_err(e)
     }
     pub fn unlink(&mut self, path: &str) -> Result<()> {
+        self.forget_name(path.as_bytes());
         let p = self.path(0, path.as_bytes(), PATH_FIELD)?;
         self.vfs_call(|v| v.unlink(p.bytes())).map_err(e)
     }
@@ -1382,6 +1429,7 @@ impl Files {
     /// renameat2: NOREPLACE fails with `Exists` when `to` exists; EXCHANGE is refused
     /// (`Invalid`).
     pub fn rename_flags(&mut self, from: &str, to: &str, flags: RenameFlags) -> Result<()> {
+        self.forget_name(from.as_bytes());
         let a = self.path(0, from.as_bytes(), PATH_FIELD_SHORT)?;
         let b = self.path(1, to.as_bytes(), PATH_FIELD_SHORT)?;
         self.vfs_call(|v| v.rename(a.bytes(), b.bytes(), flags))
@@ -1462,7 +1510,9 @@ impl Files {
         self.vfs_call(|v| v.truncate(p.bytes(), size)).map_err(e)
     }
     pub fn sync(&mut self) -> Result<()> {
-        self.vfs_call(|v| v.sync()).map_err(e)
+        self.vfs_call(|v| v.sync()).map_err(e)?;
+        self.note_synced();
+        Ok(())
     }
     /// Option 3 (issue 17): `stat` at the PFS owning the path's longest mounted prefix, one
     /// call instead of the VFS's walk (a call per name) and `getattr`. None = ask the VFS: a

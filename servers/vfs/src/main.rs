@@ -187,6 +187,8 @@ struct Vfs {
     staged: Vec<(u64, u32, Vec<u8>)>,
     /// The path inside a mount that `direct_route` builds, kept between calls.
     route: Vec<u8>,
+    /// A PFS answered garbage since this was last cleared (`fail`): the request was not done.
+    garbled: bool,
 }
 
 /// Staging buffers kept at most (over all clients); past it the oldest is dropped, and the
@@ -327,7 +329,10 @@ impl Vfs {
             }
             RpcError::TooLong => FsError::NameTooLong,
             RpcError::Protocol(_) => FsError::Invalid,
-            _ => FsError::Io,
+            _ => {
+                self.garbled = true;
+                FsError::Io
+            }
         }
     }
 
@@ -646,15 +651,15 @@ impl Vfs {
     }
 }
 
-impl vfs::Server for Vfs {
-    fn open(
+impl Vfs {
+    /// `vfs.open` of a path already taken from the staging buffer.
+    fn open_path(
         &mut self,
         badge: u64,
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
     ) -> Result<OpenOut, FsError> {
-        path_arg!(self, badge, path);
         if !flags.contains(OpenFlags::CREATE) {
             if let Some(r) = self.open_direct(badge, path, flags) {
                 return r;
@@ -734,6 +739,30 @@ impl vfs::Server for Vfs {
                 self.free_slots.push(rx);
                 Err(self.fail(pos.m, e))
             }
+        }
+    }
+}
+
+impl vfs::Server for Vfs {
+    fn open(
+        &mut self,
+        badge: u64,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<OpenOut, FsError> {
+        path_arg!(self, badge, path);
+        // Issue 16: a PFS that answered garbage (a fault, not a death: `fail`) did not do that
+        // request; an open that is safe to repeat (not CREATE|EXCL) is tried once more, so
+        // the client sees nothing.
+        self.garbled = false;
+        match self.open_path(badge, path, flags, mode) {
+            Err(FsError::Io)
+                if self.garbled && !flags.contains(OpenFlags::CREATE | OpenFlags::EXCL) =>
+            {
+                self.open_path(badge, path, flags, mode)
+            }
+            r => r,
         }
     }
     fn stat(&mut self, badge: u64, path: &[u8], follow: bool) -> Result<StatOut, FsError> {
@@ -1094,6 +1123,7 @@ fn main() {
         after: AfterReply::new(),
         staged: Vec::new(),
         route: Vec::new(),
+        garbled: false,
     };
     let cfg: sawmill_vfs_api::Config = match env::config() {
         Ok(c) => c,

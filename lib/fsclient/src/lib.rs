@@ -325,7 +325,7 @@ pub struct Files {
     windows: u64,
     /// What all descriptors' redo logs hold (bounded: `redo::TOTAL_BYTES`).
     redo_total: usize,
-    /// Whether writes are logged for replay after a PFS restart ([`Files::without_redo`]).
+    /// Whether writes are logged for replay after a PFS restart ([`Files::with_redo`]).
     redo_on: bool,
 }
 
@@ -355,7 +355,7 @@ impl Files {
             vfs_kept: Vec::new(),
             windows,
             redo_total: 0,
-            redo_on: true,
+            redo_on: false,
         }
     }
 
@@ -386,12 +386,15 @@ impl Files {
         }
     }
 
-    /// No redo log (issue 16): writes not fsync'd when a PFS restarts are not replayed, and the
-    /// next fsync reports `Io` (Linux's rule for data lost before it was durable). For a client
-    /// whose write path must not pay the log's copy (a 4 KiB write copies its bytes once more:
-    /// the Linux personality, `linuxabi.write4k`).
-    pub fn without_redo(mut self) -> Files {
-        self.redo_on = false;
+    /// With a redo log (issue 16, docs/filesystem.md): writes not yet fsync'd when a PFS
+    /// restarts are replayed at the new incarnation, and files created since they were last
+    /// durable are created again, so the restart is invisible. A client's choice, as `O_SYNC`
+    /// is: the log copies every written byte once more (a 4 KiB write ~600 instructions), so it
+    /// is off by default and a client whose writes must survive a PFS restart without an error
+    /// turns it on. Without it, Linux's rule: the next fsync after a restart that lost writes
+    /// reports `Io` (EIO).
+    pub fn with_redo(mut self) -> Files {
+        self.redo_on = true;
         self
     }
 

@@ -24,7 +24,7 @@ pub(crate) struct Created {
 }
 
 impl Files {
-    /// Whether descriptor `fd`'s changes are logged: the log is on ([`Files::without_redo`])
+    /// Whether descriptor `fd`'s changes are logged: the log is on ([`Files::with_redo`])
     /// and the file is one `recover` can reopen (so logging for it is worth its memory).
     fn restartable(&mut self, fd: usize) -> bool {
         self.redo_on && self.fd(fd).is_ok_and(|f| f.home != NO_MOUNT && f.ino != 0)

@@ -229,10 +229,10 @@ impl Guest {
             rng = (rng ^ u64::from_le_bytes(w)).rotate_left(23);
         }
         let guest = Guest {
-            // Issue 16: no redo log: Linux's rule for writes a restarted PFS lost (EIO at
-            // the next fsync), and the write path within its goal (docs/filesystem.md).
-            fs: Fs::with_windows(vfs.unwrap_or(0), sawmill_linux::layout::LIB_FILE_WINDOWS)
-                .without_redo(),
+            // Issue 16: no redo log (`Files::with_redo`): Linux's rule for writes a restarted
+            // PFS lost (EIO at the next fsync), and the write path within its goal
+            // (docs/filesystem.md).
+            fs: Fs::with_windows(vfs.unwrap_or(0), sawmill_linux::layout::LIB_FILE_WINDOWS),
             console: console.map(console::Client::new),
             console_in: console_in.map(console::Client::new),
             fallback_termios: Termios::default(),

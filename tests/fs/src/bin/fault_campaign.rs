@@ -165,7 +165,7 @@ fn main() {
             },
         })
         .collect();
-    let mut f = sawmill_fstests::files();
+    let mut f = sawmill_fstests::files().with_redo();
     f.protocol = sawmill_fsclient::Protocol::Vfs;
     let mut written = [None; SLOTS as usize];
     // The stack is up before the first fault: a fault during the PFS's own start (its first

@@ -94,8 +94,8 @@ fn main() {
         println!("pfs-restart: FAIL region manager: {:?}", e);
         return;
     }
-    let mut f = files();
-    let mut g = files();
+    let mut f = files().with_redo();
+    let mut g = files().with_redo();
     g.protocol = Protocol::Vfs;
 
     // The log: extended by a chunk per round, fsync'd, read back through the same descriptor

@@ -296,24 +296,32 @@ impl Cache {
     /// flight at once: the read-ahead window) unless `overwrite` says the caller replaces it whole.
     /// A page still being read ahead is waited for first.
     pub fn get(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        match self.lookup(p) {
+            Some(s) => Ok(s),
+            None => self.miss(p, overwrite),
+        }
+    }
+
+    /// The slot holding device page `p` if it is cached (a hit, as `get` counts it; on the
+    /// read-ahead marker it starts the next window), else None and nothing done.
+    #[inline(always)]
+    pub fn lookup(&mut self, p: u64) -> Option<usize> {
         // Consecutive accesses often hit the same page (an inode table block, a directory):
         // `page_of` says whether the slot of the last hit still holds it.
         let ls = self.last;
         if self.page_of[ls] == p {
             self.refd[ls] = true;
             self.stats[0] += 1;
-            return Ok(ls);
+            return Some(ls);
         }
-        if let Some(&s) = self.index.get(&p) {
-            self.refd[s] = true;
-            self.stats[0] += 1;
-            self.last = s;
-            if p == self.ra.marker() {
-                self.start_window(p, s);
-            }
-            return Ok(s);
+        let s = *self.index.get(&p)?;
+        self.refd[s] = true;
+        self.stats[0] += 1;
+        self.last = s;
+        if p == self.ra.marker() {
+            self.start_window(p, s);
         }
-        self.miss(p, overwrite)
+        Some(s)
     }
 
     /// `get` of a page not in the cache: a slot for it, and unless `overwrite`, its read-ahead
@@ -396,18 +404,25 @@ impl Cache {
     /// it (not yet settled).
     fn reading(&self, p: u64) -> Option<usize> {
         let r = self.reader.as_ref()?;
-        let &(first, _) = r.pages.first()?;
-        let i = usize::try_from(p.checked_sub(first)?).ok()?;
-        (r.settled..r.pages.len()).contains(&i).then_some(i)
+        // In device order, with gaps where the window found pages cached.
+        let unsettled = r.pages.get(r.settled..)?;
+        let i = unsettled.binary_search_by_key(&p, |&(q, _)| q).ok()?;
+        Some(r.settled + i)
     }
 
     /// The reader reached the marker `p` (in slot `s`, which stays its own): reads its next
-    /// window asynchronously, unless a window is still in flight (a second stream's; this one's
-    /// was waited for to reach `p`).
+    /// window asynchronously, unless a window is still in flight (then the marker moves on to
+    /// the next page).
     #[inline(never)]
     fn start_window(&mut self, p: u64, s: usize) {
         self.settle(None);
-        if self.reader.as_ref().is_some_and(|r| !r.pages.is_empty()) || self.reader_off {
+        if self.reader_off {
+            return;
+        }
+        if self.reader.as_ref().is_some_and(|r| !r.pages.is_empty()) {
+            // The last window is still being read (the reader waited for its first pages to get
+            // here): try again at the reader's next page.
+            self.ra.defer(p);
             return;
         }
         let Some(w) = self.ra.hit(p) else { return };
@@ -425,15 +440,20 @@ impl Cache {
         let mut q = w.start;
         // The caller's page is pinned while victims are chosen, so none of them is it.
         self.pinned[s] += 1;
-        while pages.len() < w.pages && q < self.dev_pages && !self.index.contains_key(&q) {
-            let Ok(t) = self.victim() else { break };
-            self.page_of[t] = READING;
-            self.pinned[t] += 1;
-            pages.push((q, t));
+        // Pages found cached (an indirect block read as metadata among the file's data) are
+        // passed over, so the stream goes on past them.
+        let end = (w.start + w.pages as u64).min(self.dev_pages);
+        while q < end {
+            if !self.index.contains_key(&q) {
+                let Ok(t) = self.victim() else { break };
+                self.page_of[t] = READING;
+                self.pinned[t] += 1;
+                pages.push((q, t));
+            }
             q += 1;
         }
         self.pinned[s] -= 1;
-        self.ra.started(w, pages.len());
+        self.ra.started(w, (q - w.start) as usize);
         if pages.is_empty() {
             self.reader.as_mut().expect("made above").pages = pages;
             return;

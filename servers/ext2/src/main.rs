@@ -637,9 +637,23 @@ impl Pfs {
         Some((if first != 0 && first < hi { first } else { 0 }, hi))
     }
 
-    /// The cache slot of device page `dp`, file page `fp` of `ino` (of `size` bytes): a miss
-    /// reads ahead no further than the file's last block.
-    fn get_data(&mut self, ino: u32, size: u64, fp: u64, dp: u64) -> Result<usize, DevError> {
+    /// The cache slot of device page `dp`, file page `fp` of `ino` (of `size` bytes), pinned
+    /// for a client's mapping: a miss reads ahead no further than the file's last block.
+    fn map_data(&mut self, ino: u32, size: u64, fp: u64, dp: u64) -> Result<usize, DevError> {
+        let hit = self.cache.borrow_mut().lookup(dp);
+        let s = match hit {
+            Some(s) => s,
+            None => self.read_miss(ino, size, fp, dp)?,
+        };
+        let mut c = self.cache.borrow_mut();
+        c.pinned[s] += 1;
+        c.ever_mapped[s] = true;
+        Ok(s)
+    }
+
+    #[inline(never)]
+    fn read_miss(&mut self, ino: u32, size: u64, fp: u64, dp: u64) -> Result<usize, DevError> {
+        // Finding the file's last block may read metadata: before the cache is borrowed.
         let pages = self.file_pages(ino);
         let mut c = self.cache.borrow_mut();
         let misses = c.stats[1];
@@ -1269,15 +1283,9 @@ impl file::Server for Pfs {
             let Some(dp) = self.dev_page(ino, page + n as u64) else {
                 break;
             };
-            let s = {
-                let s = self
-                    .get_data(ino, size, page + n as u64, dp)
-                    .map_err(|_| FsError::Io)?;
-                let mut c = self.cache.borrow_mut();
-                c.pinned[s] += 1;
-                c.ever_mapped[s] = true;
-                s
-            };
+            let s = self
+                .map_data(ino, size, page + n as u64, dp)
+                .map_err(|_| FsError::Io)?;
             let addr = self.cache.borrow().addr(s);
             self.file(badge)?.mapped.push(s);
             // Added to the reply beside the generated words (only if it succeeds).
@@ -1426,15 +1434,9 @@ impl dataspace::Server for Pfs {
         let shadowed = self.shadows.iter().any(|s| s.ino == ino && s.page == fp);
         let src = match (shadowed, self.dev_page(ino, fp)) {
             (false, Some(dp)) => {
-                let s = {
-                    let s = self
-                        .get_data(ino, size, fp, dp)
-                        .map_err(|_| DsError::NoMemory)?;
-                    let mut c = self.cache.borrow_mut();
-                    c.pinned[s] += 1;
-                    c.ever_mapped[s] = true;
-                    s
-                };
+                let s = self
+                    .map_data(ino, size, fp, dp)
+                    .map_err(|_| DsError::NoMemory)?;
                 self.file(badge).map_err(fs_ds)?.mapped.push(s);
                 self.cache.borrow().addr(s)
             }

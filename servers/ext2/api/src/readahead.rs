@@ -117,14 +117,23 @@ impl Readahead {
         })
     }
 
-    /// The window [`Readahead::hit`] asked for got `pages` pages from its start (0: nothing was
-    /// started, the marker stays disarmed).
+    /// The window [`Readahead::hit`] asked for covered `pages` pages from its start (read, or
+    /// found cached; 0: nothing was started, the marker stays disarmed).
     pub fn started(&mut self, w: Window, pages: usize) {
         if pages == 0 {
             return;
         }
         self.next = w.start.saturating_add(pages as u64);
         self.marker = w.start;
+    }
+
+    /// The reader reached the marker `p` while the last window was still being read (the one
+    /// asynchronous window in flight is busy): the page after it becomes the marker, so the next
+    /// window starts from the reader's first access once the last one is in, rather than never.
+    pub fn defer(&mut self, p: u64) {
+        if p == self.marker && p.saturating_add(1) < self.next {
+            self.marker = p + 1;
+        }
     }
 
     /// An asynchronous window could not be read (the driver failed it or went away): its pages
@@ -261,6 +270,35 @@ mod tests {
         assert_eq!(windows.iter().filter(|w| w.1 == 256).count(), 15);
         assert_eq!(windows.last(), Some(&(5064, 32)));
         assert_eq!(present.last(), Some(&(1000 + 4095)));
+    }
+
+    #[test]
+    fn a_marker_reached_while_a_window_is_in_flight_moves_on() {
+        let mut ra = Readahead::new(4, 16);
+        ra.miss(0, NONE);
+        ra.read(0, 4);
+        let w = ra.hit(1).unwrap();
+        ra.started(w, w.pages);
+        // The reader reaches the new window's first page before its read is done.
+        assert_eq!(ra.marker(), 4);
+        ra.defer(4);
+        assert_eq!(ra.marker(), 5);
+        assert_eq!(
+            ra.hit(5),
+            Some(Window {
+                start: 12,
+                pages: 16
+            })
+        );
+        // Never past the last window's end.
+        let mut ra = Readahead::new(4, 16);
+        ra.miss(0, NONE);
+        ra.read(0, 2);
+        ra.defer(1);
+        assert_eq!(ra.marker(), 1);
+        // Only the marker moves.
+        ra.defer(0);
+        assert_eq!(ra.marker(), 1);
     }
 
     #[test]

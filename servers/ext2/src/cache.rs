@@ -27,6 +27,12 @@
 //! meanwhile) leaves its unread pages out of the cache: they are read again on demand, through
 //! the resubmitting path above. The two threads share one `Window` (atomics and one
 //! notification each way) and nothing else: the cache's state is the main thread's alone.
+//!
+//! Windows stop at the end of the file being read: the server names that file's blocks
+//! ([`Cache::set_file`], device pages `lo..hi`, `hi` the page after its last block) around each
+//! read of file data, and a miss inside them reads ahead no further than `hi`, synchronously or
+//! not. Any other miss (inode tables, directories, bitmaps, indirect blocks outside a file
+//! read) reads [`META_READAHEAD`] pages and leaves the file stream's state alone.
 
 use alloc::boxed::Box;
 use alloc::vec;
@@ -53,6 +59,9 @@ const READAHEAD: usize = 32;
 /// read while the reader consumes the window before it (issue 17, `fs.seqread.cold`; Linux grows
 /// its window the same way). Still at most an eighth of the cache.
 const READAHEAD_MAX: usize = 256;
+/// Pages read at once on a miss that is no file's data (metadata): inode table and directory
+/// blocks often sit together, but a window must not run on into the files after them.
+const META_READAHEAD: usize = 8;
 /// Sectors one driver request may move (blk.idl: 1..=64): consecutive device pages in
 /// consecutive cache slots go in one request up to this.
 const REQUEST_SECTORS: u16 = 64;
@@ -144,7 +153,12 @@ pub struct Cache {
     reader: Option<Reader>,
     reader_off: bool,
     hand: usize,
+    /// The device pages `lo..hi` of the file whose data is being read (`set_file`; empty: none).
+    file: (u64, u64),
+    /// Hits, misses, pages read, pages written.
     pub stats: [u64; 4],
+    /// The pages the last miss read (and waited for).
+    pub last_window: usize,
 }
 
 impl Cache {
@@ -216,7 +230,9 @@ impl Cache {
             reader: None,
             reader_off: false,
             hand: 0,
+            file: (0, 0),
             stats: [0; 4],
+            last_window: 0,
         })
     }
 
@@ -268,28 +284,44 @@ impl Cache {
         }
     }
 
+    /// Names the file whose data the next `get`s read: its blocks lie in device pages `lo..hi`
+    /// (`hi` the page after its last block), so read-ahead stops at `hi`. `None`: no file (the
+    /// reads are metadata).
+    #[inline(always)]
+    pub fn set_file(&mut self, pages: Option<(u64, u64)>) {
+        self.file = pages.unwrap_or((0, 0));
+    }
+
     /// The slot holding device page `p`, reading it (and the uncached pages after it, all in
     /// flight at once: the read-ahead window) unless `overwrite` says the caller replaces it whole.
     /// A page still being read ahead is waited for first.
     pub fn get(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
+        match self.lookup(p) {
+            Some(s) => Ok(s),
+            None => self.miss(p, overwrite),
+        }
+    }
+
+    /// The slot holding device page `p` if it is cached (a hit, as `get` counts it; on the
+    /// read-ahead marker it starts the next window), else None and nothing done.
+    #[inline(always)]
+    pub fn lookup(&mut self, p: u64) -> Option<usize> {
         // Consecutive accesses often hit the same page (an inode table block, a directory):
         // `page_of` says whether the slot of the last hit still holds it.
         let ls = self.last;
         if self.page_of[ls] == p {
             self.refd[ls] = true;
             self.stats[0] += 1;
-            return Ok(ls);
+            return Some(ls);
         }
-        if let Some(&s) = self.index.get(&p) {
-            self.refd[s] = true;
-            self.stats[0] += 1;
-            self.last = s;
-            if p == self.ra.marker() {
-                self.start_window(p, s);
-            }
-            return Ok(s);
+        let s = *self.index.get(&p)?;
+        self.refd[s] = true;
+        self.stats[0] += 1;
+        self.last = s;
+        if p == self.ra.marker() {
+            self.start_window(p, s);
         }
-        self.miss(p, overwrite)
+        Some(s)
     }
 
     /// `get` of a page not in the cache: a slot for it, and unless `overwrite`, its read-ahead
@@ -297,8 +329,14 @@ impl Cache {
     #[inline(never)]
     fn miss(&mut self, p: u64, overwrite: bool) -> Result<usize, DevError> {
         // A finished window's pages become ordinary (unpinned) cache pages now, even if the
-        // reader never comes to them (a window past a file's end).
+        // reader never comes to them (a reader that stops early).
         self.settle(None);
+        if self.index.contains_key(&p) {
+            // Read ahead and taken in just now: a hit (a second slot for it would leave the
+            // first holding the page outside the index, and its later reuse would drop the
+            // second's entry).
+            return self.get(p, overwrite);
+        }
         if let Some(i) = self.reading(p) {
             // Being read ahead: once its call has finished it is in the index (or, if the window
             // failed, an ordinary miss).
@@ -320,12 +358,23 @@ impl Cache {
         self.pinned[s] += 1;
         let mut batch = vec![(p, s)];
         let mut q = p + 1;
-        let ahead = self.ra.miss(p);
-        while batch.len() < ahead
-            && q < self.dev_pages
-            && !self.index.contains_key(&q)
-            && self.reading(q).is_none()
-        {
+        let (lo, hi) = self.file;
+        let data = (lo..hi).contains(&p);
+        let ahead = if data {
+            self.ra.miss(p, hi)
+        } else {
+            META_READAHEAD.min(self.ra.min())
+        };
+        // A file's window reads past pages it finds cached (the file's indirect block, read as
+        // metadata just before, sits among its data); metadata's window stops at the first.
+        while q < p + ahead as u64 && q < self.dev_pages {
+            if self.index.contains_key(&q) || self.reading(q).is_some() {
+                if !data {
+                    break;
+                }
+                q += 1;
+                continue;
+            }
             let Ok(t) = self.victim() else { break };
             self.page_of[t] = q;
             self.index.insert(q, t);
@@ -333,7 +382,10 @@ impl Cache {
             batch.push((q, t));
             q += 1;
         }
-        self.ra.read(p, batch.len());
+        if data {
+            self.ra.read(p, (q - p) as usize);
+        }
+        self.last_window = batch.len();
         let r = self.transfer(false, &batch);
         for &(_, t) in &batch {
             self.pinned[t] -= 1;
@@ -352,18 +404,25 @@ impl Cache {
     /// it (not yet settled).
     fn reading(&self, p: u64) -> Option<usize> {
         let r = self.reader.as_ref()?;
-        let &(first, _) = r.pages.first()?;
-        let i = usize::try_from(p.checked_sub(first)?).ok()?;
-        (r.settled..r.pages.len()).contains(&i).then_some(i)
+        // In device order, with gaps where the window found pages cached.
+        let unsettled = r.pages.get(r.settled..)?;
+        let i = unsettled.binary_search_by_key(&p, |&(q, _)| q).ok()?;
+        Some(r.settled + i)
     }
 
     /// The reader reached the marker `p` (in slot `s`, which stays its own): reads its next
-    /// window asynchronously, unless a window is still in flight (a second stream's; this one's
-    /// was waited for to reach `p`).
+    /// window asynchronously, unless a window is still in flight (then the marker moves on to
+    /// the next page).
     #[inline(never)]
     fn start_window(&mut self, p: u64, s: usize) {
         self.settle(None);
-        if self.reader.as_ref().is_some_and(|r| !r.pages.is_empty()) || self.reader_off {
+        if self.reader_off {
+            return;
+        }
+        if self.reader.as_ref().is_some_and(|r| !r.pages.is_empty()) {
+            // The last window is still being read (the reader waited for its first pages to get
+            // here): try again at the reader's next page.
+            self.ra.defer(p);
             return;
         }
         let Some(w) = self.ra.hit(p) else { return };
@@ -381,15 +440,20 @@ impl Cache {
         let mut q = w.start;
         // The caller's page is pinned while victims are chosen, so none of them is it.
         self.pinned[s] += 1;
-        while pages.len() < w.pages && q < self.dev_pages && !self.index.contains_key(&q) {
-            let Ok(t) = self.victim() else { break };
-            self.page_of[t] = READING;
-            self.pinned[t] += 1;
-            pages.push((q, t));
+        // Pages found cached (an indirect block read as metadata among the file's data) are
+        // passed over, so the stream goes on past them.
+        let end = (w.start + w.pages as u64).min(self.dev_pages);
+        while q < end {
+            if !self.index.contains_key(&q) {
+                let Ok(t) = self.victim() else { break };
+                self.page_of[t] = READING;
+                self.pinned[t] += 1;
+                pages.push((q, t));
+            }
             q += 1;
         }
         self.pinned[s] -= 1;
-        self.ra.started(w, pages.len());
+        self.ra.started(w, (q - w.start) as usize);
         if pages.is_empty() {
             self.reader.as_mut().expect("made above").pages = pages;
             return;

@@ -31,7 +31,7 @@ use alloc::vec::Vec;
 use cache::{Cache, Dev, PAGE};
 use core::cell::RefCell;
 use sawmill_abi::{map, rights, MapItem};
-use sawmill_ext2::{Error as E2, FileKind, Fs, SetAttr, Stat, StatMore};
+use sawmill_ext2::{DevError, Error as E2, FileKind, Fs, SetAttr, Stat, StatMore};
 use sawmill_ext2_api::{read_buffer, share};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::VFS_BADGE;
@@ -303,6 +303,10 @@ struct Pfs {
     max_shadows: usize,
     /// Open files with a read buffer: while 0, writes skip looking for them.
     read_buffers: usize,
+    /// The device pages of the file last read (`file_pages`), kept until its bytes change.
+    file_pages: Option<(u32, Option<(u64, u64)>)>,
+    /// Config `trace_reads`: a line per read of file data that went to the disk.
+    trace_reads: bool,
     name: &'static str,
     /// The wall clock that stamps changes (read with `rdtsc`, no system call).
     clock: sawmill_rt::clock::Wall,
@@ -503,6 +507,10 @@ impl Pfs {
     /// `ino`'s bytes change: the read buffers of its open files no longer hold any of them (a
     /// reader's next read asks us again, and sees the change).
     fn forget_reads(&mut self, ino: u32) {
+        // Its blocks may change too (written, truncated, freed).
+        if self.file_pages.is_some_and(|(i, _)| i == ino) {
+            self.file_pages = None;
+        }
         if self.read_buffers == 0 {
             return;
         }
@@ -597,6 +605,80 @@ impl Pfs {
             }
         }
         Some(b0 * bs / PAGE as u64)
+    }
+
+    /// The device pages `lo..hi` holding `ino`'s data, for read-ahead to stop at the file's end
+    /// (`Cache::set_file`): `hi` is the page after its last block, `lo` its first block's page
+    /// (0 where that lies after `hi`: blocks out of order). None if the file is empty or ends in
+    /// a hole (its last block unknown without walking the map): its reads then read ahead as
+    /// metadata, a few pages. Only a hint to the cache: computed once per file and kept until
+    /// the file's bytes change (`forget_reads`).
+    fn file_pages(&mut self, ino: u32) -> Option<(u64, u64)> {
+        if let Some((i, pages)) = self.file_pages {
+            if i == ino {
+                return pages;
+            }
+        }
+        let pages = self.find_file_pages(ino);
+        self.file_pages = Some((ino, pages));
+        pages
+    }
+
+    #[inline(never)]
+    fn find_file_pages(&mut self, ino: u32) -> Option<(u64, u64)> {
+        let size = self.fs.stat(ino).ok()?.size;
+        let bs = self.fs.block_size() as u64;
+        let last = self.fs.block_of(ino, size.checked_sub(1)? / bs).ok()? as u64;
+        if last == 0 {
+            return None;
+        }
+        let hi = last * bs / PAGE as u64 + 1;
+        let first = self.fs.block_of(ino, 0).ok()? as u64 * bs / PAGE as u64;
+        Some((if first != 0 && first < hi { first } else { 0 }, hi))
+    }
+
+    /// The cache slot of device page `dp`, file page `fp` of `ino` (of `size` bytes), pinned
+    /// for a client's mapping: a miss reads ahead no further than the file's last block.
+    fn map_data(&mut self, ino: u32, size: u64, fp: u64, dp: u64) -> Result<usize, DevError> {
+        let hit = self.cache.borrow_mut().lookup(dp);
+        let s = match hit {
+            Some(s) => s,
+            None => self.read_miss(ino, size, fp, dp)?,
+        };
+        let mut c = self.cache.borrow_mut();
+        c.pinned[s] += 1;
+        c.ever_mapped[s] = true;
+        Ok(s)
+    }
+
+    #[inline(never)]
+    fn read_miss(&mut self, ino: u32, size: u64, fp: u64, dp: u64) -> Result<usize, DevError> {
+        // Finding the file's last block may read metadata: before the cache is borrowed.
+        let pages = self.file_pages(ino);
+        let mut c = self.cache.borrow_mut();
+        let misses = c.stats[1];
+        c.set_file(pages);
+        let r = c.get(dp, false);
+        c.set_file(None);
+        if self.trace_reads && c.stats[1] != misses {
+            println!(
+                "ext2-pfs[{}]: read miss at page {} of a {}-page file: {} pages read",
+                self.name,
+                fp,
+                size.div_ceil(PAGE as u64),
+                c.last_window
+            );
+        }
+        r
+    }
+
+    /// The engine's read of `ino` into `buf`, read-ahead stopping at the file's last block.
+    fn read_data(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<usize, E2> {
+        let pages = self.file_pages(ino);
+        self.cache.borrow_mut().set_file(pages);
+        let r = self.fs.read(ino, off, buf);
+        self.cache.borrow_mut().set_file(None);
+        r
     }
 
     fn lookup_in(&mut self, badge: u64, dir: u32, name: &[u8]) -> Result<u32, FsError> {
@@ -1082,7 +1164,7 @@ impl file::Server for Pfs {
             )
         };
         header.begin();
-        match self.fs.read(ino, off, data) {
+        match self.read_data(ino, off, data) {
             Ok(n) => {
                 header.finish(off, n as u64);
                 Ok(n as u32)
@@ -1116,7 +1198,9 @@ impl file::Server for Pfs {
         let ino = f.ino;
         let mut b = Bytes::<480>::new();
         let n = (len as usize).min(480);
-        let got = self.fs.read(ino, off, &mut b.buf_mut()[..n]).map_err(err)?;
+        let got = self
+            .read_data(ino, off, &mut b.buf_mut()[..n])
+            .map_err(err)?;
         b.set_len(got);
         Ok(b)
     }
@@ -1202,13 +1286,9 @@ impl file::Server for Pfs {
             let Some(dp) = self.dev_page(ino, page + n as u64) else {
                 break;
             };
-            let s = {
-                let mut c = self.cache.borrow_mut();
-                let s = c.get(dp, false).map_err(|_| FsError::Io)?;
-                c.pinned[s] += 1;
-                c.ever_mapped[s] = true;
-                s
-            };
+            let s = self
+                .map_data(ino, size, page + n as u64, dp)
+                .map_err(|_| FsError::Io)?;
             let addr = self.cache.borrow().addr(s);
             self.file(badge)?.mapped.push(s);
             // Added to the reply beside the generated words (only if it succeeds).
@@ -1357,13 +1437,9 @@ impl dataspace::Server for Pfs {
         let shadowed = self.shadows.iter().any(|s| s.ino == ino && s.page == fp);
         let src = match (shadowed, self.dev_page(ino, fp)) {
             (false, Some(dp)) => {
-                let s = {
-                    let mut c = self.cache.borrow_mut();
-                    let s = c.get(dp, false).map_err(|_| DsError::NoMemory)?;
-                    c.pinned[s] += 1;
-                    c.ever_mapped[s] = true;
-                    s
-                };
+                let s = self
+                    .map_data(ino, size, fp, dp)
+                    .map_err(|_| DsError::NoMemory)?;
                 self.file(badge).map_err(fs_ds)?.mapped.push(s);
                 self.cache.borrow().addr(s)
             }
@@ -1634,6 +1710,8 @@ fn main() {
         shadows: Vec::new(),
         max_shadows,
         read_buffers: 0,
+        file_pages: None,
+        trace_reads: cfg.trace_reads,
         name,
         after: AfterReply::new(),
     };

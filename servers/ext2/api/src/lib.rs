@@ -27,6 +27,10 @@
 //! - `check`: check the file system with the engine's checker (read-only) on every start, and
 //!   serve it read-only if it is not clean (default false). For a PFS whose manifest policy is
 //!   `restart`: a new incarnation finds the image as the dead one left it (issue 16).
+//! - `trace_reads`: print a line for each miss on a file's data that reads from the disk —
+//!   `ext2-pfs[NAME]: read miss at page P of a N-page file: W pages read` (P and N in file
+//!   pages, W the window read and waited for) — so a scenario can see which reads went to the
+//!   disk without timing anything (default false).
 #![no_std]
 
 extern crate alloc;
@@ -73,6 +77,8 @@ pub struct Config {
     pub files: Option<u32>,
     #[serde(default)]
     pub check: bool,
+    #[serde(default)]
+    pub trace_reads: bool,
 }
 
 impl Peers for Config {

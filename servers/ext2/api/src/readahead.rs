@@ -15,6 +15,11 @@
 //!   [`Readahead::started`]): fewer than asked where a page was cached already, the device ended
 //!   or no cache slot was free. An empty asynchronous window disarms the marker: the reader's
 //!   next miss starts over.
+//! - Every window stops at the **end** of the file being read (the device page after its last
+//!   block, passed with each miss): read-ahead never brings in blocks past a file's end, as
+//!   Linux's (which reads ahead by file offset) never does. The stream is the file's: a miss
+//!   with another end is a new reader and starts from the smallest window, even where the new
+//!   file's blocks follow the last window on the disk.
 
 /// No page: the marker when none is armed, and where no window has ended yet.
 pub const NONE: u64 = u64::MAX;
@@ -31,6 +36,8 @@ pub struct Readahead {
     window: usize,
     /// The page whose access starts the next window asynchronously.
     marker: u64,
+    /// The end (exclusive device page) of the file the stream reads: no window reaches it.
+    end: u64,
 }
 
 /// What a hit on the marker starts: `pages` pages from `start`, not waited for.
@@ -50,6 +57,7 @@ impl Readahead {
             next: NONE,
             window: min,
             marker: NONE,
+            end: NONE,
         }
     }
 
@@ -66,18 +74,22 @@ impl Readahead {
         self.marker
     }
 
-    /// A miss at page `p`: how many pages to read now, `p` first.
-    pub fn miss(&mut self, p: u64) -> usize {
-        self.window = if p == self.next {
+    /// A miss at page `p` of a file whose blocks end before device page `end` (the page after
+    /// its last block; [`NONE`]: no end): how many pages to read now, `p` first — at least 1,
+    /// never reaching `end`.
+    pub fn miss(&mut self, p: u64, end: u64) -> usize {
+        self.window = if p == self.next && end == self.end {
             self.window.saturating_mul(2).min(self.max)
         } else {
             self.min
         };
-        self.window
+        self.end = end;
+        clip(p, self.window, end)
     }
 
-    /// The window of the miss at `p` got `pages` pages (at least `p` itself): the next window
-    /// starts after them, and the page after `p` is the marker if the window holds it.
+    /// The window of the miss at `p` covered `pages` pages (at least `p` itself; read, or found
+    /// cached): the next window starts after them, and the page after `p` is the marker if the
+    /// window holds it.
     pub fn read(&mut self, p: u64, pages: usize) {
         self.next = p.saturating_add(pages as u64);
         self.marker = if pages > 1 { p + 1 } else { NONE };
@@ -95,20 +107,33 @@ impl Readahead {
             return None;
         }
         self.window = self.window.saturating_mul(2).min(self.max);
+        if self.next >= self.end {
+            // The last window reached the file's end: nothing more to read ahead.
+            return None;
+        }
         Some(Window {
             start: self.next,
-            pages: self.window,
+            pages: clip(self.next, self.window, self.end),
         })
     }
 
-    /// The window [`Readahead::hit`] asked for got `pages` pages from its start (0: nothing was
-    /// started, the marker stays disarmed).
+    /// The window [`Readahead::hit`] asked for covered `pages` pages from its start (read, or
+    /// found cached; 0: nothing was started, the marker stays disarmed).
     pub fn started(&mut self, w: Window, pages: usize) {
         if pages == 0 {
             return;
         }
         self.next = w.start.saturating_add(pages as u64);
         self.marker = w.start;
+    }
+
+    /// The reader reached the marker `p` while the last window was still being read (the one
+    /// asynchronous window in flight is busy): the page after it becomes the marker, so the next
+    /// window starts from the reader's first access once the last one is in, rather than never.
+    pub fn defer(&mut self, p: u64) {
+        if p == self.marker && p.saturating_add(1) < self.next {
+            self.marker = p + 1;
+        }
     }
 
     /// An asynchronous window could not be read (the driver failed it or went away): its pages
@@ -118,6 +143,12 @@ impl Readahead {
         self.next = NONE;
         self.window = self.min;
     }
+}
+
+/// `pages` pages from `p`, but none at or past `end` (at least `p` itself).
+fn clip(p: u64, pages: usize, end: u64) -> usize {
+    let room = end.saturating_sub(p).max(1);
+    usize::try_from(room).map_or(pages, |room| pages.min(room))
 }
 
 #[cfg(test)]
@@ -131,7 +162,23 @@ mod tests {
     /// is served (`M` miss, `h` plain hit, `A` hit that starts an asynchronous window), with the
     /// windows read. Pages of a started window count as present.
     fn stream(ra: &mut Readahead, first: u64, pages: u64) -> (String, Vec<(u64, usize)>) {
-        let mut present = std::collections::BTreeSet::new();
+        stream_of_file(
+            ra,
+            first,
+            pages,
+            NONE,
+            &mut std::collections::BTreeSet::new(),
+        )
+    }
+
+    /// `stream` of a file whose blocks end before device page `end`, over the pages `present`.
+    fn stream_of_file(
+        ra: &mut Readahead,
+        first: u64,
+        pages: u64,
+        end: u64,
+        present: &mut std::collections::BTreeSet<u64>,
+    ) -> (String, Vec<(u64, usize)>) {
         let (mut how, mut windows) = (String::new(), Vec::new());
         for p in first..first + pages {
             if present.contains(&p) {
@@ -146,7 +193,7 @@ mod tests {
                 }
             } else {
                 how.push('M');
-                let n = ra.miss(p);
+                let n = ra.miss(p, end);
                 present.extend(p..p + n as u64);
                 ra.read(p, n);
                 windows.push((p, n));
@@ -178,9 +225,86 @@ mod tests {
     }
 
     #[test]
+    fn no_window_reaches_the_files_end() {
+        // A 64-page file at 100 (the bench's 256 KiB cold file), the next file right after it.
+        let (mut ra, mut present) = (Readahead::new(32, 256), std::collections::BTreeSet::new());
+        let (how, windows) = stream_of_file(&mut ra, 100, 64, 164, &mut present);
+        // The first window (32), then the rest of the file (32 of the 64 asked), nothing after.
+        assert_eq!(windows, [(100, 32), (132, 32)]);
+        assert_eq!(how.matches('M').count(), 1, "{how}");
+        assert_eq!(present.last(), Some(&163));
+        // The marker of the last window starts nothing: the file has ended.
+        assert_eq!(ra.hit(132), None);
+    }
+
+    #[test]
+    fn a_small_file_is_read_whole_and_no_further() {
+        let mut ra = Readahead::new(32, 256);
+        assert_eq!(ra.miss(50, 53), 3);
+        ra.read(50, 3);
+        assert_eq!(ra.hit(51), None);
+        // A page at or past the end (a caller that knows no better) is still read alone.
+        assert_eq!(ra.miss(60, 53), 1);
+    }
+
+    #[test]
+    fn the_next_file_on_the_disk_starts_a_new_stream() {
+        let (mut ra, mut present) = (Readahead::new(4, 64), std::collections::BTreeSet::new());
+        stream_of_file(&mut ra, 0, 40, 40, &mut present);
+        // The next file's blocks follow on the disk: its first miss is not the last stream's
+        // sequel, so it reads the smallest window, not a doubled one.
+        assert_eq!(ra.miss(40, 100), 4);
+        // The same file's next miss after its window is sequential again.
+        ra.read(40, 4);
+        assert_eq!(ra.miss(44, 100), 8);
+    }
+
+    #[test]
+    fn a_contiguous_file_still_reads_in_the_big_windows() {
+        let (mut ra, mut present) = (Readahead::new(32, 256), std::collections::BTreeSet::new());
+        let (_, windows) = stream_of_file(&mut ra, 1000, 4096, 1000 + 4096, &mut present);
+        assert_eq!(
+            &windows[..4],
+            [(1000, 32), (1032, 64), (1096, 128), (1224, 256)]
+        );
+        assert_eq!(windows.iter().filter(|w| w.1 == 256).count(), 15);
+        assert_eq!(windows.last(), Some(&(5064, 32)));
+        assert_eq!(present.last(), Some(&(1000 + 4095)));
+    }
+
+    #[test]
+    fn a_marker_reached_while_a_window_is_in_flight_moves_on() {
+        let mut ra = Readahead::new(4, 16);
+        ra.miss(0, NONE);
+        ra.read(0, 4);
+        let w = ra.hit(1).unwrap();
+        ra.started(w, w.pages);
+        // The reader reaches the new window's first page before its read is done.
+        assert_eq!(ra.marker(), 4);
+        ra.defer(4);
+        assert_eq!(ra.marker(), 5);
+        assert_eq!(
+            ra.hit(5),
+            Some(Window {
+                start: 12,
+                pages: 16
+            })
+        );
+        // Never past the last window's end.
+        let mut ra = Readahead::new(4, 16);
+        ra.miss(0, NONE);
+        ra.read(0, 2);
+        ra.defer(1);
+        assert_eq!(ra.marker(), 1);
+        // Only the marker moves.
+        ra.defer(0);
+        assert_eq!(ra.marker(), 1);
+    }
+
+    #[test]
     fn a_window_is_started_only_from_the_marker() {
         let mut ra = Readahead::new(4, 16);
-        assert_eq!(ra.miss(10), 4);
+        assert_eq!(ra.miss(10, NONE), 4);
         ra.read(10, 4);
         // Pages other than the marker start nothing, and do not use it up.
         assert_eq!(ra.hit(10), None);
@@ -199,13 +323,13 @@ mod tests {
     #[test]
     fn a_miss_elsewhere_starts_over_from_the_smallest_window() {
         let mut ra = Readahead::new(4, 64);
-        assert_eq!(ra.miss(0), 4);
+        assert_eq!(ra.miss(0, NONE), 4);
         ra.read(0, 4);
-        assert_eq!(ra.miss(4), 8); // sequential: doubles
+        assert_eq!(ra.miss(4, NONE), 8); // sequential: doubles
         ra.read(4, 8);
-        assert_eq!(ra.miss(12), 16);
+        assert_eq!(ra.miss(12, NONE), 16);
         ra.read(12, 16);
-        assert_eq!(ra.miss(500), 4); // elsewhere: the smallest again
+        assert_eq!(ra.miss(500, NONE), 4); // elsewhere: the smallest again
         ra.read(500, 4);
         assert_eq!(ra.marker(), 501);
     }
@@ -221,7 +345,7 @@ mod tests {
     #[test]
     fn a_short_window_moves_the_next_start_and_an_empty_one_disarms() {
         let mut ra = Readahead::new(4, 16);
-        ra.miss(0);
+        ra.miss(0, NONE);
         // Only 2 of 4 pages were read (page 2 was cached).
         ra.read(0, 2);
         let w = ra.hit(1).unwrap();
@@ -231,7 +355,7 @@ mod tests {
         assert_eq!(ra.marker(), NONE);
         assert_eq!(ra.hit(2), None);
         // A window of one page arms no marker (there is no page after it in the window).
-        ra.miss(40);
+        ra.miss(40, NONE);
         ra.read(40, 1);
         assert_eq!(ra.marker(), NONE);
     }
@@ -244,15 +368,15 @@ mod tests {
         ra.failed();
         assert_eq!(ra.marker(), NONE);
         // The failed window's pages are missed again: from the smallest window, not doubled.
-        assert_eq!(ra.miss(last + n as u64), 4);
-        assert_eq!(ra.miss(last), 4);
+        assert_eq!(ra.miss(last + n as u64, NONE), 4);
+        assert_eq!(ra.miss(last, NONE), 4);
     }
 
     #[test]
     fn degenerate_sizes_are_at_least_one_page() {
         let mut ra = Readahead::new(0, 0);
         assert_eq!((ra.min(), ra.max()), (1, 1));
-        assert_eq!(ra.miss(0), 1);
+        assert_eq!(ra.miss(0, NONE), 1);
         ra.read(0, 1);
         assert_eq!(ra.marker(), NONE);
         let ra = Readahead::new(4, 2);
@@ -262,7 +386,7 @@ mod tests {
     #[test]
     fn the_device_end_saturates() {
         let mut ra = Readahead::new(4, 16);
-        ra.miss(u64::MAX - 2);
+        ra.miss(u64::MAX - 2, NONE);
         ra.read(u64::MAX - 2, 4);
         // next saturates at NONE: a marker hit then starts nothing.
         assert_eq!(ra.hit(u64::MAX - 1), None);

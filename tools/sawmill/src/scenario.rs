@@ -8,6 +8,8 @@ pub struct TestSpec {
     pub timeout: u64,
     /// Must all appear in the serial log, in this order.
     pub expect: Vec<String>,
+    /// Must all appear in the serial log, in any order (lines of servers that run concurrently).
+    pub expect_any: Vec<String>,
     /// Must not appear anywhere in the serial log.
     pub reject: Vec<String>,
     /// Expected guest exit code.
@@ -36,6 +38,7 @@ impl Default for TestSpec {
         TestSpec {
             timeout: DEFAULT_TIMEOUT,
             expect: Vec::new(),
+            expect_any: Vec::new(),
             reject: vec!["PANIC".into(), "FAIL".into()],
             exit: 0,
             memory: "256M".into(),
@@ -53,6 +56,7 @@ impl Default for TestSpec {
 const KEYS: &[&str] = &[
     "timeout",
     "expect",
+    "expect_any",
     "reject",
     "exit",
     "memory",
@@ -96,6 +100,9 @@ pub fn parse(table: Option<&toml::Table>) -> Result<TestSpec, String> {
     }
     if let Some(v) = strings("expect")? {
         s.expect = v;
+    }
+    if let Some(v) = strings("expect_any")? {
+        s.expect_any = v;
     }
     if let Some(v) = strings("reject")? {
         s.reject = v;
@@ -743,6 +750,11 @@ pub fn judge(spec: &TestSpec, log: &str, outcome: &Outcome) -> Vec<String> {
             }
         }
     }
+    for e in &spec.expect_any {
+        if !log.contains(e.as_str()) {
+            problems.push(format!("missing expected `{e}`"));
+        }
+    }
     problems
 }
 
@@ -901,5 +913,19 @@ mod tests {
     fn tails() {
         assert_eq!(tail("a\nb\nc\n", 2), vec!["b", "c"]);
         assert_eq!(tail("a", 5), vec!["a"]);
+    }
+
+    #[test]
+    fn expected_in_any_order() {
+        let mut s = spec();
+        s.expect_any = vec!["beta".into(), "alpha".into()];
+        let log = "boot\npong: badge 1\nalpha\nping done\nbeta\nPASS pingpong\n";
+        assert!(judge(&s, log, &Outcome::Guest(0)).is_empty());
+        let p = judge(
+            &s,
+            "boot\npong: badge 1\nping done\nbeta\nPASS pingpong\n",
+            &Outcome::Guest(0),
+        );
+        assert_eq!(p, vec!["missing expected `alpha`"]);
     }
 }

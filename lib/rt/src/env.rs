@@ -33,6 +33,9 @@ pub const KIND_MODULE: u64 = 20;
 /// argument), in a page root shares with a server some controller may inject faults into
 /// (manifest `may_inject`; `sawmill_interfaces::rpc::fault_word`).
 pub const KIND_FAULT_WORD: u64 = 21;
+/// Value = the server's incarnation: 1 at boot, one more for each restart by root (manifest
+/// `restart`/`reset`; docs/ARCHITECTURE.md §4.1, generations).
+pub const KIND_INCARNATION: u64 = 22;
 
 // Records of a Linux process (the process server writes them for the personality library,
 // which starts the program from them). `KIND_ARG` records are the program's `argv`, in order.

@@ -1677,7 +1677,10 @@ fn main() {
     // New inodes' generations continue from a fresh point on every start, so a restarted PFS
     // never gives a reused inode number the generation a client of the dead one holds.
     fs.seed_generation((sys::rdtsc() as u32) ^ (clock.now_secs() as u32).rotate_left(16));
-    if cfg.check {
+    // Checked when root restarted us (the dead incarnation may have left the disk half written
+    // back), not at boot: the image was checked when it was made, and a boot check would cost
+    // every boot the whole file system's metadata read (`boot.to_prompt`).
+    if cfg.check && env::value(env::KIND_INCARNATION).unwrap_or(1) > 1 {
         check_on_start(&mut fs, name);
     }
     let st = fs.statfs();
@@ -1720,7 +1723,7 @@ fn main() {
     serve_pfs(&mut p, ep, first);
 }
 
-/// The start-up check (`check` in the config; issue 16): the engine's own checker reads the
+/// The restart check (`check` in the config; issue 16): the engine's own checker reads the
 /// whole file system, changing nothing. Clean: served as usual. Otherwise served read-only, with
 /// the reason logged: a new incarnation after a crash does not build on damage it cannot repair
 /// (the engine has no repair; `e2fsck` on the host does that).

@@ -572,6 +572,14 @@ impl Root {
         } else {
             None
         };
+        // Which incarnation this is: a server may do more on a restart than at boot (the ext2
+        // PFS checks its file system).
+        p.records.push(Record {
+            kind: env::KIND_INCARNATION,
+            value: generation,
+            bytes: Vec::new(),
+            optional: false,
+        });
         // Where lib/spawn puts the used endpoints in the server's table (the rule it applies).
         let mut fixed = alloc::vec![Some(sslots::TASK), Some(sslots::THREAD)];
         if p.give_factory {

@@ -164,6 +164,30 @@ pub const STABLE_MS: u64 = 1000;
 /// The label of a request on `sys:pager` asking root to kill a server (words: its name, up to
 /// 32 bytes, zero-padded); allowed only for servers the caller's `may_kill` names.
 pub const KILL_LABEL: u16 = 0x5001;
+
+/// A server's name as the four words of a [`KILL_LABEL`] request (up to 32 bytes, zero-padded,
+/// little-endian), and back: the one encoding root and the programs that ask it share.
+pub fn name_words(name: &str) -> [u64; 4] {
+    let mut bytes = [0u8; 32];
+    let n = name.len().min(32);
+    bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let mut w = [0u64; 4];
+    for (k, word) in w.iter_mut().enumerate() {
+        let mut chunk = [0u8; 8];
+        chunk.copy_from_slice(&bytes[k * 8..k * 8 + 8]);
+        *word = u64::from_le_bytes(chunk);
+    }
+    w
+}
+
+/// The name [`name_words`] encoded, if it is UTF-8; written into `buf`.
+pub fn words_name<'b>(words: &[u64; 4], buf: &'b mut [u8; 32]) -> Option<&'b str> {
+    for (k, w) in words.iter().enumerate() {
+        buf[k * 8..k * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(32);
+    core::str::from_utf8(&buf[..len]).ok()
+}
 /// The label of a request on `sys:pager` for one line of root's fault log (word 0: the line's
 /// sequence number, from 0); allowed only for servers whose manifest says `fault_log = true`.
 /// Reply label 0 with word 0 the sequence number of the line returned (the oldest kept at or

@@ -782,3 +782,17 @@ uses = [{ endpoint = \"srv\", badge = 9 }]
         }
     }
 }
+
+#[test]
+fn kill_request_names_travel_in_four_words() {
+    let mut buf = [0u8; 32];
+    let w = crate::name_words("blk0");
+    assert_eq!(crate::words_name(&w, &mut buf), Some("blk0"));
+    let long = "a-server-name-of-exactly-32-byte";
+    assert_eq!(long.len(), 32);
+    assert_eq!(
+        crate::words_name(&crate::name_words(long), &mut buf),
+        Some(long)
+    );
+    assert_eq!(crate::words_name(&[u64::MAX; 4], &mut buf), None);
+}

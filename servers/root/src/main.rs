@@ -918,11 +918,7 @@ impl Supervisor<'_> {
     /// words if `i`'s manifest `may_kill` lists it. Reply label 0 done, 1 refused.
     fn kill_request(&mut self, i: usize, m: &IpcResult) -> u16 {
         let mut name = [0u8; 32];
-        for (k, w) in m.w.iter().enumerate() {
-            name[k * 8..k * 8 + 8].copy_from_slice(&w.to_le_bytes());
-        }
-        let len = name.iter().position(|&b| b == 0).unwrap_or(32);
-        let Ok(target) = core::str::from_utf8(&name[..len]) else {
+        let Some(target) = sawmill_manifest::words_name(&m.w, &mut name) else {
             return 1;
         };
         let asker = &self.system.servers[i];

@@ -67,17 +67,10 @@ pub fn sleep_ms(timer: u64, ms: u64) {
 /// Asks root to kill server `name` (manifest `may_kill`): true if it did (and restarted it, by
 /// its policy, before answering).
 pub fn kill_server(name: &str) -> bool {
-    let mut bytes = [0u8; 32];
-    let n = name.len().min(32);
-    bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let mut w = [0u64; 4];
-    for (k, word) in w.iter_mut().enumerate() {
-        *word = u64::from_le_bytes(bytes[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
-    }
     let r = sawmill_rt::ipc::call(
         sawmill_rt::slots::PAGER,
         sawmill_abi::MsgTag::new(sawmill_manifest::KILL_LABEL, 4),
-        w,
+        sawmill_manifest::name_words(name),
     );
     r.err == 0 && r.tag.label() == 0
 }

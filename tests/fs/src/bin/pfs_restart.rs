@@ -17,10 +17,9 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
-use sawmill_abi::MsgTag;
 use sawmill_fsclient::{Error, Files, Protocol, O_CREATE, O_NOMAP, O_READ, O_TRUNC, O_WRITE};
 use sawmill_fstests::{check, files, ok, read_file};
-use sawmill_rt::{env, ipc, println, slots, sys, thread};
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
@@ -46,19 +45,7 @@ fn sleep_ms(timer: u64, ms: u64) {
 
 /// Asks root to kill server `name`: true if it did (and restarted it, by its policy).
 fn kill(name: &str) -> bool {
-    let mut bytes = [0u8; 32];
-    let n = name.len().min(32);
-    bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let mut w = [0u64; 4];
-    for (k, word) in w.iter_mut().enumerate() {
-        *word = u64::from_le_bytes(bytes[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
-    }
-    let r = ipc::call(
-        slots::PAGER,
-        MsgTag::new(sawmill_manifest::KILL_LABEL, 4),
-        w,
-    );
-    r.err == 0 && r.tag.label() == 0
+    sawmill_fstests::kill_server(name)
 }
 
 fn chunk(round: u32) -> Vec<u8> {

@@ -661,6 +661,28 @@ impl Files {
     /// For a process made by `fork`, or the image after `execve`: the PFS sees one more holder
     /// of the same open file.
     pub fn adopt(&mut self, cap: u64, flags: u32) -> Result<usize> {
+        self.adopt_reopenable(cap, flags, [NO_MOUNT, 0, 0])
+    }
+
+    /// What descriptor `fd` is reopened by if its PFS restarts: the VFS's mount index, the
+    /// inode and its generation (inode 0: nothing, the descriptor cannot be reopened). For the
+    /// state a `fork` or `execve` hands on, so the other task's descriptor
+    /// ([`Self::adopt_reopenable`]) comes back as ours does (issue 16).
+    pub fn reopen_of(&mut self, fd: usize) -> Result<[u32; 3]> {
+        let f = self.fd(fd)?;
+        Ok(if f.home == NO_MOUNT || f.ino == 0 {
+            [0; 3]
+        } else {
+            [f.home, f.ino, f.generation]
+        })
+    }
+
+    /// As [`Self::adopt`], with what the other task's descriptor was reopened by
+    /// ([`Self::reopen_of`]; inode 0: nothing): a PFS restart then reopens it at our session
+    /// by inode and generation, with our own credentials, as any descriptor of ours.
+    pub fn adopt_reopenable(&mut self, cap: u64, flags: u32, reopen: [u32; 3]) -> Result<usize> {
+        let [home, ino, generation] = reopen;
+        let home = if ino == 0 { NO_MOUNT } else { home };
         let i = self
             .fds
             .iter()
@@ -677,10 +699,10 @@ impl Files {
             off: 0,
             // Unknown: a read at or past it asks the PFS for the size first.
             size: 0,
-            // Not reopened after a PFS restart: we do not know what it is.
-            home: NO_MOUNT,
-            ino: 0,
-            generation: 0,
+            // Reopened after a PFS restart if the other task knew what it is.
+            home,
+            ino,
+            generation,
             unsynced: false,
             lost: false,
             redo: redo::RedoLog::default(),
@@ -860,8 +882,8 @@ impl Files {
     /// before they were durable). A file we created since it was last durable that the new
     /// incarnation lacks is created again by its path; any other file no longer there is
     /// `Stale` (freed, or its number reused); `Gone` if the file system did not come back, or for a
-    /// descriptor we cannot reopen (adopted from another task, or a server that does not
-    /// restart). Attachments of the file (its slot) see the new file at once: it is reopened into
+    /// descriptor we cannot reopen (adopted from a task that did not know its inode, or a server
+    /// that does not restart). Attachments of the file (its slot) see the new file at once: it is reopened into
     /// the same slot.
     fn recover(&mut self, fd: usize) -> Result<()> {
         let f = self.fd(fd)?;

@@ -791,6 +791,7 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
             if let Object::File {
                 file: handle,
                 open_flags,
+                reopen,
                 ..
             } = &mut d.object
             {
@@ -801,6 +802,8 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
                     (Ok(cap), Ok(flags)) => {
                         *handle = index(cap);
                         *open_flags = flags;
+                        // The new image reopens it as we would after a PFS restart.
+                        *reopen = fs.reopen_of(h).unwrap_or([0; 3]);
                     }
                     _ => {
                         dropped.push(i as u32);
@@ -891,10 +894,15 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
         }
         let made = f.adopt(st, &mut |b, o| match o {
             Object::File {
-                file, open_flags, ..
+                file,
+                open_flags,
+                reopen,
+                ..
             } => {
                 let cap = *caps.get(*file as usize)?;
-                b.fs.adopt(cap, *open_flags).ok().map(|h| h as u64)
+                b.fs.adopt_reopenable(cap, *open_flags, *reopen)
+                    .ok()
+                    .map(|h| h as u64)
             }
             Object::Pipe { end, .. } => b.pipes.adopt(*caps.get(*end as usize)?).ok(),
             Object::Socket { sock, .. } => b.sock_adopt(*caps.get(*sock as usize)?),

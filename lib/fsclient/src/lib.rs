@@ -291,6 +291,10 @@ struct MountEnt {
 /// up to 5 s), and a mount that does not restart answers `Gone` at once.
 const RESTART_WAIT_MS: u64 = 100;
 
+/// Puts a capability to the VFS's current incarnation into the slot it is given: true if it
+/// did ([`Files::with_vfs_refill`]).
+pub type VfsRefill = fn(u64) -> bool;
+
 /// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
 const NO_MOUNT: u32 = u32::MAX;
 
@@ -325,6 +329,8 @@ pub struct Files {
     windows: u64,
     /// What all descriptors' redo logs hold (bounded: `redo::TOTAL_BYTES`).
     redo_total: usize,
+    /// Who refills our VFS slot after the VFS restarted, if not root ([`Files::with_vfs_refill`]).
+    vfs_refill: Option<VfsRefill>,
     /// Whether writes are logged for replay after a PFS restart ([`Files::with_redo`]).
     redo_on: bool,
 }
@@ -356,7 +362,22 @@ impl Files {
             windows,
             redo_total: 0,
             redo_on: false,
+            vfs_refill: None,
         }
+    }
+
+    /// For a client whose VFS capability root does not refill when the VFS restarts (a Linux
+    /// process: its copy came from proc): `refill` is called with our VFS slot, emptied, while
+    /// [`Self::vfs_call`] waits for the new incarnation, and puts a capability to it there
+    /// (true) or not yet (false: it is asked again after a yield).
+    pub fn with_vfs_refill(mut self, refill: VfsRefill) -> Files {
+        self.vfs_refill = Some(refill);
+        self
+    }
+
+    /// The slot of our VFS capability (what a refill fills; proc hands out a copy of its own).
+    pub fn vfs_slot(&self) -> u64 {
+        self.vfs.ep
     }
 
     /// A call to the VFS, made again while the VFS is gone (issue 16): a restarted VFS serves the
@@ -378,6 +399,13 @@ impl Files {
                     let khz = sawmill_rt::clock::Wall::get().khz.max(1);
                     if now >= *deadline.get_or_insert(now + VFS_RESTART_WAIT_MS * khz) {
                         return Err(x);
+                    }
+                    if let Some(refill) = self.vfs_refill {
+                        // Our copy went with the dead incarnation (or is about to).
+                        let _ = sys::cap_delete(self.vfs.ep);
+                        if refill(self.vfs.ep) {
+                            continue;
+                        }
                     }
                     sys::yield_now();
                 }

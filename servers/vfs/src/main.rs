@@ -77,6 +77,12 @@ struct Mount {
     go: u64,
 }
 
+/// Our capability to a PFS's endpoint is gone (`BadCap`): only root's revoke of the endpoint of
+/// an incarnation that ended empties that slot while we use it.
+fn cap_gone(e: &RpcError<FsError>) -> bool {
+    matches!(e, RpcError::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
+}
+
 /// What `connect_pfs` gives: the PFS client, the root's inode and its (mode, uid, gid).
 type Connected = (pfs::Client, u32, (u32, u32, u32));
 
@@ -262,13 +268,15 @@ impl Vfs {
     }
 
     /// What a failed call to mount `m`'s PFS means for the client. Only a real peer death (the
-    /// kernel's GONE or PeerGone, or the watch thread's report) marks the mount dead; anything
+    /// kernel's GONE or PeerGone, our capability gone — root revokes it with the endpoint of
+    /// the PFS incarnation that ended, possibly before the watch thread has run —, or the watch
+    /// thread's report) marks the mount dead; anything
     /// else — a stub refusing an argument, a protocol label, a malformed reply — fails this one
     /// request, or any client could take the mount away from everyone (issue 12, hole 1).
     fn fail(&mut self, m: usize, e: RpcError<FsError>) -> FsError {
         match e {
             RpcError::App(e) => e,
-            e if e.peer_died() || DEAD[m].load(Ordering::SeqCst) => {
+            e if e.peer_died() || cap_gone(&e) || DEAD[m].load(Ordering::SeqCst) => {
                 if self.mounts[m].alive {
                     println!(
                         "vfs: mount {} lost its file system",

@@ -73,6 +73,9 @@ struct Mount {
     manifest_ep: u64,
     /// Its PFS restarts (config `restarts`): a dead mount is connected again (`revive`).
     restarts: bool,
+    /// A call found its PFS dead (`fail`), perhaps before the watch thread saw it: `revive`
+    /// waits for the watch thread instead of answering `Gone` at once.
+    lost: bool,
     /// The watch thread's notification: watch again (after `revive`).
     go: u64,
 }
@@ -277,6 +280,7 @@ impl Vfs {
         match e {
             RpcError::App(e) => e,
             e if e.peer_died() || cap_gone(&e) || DEAD[m].load(Ordering::SeqCst) => {
+                self.mounts[m].lost = true;
                 if self.mounts[m].alive {
                     println!(
                         "vfs: mount {} lost its file system",
@@ -305,9 +309,14 @@ impl Vfs {
             self.mounts[m].alive = false;
             self.version += 1;
         }
-        // Only once the watch thread has seen the death: until then there is nothing to
-        // connect to (and `connect` on a live PFS would never be answered).
-        if !self.mounts[m].alive && self.mounts[m].restarts && DEAD[m].load(Ordering::SeqCst) {
+        // Once the watch thread has seen the death, or a call found the PFS dead (`revive`
+        // then waits for the watch thread): never for a mount that could not be used from
+        // the start, whose PFS lives.
+        if !self.mounts[m].alive
+            && self.mounts[m].restarts
+            && (DEAD[m].load(Ordering::SeqCst) || self.mounts[m].lost)
+        {
+            self.mounts[m].lost = false;
             self.revive(m);
         }
         if self.mounts[m].alive {
@@ -1140,6 +1149,7 @@ fn main() {
             alive,
             manifest_ep: ep,
             restarts: mnt.restarts,
+            lost: false,
             go,
         });
         println!("vfs: mounted {} ({})", prefix, ep_name);

@@ -1,15 +1,22 @@
-//! The manifest endpoint of a physical file system once it serves (issue 16): what every PFS's
-//! second thread runs after the VFS's first `connect`. It answers two calls, both the VFS's
-//! (only the VFS holds the manifest endpoint):
+//! The manifest endpoint of a physical file system (issue 16): what every PFS's second thread
+//! runs from its start. It answers two calls, both the VFS's (only the VFS holds the manifest
+//! endpoint):
 //!
 //! - `pfs.watch` is never answered: the kernel answers it (PeerGone) when the PFS dies, which
 //!   is how the VFS learns of the death. The thread then receives again; the waiting watcher
 //!   stays blocked on it (its reply is owed by this thread until it dies).
-//! - `pfs.reconnect`, from a restarted VFS: a VFS_BADGE capability to the endpoint the PFS
-//!   serves, which outlives the dead VFS (the PFS and its clients hold it), so open files and
-//!   sessions go on untouched.
+//! - `pfs.reconnect`, from the VFS at boot and from a restarted one: a VFS_BADGE capability to
+//!   the endpoint the PFS serves, which outlives a dead VFS, so open files and sessions go on
+//!   untouched.
 //!
-//! Anything else is refused with `Invalid`. May touch: the manifest endpoint and the served one.
+//! Anything else (`connect` too: the VFS's own endpoint is no longer wanted) is refused with
+//! `Invalid`. May touch: the manifest endpoint and the served one.
+//!
+//! The served endpoint is the PFS's own ([`own_endpoint`]): root made it for this incarnation
+//! and destroys it when the PFS dies, so every capability the PFS handed out (open files,
+//! sessions, the VFS's) fails at once then, after any sequence of VFS and PFS restarts. (It
+//! once was the VFS's, made at `connect`: a restarted VFS held no origin of it, so nobody could
+//! revoke it when the PFS died later, and a call on a dead PFS's file blocked.)
 use crate::pfs;
 use crate::rpc::{self, AfterReply, IpcResult, Next, Reply};
 use crate::FsError;
@@ -56,6 +63,19 @@ impl rpc::Serve for Manifest {
     fn slot_freed(&mut self, slot: u64) {
         self.spare = Some(slot);
     }
+}
+
+/// An endpoint that dies with this incarnation (root's `OWN_ENDPOINT_LABEL`), in a fresh slot;
+/// None if root refused.
+pub fn own_endpoint() -> Option<u64> {
+    let slot = thread::alloc_slot();
+    rpc::utcb().caps_in[0] = slot;
+    let r = sawmill_rt::ipc::call(
+        sawmill_rt::slots::PAGER,
+        sawmill_abi::MsgTag::new(sawmill_manifest::OWN_ENDPOINT_LABEL, 0),
+        [0; 4],
+    );
+    (r.err == 0 && r.tag.label() == 0 && r.tag.caps() == 1).then_some(slot)
 }
 
 /// Serves `manifest_ep` for good (see the module header); `served` is the endpoint the PFS

@@ -291,6 +291,10 @@ struct MountEnt {
 /// up to 5 s), and a mount that does not restart answers `Gone` at once.
 const RESTART_WAIT_MS: u64 = 100;
 
+/// Puts a capability to the VFS's current incarnation into the slot it is given: true if it
+/// did ([`Files::with_vfs_refill`]).
+pub type VfsRefill = fn(u64) -> bool;
+
 /// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
 const NO_MOUNT: u32 = u32::MAX;
 
@@ -325,6 +329,8 @@ pub struct Files {
     windows: u64,
     /// What all descriptors' redo logs hold (bounded: `redo::TOTAL_BYTES`).
     redo_total: usize,
+    /// Who refills our VFS slot after the VFS restarted, if not root ([`Files::with_vfs_refill`]).
+    vfs_refill: Option<VfsRefill>,
     /// Whether writes are logged for replay after a PFS restart ([`Files::with_redo`]).
     redo_on: bool,
 }
@@ -356,7 +362,22 @@ impl Files {
             windows,
             redo_total: 0,
             redo_on: false,
+            vfs_refill: None,
         }
+    }
+
+    /// For a client whose VFS capability root does not refill when the VFS restarts (a Linux
+    /// process: its copy came from proc): `refill` is called with our VFS slot, emptied, while
+    /// [`Self::vfs_call`] waits for the new incarnation, and puts a capability to it there
+    /// (true) or not yet (false: it is asked again after a yield).
+    pub fn with_vfs_refill(mut self, refill: VfsRefill) -> Files {
+        self.vfs_refill = Some(refill);
+        self
+    }
+
+    /// The slot of our VFS capability (what a refill fills; proc hands out a copy of its own).
+    pub fn vfs_slot(&self) -> u64 {
+        self.vfs.ep
     }
 
     /// A call to the VFS, made again while the VFS is gone (issue 16): a restarted VFS serves the
@@ -378,6 +399,13 @@ impl Files {
                     let khz = sawmill_rt::clock::Wall::get().khz.max(1);
                     if now >= *deadline.get_or_insert(now + VFS_RESTART_WAIT_MS * khz) {
                         return Err(x);
+                    }
+                    if let Some(refill) = self.vfs_refill {
+                        // Our copy went with the dead incarnation (or is about to).
+                        let _ = sys::cap_delete(self.vfs.ep);
+                        if refill(self.vfs.ep) {
+                            continue;
+                        }
                     }
                     sys::yield_now();
                 }
@@ -661,6 +689,28 @@ impl Files {
     /// For a process made by `fork`, or the image after `execve`: the PFS sees one more holder
     /// of the same open file.
     pub fn adopt(&mut self, cap: u64, flags: u32) -> Result<usize> {
+        self.adopt_reopenable(cap, flags, [NO_MOUNT, 0, 0])
+    }
+
+    /// What descriptor `fd` is reopened by if its PFS restarts: the VFS's mount index, the
+    /// inode and its generation (inode 0: nothing, the descriptor cannot be reopened). For the
+    /// state a `fork` or `execve` hands on, so the other task's descriptor
+    /// ([`Self::adopt_reopenable`]) comes back as ours does (issue 16).
+    pub fn reopen_of(&mut self, fd: usize) -> Result<[u32; 3]> {
+        let f = self.fd(fd)?;
+        Ok(if f.home == NO_MOUNT || f.ino == 0 {
+            [0; 3]
+        } else {
+            [f.home, f.ino, f.generation]
+        })
+    }
+
+    /// As [`Self::adopt`], with what the other task's descriptor was reopened by
+    /// ([`Self::reopen_of`]; inode 0: nothing): a PFS restart then reopens it at our session
+    /// by inode and generation, with our own credentials, as any descriptor of ours.
+    pub fn adopt_reopenable(&mut self, cap: u64, flags: u32, reopen: [u32; 3]) -> Result<usize> {
+        let [home, ino, generation] = reopen;
+        let home = if ino == 0 { NO_MOUNT } else { home };
         let i = self
             .fds
             .iter()
@@ -677,10 +727,10 @@ impl Files {
             off: 0,
             // Unknown: a read at or past it asks the PFS for the size first.
             size: 0,
-            // Not reopened after a PFS restart: we do not know what it is.
-            home: NO_MOUNT,
-            ino: 0,
-            generation: 0,
+            // Reopened after a PFS restart if the other task knew what it is.
+            home,
+            ino,
+            generation,
             unsynced: false,
             lost: false,
             redo: redo::RedoLog::default(),
@@ -860,8 +910,8 @@ impl Files {
     /// before they were durable). A file we created since it was last durable that the new
     /// incarnation lacks is created again by its path; any other file no longer there is
     /// `Stale` (freed, or its number reused); `Gone` if the file system did not come back, or for a
-    /// descriptor we cannot reopen (adopted from another task, or a server that does not
-    /// restart). Attachments of the file (its slot) see the new file at once: it is reopened into
+    /// descriptor we cannot reopen (adopted from a task that did not know its inode, or a server
+    /// that does not restart). Attachments of the file (its slot) see the new file at once: it is reopened into
     /// the same slot.
     fn recover(&mut self, fd: usize) -> Result<()> {
         let f = self.fd(fd)?;

@@ -194,6 +194,16 @@ pub fn words_name<'b>(words: &[u64; 4], buf: &'b mut [u8; 32]) -> Option<&'b str
 /// after the one asked for), word 1 its length in bytes and the text from word 2 on (at most
 /// [`FAULT_LINE_MAX`] bytes, the message's further words); label 1 when there is no such line yet.
 pub const FAULT_LOG_LABEL: u16 = 0x5004;
+/// The label of a request on `sys:pager` for an endpoint that dies with the caller's
+/// incarnation (issue 16): root creates it (charged to the server's own factory), answers label
+/// 0 with a capability to it (all rights: the server mints what it hands out from it) and, when
+/// this incarnation ends, revokes and destroys it, so every capability minted from it fails at
+/// once and every caller blocked on it is woken with `GONE` whoever else made copies. A file
+/// system serves its clients on one (its endpoint's origin must not live in a server that may
+/// restart before it). Label 1: refused (the limit, [`MAX_OWN_ENDPOINTS`], or no memory).
+pub const OWN_ENDPOINT_LABEL: u16 = 0x5005;
+/// Endpoints one incarnation may ask root for with [`OWN_ENDPOINT_LABEL`].
+pub const MAX_OWN_ENDPOINTS: usize = 2;
 /// Longest fault-log line [`FAULT_LOG_LABEL`] returns (the message words after the first two).
 pub const FAULT_LINE_MAX: usize = 8 * 62;
 /// A server that runs this long without waiting is hung (manifest `hang_ms`, the default):

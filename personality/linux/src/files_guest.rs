@@ -232,7 +232,10 @@ impl Guest {
             // Issue 16: no redo log (`Files::with_redo`): Linux's rule for writes a restarted
             // PFS lost (EIO at the next fsync), and the write path within its goal
             // (docs/filesystem.md).
-            fs: Fs::with_windows(vfs.unwrap_or(0), sawmill_linux::layout::LIB_FILE_WINDOWS),
+            // Our VFS capability is a copy of proc's: after a VFS restart proc hands out the
+            // new incarnation's (`vfs_again`), root refills only proc's.
+            fs: Fs::with_windows(vfs.unwrap_or(0), sawmill_linux::layout::LIB_FILE_WINDOWS)
+                .with_vfs_refill(vfs_again),
             console: console.map(console::Client::new),
             console_in: console_in.map(console::Client::new),
             fallback_termios: Termios::default(),
@@ -791,6 +794,7 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
             if let Object::File {
                 file: handle,
                 open_flags,
+                reopen,
                 ..
             } = &mut d.object
             {
@@ -801,6 +805,8 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
                     (Ok(cap), Ok(flags)) => {
                         *handle = index(cap);
                         *open_flags = flags;
+                        // The new image reopens it as we would after a PFS restart.
+                        *reopen = fs.reopen_of(h).unwrap_or([0; 3]);
                     }
                     _ => {
                         dropped.push(i as u32);
@@ -834,6 +840,16 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
             descriptors,
             offsets: if sh.page != 0 { index(sh.page) } else { NONE },
         }
+    })
+}
+
+/// Issue 16: a capability to the VFS's new incarnation into `slot`, from proc (a copy of its
+/// own, which root refilled); false while proc has none yet.
+fn vfs_again(slot: u64) -> bool {
+    crate::guest::proc_cap().is_some_and(|p| {
+        sawmill_interfaces::proc::Client::new(p)
+            .vfs_again(slot)
+            .is_ok()
     })
 }
 
@@ -891,10 +907,15 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
         }
         let made = f.adopt(st, &mut |b, o| match o {
             Object::File {
-                file, open_flags, ..
+                file,
+                open_flags,
+                reopen,
+                ..
             } => {
                 let cap = *caps.get(*file as usize)?;
-                b.fs.adopt(cap, *open_flags).ok().map(|h| h as u64)
+                b.fs.adopt_reopenable(cap, *open_flags, *reopen)
+                    .ok()
+                    .map(|h| h as u64)
             }
             Object::Pipe { end, .. } => b.pipes.adopt(*caps.get(*end as usize)?).ok(),
             Object::Socket { sock, .. } => b.sock_adopt(*caps.get(*sock as usize)?),

@@ -437,6 +437,16 @@ fn fork_once(
 /// in `room` bytes of its environment if they fit ([`inline_room`]). On an error nothing is
 /// left over.
 pub fn exec_handoff(room: Option<usize>) -> Result<(), Errno> {
+    match exec_handoff_once(room) {
+        // Issue 16: as for `fork`, a descriptor whose file system restarted has an empty slot
+        // until something reopens it; the registered files are reopened (only on this
+        // failure) and the handoff made again.
+        Err(_) if rm::revive_files() > 0 => exec_handoff_once(room),
+        r => r,
+    }
+}
+
+fn exec_handoff_once(room: Option<usize>) -> Result<(), Errno> {
     let mut caps = Caps::new();
     let st = file_state(&mut caps, true);
     match hand_off(&st, &mut caps, room) {

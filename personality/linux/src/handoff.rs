@@ -39,12 +39,15 @@ pub struct Region {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Object {
     /// A file of the file system: its open file (a capability), the file client's open flags,
-    /// the path it was opened by and its mode when known.
+    /// the path it was opened by and its mode when known, and what the new image reopens it by
+    /// if its file system restarts: (VFS mount index, inode, generation), inode 0 for nothing
+    /// (issue 16; lib/fsclient `reopen_of`). Encoded as the inode alone when it is 0.
     File {
         file: CapIndex,
         open_flags: u32,
         path: Vec<u8>,
         mode: Option<u32>,
+        reopen: [u32; 3],
     },
     /// `O_PATH`.
     Path { path: Vec<u8>, mode: u32 },
@@ -288,6 +291,7 @@ impl State {
                     open_flags,
                     path,
                     mode,
+                    reopen,
                 } => {
                     w.u8(0);
                     w.u32(*file);
@@ -295,6 +299,12 @@ impl State {
                     w.bytes(path);
                     w.u8(mode.is_some() as u8);
                     w.u32(mode.unwrap_or(0));
+                    let [mount, ino, generation] = *reopen;
+                    w.u32(ino);
+                    if ino != 0 {
+                        w.u32(mount);
+                        w.u32(generation);
+                    }
                 }
                 Object::Path { path, mode } => {
                     w.u8(1);
@@ -423,6 +433,13 @@ impl State {
                             0 => None,
                             1 => Some(m),
                             _ => return None,
+                        }
+                    },
+                    reopen: match r.u32()? {
+                        0 => [0; 3],
+                        ino => {
+                            let mount = r.u32()?;
+                            [mount, ino, r.u32()?]
                         }
                     },
                 },
@@ -569,10 +586,23 @@ mod tests {
                         open_flags: 3,
                         path: b"/tmp/x".to_vec(),
                         mode: Some(0o100644),
+                        reopen: [0, 12, 0x8000_0001],
                     },
                     offset: 77,
                     flags: 0o2001,
                     cell: 3,
+                },
+                Description {
+                    object: Object::File {
+                        file: 5,
+                        open_flags: 1,
+                        path: b"/proc/self/stat".to_vec(),
+                        mode: None,
+                        reopen: [0; 3],
+                    },
+                    offset: 0,
+                    flags: 0,
+                    cell: NONE,
                 },
                 Description {
                     object: Object::Path {

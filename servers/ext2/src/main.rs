@@ -5,10 +5,11 @@
 //! driver DMAs into directly. Settings: the `config` table (`sawmill_ext2_api::Config`: the
 //! driver endpoint it uses, the cache size, the shadow-page limit (see [`MAX_SHADOWS`]), whether
 //! cache pages are mapped executable so programs can run straight from files, and a name for
-//! messages). The first endpoint it provides is its manifest endpoint; the VFS calls `connect`
-//! there once and gets a capability to an endpoint the PFS created itself, which it serves from
-//! then on (a restarted VFS calls `reconnect` instead: `sawmill_interfaces::pfs_manifest`). Every capability it hands out is minted from that endpoint, so all of them fail at
-//! once when the PFS dies (nobody hangs).
+//! messages). The first endpoint it provides is its manifest endpoint, where the VFS (at boot
+//! and after a restart of its own) asks for a capability to the endpoint the PFS serves
+//! (`reconnect`; `sawmill_interfaces::pfs_manifest`). That one is made by root for this
+//! incarnation (`pfs_manifest::own_endpoint`) and every capability the PFS hands out is minted
+//! from it, so all of them fail at once when the PFS dies (root destroys it: nobody hangs).
 //!
 //! Badges on the served endpoint: [`VFS_BADGE`] (the VFS, trusted: it did the access checks),
 //! `SESSION_BASE + i` (a client session of protocol option 3, with the credentials the VFS gave:
@@ -733,9 +734,6 @@ impl Pfs {
 }
 
 impl pfs::Server for Pfs {
-    fn connect(&mut self, _badge: u64, _e: u64) -> Result<(), FsError> {
-        Err(FsError::Invalid)
-    }
     fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
         Err(FsError::Invalid)
     }
@@ -1522,84 +1520,12 @@ impl rpc::Serve for Pfs {
     }
 }
 
-/// Phase 1: serve the manifest endpoint until the VFS connects.
-struct Connect {
-    /// Where the VFS's endpoint is kept (a derived copy: the VFS can revoke it).
-    ep: u64,
-    done: bool,
-    /// The receive slot for the VFS's endpoint capability.
-    after: AfterReply,
-}
-
-impl rpc::Serve for Connect {
-    #[inline(always)]
-    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        // After `connect`, the reply goes out and we wait on the VFS's endpoint instead.
-        pfs::dispatch_then(self, m, |s: &mut Connect, r: Reply| {
-            if s.done {
-                let ep = s.ep;
-                next.hand_off(s, ep, r)
-            } else {
-                next.reply(s, r)
-            }
-        })
-    }
-    fn after_reply(&mut self) -> Option<&mut AfterReply> {
-        Some(&mut self.after)
-    }
-}
-
 /// A file system we cannot mount: every request is answered with an error, never a crash.
 struct Unmountable;
 
 impl rpc::Serve for Unmountable {
     fn handle(&mut self, _m: &IpcResult, next: Next) -> IpcResult {
         next.reply_plain(Reply::error(&FsError::Corrupt))
-    }
-}
-
-macro_rules! refuse_all {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
-        $(fn $name(&mut self, _badge: u64, $($a: $t),*) -> Result<$r, FsError> { $(let _ = $a;)* Err(FsError::Invalid) })*
-    };
-}
-
-impl pfs::Server for Connect {
-    fn connect(&mut self, _badge: u64, e: u64) -> Result<(), FsError> {
-        // The received slot is emptied after this handler: keep a copy.
-        sys::cap_copy(e, self.ep).map_err(|_| FsError::Invalid)?;
-        self.done = true;
-        Ok(())
-    }
-    fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
-        Err(FsError::Invalid)
-    }
-    refuse_all! {
-        root() -> u32;
-        lookup(dir: u32, name: &[u8]) -> LookupOut;
-        getattr(ino: u32) -> Attrs;
-        open(ino: u32, flags: OpenFlags) -> OpenOut;
-        create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
-        mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
-        symlink(dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> u32;
-        readlink(ino: u32) -> Bytes<256>;
-        unlink(dir: u32, name: &[u8]) -> ();
-        rmdir(dir: u32, name: &[u8]) -> ();
-        rename(dirs: [u32; 2], sname: &[u8], dname: &[u8], flags: RenameFlags) -> ();
-        setattr(ino: u32, mode: u32, uid: u32, gid: u32, atime: u32, mtime: u32, which: SetAttrFields) -> ();
-        truncate(ino: u32, size: u64) -> ();
-        readdir(dir: u32, cookie: u64) -> ReaddirOut;
-        sync() -> ();
-        session(uid: u32, gid: u32) -> u64;
-        crash() -> ();
-        open_path(path: &[u8], flags: OpenFlags, mode: u32) -> OpenPathOut;
-        cover(path: &[u8]) -> ();
-        link(ino: u32, dir: u32, name: &[u8]) -> ();
-        statfs() -> StatfsOut;
-        readdir_many(dir: u32, cookie: u64) -> ReaddirManyOut;
-        stat_path(path: &[u8], follow: bool) -> StatPathOut;
-        open_inode(ino: u32, generation: u32, flags: OpenFlags) -> OpenInodeOut;
-        reconnect() -> u64;
     }
 }
 
@@ -1645,21 +1571,16 @@ fn main() {
         return;
     };
     let fs = Fs::open(Dev(cache.clone()));
-    let ep = thread::alloc_slot();
-    let rx = thread::alloc_slot();
-    let mut conn = Connect {
-        ep,
-        done: false,
-        after: AfterReply::new(),
-    };
-    conn.after.receive_into(&[rx]);
-    let Some(first) = rpc::serve(manifest_ep, &mut conn) else {
+    // The endpoint we serve is root's, made for this incarnation: when we die root destroys it,
+    // so every capability we handed out (open files, sessions, the VFS's) fails at once, whatever
+    // VFS incarnation came and went meanwhile (issue 16; `pfs_manifest`).
+    let Some(ep) = sawmill_interfaces::pfs_manifest::own_endpoint() else {
+        println!("ext2-pfs[{}]: FAIL root gave us no endpoint to serve", name);
         return;
     };
-    // The manifest endpoint is left to the watch thread: it takes the VFS's watch call and never
-    // answers, so the VFS learns of our death from the kernel.
-    // It also hands a restarted VFS a capability to `ep` (`reconnect`): our open files and
-    // sessions outlive the VFS.
+    // The manifest endpoint is the manifest thread's: it hands the VFS (at boot, and a
+    // restarted one) a capability to `ep` (`reconnect`) and takes its `watch` call, never
+    // answered, so the VFS learns of our death from the kernel.
     thread::spawn(254, 8192, move || {
         sawmill_interfaces::pfs_manifest::serve_manifest(manifest_ep, ep)
     })
@@ -1668,7 +1589,7 @@ fn main() {
         Ok(fs) => fs,
         Err(e) => {
             println!("ext2-pfs[{}]: cannot mount: {}", name, e);
-            let _ = rpc::serve_from(ep, first, &mut Unmountable);
+            let _ = rpc::serve(ep, &mut Unmountable);
             return;
         }
     };
@@ -1718,8 +1639,9 @@ fn main() {
         name,
         after: AfterReply::new(),
     };
-    // No receive slot here: only `connect` takes a capability, and phase 2 refuses it (arming
-    // one before every receive would cost each request about 10 instructions).
+    // No receive slot here: no request on `ep` takes a capability (arming one before every
+    // receive would cost each request about 10 instructions).
+    let first = sawmill_rt::ipc::recv(ep, 0);
     serve_pfs(&mut p, ep, first);
 }
 

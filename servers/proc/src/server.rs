@@ -6,6 +6,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 use sawmill_abi::{label, rights, MsgTag, ObjKind};
 use sawmill_fsclient::{Files, O_NOMAP, O_READ};
 use sawmill_interfaces::rpc::{self, AfterReply, IpcResult, Next, Reply};
@@ -459,7 +460,55 @@ impl Proc {
     }
 
     /// Builds and starts the task; returns it and our copy of its wake notification.
+    /// [`Self::build_once`], made once more if it failed while our `vfs` slot was empty (issue
+    /// 16: the VFS died and restarts; root refills the slot after its backoff and the new
+    /// incarnation's start) and the slot is refilled within [`VFS_WAIT_MS`]. Nothing on the
+    /// usual path: the slot is looked at only after a failure.
     fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
+        match self.build_once(l, caps) {
+            Err(_) if self.wait_for_vfs() => {
+                for c in caps.drain(..) {
+                    let _ = sys::cap_delete(c);
+                    self.pool.free_slot(c);
+                }
+                self.build_once(l, caps)
+            }
+            r => r,
+        }
+    }
+
+    /// Whether our `vfs` slot was empty and is filled again within [`VFS_WAIT_MS`] (sleeping
+    /// meanwhile: the restarting VFS may run below us).
+    fn wait_for_vfs(&mut self) -> bool {
+        let vfs = self.files.vfs_slot();
+        let Ok(probe) = self.pool.slot() else {
+            return false;
+        };
+        let live = |probe: u64| {
+            let ok = sys::cap_copy(vfs, probe).is_ok();
+            let _ = sys::cap_delete(probe);
+            ok
+        };
+        if live(probe) {
+            self.pool.free_slot(probe);
+            return false;
+        }
+        let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+        let deadline = sys::rdtsc() + VFS_WAIT_MS * khz;
+        let timer = vfs_wait_timer();
+        let mut back = false;
+        while sys::rdtsc() < deadline {
+            let _ = sys::notify_wait_until(timer, (sys::rdtsc() + 5 * khz).min(deadline));
+            if live(probe) {
+                back = true;
+                break;
+            }
+        }
+        self.pool.free_slot(probe);
+        back
+    }
+
+    fn build_once(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
         let Launch {
             pid,
             serial,
@@ -1268,6 +1317,24 @@ impl proc::Server for Proc {
         Ok(())
     }
 
+    fn vfs_again(&mut self, badge: u64) -> Result<u64, ProcError> {
+        self.caller(badge)?;
+        let ours = self.files.vfs_slot();
+        let spare = VFS_AGAIN_SPARE.swap(0, Ordering::Relaxed);
+        let copy = if spare != 0 {
+            spare
+        } else {
+            sawmill_rt::thread::alloc_slot()
+        };
+        if sys::cap_copy(ours, copy).is_err() {
+            VFS_AGAIN_SPARE.store(copy, Ordering::Relaxed);
+            return Err(ProcError::Again);
+        }
+        // Handed over in the reply; our copy goes once it is delivered.
+        self.after.delete(copy);
+        Ok(copy)
+    }
+
     fn sig_exec(&mut self, badge: u64, ignored: u64, blocked: u64) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
         let run = self
@@ -1664,9 +1731,33 @@ fn exec_error(e: &StartError) -> ProcError {
     }
 }
 
+/// How long a process build waits for a restarting VFS (`Proc::wait_for_vfs`).
+const VFS_WAIT_MS: u64 = 2000;
+
+/// The notification `Proc::wait_for_vfs` sleeps on (nothing signals it), made at its first use.
+fn vfs_wait_timer() -> u64 {
+    static TIMER: AtomicU64 = AtomicU64::new(0);
+    match TIMER.load(Ordering::Relaxed) {
+        0 => {
+            let t = sawmill_rt::thread::create(ObjKind::Notification, 0).unwrap_or(0);
+            TIMER.store(t, Ordering::Relaxed);
+            t
+        }
+        t => t,
+    }
+}
+
+/// A slot `vfs_again` used and the post-reply step emptied (the only capability proc hands out
+/// and then deletes), kept for the next one.
+static VFS_AGAIN_SPARE: AtomicU64 = AtomicU64::new(0);
+
 impl rpc::Serve for Proc {
     fn after_reply(&mut self) -> Option<&mut AfterReply> {
         Some(&mut self.after)
+    }
+
+    fn slot_freed(&mut self, slot: u64) {
+        VFS_AGAIN_SPARE.store(slot, Ordering::Relaxed);
     }
 
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {

@@ -1,6 +1,6 @@
 //! `procfs`, the /proc file system server: Linux's /proc as a PFS behind the VFS (mounted at
 //! `/proc` by the VFS's `mounts`). It speaks the PFS protocol of interfaces/fs.idl like the ext2
-//! server (the VFS `connect`s once and gets our own endpoint; sessions of protocol option 3;
+//! server (the VFS asks for a capability to our own endpoint, `reconnect`; sessions of protocol option 3;
 //! each open file its own watched badge), read-only. A file's text is made when it is opened
 //! (a snapshot: reads of one open file agree with each other) from figures it gathers then:
 //! processes from proc (`proc_info`), memory from mem (`mem.stats`) and the kernel (user RAM),
@@ -13,7 +13,7 @@
 //! non-blocking send): if proc is not waiting for messages we yield and offer again for at most
 //! [`PROC_WAIT_MS`]; if proc stays busy the request fails with `Io` instead of hanging.
 //!
-//! It touches its own task, the endpoint the VFS gave it, capabilities it mints from that for
+//! It touches its own task, the endpoint root made for it (`pfs_manifest::own_endpoint`), capabilities it mints from that for
 //! open files and sessions, and asks proc, mem, the kernel and root (its fault log, for
 //! `/proc/faults`, if the manifest lets it: `fault_log = true`); it writes nothing anywhere.
 
@@ -26,7 +26,7 @@ use sawmill_abi::{rights, MsgTag};
 use sawmill_interfaces::file::{self, MapOut, StatOut};
 use sawmill_interfaces::pfs::{self, LookupOut, OpenOut, OpenPathOut, ReaddirOut, VFS_BADGE};
 use sawmill_interfaces::pfs::{GetattrOut as Attrs, StatfsOut};
-use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next, Reply};
+use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next};
 use sawmill_interfaces::{
     mem, proc_info, EntryKind, FsError, OpenFlags, ProcState, RenameFlags, SetAttrFields,
 };
@@ -473,9 +473,6 @@ macro_rules! read_only {
 }
 
 impl pfs::Server for Procfs {
-    fn connect(&mut self, _badge: u64, _e: u64) -> Result<(), FsError> {
-        Err(FsError::Invalid)
-    }
     fn watch(&mut self, _badge: u64) -> Result<(), FsError> {
         Err(FsError::Invalid)
     }
@@ -877,76 +874,6 @@ impl rpc::Serve for Procfs {
     }
 }
 
-/// Until the VFS connects: serve the manifest endpoint for `connect` alone.
-struct Connect {
-    /// Where the VFS's endpoint is kept.
-    ep: u64,
-    done: bool,
-    after: AfterReply,
-}
-
-impl rpc::Serve for Connect {
-    fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        pfs::dispatch_then(self, m, |s: &mut Connect, r: Reply| {
-            if s.done {
-                let ep = s.ep;
-                next.hand_off(s, ep, r)
-            } else {
-                next.reply(s, r)
-            }
-        })
-    }
-    fn after_reply(&mut self) -> Option<&mut AfterReply> {
-        Some(&mut self.after)
-    }
-}
-
-macro_rules! not_yet {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
-        $(fn $name(&mut self, _badge: u64, $($a: $t),*) -> Result<$r, FsError> {
-            $(let _ = $a;)*
-            Err(FsError::Invalid)
-        })*
-    };
-}
-
-impl pfs::Server for Connect {
-    fn connect(&mut self, _badge: u64, e: u64) -> Result<(), FsError> {
-        // The received slot is emptied after this handler: keep a copy.
-        sys::cap_copy(e, self.ep).map_err(|_| FsError::Invalid)?;
-        self.done = true;
-        Ok(())
-    }
-    not_yet! {
-        watch() -> ();
-        root() -> u32;
-        lookup(dir: u32, name: &[u8]) -> LookupOut;
-        getattr(ino: u32) -> Attrs;
-        open(ino: u32, flags: OpenFlags) -> OpenOut;
-        create(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
-        mkdir(dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> u32;
-        symlink(dir: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> u32;
-        readlink(ino: u32) -> Bytes<256>;
-        unlink(dir: u32, name: &[u8]) -> ();
-        rmdir(dir: u32, name: &[u8]) -> ();
-        rename(dirs: [u32; 2], sname: &[u8], dname: &[u8], flags: RenameFlags) -> ();
-        setattr(ino: u32, mode: u32, uid: u32, gid: u32, atime: u32, mtime: u32, which: SetAttrFields) -> ();
-        truncate(ino: u32, size: u64) -> ();
-        readdir(dir: u32, cookie: u64) -> ReaddirOut;
-        sync() -> ();
-        session(uid: u32, gid: u32) -> u64;
-        crash() -> ();
-        open_path(path: &[u8], flags: OpenFlags, mode: u32) -> OpenPathOut;
-        cover(path: &[u8]) -> ();
-        link(ino: u32, dir: u32, name: &[u8]) -> ();
-        statfs() -> StatfsOut;
-        readdir_many(dir: u32, cookie: u64) -> pfs::ReaddirManyOut;
-        stat_path(path: &[u8], follow: bool) -> pfs::StatPathOut;
-        open_inode(ino: u32, generation: u32, flags: OpenFlags) -> pfs::OpenInodeOut;
-        reconnect() -> u64;
-    }
-}
-
 fn main() {
     let cfg: Config = match env::config() {
         Ok(c) => c,
@@ -964,20 +891,15 @@ fn main() {
         return;
     };
     let mem_ep = env::cap("mem");
-    let ep = thread::alloc_slot();
-    let rx = thread::alloc_slot();
-    let mut conn = Connect {
-        ep,
-        done: false,
-        after: AfterReply::new(),
-    };
-    conn.after.receive_into(&[rx]);
-    let Some(first) = rpc::serve(manifest_ep, &mut conn) else {
+    // The endpoint we serve is root's, made for this incarnation: when we die root destroys it,
+    // so every capability we handed out fails at once (issue 16; `pfs_manifest`).
+    let Some(ep) = sawmill_interfaces::pfs_manifest::own_endpoint() else {
+        println!("procfs: FAIL root gave us no endpoint to serve");
         return;
     };
-    // The manifest endpoint is left to the watch thread: it takes the VFS's `watch` and never
-    // answers, so the VFS learns of our death from the kernel.
-    // It also hands a restarted VFS a capability to `ep` (`reconnect`).
+    // The manifest endpoint is left to the watch thread: it hands the VFS a capability to `ep`
+    // (`reconnect`, at boot and after a VFS restart) and takes the VFS's `watch`, never
+    // answered, so the VFS learns of our death from the kernel.
     let watch = thread::spawn(254, 8192, move || {
         sawmill_interfaces::pfs_manifest::serve_manifest(manifest_ep, ep)
     });
@@ -1008,5 +930,5 @@ fn main() {
         after: AfterReply::new(),
     };
     println!("procfs: ready, {} mounts listed", p.cfg.mounts.len());
-    let _ = rpc::serve_from(ep, first, &mut p);
+    let _ = rpc::serve(ep, &mut p);
 }

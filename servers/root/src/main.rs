@@ -317,6 +317,8 @@ struct Running {
     /// A controller injected a fault into this incarnation: its death is the campaign's doing,
     /// not a crash loop, so it does not count as one more restart in a row.
     injected: bool,
+    /// Endpoints it asked for (`OWN_ENDPOINT_LABEL`): root's origins, revoked when it ends.
+    own_endpoints: Vec<u64>,
 }
 
 struct Root {
@@ -663,6 +665,7 @@ impl Root {
             use_slots,
             fault_page,
             injected: false,
+            own_endpoints: Vec::new(),
             name: String::from(name),
             wait: s.wait,
             task: child.task,
@@ -832,6 +835,12 @@ impl Root {
                 self.slots.free(ep);
             }
         }
+        // And those it asked for: its clients' copies and whatever was minted from them go.
+        for ep in core::mem::take(&mut self.servers[i].own_endpoints) {
+            let _ = sys::cap_revoke(ep);
+            let _ = sys::cap_delete(ep);
+            self.slots.free(ep);
+        }
         let r = &mut self.servers[i];
         for &c in r.caps.iter().rev() {
             let _ = sys::cap_delete(c);
@@ -945,6 +954,38 @@ impl Supervisor<'_> {
         reason.push_str(&asker.name);
         self.end(t, &reason);
         0
+    }
+
+    /// An endpoint for server `i` that dies with this incarnation (`OWN_ENDPOINT_LABEL`): root
+    /// keeps the origin (revoked in `reap`), the server gets a copy with every right, held in
+    /// root's `caps` until it ends. None past `MAX_OWN_ENDPOINTS` or without kernel memory
+    /// (charged to the server's own factory, so asking costs root nothing).
+    fn own_endpoint(&mut self, i: usize) -> Option<u64> {
+        let r = &self.root.servers[i];
+        if r.own_endpoints.len() >= sawmill_manifest::MAX_OWN_ENDPOINTS {
+            println!("root: {} asked for too many endpoints: refused", r.name);
+            return None;
+        }
+        let factory = r.child.as_ref()?.factory;
+        let ep = match self.root.create(factory, ObjKind::Endpoint, 0) {
+            Ok(ep) => ep,
+            Err(e) => {
+                let name = &self.root.servers[i].name;
+                println!("root: no endpoint for {}: {}", name, e.name());
+                return None;
+            }
+        };
+        let copy = self.root.slots.next();
+        if sys::cap_copy(ep, copy).is_err() {
+            let _ = sys::cap_delete(ep);
+            self.root.slots.free(ep);
+            self.root.slots.free(copy);
+            return None;
+        }
+        let r = &mut self.root.servers[i];
+        r.own_endpoints.push(ep);
+        r.caps.push(copy);
+        Some(copy)
     }
 
     /// The watchdog's tick: every watched server (one that provides an endpoint and has a
@@ -1103,6 +1144,24 @@ impl rpc::Serve for Supervisor<'_> {
                 return next.skip(self);
             }
             return self.fault_log_request(idx - 1, m, next);
+        }
+        if m.tag.label() == sawmill_manifest::OWN_ENDPOINT_LABEL {
+            if !root.servers[idx - 1].alive {
+                return next.skip(self);
+            }
+            return match self.own_endpoint(idx - 1) {
+                Some(slot) => {
+                    rpc::utcb().caps_out[0] = slot;
+                    next.reply(
+                        self,
+                        Reply {
+                            tag: MsgTag::new(0, 0).with_caps(1),
+                            w: [0; 4],
+                        },
+                    )
+                }
+                None => next.reply(self, Reply::label(1)),
+            };
         }
         if m.tag.label() == sawmill_manifest::faults::INJECT_LABEL {
             if !root.servers[idx - 1].alive {

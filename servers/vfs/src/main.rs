@@ -20,30 +20,31 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sawmill_abi::{rights, ObjKind};
+use sawmill_abi::ObjKind;
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, Error as RpcError, IpcResult, Next};
 use sawmill_interfaces::vfs::{
     self, MountOut, MountsOut, OpenOut, ReaddirOut, StatOut, StatfsOut, STAGE_MAX, STAGE_SLOTS,
 };
 use sawmill_interfaces::{pfs, FsError, OpenFlags, RenameFlags, SetAttrFields};
 use sawmill_path::{Attr, Cred, Error as WalkError, Walker, S_IFMT, S_IFREG, S_IFSOCK};
-use sawmill_rt::{env, println, slots, sys, thread};
+use sawmill_rt::{env, println, sys, thread};
 
 sawmill_rt::entry!(main);
 
 const MAX_MOUNTS: usize = 8;
 /// Set by a mount's watch thread when its PFS died.
 static DEAD: [AtomicBool; MAX_MOUNTS] = [const { AtomicBool::new(false) }; MAX_MOUNTS];
-/// Per mount: the endpoint we made for its PFS to serve (the main thread sets it on connecting;
-/// the watch thread takes it, revokes and deletes it when the PFS dies, and leaves the emptied
-/// slot in `FREED` for the main thread to reuse).
+/// Per mount: our capability to the endpoint its PFS serves (the main thread sets it on
+/// connecting; the watch thread takes it and deletes it when the PFS dies, and leaves the
+/// emptied slot in `FREED` for the main thread to reuse).
 static CONN: [AtomicU64; MAX_MOUNTS] = [const { AtomicU64::new(0) }; MAX_MOUNTS];
 static FREED: [AtomicU64; MAX_MOUNTS] = [const { AtomicU64::new(0) }; MAX_MOUNTS];
 
 /// Runs in its own thread per mount: the PFS never answers `watch`; the kernel does (GONE)
-/// when the PFS dies. Then revoking and deleting the endpoint we made for it destroys it:
-/// every capability the PFS handed out stops working and every caller blocked on it is woken
-/// with an error, so no client hangs on a dead file system. A mount whose PFS restarts is
+/// when the PFS dies. Root has then destroyed the endpoint the PFS served (its own, made for
+/// that incarnation): every capability the PFS handed out stops working and every caller
+/// blocked on it is woken with an error, so no client hangs on a dead file system; we only
+/// mark the mount dead and drop our (already revoked) capability. A mount whose PFS restarts is
 /// connected again by the main thread (`revive`), which signals `go`: then it watches the new
 /// incarnation.
 fn watch(m: usize, manifest_ep: u64, go: u64) {
@@ -51,16 +52,9 @@ fn watch(m: usize, manifest_ep: u64, go: u64) {
         let r = pfs::Client::new(manifest_ep).watch();
         let e = CONN[m].swap(0, Ordering::SeqCst);
         DEAD[m].store(true, Ordering::SeqCst);
-        let a = sys::cap_revoke(e);
-        let b = sys::cap_delete(e);
+        let _ = sys::cap_delete(e);
         FREED[m].store(e, Ordering::SeqCst);
-        println!(
-            "vfs: the PFS of mount {} died ({:?}); its endpoint is revoked ({:?}, {:?})",
-            m,
-            r.err(),
-            a,
-            b
-        );
+        println!("vfs: the PFS of mount {} died ({:?})", m, r.err());
         if sys::notify_wait(go, 0).is_err() {
             return;
         }
@@ -79,73 +73,40 @@ struct Mount {
     manifest_ep: u64,
     /// Its PFS restarts (config `restarts`): a dead mount is connected again (`revive`).
     restarts: bool,
+    /// A call found its PFS dead (`fail`), perhaps before the watch thread saw it: `revive`
+    /// waits for the watch thread instead of answering `Gone` at once.
+    lost: bool,
     /// The watch thread's notification: watch again (after `revive`).
     go: u64,
+}
+
+/// Our capability to a PFS's endpoint is gone (`BadCap`): only root's revoke of the endpoint of
+/// an incarnation that ended empties that slot while we use it.
+fn cap_gone(e: &RpcError<FsError>) -> bool {
+    matches!(e, RpcError::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
 }
 
 /// What `connect_pfs` gives: the PFS client, the root's inode and its (mode, uid, gid).
 type Connected = (pfs::Client, u32, (u32, u32, u32));
 
-/// A connection to mount `mi`'s PFS at its manifest endpoint `ep` (`pfs.connect`): our badged
+/// A connection to mount `mi`'s PFS at its manifest endpoint `ep` (`pfs.reconnect`): our badged
 /// capability to the endpoint it serves, the root's inode and its (mode, uid, gid). Slots come
 /// from and go back to `free` (a mount that restarts connects again and again). The caller
-/// then has the watch thread watch it.
+/// then has the watch thread watch it. The endpoint is the PFS's own (root made it for that
+/// incarnation and destroys it when the PFS dies), so the same call serves at boot and after a
+/// restart of ours, and our death leaves the PFS's clients untouched.
 fn connect_pfs(mi: usize, ep: u64, free: &mut Vec<u64>) -> Result<Connected, RpcError<FsError>> {
-    // A PFS that already serves (we are a restarted VFS) hands us a capability to the endpoint
-    // the dead VFS made for it; one still waiting for its first `connect` answers Invalid.
     let rx = free.pop().unwrap_or_else(thread::alloc_slot);
-    match pfs::Client::new(ep).reconnect(rx) {
-        Ok(e) => {
-            // Not the endpoint's origin: the watch thread's revoke on the PFS's death takes
-            // only ours (see ARCHITECTURE 4.1, the VFS).
-            CONN[mi].store(e, Ordering::SeqCst);
-            DEAD[mi].store(false, Ordering::SeqCst);
-            println!("vfs: took over mount {} from the previous VFS", mi);
-            let p = pfs::Client::new(e);
-            let (root, attr) = p.root().and_then(|r| p.getattr(r).map(|a| (r, a)))?;
-            return Ok((p, root, (attr.mode, attr.uid, attr.gid)));
-        }
-        Err(RpcError::App(FsError::Invalid)) => free.push(rx),
+    let e = match pfs::Client::new(ep).reconnect(rx) {
+        Ok(e) => e,
         Err(e) => {
             free.push(rx);
             return Err(e);
         }
-    }
-    let mut slot = || free.pop().unwrap_or_else(thread::alloc_slot);
-    let (conn, give, conn_badged) = (slot(), slot(), slot());
-    let made = sys::factory_create(slots::FACTORY, ObjKind::Endpoint, conn, 0);
-    if made.is_err() {
-        println!("vfs: FAIL no endpoint for the PFS (kmem_kb)");
-        free.extend([conn, give, conn_badged]);
-        return Err(RpcError::Gone);
-    }
-    let r = sys::cap_mint(conn, give, 0, rights::SEND | rights::RECV)
-        .map_err(|_| RpcError::Gone)
-        .and_then(|_| pfs::Client::new(ep).connect(give));
-    let _ = sys::cap_delete(give);
-    if let Err(e) = r {
-        let _ = sys::cap_delete(conn);
-        free.extend([conn, give, conn_badged]);
-        return Err(e);
-    }
-    free.push(give);
-    // Our own calls carry the VFS badge.
-    if sys::cap_mint(
-        conn,
-        conn_badged,
-        pfs::VFS_BADGE,
-        rights::SEND | rights::GRANT,
-    )
-    .is_err()
-    {
-        let _ = sys::cap_revoke(conn);
-        let _ = sys::cap_delete(conn);
-        free.extend([conn, conn_badged]);
-        return Err(RpcError::Gone);
-    }
-    CONN[mi].store(conn, Ordering::SeqCst);
+    };
+    CONN[mi].store(e, Ordering::SeqCst);
     DEAD[mi].store(false, Ordering::SeqCst);
-    let p = pfs::Client::new(conn_badged);
+    let p = pfs::Client::new(e);
     let (root, attr) = p.root().and_then(|r| p.getattr(r).map(|a| (r, a)))?;
     Ok((p, root, (attr.mode, attr.uid, attr.gid)))
 }
@@ -310,13 +271,16 @@ impl Vfs {
     }
 
     /// What a failed call to mount `m`'s PFS means for the client. Only a real peer death (the
-    /// kernel's GONE or PeerGone, or the watch thread's report) marks the mount dead; anything
+    /// kernel's GONE or PeerGone, our capability gone — root revokes it with the endpoint of
+    /// the PFS incarnation that ended, possibly before the watch thread has run —, or the watch
+    /// thread's report) marks the mount dead; anything
     /// else — a stub refusing an argument, a protocol label, a malformed reply — fails this one
     /// request, or any client could take the mount away from everyone (issue 12, hole 1).
     fn fail(&mut self, m: usize, e: RpcError<FsError>) -> FsError {
         match e {
             RpcError::App(e) => e,
-            e if e.peer_died() || DEAD[m].load(Ordering::SeqCst) => {
+            e if e.peer_died() || cap_gone(&e) || DEAD[m].load(Ordering::SeqCst) => {
+                self.mounts[m].lost = true;
                 if self.mounts[m].alive {
                     println!(
                         "vfs: mount {} lost its file system",
@@ -345,9 +309,14 @@ impl Vfs {
             self.mounts[m].alive = false;
             self.version += 1;
         }
-        // Only once the watch thread has seen the death: until then there is nothing to
-        // connect to (and `connect` on a live PFS would never be answered).
-        if !self.mounts[m].alive && self.mounts[m].restarts && DEAD[m].load(Ordering::SeqCst) {
+        // Once the watch thread has seen the death, or a call found the PFS dead (`revive`
+        // then waits for the watch thread): never for a mount that could not be used from
+        // the start, whose PFS lives.
+        if !self.mounts[m].alive
+            && self.mounts[m].restarts
+            && (DEAD[m].load(Ordering::SeqCst) || self.mounts[m].lost)
+        {
+            self.mounts[m].lost = false;
             self.revive(m);
         }
         if self.mounts[m].alive {
@@ -382,7 +351,7 @@ impl Vfs {
     }
 
     /// Mount `m`'s PFS died and restarts (issue 16): waits (up to RESTART_WAIT_MS) until the
-    /// watch thread has revoked the dead one's endpoint and the new incarnation answers on the
+    /// watch thread has seen the death (root destroyed the dead one's endpoint) and the new incarnation answers on the
     /// manifest slot (root put its endpoint there), then connects to it as at boot. The
     /// sessions made for clients with the dead one are gone: they ask `mount` again. The
     /// version changes, so option-3 clients refetch the table. Requests wait meanwhile: a client
@@ -398,8 +367,8 @@ impl Vfs {
             }
             sys::rdtsc() < deadline
         };
-        // The dead incarnation's endpoint first goes (the watch thread), so nothing of it is
-        // mistaken for the new one.
+        // The watch thread first sees the death (and drops our capability to the dead
+        // incarnation), so nothing of it is mistaken for the new one.
         while !DEAD[m].load(Ordering::SeqCst) {
             if !pause(timer) {
                 break;
@@ -455,7 +424,8 @@ impl Vfs {
             }
         }
         let old = core::mem::replace(&mut self.mounts[m].pfs, p);
-        if old.ep != 0 {
+        // Usually the slot the watch thread emptied (`freed`, already reused): never twice.
+        if old.ep != 0 && old.ep != freed {
             let _ = sys::cap_delete(old.ep);
             self.free_slots.push(old.ep);
         }
@@ -1179,6 +1149,7 @@ fn main() {
             alive,
             manifest_ep: ep,
             restarts: mnt.restarts,
+            lost: false,
             go,
         });
         println!("vfs: mounted {} ({})", prefix, ep_name);

@@ -189,6 +189,8 @@ impl<B: Backend> Files<B> {
                             open_flags: 0,
                             path: path.clone(),
                             mode: *mode,
+                            // Filled in with the open flags (the caller asks the file client).
+                            reopen: [0; 3],
                         },
                         Object::Path { path, mode } => handoff::Object::Path {
                             path: path.clone(),

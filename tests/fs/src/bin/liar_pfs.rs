@@ -1,5 +1,5 @@
 //! A file system server that is alive but breaks its protocol (issue 12, hole 1): it mounts
-//! like an ext2 PFS (`connect`, `root`, `getattr` of a one-directory file system), then answers
+//! like an ext2 PFS (`reconnect`, `root`, `getattr` of a one-directory file system), then answers
 //! every `lookup` with a malformed reply — label 0 ("ok") with one word where `lookup` returns
 //! four — so the VFS's stub sees a protocol error from a server that has not died. The VFS must
 //! fail that one request and keep the mount for everyone (scenario `vfs-liar`).
@@ -12,7 +12,7 @@ use sawmill_interfaces::pfs::{
 };
 use sawmill_interfaces::rpc::{self, AfterReply, Bytes, IpcResult, Next, Reply};
 use sawmill_interfaces::{FsError, OpenFlags, RenameFlags, SetAttrFields};
-use sawmill_rt::{env, println, sys, thread};
+use sawmill_rt::{env, println, thread};
 
 sawmill_rt::entry!(main);
 
@@ -20,9 +20,6 @@ sawmill_rt::entry!(main);
 const ROOT: u32 = 2;
 
 struct Liar {
-    /// Where the VFS's endpoint is kept once `connect` gave it.
-    ep: u64,
-    connected: bool,
     lies: u64,
     after: AfterReply,
 }
@@ -37,12 +34,6 @@ macro_rules! refuse {
 }
 
 impl pfs::Server for Liar {
-    fn connect(&mut self, _badge: u64, e: u64) -> Result<(), FsError> {
-        // The received slot is emptied after this handler: keep a copy.
-        sys::cap_copy(e, self.ep).map_err(|_| FsError::Invalid)?;
-        self.connected = true;
-        Ok(())
-    }
     fn root(&mut self, _badge: u64) -> Result<u32, FsError> {
         Ok(ROOT)
     }
@@ -98,18 +89,6 @@ impl pfs::Server for Liar {
 
 impl rpc::Serve for Liar {
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        if !self.connected {
-            // After `connect` the reply goes out and we serve the VFS's endpoint instead; the
-            // VFS's `watch` on the manifest endpoint is never answered (we are alive).
-            return pfs::dispatch_then(self, m, |s: &mut Liar, r: Reply| {
-                if s.connected {
-                    let ep = s.ep;
-                    next.hand_off(s, ep, r)
-                } else {
-                    next.reply(s, r)
-                }
-            });
-        }
         if m.tag.label() == pfs::op::LOOKUP {
             self.lies += 1;
             println!(
@@ -129,24 +108,27 @@ impl rpc::Serve for Liar {
 }
 
 fn main() {
-    let Some((ep, _)) = env::served() else {
+    let Some((manifest_ep, _)) = env::served() else {
         println!("liar-pfs: FAIL no endpoint to serve");
         return;
     };
+    // Like ext2: we serve an endpoint root made for us; the manifest thread hands the VFS a
+    // capability to it and leaves its `watch` unanswered (we are alive).
+    let Some(ep) = sawmill_interfaces::pfs_manifest::own_endpoint() else {
+        println!("liar-pfs: FAIL root gave us no endpoint");
+        return;
+    };
+    if thread::spawn(254, 8192, move || {
+        sawmill_interfaces::pfs_manifest::serve_manifest(manifest_ep, ep)
+    })
+    .is_err()
+    {
+        println!("liar-pfs: FAIL no manifest thread");
+        return;
+    }
     let mut liar = Liar {
-        ep: thread::alloc_slot(),
-        connected: false,
         lies: 0,
         after: AfterReply::new(),
     };
-    liar.after.receive_into(&[thread::alloc_slot()]);
-    let Some(m) = rpc::serve(ep, &mut liar) else {
-        return;
-    };
-    // Phase 2 on the VFS's endpoint: no capability is received any more.
-    let mut liar = Liar {
-        after: AfterReply::new(),
-        ..liar
-    };
-    let _ = rpc::serve_from(liar.ep, m, &mut liar);
+    let _ = rpc::serve(ep, &mut liar);
 }

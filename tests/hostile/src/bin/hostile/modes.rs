@@ -70,8 +70,7 @@ const VFS_OPS: [u16; 19] = [
     vfs::op::SETATTR,
     vfs::op::STATFS,
 ];
-const PFS_OPS: [u16; 23] = [
-    pfs::op::CONNECT,
+const PFS_OPS: [u16; 22] = [
     pfs::op::WATCH,
     pfs::op::ROOT,
     pfs::op::LOOKUP,

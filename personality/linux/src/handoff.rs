@@ -272,8 +272,15 @@ impl State {
                     w.u32(r.shadow);
                     w.u64(r.shadow_offset);
                     w.sparse(&r.private);
-                    for v in r.reopen {
-                        w.u32(v);
+                    // Most regions are no file's: one byte says so (a fork writes and
+                    // reads every region).
+                    if r.reopen[1] == 0 {
+                        w.u8(0);
+                    } else {
+                        w.u8(1);
+                        for v in r.reopen {
+                            w.u32(v);
+                        }
                     }
                 }
             }
@@ -390,7 +397,11 @@ impl State {
                         shadow,
                         shadow_offset,
                         private: r.sparse((size / PAGE).div_ceil(64))?,
-                        reopen: [r.u32()?, r.u32()?, r.u32()?],
+                        reopen: match r.u8()? {
+                            0 => [0; 3],
+                            1 => [r.u32()?, r.u32()?, r.u32()?],
+                            _ => return None,
+                        },
                     });
                 }
                 Some(ForkState {

@@ -381,7 +381,7 @@ impl State {
                 let stack = r.u64()?;
                 let child_tid = r.u64()?;
                 let signals = r.sparse_bytes(MAX_SIGNAL_BYTES)?;
-                let n = r.count(56)?;
+                let n = r.count(45)?;
                 let mut regions = Vec::with_capacity(n);
                 for _ in 0..n {
                     let start = r.u64()?;
@@ -674,6 +674,22 @@ mod tests {
         let f = s.fork.as_mut().unwrap();
         f.regions[1].size = 30 * 64 * PAGE;
         assert_eq!(State::decode(&s.encode()), None);
+    }
+
+    #[test]
+    fn a_region_that_is_no_file_spends_one_byte_on_it() {
+        let mut s = sample();
+        let f = s.fork.as_mut().unwrap();
+        // Only regions of no file, and as many as a process has: the count's bound holds.
+        f.regions.retain(|r| r.reopen == [0; 3]);
+        let one = f.regions[0].clone();
+        f.regions = alloc::vec![one; 64];
+        let b = s.encode();
+        assert_eq!(State::decode(&b), Some(s.clone()));
+        let f = s.fork.as_mut().unwrap();
+        f.regions[0].reopen = [1, 2, 3];
+        assert_eq!(s.encode().len(), b.len() + 12, "12 bytes a file");
+        assert_eq!(State::decode(&s.encode()), Some(s.clone()));
     }
 
     #[test]

@@ -131,6 +131,9 @@ const PAGE: u64 = 4096;
 /// Most bytes of signal state a fork hands on (the library's is 2,080).
 const MAX_SIGNAL_BYTES: usize = 8192;
 
+/// The encoder's first allocation (bytes): more than a usual fork's state.
+const ENCODE_ROOM: usize = 4096;
+
 struct Writer(Vec<u8>);
 
 impl Writer {
@@ -247,7 +250,9 @@ impl Reader<'_> {
 
 impl State {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::new());
+        // Room for a usual fork's state at once: grown from empty, the buffer was reallocated
+        // and copied at every doubling.
+        let mut w = Writer(Vec::with_capacity(ENCODE_ROOM));
         w.u32(MAGIC);
         match &self.fork {
             None => w.u8(0),

@@ -1204,9 +1204,11 @@ impl Files {
     }
 
     pub fn pwrite(&mut self, fd: usize, buf: &[u8], off: u64) -> Result<usize> {
+        // `pwrite_once` marks the descriptor unsynced; the redo log is looked at only when on.
         let n = self.on_file(fd, |s| s.pwrite_once(fd, buf, off))?;
-        self.fd(fd)?.unsynced = true;
-        self.note_write(fd, &buf[..n], off);
+        if self.redo_on {
+            self.note_write(fd, &buf[..n], off);
+        }
         Ok(n)
     }
 
@@ -1258,6 +1260,7 @@ impl Files {
         }
         let f = self.fd(fd)?;
         f.size = f.size.max(off + done as u64);
+        f.unsynced = true;
         Ok(done)
     }
 

@@ -350,8 +350,40 @@ pub fn preempt_tick() {
     }
 }
 
-/// Waits for an interrupt with nothing to run.
+/// How long the idle loop polls before it halts (microseconds): a device that answers within
+/// it wakes its waiter without the CPU having halted (Linux's guest halt-polling, for the same
+/// reason: in a virtual machine a halt and its wake-up are expensive). Under `-icount` it also
+/// keeps the host's time out of the instruction count: QEMU advances the guest's clock by the
+/// host's time while the CPU is halted, and a disk request that completes during the poll costs
+/// only the poll's instructions (bench/README.md, `fsync`).
+const IDLE_POLL_US: u64 = 10;
+
+/// Waits for an interrupt with nothing to run: polls for [`IDLE_POLL_US`] with interrupts on
+/// (a handler that makes a thread ready ends it), then halts. Out of line, so the scheduler's
+/// hot path (every system call's exit) stays as it was.
+#[cold]
+#[inline(never)]
 fn idle() {
+    let khz = kernel().tsc_khz;
+    if khz != 0 {
+        let until = crate::clock::rdtsc() + IDLE_POLL_US * khz / 1000;
+        // SAFETY: interrupts on while polling; handlers run on this stack and return here.
+        unsafe { core::arch::asm!("sti", options(nostack)) };
+        loop {
+            // SAFETY: a plain read of a field the interrupt handlers may change.
+            let ready = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(kernel().ready_n)) };
+            if ready != 0 || crate::clock::rdtsc() >= until {
+                break;
+            }
+            core::hint::spin_loop();
+        }
+        // SAFETY: back to interrupts off, as the scheduler runs.
+        unsafe { core::arch::asm!("cli", options(nostack)) };
+        // SAFETY: as above.
+        if unsafe { core::ptr::read_volatile(core::ptr::addr_of!(kernel().ready_n)) } != 0 {
+            return;
+        }
+    }
     // SAFETY: enabling interrupts only around hlt; handlers run on this stack and return here.
     unsafe { core::arch::asm!("sti", "hlt", "cli", options(nostack)) };
 }

@@ -1016,10 +1016,11 @@ impl<D: BlockDevice> Fs<D> {
 
     /// The attributes beyond [`Stat`]: nanoseconds and generation.
     pub fn stat_more(&mut self, ino: u32) -> Result<StatMore> {
-        let r = self.read_inode(ino)?;
+        // Borrowed, not copied: every open asks for the generation (issue 16's reopen key).
+        let generation = le32(&self.cached_inode(ino)?.0, I_GENERATION);
         Ok(StatMore {
             nsec: self.cached_nsec(ino),
-            generation: le32(&r.0, I_GENERATION),
+            generation,
         })
     }
 

@@ -298,6 +298,14 @@ pub type VfsRefill = fn(u64) -> bool;
 /// [`Fd::mount`] of a file that did not come from `vfs.open` (or was created by it).
 const NO_MOUNT: u32 = u32::MAX;
 
+/// What `close` needs of a descriptor once it is gone from the table.
+struct Closing {
+    cap: u64,
+    session: u64,
+    sole: bool,
+    mount: u32,
+}
+
 /// An open file as an open gave it: its capability and size, the session it was opened
 /// through (0: the VFS), the mount it is kept for ([`Fd::mount`]), and what it is reopened by
 /// after a restart ([`Fd::home`], inode, generation).
@@ -680,7 +688,9 @@ impl Files {
             wbuf: false,
             rbuf: ReadBuf::NotAsked,
         });
-        self.note_open(i, p, sent, mode);
+        if self.redo_on {
+            self.note_open(i, p, sent, mode);
+        }
         Ok(i)
     }
 
@@ -749,11 +759,16 @@ impl Files {
     }
 
     pub fn close(&mut self, fd: usize) -> Result<()> {
-        self.note_durable(fd);
+        // Without the redo log a descriptor has nothing logged (`note_open`, `note_write`).
+        if self.redo_on {
+            self.note_durable(fd);
+        }
+        // Read in place and dropped there: the descriptor is large (its restart state), and
+        // moving it out cost a copy on every close.
         let f = self
             .fds
-            .get_mut(fd)
-            .and_then(|f| f.take())
+            .get(fd)
+            .and_then(|f| f.as_ref())
             .ok_or(FsError::BadFile)?;
         #[cfg(target_os = "none")]
         for &a in &f.attached {
@@ -762,8 +777,16 @@ impl Files {
         // The slot may hold another file next (kept, or freed).
         #[cfg(target_os = "none")]
         sawmill_rm::clear_reopen(f.cap);
+        let last_mapped = f.mapped.iter().rposition(|&w| w != 0);
+        let f = Closing {
+            cap: f.cap,
+            session: f.session,
+            sole: f.sole,
+            mount: f.mount,
+        };
+        self.fds[fd] = None;
         // Drop our mappings of the file's pages so the window starts empty for the next file.
-        if let Some(last) = f.mapped.iter().rposition(|&w| w != 0) {
+        if let Some(last) = last_mapped {
             let _ = sys::unmap(
                 self.windows + fd as u64 * WINDOW_SIZE,
                 (last as u64 + 1) * 64,
@@ -1254,9 +1277,11 @@ impl Files {
     }
 
     pub fn pwrite(&mut self, fd: usize, buf: &[u8], off: u64) -> Result<usize> {
+        // `pwrite_once` marks the descriptor unsynced; the redo log is looked at only when on.
         let n = self.on_file(fd, |s| s.pwrite_once(fd, buf, off))?;
-        self.fd(fd)?.unsynced = true;
-        self.note_write(fd, &buf[..n], off);
+        if self.redo_on {
+            self.note_write(fd, &buf[..n], off);
+        }
         Ok(n)
     }
 
@@ -1308,6 +1333,7 @@ impl Files {
         }
         let f = self.fd(fd)?;
         f.size = f.size.max(off + done as u64);
+        f.unsynced = true;
         Ok(done)
     }
 

@@ -168,6 +168,7 @@ static CACHED: AtomicU64 = AtomicU64::new(0);
 /// generation `generation` (`pfs.open_inode`, read-only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reopen {
+    /// The VFS to reopen through; 0: the environment's `vfs`, looked up when needed.
     pub vfs: u64,
     pub mount: u32,
     pub ino: u32,
@@ -240,7 +241,13 @@ fn reopen(ds: u64) -> bool {
         s => s,
     };
     // The VFS waits for the restarted file system before it answers.
-    let Ok(m) = sawmill_interfaces::vfs::Client::new(r.vfs).mount(r.mount, session) else {
+    // 0: the environment's "vfs", looked up only now (a fork child registers its mapped files
+    // without walking its environment).
+    let vfs = match r.vfs {
+        0 => env::cap("vfs").unwrap_or(0),
+        v => v,
+    };
+    let Ok(m) = sawmill_interfaces::vfs::Client::new(vfs).mount(r.mount, session) else {
         return false;
     };
     let _ = sys::cap_delete(ds);

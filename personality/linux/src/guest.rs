@@ -433,13 +433,6 @@ fn start_forked(
     (pid, ppid, ids, clock, rng, trace): (u64, u64, [u32; 4], (u64, u64, u64), Rng, bool),
 ) -> ! {
     let cap = |i: u32| caps.get(i as usize).copied().unwrap_or(0);
-    // Looked up once, and only for a child with mapped files (a lookup walks the environment).
-    let vfs = f
-        .regions
-        .iter()
-        .any(|r| r.reopen[1] != 0)
-        .then(|| env::cap("vfs"))
-        .flatten();
     for r in &f.regions {
         let snap = rm::RegionSnap {
             start: r.start,
@@ -460,13 +453,15 @@ fn start_forked(
             kill_process(9);
         }
         // A mapped file: reopened by the child's own region manager through its own VFS
-        // capability if the file system restarts (issue 16).
+        // capability if the file system restarts (issue 16). That capability (`vfs` 0) is
+        // looked up in the environment only then: a walk of it per fork costs more than the
+        // rest of the registration.
         let [mount, ino, generation] = r.reopen;
-        if let (Some(vfs), true) = (vfs, ino != 0) {
+        if ino != 0 {
             rm::set_reopen(
                 snap.ds,
                 rm::Reopen {
-                    vfs,
+                    vfs: 0,
                     mount,
                     ino,
                     generation,

@@ -134,6 +134,9 @@ const PAGE: u64 = 4096;
 /// Most bytes of signal state a fork hands on (the library's is 2,080).
 const MAX_SIGNAL_BYTES: usize = 8192;
 
+/// The encoder's first allocation (bytes): more than a usual fork's state.
+const ENCODE_ROOM: usize = 4096;
+
 struct Writer(Vec<u8>);
 
 impl Writer {
@@ -250,7 +253,9 @@ impl Reader<'_> {
 
 impl State {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::new());
+        // Room for a usual fork's state at once: grown from empty, the buffer was reallocated
+        // and copied at every doubling.
+        let mut w = Writer(Vec::with_capacity(ENCODE_ROOM));
         w.u32(MAGIC);
         match &self.fork {
             None => w.u8(0),
@@ -275,8 +280,15 @@ impl State {
                     w.u32(r.shadow);
                     w.u64(r.shadow_offset);
                     w.sparse(&r.private);
-                    for v in r.reopen {
-                        w.u32(v);
+                    // Most regions are no file's: one byte says so (a fork writes and
+                    // reads every region).
+                    if r.reopen[1] == 0 {
+                        w.u8(0);
+                    } else {
+                        w.u8(1);
+                        for v in r.reopen {
+                            w.u32(v);
+                        }
                     }
                 }
             }
@@ -384,7 +396,7 @@ impl State {
                 let stack = r.u64()?;
                 let child_tid = r.u64()?;
                 let signals = r.sparse_bytes(MAX_SIGNAL_BYTES)?;
-                let n = r.count(56)?;
+                let n = r.count(45)?;
                 let mut regions = Vec::with_capacity(n);
                 for _ in 0..n {
                     let start = r.u64()?;
@@ -400,7 +412,11 @@ impl State {
                         shadow,
                         shadow_offset,
                         private: r.sparse((size / PAGE).div_ceil(64))?,
-                        reopen: [r.u32()?, r.u32()?, r.u32()?],
+                        reopen: match r.u8()? {
+                            0 => [0; 3],
+                            1 => [r.u32()?, r.u32()?, r.u32()?],
+                            _ => return None,
+                        },
                     });
                 }
                 Some(ForkState {
@@ -693,6 +709,22 @@ mod tests {
         let f = s.fork.as_mut().unwrap();
         f.regions[1].size = 30 * 64 * PAGE;
         assert_eq!(State::decode(&s.encode()), None);
+    }
+
+    #[test]
+    fn a_region_that_is_no_file_spends_one_byte_on_it() {
+        let mut s = sample();
+        let f = s.fork.as_mut().unwrap();
+        // Only regions of no file, and as many as a process has: the count's bound holds.
+        f.regions.retain(|r| r.reopen == [0; 3]);
+        let one = f.regions[0].clone();
+        f.regions = alloc::vec![one; 64];
+        let b = s.encode();
+        assert_eq!(State::decode(&b), Some(s.clone()));
+        let f = s.fork.as_mut().unwrap();
+        f.regions[0].reopen = [1, 2, 3];
+        assert_eq!(s.encode().len(), b.len() + 12, "12 bytes a file");
+        assert_eq!(State::decode(&s.encode()), Some(s.clone()));
     }
 
     #[test]

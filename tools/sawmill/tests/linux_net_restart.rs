@@ -16,13 +16,14 @@
 //! panic.
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, UdpSocket};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, repo};
+use common::{free_port, kill_group, repo};
 
 /// The test server added to the Linux system: net-kill on UDP port 7780, allowed to kill the
 /// stack.
@@ -106,8 +107,8 @@ impl Guest {
 
 impl Drop for Guest {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // The whole process group: QEMU too, which outlives `./sawmill` killed alone.
+        kill_group(&mut self.child);
     }
 }
 
@@ -143,10 +144,20 @@ fn httpd_keeps_serving_across_stack_restarts() {
         .arg(&image)
         .args(["--forward", &format!("tcp:{port}:80")])
         .args(["--forward", &format!("udp:{ctl}:7780")])
-        .args(["--", "/bin/busybox", "httpd", "-f", "-p", "80", "-h", "/www"])
+        .args([
+            "--",
+            "/bin/busybox",
+            "httpd",
+            "-f",
+            "-p",
+            "80",
+            "-h",
+            "/www",
+        ])
         .stdout(std::fs::File::create(dir.join("guest.out")).unwrap())
         .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
         .stdin(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("running ./sawmill");
     let mut g = Guest {
@@ -188,7 +199,8 @@ fn httpd_keeps_serving_across_stack_restarts() {
         // The rest of the request reaches the new stack, which knows no such connection: a
         // reset (or an end), within a bounded wait; never a reply, never a hang.
         let _ = held.write_all(b"\r\n");
-        held.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        held.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
         let mut b = [0u8; 512];
         match held.read(&mut b) {
             Ok(0) => {}

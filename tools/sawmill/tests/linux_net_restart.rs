@@ -112,6 +112,30 @@ impl Drop for Guest {
     }
 }
 
+/// Writes the Linux system with net-kill added into `dir`; its path.
+fn manifest(dir: &Path) -> PathBuf {
+    let system = std::fs::read_to_string(repo().join("systems/linux.toml")).unwrap();
+    assert!(
+        system.contains("restart = \"reset\""),
+        "the Linux system's stack policy is reset"
+    );
+    let manifest = dir.join("linux-net-restart.toml");
+    std::fs::write(&manifest, format!("{system}{KILLER}")).unwrap();
+    manifest
+}
+
+/// Makes a root image of `tree` at `image`.
+fn rootfs(tree: &Path, image: &Path) {
+    let st = Command::new(repo().join("sawmill"))
+        .arg("rootfs")
+        .arg(tree)
+        .arg("-o")
+        .arg(image)
+        .status()
+        .expect("running ./sawmill rootfs");
+    assert!(st.success(), "./sawmill rootfs");
+}
+
 #[test]
 fn httpd_keeps_serving_across_stack_restarts() {
     let dir = repo().join("target/test-logs/linux-net-restart");
@@ -121,21 +145,8 @@ fn httpd_keeps_serving_across_stack_restarts() {
     let page = b"<html><body><h1>sawmill</h1><p>served across stack restarts</p></body></html>\n";
     std::fs::write(www.join("index.html"), page).unwrap();
     let image = dir.join("root.img");
-    let st = Command::new(repo().join("sawmill"))
-        .arg("rootfs")
-        .arg(dir.join("tree"))
-        .arg("-o")
-        .arg(&image)
-        .status()
-        .expect("running ./sawmill rootfs");
-    assert!(st.success(), "./sawmill rootfs");
-    let system = std::fs::read_to_string(repo().join("systems/linux.toml")).unwrap();
-    assert!(
-        system.contains("restart = \"reset\""),
-        "the Linux system's stack policy is reset"
-    );
-    let manifest = dir.join("linux-net-restart.toml");
-    std::fs::write(&manifest, format!("{system}{KILLER}")).unwrap();
+    rootfs(&dir.join("tree"), &image);
+    let manifest = manifest(&dir);
 
     let (port, ctl) = (free_port(), free_port());
     let child = Command::new(repo().join("sawmill"))
@@ -239,4 +250,152 @@ fn httpd_keeps_serving_across_stack_restarts() {
     for bad in ["PANIC", "panicked"] {
         assert!(!text.contains(bad), "`{bad}` in the log:\n{text}");
     }
+}
+
+/// What `reset_server` (tests/net/c/reset_server.c) prints when its connection is reset under
+/// it: by the peer on the host (Linux, the oracle), by a stack restart in the guest.
+fn reset_server_output(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.trim_end_matches('\r').to_string())
+        .skip_while(|l| l != "listening")
+        .take_while(|l| !l.starts_with("second write"))
+        .collect()
+}
+
+/// Connects to `port` and has the answer to `again` within `limit` (retried: the listener may
+/// not be there yet).
+fn second_connection(port: u16, limit: Duration) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            if s.write_all(b"again").is_ok() {
+                let mut b = [0u8; 16];
+                if let Ok(n) = s.read(&mut b) {
+                    if n > 0 {
+                        return Some(b[..n].to_vec());
+                    }
+                }
+            }
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    None
+}
+
+#[test]
+fn a_program_sees_a_reset_as_linux_shows_it() {
+    let dir = repo().join("target/test-logs/linux-net-reset");
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("tree/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let prog = bin.join("reset_server");
+    let st = Command::new("musl-gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&prog)
+        .arg(repo().join("tests/net/c/reset_server.c"))
+        .status()
+        .expect("running musl-gcc");
+    assert!(st.success(), "musl-gcc reset_server.c");
+
+    // Linux: the client resets the connection (SO_LINGER 0, then close).
+    let port = free_port();
+    let host = Command::new(&prog)
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let s = loop {
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the host's server"
+        );
+        thread::sleep(Duration::from_millis(50));
+    };
+    (&s).write_all(b"hello").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: SO_LINGER with a zero time on a socket we own; the close then sends a reset.
+    let r = unsafe {
+        libc::setsockopt(
+            std::os::unix::io::AsRawFd::as_raw_fd(&s),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "SO_LINGER");
+    drop(s);
+    assert_eq!(
+        second_connection(port, Duration::from_secs(10)).as_deref(),
+        Some(&b"bye\n"[..]),
+        "the host's second connection"
+    );
+    let out = host.wait_with_output().unwrap();
+    let want = reset_server_output(&String::from_utf8_lossy(&out.stdout));
+    assert!(want.len() >= 5, "the host's output: {want:?}");
+
+    // The guest: the stack is killed under the connection.
+    let image = dir.join("root.img");
+    rootfs(&dir.join("tree"), &image);
+    let manifest = manifest(&dir);
+    let (port, ctl) = (free_port(), free_port());
+    let child = Command::new(repo().join("sawmill"))
+        .env("SAWMILL_LINUX_MANIFEST", &manifest)
+        .args(["run", "linux", "--net", "--timeout", "600", "--root"])
+        .arg(&image)
+        .args(["--forward", &format!("tcp:{port}:7777")])
+        .args(["--forward", &format!("udp:{ctl}:7780")])
+        .args(["--", "/bin/reset_server", "7777"])
+        .stdout(std::fs::File::create(dir.join("guest.out")).unwrap())
+        .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("running ./sawmill");
+    let g = Guest {
+        child,
+        log: dir.join("guest.err"),
+    };
+    let output = || std::fs::read_to_string(dir.join("guest.out")).unwrap_or_default();
+    let start = Instant::now();
+    while !output().contains("listening") {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "the guest's server did not start; log:\n{}",
+            g.log()
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
+    // QEMU's forwarder accepts at once; the data says the guest has the connection.
+    let mut held = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    held.write_all(b"hello").unwrap();
+    thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        kill(ctl, "netstack", 1).as_deref(),
+        Some("killed netstack 1"),
+        "the kill; log:\n{}",
+        g.log()
+    );
+    assert_eq!(
+        second_connection(port, Duration::from_secs(60)).as_deref(),
+        Some(&b"bye\n"[..]),
+        "the guest's second connection; log:\n{}",
+        g.log()
+    );
+    drop(held);
+    let start = Instant::now();
+    while !output().contains("second write") && start.elapsed() < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(500));
+    }
+    let got = reset_server_output(&output());
+    assert_eq!(got, want, "guest output; log:\n{}", g.log());
 }

@@ -22,7 +22,7 @@
 //! the new stack can do again is done again, in the same capability slot (the handle stays,
 //! so the descriptor does not notice): a listening socket is made again with its address, port
 //! and backlog, a UDP socket with its binding and peer (datagrams in flight are lost, as on a
-//! wire: UDP promises no more), a bound TCP socket with its binding. The stack capability
+//! wire: UDP promises no more), a TCP socket not connected yet with its binding. The stack capability
 //! itself comes again from proc (`proc.net_stack`, which asks netmgr), so new sockets work at
 //! once. Sockets this image adopted (fork, exec) have no recorded plan and read as reset.
 //!
@@ -140,7 +140,7 @@ impl Sockets {
     /// allows (see the module's header), else `ECONNRESET` (a connection's reset).
     fn remake(&mut self, h: u64) -> Result<(), Errno> {
         let plan = match self.plans.get(&h) {
-            Some(p) if p.udp || (p.peer.is_none() && p.bound.is_some()) => *p,
+            Some(p) if p.udp || p.peer.is_none() => *p,
             _ => return Err(ECONNRESET),
         };
         self.watched.remove(&h);
@@ -379,11 +379,12 @@ impl SocketHost for Guest {
 
     fn sock_connect(&mut self, h: u64, addr: u32, port: u16) -> Result<(), Errno> {
         let s = &mut self.sockets;
-        // Recorded first: a TCP connection under way is not made again by a restart.
+        let r = s.call(h, |_| client(h).connect(addr, port));
+        // From now on a TCP connection (under way or made): a restart resets it.
         if let Some(p) = s.plans.get_mut(&h) {
             p.peer = Some((addr, port));
         }
-        s.call(h, |_| client(h).connect(addr, port))
+        r
     }
 
     fn sock_max_data(&mut self, h: u64, want: usize) -> usize {

@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{free_port, kill_group, repo};
 
+/// `./sawmill run linux` keeps its image and patched manifest at fixed places under target/:
+/// this file's tests boot one at a time.
+static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The test server added to the Linux system: net-kill on UDP port 7780, allowed to kill the
 /// stack.
 const KILLER: &str = r#"
@@ -138,6 +142,7 @@ fn rootfs(tree: &Path, image: &Path) {
 
 #[test]
 fn httpd_keeps_serving_across_stack_restarts() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let dir = repo().join("target/test-logs/linux-net-restart");
     let _ = std::fs::remove_dir_all(&dir);
     let www = dir.join("tree/www");
@@ -285,6 +290,7 @@ fn second_connection(port: u16, limit: Duration) -> Option<Vec<u8>> {
 
 #[test]
 fn a_program_sees_a_reset_as_linux_shows_it() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let dir = repo().join("target/test-logs/linux-net-reset");
     let _ = std::fs::remove_dir_all(&dir);
     let bin = dir.join("tree/bin");

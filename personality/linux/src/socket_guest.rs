@@ -16,7 +16,17 @@
 //! retry after a wait copies again and threads never see each other's bytes. A socket the
 //! stack refused a channel keeps the message path.
 //!
-//! It touches the `socket` capability, `proc:wake`, the socket and channel capabilities it
+//! **A stack restart** (its policy `reset`: connections die with it) fails every call on a
+//! capability of the dead incarnation with an IPC error. A connection then reads as reset
+//! (`ECONNRESET` once, then the end; writes `EPIPE`), as Linux reports a peer's reset. What
+//! the new stack can do again is done again, in the same capability slot (the handle stays,
+//! so the descriptor does not notice): a listening socket is made again with its address, port
+//! and backlog, a UDP socket with its binding and peer (datagrams in flight are lost, as on a
+//! wire: UDP promises no more), a TCP socket not connected yet with its binding. The stack capability
+//! itself comes again from proc (`proc.net_stack`, which asks netmgr), so new sockets work at
+//! once. Sockets this image adopted (fork, exec) have no recorded plan and read as reset.
+//!
+//! It touches the `socket` capability, proc (`net_stack`), `proc:wake`, the socket and channel capabilities it
 //! holds, and the channels' regions.
 //!
 //! [`sock_watch`]: SocketHost::sock_watch
@@ -41,12 +51,33 @@ pub const STACK_CAP: &str = "socket";
 /// The process's socket state.
 pub struct Sockets {
     stack: Option<socket::Client>,
+    /// The slot the stack capability is in (a new one from proc replaces it there).
+    stack_slot: Option<u64>,
+    /// How each socket made here was set up: what a stack restart needs to make it again.
+    plans: BTreeMap<u64, Plan>,
     wake: Option<u64>,
     /// Sockets this process registered its wake notification with.
     watched: BTreeSet<u64>,
     /// Channels by socket handle (`None`: the stack refused one; the message path stays).
     chans: BTreeMap<u64, Option<Chan>>,
     free_slots: Vec<u64>,
+}
+
+/// How a socket was set up here, so a new stack incarnation can be given it again.
+#[derive(Clone, Copy, Default)]
+struct Plan {
+    udp: bool,
+    /// `bind`'s address and port.
+    bound: Option<(u32, u16)>,
+    /// `listen`'s backlog.
+    backlog: Option<u32>,
+    /// `connect`'s peer: for UDP made again, for TCP a connection (not made again).
+    peer: Option<(u32, u16)>,
+}
+
+/// Whether a stack call failed because the stack that made the capability is gone.
+fn stack_gone<T>(r: &Result<T, Error<SockError>>) -> bool {
+    matches!(r, Err(Error::Ipc(_)))
 }
 
 /// A socket's channel here: its capability and where its buffer is attached.
@@ -69,6 +100,8 @@ impl Sockets {
     pub fn with_caps(stack: Option<u64>, wake: Option<u64>) -> Sockets {
         Sockets {
             stack: stack.map(socket::Client::new),
+            stack_slot: stack,
+            plans: BTreeMap::new(),
             wake,
             watched: BTreeSet::new(),
             chans: BTreeMap::new(),
@@ -78,6 +111,84 @@ impl Sockets {
 
     fn slot(&mut self) -> u64 {
         self.free_slots.pop().unwrap_or_else(thread::alloc_slot)
+    }
+
+    /// A capability to the stack's current incarnation in its slot, from proc: after the one
+    /// we had failed. False if proc has none.
+    fn renew_stack(&mut self) -> bool {
+        let (Some(slot), Some(p)) = (self.stack_slot, crate::guest::proc_cap()) else {
+            return false;
+        };
+        let _ = sys::cap_delete(slot);
+        sawmill_interfaces::proc::Client::new(p)
+            .net_stack(slot)
+            .is_ok()
+    }
+
+    /// `stack.create` into `slot`, with the stack capability renewed once if it failed.
+    fn create_in(&mut self, udp: bool, slot: u64) -> Result<u64, Error<SockError>> {
+        let stack = self.stack.ok_or(Error::App(SockError::Unreachable))?;
+        let kind = if udp { SockKind::Udp } else { SockKind::Tcp };
+        let r = stack.create(kind, slot);
+        if stack_gone(&r) && self.renew_stack() {
+            return stack.create(kind, slot);
+        }
+        r
+    }
+
+    /// Socket `h`'s stack went: made again in the same slot on the new incarnation if its plan
+    /// allows (see the module's header), else `ECONNRESET` (a connection's reset).
+    fn remake(&mut self, h: u64) -> Result<(), Errno> {
+        let plan = match self.plans.get(&h) {
+            Some(p) if p.udp || p.peer.is_none() => *p,
+            _ => return Err(ECONNRESET),
+        };
+        self.watched.remove(&h);
+        self.close_chan(h);
+        let _ = sys::cap_delete(h);
+        self.create_in(plan.udp, h).map_err(errno_of)?;
+        let c = client(h);
+        if let Some((addr, port)) = plan.bound {
+            c.bind(addr, port).map_err(errno_of)?;
+        }
+        if let Some((addr, port)) = plan.peer {
+            c.connect(addr, port).map_err(errno_of)?;
+        }
+        if let Some(backlog) = plan.backlog {
+            c.listen(backlog).map_err(errno_of)?;
+        }
+        Ok(())
+    }
+
+    /// A send through socket `h`'s channel: if the stack went, the socket is made again (a
+    /// connection's is `ECONNRESET`) and the `len` bytes count as sent (a datagram lost, as on
+    /// a wire; the made-again socket has no channel, so the next transfer asks for one).
+    fn bulk_result(
+        &mut self,
+        h: u64,
+        r: Result<u32, Error<SockError>>,
+        len: u32,
+    ) -> Result<usize, Errno> {
+        if stack_gone(&r) {
+            self.remake(h)?;
+            return Ok(len as usize);
+        }
+        r.map(|n| n as usize).map_err(errno_of)
+    }
+
+    /// Runs stack call `f` on socket `h`; if the stack went, makes the socket again
+    /// ([`Sockets::remake`]) and runs it once more.
+    fn call<T>(
+        &mut self,
+        h: u64,
+        mut f: impl FnMut(&mut Sockets) -> Result<T, Error<SockError>>,
+    ) -> Result<T, Errno> {
+        let r = f(self);
+        if stack_gone(&r) {
+            self.remake(h)?;
+            return f(self).map_err(errno_of);
+        }
+        r.map_err(errno_of)
     }
 
     /// Socket `h`'s channel, if it has one.
@@ -198,47 +309,82 @@ impl Guest {
 impl SocketHost for Guest {
     fn sock_create(&mut self, udp: bool) -> Result<u64, Errno> {
         let s = &mut self.sockets;
-        let stack = s.stack.ok_or(EAFNOSUPPORT)?;
+        if s.stack.is_none() {
+            return Err(EAFNOSUPPORT);
+        }
         let slot = s.slot();
-        let kind = if udp { SockKind::Udp } else { SockKind::Tcp };
-        stack.create(kind, slot).map_err(|e| {
-            s.free_slots.push(slot);
-            match e {
-                Error::App(SockError::NoSpace) => ENFILE,
-                e => errno_of(e),
+        match s.create_in(udp, slot) {
+            Ok(h) => {
+                s.plans.insert(
+                    h,
+                    Plan {
+                        udp,
+                        ..Plan::default()
+                    },
+                );
+                Ok(h)
             }
-        })
+            Err(e) => {
+                s.free_slots.push(slot);
+                Err(match e {
+                    Error::App(SockError::NoSpace) => ENFILE,
+                    e => errno_of(e),
+                })
+            }
+        }
     }
 
     fn sock_close(&mut self, h: u64) {
         let s = &mut self.sockets;
         s.watched.remove(&h);
+        s.plans.remove(&h);
         s.close_chan(h);
         let _ = sys::cap_delete(h);
         s.free_slots.push(h);
     }
 
     fn sock_bind(&mut self, h: u64, addr: u32, port: u16) -> Result<(), Errno> {
-        client(h).bind(addr, port).map_err(errno_of)
+        let s = &mut self.sockets;
+        s.call(h, |_| client(h).bind(addr, port))?;
+        // An ephemeral port (0) is kept as the stack chose it.
+        let port = match port {
+            0 => client(h).name().map_or(0, |n| n.port),
+            p => p,
+        };
+        if let Some(p) = s.plans.get_mut(&h) {
+            p.bound = Some((addr, port));
+        }
+        Ok(())
     }
 
     fn sock_listen(&mut self, h: u64, backlog: u32) -> Result<(), Errno> {
-        client(h).listen(backlog).map_err(errno_of)
+        let s = &mut self.sockets;
+        s.call(h, |_| client(h).listen(backlog))?;
+        if let Some(p) = s.plans.get_mut(&h) {
+            p.backlog = Some(backlog);
+        }
+        Ok(())
     }
 
     fn sock_accept(&mut self, h: u64) -> Result<(u64, u32, u16), Errno> {
         let slot = self.sockets.slot();
-        match client(h).accept(slot) {
+        match self.sockets.call(h, |_| client(h).accept(slot)) {
             Ok(a) => Ok((a.conn, a.addr, a.port)),
             Err(e) => {
                 self.sockets.free_slots.push(slot);
-                Err(errno_of(e))
+                Err(e)
             }
         }
     }
 
     fn sock_connect(&mut self, h: u64, addr: u32, port: u16) -> Result<(), Errno> {
-        client(h).connect(addr, port).map_err(errno_of)
+        let s = &mut self.sockets;
+        let r = s.call(h, |_| client(h).connect(addr, port));
+        // From now on a TCP connection (under way or made): a restart resets it.
+        if let Some(p) = s.plans.get_mut(&h) {
+            p.peer = Some((addr, port));
+        }
+        r
     }
 
     fn sock_max_data(&mut self, h: u64, want: usize) -> usize {
@@ -254,21 +400,28 @@ impl SocketHost for Guest {
     fn sock_send(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
         if let Some(c) = self.bulk(h, data.len()) {
             let n = c.client().send_buf(0, c.put(data), false);
-            return n.map(|n| n as usize).map_err(errno_of);
+            return self.sockets.bulk_result(h, n, data.len() as u32);
         }
-        client(h).send(data).map(|n| n as usize).map_err(errno_of)
+        self.sockets
+            .call(h, |_| client(h).send(data))
+            .map(|n| n as usize)
     }
 
     fn sock_recv(&mut self, h: u64, buf: &mut [u8]) -> Result<usize, Errno> {
         if let Some(c) = self.bulk(h, buf.len()) {
             let max = buf.len().min(CHANNEL) as u32;
-            let r = c.client().recv_buf(0, max).map_err(errno_of)?;
+            let r = c.client().recv_buf(0, max);
+            if stack_gone(&r) {
+                self.sockets.remake(h)?;
+                return Err(EAGAIN);
+            }
+            let r = r.map_err(errno_of)?;
             if r.len == 0 && !r.eof {
                 return Err(EAGAIN);
             }
             return Ok(c.take(r.len as usize, buf));
         }
-        let r = client(h).recv(buf.len() as u32).map_err(errno_of)?;
+        let r = self.sockets.call(h, |_| client(h).recv(buf.len() as u32))?;
         let d = r.data.as_slice();
         if d.is_empty() && !r.eof {
             return Err(EAGAIN);
@@ -281,21 +434,27 @@ impl SocketHost for Guest {
     fn sock_send_to(&mut self, h: u64, addr: u32, port: u16, d: &[u8]) -> Result<usize, Errno> {
         if let Some(c) = self.bulk(h, d.len()) {
             let n = c.client().send_to_buf(addr, port, 0, c.put(d));
-            return n.map(|n| n as usize).map_err(errno_of);
+            return self.sockets.bulk_result(h, n, d.len() as u32);
         }
-        client(h)
-            .send_to(addr, port, d)
+        self.sockets
+            .call(h, |_| client(h).send_to(addr, port, d))
             .map(|n| n as usize)
-            .map_err(errno_of)
     }
 
     fn sock_recv_from(&mut self, h: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), Errno> {
         if let Some(c) = self.bulk(h, buf.len()) {
             let max = buf.len().min(CHANNEL) as u32;
-            let r = c.client().recv_from_buf(0, max).map_err(errno_of)?;
+            let r = c.client().recv_from_buf(0, max);
+            if stack_gone(&r) {
+                self.sockets.remake(h)?;
+                return Err(EAGAIN);
+            }
+            let r = r.map_err(errno_of)?;
             return Ok((c.take(r.len as usize, buf), r.addr, r.port));
         }
-        let r = client(h).recv_from(buf.len() as u32).map_err(errno_of)?;
+        let r = self
+            .sockets
+            .call(h, |_| client(h).recv_from(buf.len() as u32))?;
         let d = r.data.as_slice();
         let n = d.len().min(buf.len());
         buf[..n].copy_from_slice(&d[..n]);
@@ -305,16 +464,15 @@ impl SocketHost for Guest {
     fn sock_send_part(&mut self, h: u64, data: &[u8]) -> Result<usize, Errno> {
         if let Some(c) = self.bulk(h, data.len()) {
             let n = c.client().send_buf(0, c.put(data), true);
-            return n.map(|n| n as usize).map_err(errno_of);
+            return self.sockets.bulk_result(h, n, data.len() as u32);
         }
-        client(h)
-            .send_part(data)
+        self.sockets
+            .call(h, |_| client(h).send_part(data))
             .map(|n| n as usize)
-            .map_err(errno_of)
     }
 
     fn sock_send_more(&mut self, h: u64, first: bool, d: &[u8]) -> Result<(), Errno> {
-        client(h).send_more(first, d).map_err(errno_of)
+        self.sockets.call(h, |_| client(h).send_more(first, d))
     }
 
     fn sock_peek_from(
@@ -323,7 +481,9 @@ impl SocketHost for Guest {
         offset: usize,
         buf: &mut [u8],
     ) -> Result<(usize, usize, u32, u16), Errno> {
-        let r = client(h).peek_from(offset as u32).map_err(errno_of)?;
+        let r = self
+            .sockets
+            .call(h, |_| client(h).peek_from(offset as u32))?;
         let d = r.data.as_slice();
         let n = d.len().min(buf.len());
         buf[..n].copy_from_slice(&d[..n]);
@@ -331,9 +491,10 @@ impl SocketHost for Guest {
     }
 
     fn sock_ready(&mut self, h: u64) -> u32 {
-        match client(h).ready() {
+        match self.sockets.call(h, |_| client(h).ready()) {
             Ok(r) => r.bits(),
-            // Gone: a read ends at once, a write fails.
+            // Gone (a connection of a stack that restarted): a read ends at once, a write
+            // fails.
             Err(_) => {
                 sawmill_linux::files::socket::READY_HANGUP
                     | sawmill_linux::files::socket::READY_ERROR
@@ -342,12 +503,12 @@ impl SocketHost for Guest {
     }
 
     fn sock_name(&mut self, h: u64) -> Result<(u32, u16, u32, u16), Errno> {
-        let n = client(h).name().map_err(errno_of)?;
+        let n = self.sockets.call(h, |_| client(h).name())?;
         Ok((n.addr, n.port, n.peer_addr, n.peer_port))
     }
 
     fn sock_shutdown(&mut self, h: u64) -> Result<(), Errno> {
-        client(h).shutdown().map_err(errno_of)
+        self.sockets.call(h, |_| client(h).shutdown())
     }
 
     fn sock_watched(&self, h: u64) -> bool {
@@ -362,7 +523,7 @@ impl SocketHost for Guest {
         if s.watched.contains(&h) {
             return Ok(());
         }
-        client(h).register(wake, WAKE_IO).map_err(errno_of)?;
+        s.call(h, |_| client(h).register(wake, WAKE_IO))?;
         s.watched.insert(h);
         Ok(())
     }

@@ -418,6 +418,11 @@ extern "C" fn recover() -> ! {
             "fault"
         });
     }
+    // The abandoned pump may have run for an interrupt the loop had not acknowledged yet (the
+    // line stays masked until it is): acknowledge it here, or the device's interrupts would
+    // never come again and received frames would be taken only when a kick comes by. An
+    // acknowledgement without an interrupt only unmasks a line that is unmasked already.
+    let _ = sys::irq_ack(IO.load(Ordering::Relaxed) >> 32);
     io_loop()
 }
 

@@ -156,6 +156,8 @@ struct Proc {
     /// netmgr without the privileged-ports right); None without netmgr (every process then
     /// gets the `socket` peer).
     socket_user: Option<u64>,
+    /// The slot `net_stack` hands a stack capability over in (emptied after each reply).
+    net_slot: u64,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -1297,6 +1299,22 @@ impl proc::Server for Proc {
         })
     }
 
+    fn net_stack(&mut self, badge: u64) -> Result<u64, ProcError> {
+        let pid = self.caller(badge)?;
+        let euid = self.table.get(pid).map_or(0, |p| p.creds.euid);
+        self.renew_stack_caps();
+        let peer = self.peers.iter().find(|p| p.0 == SOCKET_PEER).map(|p| p.1);
+        let c = match (peer, self.socket_user) {
+            (Some(_), Some(user)) if euid != 0 => user,
+            (Some(c), _) => c,
+            (None, _) => return Err(ProcError::NoProcess),
+        };
+        let _ = sys::cap_delete(self.net_slot);
+        sys::cap_copy(c, self.net_slot).map_err(|_| ProcError::NoProcess)?;
+        self.after.delete(self.net_slot);
+        Ok(self.net_slot)
+    }
+
     fn reboot(&mut self, badge: u64, cmd: u32) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
         if self.table.get(pid).is_none_or(|p| p.creds.euid != 0) {
@@ -1833,6 +1851,7 @@ fn main() {
             .chain(socket_root.map(|c| (SOCKET_PEER, c)))
             .collect(),
         socket_user,
+        net_slot: sawmill_rt::thread::alloc_slot(),
         clock,
         seeds: clock.tsc,
         done: false,
@@ -1870,6 +1889,39 @@ fn main() {
 /// The name a process finds its network stack capability under (the personality's
 /// `socket_guest::STACK_CAP`).
 const SOCKET_PEER: &str = "socket";
+
+impl Proc {
+    /// Asks netmgr again for the stack capabilities if the stack they lead to is gone (it
+    /// restarted: root revoked the dead incarnation's endpoint and every capability minted from
+    /// it). Without netmgr the `socket` peer is root's slot, which holds the new incarnation.
+    fn renew_stack_caps(&mut self) {
+        if env::cap(netmgr::NAME).is_none() {
+            return;
+        }
+        let current = self.peers.iter().find(|p| p.0 == SOCKET_PEER).map(|p| p.1);
+        let alive = |c: Option<u64>| {
+            c.is_some_and(|c| {
+                !matches!(
+                    sawmill_interfaces::socket::Client::new(c).config(),
+                    Err(rpc::Error::Ipc(_))
+                )
+            })
+        };
+        if alive(current) && (self.socket_user.is_none() || alive(self.socket_user)) {
+            return;
+        }
+        for c in current.into_iter().chain(self.socket_user) {
+            let _ = sys::cap_delete(c);
+        }
+        self.peers.retain(|p| p.0 != SOCKET_PEER);
+        let (root, user) = stack_caps();
+        if let Some(c) = root {
+            self.peers.push((SOCKET_PEER, c));
+        }
+        self.socket_user = user;
+        println!("proc: the network stack restarted: new capabilities from netmgr");
+    }
+}
 
 /// The network stack capabilities for processes run as root and as anyone else. With a network
 /// manager (`netmgr` among our peers): one granted with the privileged-ports right and one

@@ -169,10 +169,9 @@ impl<B: Backend> Files<B> {
                     return Err(e);
                 }
             } else if let Some(s) = Self::sock_of(&d) {
-                if let Err(e) = self.backend.sock_watch(s.handle) {
-                    self.disarm(armed);
-                    return Err(e);
-                }
+                // A socket that cannot be watched (its stack went, a connection reset) shows
+                // that in its readiness, which the scan reports.
+                let _ = self.backend.sock_watch(s.handle);
             } else if let Some(p) = Self::pipe_of(&d) {
                 let (handle, end, ring) = (p.handle, p.end, p.ring);
                 if let Err(e) = self.backend.pipe_watch(handle) {
@@ -238,7 +237,25 @@ impl<B: Backend> Files<B> {
                 Timeout::Until(d) => Some(d),
                 _ => None,
             };
-            let r = self.backend.wait_io(deadline).map_err(|e| {
+            // With network sockets among them the wait is bounded (`STACK_RECHECK_NS`): a
+            // stack that died signals nobody, so only a look finds out.
+            let inet = wants.iter().any(|&(fd, _)| {
+                self.table
+                    .get(fd)
+                    .ok()
+                    .and_then(|d| Self::sock_of(&d))
+                    .is_some_and(|s| s.unix.is_none())
+            });
+            let recheck = inet.then(|| {
+                self.backend
+                    .now_ns()
+                    .saturating_add(super::socket::STACK_RECHECK_NS)
+            });
+            let wait_until = match (deadline, recheck) {
+                (Some(d), Some(r)) => Some(d.min(r)),
+                (d, r) => d.or(r),
+            };
+            let r = self.backend.wait_io(wait_until).map_err(|e| {
                 if e == ERESTARTSYS {
                     ERESTARTNOHAND
                 } else {
@@ -246,7 +263,7 @@ impl<B: Backend> Files<B> {
                 }
             });
             self.disarm(armed);
-            if r? {
+            if r? && deadline.is_some_and(|d| self.backend.now_ns() >= d) {
                 return Ok(self.scan(wants, out));
             }
         }

@@ -176,6 +176,10 @@ pub trait SocketHost {
     }
 }
 
+/// How long a wait on an AF_INET socket sleeps at most before it asks the stack again (ns):
+/// the registrations of a stack that died (it restarted) are gone, so only asking finds out.
+pub(super) const STACK_RECHECK_NS: u64 = 1_000_000_000;
+
 /// A socket description's state.
 #[derive(Debug, Clone, Default)]
 pub struct Sock {
@@ -328,7 +332,10 @@ impl<B: Backend> Files<B> {
             if self.backend.signal_pending() {
                 return Err(crate::signal::ERESTARTSYS);
             }
-            self.backend.wait_io(None)?;
+            // Bounded: a stack that died signals nobody, so the call looks again now and then
+            // (then it reads the reset, or a listening socket is made again).
+            let recheck = self.backend.now_ns().saturating_add(STACK_RECHECK_NS);
+            self.backend.wait_io(Some(recheck))?;
         }
     }
 
@@ -829,6 +836,13 @@ impl<B: Backend> Files<B> {
                     })
                 }
                 Err(e) if e == ECONNREFUSED && !s.connecting => return Err(self.epipe(flags)),
+                // A reset is the socket's pending error: the first call takes it (a write as
+                // well as a read), later writes are EPIPE (Linux).
+                Err(e) if e == ECONNRESET && s.reset_taken => return Err(self.epipe(flags)),
+                Err(e) if e == ECONNRESET => {
+                    Self::sock_update(d, |s| s.reset_taken = true);
+                    return Err(e);
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 /// The Linux system's manifest, relative to the repository.
 pub const MANIFEST: &str = "systems/linux.toml";
+/// The environment variable that names another manifest for `run linux` (a test's variant).
+pub const MANIFEST_VAR: &str = "SAWMILL_LINUX_MANIFEST";
 /// The proc server's entry in it (by name or module) and the keys of its config the tool fills.
 pub const PROC: &str = "proc";
 /// The console server's entry; `echo = false` is set for piped (test) input when the console
@@ -178,7 +180,11 @@ pub struct Booted {
 /// The Linux manifest with `process` as the first process, written under target/linux/ as
 /// `TAG.toml` (distinct per parallel run); returns its path.
 pub fn patched_manifest(repo: &Repo, tag: &str, process: &Process) -> Result<PathBuf, String> {
-    let mpath = repo.root.join(MANIFEST);
+    // A test may boot a variant of the Linux system (one with a fault injector added, as
+    // tools/sawmill/tests/linux_net_restart.rs does), written from this manifest.
+    let mpath = std::env::var_os(MANIFEST_VAR)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.root.join(MANIFEST));
     let text = std::fs::read_to_string(&mpath)
         .map_err(|e| format!("{}: {e} (the Linux system's manifest)", mpath.display()))?;
     let patched = patch_manifest(

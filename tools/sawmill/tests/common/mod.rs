@@ -33,3 +33,12 @@ pub fn pseudo_random(n: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Ends `child` and its whole process group (it was spawned with `process_group(0)`): QEMU
+/// outlives a `./sawmill` killed alone.
+pub fn kill_group(child: &mut std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.wait();
+}

@@ -1085,35 +1085,25 @@ impl Files {
     /// everything else is [`Self::pread_slow`].
     #[inline]
     pub fn pread(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        let windows = self.windows;
         if let Some(Some(f)) = self.fds.get(fd) {
-            let len = buf.len() as u64;
-            let page = off / PAGE;
-            // O_NOMAP files never have a page marked mapped; O_READ is checked as the slow path
-            // would (a file open only for writing has no mapped pages either, but say so).
-            if f.flags & O_READ != 0
-                && off % PAGE + len <= PAGE
-                && off.checked_add(len).is_some_and(|end| end <= f.size)
-                && page < WINDOW_SIZE / PAGE
-                && f.mapped
-                    .get((page / 64) as usize)
-                    .is_some_and(|w| w & (1 << (page % 64)) != 0)
-            {
-                let at = self.windows + fd as u64 * WINDOW_SIZE + off;
-                let lost = lost_pages();
-                // SAFETY: the page is mapped read-only at this address in our window (the PFS
-                // granted it earlier, and a fault if it took it back since is resolved with a
-                // scratch page: see `lost_pages`); the range stays within the page (checked
-                // above).
-                unsafe { copy_bytes(at as *const u8, buf.as_mut_ptr(), buf.len()) };
-                if lost_pages() == lost {
-                    return Ok(buf.len());
-                }
-                // The page was gone (its PFS died): what we copied is meaningless.
-                self.recover(fd)?;
-                return self.on_file(fd, |s| s.pread_once(fd, buf, off));
+            match copy_mapped(f, windows, fd, buf, off) {
+                Mapped::Copied => return Ok(buf.len()),
+                Mapped::Lost => return self.pread_lost(fd, buf, off),
+                Mapped::No => {}
             }
         }
         self.pread_slow(fd, buf, off)
+    }
+
+    /// A read whose mapped page vanished while we copied it (its PFS died): what we copied is
+    /// meaningless; the file is reopened and the read redone. Out of line, so that the fast
+    /// paths ([`Self::pread`], [`Self::read`]) stay as short as before issue 16.
+    #[cold]
+    #[inline(never)]
+    fn pread_lost(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        self.recover(fd)?;
+        self.on_file(fd, |s| s.pread_once(fd, buf, off))
     }
 
     #[inline(never)]
@@ -1270,8 +1260,29 @@ impl Files {
     }
 
     pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
+        // The fast path of `pread`, with the offset moved on through the same descriptor.
+        let windows = self.windows;
+        if let Some(Some(f)) = self.fds.get_mut(fd) {
+            let off = f.off;
+            match copy_mapped(f, windows, fd, buf, off) {
+                Mapped::Copied => {
+                    f.off = off + buf.len() as u64;
+                    return Ok(buf.len());
+                }
+                Mapped::Lost => {}
+                Mapped::No => return self.read_slow(fd, buf),
+            }
+            let n = self.pread_lost(fd, buf, off)?;
+            self.fd(fd)?.off += n as u64;
+            return Ok(n);
+        }
+        Err(FsError::BadFile)
+    }
+
+    #[inline(never)]
+    fn read_slow(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
         let off = self.fd(fd)?.off;
-        let n = self.pread(fd, buf, off)?;
+        let n = self.pread_slow(fd, buf, off)?;
         self.fd(fd)?.off += n as u64;
         Ok(n)
     }
@@ -1706,6 +1717,49 @@ impl Files {
     /// Fault injection (admin badge): kill the PFS behind mount `i`.
     pub fn crash_mount(&mut self, i: u32) -> Result<()> {
         self.vfs_call(|v| v.crash(i)).map_err(e)
+    }
+}
+
+/// What [`copy_mapped`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mapped {
+    /// The request was copied out of a page mapped in our window.
+    Copied,
+    /// It was, but the page vanished meanwhile (see `lost_pages`): the copy is meaningless.
+    Lost,
+    /// Not the fast case: nothing was copied.
+    No,
+}
+
+/// The fast case of a read of descriptor `fd` (`f`) at `off`: the whole request inside one page
+/// already mapped in our window, inside the known size. O_NOMAP files never have a page marked
+/// mapped; O_READ is checked as the slow path would (a file open only for writing has no mapped
+/// pages either, but say so).
+#[inline(always)]
+fn copy_mapped(f: &Fd, windows: u64, fd: usize, buf: &mut [u8], off: u64) -> Mapped {
+    let len = buf.len() as u64;
+    let page = off / PAGE;
+    if f.flags & O_READ != 0
+        && off % PAGE + len <= PAGE
+        && off.checked_add(len).is_some_and(|end| end <= f.size)
+        && page < WINDOW_SIZE / PAGE
+        && f.mapped
+            .get((page / 64) as usize)
+            .is_some_and(|w| w & (1 << (page % 64)) != 0)
+    {
+        let at = windows + fd as u64 * WINDOW_SIZE + off;
+        let lost = lost_pages();
+        // SAFETY: the page is mapped read-only at this address in our window (the PFS granted
+        // it earlier, and a fault if it took it back since is resolved with a scratch page: see
+        // `lost_pages`); the range stays within the page (checked above).
+        unsafe { copy_bytes(at as *const u8, buf.as_mut_ptr(), buf.len()) };
+        if lost_pages() == lost {
+            Mapped::Copied
+        } else {
+            Mapped::Lost
+        }
+    } else {
+        Mapped::No
     }
 }
 

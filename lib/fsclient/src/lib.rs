@@ -1261,6 +1261,7 @@ impl Files {
 
     pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
         // The fast path of `pread`, with the offset moved on through the same descriptor.
+        // Every other way out is a tail call, so the fast path saves no registers.
         let windows = self.windows;
         if let Some(Some(f)) = self.fds.get_mut(fd) {
             let off = f.off;
@@ -1269,20 +1270,27 @@ impl Files {
                     f.off = off + buf.len() as u64;
                     return Ok(buf.len());
                 }
-                Mapped::Lost => {}
-                Mapped::No => return self.read_slow(fd, buf),
+                Mapped::Lost => return self.read_lost(fd, buf),
+                Mapped::No => {}
             }
-            let n = self.pread_lost(fd, buf, off)?;
-            self.fd(fd)?.off += n as u64;
-            return Ok(n);
         }
-        Err(FsError::BadFile)
+        self.read_slow(fd, buf)
+    }
+
+    /// [`Self::read`] whose copy found its page gone ([`Self::pread_lost`]).
+    #[cold]
+    #[inline(never)]
+    fn read_lost(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
+        let off = self.fd(fd)?.off;
+        let n = self.pread_lost(fd, buf, off)?;
+        self.fd(fd)?.off += n as u64;
+        Ok(n)
     }
 
     #[inline(never)]
     fn read_slow(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
         let off = self.fd(fd)?.off;
-        let n = self.pread_slow(fd, buf, off)?;
+        let n = self.on_file(fd, |s| s.pread_once(fd, buf, off))?;
         self.fd(fd)?.off += n as u64;
         Ok(n)
     }
@@ -1733,16 +1741,17 @@ enum Mapped {
 
 /// The fast case of a read of descriptor `fd` (`f`) at `off`: the whole request inside one page
 /// already mapped in our window, inside the known size. O_NOMAP files never have a page marked
-/// mapped; O_READ is checked as the slow path would (a file open only for writing has no mapped
-/// pages either, but say so).
+/// mapped, nor do files not open for reading (only the slow path maps pages, after checking
+/// O_READ), so neither flag is looked at here.
 #[inline(always)]
 fn copy_mapped(f: &Fd, windows: u64, fd: usize, buf: &mut [u8], off: u64) -> Mapped {
     let len = buf.len() as u64;
     let page = off / PAGE;
-    if f.flags & O_READ != 0
+    // `off` is inside the window (below 2^26) and `len` at most a page: `off + len` cannot
+    // overflow once the first two tests passed.
+    if page < WINDOW_SIZE / PAGE
         && off % PAGE + len <= PAGE
-        && off.checked_add(len).is_some_and(|end| end <= f.size)
-        && page < WINDOW_SIZE / PAGE
+        && off + len <= f.size
         && f.mapped
             .get((page / 64) as usize)
             .is_some_and(|w| w & (1 << (page % 64)) != 0)

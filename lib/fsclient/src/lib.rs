@@ -252,6 +252,9 @@ struct Fd {
     /// be lost (it had not made them durable), and the next `fsync` says so (`lost`).
     unsynced: bool,
     lost: bool,
+    /// Registered with the region manager for reopening (`mapped_by_rm`): `close` takes the
+    /// registration back only then, so a plain open/close never touches the region manager.
+    rm_reopen: bool,
     /// The writes and truncates since the last successful `fsync`, replayed after a restart
     /// (replay.rs), and what re-creates the file if we created it since (None: not ours).
     redo: redo::RedoLog,
@@ -681,6 +684,7 @@ impl Files {
             generation: o.generation,
             unsynced: false,
             lost: false,
+            rm_reopen: false,
             redo: redo::RedoLog::default(),
             created: None,
             mapped: Vec::new(),
@@ -743,6 +747,7 @@ impl Files {
             generation,
             unsynced: false,
             lost: false,
+            rm_reopen: false,
             redo: redo::RedoLog::default(),
             created: None,
             mapped: Vec::new(),
@@ -776,7 +781,9 @@ impl Files {
         }
         // The slot may hold another file next (kept, or freed).
         #[cfg(target_os = "none")]
-        sawmill_rm::clear_reopen(f.cap);
+        if f.rm_reopen {
+            sawmill_rm::clear_reopen(f.cap);
+        }
         let last_mapped = f.mapped.iter().rposition(|&w| w != 0);
         let f = Closing {
             cap: f.cap,
@@ -1027,6 +1034,7 @@ impl Files {
         let f = self.fd(fd)?;
         #[cfg(target_os = "none")]
         if f.home != NO_MOUNT && f.ino != 0 {
+            f.rm_reopen = true;
             sawmill_rm::set_reopen(
                 f.cap,
                 sawmill_rm::Reopen {

@@ -166,20 +166,28 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
     let f = &t.frame;
     let (a0, a1, a2, a3, a4, a5) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8, f.r9);
     // The calls that wait (or receive, or give up the CPU) start the thread's run count again,
-    // whether or not they block: see `Thread::run_ticks`.
-    if matches!(
-        sys,
-        Sys::Call | Sys::ReplyRecv | Sys::Send | Sys::Recv | Sys::Yield | Sys::NotifyWait
-    ) {
-        t.run_ticks = 0;
-    }
+    // whether or not they block (see `Thread::run_ticks`): one store in each of their arms
+    // rather than a test on every system call's path.
     match sys {
         Sys::Null => Ok(()),
-        Sys::Call => endpoint::sys_send(cur, true),
-        Sys::ReplyRecv => reply_recv(cur),
-        Sys::Send => endpoint::sys_send(cur, false),
-        Sys::Recv => endpoint::sys_recv(cur),
+        Sys::Call => {
+            t.run_ticks = 0;
+            endpoint::sys_send(cur, true)
+        }
+        Sys::ReplyRecv => {
+            t.run_ticks = 0;
+            reply_recv(cur)
+        }
+        Sys::Send => {
+            t.run_ticks = 0;
+            endpoint::sys_send(cur, false)
+        }
+        Sys::Recv => {
+            t.run_ticks = 0;
+            endpoint::sys_recv(cur)
+        }
         Sys::Yield => {
+            t.run_ticks = 0;
             t.slice = sched::SLICE;
             sched::enqueue(cur);
             kernel().current = core::ptr::null_mut();
@@ -258,6 +266,7 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             Ok(())
         }
         Sys::NotifyWait => {
+            t.run_ticks = 0;
             let Obj::Notification(n) = cap_of(task, a0, rights::RECV)?.obj else {
                 return Err(reject!(Error::WrongKind, "not a notification"));
             };

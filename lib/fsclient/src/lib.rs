@@ -252,6 +252,9 @@ struct Fd {
     /// be lost (it had not made them durable), and the next `fsync` says so (`lost`).
     unsynced: bool,
     lost: bool,
+    /// Registered with the region manager for reopening (`mapped_by_rm`): `close` takes the
+    /// registration back only then, so a plain open/close never touches the region manager.
+    rm_reopen: bool,
     /// The writes and truncates since the last successful `fsync`, replayed after a restart
     /// (replay.rs), and what re-creates the file if we created it since (None: not ours).
     redo: redo::RedoLog,
@@ -681,6 +684,7 @@ impl Files {
             generation: o.generation,
             unsynced: false,
             lost: false,
+            rm_reopen: false,
             redo: redo::RedoLog::default(),
             created: None,
             mapped: Vec::new(),
@@ -743,6 +747,7 @@ impl Files {
             generation,
             unsynced: false,
             lost: false,
+            rm_reopen: false,
             redo: redo::RedoLog::default(),
             created: None,
             mapped: Vec::new(),
@@ -776,7 +781,9 @@ impl Files {
         }
         // The slot may hold another file next (kept, or freed).
         #[cfg(target_os = "none")]
-        sawmill_rm::clear_reopen(f.cap);
+        if f.rm_reopen {
+            sawmill_rm::clear_reopen(f.cap);
+        }
         let last_mapped = f.mapped.iter().rposition(|&w| w != 0);
         let f = Closing {
             cap: f.cap,
@@ -1027,6 +1034,7 @@ impl Files {
         let f = self.fd(fd)?;
         #[cfg(target_os = "none")]
         if f.home != NO_MOUNT && f.ino != 0 {
+            f.rm_reopen = true;
             sawmill_rm::set_reopen(
                 f.cap,
                 sawmill_rm::Reopen {
@@ -1085,35 +1093,25 @@ impl Files {
     /// everything else is [`Self::pread_slow`].
     #[inline]
     pub fn pread(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        let windows = self.windows;
         if let Some(Some(f)) = self.fds.get(fd) {
-            let len = buf.len() as u64;
-            let page = off / PAGE;
-            // O_NOMAP files never have a page marked mapped; O_READ is checked as the slow path
-            // would (a file open only for writing has no mapped pages either, but say so).
-            if f.flags & O_READ != 0
-                && off % PAGE + len <= PAGE
-                && off.checked_add(len).is_some_and(|end| end <= f.size)
-                && page < WINDOW_SIZE / PAGE
-                && f.mapped
-                    .get((page / 64) as usize)
-                    .is_some_and(|w| w & (1 << (page % 64)) != 0)
-            {
-                let at = self.windows + fd as u64 * WINDOW_SIZE + off;
-                let lost = lost_pages();
-                // SAFETY: the page is mapped read-only at this address in our window (the PFS
-                // granted it earlier, and a fault if it took it back since is resolved with a
-                // scratch page: see `lost_pages`); the range stays within the page (checked
-                // above).
-                unsafe { copy_bytes(at as *const u8, buf.as_mut_ptr(), buf.len()) };
-                if lost_pages() == lost {
-                    return Ok(buf.len());
-                }
-                // The page was gone (its PFS died): what we copied is meaningless.
-                self.recover(fd)?;
-                return self.on_file(fd, |s| s.pread_once(fd, buf, off));
+            match copy_mapped(f, windows, fd, buf, off) {
+                Mapped::Copied => return Ok(buf.len()),
+                Mapped::Lost => return self.pread_lost(fd, buf, off),
+                Mapped::No => {}
             }
         }
         self.pread_slow(fd, buf, off)
+    }
+
+    /// A read whose mapped page vanished while we copied it (its PFS died): what we copied is
+    /// meaningless; the file is reopened and the read redone. Out of line, so that the fast
+    /// paths ([`Self::pread`], [`Self::read`]) stay as short as before issue 16.
+    #[cold]
+    #[inline(never)]
+    fn pread_lost(&mut self, fd: usize, buf: &mut [u8], off: u64) -> Result<usize> {
+        self.recover(fd)?;
+        self.on_file(fd, |s| s.pread_once(fd, buf, off))
     }
 
     #[inline(never)]
@@ -1270,8 +1268,37 @@ impl Files {
     }
 
     pub fn read(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
+        // The fast path of `pread`, with the offset moved on through the same descriptor.
+        // Every other way out is a tail call, so the fast path saves no registers.
+        let windows = self.windows;
+        if let Some(Some(f)) = self.fds.get_mut(fd) {
+            let off = f.off;
+            match copy_mapped(f, windows, fd, buf, off) {
+                Mapped::Copied => {
+                    f.off = off + buf.len() as u64;
+                    return Ok(buf.len());
+                }
+                Mapped::Lost => return self.read_lost(fd, buf),
+                Mapped::No => {}
+            }
+        }
+        self.read_slow(fd, buf)
+    }
+
+    /// [`Self::read`] whose copy found its page gone ([`Self::pread_lost`]).
+    #[cold]
+    #[inline(never)]
+    fn read_lost(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
         let off = self.fd(fd)?.off;
-        let n = self.pread(fd, buf, off)?;
+        let n = self.pread_lost(fd, buf, off)?;
+        self.fd(fd)?.off += n as u64;
+        Ok(n)
+    }
+
+    #[inline(never)]
+    fn read_slow(&mut self, fd: usize, buf: &mut [u8]) -> Result<usize> {
+        let off = self.fd(fd)?.off;
+        let n = self.on_file(fd, |s| s.pread_once(fd, buf, off))?;
         self.fd(fd)?.off += n as u64;
         Ok(n)
     }
@@ -1706,6 +1733,50 @@ impl Files {
     /// Fault injection (admin badge): kill the PFS behind mount `i`.
     pub fn crash_mount(&mut self, i: u32) -> Result<()> {
         self.vfs_call(|v| v.crash(i)).map_err(e)
+    }
+}
+
+/// What [`copy_mapped`] did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mapped {
+    /// The request was copied out of a page mapped in our window.
+    Copied,
+    /// It was, but the page vanished meanwhile (see `lost_pages`): the copy is meaningless.
+    Lost,
+    /// Not the fast case: nothing was copied.
+    No,
+}
+
+/// The fast case of a read of descriptor `fd` (`f`) at `off`: the whole request inside one page
+/// already mapped in our window, inside the known size. O_NOMAP files never have a page marked
+/// mapped, nor do files not open for reading (only the slow path maps pages, after checking
+/// O_READ), so neither flag is looked at here.
+#[inline(always)]
+fn copy_mapped(f: &Fd, windows: u64, fd: usize, buf: &mut [u8], off: u64) -> Mapped {
+    let len = buf.len() as u64;
+    let page = off / PAGE;
+    // `off` is inside the window (below 2^26) and `len` at most a page: `off + len` cannot
+    // overflow once the first two tests passed.
+    if page < WINDOW_SIZE / PAGE
+        && off % PAGE + len <= PAGE
+        && off + len <= f.size
+        && f.mapped
+            .get((page / 64) as usize)
+            .is_some_and(|w| w & (1 << (page % 64)) != 0)
+    {
+        let at = windows + fd as u64 * WINDOW_SIZE + off;
+        let lost = lost_pages();
+        // SAFETY: the page is mapped read-only at this address in our window (the PFS granted
+        // it earlier, and a fault if it took it back since is resolved with a scratch page: see
+        // `lost_pages`); the range stays within the page (checked above).
+        unsafe { copy_bytes(at as *const u8, buf.as_mut_ptr(), buf.len()) };
+        if lost_pages() == lost {
+            Mapped::Copied
+        } else {
+            Mapped::Lost
+        }
+    } else {
+        Mapped::No
     }
 }
 

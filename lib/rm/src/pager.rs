@@ -286,6 +286,7 @@ pub fn revive_files() -> u64 {
 }
 
 /// [`ds_map`], and once more after opening the file again if its server died ([`set_reopen`]).
+#[inline(always)]
 fn ds_map_again(
     ds: u64,
     offset: u64,
@@ -294,8 +295,26 @@ fn ds_map_again(
     need_write: bool,
 ) -> Result<bool, Unresolved> {
     match ds_map(ds, offset, page, rfl, need_write) {
-        Err(e) if ds_gone(&e) && reopen(ds) => ds_map(ds, offset, page, rfl, need_write),
+        Err(e) => ds_map_reopened(e, ds, offset, page, rfl, need_write),
         r => r,
+    }
+}
+
+/// [`ds_map_again`]'s second try, out of line: the common fault path stays as it was.
+#[cold]
+#[inline(never)]
+fn ds_map_reopened(
+    e: Unresolved,
+    ds: u64,
+    offset: u64,
+    page: u64,
+    rfl: u32,
+    need_write: bool,
+) -> Result<bool, Unresolved> {
+    if ds_gone(&e) && reopen(ds) {
+        ds_map(ds, offset, page, rfl, need_write)
+    } else {
+        Err(e)
     }
 }
 
@@ -711,25 +730,33 @@ fn ds_map(ds: u64, offset: u64, page: u64, rfl: u32, need_write: bool) -> Result
     Ok(m.flags & map::WRITE != 0)
 }
 
+/// A fault outside our heap and regions: in the lent range ([`set_lent_range`]) it is resolved
+/// with the scratch page and counted; anywhere else it is unresolved.
+#[cold]
+#[inline(never)]
+fn lent_fault(page: u64, write: bool) -> Result<(), Unresolved> {
+    let lb = LENT_BASE.load(Ordering::Acquire);
+    if lb == 0 || page < lb || page >= LENT_END.load(Ordering::Relaxed) {
+        return Err(Unresolved::NoRegion);
+    }
+    // Counted first: the borrower must see it once it runs again.
+    LENT_FAULTS.fetch_add(1, Ordering::AcqRel);
+    let mut ds = LENT_DS.load(Ordering::Relaxed);
+    if ds == 0 {
+        // Only this (the pager) thread resolves faults: no race for the first one.
+        ds = mem()
+            .ok_or(Unresolved::Mem)?
+            .alloc(PAGE, 0, thread::alloc_slot())
+            .map_err(|_| Unresolved::Mem)?;
+        LENT_DS.store(ds, Ordering::Relaxed);
+    }
+    ds_map(ds, 0, page, READ | WRITE, write)?;
+    Ok(())
+}
+
 /// Resolves a fault at `addr` from the calling thread.
 fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
     let page = addr & !(PAGE - 1);
-    let lb = LENT_BASE.load(Ordering::Acquire);
-    if lb != 0 && page >= lb && page < LENT_END.load(Ordering::Relaxed) {
-        // Counted first: the borrower must see it once it runs again.
-        LENT_FAULTS.fetch_add(1, Ordering::AcqRel);
-        let mut ds = LENT_DS.load(Ordering::Relaxed);
-        if ds == 0 {
-            // Only this (the pager) thread resolves faults: no race for the first one.
-            ds = mem()
-                .ok_or(Unresolved::Mem)?
-                .alloc(PAGE, 0, thread::alloc_slot())
-                .map_err(|_| Unresolved::Mem)?;
-            LENT_DS.store(ds, Ordering::Relaxed);
-        }
-        ds_map(ds, 0, page, READ | WRITE, write)?;
-        return Ok(());
-    }
     let hb = HEAP_BASE.load(Ordering::Acquire);
     if hb != 0 && page >= hb && page < hb + HEAP_SIZE.load(Ordering::Relaxed) {
         ds_map(
@@ -754,7 +781,8 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
         f = g.fault(addr, write);
     }
     match f {
-        Fault::Unmapped => Err(Unresolved::NoRegion),
+        // The lent range is no region of ours: looked at only here, off the common path.
+        Fault::Unmapped => lent_fault(page, write),
         Fault::Denied { start, size, .. } => Err(Unresolved::ReadOnly(start, size)),
         Fault::Cached => Ok(()),
         Fault::Map {

@@ -163,6 +163,14 @@ pub enum Sys {
     /// ([`thread_state`]). Needs the thread capability with CONTROL. How root tells a server
     /// spinning in a request from one idle in its receive or waiting for another server.
     ThreadInfo = 39,
+    /// `page_copy(src=rdi, dst=rsi)`: copies the 4 KiB page mapped at `src` to the page mapped
+    /// writable at `dst`, both in the caller's address space and page-aligned. The kernel runs
+    /// on one CPU with interrupts off, so the copy cannot be cut by a revocation: a page that
+    /// went before it gives Fault instead of a page fault in the copier. How a region manager
+    /// copies a file's page for copy-on-write when the file system lending it may die meanwhile
+    /// (issue 16). Errors: Invalid (alignment, outside user space), Fault (`src` not mapped,
+    /// `dst` not mapped writable).
+    PageCopy = 40,
 }
 
 /// Root's priority: every server runs below it (the manifest's rule), so root always gets the
@@ -195,7 +203,7 @@ pub mod thread_state {
 pub const MAX_LINKS: usize = 8;
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 40;
+pub const SYS_COUNT: u64 = 41;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -244,6 +252,7 @@ impl TryFrom<u64> for Sys {
             ThreadInterrupt,
             TaskLink,
             ThreadInfo,
+            PageCopy,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

@@ -333,6 +333,45 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             (t.frame.rdi, t.frame.rsi) = thread::info(thread_cap(task, a0)?);
             Ok(())
         }
+        Sys::PageCopy => {
+            // SAFETY: live task.
+            let pml4 = unsafe { (*task).pml4 };
+            let page = crate::mem::PAGE;
+            if (a0 | a1) & (page - 1) != 0
+                || !paging::user_range_ok(a0, page)
+                || !paging::user_range_ok(a1, page)
+            {
+                return Err(reject!(
+                    Error::Invalid,
+                    "page copy: unaligned or outside user space"
+                ));
+            }
+            // RAM only (the direct map): a device page is no file's page.
+            let ram = |pa: u64| pa + page <= crate::mem::DIRECT_MAP_SIZE;
+            let Some((src, _)) =
+                paging::translate(pml4, a0).filter(|&(pa, pte)| ram(pa) && pte & paging::U != 0)
+            else {
+                return Err(reject!(Error::Fault, "page copy: source not mapped"));
+            };
+            let Some((dst, _)) = paging::translate(pml4, a1)
+                .filter(|&(pa, pte)| ram(pa) && pte & paging::W != 0 && pte & paging::U != 0)
+            else {
+                return Err(reject!(
+                    Error::Fault,
+                    "page copy: destination not mapped writable"
+                ));
+            };
+            // SAFETY: both are whole RAM frames mapped in the caller (checked above), reached
+            // through the direct map; one CPU with interrupts off: nothing unmaps them meanwhile.
+            unsafe {
+                core::ptr::copy(
+                    crate::mem::phys_to_virt(src),
+                    crate::mem::phys_to_virt(dst),
+                    page as usize,
+                )
+            };
+            Ok(())
+        }
         Sys::Translate => {
             // SAFETY: live task.
             let pml4 = unsafe { (*task).pml4 };

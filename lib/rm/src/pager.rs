@@ -826,11 +826,7 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             }
             let scratch = SCRATCH.load(Ordering::Relaxed);
             ds_map(shadow, shadow_offset, scratch, READ | WRITE, true)?;
-            // SAFETY: `page` (the source, read-only) and SCRATCH (the private copy) are both
-            // mapped in this task now; only this thread uses SCRATCH.
-            unsafe {
-                core::ptr::copy_nonoverlapping(page as *const u8, scratch as *mut u8, PAGE as usize)
-            };
+            copy_source(ds, offset, page, scratch)?;
             // Move the private page from the scratch address to its place.
             sys::task_map(
                 slots::TASK,
@@ -844,6 +840,33 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             Ok(())
         }
     }
+}
+
+/// Copies the source page mapped at `page` (from `ds` at `offset`) to `scratch`. A file's page
+/// is copied by the kernel (`page_copy`): its file system may die during the copy, and a page
+/// revoked under a copy of our own would fault in this thread, which nobody pages but root or
+/// proc (the process would be killed). The kernel copy fails instead; the file is then opened
+/// again ([`set_reopen`]) and the copy made from the new incarnation's page. Other
+/// dataspaces (memory's, for anonymous copy-on-write) are not lent by a server that restarts:
+/// copied here, without a system call.
+fn copy_source(ds: u64, offset: u64, page: u64, scratch: u64) -> Result<(), Unresolved> {
+    if reopen_of(ds).is_none() {
+        // SAFETY: `page` (the source, read-only) and SCRATCH (the private copy) are both
+        // mapped in this task now; only this thread uses SCRATCH.
+        unsafe {
+            core::ptr::copy_nonoverlapping(page as *const u8, scratch as *mut u8, PAGE as usize)
+        };
+        return Ok(());
+    }
+    if sys::page_copy(page, scratch).is_ok() {
+        return Ok(());
+    }
+    // The source went with its file system: map it from the new incarnation and copy again.
+    if !reopen(ds) {
+        return Err(Unresolved::Ds(rpc::Error::Gone));
+    }
+    ds_map(ds, offset, page, READ, false)?;
+    sys::page_copy(page, scratch).map_err(|_| Unresolved::Ds(rpc::Error::Gone))
 }
 
 /// The pager thread as the runtime's loop serves it: the kernel's `PAGE_FAULT` messages of the

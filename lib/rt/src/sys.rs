@@ -198,6 +198,11 @@ pub fn translate(vaddr: u64) -> Result<u64, Error> {
     let (r, pa, _) = raw(Sys::Translate, [vaddr, 0, 0, 0, 0, 0]);
     res(r).map(|_| pa)
 }
+/// Copies the page at `src` to the page at `dst` (both ours, page-aligned) in the kernel: a
+/// source revoked before the copy gives `Fault`, never a page fault (`Sys::PageCopy`).
+pub fn page_copy(src: u64, dst: u64) -> Result<(), Error> {
+    call(Sys::PageCopy, [src, dst, 0, 0, 0, 0])
+}
 /// The physical address behind `vaddr` and the number of DMA pins on its frame.
 pub fn translate_pins(vaddr: u64) -> Result<(u64, u64), Error> {
     let flags = sawmill_abi::pin::TRANSLATE_PINS;

@@ -183,4 +183,32 @@ fn local() {
         "4 KiB over 2 MiB left the rest of the 2 MiB page"
     );
     println!("remap: PASS replacing cached 4 KiB and 2 MiB mappings in our own space");
+    // PageCopy: the kernel copies a page of ours; a source or destination not mapped (as a
+    // page revoked with a dead file system) is an error, not a fault.
+    let dst = pages(1);
+    fill(dst, 0x77);
+    check!(
+        sys::page_copy(LOCAL + 3 * PAGE, dst).is_ok(),
+        "page copy refused"
+    );
+    check!(
+        word(dst, 0) == 0xa1 && word(dst, 511) == word(LOCAL + 3 * PAGE, 511),
+        "page copy: not the source's bytes"
+    );
+    let r = sys::page_copy(LOCAL, dst);
+    check!(
+        r == Err(Error::Fault),
+        "page copy from an unmapped page: {:?}",
+        r
+    );
+    check!(word(dst, 0) == 0xa1, "a refused page copy wrote");
+    let r = sys::page_copy(dst, LOCAL);
+    check!(
+        r == Err(Error::Fault),
+        "page copy to an unmapped page: {:?}",
+        r
+    );
+    let r = sys::page_copy(LOCAL + 3 * PAGE + 8, dst);
+    check!(r == Err(Error::Invalid), "unaligned page copy: {:?}", r);
+    println!("remap: PASS page copy in the kernel, refused for pages not mapped");
 }

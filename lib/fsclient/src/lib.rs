@@ -67,6 +67,8 @@ pub const O_CREATE: u32 = OpenFlags::CREATE.bits();
 pub const O_EXCL: u32 = OpenFlags::EXCL.bits();
 /// Read through IPC only (no mapped pages): for measuring the copy-through-the-server path.
 pub const O_NOMAP: u32 = 1 << 16;
+/// How many times a file call that met a dead PFS is redone after a recovery (see `on_file`).
+const RECOVER_TRIES: u32 = 4;
 const _: () = assert!(O_NOMAP & OpenFlags::ALL.bits() == 0);
 
 const PAGE: u64 = 4096;
@@ -920,12 +922,18 @@ impl Files {
     /// `op` makes is idempotent (reads, writes of the same bytes at the same offset, stat,
     /// truncate to a size), so doing it again after a partial first try is safe.
     fn on_file<T>(&mut self, fd: usize, mut op: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
-        match op(self) {
-            Err(FsError::Gone) => {
-                self.recover(fd)?;
-                op(self)
+        // More than one try: the lost-page count is the task's, so another thread's page lost
+        // in the same moment (its own file's PFS restart) also reads as Gone here; and the PFS
+        // may die again while we redo the call. `recover` fails when it does not come back.
+        let mut tries = 0;
+        loop {
+            match op(self) {
+                Err(FsError::Gone) if tries < RECOVER_TRIES => {
+                    tries += 1;
+                    self.recover(fd)?;
+                }
+                r => return r,
             }
-            r => r,
         }
     }
 

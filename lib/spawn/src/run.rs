@@ -148,6 +148,10 @@ pub struct Cap {
     /// The environment record that names it: `env::KIND_CAP`, or `env::KIND_PROVIDES` for an
     /// endpoint the program serves.
     pub kind: u64,
+    /// It may be gone by the time it is placed (a capability a process handed on, of a server
+    /// that died since: its slot was emptied by the revocation). An empty one is left out, its
+    /// record with it (counted in [`Child::caps_gone`]), where a required one fails the spawn.
+    pub optional: bool,
 }
 
 impl Cap {
@@ -157,6 +161,7 @@ impl Cap {
             src,
             slot: None,
             kind: env::KIND_CAP,
+            optional: false,
         }
     }
     pub fn at(name: &str, src: u64, slot: u64) -> Cap {
@@ -262,6 +267,7 @@ pub fn share_image(
         direct_pages: 0,
         copied_pages: 0,
         env_dropped: 0,
+        caps_gone: 0,
         sp: 0,
         env: 0,
         slots: Vec::new(),
@@ -371,6 +377,8 @@ pub struct Child {
     pub copied_pages: usize,
     /// Optional environment records left out for want of room.
     pub env_dropped: usize,
+    /// Optional capabilities left out because their slot was empty ([`Cap::optional`]).
+    pub caps_gone: usize,
     sp: u64,
     env: u64,
     /// Caller slots made for the program (factory, task, thread), in creation order.
@@ -478,6 +486,7 @@ pub fn prepare_planned(
         direct_pages,
         copied_pages,
         env_dropped: 0,
+        caps_gone: 0,
         sp: pl.sp,
         env: pl.env.start,
         slots: Vec::new(),
@@ -611,8 +620,19 @@ fn build(
     if p.give_factory {
         put(fac, placed[2])?;
     }
+    // Which of the caller's were placed: an optional one found empty is not named below.
+    let mut present = Vec::with_capacity(p.caps.len());
     for (c, &slot) in p.caps.iter().zip(&placed[own..]) {
-        put(c.src, slot)?;
+        match put(c.src, slot) {
+            Err(SpawnError::Sys(_, sawmill_abi::Error::BadCap)) if c.optional => {
+                child.caps_gone += 1;
+                present.push(false)
+            }
+            r => {
+                r?;
+                present.push(true)
+            }
+        }
     }
 
     // The environment: name and arguments, every placed capability by name, then the caller's
@@ -631,10 +651,12 @@ fn build(
     } else {
         &[CAP_TASK, CAP_THREAD]
     };
-    let names = ours
-        .iter()
-        .map(|n| (env::KIND_CAP, n.as_bytes()))
-        .chain(p.caps.iter().map(|c| (c.kind, c.name.as_bytes())));
+    let names = ours.iter().map(|n| (env::KIND_CAP, n.as_bytes())).chain(
+        p.caps
+            .iter()
+            .zip(&present)
+            .map(|(c, &there)| (c.kind, if there { c.name.as_bytes() } else { &[][..] })),
+    );
     for ((kind, name), &slot) in names.zip(placed) {
         if !name.is_empty() {
             ok &= w.add(kind, slot, name);

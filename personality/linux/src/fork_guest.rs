@@ -229,6 +229,14 @@ pub fn received() -> Option<(State, Vec<u64>)> {
         }
     }
     caps.truncate(n?);
+    // A handed capability proc found revoked (its server died after the handoff: a file's PFS,
+    // a socket's stack) is not named. It gets an empty slot of ours, not 0: the descriptor or
+    // mapped file it was then finds its server gone at first use and is reopened (or reads as
+    // reset) as any of ours would be. Index 0 with the state inline is no capability.
+    let first = usize::from(state.is_some());
+    for c in caps.iter_mut().skip(first).filter(|c| **c == 0) {
+        *c = thread::alloc_slot();
+    }
     if let Some(bytes) = state {
         return State::decode(bytes).map(|s| (s, caps));
     }

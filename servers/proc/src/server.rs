@@ -461,12 +461,27 @@ impl Proc {
         }
     }
 
+    /// Builds and starts the task ([`Self::build_retrying`]); says if handed-on capabilities
+    /// were left out, revoked since the handoff.
+    fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
+        let r = self.build_retrying(l, caps);
+        if let Ok(child) = &r {
+            if child.caps_gone > 0 {
+                println!(
+                    "proc: pid {}: {} handed-on capabilities were revoked (their server died): left out",
+                    l.pid, child.caps_gone
+                );
+            }
+        }
+        r
+    }
+
     /// Builds and starts the task; returns it and our copy of its wake notification.
     /// [`Self::build_once`], made once more if it failed while our `vfs` slot was empty (issue
     /// 16: the VFS died and restarts; root refills the slot after its backoff and the new
     /// incarnation's start) and the slot is refilled within [`VFS_WAIT_MS`]. Nothing on the
     /// usual path: the slot is looked at only after a failure.
-    fn build_with(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
+    fn build_retrying(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
         match self.build_once(l, caps) {
             Err(_) if self.wait_for_vfs() => {
                 for c in caps.drain(..) {
@@ -571,11 +586,14 @@ impl Proc {
         p.caps.push(Cap::named(WAKE_CAP, wake));
         // With the state in the environment, index 0 (its dataspace) is none.
         let first_cap = usize::from(!state.is_empty());
+        // A handed-on capability of a server that died since (a PFS, a network stack) was
+        // emptied by root's revocation: left out, and the new image finds that descriptor dead
+        // (it reopens a file it knows, a socket reads as reset), rather than the exec failing.
         for (i, &c) in handoff.iter().enumerate() {
-            p.caps.push(Cap::named(
-                &format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap),
-                c,
-            ));
+            p.caps.push(Cap {
+                optional: true,
+                ..Cap::named(&format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap), c)
+            });
         }
         p.maps.push(Map {
             what: "the process information page",

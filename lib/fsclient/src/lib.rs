@@ -67,9 +67,10 @@ pub const O_CREATE: u32 = OpenFlags::CREATE.bits();
 pub const O_EXCL: u32 = OpenFlags::EXCL.bits();
 /// Read through IPC only (no mapped pages): for measuring the copy-through-the-server path.
 pub const O_NOMAP: u32 = 1 << 16;
+const _: () = assert!(O_NOMAP & OpenFlags::ALL.bits() == 0);
+
 /// How many times a file call that met a dead PFS is redone after a recovery (see `on_file`).
 const RECOVER_TRIES: u32 = 4;
-const _: () = assert!(O_NOMAP & OpenFlags::ALL.bits() == 0);
 
 const PAGE: u64 = 4096;
 /// Per-file mapping windows: file `fd` maps at `windows + fd * WINDOW_SIZE`, by default from

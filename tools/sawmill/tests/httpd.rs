@@ -10,24 +10,14 @@
 //! forwarder accepts a connection before anything in the guest listens). QEMU's forwarder takes
 //! one pending connection at a time on the host, so the parallel `curl`s start staggered and
 //! each retries boundedly (`--retry`).
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, pseudo_random, repo};
-
-/// `sha256sum` of a file, the host's.
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().unwrap();
-    assert!(out.status.success(), "sha256sum {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
+use common::{free_port, pseudo_random, repo, sha256, Guest};
 
 /// Fetches `url` into `out` with curl; the HTTP status (0: no reply).
 fn curl(url: &str, out: &Path, retries: u32) -> u32 {
@@ -43,24 +33,6 @@ fn curl(url: &str, out: &Path, retries: u32) -> u32 {
         .trim()
         .parse()
         .unwrap_or(0)
-}
-
-struct Guest {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Guest {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -101,6 +73,7 @@ fn host_curl_fetches_from_busybox_httpd_in_the_guest() {
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
         .stdin(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("running ./sawmill");
     let mut g = Guest {

@@ -15,15 +15,15 @@
 //! The log must show three kills of the stack and its fourth incarnation running, and no
 //! panic.
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, kill_group, repo};
+use common::{ask_killer, free_port, repo, sha256, Guest};
 
 /// `./sawmill run linux` keeps its image and patched manifest at fixed places under target/:
 /// this file's tests boot one at a time.
@@ -41,16 +41,6 @@ may_kill = ["netstack"]
 kmem_kb = 64
 heap_kb = 256
 "#;
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().unwrap();
-    assert!(out.status.success(), "sha256sum {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// Fetches `url` into `out` with curl; the HTTP status (0: no reply).
 fn curl(url: &str, out: &Path) -> u32 {
@@ -77,43 +67,6 @@ fn fetch(url: &str, out: &Path, limit: Duration) -> bool {
         thread::sleep(Duration::from_secs(1));
     }
     false
-}
-
-/// Asks net-kill to kill `name` (the `k`th kill), asked again every 2 s until it answers (its
-/// socket dies with the stack: it answers from a new one), at most 60 s.
-fn kill(port: u16, name: &str, k: usize) -> Option<String> {
-    let msg = format!("kill {name} {k}");
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        u.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        if u.send_to(msg.as_bytes(), ("127.0.0.1", port)).is_err() {
-            continue;
-        }
-        let mut b = [0u8; 256];
-        if let Ok((n, _)) = u.recv_from(&mut b) {
-            return Some(String::from_utf8_lossy(&b[..n]).into_owned());
-        }
-    }
-    None
-}
-
-struct Guest {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Guest {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Guest {
-    fn drop(&mut self) {
-        // The whole process group: QEMU too, which outlives `./sawmill` killed alone.
-        kill_group(&mut self.child);
-    }
 }
 
 /// Writes the Linux system with net-kill added into `dir`; its path.
@@ -206,7 +159,7 @@ fn httpd_keeps_serving_across_stack_restarts() {
         thread::sleep(Duration::from_secs(1));
 
         assert_eq!(
-            kill(ctl, "netstack", k).as_deref(),
+            ask_killer(ctl, "netstack", k).as_deref(),
             Some(format!("killed netstack {k}").as_str()),
             "kill {k}; guest log:\n{}",
             g.log()
@@ -386,7 +339,7 @@ fn a_program_sees_a_reset_as_linux_shows_it() {
     held.write_all(b"hello").unwrap();
     thread::sleep(Duration::from_secs(2));
     assert_eq!(
-        kill(ctl, "netstack", 1).as_deref(),
+        ask_killer(ctl, "netstack", 1).as_deref(),
         Some("killed netstack 1"),
         "the kill; log:\n{}",
         g.log()

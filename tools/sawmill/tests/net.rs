@@ -20,15 +20,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, pseudo_random, repo};
+use common::{fnv1a, free_port, pseudo_random, repo, udp_ask};
 
 const QUIT: &[u8] = b"sawmill-net-echo: quit";
-
-fn fnv1a(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
-        (h ^ x as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
 
 /// The booted guest; dropping it asks net-echo to quit, then ends the tool if it has not.
 struct Guest {
@@ -73,16 +67,6 @@ impl Drop for Guest {
             }
         }
     }
-}
-
-/// One UDP echo: the reply to `msg`, or None within `timeout`.
-fn udp_echo(port: u16, msg: &[u8], timeout: Duration) -> Option<Vec<u8>> {
-    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-    u.set_read_timeout(Some(timeout)).unwrap();
-    u.send_to(msg, ("127.0.0.1", port)).ok()?;
-    let mut b = vec![0u8; 65536];
-    let (n, _) = u.recv_from(&mut b).ok()?;
-    Some(b[..n].to_vec())
 }
 
 /// Sends `data` on a new connection to `port`, ends its sending side, and reads the echo until
@@ -131,7 +115,7 @@ fn host_talks_to_the_guest_through_forwarded_ports() {
     // Ready when an echo comes back (the build and boot may take minutes on a loaded host).
     let start = Instant::now();
     loop {
-        if udp_echo(udp, b"ready?", Duration::from_secs(1)).as_deref() == Some(b"ready?") {
+        if udp_ask(udp, b"ready?", Duration::from_secs(1)).as_deref() == Some(b"ready?") {
             break;
         }
         assert!(
@@ -147,7 +131,7 @@ fn host_talks_to_the_guest_through_forwarded_ports() {
     let small = b"hello, sawmill\n".to_vec();
     assert_eq!(tcp_echo(tcp, &small).unwrap(), small, "small TCP echo");
     assert_eq!(
-        udp_echo(udp, b"one datagram", Duration::from_secs(5)).as_deref(),
+        udp_ask(udp, b"one datagram", Duration::from_secs(5)).as_deref(),
         Some(&b"one datagram"[..]),
         "UDP echo"
     );
@@ -221,7 +205,7 @@ fn host_talks_to_the_guest_through_forwarded_ports() {
     }
     let start = Instant::now();
     let after = loop {
-        match udp_echo(udp, b"still there?", Duration::from_secs(2)) {
+        match udp_ask(udp, b"still there?", Duration::from_secs(2)) {
             Some(r) if r == b"still there?" => break r,
             _ if start.elapsed() > Duration::from_secs(30) => {
                 panic!("no UDP echo after the rude traffic; log:\n{}", g.log())

@@ -27,7 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, pseudo_random, repo};
+use common::{free_port, pseudo_random, repo, sha256, udp_ask};
 
 /// The guest's ports (clients.sh): nc -l, the UDP echo, and one nobody listens on.
 const GUEST_NC: u16 = 5000;
@@ -35,16 +35,6 @@ const GUEST_UDP: u16 = 5001;
 const GUEST_CLOSED: u16 = 5002;
 /// The bytes host nc sends.
 const NC_BYTES: usize = 8 << 20;
-
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().unwrap();
-    assert!(out.status.success(), "sha256sum {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// A UDP port of the host's loopback that is free now.
 fn free_udp_port() -> u16 {
@@ -63,17 +53,6 @@ impl Drop for Owned {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// One UDP exchange with the guest's echo: the reply to `data`, if one came within `wait`.
-fn udp_echo(port: u16, data: &[u8], wait: Duration) -> Option<Vec<u8>> {
-    let u = UdpSocket::bind("127.0.0.1:0").ok()?;
-    u.set_read_timeout(Some(wait)).ok()?;
-    u.send_to(data, ("127.0.0.1", port)).ok()?;
-    let mut b = vec![0u8; 2048];
-    let (n, _) = u.recv_from(&mut b).ok()?;
-    b.truncate(n);
-    Some(b)
 }
 
 /// The name the guest resolves, and the address the responder gives it (QEMU's gateway: the
@@ -290,7 +269,7 @@ fn host_and_guest_clients_reach_each_other() {
     // Ready when the UDP echo answers (the build and boot may take minutes on a loaded host).
     let start = Instant::now();
     loop {
-        if udp_echo(udp_port, b"ready?", Duration::from_secs(2)).as_deref() == Some(b"ready?") {
+        if udp_ask(udp_port, b"ready?", Duration::from_secs(2)).as_deref() == Some(b"ready?") {
             break;
         }
         assert!(
@@ -307,7 +286,7 @@ fn host_and_guest_clients_reach_each_other() {
     // UDP echo: each datagram back whole.
     for (i, len) in [1usize, 100, 1400].into_iter().enumerate() {
         let data = pseudo_random(len, 0x0dd0 + i as u64);
-        let back = (0..5).find_map(|_| udp_echo(udp_port, &data, Duration::from_secs(5)));
+        let back = (0..5).find_map(|_| udp_ask(udp_port, &data, Duration::from_secs(5)));
         assert!(
             back.as_deref() == Some(&data[..]),
             "UDP echo of {len} bytes came back as {:?} bytes; {}",
@@ -366,7 +345,7 @@ fn host_and_guest_clients_reach_each_other() {
     assert!(st.success(), "host nc: {st}; {}", logs());
 
     // The echo's quit: the guest goes on to wget, the checksums, sync, and powers off.
-    let quit = (0..5).find_map(|_| udp_echo(udp_port, b"quit", Duration::from_secs(5)));
+    let quit = (0..5).find_map(|_| udp_ask(udp_port, b"quit", Duration::from_secs(5)));
     assert_eq!(
         quit.as_deref(),
         Some(&b"quit"[..]),

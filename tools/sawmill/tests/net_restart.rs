@@ -8,7 +8,7 @@
 //! echo must come back whole (length, checksum, contents) on the one connection, never reset,
 //! and UDP echo must work afterwards.
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::net::{Shutdown, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -16,18 +16,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, pseudo_random, repo};
+use common::{ask_killer, fnv1a, free_port, pseudo_random, repo, udp_ask};
 
 const QUIT: &[u8] = b"sawmill-net-echo: quit";
 /// Bytes echoed, and the marks (bytes back) at which the driver is killed.
 const TOTAL: usize = 3 << 20;
 const KILL_AT: [usize; 3] = [512 << 10, 1280 << 10, 2048 << 10];
-
-fn fnv1a(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
-        (h ^ x as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
 
 struct Guest {
     child: Child,
@@ -62,29 +56,6 @@ impl Drop for Guest {
             }
         }
     }
-}
-
-/// One datagram to `port` and its answer, or None within `timeout`.
-fn udp_ask(port: u16, msg: &[u8], timeout: Duration) -> Option<Vec<u8>> {
-    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-    u.set_read_timeout(Some(timeout)).unwrap();
-    u.send_to(msg, ("127.0.0.1", port)).ok()?;
-    let mut b = vec![0u8; 2048];
-    let (n, _) = u.recv_from(&mut b).ok()?;
-    Some(b[..n].to_vec())
-}
-
-/// Asks net-kill to kill `name` (the `k`th kill): asked again every 2 s until it answers (an
-/// answer may be lost while the driver restarts; net-kill kills once per `k`), at most 60 s.
-fn kill(port: u16, name: &str, k: usize) -> Option<String> {
-    let msg = format!("kill {name} {k}");
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        if let Some(r) = udp_ask(port, msg.as_bytes(), Duration::from_secs(2)) {
-            return Some(String::from_utf8_lossy(&r).into_owned());
-        }
-    }
-    None
 }
 
 #[test]
@@ -155,7 +126,7 @@ fn tcp_survives_driver_restarts() {
         got.extend_from_slice(&buf[..n]);
         while kills.len() < KILL_AT.len() && got.len() >= KILL_AT[kills.len()] {
             let k = kills.len() + 1;
-            kills.push(thread::spawn(move || kill(ctl, "net0", k)));
+            kills.push(thread::spawn(move || ask_killer(ctl, "net0", k)));
         }
     }
     writer.join().unwrap().expect("writing the data");
@@ -200,7 +171,7 @@ fn tcp_survives_driver_restarts() {
     let mut b = [0u8; 6];
     held.read_exact(&mut b).unwrap();
     assert_eq!(
-        kill(ctl, "netstack", KILL_AT.len() + 1).as_deref(),
+        ask_killer(ctl, "netstack", KILL_AT.len() + 1).as_deref(),
         Some(format!("killed netstack {}", KILL_AT.len() + 1).as_str()),
         "the stack's kill; log:\n{}",
         g.log()

@@ -16,8 +16,8 @@ use alloc::format;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 use sawmill_fsclient::{O_CREATE, O_TRUNC, O_WRITE};
-use sawmill_fstests::{check, files, ok, read_file};
-use sawmill_rt::{env, println, sys, thread};
+use sawmill_fstests::{check, files, ok, read_file, sleep_ms};
+use sawmill_rt::{env, println, thread};
 
 sawmill_rt::entry!(main);
 
@@ -51,17 +51,6 @@ fn content(round: u32) -> Vec<u8> {
     (0..FILE_BYTES)
         .map(|i| (i as u32).wrapping_mul(31).wrapping_add(round * 97) as u8)
         .collect()
-}
-
-fn sleep_ms(timer: u64, ms: u64) {
-    // The counter's rate (waits for the kernel to have measured it, early after boot).
-    let khz = sawmill_rt::clock::Wall::get().khz;
-    let deadline = sys::rdtsc() + ms * khz;
-    while sys::rdtsc() < deadline {
-        if sys::notify_wait_until(timer, deadline).is_err() {
-            break;
-        }
-    }
 }
 
 fn main() {

@@ -18,8 +18,8 @@ extern crate alloc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 use sawmill_fsclient::{Error, Files, Protocol, O_CREATE, O_NOMAP, O_READ, O_TRUNC, O_WRITE};
-use sawmill_fstests::{check, files, ok, read_file};
-use sawmill_rt::{env, println, sys, thread};
+use sawmill_fstests::{check, files, kill_server, ok, read_file, sleep_ms};
+use sawmill_rt::{env, println, thread};
 
 sawmill_rt::entry!(main);
 
@@ -32,21 +32,6 @@ const BACKGROUND_KILLS: u32 = 3;
 const BACKGROUND_PAUSE_MS: u64 = 25;
 /// Background kills carried out so far.
 static BACKGROUND_DONE: AtomicU32 = AtomicU32::new(0);
-
-fn sleep_ms(timer: u64, ms: u64) {
-    let khz = sawmill_rt::clock::Wall::get().khz;
-    let deadline = sys::rdtsc() + ms * khz;
-    while sys::rdtsc() < deadline {
-        if sys::notify_wait_until(timer, deadline).is_err() {
-            break;
-        }
-    }
-}
-
-/// Asks root to kill server `name`: true if it did (and restarted it, by its policy).
-fn kill(name: &str) -> bool {
-    sawmill_fstests::kill_server(name)
-}
 
 fn chunk(round: u32) -> Vec<u8> {
     (0..CHUNK)
@@ -116,7 +101,7 @@ fn main() {
     );
 
     for round in 1..=rounds {
-        check!(kill(pfs), "root would not kill {}", pfs);
+        check!(kill_server(pfs), "root would not kill {}", pfs);
         // Through the same descriptors: everything fsync'd so far, at the offsets asked.
         // Mapped pages (the fast path), 4 KiB a read: the first read after the kill touches
         // a page the dead incarnation lent us.
@@ -174,7 +159,7 @@ fn main() {
     let killer = thread::spawn(100, 16 * 1024, move || {
         for k in 0..BACKGROUND_KILLS as u64 {
             sleep_ms(timer, BACKGROUND_PAUSE_MS * (k + 1));
-            kill(target);
+            kill_server(target);
             BACKGROUND_DONE.fetch_add(1, Ordering::SeqCst);
         }
     });
@@ -213,7 +198,7 @@ fn main() {
     ok(f.write(lost, &c[..CHUNK / 2]), "write");
     ok(f.ftruncate(lost, 100), "ftruncate");
     ok(f.pwrite(lost, &c[100..], 100), "write");
-    check!(kill(pfs), "root would not kill {}", pfs);
+    check!(kill_server(pfs), "root would not kill {}", pfs);
     let r = f.fsync(lost);
     check!(
         r.is_ok(),
@@ -233,7 +218,7 @@ fn main() {
     );
     let d = chunk(77);
     ok(f.write(fresh, &d), "write /fresh.bin");
-    check!(kill(pfs), "root would not kill {}", pfs);
+    check!(kill_server(pfs), "root would not kill {}", pfs);
     let r = f.fsync(fresh);
     check!(
         r.is_ok(),
@@ -261,7 +246,7 @@ fn main() {
     for k in 0..BIG_CHUNKS {
         ok(f.pwrite(big, &c, k * CHUNK as u64), "write /big.bin");
     }
-    check!(kill(pfs), "root would not kill {}", pfs);
+    check!(kill_server(pfs), "root would not kill {}", pfs);
     check!(
         f.fsync(big) == Err(Error::Io),
         "fsync after losing more unsynced writes than the log holds did not report Io"
@@ -283,7 +268,7 @@ fn main() {
     println!("pfs-restart: unsynced writes past the redo log's bound reported by fsync (EIO)");
 
     // The file is unlinked after a kill, while we still hold it: the reopen finds it gone.
-    check!(kill(pfs), "root would not kill {}", pfs);
+    check!(kill_server(pfs), "root would not kill {}", pfs);
     ok(f.unlink("/doomed.txt"), "unlink /doomed.txt");
     let mut b = [0u8; 16];
     let r = f.read(doomed, &mut b);
@@ -305,7 +290,7 @@ fn main() {
     let view = || unsafe { core::slice::from_raw_parts(at as *const u8, size as usize) };
     check!(view() == &expect[..], "the mapping reads other bytes");
     for k in 0..2 {
-        check!(kill(pfs), "root would not kill {}", pfs);
+        check!(kill_server(pfs), "root would not kill {}", pfs);
         check!(
             view() == &expect[..],
             "the mapping reads other bytes after restart {}",

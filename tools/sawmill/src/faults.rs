@@ -23,15 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The kinds a campaign injects unless told otherwise: every kind (an endless loop is ended by
 /// root's hang detection, docs/ARCHITECTURE.md §4.1 "Hangs").
-pub const DEFAULT_KINDS: [Kind; 7] = [
-    Kind::Kill,
-    Kind::Panic,
-    Kind::Corrupt,
-    Kind::Wild,
-    Kind::Loop,
-    Kind::Drop,
-    Kind::Eio,
-];
+pub const DEFAULT_KINDS: [Kind; 7] = sawmill_manifest::faults::ALL;
 
 /// A boot whose log shows no new campaign line for this long (wall clock) is hung.
 pub const HANG_SECS: u64 = 15;

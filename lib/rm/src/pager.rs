@@ -1,7 +1,7 @@
 //! The region manager at run time: the attach API, the pager thread and the heap.
 use crate::regions::{Fault, RegionErr, Regions, PAGE};
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use sawmill_abi::{fault, label, map, rights, Error, MsgTag, ObjKind};
 use sawmill_interfaces::rpc::{self, IpcResult, Next, Reply};
 use sawmill_interfaces::{dataspace, mem, DsError, MapFlags};
@@ -220,6 +220,56 @@ fn ds_gone(e: &Unresolved) -> bool {
     }
 }
 
+/// Who puts a capability to the VFS's new incarnation into our VFS slot when the VFS restarted,
+/// if root does not refill it (a Linux process: its copy came from proc; [`set_vfs_refill`]).
+/// 0: none.
+static VFS_REFILL: AtomicUsize = AtomicUsize::new(0);
+
+/// How long a reopen waits for a restarting VFS (its backoff and start) before it gives up.
+const VFS_WAIT_MS: u64 = 5000;
+
+/// For a task whose VFS capability root does not refill (see `sawmill_fsclient`'s
+/// `with_vfs_refill`, the same function): `refill(slot)` puts a capability to the VFS's new
+/// incarnation into the emptied `slot` (true) or not yet (false). A mapped file's reopen
+/// ([`set_reopen`]) that finds the VFS gone calls it, so a program faulting on its text before
+/// any file call of its own still finds the VFS after a VFS and a PFS restart.
+pub fn set_vfs_refill(refill: fn(u64) -> bool) {
+    VFS_REFILL.store(refill as usize, Ordering::Release);
+}
+
+/// `vfs.mount` of mount `mount` into `session` (the session capability's slot); while the VFS is gone (its slot emptied by the
+/// revocation, or the peer dead), the VFS slot is refilled ([`set_vfs_refill`]) and the call
+/// made again, for at most [`VFS_WAIT_MS`].
+fn vfs_mount(vfs: u64, mount: u32, session: u64) -> Option<u64> {
+    let call = || sawmill_interfaces::vfs::Client::new(vfs).mount(mount, session);
+    let gone = |e: &rpc::Error<_>| {
+        e.peer_died() || matches!(e, rpc::Error::Ipc(c) if *c == Error::BadCap as u64)
+    };
+    match call() {
+        Ok(m) => return Some(m.s),
+        Err(e) if gone(&e) => {}
+        Err(_) => return None,
+    }
+    let refill = VFS_REFILL.load(Ordering::Acquire);
+    if refill == 0 {
+        return None;
+    }
+    // SAFETY: the value was stored from a `fn(u64) -> bool` by set_vfs_refill.
+    let refill: fn(u64) -> bool = unsafe { core::mem::transmute(refill) };
+    let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+    let deadline = sys::rdtsc() + VFS_WAIT_MS * khz;
+    while sys::rdtsc() < deadline {
+        // Filled already (by the file library's own refill): the call is simply made again.
+        refill(vfs);
+        match call() {
+            Ok(m) => return Some(m.s),
+            Err(e) if gone(&e) => sys::yield_now(),
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// Opens the file of slot `ds` again into the same slot (see [`set_reopen`]): true if done.
 /// Another thread (the file-system client's own recovery) may have done it meanwhile: then the
 /// slot answers and nothing is to be done.
@@ -247,17 +297,17 @@ fn reopen(ds: u64) -> bool {
         0 => env::cap("vfs").unwrap_or(0),
         v => v,
     };
-    let Ok(m) = sawmill_interfaces::vfs::Client::new(vfs).mount(r.mount, session) else {
+    let Some(m_session) = vfs_mount(vfs, r.mount, session) else {
         return false;
     };
     let _ = sys::cap_delete(ds);
-    let opened = sawmill_interfaces::pfs::Client::new(m.s).open_inode(
+    let opened = sawmill_interfaces::pfs::Client::new(m_session).open_inode(
         r.ino,
         r.generation,
         sawmill_interfaces::OpenFlags::READ,
         ds,
     );
-    let _ = sys::cap_delete(m.s);
+    let _ = sys::cap_delete(m_session);
     match opened {
         Ok(_) => {
             REOPENED.fetch_add(1, Ordering::AcqRel);

@@ -228,6 +228,8 @@ impl Guest {
             w[..c.len()].copy_from_slice(c);
             rng = (rng ^ u64::from_le_bytes(w)).rotate_left(23);
         }
+        // The region manager's reopen of a mapped file refills the same slot the same way.
+        sawmill_rm::set_vfs_refill(vfs_again);
         let guest = Guest {
             // Issue 16: no redo log (`Files::with_redo`): Linux's rule for writes a restarted
             // PFS lost (EIO at the next fsync), and the write path within its goal

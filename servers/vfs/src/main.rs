@@ -111,6 +111,41 @@ fn connect_pfs(mi: usize, ep: u64, free: &mut Vec<u64>) -> Result<Connected, Rpc
     Ok((p, root, (attr.mode, attr.uid, attr.gid)))
 }
 
+/// [`connect_pfs`] as the VFS starts. A PFS that restarts may be between incarnations then (it
+/// died while we restarted, or just before: its slot empty or its endpoint dead): tried again
+/// every 10 ms for up to `RESTART_WAIT_MS`, as [`Vfs::revive`] waits, rather than leaving its
+/// mount out (a VFS without `/` cannot serve).
+fn connect_at_start(
+    mi: usize,
+    ep: u64,
+    restarts: bool,
+    free: &mut Vec<u64>,
+    timer: Option<u64>,
+) -> Result<Connected, RpcError<FsError>> {
+    let khz = sawmill_rt::clock::Wall::get().khz.max(1);
+    let deadline = sys::rdtsc() + sawmill_vfs_api::RESTART_WAIT_MS * khz;
+    loop {
+        let r = connect_pfs(mi, ep, free);
+        match r {
+            Err(RpcError::App(_)) | Ok(_) => return r,
+            Err(_) if !restarts || sys::rdtsc() >= deadline => return r,
+            Err(_) => {
+                // Connected, then it died: that incarnation's capability goes.
+                let dead = CONN[mi].swap(0, Ordering::SeqCst);
+                if dead != 0 {
+                    let _ = sys::cap_delete(dead);
+                    free.push(dead);
+                }
+                if let Some(t) = timer {
+                    let _ = sys::notify_wait_until(t, (sys::rdtsc() + 10 * khz).min(deadline));
+                } else {
+                    sys::yield_now();
+                }
+            }
+        }
+    }
+}
+
 /// A resolved position: mount, inode, and its (mode, uid, gid).
 #[derive(Clone, Copy)]
 struct Pos {
@@ -1120,7 +1155,7 @@ fn main() {
         }
         let mi = v.mounts.len();
         let go = thread::create(ObjKind::Notification, 0).expect("notification (kmem_kb)");
-        let connected = connect_pfs(mi, ep, &mut v.free_slots);
+        let connected = connect_at_start(mi, ep, mnt.restarts, &mut v.free_slots, v.timer);
         if CONN[mi].load(Ordering::SeqCst) != 0 {
             thread::spawn(254, 8192, move || watch(mi, ep, go)).expect("watch thread");
         }

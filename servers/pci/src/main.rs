@@ -158,6 +158,15 @@ impl Pci {
                 );
                 Ok(false)
             }
+            // The claiming task ended during its claim (a driver killed as it started, issue
+            // 16): nothing of ours is wrong, the claim is refused and its successor claims.
+            Err(sawmill_abi::Error::PeerGone) => {
+                println!(
+                    "pci: claim of {:04x}:{:04x} refused: the claiming task has ended",
+                    d.vendor, d.device
+                );
+                Err(PciError::BadTask)
+            }
             Err(e) => {
                 println!(
                     "pci: FAIL binding the DMA of {:04x}:{:04x}: {}",

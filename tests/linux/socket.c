@@ -8,7 +8,10 @@
  * UDP (the bytes stay for the next read; a peeked datagram keeps its source). Port numbers vary
  * from run to run: only facts about them are printed. Then ECONNRESET from a peer that closed with
  * data it never read (the error once, then end of file), and a reset after the peer's FIN (end of
- * file). With the argument `privileged`: only a port below 1024 bound as root. */
+ * file). Then what loopback fusion (docs/net.md) must keep: a forking server's connection (2 MiB
+ * with checksums, poll, non-blocking reads, half-close), the end of a connection (the first write
+ * after the peer's close, EPIPE after), EINTR. With the argument `privileged`: only a port below
+ * 1024 bound as root. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -379,6 +382,137 @@ static void reset_after_fin(void)
 	close(l);
 }
 
+/* The handler's side of `loopback_fork`: reads to the end of the stream (poll first, then a
+ * non-blocking read until EAGAIN, then blocking), answers the sum and the length. */
+static int fused_handler(int s)
+{
+	static char buf[65536];
+	unsigned h = 2166136261u;
+	size_t total = 0;
+	struct pollfd p = { s, POLLIN, 0 };
+	if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
+		return 10;
+	int fl = fcntl(s, F_GETFL);
+	fcntl(s, F_SETFL, fl | O_NONBLOCK);
+	for (;;) {
+		ssize_t n = read(s, buf, sizeof buf);
+		if (n < 0 && errno == EAGAIN) {
+			fcntl(s, F_SETFL, fl);
+			continue;
+		}
+		if (n < 0)
+			return 11;
+		if (n == 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ (unsigned char)buf[i]) * 16777619u;
+		total += n;
+	}
+	char reply[64];
+	int len = snprintf(reply, sizeof reply, "%zu %08x", total, h);
+	if (write(s, reply, len) != len)
+		return 12;
+	close(s);
+	return 0;
+}
+
+static void alarm_handler(int sig)
+{
+	(void)sig;
+}
+
+/* Loopback TCP as a forking server runs it (busybox httpd): the connection accepted, a child
+ * forked to handle it, the parent closing its copy at once. 2 MiB in 64 KiB writes, a
+ * half-close, the reply read to the end; both sides' checksums compared. Then the end of a
+ * connection: poll after the peer's close, the first write after it, EPIPE after that; a
+ * blocking read a signal interrupts (EINTR). */
+static void loopback_fork(void)
+{
+	unsigned short port;
+	int l = listener(&port);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = loop_addr(port);
+		if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
+			_exit(2);
+		static char chunk[65536];
+		unsigned h = 2166136261u;
+		for (int k = 0; k < 32; k++) {
+			for (size_t i = 0; i < sizeof chunk; i++)
+				chunk[i] = (char)(i * 13 + k * 101 + i / 509);
+			for (size_t i = 0; i < sizeof chunk; i++)
+				h = (h ^ (unsigned char)chunk[i]) * 16777619u;
+			if (write(c, chunk, sizeof chunk) != (ssize_t)sizeof chunk)
+				_exit(3);
+		}
+		if (shutdown(c, SHUT_WR) < 0)
+			_exit(4);
+		char reply[64], want[64];
+		size_t got = 0;
+		for (;;) {
+			ssize_t n = read(c, reply + got, sizeof reply - 1 - got);
+			if (n < 0)
+				_exit(5);
+			if (n == 0)
+				break;
+			got += n;
+		}
+		reply[got] = 0;
+		snprintf(want, sizeof want, "%zu %08x", (size_t)32 * sizeof chunk, h);
+		_exit(strcmp(reply, want) == 0 ? 0 : 6);
+	}
+	int s = accept(l, NULL, NULL);
+	result("fork: accept", s < 0 ? -1 : 0);
+	pid_t handler = fork();
+	if (handler == 0) {
+		close(l);
+		_exit(fused_handler(s));
+	}
+	close(s);
+	int st;
+	waitpid(handler, &st, 0);
+	printf("fork: handler exit %d\n", WEXITSTATUS(st));
+	waitpid(pid, &st, 0);
+	printf("fork: client exit %d\n", WEXITSTATUS(st));
+
+	/* The end of a connection whose peer closed. */
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(port);
+	result("end: connect", connect(c, (struct sockaddr *)&a, sizeof a));
+	s = accept(l, NULL, NULL);
+	result("end: accept", s < 0 ? -1 : 0);
+	result("end: send", send(s, "bye", 3, 0));
+	close(s);
+	struct pollfd p = { c, POLLIN, 0 };
+	result("end: poll", poll(&p, 1, 5000));
+	printf("end: readable %d\n", (p.revents & POLLIN) != 0);
+	char b[16];
+	result("end: read", read(c, b, sizeof b));
+	result("end: read at the end", read(c, b, sizeof b));
+	result("end: first write", send(c, "x", 1, MSG_NOSIGNAL));
+	usleep(100000);
+	result("end: write after", send(c, "x", 1, MSG_NOSIGNAL));
+	close(c);
+
+	/* A blocking read on a quiet connection, interrupted by a signal without SA_RESTART. */
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	result("eintr: connect", connect(c, (struct sockaddr *)&a, sizeof a));
+	s = accept(l, NULL, NULL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = alarm_handler;
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(1);
+	result("eintr: read", read(c, b, sizeof b));
+	result("eintr: then data", send(s, "ok", 2, 0));
+	result("eintr: read again", read(c, b, sizeof b));
+	close(s);
+	close(c);
+	close(l);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -392,5 +526,6 @@ int main(int argc, char **argv)
 	tcp_two_processes();
 	reset_by_peer();
 	reset_after_fin();
+	loopback_fork();
 	return 0;
 }

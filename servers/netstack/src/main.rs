@@ -75,6 +75,9 @@ const UDP_BUFFER: usize = 8 * 1024;
 const MAX_SOCKETS: usize = 192;
 const MAX_CLIENT_SOCKETS: usize = 48;
 const MAX_BACKLOG: u32 = 16;
+/// Fused connections offered and not accepted yet (each holds two pipe ends of ours): past it
+/// `connect_fused` answers not fused and the connection goes through smoltcp.
+const MAX_OFFERS: usize = 32;
 /// Listening smoltcp sockets a listener keeps free beyond those holding connections (up to its
 /// backlog): smoltcp looks at every socket for every packet, so a backlog of 16 made sixteen
 /// sockets that each packet of every connection passed; now the backlog grows as connections
@@ -630,6 +633,20 @@ struct Front {
     next_chan: u64,
     /// The network manager's badge (config `manager`): the one caller `grant` answers.
     manager: Option<u64>,
+    /// Loopback fusion: the pipe ends a connector offered (`connect_fused`) for the socket
+    /// its listener will accept, by the connector's local port, until `fused_ends` takes them.
+    offers: BTreeMap<u16, Offer>,
+}
+
+/// A fused connection's ends waiting for its accepted socket (docs/net.md, "Loopback fusion").
+struct Offer {
+    /// The listener's port (the accepted socket's local port).
+    dest: u16,
+    /// The connector's socket (its badge), while it may still be connecting.
+    connector: u64,
+    /// Our copies of the ends: what the acceptor reads and what it writes.
+    read: u64,
+    write: u64,
 }
 
 impl Front {
@@ -1201,9 +1218,158 @@ impl sock::Server for Front {
             _ => Err(SockError::Invalid),
         })
     }
+
+    fn connect_fused(
+        &mut self,
+        badge: u64,
+        addr: u32,
+        port: u16,
+        read: u64,
+        write: u64,
+    ) -> Result<bool, SockError> {
+        {
+            let mut g = STACK.lock();
+            let s = g.as_mut().ok_or(SockError::Unreachable)?;
+            let ours = LOOPBACK.contains_addr(&Ipv4Address::from_bits(addr))
+                || (addr != 0 && addr == s.addr);
+            let listened = s
+                .socks
+                .values()
+                .any(|e| matches!(e.sock, Sock::Listener { port: p, .. } if p == port));
+            let fresh = matches!(
+                s.socks.get(&badge).map(|e| &e.sock),
+                Some(Sock::Tcp {
+                    connecting: false,
+                    connected: false,
+                    ..
+                })
+            );
+            if !(ours && listened && fresh) {
+                return Ok(false);
+            }
+            if self.offers.len() >= MAX_OFFERS {
+                self.forget_dead_offers(s);
+                if self.offers.len() >= MAX_OFFERS {
+                    return Ok(false);
+                }
+            }
+        }
+        let (r, w) = (self.slot(), self.slot());
+        if sys::cap_copy(read, r).is_err() || sys::cap_copy(write, w).is_err() {
+            self.free_slot(r);
+            self.free_slot(w);
+            return Err(SockError::Invalid);
+        }
+        match self.connect(badge, addr, port) {
+            Err(SockError::WouldBlock) | Ok(()) => {}
+            Err(e) => {
+                self.free_slot(r);
+                self.free_slot(w);
+                return Err(e);
+            }
+        }
+        let local = {
+            let mut g = STACK.lock();
+            let s = g.as_mut().ok_or(SockError::Unreachable)?;
+            match s.sock(badge)? {
+                &mut Sock::Tcp { h, .. } => s
+                    .sockets
+                    .get::<tcp::Socket>(h)
+                    .local_endpoint()
+                    .map(|e| e.port),
+                _ => None,
+            }
+        };
+        let Some(local) = local else {
+            self.free_slot(r);
+            self.free_slot(w);
+            return Ok(false);
+        };
+        let offer = Offer {
+            dest: port,
+            connector: badge,
+            read: r,
+            write: w,
+        };
+        if let Some(old) = self.offers.insert(local, offer) {
+            self.free_slot(old.read);
+            self.free_slot(old.write);
+        }
+        Ok(true)
+    }
+
+    fn fused_ends(&mut self, badge: u64) -> Result<sock::FusedEndsOut, SockError> {
+        let key = {
+            let mut g = STACK.lock();
+            let s = g.as_mut().ok_or(SockError::Unreachable)?;
+            match s.sock(badge)? {
+                &mut Sock::Tcp { h, .. } => {
+                    let t = s.sockets.get::<tcp::Socket>(h);
+                    match (t.local_endpoint(), t.remote_endpoint()) {
+                        (Some(l), Some(r)) => (r.port, l.port),
+                        _ => return Err(SockError::NotConnected),
+                    }
+                }
+                _ => return Err(SockError::NotConnected),
+            }
+        };
+        match self.offers.get(&key.0) {
+            Some(o) if o.dest == key.1 => {}
+            _ => return Err(SockError::NotConnected),
+        }
+        let o = self.offers.remove(&key.0).ok_or(SockError::NotConnected)?;
+        // Handed over: our copies go once the reply carried them.
+        self.after.delete(o.read);
+        self.after.delete(o.write);
+        Ok(sock::FusedEndsOut {
+            read: o.read,
+            write: o.write,
+        })
+    }
 }
 
 impl Front {
+    /// Drops the offers nobody will take: the connector's socket is not connecting any more
+    /// and no listener holds a connection from its port (refused, or the listener went).
+    fn forget_dead_offers(&mut self, s: &Stack) {
+        // The remote ports of every connection (waiting in a backlog, or accepted and not
+        // asked yet): an offer keyed by one of them may still be taken.
+        let mut waiting = BTreeSet::new();
+        let mut note = |h: SocketHandle| {
+            if let Some(r) = s.sockets.get::<tcp::Socket>(h).remote_endpoint() {
+                waiting.insert(r.port);
+            }
+        };
+        for e in s.socks.values() {
+            match &e.sock {
+                Sock::Listener { pending, .. } => pending.iter().for_each(|&h| note(h)),
+                &Sock::Tcp { h, .. } => note(h),
+                Sock::Udp { .. } => {}
+            }
+        }
+        let dead: Vec<u16> = self
+            .offers
+            .iter()
+            .filter(|(port, o)| {
+                let connecting = matches!(
+                    s.socks.get(&o.connector).map(|e| &e.sock),
+                    Some(Sock::Tcp {
+                        connecting: true,
+                        ..
+                    })
+                );
+                !connecting && !waiting.contains(port)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for p in dead {
+            if let Some(o) = self.offers.remove(&p) {
+                self.free_slot(o.read);
+                self.free_slot(o.write);
+            }
+        }
+    }
+
     /// The socket a channel call on `badge` is for and `len` bytes from `off` of the channel's
     /// buffer (both checked: `Invalid` past its end, `BadSocket` on anything but a channel).
     fn channel_range(
@@ -1793,7 +1959,11 @@ fn main() {
         chans: BTreeMap::new(),
         next_chan: 0,
         manager: cfg.manager.as_ref().map(|c| c.badge),
+        offers: BTreeMap::new(),
     };
-    front.after.receive_into(&[thread::alloc_slot()]);
+    // Two: `connect_fused` brings two pipe ends.
+    front
+        .after
+        .receive_into(&[thread::alloc_slot(), thread::alloc_slot()]);
     let _ = rpc::serve(ep, &mut front);
 }

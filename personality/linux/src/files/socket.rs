@@ -174,6 +174,22 @@ pub trait SocketHost {
     fn sock_watched(&self, _h: u64) -> bool {
         false
     }
+    /// Loopback fusion (docs/net.md): starts a TCP connection from `h` to `addr:port` whose
+    /// data goes through two pipes, if the stack has a listener there: this side's (read end,
+    /// write end) pipe handles, rings mapped (then ask `sock_connect` for the connection's end,
+    /// as after `EAGAIN`). `None`: not fused, nothing done.
+    fn sock_connect_fused(
+        &mut self,
+        _h: u64,
+        _addr: u32,
+        _port: u16,
+    ) -> Result<Option<(u64, u64)>, Errno> {
+        Ok(None)
+    }
+    /// An accepted connection's pipe ends (read, write; rings mapped) if its connector fused it.
+    fn sock_fused_ends(&mut self, _h: u64) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// How long a wait on an AF_INET socket sleeps at most before it asks the stack again (ns):
@@ -208,6 +224,15 @@ pub struct Sock {
     /// A read took the connection's reset (`ECONNRESET`): Linux reports it once (the socket's
     /// pending error), later reads are end of file and `poll` no longer says `POLLERR`.
     pub reset_taken: bool,
+    /// A fused loopback connection (docs/net.md, "Loopback fusion"): its data goes through
+    /// these pipe ends (a stream `Unix` without a name), not the stack.
+    pub fused: Option<super::unix::Unix>,
+    /// Fused: the peer's end of stream was seen before its read end went, so data it never
+    /// read is not a reset (Linux: a reset after the peer's FIN reads as end of file).
+    pub fin_seen: bool,
+    /// Fused: a write found the peer gone once (Linux's first write after the peer's close
+    /// succeeds, the reset it draws makes the next one `EPIPE`).
+    pub broken_once: bool,
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -452,9 +477,27 @@ impl<B: Backend> Files<B> {
             flags & SOCK_NONBLOCK != 0,
             flags & SOCK_CLOEXEC != 0,
         )?;
+        // A connection from this stack's loopback may have been fused by its connector.
+        let fused = match loopback(addr) {
+            true => self.backend.sock_fused_ends(h),
+            false => None,
+        };
+        let fused = match fused {
+            Some((r, w)) => match self.fused_state(r, w) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    let _ = self.close(fd as i32);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         if let Ok(nd) = self.table.get(fd as i32) {
             // An accepted connection is bound to the listener's address.
-            Self::sock_update(&nd, |n| n.bound = s.bound);
+            Self::sock_update(&nd, |n| {
+                n.bound = s.bound;
+                n.fused = fused;
+            });
         }
         if let Err(e) = write_sockaddr(u, at, len_at, addr, port) {
             let _ = self.close(fd as i32);
@@ -477,6 +520,13 @@ impl<B: Backend> Files<B> {
             return Ok(0);
         }
         let nonblock = Self::nonblocking(&d);
+        if loopback(addr) && s.fused.is_none() && !s.connecting {
+            // A connection to a listener of this stack carries its data through pipes.
+            if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
+                let fused = self.fused_state(r, w)?;
+                Self::sock_update(&d, |s| s.fused = Some(fused));
+            }
+        }
         let first = self.backend.sock_connect(s.handle, addr, port);
         let r = match first {
             Err(e) if e == EAGAIN && nonblock => {
@@ -496,7 +546,127 @@ impl<B: Backend> Files<B> {
             r => r,
         };
         Self::sock_update(&d, |s| s.connecting = false);
+        if r.is_err() {
+            self.unfuse(&d);
+        }
         r.map(|_| 0)
+    }
+
+    /// The ring state of a fused connection over pipe ends `r` and `w` (closed if a ring is
+    /// missing).
+    fn fused_state(&mut self, r: u64, w: u64) -> Result<super::unix::Unix, Errno> {
+        let (Some(rr), Some(wr)) = (self.backend.pipe_ring(r), self.backend.pipe_ring(w)) else {
+            self.backend.pipe_close(r);
+            self.backend.pipe_close(w);
+            return Err(ENFILE);
+        };
+        Ok(super::unix::Unix {
+            kind: SOCK_STREAM,
+            rx: Some((r, rr)),
+            tx: Some((w, wr)),
+            ..super::unix::Unix::default()
+        })
+    }
+
+    /// Drops a connection's pipe ends (it failed, or its last descriptor closed): the read end
+    /// first, so a peer that finds our write end gone sees whether we left data unread.
+    pub(super) fn unfuse(&mut self, d: &Shared) {
+        let mut taken = None;
+        Self::sock_update(d, |s| taken = s.fused.take());
+        if let Some(x) = taken {
+            self.fused_release(&x);
+        }
+    }
+
+    pub(super) fn fused_release(&mut self, x: &super::unix::Unix) {
+        if let Some((h, _)) = x.rx {
+            self.backend.pipe_close(h);
+        }
+        if let Some((h, _)) = x.tx {
+            self.backend.pipe_close(h);
+        }
+    }
+
+    /// Fused: the peer went leaving data we sent unread (its read end gone, our ring not
+    /// empty): Linux's reset.
+    fn fused_reset(x: &super::unix::Unix) -> bool {
+        x.tx.is_some_and(|(_, r)| {
+            r.gone(sawmill_pipe_api::End::Read) && r.used().is_some_and(|n| n > 0)
+        })
+    }
+
+    /// Fused: notes that the peer's end of stream came while its read end was still there.
+    fn fused_note_fin(d: &Shared, s: &Sock, x: &super::unix::Unix) {
+        use sawmill_pipe_api::End;
+        let fin = x.rx.is_some_and(|(_, r)| r.gone(End::Write));
+        let reader = x.tx.is_some_and(|(_, r)| !r.gone(End::Read));
+        if fin && reader && !s.fin_seen {
+            Self::sock_update(d, |s| s.fin_seen = true);
+        }
+    }
+
+    /// `write`/`send` on a fused connection: into the ring; the peer gone is `ECONNRESET` once
+    /// if it left data unread, else one write succeeds (its bytes lost, as Linux's draws the
+    /// reset), then `EPIPE` and `SIGPIPE` unless `MSG_NOSIGNAL`.
+    fn fused_send(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        x: &super::unix::Unix,
+        count: usize,
+        flags: u32,
+        source: &mut super::pipe::Source<'_>,
+    ) -> Result<usize, Errno> {
+        if s.shut_wr {
+            return Err(self.epipe(flags));
+        }
+        Self::fused_note_fin(d, s, x);
+        match self.unix_send(d, x, count, None, flags | MSG_NOSIGNAL, source) {
+            Err(e) if e == EPIPE => {
+                let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+                if Self::fused_reset(x) {
+                    if !s.fin_seen && !s.reset_taken {
+                        Self::sock_update(d, |s| s.reset_taken = true);
+                        return Err(ECONNRESET);
+                    }
+                    return Err(self.epipe(flags));
+                }
+                if !s.broken_once {
+                    Self::sock_update(d, |s| s.broken_once = true);
+                    return Ok(count);
+                }
+                Err(self.epipe(flags))
+            }
+            r => r,
+        }
+    }
+
+    /// `read`/`recv` on a fused connection: from the ring; at its end, the reset once if the
+    /// peer left data unread (and had not ended its stream before).
+    fn fused_recv(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        x: &super::unix::Unix,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        if s.shut_rd || len == 0 {
+            return Ok((0, None));
+        }
+        let (n, _) = self.unix_recv(d, x, buf, len, flags, u)?;
+        if n > 0 {
+            return Ok((n, None));
+        }
+        let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        if Self::fused_reset(x) && !s.fin_seen && !s.reset_taken {
+            Self::sock_update(d, |s| s.reset_taken = true);
+            return Err(ECONNRESET);
+        }
+        Self::sock_update(d, |s| s.fin_seen = true);
+        Ok((0, None))
     }
 
     pub(super) fn shutdown(&mut self, fd: i32, how: u32) -> SysResult {
@@ -509,6 +679,10 @@ impl<B: Backend> Files<B> {
         }
         if s.udp {
             return Err(ENOTCONN);
+        }
+        if let Some(x) = &s.fused {
+            // The rings carry the data's end; the stack's FIN keeps the connection's state.
+            self.unix_shutdown(x, how)?;
         }
         if how != SHUT_RD && !s.shut_wr {
             match self.backend.sock_shutdown(s.handle) {
@@ -721,6 +895,13 @@ impl<B: Backend> Files<B> {
                 })
                 .map(|n| n as u64);
         }
+        if let Some(x) = &s.fused {
+            return self
+                .fused_send(d, &s, x, len as usize, flags, &mut |off, n, take| {
+                    u.with_in(buf + off as u64, n, take)
+                })
+                .map(|n| n as u64);
+        }
         if s.udp {
             if len as usize > MAX_DATAGRAM {
                 return Err(EMSGSIZE);
@@ -804,6 +985,11 @@ impl<B: Backend> Files<B> {
                 take(&data[off..off + n])
             });
         }
+        if let Some(x) = &s.fused {
+            return self.fused_send(d, s, x, data.len(), flags, &mut |off, n, take| {
+                take(&data[off..off + n])
+            });
+        }
         if s.udp {
             return self
                 .sock_send_datagram(d, s, data, None, flags)
@@ -870,6 +1056,9 @@ impl<B: Backend> Files<B> {
             return self
                 .unix_recv(d, x, buf, len, flags, u)
                 .map(|r| (r.0, None));
+        }
+        if let Some(x) = &s.fused {
+            return self.fused_recv(d, &s, x, buf, len, flags, u);
         }
         if flags & MSG_PEEK != 0 || s.peeked.is_some() {
             return self.sock_recv_peeked(d, &s, buf, len, flags, u);
@@ -1239,10 +1428,22 @@ impl<B: Backend> Files<B> {
     }
 
     /// `poll` events of a socket (`POLL*` bits).
-    pub(super) fn sock_revents(&mut self, s: &Sock) -> u16 {
+    pub(super) fn sock_revents(&mut self, d: &Shared, s: &Sock) -> u16 {
         use super::poll::*;
         if let Some(x) = &s.unix {
             return self.unix_revents(x);
+        }
+        if let Some(x) = &s.fused {
+            Self::fused_note_fin(d, s, x);
+            let mut m = self.unix_revents(x);
+            if s.shut_rd {
+                m |= POLLIN | POLLRDNORM;
+            }
+            let s = Self::sock_of(d).unwrap_or_default();
+            if Self::fused_reset(x) && !s.fin_seen && !s.reset_taken {
+                m |= POLLERR | POLLIN | POLLRDNORM;
+            }
+            return m;
         }
         let r = self.backend.sock_ready(s.handle);
         let mut m = 0;

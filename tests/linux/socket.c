@@ -10,8 +10,8 @@
  * data it never read (the error once, then end of file), and a reset after the peer's FIN (end of
  * file). Then what loopback fusion (docs/net.md) must keep: a forking server's connection (2 MiB
  * with checksums, poll, non-blocking reads, half-close), the end of a connection (the first write
- * after the peer's close, EPIPE after), EINTR. With the argument `privileged`: only a port below
- * 1024 bound as root. */
+ * after the peer's close, EPIPE after), EINTR, a pair of connected UDP sockets in two processes.
+ * With the argument `privileged`: only a port below 1024 bound as root. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -513,6 +513,67 @@ static void loopback_fork(void)
 	close(l);
 }
 
+/* A UDP socket bound to 127.0.0.1 (a free port); its port in *port. */
+static int udp_bound(unsigned short *port)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = loop_addr(0);
+	socklen_t l = sizeof a;
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &l) < 0) {
+		printf("udp_bound: %s\n", strerror(errno));
+		exit(1);
+	}
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+/* Two UDP sockets connected to each other (what loopback fusion joins), used by two processes:
+ * datagram boundaries and sizes, the source, MSG_PEEK, poll, a non-blocking receive. */
+static void udp_pair_fork(void)
+{
+	unsigned short pa, pb;
+	int a = udp_bound(&pa), b = udp_bound(&pb);
+	struct sockaddr_in to_a = loop_addr(pa), to_b = loop_addr(pb);
+	result("pair: connect a", connect(a, (struct sockaddr *)&to_b, sizeof to_b));
+	result("pair: connect b", connect(b, (struct sockaddr *)&to_a, sizeof to_a));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(a);
+		static char buf[2000];
+		for (int i = 0; i < 4; i++) {
+			ssize_t n = recv(b, buf, sizeof buf, 0);
+			if (n < 0 || send(b, buf, n, 0) != n)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(b);
+	char buf[2000];
+	result("pair: nothing yet", recv(a, buf, sizeof buf, MSG_DONTWAIT));
+	size_t sizes[4] = { 1, 0, 1000, 1472 };
+	for (int i = 0; i < 4; i++) {
+		memset(buf, 'a' + i, sizes[i]);
+		result("pair: send", send(a, buf, sizes[i], 0));
+		struct pollfd p = { a, POLLIN, 0 };
+		result("pair: poll", poll(&p, 1, 5000));
+		if (i == 2)
+			result("pair: peek", recv(a, buf, sizeof buf, MSG_PEEK));
+		struct sockaddr_in from;
+		socklen_t fl = sizeof from;
+		memset(buf, 0, sizeof buf);
+		ssize_t n = recvfrom(a, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+		result("pair: recvfrom", n);
+		printf("pair: from b %d, bytes right %d\n", ntohs(from.sin_port) == pb,
+		       n == 0 || (buf[0] == 'a' + i && buf[n - 1] == 'a' + i));
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	printf("pair: echo exit %d\n", WEXITSTATUS(st));
+	close(a);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -527,5 +588,6 @@ int main(int argc, char **argv)
 	reset_by_peer();
 	reset_after_fin();
 	loopback_fork();
+	udp_pair_fork();
 	return 0;
 }

@@ -278,6 +278,7 @@ fn errno_of(e: Error<SockError>) -> Errno {
             SockError::ConnReset => ECONNRESET,
             SockError::Denied => EACCES,
             SockError::Unreachable => ENETUNREACH,
+            SockError::Fused => sawmill_linux::files::socket::EFUSED,
         },
         Error::TooLong => EMSGSIZE,
         _ => ENETDOWN,

@@ -201,6 +201,9 @@ struct Stack {
     closing: Vec<SocketHandle>,
     /// Listening sockets (`Sock::Listener`): the polls that top them up look only if any.
     listeners: usize,
+    /// UDP sockets a peer fused (`connect_fused`), by badge: our copies of their pipe ends
+    /// (read, write), kept while the socket lives and handed to every holder that asks.
+    udp_fused: BTreeMap<u64, (u64, u64)>,
     privileged: Vec<u64>,
     addr: u32,
     prefix: u8,
@@ -1016,6 +1019,7 @@ impl sock::Server for Front {
             &mut Sock::Tcp { h, connecting, .. } => tcp_send(s, h, connecting, data),
             &mut Sock::Udp { h, peer, port, .. } => {
                 let peer = peer.ok_or(SockError::NotConnected)?;
+                not_fused(s, badge)?;
                 udp_send(s, badge, h, port, peer, data)
             }
             Sock::Listener { .. } => Err(SockError::NotConnected),
@@ -1032,7 +1036,16 @@ impl sock::Server for Front {
 
     fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
         with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Udp { h, port: bound, .. } => {
+            &mut Sock::Udp {
+                h,
+                port: bound,
+                peer,
+                ..
+            } => {
+                // To the fused peer: through the ends.
+                if peer == Some(endpoint(addr, port)) {
+                    not_fused(s, badge)?;
+                }
                 udp_send(s, badge, h, bound, endpoint(addr, port), data)
             }
             _ => Err(SockError::Invalid),
@@ -1073,6 +1086,7 @@ impl sock::Server for Front {
             &mut Sock::Udp { h, .. } => h,
             _ => return Err(SockError::Invalid),
         };
+        not_fused(s, badge)?;
         let (d, meta) = s
             .sockets
             .get_mut::<udp::Socket>(h)
@@ -1174,7 +1188,11 @@ impl sock::Server for Front {
         let mut g = STACK.lock();
         let s = g.as_mut().ok_or(SockError::Unreachable)?;
         let e = s.socks.get(&badge).ok_or(SockError::BadSocket)?;
-        Ok(ready_of(&s.sockets, &e.sock))
+        let fused = match s.udp_fused.contains_key(&badge) {
+            true => Ready::FUSED,
+            false => Ready::EMPTY,
+        };
+        Ok(ready_of(&s.sockets, &e.sock) | fused)
     }
 
     fn name(&mut self, badge: u64) -> Result<NameOut, SockError> {
@@ -1227,6 +1245,9 @@ impl sock::Server for Front {
         read: u64,
         write: u64,
     ) -> Result<bool, SockError> {
+        if self.udp_sock(badge)? {
+            return self.connect_fused_udp(badge, addr, port, read, write);
+        }
         {
             let mut g = STACK.lock();
             let s = g.as_mut().ok_or(SockError::Unreachable)?;
@@ -1299,6 +1320,27 @@ impl sock::Server for Front {
     }
 
     fn fused_ends(&mut self, badge: u64) -> Result<sock::FusedEndsOut, SockError> {
+        if self.udp_sock(badge)? {
+            let ends = {
+                let g = STACK.lock();
+                let s = g.as_ref().ok_or(SockError::Unreachable)?;
+                s.udp_fused.get(&badge).copied()
+            };
+            let (r, w) = ends.ok_or(SockError::NotConnected)?;
+            // Copies: every holder of the socket takes them; ours stay with the socket.
+            let (cr, cw) = (self.slot(), self.slot());
+            if sys::cap_copy(r, cr).is_err() || sys::cap_copy(w, cw).is_err() {
+                self.free_slot(cr);
+                self.free_slot(cw);
+                return Err(SockError::NoSpace);
+            }
+            self.after.delete(cr);
+            self.after.delete(cw);
+            return Ok(sock::FusedEndsOut {
+                read: cr,
+                write: cw,
+            });
+        }
         let key = {
             let mut g = STACK.lock();
             let s = g.as_mut().ok_or(SockError::Unreachable)?;
@@ -1329,6 +1371,85 @@ impl sock::Server for Front {
 }
 
 impl Front {
+    /// Whether `badge` is a UDP socket.
+    fn udp_sock(&self, badge: u64) -> Result<bool, SockError> {
+        let g = STACK.lock();
+        let s = g.as_ref().ok_or(SockError::Unreachable)?;
+        let e = s.socks.get(&badge).ok_or(SockError::BadSocket)?;
+        Ok(matches!(e.sock, Sock::Udp { .. }))
+    }
+
+    /// `connect_fused` of UDP socket `badge` (bound) to `addr:port`: fused if a UDP socket of
+    /// ours is bound there, connected to `badge`'s port, not fused yet, and neither socket has
+    /// datagrams queued (so none is overtaken by one through the ends).
+    fn connect_fused_udp(
+        &mut self,
+        badge: u64,
+        addr: u32,
+        port: u16,
+        read: u64,
+        write: u64,
+    ) -> Result<bool, SockError> {
+        let (r, w) = (self.slot(), self.slot());
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        let ours = |s: &Stack, a: u32| {
+            LOOPBACK.contains_addr(&Ipv4Address::from_bits(a)) || (a != 0 && a == s.addr)
+        };
+        let (my_port, my_h) = match s.socks.get(&badge).map(|e| &e.sock) {
+            Some(&Sock::Udp {
+                port: Some(p), h, ..
+            }) => (p, h),
+            _ => {
+                drop(g);
+                self.free_slots.extend([r, w]);
+                return Ok(false);
+            }
+        };
+        let target = s.socks.iter().find_map(|(&b, e)| match e.sock {
+            Sock::Udp {
+                port: Some(p),
+                peer: Some(peer),
+                h,
+                ..
+            } if p == port && peer.port == my_port && ours(s, number(peer.addr)) => Some((b, h)),
+            _ => None,
+        });
+        let fusable = ours(s, addr)
+            && !s.udp_fused.contains_key(&badge)
+            && target.is_some_and(|(b, h)| {
+                b != badge
+                    && !s.udp_fused.contains_key(&b)
+                    && !s.sockets.get::<udp::Socket>(h).can_recv()
+                    && !s.sockets.get::<udp::Socket>(my_h).can_recv()
+            });
+        let Some((peer_badge, _)) = target.filter(|_| fusable) else {
+            drop(g);
+            self.free_slots.extend([r, w]);
+            return Ok(false);
+        };
+        if sys::cap_copy(read, r).is_err() || sys::cap_copy(write, w).is_err() {
+            drop(g);
+            self.free_slot(r);
+            self.free_slot(w);
+            return Err(SockError::Invalid);
+        }
+        if let Some(Sock::Udp { peer, .. }) = s.socks.get_mut(&badge).map(|e| &mut e.sock) {
+            *peer = Some(endpoint(addr, port));
+        }
+        s.udp_fused.insert(peer_badge, (r, w));
+        // A holder waiting on the peer learns at once (its next call answers `Fused`).
+        let watchers: Vec<(u64, u64)> = s
+            .socks
+            .get(&peer_badge)
+            .map_or(Vec::new(), |e| e.watchers.clone());
+        drop(g);
+        for (wake, bits) in watchers {
+            let _ = sys::notify_signal(wake, bits);
+        }
+        Ok(true)
+    }
+
     /// Drops the offers nobody will take: the connector's socket is not connecting any more
     /// and no listener holds a connection from its port (refused, or the listener went).
     fn forget_dead_offers(&mut self, s: &Stack) {
@@ -1385,6 +1506,14 @@ impl Front {
     fn free_slot(&mut self, slot: u64) {
         let _ = sys::cap_delete(slot);
         self.free_slots.push(slot);
+    }
+}
+
+/// `Fused` for a UDP socket whose peer fused the pair: its data goes through the pipe ends.
+fn not_fused(s: &Stack, badge: u64) -> Result<(), SockError> {
+    match s.udp_fused.contains_key(&badge) {
+        true => Err(SockError::Fused),
+        false => Ok(()),
     }
 }
 
@@ -1514,7 +1643,10 @@ fn recv_from_call(badge: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), SockE
     with_stack_recv(
         badge,
         |s| match s.sock(badge)? {
-            &mut Sock::Udp { h, .. } => udp_recv(s, h, buf),
+            &mut Sock::Udp { h, .. } => {
+                not_fused(s, badge)?;
+                udp_recv(s, h, buf)
+            }
             _ => Err(SockError::Invalid),
         },
         |s, r| quiet_recv(s, badge, r.as_ref().err(), 0),
@@ -1620,6 +1752,7 @@ impl rpc::Serve for Front {
         let Some(e) = s.socks.remove(&badge) else {
             return;
         };
+        let fused = s.udp_fused.remove(&badge);
         let held = match &e.sock {
             Sock::Listener { pending, .. } => pending.len(),
             _ => 1,
@@ -1630,6 +1763,10 @@ impl rpc::Serve for Front {
         drop(g);
         for (slot, _) in e.watchers {
             self.free_slot(slot);
+        }
+        if let Some((r, w)) = fused {
+            self.free_slot(r);
+            self.free_slot(w);
         }
         let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
     }
@@ -1920,6 +2057,7 @@ fn main() {
         next_port: EPHEMERAL_FIRST,
         closing: Vec::new(),
         listeners: 0,
+        udp_fused: BTreeMap::new(),
         privileged: cfg.privileged.iter().map(|c| c.badge).collect(),
         addr: 0,
         prefix: 0,

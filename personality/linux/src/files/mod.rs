@@ -305,7 +305,10 @@ impl<B: Backend> Files<B> {
                         // are handles now, as for a local socket's).
                         fused: match fused {
                             Some((r, w)) => Some(unix::Unix {
-                                kind: socket::SOCK_STREAM,
+                                kind: match udp {
+                                    true => socket::SOCK_DGRAM,
+                                    false => socket::SOCK_STREAM,
+                                },
                                 rx: Some((*r as u64, backend.pipe_ring(*r as u64)?)),
                                 tx: Some((*w as u64, backend.pipe_ring(*w as u64)?)),
                                 ..unix::Unix::default()

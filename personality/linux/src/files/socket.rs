@@ -88,6 +88,13 @@ pub const READY_READABLE: u32 = 1;
 pub const READY_WRITABLE: u32 = 2;
 pub const READY_HANGUP: u32 = 4;
 pub const READY_ERROR: u32 = 8;
+/// UDP: the peer fused the pair; the ends are to be taken (`interfaces/socket.idl`).
+pub const READY_FUSED: u32 = 16;
+
+/// Within the library only (never a program's errno, like the kernel's `ERESTARTSYS`): a UDP
+/// socket's peer fused the pair (the stack's `Fused`), so its data goes through pipe ends the
+/// file layer takes ([`SocketHost::sock_fused_ends`]) before it does the call again.
+pub const EFUSED: Errno = Errno(530);
 
 /// What sockets need from the system. Every call answers at once: `EAGAIN` where Linux would
 /// wait. The defaults are a system without a network stack.
@@ -233,6 +240,8 @@ pub struct Sock {
     /// Fused: a write found the peer gone once (Linux's first write after the peer's close
     /// succeeds, the reset it draws makes the next one `EPIPE`).
     pub broken_once: bool,
+    /// UDP: the peer `connect` set (a fused pair's datagrams come from it).
+    pub peer: Option<(u32, u16)>,
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -483,7 +492,7 @@ impl<B: Backend> Files<B> {
             false => None,
         };
         let fused = match fused {
-            Some((r, w)) => match self.fused_state(r, w) {
+            Some((r, w)) => match self.fused_state(r, w, SOCK_STREAM) {
                 Ok(x) => Some(x),
                 Err(e) => {
                     let _ = self.close(fd as i32);
@@ -516,14 +525,27 @@ impl<B: Backend> Files<B> {
             return Err(EINVAL);
         }
         if s.udp {
+            if s.fused.is_some() {
+                // A new peer: the old pair's ends go.
+                self.unfuse(&d);
+            }
+            if loopback(addr) && s.bound.is_some() {
+                // Connected to a socket of this stack connected back to us: the pair's
+                // datagrams go through pipes.
+                if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
+                    let fused = self.fused_state(r, w, SOCK_DGRAM)?;
+                    Self::sock_update(&d, |s| s.fused = Some(fused));
+                }
+            }
             self.backend.sock_connect(s.handle, addr, port)?;
+            Self::sock_update(&d, |s| s.peer = Some((addr, port)));
             return Ok(0);
         }
         let nonblock = Self::nonblocking(&d);
         if loopback(addr) && s.fused.is_none() && !s.connecting {
             // A connection to a listener of this stack carries its data through pipes.
             if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
-                let fused = self.fused_state(r, w)?;
+                let fused = self.fused_state(r, w, SOCK_STREAM)?;
                 Self::sock_update(&d, |s| s.fused = Some(fused));
             }
         }
@@ -552,16 +574,16 @@ impl<B: Backend> Files<B> {
         r.map(|_| 0)
     }
 
-    /// The ring state of a fused connection over pipe ends `r` and `w` (closed if a ring is
-    /// missing).
-    fn fused_state(&mut self, r: u64, w: u64) -> Result<super::unix::Unix, Errno> {
+    /// The ring state of a fused connection (`kind`: `SOCK_STREAM`, or `SOCK_DGRAM` for a UDP
+    /// pair) over pipe ends `r` and `w` (closed if a ring is missing).
+    fn fused_state(&mut self, r: u64, w: u64, kind: u32) -> Result<super::unix::Unix, Errno> {
         let (Some(rr), Some(wr)) = (self.backend.pipe_ring(r), self.backend.pipe_ring(w)) else {
             self.backend.pipe_close(r);
             self.backend.pipe_close(w);
             return Err(ENFILE);
         };
         Ok(super::unix::Unix {
-            kind: SOCK_STREAM,
+            kind,
             rx: Some((r, rr)),
             tx: Some((w, wr)),
             ..super::unix::Unix::default()
@@ -585,6 +607,26 @@ impl<B: Backend> Files<B> {
         if let Some((h, _)) = x.tx {
             self.backend.pipe_close(h);
         }
+    }
+
+    /// The stack answered `EFUSED` for UDP socket `d`: its peer fused the pair, so the ends
+    /// (and the peer's address) go into the description.
+    fn udp_take_fused(&mut self, d: &Shared) -> Result<(), Errno> {
+        let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        if s.fused.is_some() {
+            return Err(EIO);
+        }
+        let (r, w) = self.backend.sock_fused_ends(s.handle).ok_or(ENOTCONN)?;
+        let x = self.fused_state(r, w, SOCK_DGRAM)?;
+        let peer = match s.peer {
+            Some(p) => Some(p),
+            None => self.backend.sock_name(s.handle).ok().map(|n| (n.2, n.3)),
+        };
+        Self::sock_update(d, |s| {
+            s.fused = Some(x);
+            s.peer = peer;
+        });
+        Ok(())
     }
 
     /// Fused: the peer went leaving data we sent unread (its read end gone, our ring not
@@ -895,7 +937,7 @@ impl<B: Backend> Files<B> {
                 })
                 .map(|n| n as u64);
         }
-        if let Some(x) = &s.fused {
+        if let (Some(x), false) = (&s.fused, s.udp) {
             return self
                 .fused_send(d, &s, x, len as usize, flags, &mut |off, n, take| {
                     u.with_in(buf + off as u64, n, take)
@@ -931,7 +973,7 @@ impl<B: Backend> Files<B> {
         Ok(done)
     }
 
-    /// One UDP datagram.
+    /// One UDP datagram (through a fused pair's ring when it goes to the peer).
     fn sock_send_datagram(
         &mut self,
         d: &Shared,
@@ -943,6 +985,34 @@ impl<B: Backend> Files<B> {
         if data.len() > MAX_DATAGRAM {
             return Err(EMSGSIZE);
         }
+        if let Some(x) = &s.fused {
+            if to.is_none() || to == s.peer {
+                return self
+                    .unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
+                        take(&data[off..off + n])
+                    })
+                    .map(|n| n as u64);
+            }
+        }
+        match self.sock_send_datagram_stack(d, s, data, to, flags) {
+            Err(e) if e == EFUSED => {
+                self.udp_take_fused(d)?;
+                let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+                self.sock_send_datagram(d, &s, data, to, flags)
+            }
+            r => r,
+        }
+    }
+
+    /// One UDP datagram through the stack.
+    fn sock_send_datagram_stack(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        data: &[u8],
+        to: Option<(u32, u16)>,
+        flags: u32,
+    ) -> SysResult {
         let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
         let h = s.handle;
         // A datagram larger than one call: its first parts, then the call that sends it all
@@ -985,7 +1055,7 @@ impl<B: Backend> Files<B> {
                 take(&data[off..off + n])
             });
         }
-        if let Some(x) = &s.fused {
+        if let (Some(x), false) = (&s.fused, s.udp) {
             return self.fused_send(d, s, x, data.len(), flags, &mut |off, n, take| {
                 take(&data[off..off + n])
             });
@@ -1051,11 +1121,33 @@ impl<B: Backend> Files<B> {
         flags: u32,
         u: &dyn User,
     ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        match self.sock_recv_once(d, buf, len, flags, u) {
+            Err(e) if e == EFUSED => {
+                self.udp_take_fused(d)?;
+                self.sock_recv_once(d, buf, len, flags, u)
+            }
+            r => r,
+        }
+    }
+
+    fn sock_recv_once(
+        &mut self,
+        d: &Shared,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
         if let Some(x) = &s.unix {
             return self
                 .unix_recv(d, x, buf, len, flags, u)
                 .map(|r| (r.0, None));
+        }
+        if let (Some(x), true) = (&s.fused, s.udp) {
+            // One datagram from the peer's ring.
+            let (n, _) = self.unix_recv(d, x, buf, len, flags, u)?;
+            return Ok((n, Some(s.peer.unwrap_or((0, 0)))));
         }
         if let Some(x) = &s.fused {
             return self.fused_recv(d, &s, x, buf, len, flags, u);
@@ -1433,6 +1525,9 @@ impl<B: Backend> Files<B> {
         if let Some(x) = &s.unix {
             return self.unix_revents(x);
         }
+        if let (Some(x), true) = (&s.fused, s.udp) {
+            return self.unix_revents(x);
+        }
         if let Some(x) = &s.fused {
             Self::fused_note_fin(d, s, x);
             let mut m = self.unix_revents(x);
@@ -1446,6 +1541,11 @@ impl<B: Backend> Files<B> {
             return m;
         }
         let r = self.backend.sock_ready(s.handle);
+        if r & READY_FUSED != 0 && s.udp && s.fused.is_none() && self.udp_take_fused(d).is_ok() {
+            if let Some(s) = Self::sock_of(d) {
+                return self.sock_revents(d, &s);
+            }
+        }
         let mut m = 0;
         if s.peeked.is_some() {
             m |= POLLIN | POLLRDNORM;

@@ -884,11 +884,7 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
         if st.descriptions.iter().any(|d| {
             matches!(
                 d.object,
-                Object::Unix { .. }
-                    | Object::Socket {
-                        fused: Some(_),
-                        ..
-                    }
+                Object::Unix { .. } | Object::Socket { fused: Some(_), .. }
             )
         }) {
             unix_st = st.clone();

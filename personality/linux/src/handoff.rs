@@ -343,12 +343,10 @@ impl State {
                 } => {
                     w.u8(4);
                     w.u32(*sock);
-                    w.u8(
-                        *udp as u8
-                            | (*listening as u8) << 1
-                            | (bound.is_some() as u8) << 2
-                            | (fused.is_some() as u8) << 3,
-                    );
+                    w.u8(*udp as u8
+                        | (*listening as u8) << 1
+                        | (bound.is_some() as u8) << 2
+                        | (fused.is_some() as u8) << 3);
                     w.u32(bound.unwrap_or(0));
                     if let Some((rx, tx)) = fused {
                         w.u32(*rx);

@@ -304,7 +304,7 @@ impl<B: Backend> Files<B> {
                         // A fused connection's ends were adopted by the caller (the indices
                         // are handles now, as for a local socket's).
                         fused: match fused {
-                            Some((r, w)) => Some(unix::Unix {
+                            Some((r, w)) => Some(Rc::new(unix::Unix {
                                 kind: match udp {
                                     true => socket::SOCK_DGRAM,
                                     false => socket::SOCK_STREAM,
@@ -312,7 +312,7 @@ impl<B: Backend> Files<B> {
                                 rx: Some((*r as u64, backend.pipe_ring(*r as u64)?)),
                                 tx: Some((*w as u64, backend.pipe_ring(*w as u64)?)),
                                 ..unix::Unix::default()
-                            }),
+                            })),
                             None => None,
                         },
                         ..socket::Sock::default()

@@ -232,8 +232,9 @@ pub struct Sock {
     /// pending error), later reads are end of file and `poll` no longer says `POLLERR`.
     pub reset_taken: bool,
     /// A fused loopback connection (docs/net.md, "Loopback fusion"): its data goes through
-    /// these pipe ends (a stream `Unix` without a name), not the stack.
-    pub fused: Option<super::unix::Unix>,
+    /// these pipe ends (a `Unix` without a name: stream for TCP, datagram for a UDP pair), not
+    /// the stack. Shared (`Rc`): the description's state is copied at every call.
+    pub fused: Option<Rc<super::unix::Unix>>,
     /// Fused: the peer's end of stream was seen before its read end went, so data it never
     /// read is not a reset (Linux: a reset after the peer's FIN reads as end of file).
     pub fin_seen: bool,
@@ -493,7 +494,7 @@ impl<B: Backend> Files<B> {
         };
         let fused = match fused {
             Some((r, w)) => match self.fused_state(r, w, SOCK_STREAM) {
-                Ok(x) => Some(x),
+                Ok(x) => Some(Rc::new(x)),
                 Err(e) => {
                     let _ = self.close(fd as i32);
                     return Err(e);
@@ -534,7 +535,7 @@ impl<B: Backend> Files<B> {
                 // datagrams go through pipes.
                 if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
                     let fused = self.fused_state(r, w, SOCK_DGRAM)?;
-                    Self::sock_update(&d, |s| s.fused = Some(fused));
+                    Self::sock_update(&d, |s| s.fused = Some(Rc::new(fused)));
                 }
             }
             self.backend.sock_connect(s.handle, addr, port)?;
@@ -546,7 +547,7 @@ impl<B: Backend> Files<B> {
             // A connection to a listener of this stack carries its data through pipes.
             if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
                 let fused = self.fused_state(r, w, SOCK_STREAM)?;
-                Self::sock_update(&d, |s| s.fused = Some(fused));
+                Self::sock_update(&d, |s| s.fused = Some(Rc::new(fused)));
             }
         }
         let first = self.backend.sock_connect(s.handle, addr, port);
@@ -623,7 +624,7 @@ impl<B: Backend> Files<B> {
             None => self.backend.sock_name(s.handle).ok().map(|n| (n.2, n.3)),
         };
         Self::sock_update(d, |s| {
-            s.fused = Some(x);
+            s.fused = Some(Rc::new(x));
             s.peer = peer;
         });
         Ok(())
@@ -688,14 +689,13 @@ impl<B: Backend> Files<B> {
     fn fused_recv(
         &mut self,
         d: &Shared,
-        s: &Sock,
         x: &super::unix::Unix,
         buf: u64,
         len: u64,
         flags: u32,
         u: &dyn User,
     ) -> Result<(u64, Option<(u32, u16)>), Errno> {
-        if s.shut_rd || len == 0 {
+        if Self::sock_of(d).is_none_or(|s| s.shut_rd) || len == 0 {
             return Ok((0, None));
         }
         let (n, _) = self.unix_recv(d, x, buf, len, flags, u)?;
@@ -1150,7 +1150,7 @@ impl<B: Backend> Files<B> {
             return Ok((n, Some(s.peer.unwrap_or((0, 0)))));
         }
         if let Some(x) = &s.fused {
-            return self.fused_recv(d, &s, x, buf, len, flags, u);
+            return self.fused_recv(d, x, buf, len, flags, u);
         }
         if flags & MSG_PEEK != 0 || s.peeked.is_some() {
             return self.sock_recv_peeked(d, &s, buf, len, flags, u);

@@ -285,7 +285,7 @@ impl<B: Backend> Files<B> {
     /// (its rings are armed and counted the same way).
     pub(super) fn unix_of(d: &Shared) -> Option<Unix> {
         match &d.borrow().object {
-            Object::Socket(s) => s.unix.clone().or_else(|| s.fused.clone()),
+            Object::Socket(s) => s.unix.clone().or_else(|| s.fused.as_deref().cloned()),
             _ => None,
         }
     }

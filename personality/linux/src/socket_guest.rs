@@ -26,8 +26,13 @@
 //! itself comes again from proc (`proc.net_stack`, which asks netmgr), so new sockets work at
 //! once. Sockets this image adopted (fork, exec) have no recorded plan and read as reset.
 //!
+//! **Loopback fusion** (docs/net.md): a connect to 127/8 makes two pipes with the pipe server
+//! (`pipe.create`), offers the peer's ends with `sock.connect_fused` and keeps its own (rings
+//! attached through the process's `Pipes`); an accepted loopback connection, or a UDP socket the
+//! stack says is fused, takes its ends with `sock.fused_ends`.
+//!
 //! It touches the `socket` capability, proc (`net_stack`), `proc:wake`, the socket and channel capabilities it
-//! holds, and the channels' regions.
+//! holds, the channels' regions, and the pipe server (`pipe.create`) for fused connections.
 //!
 //! [`sock_watch`]: SocketHost::sock_watch
 

@@ -26,8 +26,13 @@
 //! rings and attaches the same session memory to it. Frames lost meanwhile are sent again by
 //! TCP; the sockets, their connections and the DHCP lease are the stack's and stay.
 //!
+//! Loopback fusion (docs/net.md): a client connecting to one of our own sockets may offer two
+//! pipe ends (`sock.connect_fused`); the stack keeps them (our copies, never used here) until the
+//! accepted socket, or the fused UDP peer, takes them (`sock.fused_ends`). The data of such a
+//! pair goes through the pipes, never through smoltcp.
+//!
 //! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
-//! first provided), a factory (`kmem_kb`: a notification and a thread).
+//! first provided), a factory (`kmem_kb`: a notification and a thread), pipe ends clients offer.
 #![no_std]
 #![no_main]
 

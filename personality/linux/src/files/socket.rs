@@ -15,6 +15,11 @@
 //! a few calls. It returns a short count only when non-blocking or interrupted after some
 //! progress, as Linux's does.
 //!
+//! **Loopback fusion** (docs/net.md): a TCP connection to 127/8 that the stack fused, and a UDP
+//! pair connected to each other there, move their data through two pipe ends kept in the
+//! description ([`Sock::fused`]) with the local sockets' ring code (`unix.rs`); the stack keeps
+//! only the connection (names, FIN). TCP's reset and end-of-connection rules are added here.
+//!
 //! What Linux keeps in the socket that the stack does not report is kept in the description
 //! ([`Sock`]): the address bound (the stack binds 127.0.0.1 as any address), a connection in
 //! progress, the options set (reported back by `getsockopt`), `shutdown` of either direction.

@@ -9,8 +9,8 @@
  * from run to run: only facts about them are printed. Then ECONNRESET from a peer that closed with
  * data it never read (the error once, then end of file), and a reset after the peer's FIN (end of
  * file). Then what loopback fusion (docs/net.md) must keep: a forking server's connection (2 MiB
- * with checksums, poll, non-blocking reads, half-close), the end of a connection (the first write
- * after the peer's close, EPIPE after), EINTR, a pair of connected UDP sockets in two processes.
+ * with checksums, poll, non-blocking reads, half-close), the end of a connection (FIONREAD, which
+ * on sawmill only a fused connection answers; the first write after the peer's close, EPIPE), EINTR, a pair of connected UDP sockets in two processes.
  * With the argument `privileged`: only a port below 1024 bound as root. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -488,6 +489,10 @@ static void loopback_fork(void)
 	struct pollfd p = { c, POLLIN, 0 };
 	result("end: poll", poll(&p, 1, 5000));
 	printf("end: readable %d\n", (p.revents & POLLIN) != 0);
+	/* What is there to read (Linux's SIOCINQ; on sawmill only a fused connection answers). */
+	int inq = -1;
+	result("end: FIONREAD", ioctl(c, FIONREAD, &inq));
+	printf("end: FIONREAD says %d\n", inq);
 	char b[16];
 	result("end: read", read(c, b, sizeof b));
 	result("end: read at the end", read(c, b, sizeof b));

@@ -8,7 +8,10 @@
  * UDP (the bytes stay for the next read; a peeked datagram keeps its source). Port numbers vary
  * from run to run: only facts about them are printed. Then ECONNRESET from a peer that closed with
  * data it never read (the error once, then end of file), and a reset after the peer's FIN (end of
- * file). With the argument `privileged`: only a port below 1024 bound as root. */
+ * file). Then what loopback fusion (docs/net.md) must keep: a forking server's connection (2 MiB
+ * with checksums, poll, non-blocking reads, half-close), the end of a connection (FIONREAD, which
+ * on sawmill only a fused connection answers; the first write after the peer's close, EPIPE), EINTR, a pair of connected UDP sockets in two processes.
+ * With the argument `privileged`: only a port below 1024 bound as root. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -379,6 +383,202 @@ static void reset_after_fin(void)
 	close(l);
 }
 
+/* The handler's side of `loopback_fork`: reads to the end of the stream (poll first, then a
+ * non-blocking read until EAGAIN, then blocking), answers the sum and the length. */
+static int fused_handler(int s)
+{
+	static char buf[65536];
+	unsigned h = 2166136261u;
+	size_t total = 0;
+	struct pollfd p = { s, POLLIN, 0 };
+	if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
+		return 10;
+	int fl = fcntl(s, F_GETFL);
+	fcntl(s, F_SETFL, fl | O_NONBLOCK);
+	for (;;) {
+		ssize_t n = read(s, buf, sizeof buf);
+		if (n < 0 && errno == EAGAIN) {
+			fcntl(s, F_SETFL, fl);
+			continue;
+		}
+		if (n < 0)
+			return 11;
+		if (n == 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ (unsigned char)buf[i]) * 16777619u;
+		total += n;
+	}
+	char reply[64];
+	int len = snprintf(reply, sizeof reply, "%zu %08x", total, h);
+	if (write(s, reply, len) != len)
+		return 12;
+	close(s);
+	return 0;
+}
+
+static void alarm_handler(int sig)
+{
+	(void)sig;
+}
+
+/* Loopback TCP as a forking server runs it (busybox httpd): the connection accepted, a child
+ * forked to handle it, the parent closing its copy at once. 2 MiB in 64 KiB writes, a
+ * half-close, the reply read to the end; both sides' checksums compared. Then the end of a
+ * connection: poll after the peer's close, the first write after it, EPIPE after that; a
+ * blocking read a signal interrupts (EINTR). */
+static void loopback_fork(void)
+{
+	unsigned short port;
+	int l = listener(&port);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = loop_addr(port);
+		if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
+			_exit(2);
+		static char chunk[65536];
+		unsigned h = 2166136261u;
+		for (int k = 0; k < 32; k++) {
+			for (size_t i = 0; i < sizeof chunk; i++)
+				chunk[i] = (char)(i * 13 + k * 101 + i / 509);
+			for (size_t i = 0; i < sizeof chunk; i++)
+				h = (h ^ (unsigned char)chunk[i]) * 16777619u;
+			if (write(c, chunk, sizeof chunk) != (ssize_t)sizeof chunk)
+				_exit(3);
+		}
+		if (shutdown(c, SHUT_WR) < 0)
+			_exit(4);
+		char reply[64], want[64];
+		size_t got = 0;
+		for (;;) {
+			ssize_t n = read(c, reply + got, sizeof reply - 1 - got);
+			if (n < 0)
+				_exit(5);
+			if (n == 0)
+				break;
+			got += n;
+		}
+		reply[got] = 0;
+		snprintf(want, sizeof want, "%zu %08x", (size_t)32 * sizeof chunk, h);
+		_exit(strcmp(reply, want) == 0 ? 0 : 6);
+	}
+	int s = accept(l, NULL, NULL);
+	result("fork: accept", s < 0 ? -1 : 0);
+	pid_t handler = fork();
+	if (handler == 0) {
+		close(l);
+		_exit(fused_handler(s));
+	}
+	close(s);
+	int st;
+	waitpid(handler, &st, 0);
+	printf("fork: handler exit %d\n", WEXITSTATUS(st));
+	waitpid(pid, &st, 0);
+	printf("fork: client exit %d\n", WEXITSTATUS(st));
+
+	/* The end of a connection whose peer closed. */
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = loop_addr(port);
+	result("end: connect", connect(c, (struct sockaddr *)&a, sizeof a));
+	s = accept(l, NULL, NULL);
+	result("end: accept", s < 0 ? -1 : 0);
+	result("end: send", send(s, "bye", 3, 0));
+	close(s);
+	struct pollfd p = { c, POLLIN, 0 };
+	result("end: poll", poll(&p, 1, 5000));
+	printf("end: readable %d\n", (p.revents & POLLIN) != 0);
+	/* What is there to read (Linux's SIOCINQ; on sawmill only a fused connection answers). */
+	int inq = -1;
+	result("end: FIONREAD", ioctl(c, FIONREAD, &inq));
+	printf("end: FIONREAD says %d\n", inq);
+	char b[16];
+	result("end: read", read(c, b, sizeof b));
+	result("end: read at the end", read(c, b, sizeof b));
+	result("end: first write", send(c, "x", 1, MSG_NOSIGNAL));
+	usleep(100000);
+	result("end: write after", send(c, "x", 1, MSG_NOSIGNAL));
+	close(c);
+
+	/* A blocking read on a quiet connection, interrupted by a signal without SA_RESTART. */
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	result("eintr: connect", connect(c, (struct sockaddr *)&a, sizeof a));
+	s = accept(l, NULL, NULL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = alarm_handler;
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(1);
+	result("eintr: read", read(c, b, sizeof b));
+	result("eintr: then data", send(s, "ok", 2, 0));
+	result("eintr: read again", read(c, b, sizeof b));
+	close(s);
+	close(c);
+	close(l);
+}
+
+/* A UDP socket bound to 127.0.0.1 (a free port); its port in *port. */
+static int udp_bound(unsigned short *port)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = loop_addr(0);
+	socklen_t l = sizeof a;
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &l) < 0) {
+		printf("udp_bound: %s\n", strerror(errno));
+		exit(1);
+	}
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+/* Two UDP sockets connected to each other (what loopback fusion joins), used by two processes:
+ * datagram boundaries and sizes, the source, MSG_PEEK, poll, a non-blocking receive. */
+static void udp_pair_fork(void)
+{
+	unsigned short pa, pb;
+	int a = udp_bound(&pa), b = udp_bound(&pb);
+	struct sockaddr_in to_a = loop_addr(pa), to_b = loop_addr(pb);
+	result("pair: connect a", connect(a, (struct sockaddr *)&to_b, sizeof to_b));
+	result("pair: connect b", connect(b, (struct sockaddr *)&to_a, sizeof to_a));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(a);
+		static char buf[2000];
+		for (int i = 0; i < 4; i++) {
+			ssize_t n = recv(b, buf, sizeof buf, 0);
+			if (n < 0 || send(b, buf, n, 0) != n)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(b);
+	char buf[2000];
+	result("pair: nothing yet", recv(a, buf, sizeof buf, MSG_DONTWAIT));
+	size_t sizes[4] = { 1, 0, 1000, 1472 };
+	for (int i = 0; i < 4; i++) {
+		memset(buf, 'a' + i, sizes[i]);
+		result("pair: send", send(a, buf, sizes[i], 0));
+		struct pollfd p = { a, POLLIN, 0 };
+		result("pair: poll", poll(&p, 1, 5000));
+		if (i == 2)
+			result("pair: peek", recv(a, buf, sizeof buf, MSG_PEEK));
+		struct sockaddr_in from;
+		socklen_t fl = sizeof from;
+		memset(buf, 0, sizeof buf);
+		ssize_t n = recvfrom(a, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+		result("pair: recvfrom", n);
+		printf("pair: from b %d, bytes right %d\n", ntohs(from.sin_port) == pb,
+		       n == 0 || (buf[0] == 'a' + i && buf[n - 1] == 'a' + i));
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	printf("pair: echo exit %d\n", WEXITSTATUS(st));
+	close(a);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -392,5 +592,7 @@ int main(int argc, char **argv)
 	tcp_two_processes();
 	reset_by_peer();
 	reset_after_fin();
+	loopback_fork();
+	udp_pair_fork();
 	return 0;
 }

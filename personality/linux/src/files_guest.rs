@@ -776,9 +776,14 @@ pub fn export(exec: bool, index: &mut dyn FnMut(u64) -> u32) -> sawmill_linux::h
                 *end = index(*end as u64);
                 continue;
             }
-            // A socket likewise: the child holds a copy of the capability.
-            if let Object::Socket { sock, .. } = &mut d.object {
+            // A socket likewise: the child holds a copy of the capability (and of a fused
+            // connection's pipe ends).
+            if let Object::Socket { sock, fused, .. } = &mut d.object {
                 *sock = index(*sock as u64);
+                if let Some((r, w)) = fused {
+                    *r = index(*r as u64);
+                    *w = index(*w as u64);
+                }
                 continue;
             }
             // A local socket: its pipe ends and listener.
@@ -878,13 +883,33 @@ pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
         // the file layer then finds them by handle.
         let mut unix_st;
         let mut st = st;
-        if st
-            .descriptions
-            .iter()
-            .any(|d| matches!(d.object, Object::Unix { .. }))
-        {
+        if st.descriptions.iter().any(|d| {
+            matches!(
+                d.object,
+                Object::Unix { .. } | Object::Socket { fused: Some(_), .. }
+            )
+        }) {
             unix_st = st.clone();
             for d in unix_st.descriptions.iter_mut() {
+                // A fused connection's pipe ends likewise (left out, both, if one fails: the
+                // socket is then not fused in this image).
+                if let Object::Socket { fused, .. } = &mut d.object {
+                    if let Some((r, w)) = *fused {
+                        let mut take = |c: u32| match caps.get(c as usize).copied() {
+                            Some(s) if s != 0 => f.backend.pipes.adopt(s).ok(),
+                            _ => None,
+                        };
+                        *fused = match (take(r), take(w)) {
+                            (Some(r), Some(w)) => Some((r as u32, w as u32)),
+                            (r, w) => {
+                                for h in [r, w].into_iter().flatten() {
+                                    f.backend.pipes.drop_end(h);
+                                }
+                                None
+                            }
+                        };
+                    }
+                }
                 if let Object::Unix {
                     rx, tx, listener, ..
                 } = &mut d.object

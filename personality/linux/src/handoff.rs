@@ -56,12 +56,14 @@ pub enum Object {
     /// One end of a pipe: its capability (also its ring's dataspace) and which end it is.
     Pipe { end: CapIndex, write: bool },
     /// A socket: its capability (a copy the network stack counts), its kind, whether it
-    /// listens and the address it was bound to.
+    /// listens and the address it was bound to; a fused loopback connection's pipe ends
+    /// (read, write: docs/net.md, "Loopback fusion").
     Socket {
         sock: CapIndex,
         udp: bool,
         listening: bool,
         bound: Option<u32>,
+        fused: Option<(CapIndex, CapIndex)>,
     },
     /// A local (AF_UNIX) socket: the capabilities of its pipe ends and listener (each NONE
     /// when it has none), its type, whether it listens, its name and its peer's.
@@ -337,11 +339,19 @@ impl State {
                     udp,
                     listening,
                     bound,
+                    fused,
                 } => {
                     w.u8(4);
                     w.u32(*sock);
-                    w.u8(*udp as u8 | (*listening as u8) << 1 | (bound.is_some() as u8) << 2);
+                    w.u8(*udp as u8
+                        | (*listening as u8) << 1
+                        | (bound.is_some() as u8) << 2
+                        | (fused.is_some() as u8) << 3);
                     w.u32(bound.unwrap_or(0));
+                    if let Some((rx, tx)) = fused {
+                        w.u32(*rx);
+                        w.u32(*tx);
+                    }
                 }
                 Object::Unix {
                     rx,
@@ -476,14 +486,20 @@ impl State {
                     let sock = r.u32()?;
                     let bits = r.u8()?;
                     let addr = r.u32()?;
-                    if bits > 7 {
+                    if bits > 15 {
                         return None;
                     }
+                    let fused = if bits & 8 != 0 {
+                        Some((r.u32()?, r.u32()?))
+                    } else {
+                        None
+                    };
                     Object::Socket {
                         sock,
                         udp: bits & 1 != 0,
                         listening: bits & 2 != 0,
                         bound: (bits & 4 != 0).then_some(addr),
+                        fused,
                     }
                 }
                 5 => Object::Unix {
@@ -635,6 +651,19 @@ mod tests {
                         udp: false,
                         listening: true,
                         bound: Some(0x7f00_0001),
+                        fused: None,
+                    },
+                    offset: 0,
+                    flags: 0o4002,
+                    cell: NONE,
+                },
+                Description {
+                    object: Object::Socket {
+                        sock: 9,
+                        udp: false,
+                        listening: false,
+                        bound: None,
+                        fused: Some((10, 11)),
                     },
                     offset: 0,
                     flags: 0o4002,

@@ -26,8 +26,13 @@
 //! itself comes again from proc (`proc.net_stack`, which asks netmgr), so new sockets work at
 //! once. Sockets this image adopted (fork, exec) have no recorded plan and read as reset.
 //!
+//! **Loopback fusion** (docs/net.md): a connect to 127/8 makes two pipes with the pipe server
+//! (`pipe.create`), offers the peer's ends with `sock.connect_fused` and keeps its own (rings
+//! attached through the process's `Pipes`); an accepted loopback connection, or a UDP socket the
+//! stack says is fused, takes its ends with `sock.fused_ends`.
+//!
 //! It touches the `socket` capability, proc (`net_stack`), `proc:wake`, the socket and channel capabilities it
-//! holds, and the channels' regions.
+//! holds, the channels' regions, and the pipe server (`pipe.create`) for fused connections.
 //!
 //! [`sock_watch`]: SocketHost::sock_watch
 
@@ -278,6 +283,7 @@ fn errno_of(e: Error<SockError>) -> Errno {
             SockError::ConnReset => ECONNRESET,
             SockError::Denied => EACCES,
             SockError::Unreachable => ENETUNREACH,
+            SockError::Fused => sawmill_linux::files::socket::EFUSED,
         },
         Error::TooLong => EMSGSIZE,
         _ => ENETDOWN,
@@ -509,6 +515,94 @@ impl SocketHost for Guest {
 
     fn sock_shutdown(&mut self, h: u64) -> Result<(), Errno> {
         self.sockets.call(h, |_| client(h).shutdown())
+    }
+
+    fn sock_connect_fused(
+        &mut self,
+        h: u64,
+        addr: u32,
+        port: u16,
+    ) -> Result<Option<(u64, u64)>, Errno> {
+        let Some(server) = self.pipes.server else {
+            return Ok(None);
+        };
+        // Pipe `a` carries what we send, `b` what we receive; the peer gets a's read end and
+        // b's write end through the stack.
+        let slots = [
+            self.pipes.slot(),
+            self.pipes.slot(),
+            self.pipes.slot(),
+            self.pipes.slot(),
+        ];
+        let [a_read, a_write, b_read, b_write] = slots;
+        let made = server.create(a_read, a_write).is_ok();
+        let made = made && {
+            let b = server.create(b_read, b_write).is_ok();
+            if !b {
+                let _ = sys::cap_delete(a_read);
+                let _ = sys::cap_delete(a_write);
+            }
+            b
+        };
+        if !made {
+            self.pipes.free_slots.extend(slots);
+            return Ok(None);
+        }
+        let r = self
+            .sockets
+            .call(h, |_| client(h).connect_fused(addr, port, a_read, b_write));
+        // The stack keeps copies of the peer's ends; ours go.
+        for c in [a_read, b_write] {
+            let _ = sys::cap_delete(c);
+            self.pipes.free_slots.push(c);
+        }
+        let fused = matches!(r, Ok(true));
+        if fused {
+            if let Some(p) = self.sockets.plans.get_mut(&h) {
+                p.peer = Some((addr, port));
+            }
+            match self.pipes.adopt(b_read) {
+                Ok(_) => match self.pipes.adopt(a_write) {
+                    Ok(_) => return Ok(Some((b_read, a_write))),
+                    Err(e) => {
+                        self.pipes.drop_end(b_read);
+                        let _ = sys::cap_delete(a_write);
+                        self.pipes.free_slots.push(a_write);
+                        return Err(e);
+                    }
+                },
+                Err(e) => {
+                    for c in [b_read, a_write] {
+                        let _ = sys::cap_delete(c);
+                        self.pipes.free_slots.push(c);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for c in [b_read, a_write] {
+            let _ = sys::cap_delete(c);
+            self.pipes.free_slots.push(c);
+        }
+        // Not fused (no listener of ours there, or a stack without fusion): the plain connect
+        // that follows says what there is.
+        Ok(None)
+    }
+
+    fn sock_fused_ends(&mut self, h: u64) -> Option<(u64, u64)> {
+        let (r, w) = (self.pipes.slot(), self.pipes.slot());
+        let Ok(o) = client(h).fused_ends(r, w) else {
+            self.pipes.free_slots.extend([r, w]);
+            return None;
+        };
+        match (self.pipes.adopt(o.read), self.pipes.adopt(o.write)) {
+            (Ok(r), Ok(w)) => Some((r, w)),
+            _ => {
+                self.pipes.drop_end(o.read);
+                self.pipes.drop_end(o.write);
+                None
+            }
+        }
     }
 
     fn sock_watched(&self, h: u64) -> bool {

@@ -26,8 +26,13 @@
 //! rings and attaches the same session memory to it. Frames lost meanwhile are sent again by
 //! TCP; the sockets, their connections and the DHCP lease are the stack's and stay.
 //!
+//! Loopback fusion (docs/net.md): a client connecting to one of our own sockets may offer two
+//! pipe ends (`sock.connect_fused`); the stack keeps them (our copies, never used here) until the
+//! accepted socket, or the fused UDP peer, takes them (`sock.fused_ends`). The data of such a
+//! pair goes through the pipes, never through smoltcp.
+//!
 //! Capabilities: the driver's endpoint (config `driver`), `mem`, the endpoint it serves (the
-//! first provided), a factory (`kmem_kb`: a notification and a thread).
+//! first provided), a factory (`kmem_kb`: a notification and a thread), pipe ends clients offer.
 #![no_std]
 #![no_main]
 
@@ -75,6 +80,9 @@ const UDP_BUFFER: usize = 8 * 1024;
 const MAX_SOCKETS: usize = 192;
 const MAX_CLIENT_SOCKETS: usize = 48;
 const MAX_BACKLOG: u32 = 16;
+/// Fused connections offered and not accepted yet (each holds two pipe ends of ours): past it
+/// `connect_fused` answers not fused and the connection goes through smoltcp.
+const MAX_OFFERS: usize = 32;
 /// Listening smoltcp sockets a listener keeps free beyond those holding connections (up to its
 /// backlog): smoltcp looks at every socket for every packet, so a backlog of 16 made sixteen
 /// sockets that each packet of every connection passed; now the backlog grows as connections
@@ -198,6 +206,9 @@ struct Stack {
     closing: Vec<SocketHandle>,
     /// Listening sockets (`Sock::Listener`): the polls that top them up look only if any.
     listeners: usize,
+    /// UDP sockets a peer fused (`connect_fused`), by badge: our copies of their pipe ends
+    /// (read, write), kept while the socket lives and handed to every holder that asks.
+    udp_fused: BTreeMap<u64, (u64, u64)>,
     privileged: Vec<u64>,
     addr: u32,
     prefix: u8,
@@ -630,6 +641,20 @@ struct Front {
     next_chan: u64,
     /// The network manager's badge (config `manager`): the one caller `grant` answers.
     manager: Option<u64>,
+    /// Loopback fusion: the pipe ends a connector offered (`connect_fused`) for the socket
+    /// its listener will accept, by the connector's local port, until `fused_ends` takes them.
+    offers: BTreeMap<u16, Offer>,
+}
+
+/// A fused connection's ends waiting for its accepted socket (docs/net.md, "Loopback fusion").
+struct Offer {
+    /// The listener's port (the accepted socket's local port).
+    dest: u16,
+    /// The connector's socket (its badge), while it may still be connecting.
+    connector: u64,
+    /// Our copies of the ends: what the acceptor reads and what it writes.
+    read: u64,
+    write: u64,
 }
 
 impl Front {
@@ -999,6 +1024,7 @@ impl sock::Server for Front {
             &mut Sock::Tcp { h, connecting, .. } => tcp_send(s, h, connecting, data),
             &mut Sock::Udp { h, peer, port, .. } => {
                 let peer = peer.ok_or(SockError::NotConnected)?;
+                not_fused(s, badge)?;
                 udp_send(s, badge, h, port, peer, data)
             }
             Sock::Listener { .. } => Err(SockError::NotConnected),
@@ -1015,7 +1041,16 @@ impl sock::Server for Front {
 
     fn send_to(&mut self, badge: u64, addr: u32, port: u16, data: &[u8]) -> Result<u32, SockError> {
         with_stack(|s| match s.sock(badge)? {
-            &mut Sock::Udp { h, port: bound, .. } => {
+            &mut Sock::Udp {
+                h,
+                port: bound,
+                peer,
+                ..
+            } => {
+                // To the fused peer: through the ends.
+                if peer == Some(endpoint(addr, port)) {
+                    not_fused(s, badge)?;
+                }
                 udp_send(s, badge, h, bound, endpoint(addr, port), data)
             }
             _ => Err(SockError::Invalid),
@@ -1056,6 +1091,7 @@ impl sock::Server for Front {
             &mut Sock::Udp { h, .. } => h,
             _ => return Err(SockError::Invalid),
         };
+        not_fused(s, badge)?;
         let (d, meta) = s
             .sockets
             .get_mut::<udp::Socket>(h)
@@ -1157,7 +1193,11 @@ impl sock::Server for Front {
         let mut g = STACK.lock();
         let s = g.as_mut().ok_or(SockError::Unreachable)?;
         let e = s.socks.get(&badge).ok_or(SockError::BadSocket)?;
-        Ok(ready_of(&s.sockets, &e.sock))
+        let fused = match s.udp_fused.contains_key(&badge) {
+            true => Ready::FUSED,
+            false => Ready::EMPTY,
+        };
+        Ok(ready_of(&s.sockets, &e.sock) | fused)
     }
 
     fn name(&mut self, badge: u64) -> Result<NameOut, SockError> {
@@ -1201,9 +1241,261 @@ impl sock::Server for Front {
             _ => Err(SockError::Invalid),
         })
     }
+
+    fn connect_fused(
+        &mut self,
+        badge: u64,
+        addr: u32,
+        port: u16,
+        read: u64,
+        write: u64,
+    ) -> Result<bool, SockError> {
+        if self.udp_sock(badge)? {
+            return self.connect_fused_udp(badge, addr, port, read, write);
+        }
+        {
+            let mut g = STACK.lock();
+            let s = g.as_mut().ok_or(SockError::Unreachable)?;
+            let ours = LOOPBACK.contains_addr(&Ipv4Address::from_bits(addr))
+                || (addr != 0 && addr == s.addr);
+            let listened = s
+                .socks
+                .values()
+                .any(|e| matches!(e.sock, Sock::Listener { port: p, .. } if p == port));
+            let fresh = matches!(
+                s.socks.get(&badge).map(|e| &e.sock),
+                Some(Sock::Tcp {
+                    connecting: false,
+                    connected: false,
+                    ..
+                })
+            );
+            if !(ours && listened && fresh) {
+                return Ok(false);
+            }
+            if self.offers.len() >= MAX_OFFERS {
+                self.forget_dead_offers(s);
+                if self.offers.len() >= MAX_OFFERS {
+                    return Ok(false);
+                }
+            }
+        }
+        let (r, w) = (self.slot(), self.slot());
+        if sys::cap_copy(read, r).is_err() || sys::cap_copy(write, w).is_err() {
+            self.free_slot(r);
+            self.free_slot(w);
+            return Err(SockError::Invalid);
+        }
+        match self.connect(badge, addr, port) {
+            Err(SockError::WouldBlock) | Ok(()) => {}
+            Err(e) => {
+                self.free_slot(r);
+                self.free_slot(w);
+                return Err(e);
+            }
+        }
+        let local = {
+            let mut g = STACK.lock();
+            let s = g.as_mut().ok_or(SockError::Unreachable)?;
+            match s.sock(badge)? {
+                &mut Sock::Tcp { h, .. } => s
+                    .sockets
+                    .get::<tcp::Socket>(h)
+                    .local_endpoint()
+                    .map(|e| e.port),
+                _ => None,
+            }
+        };
+        let Some(local) = local else {
+            self.free_slot(r);
+            self.free_slot(w);
+            return Ok(false);
+        };
+        let offer = Offer {
+            dest: port,
+            connector: badge,
+            read: r,
+            write: w,
+        };
+        if let Some(old) = self.offers.insert(local, offer) {
+            self.free_slot(old.read);
+            self.free_slot(old.write);
+        }
+        Ok(true)
+    }
+
+    fn fused_ends(&mut self, badge: u64) -> Result<sock::FusedEndsOut, SockError> {
+        if self.udp_sock(badge)? {
+            let ends = {
+                let g = STACK.lock();
+                let s = g.as_ref().ok_or(SockError::Unreachable)?;
+                s.udp_fused.get(&badge).copied()
+            };
+            let (r, w) = ends.ok_or(SockError::NotConnected)?;
+            // Copies: every holder of the socket takes them; ours stay with the socket.
+            let (cr, cw) = (self.slot(), self.slot());
+            if sys::cap_copy(r, cr).is_err() || sys::cap_copy(w, cw).is_err() {
+                self.free_slot(cr);
+                self.free_slot(cw);
+                return Err(SockError::NoSpace);
+            }
+            self.after.delete(cr);
+            self.after.delete(cw);
+            return Ok(sock::FusedEndsOut {
+                read: cr,
+                write: cw,
+            });
+        }
+        let key = {
+            let mut g = STACK.lock();
+            let s = g.as_mut().ok_or(SockError::Unreachable)?;
+            match s.sock(badge)? {
+                &mut Sock::Tcp { h, .. } => {
+                    let t = s.sockets.get::<tcp::Socket>(h);
+                    match (t.local_endpoint(), t.remote_endpoint()) {
+                        (Some(l), Some(r)) => (r.port, l.port),
+                        _ => return Err(SockError::NotConnected),
+                    }
+                }
+                _ => return Err(SockError::NotConnected),
+            }
+        };
+        match self.offers.get(&key.0) {
+            Some(o) if o.dest == key.1 => {}
+            _ => return Err(SockError::NotConnected),
+        }
+        let o = self.offers.remove(&key.0).ok_or(SockError::NotConnected)?;
+        // Handed over: our copies go once the reply carried them.
+        self.after.delete(o.read);
+        self.after.delete(o.write);
+        Ok(sock::FusedEndsOut {
+            read: o.read,
+            write: o.write,
+        })
+    }
 }
 
 impl Front {
+    /// Whether `badge` is a UDP socket.
+    fn udp_sock(&self, badge: u64) -> Result<bool, SockError> {
+        let g = STACK.lock();
+        let s = g.as_ref().ok_or(SockError::Unreachable)?;
+        let e = s.socks.get(&badge).ok_or(SockError::BadSocket)?;
+        Ok(matches!(e.sock, Sock::Udp { .. }))
+    }
+
+    /// `connect_fused` of UDP socket `badge` (bound) to `addr:port`: fused if a UDP socket of
+    /// ours is bound there, connected to `badge`'s port, not fused yet, and neither socket has
+    /// datagrams queued (so none is overtaken by one through the ends).
+    fn connect_fused_udp(
+        &mut self,
+        badge: u64,
+        addr: u32,
+        port: u16,
+        read: u64,
+        write: u64,
+    ) -> Result<bool, SockError> {
+        let (r, w) = (self.slot(), self.slot());
+        let mut g = STACK.lock();
+        let s = g.as_mut().ok_or(SockError::Unreachable)?;
+        let ours = |s: &Stack, a: u32| {
+            LOOPBACK.contains_addr(&Ipv4Address::from_bits(a)) || (a != 0 && a == s.addr)
+        };
+        let (my_port, my_h) = match s.socks.get(&badge).map(|e| &e.sock) {
+            Some(&Sock::Udp {
+                port: Some(p), h, ..
+            }) => (p, h),
+            _ => {
+                drop(g);
+                self.free_slots.extend([r, w]);
+                return Ok(false);
+            }
+        };
+        let target = s.socks.iter().find_map(|(&b, e)| match e.sock {
+            Sock::Udp {
+                port: Some(p),
+                peer: Some(peer),
+                h,
+                ..
+            } if p == port && peer.port == my_port && ours(s, number(peer.addr)) => Some((b, h)),
+            _ => None,
+        });
+        let fusable = ours(s, addr)
+            && !s.udp_fused.contains_key(&badge)
+            && target.is_some_and(|(b, h)| {
+                b != badge
+                    && !s.udp_fused.contains_key(&b)
+                    && !s.sockets.get::<udp::Socket>(h).can_recv()
+                    && !s.sockets.get::<udp::Socket>(my_h).can_recv()
+            });
+        let Some((peer_badge, _)) = target.filter(|_| fusable) else {
+            drop(g);
+            self.free_slots.extend([r, w]);
+            return Ok(false);
+        };
+        if sys::cap_copy(read, r).is_err() || sys::cap_copy(write, w).is_err() {
+            drop(g);
+            self.free_slot(r);
+            self.free_slot(w);
+            return Err(SockError::Invalid);
+        }
+        if let Some(Sock::Udp { peer, .. }) = s.socks.get_mut(&badge).map(|e| &mut e.sock) {
+            *peer = Some(endpoint(addr, port));
+        }
+        s.udp_fused.insert(peer_badge, (r, w));
+        // A holder waiting on the peer learns at once (its next call answers `Fused`).
+        let watchers: Vec<(u64, u64)> = s
+            .socks
+            .get(&peer_badge)
+            .map_or(Vec::new(), |e| e.watchers.clone());
+        drop(g);
+        for (wake, bits) in watchers {
+            let _ = sys::notify_signal(wake, bits);
+        }
+        Ok(true)
+    }
+
+    /// Drops the offers nobody will take: the connector's socket is not connecting any more
+    /// and no listener holds a connection from its port (refused, or the listener went).
+    fn forget_dead_offers(&mut self, s: &Stack) {
+        // The remote ports of every connection (waiting in a backlog, or accepted and not
+        // asked yet): an offer keyed by one of them may still be taken.
+        let mut waiting = BTreeSet::new();
+        let mut note = |h: SocketHandle| {
+            if let Some(r) = s.sockets.get::<tcp::Socket>(h).remote_endpoint() {
+                waiting.insert(r.port);
+            }
+        };
+        for e in s.socks.values() {
+            match &e.sock {
+                Sock::Listener { pending, .. } => pending.iter().for_each(|&h| note(h)),
+                &Sock::Tcp { h, .. } => note(h),
+                Sock::Udp { .. } => {}
+            }
+        }
+        let dead: Vec<u16> = self
+            .offers
+            .iter()
+            .filter(|(port, o)| {
+                let connecting = matches!(
+                    s.socks.get(&o.connector).map(|e| &e.sock),
+                    Some(Sock::Tcp {
+                        connecting: true,
+                        ..
+                    })
+                );
+                !connecting && !waiting.contains(port)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for p in dead {
+            if let Some(o) = self.offers.remove(&p) {
+                self.free_slot(o.read);
+                self.free_slot(o.write);
+            }
+        }
+    }
+
     /// The socket a channel call on `badge` is for and `len` bytes from `off` of the channel's
     /// buffer (both checked: `Invalid` past its end, `BadSocket` on anything but a channel).
     fn channel_range(
@@ -1219,6 +1511,14 @@ impl Front {
     fn free_slot(&mut self, slot: u64) {
         let _ = sys::cap_delete(slot);
         self.free_slots.push(slot);
+    }
+}
+
+/// `Fused` for a UDP socket whose peer fused the pair: its data goes through the pipe ends.
+fn not_fused(s: &Stack, badge: u64) -> Result<(), SockError> {
+    match s.udp_fused.contains_key(&badge) {
+        true => Err(SockError::Fused),
+        false => Ok(()),
     }
 }
 
@@ -1348,7 +1648,10 @@ fn recv_from_call(badge: u64, buf: &mut [u8]) -> Result<(usize, u32, u16), SockE
     with_stack_recv(
         badge,
         |s| match s.sock(badge)? {
-            &mut Sock::Udp { h, .. } => udp_recv(s, h, buf),
+            &mut Sock::Udp { h, .. } => {
+                not_fused(s, badge)?;
+                udp_recv(s, h, buf)
+            }
             _ => Err(SockError::Invalid),
         },
         |s, r| quiet_recv(s, badge, r.as_ref().err(), 0),
@@ -1454,6 +1757,7 @@ impl rpc::Serve for Front {
         let Some(e) = s.socks.remove(&badge) else {
             return;
         };
+        let fused = s.udp_fused.remove(&badge);
         let held = match &e.sock {
             Sock::Listener { pending, .. } => pending.len(),
             _ => 1,
@@ -1464,6 +1768,10 @@ impl rpc::Serve for Front {
         drop(g);
         for (slot, _) in e.watchers {
             self.free_slot(slot);
+        }
+        if let Some((r, w)) = fused {
+            self.free_slot(r);
+            self.free_slot(w);
         }
         let _ = sys::notify_signal(WAKE.load(Ordering::Relaxed), WAKE_CALL);
     }
@@ -1754,6 +2062,7 @@ fn main() {
         next_port: EPHEMERAL_FIRST,
         closing: Vec::new(),
         listeners: 0,
+        udp_fused: BTreeMap::new(),
         privileged: cfg.privileged.iter().map(|c| c.badge).collect(),
         addr: 0,
         prefix: 0,
@@ -1793,7 +2102,11 @@ fn main() {
         chans: BTreeMap::new(),
         next_chan: 0,
         manager: cfg.manager.as_ref().map(|c| c.badge),
+        offers: BTreeMap::new(),
     };
-    front.after.receive_into(&[thread::alloc_slot()]);
+    // Two: `connect_fused` brings two pipe ends.
+    front
+        .after
+        .receive_into(&[thread::alloc_slot(), thread::alloc_slot()]);
     let _ = rpc::serve(ep, &mut front);
 }

@@ -221,6 +221,10 @@ impl<B: Backend> Files<B> {
                             udp: s.udp,
                             listening: s.listening,
                             bound: s.bound,
+                            fused: s.fused.as_ref().and_then(|x| match (x.rx, x.tx) {
+                                (Some((r, _)), Some((w, _))) => Some((r as u32, w as u32)),
+                                _ => None,
+                            }),
                         },
                     };
                     descs.push(handoff::Description {
@@ -290,12 +294,27 @@ impl<B: Backend> Files<B> {
                         udp,
                         listening,
                         bound,
+                        fused,
                         ..
                     } => Object::Socket(socket::Sock {
                         handle: handle(backend, &d.object)?,
                         udp: *udp,
                         listening: *listening,
                         bound: *bound,
+                        // A fused connection's ends were adopted by the caller (the indices
+                        // are handles now, as for a local socket's).
+                        fused: match fused {
+                            Some((r, w)) => Some(Rc::new(unix::Unix {
+                                kind: match udp {
+                                    true => socket::SOCK_DGRAM,
+                                    false => socket::SOCK_STREAM,
+                                },
+                                rx: Some((*r as u64, backend.pipe_ring(*r as u64)?)),
+                                tx: Some((*w as u64, backend.pipe_ring(*w as u64)?)),
+                                ..unix::Unix::default()
+                            })),
+                            None => None,
+                        },
                         ..socket::Sock::default()
                     }),
                     // Its capabilities are this image's already (the caller adopted them: the
@@ -547,7 +566,12 @@ impl<B: Backend> Files<B> {
                 Object::File { handle, .. } => self.backend.close(handle),
                 Object::Pipe { handle, .. } => self.backend.pipe_close(handle),
                 Object::Socket(s) if s.unix.is_some() => self.unix_release(&s, s.unix.as_ref()),
-                Object::Socket(s) => self.backend.sock_close(s.handle),
+                Object::Socket(s) => {
+                    if let Some(x) = &s.fused {
+                        self.fused_release(x);
+                    }
+                    self.backend.sock_close(s.handle)
+                }
                 _ => {}
             }
         }

@@ -117,7 +117,7 @@ impl<B: Backend> Files<B> {
             return POLLNVAL;
         };
         if let Some(s) = Self::sock_of(&d) {
-            return self.sock_revents(&s) & (events | POLLERR | POLLHUP);
+            return self.sock_revents(&d, &s) & (events | POLLERR | POLLHUP);
         }
         let pipe = Self::pipe_of(&d);
         let console = matches!(d.borrow().object, Object::Device(Device::Console));

@@ -15,6 +15,11 @@
 //! a few calls. It returns a short count only when non-blocking or interrupted after some
 //! progress, as Linux's does.
 //!
+//! **Loopback fusion** (docs/net.md): a TCP connection to 127/8 that the stack fused, and a UDP
+//! pair connected to each other there, move their data through two pipe ends kept in the
+//! description ([`Sock::fused`]) with the local sockets' ring code (`unix.rs`); the stack keeps
+//! only the connection (names, FIN). TCP's reset and end-of-connection rules are added here.
+//!
 //! What Linux keeps in the socket that the stack does not report is kept in the description
 //! ([`Sock`]): the address bound (the stack binds 127.0.0.1 as any address), a connection in
 //! progress, the options set (reported back by `getsockopt`), `shutdown` of either direction.
@@ -88,6 +93,13 @@ pub const READY_READABLE: u32 = 1;
 pub const READY_WRITABLE: u32 = 2;
 pub const READY_HANGUP: u32 = 4;
 pub const READY_ERROR: u32 = 8;
+/// UDP: the peer fused the pair; the ends are to be taken (`interfaces/socket.idl`).
+pub const READY_FUSED: u32 = 16;
+
+/// Within the library only (never a program's errno, like the kernel's `ERESTARTSYS`): a UDP
+/// socket's peer fused the pair (the stack's `Fused`), so its data goes through pipe ends the
+/// file layer takes ([`SocketHost::sock_fused_ends`]) before it does the call again.
+pub const EFUSED: Errno = Errno(530);
 
 /// What sockets need from the system. Every call answers at once: `EAGAIN` where Linux would
 /// wait. The defaults are a system without a network stack.
@@ -174,6 +186,22 @@ pub trait SocketHost {
     fn sock_watched(&self, _h: u64) -> bool {
         false
     }
+    /// Loopback fusion (docs/net.md): starts a TCP connection from `h` to `addr:port` whose
+    /// data goes through two pipes, if the stack has a listener there: this side's (read end,
+    /// write end) pipe handles, rings mapped (then ask `sock_connect` for the connection's end,
+    /// as after `EAGAIN`). `None`: not fused, nothing done.
+    fn sock_connect_fused(
+        &mut self,
+        _h: u64,
+        _addr: u32,
+        _port: u16,
+    ) -> Result<Option<(u64, u64)>, Errno> {
+        Ok(None)
+    }
+    /// An accepted connection's pipe ends (read, write; rings mapped) if its connector fused it.
+    fn sock_fused_ends(&mut self, _h: u64) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// How long a wait on an AF_INET socket sleeps at most before it asks the stack again (ns):
@@ -208,6 +236,18 @@ pub struct Sock {
     /// A read took the connection's reset (`ECONNRESET`): Linux reports it once (the socket's
     /// pending error), later reads are end of file and `poll` no longer says `POLLERR`.
     pub reset_taken: bool,
+    /// A fused loopback connection (docs/net.md, "Loopback fusion"): its data goes through
+    /// these pipe ends (a `Unix` without a name: stream for TCP, datagram for a UDP pair), not
+    /// the stack. Shared (`Rc`): the description's state is copied at every call.
+    pub fused: Option<Rc<super::unix::Unix>>,
+    /// Fused: the peer's end of stream was seen before its read end went, so data it never
+    /// read is not a reset (Linux: a reset after the peer's FIN reads as end of file).
+    pub fin_seen: bool,
+    /// Fused: a write found the peer gone once (Linux's first write after the peer's close
+    /// succeeds, the reset it draws makes the next one `EPIPE`).
+    pub broken_once: bool,
+    /// UDP: the peer `connect` set (a fused pair's datagrams come from it).
+    pub peer: Option<(u32, u16)>,
 }
 
 /// The on/off options a program may set and read back: (level, name, index in `Sock::opts`).
@@ -452,9 +492,27 @@ impl<B: Backend> Files<B> {
             flags & SOCK_NONBLOCK != 0,
             flags & SOCK_CLOEXEC != 0,
         )?;
+        // A connection from this stack's loopback may have been fused by its connector.
+        let fused = match loopback(addr) {
+            true => self.backend.sock_fused_ends(h),
+            false => None,
+        };
+        let fused = match fused {
+            Some((r, w)) => match self.fused_state(r, w, SOCK_STREAM) {
+                Ok(x) => Some(Rc::new(x)),
+                Err(e) => {
+                    let _ = self.close(fd as i32);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         if let Ok(nd) = self.table.get(fd as i32) {
             // An accepted connection is bound to the listener's address.
-            Self::sock_update(&nd, |n| n.bound = s.bound);
+            Self::sock_update(&nd, |n| {
+                n.bound = s.bound;
+                n.fused = fused;
+            });
         }
         if let Err(e) = write_sockaddr(u, at, len_at, addr, port) {
             let _ = self.close(fd as i32);
@@ -473,10 +531,30 @@ impl<B: Backend> Files<B> {
             return Err(EINVAL);
         }
         if s.udp {
+            if s.fused.is_some() {
+                // A new peer: the old pair's ends go.
+                self.unfuse(&d);
+            }
+            if loopback(addr) && s.bound.is_some() {
+                // Connected to a socket of this stack connected back to us: the pair's
+                // datagrams go through pipes.
+                if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
+                    let fused = self.fused_state(r, w, SOCK_DGRAM)?;
+                    Self::sock_update(&d, |s| s.fused = Some(Rc::new(fused)));
+                }
+            }
             self.backend.sock_connect(s.handle, addr, port)?;
+            Self::sock_update(&d, |s| s.peer = Some((addr, port)));
             return Ok(0);
         }
         let nonblock = Self::nonblocking(&d);
+        if loopback(addr) && s.fused.is_none() && !s.connecting {
+            // A connection to a listener of this stack carries its data through pipes.
+            if let Some((r, w)) = self.backend.sock_connect_fused(s.handle, addr, port)? {
+                let fused = self.fused_state(r, w, SOCK_STREAM)?;
+                Self::sock_update(&d, |s| s.fused = Some(Rc::new(fused)));
+            }
+        }
         let first = self.backend.sock_connect(s.handle, addr, port);
         let r = match first {
             Err(e) if e == EAGAIN && nonblock => {
@@ -496,7 +574,146 @@ impl<B: Backend> Files<B> {
             r => r,
         };
         Self::sock_update(&d, |s| s.connecting = false);
+        if r.is_err() {
+            self.unfuse(&d);
+        }
         r.map(|_| 0)
+    }
+
+    /// The ring state of a fused connection (`kind`: `SOCK_STREAM`, or `SOCK_DGRAM` for a UDP
+    /// pair) over pipe ends `r` and `w` (closed if a ring is missing).
+    fn fused_state(&mut self, r: u64, w: u64, kind: u32) -> Result<super::unix::Unix, Errno> {
+        let (Some(rr), Some(wr)) = (self.backend.pipe_ring(r), self.backend.pipe_ring(w)) else {
+            self.backend.pipe_close(r);
+            self.backend.pipe_close(w);
+            return Err(ENFILE);
+        };
+        Ok(super::unix::Unix {
+            kind,
+            rx: Some((r, rr)),
+            tx: Some((w, wr)),
+            ..super::unix::Unix::default()
+        })
+    }
+
+    /// Drops a connection's pipe ends (it failed, or its last descriptor closed): the read end
+    /// first, so a peer that finds our write end gone sees whether we left data unread.
+    pub(super) fn unfuse(&mut self, d: &Shared) {
+        let mut taken = None;
+        Self::sock_update(d, |s| taken = s.fused.take());
+        if let Some(x) = taken {
+            self.fused_release(&x);
+        }
+    }
+
+    pub(super) fn fused_release(&mut self, x: &super::unix::Unix) {
+        if let Some((h, _)) = x.rx {
+            self.backend.pipe_close(h);
+        }
+        if let Some((h, _)) = x.tx {
+            self.backend.pipe_close(h);
+        }
+    }
+
+    /// The stack answered `EFUSED` for UDP socket `d`: its peer fused the pair, so the ends
+    /// (and the peer's address) go into the description.
+    fn udp_take_fused(&mut self, d: &Shared) -> Result<(), Errno> {
+        let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        if s.fused.is_some() {
+            return Err(EIO);
+        }
+        let (r, w) = self.backend.sock_fused_ends(s.handle).ok_or(ENOTCONN)?;
+        let x = self.fused_state(r, w, SOCK_DGRAM)?;
+        let peer = match s.peer {
+            Some(p) => Some(p),
+            None => self.backend.sock_name(s.handle).ok().map(|n| (n.2, n.3)),
+        };
+        Self::sock_update(d, |s| {
+            s.fused = Some(Rc::new(x));
+            s.peer = peer;
+        });
+        Ok(())
+    }
+
+    /// Fused: the peer went leaving data we sent unread (its read end gone, our ring not
+    /// empty): Linux's reset.
+    fn fused_reset(x: &super::unix::Unix) -> bool {
+        x.tx.is_some_and(|(_, r)| {
+            r.gone(sawmill_pipe_api::End::Read) && r.used().is_some_and(|n| n > 0)
+        })
+    }
+
+    /// Fused: notes that the peer's end of stream came while its read end was still there.
+    fn fused_note_fin(d: &Shared, s: &Sock, x: &super::unix::Unix) {
+        use sawmill_pipe_api::End;
+        let fin = x.rx.is_some_and(|(_, r)| r.gone(End::Write));
+        let reader = x.tx.is_some_and(|(_, r)| !r.gone(End::Read));
+        if fin && reader && !s.fin_seen {
+            Self::sock_update(d, |s| s.fin_seen = true);
+        }
+    }
+
+    /// `write`/`send` on a fused connection: into the ring; the peer gone is `ECONNRESET` once
+    /// if it left data unread, else one write succeeds (its bytes lost, as Linux's draws the
+    /// reset), then `EPIPE` and `SIGPIPE` unless `MSG_NOSIGNAL`.
+    fn fused_send(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        x: &super::unix::Unix,
+        count: usize,
+        flags: u32,
+        source: &mut super::pipe::Source<'_>,
+    ) -> Result<usize, Errno> {
+        if s.shut_wr {
+            return Err(self.epipe(flags));
+        }
+        Self::fused_note_fin(d, s, x);
+        match self.unix_send(d, x, count, None, flags | MSG_NOSIGNAL, source) {
+            Err(e) if e == EPIPE => {
+                let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+                if Self::fused_reset(x) {
+                    if !s.fin_seen && !s.reset_taken {
+                        Self::sock_update(d, |s| s.reset_taken = true);
+                        return Err(ECONNRESET);
+                    }
+                    return Err(self.epipe(flags));
+                }
+                if !s.broken_once {
+                    Self::sock_update(d, |s| s.broken_once = true);
+                    return Ok(count);
+                }
+                Err(self.epipe(flags))
+            }
+            r => r,
+        }
+    }
+
+    /// `read`/`recv` on a fused connection: from the ring; at its end, the reset once if the
+    /// peer left data unread (and had not ended its stream before).
+    fn fused_recv(
+        &mut self,
+        d: &Shared,
+        x: &super::unix::Unix,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        if Self::sock_of(d).is_none_or(|s| s.shut_rd) || len == 0 {
+            return Ok((0, None));
+        }
+        let (n, _) = self.unix_recv(d, x, buf, len, flags, u)?;
+        if n > 0 {
+            return Ok((n, None));
+        }
+        let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+        if Self::fused_reset(x) && !s.fin_seen && !s.reset_taken {
+            Self::sock_update(d, |s| s.reset_taken = true);
+            return Err(ECONNRESET);
+        }
+        Self::sock_update(d, |s| s.fin_seen = true);
+        Ok((0, None))
     }
 
     pub(super) fn shutdown(&mut self, fd: i32, how: u32) -> SysResult {
@@ -510,9 +727,16 @@ impl<B: Backend> Files<B> {
         if s.udp {
             return Err(ENOTCONN);
         }
+        if let Some(x) = &s.fused {
+            // The rings carry the data's end; the stack's FIN keeps the connection's state.
+            self.unix_shutdown(x, how)?;
+        }
         if how != SHUT_RD && !s.shut_wr {
             match self.backend.sock_shutdown(s.handle) {
                 Ok(()) => {}
+                // The data's end went through the rings; a stack that restarted since does not
+                // matter to them (docs/net.md).
+                Err(_) if s.fused.is_some() => {}
                 Err(e) if e == EINVAL => return Err(ENOTCONN),
                 Err(e) => return Err(e),
             }
@@ -721,6 +945,13 @@ impl<B: Backend> Files<B> {
                 })
                 .map(|n| n as u64);
         }
+        if let (Some(x), false) = (&s.fused, s.udp) {
+            return self
+                .fused_send(d, &s, x, len as usize, flags, &mut |off, n, take| {
+                    u.with_in(buf + off as u64, n, take)
+                })
+                .map(|n| n as u64);
+        }
         if s.udp {
             if len as usize > MAX_DATAGRAM {
                 return Err(EMSGSIZE);
@@ -750,7 +981,7 @@ impl<B: Backend> Files<B> {
         Ok(done)
     }
 
-    /// One UDP datagram.
+    /// One UDP datagram (through a fused pair's ring when it goes to the peer).
     fn sock_send_datagram(
         &mut self,
         d: &Shared,
@@ -762,6 +993,34 @@ impl<B: Backend> Files<B> {
         if data.len() > MAX_DATAGRAM {
             return Err(EMSGSIZE);
         }
+        if let Some(x) = &s.fused {
+            if to.is_none() || to == s.peer {
+                return self
+                    .unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
+                        take(&data[off..off + n])
+                    })
+                    .map(|n| n as u64);
+            }
+        }
+        match self.sock_send_datagram_stack(d, s, data, to, flags) {
+            Err(e) if e == EFUSED => {
+                self.udp_take_fused(d)?;
+                let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
+                self.sock_send_datagram(d, &s, data, to, flags)
+            }
+            r => r,
+        }
+    }
+
+    /// One UDP datagram through the stack.
+    fn sock_send_datagram_stack(
+        &mut self,
+        d: &Shared,
+        s: &Sock,
+        data: &[u8],
+        to: Option<(u32, u16)>,
+        flags: u32,
+    ) -> SysResult {
         let nonblock = Self::nonblocking(d) || flags & MSG_DONTWAIT != 0;
         let h = s.handle;
         // A datagram larger than one call: its first parts, then the call that sends it all
@@ -801,6 +1060,11 @@ impl<B: Backend> Files<B> {
     ) -> Result<usize, Errno> {
         if let Some(x) = &s.unix {
             return self.unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
+                take(&data[off..off + n])
+            });
+        }
+        if let (Some(x), false) = (&s.fused, s.udp) {
+            return self.fused_send(d, s, x, data.len(), flags, &mut |off, n, take| {
                 take(&data[off..off + n])
             });
         }
@@ -865,11 +1129,36 @@ impl<B: Backend> Files<B> {
         flags: u32,
         u: &dyn User,
     ) -> Result<(u64, Option<(u32, u16)>), Errno> {
+        match self.sock_recv_once(d, buf, len, flags, u) {
+            Err(e) if e == EFUSED => {
+                self.udp_take_fused(d)?;
+                self.sock_recv_once(d, buf, len, flags, u)
+            }
+            r => r,
+        }
+    }
+
+    fn sock_recv_once(
+        &mut self,
+        d: &Shared,
+        buf: u64,
+        len: u64,
+        flags: u32,
+        u: &dyn User,
+    ) -> Result<(u64, Option<(u32, u16)>), Errno> {
         let s = Self::sock_of(d).ok_or(ENOTSOCK)?;
         if let Some(x) = &s.unix {
             return self
                 .unix_recv(d, x, buf, len, flags, u)
                 .map(|r| (r.0, None));
+        }
+        if let (Some(x), true) = (&s.fused, s.udp) {
+            // One datagram from the peer's ring.
+            let (n, _) = self.unix_recv(d, x, buf, len, flags, u)?;
+            return Ok((n, Some(s.peer.unwrap_or((0, 0)))));
+        }
+        if let Some(x) = &s.fused {
+            return self.fused_recv(d, x, buf, len, flags, u);
         }
         if flags & MSG_PEEK != 0 || s.peeked.is_some() {
             return self.sock_recv_peeked(d, &s, buf, len, flags, u);
@@ -1239,12 +1528,32 @@ impl<B: Backend> Files<B> {
     }
 
     /// `poll` events of a socket (`POLL*` bits).
-    pub(super) fn sock_revents(&mut self, s: &Sock) -> u16 {
+    pub(super) fn sock_revents(&mut self, d: &Shared, s: &Sock) -> u16 {
         use super::poll::*;
         if let Some(x) = &s.unix {
             return self.unix_revents(x);
         }
+        if let (Some(x), true) = (&s.fused, s.udp) {
+            return self.unix_revents(x);
+        }
+        if let Some(x) = &s.fused {
+            Self::fused_note_fin(d, s, x);
+            let mut m = self.unix_revents(x);
+            if s.shut_rd {
+                m |= POLLIN | POLLRDNORM;
+            }
+            let s = Self::sock_of(d).unwrap_or_default();
+            if Self::fused_reset(x) && !s.fin_seen && !s.reset_taken {
+                m |= POLLERR | POLLIN | POLLRDNORM;
+            }
+            return m;
+        }
         let r = self.backend.sock_ready(s.handle);
+        if r & READY_FUSED != 0 && s.udp && s.fused.is_none() && self.udp_take_fused(d).is_ok() {
+            if let Some(s) = Self::sock_of(d) {
+                return self.sock_revents(d, &s);
+            }
+        }
         let mut m = 0;
         if s.peeked.is_some() {
             m |= POLLIN | POLLRDNORM;

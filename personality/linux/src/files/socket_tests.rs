@@ -37,6 +37,10 @@ pub struct FakeNet {
     pub bulk: usize,
     /// The peer reset every connection: receives answer `ECONNRESET`, readiness is an error.
     pub reset: bool,
+    /// Loopback fusion: connects to 127/8 are fused (pipes of the mock); the ends offered to
+    /// the side that accepts.
+    pub fuse: bool,
+    offered: Option<(u64, u64)>,
 }
 
 impl FakeNet {
@@ -47,6 +51,34 @@ impl FakeNet {
 }
 
 impl SocketHost for Mock {
+    fn sock_bind(&mut self, _h: u64, _addr: u32, _port: u16) -> Result<(), Errno> {
+        Ok(())
+    }
+    fn sock_listen(&mut self, _h: u64, _backlog: u32) -> Result<(), Errno> {
+        Ok(())
+    }
+    fn sock_accept(&mut self, _h: u64) -> Result<(u64, u32, u16), Errno> {
+        self.net.next += 1;
+        Ok((self.net.next, 0x7f00_0001, 40000))
+    }
+    fn sock_connect_fused(
+        &mut self,
+        _h: u64,
+        _addr: u32,
+        _port: u16,
+    ) -> Result<Option<(u64, u64)>, Errno> {
+        if !self.net.fuse {
+            return Ok(None);
+        }
+        use super::pipe::PipeHost;
+        let (ar, aw) = self.pipe_create()?;
+        let (br, bw) = self.pipe_create()?;
+        self.net.offered = Some((ar, bw));
+        Ok(Some((br, aw)))
+    }
+    fn sock_fused_ends(&mut self, _h: u64) -> Option<(u64, u64)> {
+        self.net.offered.take()
+    }
     fn sock_max_data(&mut self, _h: u64, want: usize) -> usize {
         if want > MAX_DATA && self.net.bulk > 0 {
             self.net.bulk
@@ -384,4 +416,75 @@ fn a_reset_reads_once_as_an_error_then_as_the_end() {
     let ev = pollfd(&mut p);
     assert_eq!(ev & super::poll::POLLERR, 0);
     assert_ne!(ev & super::poll::POLLIN, 0);
+}
+
+/// A connected pair through the mock's loopback fusion: the connecting and the accepted socket.
+fn fused_pair(p: &mut P) -> (u64, u64) {
+    p.f.backend.net.fuse = true;
+    let c = p.connected(0);
+    let l = p
+        .call(nr::SOCKET, &[AF_INET as u64, SOCK_STREAM as u64, 0])
+        .unwrap();
+    p.m.write(ADDR, &sockaddr_in(0x7f00_0001, 80)).unwrap();
+    assert_eq!(p.call(nr::BIND, &[l, ADDR, 16]), Ok(0));
+    assert_eq!(p.call(nr::LISTEN, &[l, 4]), Ok(0));
+    let a = p.call(nr::ACCEPT4, &[l, 0, 0, 0]).unwrap();
+    (c, a)
+}
+
+#[test]
+fn a_fused_connection_moves_its_data_through_pipes_not_the_stack() {
+    let mut p = P::new(true);
+    let (c, a) = fused_pair(&mut p);
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+    p.m.write(BUF, &data[..60_000]).unwrap();
+    assert_eq!(p.call(nr::WRITE, &[c, BUF, 60_000]), Ok(60_000));
+    let out = BUF + 0x20000;
+    let mut got = 0u64;
+    while got < 60_000 {
+        got += p.call(nr::READ, &[a, out + got, 60_000 - got]).unwrap();
+    }
+    let mut back = vec![0u8; 60_000];
+    p.m.read(out, &mut back).unwrap();
+    assert_eq!(&back[..], &data[..60_000]);
+    // Not a byte went through the stack.
+    assert!(p.f.backend.net.sent.is_empty());
+    // Nothing more: a non-blocking read says so.
+    assert_eq!(
+        p.call(nr::RECVFROM, &[a, out, 10, MSG_DONTWAIT as u64, 0, 0]),
+        Err(EAGAIN)
+    );
+    // Half-close: the other side reads the end, and can still answer.
+    assert_eq!(p.call(nr::SHUTDOWN, &[c, SHUT_WR as u64]), Ok(0));
+    assert_eq!(p.call(nr::READ, &[a, out, 10]), Ok(0));
+    assert_eq!(p.call(nr::WRITE, &[a, BUF, 5]), Ok(5));
+    assert_eq!(p.call(nr::READ, &[c, out, 10]), Ok(5));
+}
+
+#[test]
+fn a_fused_peer_closing_with_data_unread_resets_once() {
+    let mut p = P::new(true);
+    let (c, a) = fused_pair(&mut p);
+    assert_eq!(p.call(nr::WRITE, &[c, BUF, 6]), Ok(6));
+    assert_eq!(p.call(nr::CLOSE, &[a]), Ok(0));
+    assert_eq!(p.call(nr::READ, &[c, BUF, 16]), Err(ECONNRESET));
+    assert_eq!(
+        p.call(nr::SENDTO, &[c, BUF, 1, MSG_NOSIGNAL as u64, 0, 0]),
+        Err(EPIPE)
+    );
+    assert_eq!(p.call(nr::READ, &[c, BUF, 16]), Ok(0));
+}
+
+#[test]
+fn a_fused_peer_closing_cleanly_lets_one_write_through_then_epipe() {
+    let mut p = P::new(true);
+    let (c, a) = fused_pair(&mut p);
+    assert_eq!(p.call(nr::WRITE, &[a, BUF, 3]), Ok(3));
+    assert_eq!(p.call(nr::CLOSE, &[a]), Ok(0));
+    assert_eq!(p.call(nr::READ, &[c, BUF, 16]), Ok(3));
+    assert_eq!(p.call(nr::READ, &[c, BUF, 16]), Ok(0));
+    let before = p.f.backend.pipes.sigpipes;
+    assert_eq!(p.call(nr::WRITE, &[c, BUF, 1]), Ok(1));
+    assert_eq!(p.call(nr::WRITE, &[c, BUF, 1]), Err(EPIPE));
+    assert_eq!(p.f.backend.pipes.sigpipes, before + 1);
 }

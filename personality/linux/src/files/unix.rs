@@ -281,10 +281,11 @@ impl<B: Backend> Files<B> {
         Ok(n)
     }
 
-    /// The local socket state of a description, if it is one.
+    /// The local socket state of a description, if it is one, or a fused TCP connection's
+    /// (its rings are armed and counted the same way).
     pub(super) fn unix_of(d: &Shared) -> Option<Unix> {
         match &d.borrow().object {
-            Object::Socket(s) => s.unix.clone(),
+            Object::Socket(s) => s.unix.clone().or_else(|| s.fused.as_deref().cloned()),
             _ => None,
         }
     }

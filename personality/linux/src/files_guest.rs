@@ -631,7 +631,17 @@ fn dispatch_shared(
 /// general [`dispatch`] serves it).
 #[inline(always)]
 pub fn read_fast<U: User>(fd: u64, buf: u64, count: u64, user: &U) -> Option<SysResult> {
-    with(|f| f.read_file(fd as u32 as i32, buf, count, user))
+    with(|f| {
+        let fd = fd as u32 as i32;
+        f.read_file(fd, buf, count, user)
+            .or_else(|| f.pipe_rw(fd, buf, count, false, user))
+    })
+}
+
+/// `write(fd, buf, count)` on a pipe end (`Files::pipe_rw`); `None` otherwise.
+#[inline(always)]
+pub fn write_fast<U: User>(fd: u64, buf: u64, count: u64, user: &U) -> Option<SysResult> {
+    with(|f| f.pipe_rw(fd as u32 as i32, buf, count, true, user))
 }
 
 /// `pwrite64(fd, buf, count, off)` when it is the common case (`Files::pwrite_file`); `None`

@@ -859,6 +859,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         // The hot file calls' common cases, with the memory access inlined (None: the file
         // layer's general path serves them).
         nr::READ => return files_guest::read_fast(a[0], a[1], a[2], u),
+        nr::WRITE => return files_guest::write_fast(a[0], a[1], a[2], u),
         nr::PWRITE64 => return files_guest::pwrite_fast(a[0], a[1], a[2], a[3], u),
         // The calls that change the program's mappings drop the range check's cached region.
         nr::BRK => {

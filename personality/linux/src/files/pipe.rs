@@ -195,7 +195,7 @@ impl<B: Backend> Files<B> {
     /// The description is held (a reference taken) for the call: a wait lets the file layer go,
     /// and another thread may close the descriptor meanwhile; the ring stays attached while the
     /// description lives.
-    #[inline]
+    #[inline(always)]
     pub fn pipe_rw<U: User + ?Sized>(
         &mut self,
         fd: i32,

@@ -49,7 +49,7 @@ fn dispatch_rest() -> ! {
         let rip = t.frame.rip;
         if rip < lo || rip >= hi {
             thread::reflect(cur, entry);
-            trap::leave();
+            trap::resume_current(cur);
         }
         // A foreign thread calling from inside its native range is treated as native.
         match t.frame.rax {

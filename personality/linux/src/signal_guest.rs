@@ -333,8 +333,12 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         (w, None) => sys::notify_wait(w, 0),
     };
     guest::set_sleeping(false);
-    if let Ok(bits) = got {
-        take_wake_bits(bits);
+    match got {
+        // The common wake (input/output, a child): nothing for the signals layer, and no
+        // other thread to share the bits with; the stash was empty before the sleep.
+        Ok(bits) if bits & (WAKE_SIGNAL | WAKE_CONT) == 0 => return bits & !WAKE_TIMER,
+        Ok(bits) => take_wake_bits(bits),
+        Err(_) => {}
     }
     WAKE_STASH.swap(0, Ordering::Relaxed)
 }
@@ -373,8 +377,11 @@ pub fn interrupted_before_wait() -> bool {
         signals().raise(Info::kernel(sig::SIGALRM));
         sync_timer_thread();
     }
-    refresh();
-    signals().deliverable()
+    let deliverable = signals().deliverable();
+    if deliverable {
+        force_look(); // as `refresh`
+    }
+    deliverable
 }
 
 /// Blocks until a signal is deliverable or the TSC reaches `deadline`: true if a signal came.

@@ -320,6 +320,12 @@ impl<B: Backend> Files<B> {
             return Ok(0);
         }
         loop {
+            // An empty ring with a writer left: straight to the wait (which looks again once
+            // counted in), without taking the lock and lending the buffer for nothing: the
+            // first look of most blocking reads.
+            if !nonblock && !ring.can_go(End::Read, 1) {
+                self.pipe_wait(handle, ring, End::Read, 1)?;
+            }
             let token = self.backend.lock_token();
             let backend = &mut self.backend;
             let mut step = Step::Wait;

@@ -52,7 +52,18 @@ static MXCSR_MASK: AtomicU64 = AtomicU64::new(0xffbf);
 const POLL_MS: u64 = 10;
 
 pub(crate) fn signals() -> &'static mut Signals {
-    SIGNALS.get().get_or_insert_with(Signals::new)
+    match SIGNALS.get() {
+        Some(s) => s,
+        none => first_signals(none),
+    }
+}
+
+/// The signal state made on first use (out of line: [`signals`] is on every wait's path, and
+/// the table it builds inlined gave each caller a large frame).
+#[cold]
+#[inline(never)]
+fn first_signals(none: &'static mut Option<Signals>) -> &'static mut Signals {
+    none.insert(Signals::new())
 }
 
 /// Makes the return path look at the next return if a signal is deliverable.

@@ -320,16 +320,16 @@ impl<B: Backend> Files<B> {
             return Ok(0);
         }
         loop {
-            // An empty ring with a writer left: straight to the wait (which looks again once
-            // counted in), without taking the lock and lending the buffer for nothing: the
-            // first look of most blocking reads.
-            if !nonblock && !ring.can_go(End::Read, 1) {
-                self.pipe_wait(handle, ring, End::Read, 1)?;
-            }
             let token = self.backend.lock_token();
             let backend = &mut self.backend;
             let mut step = Step::Wait;
             sink(count, &mut |dst| {
+                // An empty ring with a writer left (the first look of most blocking reads):
+                // nothing to take, so no lock either. The buffer was checked (a bad one is
+                // EFAULT, not a wait); the wait counts itself in and looks again.
+                if !ring.can_go(End::Read, 1) {
+                    return Ok(0);
+                }
                 ring.lock(End::Read, token, &mut |n| backend.lock_patience(n));
                 step = ring.read(dst);
                 ring.unlock(End::Read, token);

@@ -12,20 +12,28 @@ use core::ptr::null_mut;
 pub const SLICE: u32 = 2;
 
 fn set_bit(p: usize) {
-    kernel().ready_bits[p / 64] |= 1 << (p % 64);
+    let k = kernel();
+    k.ready_bits[p / 64] |= 1 << (p % 64);
+    k.ready_words |= 1 << (p / 64);
 }
 fn clear_bit(p: usize) {
-    kernel().ready_bits[p / 64] &= !(1 << (p % 64));
+    let k = kernel();
+    let w = &mut k.ready_bits[p / 64];
+    *w &= !(1 << (p % 64));
+    if *w == 0 {
+        k.ready_words &= !(1 << (p / 64));
+    }
 }
 
 pub fn highest_ready() -> Option<usize> {
-    let b = &kernel().ready_bits;
-    for i in (0..4).rev() {
-        if b[i] != 0 {
-            return Some(i * 64 + 63 - b[i].leading_zeros() as usize);
-        }
+    let k = kernel();
+    if k.ready_words == 0 {
+        return None;
     }
-    None
+    let i = (63 - k.ready_words.leading_zeros()) as usize;
+    // `i` < 4: only set_bit sets bits of `ready_words`, at p / 64 for p < NPRIO = 256.
+    let b = k.ready_bits[i & 3];
+    Some(i * 64 + 63 - b.leading_zeros() as usize)
 }
 
 /// Appends a runnable thread to its ready queue.

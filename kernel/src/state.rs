@@ -29,6 +29,9 @@ pub struct Kernel {
     pub ready_head: [*mut Thread; NPRIO],
     pub ready_tail: [*mut Thread; NPRIO],
     pub ready_bits: [u64; 4],
+    /// Bit i set when `ready_bits[i]` is not zero: the highest ready priority in two bit scans
+    /// (every exit from the kernel with another thread ready asks for it).
+    pub ready_words: u64,
     /// Threads in the ready queues (not counting the current one): the IPC fast path's one test.
     pub ready_n: u32,
     /// The thread whose state (address space, FS/GS, TS, I/O bitmap, entry frame) is loaded.
@@ -97,6 +100,7 @@ pub fn init() {
         ready_head: [core::ptr::null_mut(); NPRIO],
         ready_tail: [core::ptr::null_mut(); NPRIO],
         ready_bits: [0; 4],
+        ready_words: 0,
         ready_n: 0,
         loaded_thread: core::ptr::null_mut(),
         io_loaded: core::ptr::null_mut(),

@@ -27,31 +27,54 @@ extern "C" fn syscall_dispatch() -> ! {
     // SAFETY: the current thread is live; its frame was just saved by the entry stub.
     let t = unsafe { &*cur };
     // `call` and `reply_recv` of a native thread try the IPC fast path first, here, where no
-    // value lives across a call, so that the compiler need not save registers on this path.
-    if t.foreign.is_none() {
-        match t.frame.rax {
+    // value lives across a call, so that the compiler need not save registers on this path;
+    // a foreign thread's system call (every Linux call) is reflected from here too.
+    match t.foreign {
+        None => match t.frame.rax {
             CALL => endpoint::fast_call(cur),
             REPLY_RECV => endpoint::fast_reply_recv(cur),
             _ => {}
+        },
+        Some((entry, lo, hi)) => {
+            let rip = t.frame.rip;
+            if rip < lo || rip >= hi {
+                // A jump, not a call (as `arch::return_sysret_msg_to`): nothing comes back,
+                // and the call cost the IPC fast path above two instructions a round trip.
+                // SAFETY: `reflect` is an `extern "C"` function of this signature that never
+                // returns; the stack below is this function's frame (it may leave `reflect`'s
+                // stack 8 bytes off the ABI's 16-byte alignment, which the kernel, built
+                // without SSE, never relies on).
+                unsafe {
+                    core::arch::asm!(
+                        "jmp {f}",
+                        f = sym reflect,
+                        in("rdi") cur,
+                        in("rsi") entry,
+                        options(noreturn)
+                    )
+                }
+            }
         }
     }
     dispatch_rest()
 }
 
-/// Everything `syscall_dispatch` does not finish: reflection of foreign threads' system calls,
-/// the fast `send`, and the general path.
+/// A foreign thread's system call: handed to its emulation entry (thread::reflect), and back.
+extern "C" fn reflect(cur: *mut Thread, entry: u64) -> ! {
+    thread::reflect(cur, entry);
+    trap::resume_current(cur)
+}
+
+/// Everything `syscall_dispatch` does not finish: the IPC fast path of a foreign thread's
+/// native calls, the fast `send`, and the general path.
 #[inline(never)]
 fn dispatch_rest() -> ! {
     let cur = kernel().current;
     // SAFETY: as in syscall_dispatch.
     let t = unsafe { &*cur };
-    if let Some((entry, lo, hi)) = t.foreign {
-        let rip = t.frame.rip;
-        if rip < lo || rip >= hi {
-            thread::reflect(cur, entry);
-            trap::leave();
-        }
-        // A foreign thread calling from inside its native range is treated as native.
+    if t.foreign.is_some() {
+        // A foreign thread calling from inside its native range (`syscall_dispatch` reflected
+        // the others) is treated as native.
         match t.frame.rax {
             CALL => endpoint::fast_call(cur),
             REPLY_RECV => endpoint::fast_reply_recv(cur),

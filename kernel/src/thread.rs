@@ -306,14 +306,39 @@ fn foreign_frame(f: &Frame) -> ForeignFrame {
     }
 }
 
+/// [`foreign_frame`] stored straight into `dst` (the UTCB's frame), register by register: the
+/// path of every reflected system call, where building the value first spilled half of it to
+/// the stack (two references, so the compiler knows the frames do not overlap).
+#[inline(always)]
+fn store_foreign(dst: &mut ForeignFrame, f: &Frame) {
+    let (rcx, r11) = f.user_rcx_r11();
+    dst.rax = f.rax;
+    dst.rbx = f.rbx;
+    dst.rcx = rcx;
+    dst.rdx = f.rdx;
+    dst.rsi = f.rsi;
+    dst.rdi = f.rdi;
+    dst.rbp = f.rbp;
+    dst.rsp = f.rsp;
+    dst.r8 = f.r8;
+    dst.r9 = f.r9;
+    dst.r10 = f.r10;
+    dst.r11 = r11;
+    dst.r12 = f.r12;
+    dst.r13 = f.r13;
+    dst.r14 = f.r14;
+    dst.r15 = f.r15;
+    dst.rip = f.rip;
+    dst.rflags = f.rflags;
+}
+
 /// K42-style trap reflection: hand the foreign system call to the emulation entry point in the
 /// same task, with all registers saved in the UTCB.
 pub fn reflect(cur: *mut Thread, entry: u64) {
     // SAFETY: live current thread with a UTCB.
     let t = unsafe { &mut *cur };
     let f = &mut t.frame;
-    let ff = foreign_frame(f);
-    utcb(cur).foreign = ff;
+    store_foreign(&mut utcb(cur).foreign, f);
     f.rip = entry;
     f.rsp = (f.rsp.wrapping_sub(FOREIGN_REDZONE)) & !15;
     f.rdi = t.utcb_va + core::mem::offset_of!(Utcb, foreign) as u64;

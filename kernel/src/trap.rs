@@ -174,6 +174,27 @@ pub fn leave() -> ! {
     }
 }
 
+/// Leaves the kernel back to `cur`, the current thread, which entered by `syscall`, did not
+/// block, and whose rip the kernel set to a user address (a reflected system call resumed at
+/// its entry): straight back when [`leave`] would choose it anyway (nothing to reap, no
+/// thread of higher priority ready), else through [`leave`]. The reflection's way out, taken
+/// by every Linux system call.
+#[inline(always)]
+pub fn resume_current(cur: *mut Thread) -> ! {
+    let k = kernel();
+    // SAFETY: live current thread.
+    let prio = unsafe { (*cur).prio } as usize;
+    if k.release.is_empty()
+        && k.loaded_thread == cur
+        && (k.ready_n == 0 || sched::highest_ready().is_none_or(|p| p <= prio))
+    {
+        // SAFETY: `cur` is live, loaded and running; its frame is the `syscall` frame it
+        // entered with, its rip a user address (checked by `thread_foreign`).
+        arch::return_to_user(unsafe { &(*cur).frame })
+    }
+    leave()
+}
+
 /// The thread's return address is not canonical: no return instruction can resume it, so it
 /// takes a general-protection fault of its own. Cannot happen while the last user page stays
 /// unmapped (see layout::USER_END); kept as a second line against the sysret bug.

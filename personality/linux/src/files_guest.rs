@@ -523,9 +523,35 @@ static STATE: State = State {
 
 fn with<R>(f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
     let files = take_state();
-    let r = f(files.get_or_insert_with(|| Files::new(Guest::new(), b"")));
+    let files = match files {
+        Some(f) => f,
+        None => make_default(files),
+    };
+    let r = f(files);
     STATE.busy.store(false, Ordering::Release);
     r
+}
+
+/// [`with`] inlined into its caller: for the hot calls' fast paths (`read_fast`,
+/// `write_fast`), where the call and its frame were a tenth of a pipe transfer.
+#[inline(always)]
+fn with_inline<R>(f: impl FnOnce(&mut Files<Guest>) -> R) -> R {
+    let files = take_state();
+    let files = match files {
+        Some(f) => f,
+        None => make_default(files),
+    };
+    let r = f(files);
+    STATE.busy.store(false, Ordering::Release);
+    r
+}
+
+/// The state made on first use (out of line: every system call passes through [`with`], and
+/// a server lookup inlined there gave each a large stack frame to set up).
+#[cold]
+#[inline(never)]
+fn make_default(files: &mut Option<Files<Guest>>) -> &mut Files<Guest> {
+    files.insert(Files::new(Guest::new(), b""))
 }
 
 /// [`with`] on a file layer made fresh (the start's `init` and `adopt`), replacing any there
@@ -633,7 +659,17 @@ fn dispatch_shared(
 /// general [`dispatch`] serves it).
 #[inline(always)]
 pub fn read_fast<U: User>(fd: u64, buf: u64, count: u64, user: &U) -> Option<SysResult> {
-    with(|f| f.read_file(fd as u32 as i32, buf, count, user))
+    with_inline(|f| {
+        let fd = fd as u32 as i32;
+        f.read_file(fd, buf, count, user)
+            .or_else(|| f.pipe_rw(fd, buf, count, false, user))
+    })
+}
+
+/// `write(fd, buf, count)` on a pipe end (`Files::pipe_rw`); `None` otherwise.
+#[inline(always)]
+pub fn write_fast<U: User>(fd: u64, buf: u64, count: u64, user: &U) -> Option<SysResult> {
+    with_inline(|f| f.pipe_rw(fd as u32 as i32, buf, count, true, user))
 }
 
 /// `pwrite64(fd, buf, count, off)` when it is the common case (`Files::pwrite_file`); `None`

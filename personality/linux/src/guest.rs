@@ -731,9 +731,13 @@ extern "C" {
 
 // The kernel resumes the thread here with rdi = &Utcb::foreign (the program's registers at its
 // `syscall`) and rsp below the program's red zone. We switch to the library's own stack at
-// once (nothing is written on the program's), serve the call, and return by restoring every
-// register from the frame except rcx and r11, which `syscall` clobbers (rcx = rip, r11 =
-// rflags, as Linux leaves them), rflags restored too.
+// once (nothing is written on the program's), serve the call, and return by restoring the
+// registers from the frame except rcx and r11, which `syscall` clobbers (rcx = rip, r11 =
+// rflags, as Linux leaves them), rflags restored too. After `serve` (an `extern "C"`
+// function) rbx, rbp and r12-r15 still hold the program's values, and a call that changes
+// them in the frame (a handler entered, `rt_sigreturn`) resumes through `linux_resume_full`
+// instead: so this return loads only the others. `linux_syscall_return` (a frame built
+// elsewhere: a fork child, a new thread, the threaded entry) restores every register.
 core::arch::global_asm!(
     r#"
 .section .text.linux_syscall_entry, "ax"
@@ -742,6 +746,20 @@ linux_syscall_entry:
     mov rsp, [rdi - 8]
     cld
     call {serve}
+    mov rdi, rax
+    push qword ptr [rdi + 17*8]
+    popfq
+    mov rdx, [rdi + 3*8]
+    mov rsi, [rdi + 4*8]
+    mov r8, [rdi + 8*8]
+    mov r9, [rdi + 9*8]
+    mov r10, [rdi + 10*8]
+    mov rax, [rdi + 0*8]
+    mov rcx, [rdi + 16*8]
+    mov r11, [rdi + 17*8]
+    mov rsp, [rdi + 7*8]
+    mov rdi, [rdi + 5*8]
+    jmp rcx
 .global linux_syscall_return
 linux_syscall_return:
     mov rdi, rax
@@ -859,6 +877,7 @@ fn core_call(n: u64, a: [u64; 6]) -> Option<SysResult> {
         // The hot file calls' common cases, with the memory access inlined (None: the file
         // layer's general path serves them).
         nr::READ => return files_guest::read_fast(a[0], a[1], a[2], u),
+        nr::WRITE => return files_guest::write_fast(a[0], a[1], a[2], u),
         nr::PWRITE64 => return files_guest::pwrite_fast(a[0], a[1], a[2], a[3], u),
         // The calls that change the program's mappings drop the range check's cached region.
         nr::BRK => {

@@ -167,6 +167,13 @@ impl Pipes {
 }
 
 impl Pipes {
+    /// Asks the server to wake the other end's waiters (none or several registered).
+    #[cold]
+    #[inline(never)]
+    fn poke(&self, end: u64) {
+        let _ = self.client(end).poke();
+    }
+
     /// Drops the capability a [`Waker::One`] holds.
     fn forget_waker(&mut self, w: Waker) {
         if let Waker::One { slot, .. } = w {
@@ -180,6 +187,7 @@ impl Pipes {
     /// false if the server must be poked. The registration count is read after the caller saw
     /// the other side waiting, and a waiter registers before it counts itself in: a waiter
     /// the cached capability does not reach has changed the count.
+    #[inline]
     fn wake_directly(&mut self, end: u64, ring: Ring, side: End) -> bool {
         let now = ring.registrations(side.peer());
         let Some(known) = self.ends.get(&end).map(|e| e.waker) else {
@@ -189,12 +197,17 @@ impl Pipes {
             Waker::One {
                 registrations,
                 slot,
-            } if registrations == now && sys::notify_signal(slot, WAKE_IO).is_ok() => {
-                return true;
-            }
-            Waker::NotOne { registrations } if registrations == now => return false,
-            _ => {}
+            } if registrations == now && sys::notify_signal(slot, WAKE_IO).is_ok() => true,
+            Waker::NotOne { registrations } if registrations == now => false,
+            _ => self.learn_waker(end, known, now),
         }
+    }
+
+    /// [`Pipes::wake_directly`] when what it knew of the other end is stale: asks the server
+    /// (`waker`) anew and wakes with what it learns.
+    #[cold]
+    #[inline(never)]
+    fn learn_waker(&mut self, end: u64, known: Waker, now: u32) -> bool {
         self.forget_waker(known);
         let slot = self.slot();
         let (learnt, woke) = match self.client(end).waker(slot) {
@@ -270,10 +283,9 @@ impl PipeHost for Guest {
     }
 
     fn pipe_poke(&mut self, end: u64, ring: Ring, side: End) {
-        if self.pipes.wake_directly(end, ring, side) {
-            return;
+        if !self.pipes.wake_directly(end, ring, side) {
+            self.pipes.poke(end);
         }
-        let _ = self.pipes.client(end).poke();
     }
 
     fn pipe_watch(&mut self, end: u64) -> Result<(), Errno> {

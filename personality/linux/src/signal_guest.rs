@@ -52,7 +52,18 @@ static MXCSR_MASK: AtomicU64 = AtomicU64::new(0xffbf);
 const POLL_MS: u64 = 10;
 
 pub(crate) fn signals() -> &'static mut Signals {
-    SIGNALS.get().get_or_insert_with(Signals::new)
+    match SIGNALS.get() {
+        Some(s) => s,
+        none => first_signals(none),
+    }
+}
+
+/// The signal state made on first use (out of line: [`signals`] is on every wait's path, and
+/// the table it builds inlined gave each caller a large frame).
+#[cold]
+#[inline(never)]
+fn first_signals(none: &'static mut Option<Signals>) -> &'static mut Signals {
+    none.insert(Signals::new())
 }
 
 /// Makes the return path look at the next return if a signal is deliverable.
@@ -333,8 +344,12 @@ pub fn wait_wake(deadline: Option<u64>) -> u64 {
         (w, None) => sys::notify_wait(w, 0),
     };
     guest::set_sleeping(false);
-    if let Ok(bits) = got {
-        take_wake_bits(bits);
+    match got {
+        // The common wake (input/output, a child): nothing for the signals layer, and no
+        // other thread to share the bits with; the stash was empty before the sleep.
+        Ok(bits) if bits & (WAKE_SIGNAL | WAKE_CONT) == 0 => return bits & !WAKE_TIMER,
+        Ok(bits) => take_wake_bits(bits),
+        Err(_) => {}
     }
     WAKE_STASH.swap(0, Ordering::Relaxed)
 }
@@ -373,8 +388,11 @@ pub fn interrupted_before_wait() -> bool {
         signals().raise(Info::kernel(sig::SIGALRM));
         sync_timer_thread();
     }
-    refresh();
-    signals().deliverable()
+    let deliverable = signals().deliverable();
+    if deliverable {
+        force_look(); // as `refresh`
+    }
+    deliverable
 }
 
 /// Blocks until a signal is deliverable or the TSC reaches `deadline`: true if a signal came.

@@ -78,6 +78,29 @@ pub(super) type Source<'a> = dyn FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Re
 pub(super) type Sink<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
     + 'a;
 
+/// What a [`Source`] is, as a bound: the hot path passes its own closure (inlined), the other
+/// callers a `Source`.
+pub(super) trait SourceFn:
+    FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+{
+}
+impl<F> SourceFn for F where
+    F: FnMut(usize, usize, &mut dyn FnMut(&[u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+        + ?Sized
+{
+}
+
+/// What a [`Sink`] is, as a bound (see [`SourceFn`]).
+pub(super) trait SinkFn:
+    FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+{
+}
+impl<F> SinkFn for F where
+    F: FnMut(usize, &mut dyn FnMut(&mut [u8]) -> Result<usize, Errno>) -> Result<usize, Errno>
+        + ?Sized
+{
+}
+
 /// A pipe end as a description holds it.
 #[derive(Clone, Copy)]
 pub(super) struct PipeEnd {
@@ -165,6 +188,57 @@ impl<B: Backend> Files<B> {
         r.map(|_| ())
     }
 
+    /// `read` or (`write`) `write` on a pipe end, served straight from the descriptor table:
+    /// the hot path of a pipe (one description borrow, no second dispatch, the program-memory
+    /// access `U` known at compile time so the range check and the copy are inlined). `None` if
+    /// `fd` is not a pipe end open that way: the general path serves it (and gives the error).
+    /// The description is held (a reference taken) for the call: a wait lets the file layer go,
+    /// and another thread may close the descriptor meanwhile; the ring stays attached while the
+    /// description lives.
+    #[inline(always)]
+    pub fn pipe_rw<U: User + ?Sized>(
+        &mut self,
+        fd: i32,
+        buf: u64,
+        count: u64,
+        write: bool,
+        u: &U,
+    ) -> Option<SysResult> {
+        let d = self.table.peek(fd)?.clone();
+        let p = {
+            let d = d.try_borrow().ok()?;
+            let Object::Pipe { handle, end, ring } = d.object else {
+                return None;
+            };
+            let acc = d.flags & O_ACCMODE;
+            let ok = if write {
+                end == End::Write && (acc == O_WRONLY || acc == O_RDWR)
+            } else {
+                end == End::Read && (acc == O_RDONLY || acc == O_RDWR)
+            };
+            if !ok || d.flags & O_PATH != 0 {
+                return None;
+            }
+            PipeEnd {
+                handle,
+                end,
+                ring,
+                nonblock: d.flags & O_NONBLOCK != 0,
+            }
+        };
+        let r = if write {
+            let count = count.min(MAX_RW) as usize;
+            self.ring_write_from(p, count, true, &mut |off, len, take| {
+                u.with_in(buf + off as u64, len, take)
+            })
+        } else {
+            let count = count.min(MAX_RW).min(CAPACITY as u64) as usize;
+            self.ring_read_into(p, count, &mut |len, fill| u.with_out(buf, len, fill))
+        };
+        drop(d);
+        Some(r.map(|n| n as u64))
+    }
+
     /// `read` on a pipe's read end.
     pub(super) fn pipe_read(
         &mut self,
@@ -229,11 +303,12 @@ impl<B: Backend> Files<B> {
     }
 
     /// A read from the ring of end `p` (a pipe's, or a local socket's inbound one).
-    pub(super) fn ring_read_into(
+    #[inline]
+    pub(super) fn ring_read_into<S: ?Sized + SinkFn>(
         &mut self,
         p: PipeEnd,
         count: usize,
-        sink: &mut Sink<'_>,
+        sink: &mut S,
     ) -> Result<usize, Errno> {
         let PipeEnd {
             handle,
@@ -249,6 +324,12 @@ impl<B: Backend> Files<B> {
             let backend = &mut self.backend;
             let mut step = Step::Wait;
             sink(count, &mut |dst| {
+                // An empty ring with a writer left (the first look of most blocking reads):
+                // nothing to take, so no lock either. The buffer was checked (a bad one is
+                // EFAULT, not a wait); the wait counts itself in and looks again.
+                if !ring.can_go(End::Read, 1) {
+                    return Ok(0);
+                }
                 ring.lock(End::Read, token, &mut |n| backend.lock_patience(n));
                 step = ring.read(dst);
                 ring.unlock(End::Read, token);
@@ -308,12 +389,13 @@ impl<B: Backend> Files<B> {
 
     /// A write into the ring of end `p` (a pipe's, or a local socket's outbound one);
     /// `sigpipe`: a write that finds no reader raises `SIGPIPE` (not with `MSG_NOSIGNAL`).
-    pub(super) fn ring_write_from(
+    #[inline]
+    pub(super) fn ring_write_from<S: ?Sized + SourceFn>(
         &mut self,
         p: PipeEnd,
         count: usize,
         sigpipe: bool,
-        source: &mut Source<'_>,
+        source: &mut S,
     ) -> Result<usize, Errno> {
         let PipeEnd {
             handle,

@@ -117,6 +117,29 @@ pub struct Ready {
     pub gone: bool,
 }
 
+/// Below this many bytes a transfer is copied byte by byte inline rather than by a call to
+/// `memcpy` (whose call and setup cost more than the copy: one-byte and line-sized writes are
+/// the common pipe traffic of shells and of `linuxabi.pipe.roundtrip`).
+const SMALL_COPY: usize = 16;
+
+/// Copies `n` bytes from `src` to `dst`.
+///
+/// # Safety
+/// As `core::ptr::copy_nonoverlapping`.
+#[inline(always)]
+unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
+    if n < SMALL_COPY {
+        for i in 0..n {
+            // SAFETY: the caller's promise; volatile keeps the compiler from turning the loop
+            // back into a `memcpy` call.
+            unsafe { dst.add(i).write_volatile(src.add(i).read_volatile()) };
+        }
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst, n) };
+    }
+}
+
 /// A pipe's shared range as one side sees it: a pointer to [`RING_BYTES`] of mapped memory.
 #[derive(Clone, Copy, Debug)]
 pub struct Ring {
@@ -140,18 +163,21 @@ impl Ring {
         Ring { base }
     }
 
+    #[inline]
     fn ctl(&self) -> &Control {
         // SAFETY: `new`'s contract: the control page is mapped; `Control` is only atomics, so
         // concurrent writers in other processes are fine.
         unsafe { &*(self.base as *const Control) }
     }
 
+    #[inline]
     fn data(&self) -> *mut u8 {
         // SAFETY: inside the mapped range (`new`'s contract).
         unsafe { self.base.add(CONTROL_BYTES) }
     }
 
     /// Bytes held now, or `None` if the positions are garbage.
+    #[inline]
     pub fn used(&self) -> Option<usize> {
         let c = self.ctl();
         let tail = c.tail.load(SeqCst);
@@ -161,6 +187,7 @@ impl Ring {
     }
 
     /// Copies up to `dst.len()` bytes out (the caller holds the read lock).
+    #[inline]
     pub fn read(&self, dst: &mut [u8]) -> Step {
         let c = self.ctl();
         // `writers_gone` first: if it is set, every write happened before it, so `head` below
@@ -184,8 +211,10 @@ impl Ring {
         // SAFETY: `at < CAPACITY` and `at + first <= CAPACITY`, `n - first < CAPACITY`: both
         // ranges lie in the data area; `dst` is our own memory, distinct from the ring.
         unsafe {
-            core::ptr::copy_nonoverlapping(self.data().add(at), dst.as_mut_ptr(), first);
-            core::ptr::copy_nonoverlapping(self.data(), dst.as_mut_ptr().add(first), n - first);
+            copy(self.data().add(at), dst.as_mut_ptr(), first);
+            if n > first {
+                copy(self.data(), dst.as_mut_ptr().add(first), n - first);
+            }
         }
         c.tail.store(tail.wrapping_add(n as u32), SeqCst);
         Step::Moved(n)
@@ -235,6 +264,7 @@ impl Ring {
 
     /// Copies up to `src.len()` bytes in (the caller holds the write lock); `atomic`: all or
     /// nothing (a write of at most [`PIPE_BUF`] bytes).
+    #[inline]
     pub fn write(&self, src: &[u8], atomic: bool) -> Step {
         let c = self.ctl();
         if c.readers_gone.load(SeqCst) != 0 {
@@ -258,8 +288,10 @@ impl Ring {
         let first = n.min(CAPACITY - at);
         // SAFETY: as in `read`: both ranges lie in the data area; `src` is our own memory.
         unsafe {
-            core::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(at), first);
-            core::ptr::copy_nonoverlapping(src.as_ptr().add(first), self.data(), n - first);
+            copy(src.as_ptr(), self.data().add(at), first);
+            if n > first {
+                copy(src.as_ptr().add(first), self.data(), n - first);
+            }
         }
         c.head.store(head.wrapping_add(n as u32), SeqCst);
         Step::Moved(n)
@@ -289,6 +321,7 @@ impl Ring {
 
     /// Whether the wait of `end` can end now: something to read (or end of file), room to
     /// write `want` bytes (or no reader left).
+    #[inline]
     pub fn can_go(&self, end: End, want: usize) -> bool {
         let c = self.ctl();
         match end {
@@ -302,6 +335,7 @@ impl Ring {
         }
     }
 
+    #[inline]
     fn waiting_word(&self, end: End) -> &AtomicU32 {
         match end {
             End::Read => &self.ctl().readers_waiting,
@@ -310,23 +344,27 @@ impl Ring {
     }
 
     /// Counts a waiter of `end` in; the caller then checks [`Ring::can_go`] before it sleeps.
+    #[inline]
     pub fn begin_wait(&self, end: End) {
         self.waiting_word(end).fetch_add(1, SeqCst);
     }
 
     /// Counts the waiter out again (it never goes below 0, whatever a peer wrote).
+    #[inline]
     pub fn end_wait(&self, end: End) {
         let w = self.waiting_word(end);
         let _ = w.fetch_update(SeqCst, SeqCst, |v| Some(v.saturating_sub(1)));
     }
 
     /// After moving data at `end`: whether the other end has waiters to wake.
+    #[inline]
     pub fn peer_waiting(&self, end: End) -> bool {
         self.waiting_word(end.peer()).load(SeqCst) != 0
     }
 
     /// How often a notification was registered with `end` (a peer may have written anything
     /// here: a wrong count misleads only the sides of this pipe).
+    #[inline]
     pub fn registrations(&self, end: End) -> u32 {
         self.registered_word(end).load(SeqCst)
     }
@@ -337,6 +375,7 @@ impl Ring {
         self.registered_word(end).store(n, SeqCst);
     }
 
+    #[inline]
     fn registered_word(&self, end: End) -> &AtomicU32 {
         match end {
             End::Read => &self.ctl().readers_registered,
@@ -353,6 +392,7 @@ impl Ring {
         }
     }
 
+    #[inline]
     fn lock_word(&self, end: End) -> &AtomicU32 {
         match end {
             End::Read => &self.ctl().read_lock,
@@ -363,8 +403,21 @@ impl Ring {
     /// Takes `end`'s lock for `token` (not 0). While another holds it, `keep_waiting(n)` is
     /// called (n = how often so far; it may yield the processor) and, once it says false, the
     /// lock is broken and taken (see the module header for why that is safe).
+    #[inline]
     pub fn lock(&self, end: End, token: u32, keep_waiting: &mut dyn FnMut(u32) -> bool) {
         let token = token.max(1);
+        if self
+            .lock_word(end)
+            .compare_exchange(0, token, SeqCst, SeqCst)
+            .is_err()
+        {
+            self.lock_contended(end, token, keep_waiting);
+        }
+    }
+
+    /// [`Ring::lock`] once the lock was found held.
+    #[inline(never)]
+    fn lock_contended(&self, end: End, token: u32, keep_waiting: &mut dyn FnMut(u32) -> bool) {
         let w = self.lock_word(end);
         let mut tries = 0u32;
         loop {
@@ -383,6 +436,7 @@ impl Ring {
     }
 
     /// Gives `end`'s lock back (unless someone broke it meanwhile: then it is theirs).
+    #[inline]
     pub fn unlock(&self, end: End, token: u32) {
         let _ = self
             .lock_word(end)

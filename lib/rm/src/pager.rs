@@ -758,6 +758,16 @@ pub fn init_heap(size: u64) -> Result<(), RmError> {
     Ok(())
 }
 
+/// The heap's dataspace ([`init_heap`]), if there is one: a task that cannot free it itself
+/// (it runs on it until it ends) gives it to whoever frees it after (a Linux process: proc,
+/// `proc.own`).
+pub fn heap_dataspace() -> Option<u64> {
+    match HEAP_DS.load(Ordering::Relaxed) {
+        0 => None,
+        ds => Some(ds),
+    }
+}
+
 /// Why a fault could not be resolved.
 enum Unresolved {
     NoRegion,

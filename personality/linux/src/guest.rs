@@ -313,6 +313,16 @@ pub fn start() {
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
     // proc maps the information page before the library starts; a test launcher does not.
     HAS_INFO.store(sys::translate(layout::LIB_INFO).is_ok(), Ordering::Relaxed);
+    // The heap is charged to proc's account and would outlive the task: proc frees it when the
+    // task ends (exit, a signal, or an exec replacing this image). Without this a shell's loop of
+    // commands ran mem out (16 KiB or more a process). A test launcher serves no `own`.
+    if let (true, Some(p), Some(ds)) = (
+        HAS_INFO.load(Ordering::Relaxed),
+        proc_cap(),
+        rm::heap_dataspace(),
+    ) {
+        let _ = proc::Client::new(p).own(ds);
+    }
     let received = fork_guest::received();
     if let Some((mut st, caps)) = received {
         if let Some(f) = st.fork.take() {

@@ -106,6 +106,8 @@ struct Running {
     fault_entry: u64,
     /// The ignored signals and the mask its next exec keeps (`proc.sig_exec`).
     exec_signals: (u64, u64),
+    /// Dataspaces freed when this image's task ends (`proc.own`: the library's heap).
+    owned: Vec<u64>,
 }
 
 impl Known for Running {
@@ -340,6 +342,7 @@ impl Proc {
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
+            owned: Vec::new(),
         };
         let (pid, serial) = self
             .table
@@ -757,6 +760,7 @@ impl Proc {
                     checked: None,
                     fault_entry: 0,
                     exec_signals: (0, 0),
+                    owned: Vec::new(),
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -850,6 +854,7 @@ impl Proc {
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
+            owned: Vec::new(),
         };
         let (pid, serial) =
             self.table
@@ -904,6 +909,12 @@ impl Proc {
             self.pool.free_slot(c);
         }
         self.drop_caps(r.handoff);
+        // The task is gone, so nothing runs on them any more.
+        for ds in r.owned {
+            let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
+            let _ = sys::cap_delete(ds);
+            self.pool.free_slot(ds);
+        }
     }
 
     /// Process `pid` ended with `status`: its task goes, it stays a zombie for its parent (or,
@@ -1488,6 +1499,28 @@ impl proc::Server for Proc {
         }
         if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
             r.handoff.push(s);
+        }
+        Ok(())
+    }
+
+    fn own(&mut self, badge: u64, ds: u64) -> Result<(), ProcError> {
+        let pid = self.caller(badge)?;
+        let held = self
+            .table
+            .get(pid)
+            .and_then(|p| p.task.as_ref())
+            .map_or(0, |r| r.owned.len());
+        if held >= sawmill_proc_api::MAX_OWNED {
+            return Err(ProcError::Invalid);
+        }
+        // The received capability goes when we return: keep a copy.
+        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
+        if sys::cap_copy(ds, s).is_err() {
+            self.pool.free_slot(s);
+            return Err(ProcError::Invalid);
+        }
+        if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+            r.owned.push(s);
         }
         Ok(())
     }

@@ -132,6 +132,9 @@ impl Peers for Config {
 /// Most capabilities one `fork` or `exec` may hand off (`proc.handoff`): the state dataspace, the
 /// program's regions and its open files.
 pub const MAX_HANDOFF_CAPS: usize = 256;
+
+/// The most dataspaces one image gives proc to free when it ends (`proc.own`).
+pub const MAX_OWNED: usize = 4;
 /// The name of handed-off capability `i` in the new image's environment: this prefix and `i`.
 pub const HANDOFF_CAP_PREFIX: &str = "hand";
 /// Most bytes of state `proc.handoff_state` carries (into the new image's one-page

@@ -46,6 +46,9 @@ pub const MAX_FRAME: usize = 1514;
 /// Bytes of page 0 each ring takes: `prod` at 0, `cons` at 4, entries from [`ENTRIES_AT`].
 const RING_BYTES: usize = 1024;
 const ENTRIES_AT: usize = 64;
+/// The stack's "waiting for a send slot" word: in `TxComplete`'s header, after `prod` and
+/// `cons` ([`Shared::set_tx_wait`]).
+const TX_WAIT_AT: usize = Ring::TxComplete as usize * RING_BYTES + 8;
 
 /// The four rings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +168,23 @@ impl Shared {
     /// Ring `r`'s producer index as it stands.
     pub fn prod_now(&self, r: Ring) -> u32 {
         self.prod(r).load(Ordering::Acquire)
+    }
+
+    /// The stack says whether it waits for a send completion (it found no free send slot). The
+    /// driver wakes the stack for send completions only then (receive completions always): a
+    /// send's completion is otherwise reaped by the stack's next send, without a wake. Written
+    /// by the stack only; the driver just reads it, so a hostile value costs only that stack's
+    /// own wakes. A full barrier: the stack looks at `TxComplete` again after setting it.
+    pub fn set_tx_wait(&self, waiting: bool) {
+        self.word(TX_WAIT_AT)
+            .store(u32::from(waiting), Ordering::SeqCst);
+    }
+
+    /// Whether the stack waits for a send completion (the driver's side; a full barrier first,
+    /// so the completions just published are ordered before the look).
+    pub fn tx_wait(&self) -> bool {
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.word(TX_WAIT_AT).load(Ordering::SeqCst) != 0
     }
 
     /// Where slot `slot` (< [`SLOTS`]) starts.

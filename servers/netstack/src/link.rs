@@ -153,6 +153,13 @@ impl Link {
         self.addr = addr;
     }
 
+    /// Whether we wait for the driver's send completions (no send slot was free): smoltcp then
+    /// wants a poll at once for what it could not send, but only a completion can help, and
+    /// the driver wakes the poll thread for it.
+    pub fn tx_waiting(&self) -> bool {
+        self.tx_waiting
+    }
+
     /// Frames turned around that smoltcp has not received yet (another poll round takes them).
     pub fn looped(&self) -> bool {
         !self.looped.is_empty()

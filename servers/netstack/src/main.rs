@@ -71,6 +71,9 @@ const SESSION_AT: u64 = 0x5000_0000;
 /// Bits of the poll thread's notification: the driver has completions; a call changed timers.
 const WAKE_DRIVER: u64 = 1;
 const WAKE_CALL: u64 = 2;
+/// How long the poll thread sleeps at most while out of send slots (the driver's send
+/// completion wakes it sooner).
+const TX_WAIT_SLACK_MS: u64 = 1;
 const TCP_BUFFER: usize = 16 * 1024;
 const UDP_PACKETS: usize = 16;
 const UDP_BUFFER: usize = 8 * 1024;
@@ -213,6 +216,9 @@ struct Stack {
     addr: u32,
     prefix: u8,
     gateway: u32,
+    /// The call just queued a UDP datagram and nothing else: its poll is one egress round
+    /// ([`Stack::poll_sent`]).
+    udp_queued: bool,
 }
 
 fn tcp_socket() -> tcp::Socket<'static> {
@@ -243,6 +249,20 @@ impl Stack {
                 sys::rdtsc().saturating_add(ticks.max(1))
             }
             None => u64::MAX,
+        }
+    }
+
+    /// The poll after a call that queued one UDP datagram: one round of smoltcp's egress (it
+    /// sends the datagram), not the whole poll (ingress, egress until nothing moves, DHCP, the
+    /// readiness scan): nothing else changed, and what arrives meanwhile wakes the poll thread
+    /// (the driver wakes it for every received frame). A datagram the loopback turned around
+    /// is received by the whole poll at once.
+    fn poll_sent(&mut self) {
+        self.iface
+            .poll_egress(now(), &mut self.link, &mut self.sockets);
+        self.link.flush();
+        if self.link.looped() {
+            self.poll();
         }
     }
 
@@ -702,7 +722,11 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let mut g = STACK.lock();
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
-    s.poll();
+    if core::mem::take(&mut s.udp_queued) {
+        s.poll_sent();
+    } else {
+        s.poll();
+    }
     // The poll thread's timer: woken only when smoltcp now wants a poll before the time the
     // thread waits for (a wake and a whole poll more per call, otherwise).
     let want = s.next_poll();
@@ -1562,7 +1586,10 @@ fn udp_send(
         &whole[..]
     };
     match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
-        Ok(()) => Ok(data.len() as u32),
+        Ok(()) => {
+            s.udp_queued = true;
+            Ok(data.len() as u32)
+        }
         Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
         Err(udp::SendError::Unaddressable) => Err(SockError::Unreachable),
     }
@@ -1921,7 +1948,14 @@ fn poller(wake: u64, driver: Option<Driver>) -> ! {
             let mut g = STACK.lock();
             let s = g.as_mut().expect("stack");
             s.poll();
-            let d = s.next_poll();
+            let mut d = s.next_poll();
+            if s.link.tx_waiting() {
+                // Out of send slots: the driver's completion wakes us; smoltcp's "now" for the
+                // frames it could not send would only spin until then (other timers wait
+                // `TX_WAIT_SLACK_MS` at most).
+                let slack = TX_WAIT_SLACK_MS * 1000 * TICKS_PER_US.load(Ordering::Relaxed);
+                d = d.max(sys::rdtsc().saturating_add(slack));
+            }
             POLL_DEADLINE.store(d, Ordering::Relaxed);
             (d, !s.link.attached())
         };
@@ -2067,6 +2101,7 @@ fn main() {
         addr: 0,
         prefix: 0,
         gateway: 0,
+        udp_queued: false,
     };
     st.iface.update_ip_addrs(|a| {
         let _ = a.push(IpCidr::Ipv4(LOOPBACK));

@@ -216,9 +216,9 @@ struct Stack {
     addr: u32,
     prefix: u8,
     gateway: u32,
-    /// The call just queued a UDP datagram and nothing else: its poll is one egress round
-    /// ([`Stack::poll_sent`]).
-    udp_queued: bool,
+    /// The call just queued a UDP datagram (on this socket) and nothing else: its poll is one
+    /// egress round ([`Stack::poll_sent`]).
+    udp_queued: Option<SocketHandle>,
 }
 
 fn tcp_socket() -> tcp::Socket<'static> {
@@ -722,8 +722,14 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let mut g = STACK.lock();
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
-    if core::mem::take(&mut s.udp_queued) {
+    if let Some(h) = s.udp_queued.take() {
         s.poll_sent();
+        // Sent, and nothing left queued: no timer of smoltcp's changed (a datagram has none),
+        // so the poll thread's stands. Otherwise (no slot, or an address to resolve first)
+        // smoltcp wants a poll, found below.
+        if s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
+            return r;
+        }
     } else {
         s.poll();
     }
@@ -1587,7 +1593,7 @@ fn udp_send(
     };
     match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
         Ok(()) => {
-            s.udp_queued = true;
+            s.udp_queued = Some(h);
             Ok(data.len() as u32)
         }
         Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
@@ -2101,7 +2107,7 @@ fn main() {
         addr: 0,
         prefix: 0,
         gateway: 0,
-        udp_queued: false,
+        udp_queued: None,
     };
     st.iface.update_ip_addrs(|a| {
         let _ = a.push(IpCidr::Ipv4(LOOPBACK));

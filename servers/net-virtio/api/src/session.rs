@@ -482,6 +482,27 @@ mod tests {
     }
 
     #[test]
+    fn tx_wait_word_is_apart_from_the_rings() {
+        let (_v, m) = memory();
+        let mut s = StackSide::new(&m);
+        let mut d = DriverSide::new();
+        assert!(!m.tx_wait());
+        m.set_tx_wait(true);
+        assert!(m.tx_wait());
+        // The rings work as before around it, and emptying them for a new session leaves it.
+        assert!(s.submit_tx(&m, 3, 60));
+        assert_eq!(d.take_tx(&m), Ok(Some(Desc { slot: 3, len: 60 })));
+        d.complete_tx(&m, 3);
+        assert_eq!(s.reap_tx(&m), Some(3));
+        assert_eq!(s.reap_tx(&m), None);
+        assert!(m.tx_wait());
+        let _ = StackSide::new(&m);
+        assert!(m.tx_wait());
+        m.set_tx_wait(false);
+        assert!(!m.tx_wait());
+    }
+
+    #[test]
     fn indices_wrap() {
         let (_v, m) = memory();
         let mut s = StackSide::new(&m);

@@ -256,14 +256,19 @@ impl Stack {
     /// sends the datagram), not the whole poll (ingress, egress until nothing moves, DHCP, the
     /// readiness scan): nothing else changed, and what arrives meanwhile wakes the poll thread
     /// (the driver wakes it for every received frame). A datagram the loopback turned around
-    /// is received by the whole poll at once.
-    fn poll_sent(&mut self) {
+    /// is received by the whole poll at once. Whether one frame went to the driver and nothing
+    /// else moved (no other socket sent in that round, no whole poll): then no timer of
+    /// smoltcp's can have changed but the sending socket's, and a datagram has none.
+    fn poll_sent(&mut self) -> bool {
+        let sent = self.link.tx_frames;
         self.iface
             .poll_egress(now(), &mut self.link, &mut self.sockets);
         self.link.flush();
         if self.link.looped() {
             self.poll();
+            return false;
         }
+        self.link.tx_frames == sent + 1
     }
 
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
@@ -723,11 +728,10 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
     if let Some(h) = s.udp_queued.take() {
-        s.poll_sent();
-        // Sent, and nothing left queued: no timer of smoltcp's changed (a datagram has none),
-        // so the poll thread's stands. Otherwise (no slot, or an address to resolve first)
-        // smoltcp wants a poll, found below.
-        if s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
+        // Sent alone, and nothing left queued: no timer of smoltcp's changed, so the poll
+        // thread's stands. Otherwise (no slot, an address to resolve first, another socket's
+        // segment in the same round) the timer is found again below.
+        if s.poll_sent() && s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
             return r;
         }
     } else {

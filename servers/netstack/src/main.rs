@@ -9,9 +9,11 @@
 //! closes when the last copy is gone, whichever task held it. Two threads share the stack under
 //! one lock: the main thread serves `socket` and `sock` calls (none blocks: `WouldBlock`, and
 //! the client waits on a notification it registered with the socket); the poll thread wakes on
-//! the driver's completions, on smoltcp's next timer, and when a call changed what the timers
-//! should be, polls, and signals the registrations of every socket that became readier. Delayed
-//! ACKs are off, so request/response traffic is not throttled.
+//! the driver's completions (received frames; sent ones only while out of send slots), on
+//! smoltcp's next timer, and when a call changed what the timers should be, polls, and signals
+//! the registrations of every socket that became readier. A call that queued one UDP datagram
+//! polls only one egress round (`Stack::poll_sent`). Delayed ACKs are off, so request/response
+//! traffic is not throttled.
 //!
 //! The stack enforces the network manager's rule (servers/netmgr holds it): ports below 1024
 //! only for the clients the configuration names (`privileged`) or whose capability the network

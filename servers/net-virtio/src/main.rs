@@ -15,6 +15,10 @@
 //! driver's private DMA memory, then the slot, so frames start at a slot's first byte. Up to 64
 //! frames are in flight in each direction (the session rings' size).
 //!
+//! Send completions interrupt only while the stack waits for a send slot (a word it sets in the
+//! session, `Shared::set_tx_wait`); otherwise each pump (the stack's next kick) reaps them and
+//! they wake nobody: a frame sent costs one kick, not a kick, an interrupt and a wake.
+//!
 //! Threads: the main thread serves `net` (attach, detach, info); the I/O thread waits on one
 //! notification for the device's interrupt and the stack's kick and moves descriptors between the
 //! session rings and the virtqueues; the fault thread is the I/O thread's pager. The I/O thread
@@ -70,6 +74,8 @@ const S_DRIVER_OK: u8 = 4;
 const S_FAILED: u8 = 0x80;
 const D_NEXT: u16 = 1;
 const D_WRITE: u16 = 2;
+/// The avail ring's flag asking the device for no interrupt when it uses a buffer.
+const AVAIL_NO_INTERRUPT: u16 = 1;
 const QUEUE_RX: u16 = 0;
 const QUEUE_TX: u16 = 1;
 /// The legacy virtio-net header without mergeable buffers.
@@ -160,6 +166,15 @@ impl Vq {
             write_volatile(avail.add(2 + self.avail_idx as usize % n), 2 * k);
         }
         self.avail_idx = self.avail_idx.wrapping_add(1);
+    }
+
+    /// Asks the device for an interrupt when it finishes a packet, or not (legacy virtio's
+    /// `VRING_AVAIL_F_NO_INTERRUPT`: a hint; used entries are looked at afterwards either way).
+    fn set_interrupts(&mut self, on: bool) {
+        let flags = if on { 0 } else { AVAIL_NO_INTERRUPT };
+        // SAFETY: the avail ring's flags field, right after the descriptor table.
+        unsafe { write_volatile(self.mem.add(16 * self.size as usize) as *mut u16, flags) };
+        fence(Ordering::SeqCst);
     }
 
     /// Makes the queued packets visible and tells the device.
@@ -298,18 +313,25 @@ impl Dev {
             return;
         };
         let shared = s.shared;
-        let mut completed = false;
+        // Sends finish without an interrupt (each pump, on the stack's next kick, reaps them)
+        // unless the stack waits for a send slot: then they interrupt, and their completions
+        // wake it. Set before the used ring is read, so a packet finished after the read
+        // interrupts.
+        let tx_wait = shared.tx_wait();
+        self.tx.set_interrupts(tx_wait);
+        let mut tx_completed = false;
         while let Some((k, _)) = self.tx.next_used() {
             s.side.complete_tx(&shared, self.tx.slot_of[k as usize]);
             self.tx.free.push(k);
-            completed = true;
+            tx_completed = true;
         }
+        let mut rx_completed = false;
         while let Some((k, len)) = self.rx.next_used() {
             let frame = (len as u64).saturating_sub(NET_HDR).min(SLOT_SIZE as u64);
             s.side
                 .complete_rx(&shared, self.rx.slot_of[k as usize], frame as u16);
             self.rx.free.push(k);
-            completed = true;
+            rx_completed = true;
         }
         let mut posted = false;
         while let Some(&k) = self.tx.free.last() {
@@ -351,7 +373,9 @@ impl Dev {
         if posted {
             self.rx.publish(self.io);
         }
-        if completed {
+        // The stack's word is read again after the completions are published: one set since
+        // the read above still gets its wake (the stack looks at the ring after setting it).
+        if rx_completed || (tx_completed && (tx_wait || shared.tx_wait())) {
             let _ = sys::notify_signal(s.wake, s.bits);
         }
     }

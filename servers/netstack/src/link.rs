@@ -13,6 +13,10 @@
 //! one for the wire that large is dropped. TCP's MSS is clamped to an Ethernet frame's in SYNs
 //! both ways on the wire (`csum::clamp_mss`): other hosts never send more, and smoltcp never
 //! sends them more.
+//!
+//! Send completions are reaped lazily, by the next `transmit` or `receive`: the driver wakes the
+//! poll thread for them only while we wait for a free send slot (`Shared::set_tx_wait`), so a
+//! datagram to the wire costs no wake of the stack after its call.
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -64,6 +68,8 @@ pub struct Link {
     /// next `receive` or `transmit`: a token pair cannot share one list).
     spare: Vec<Vec<u8>>,
     returned: Vec<Vec<u8>>,
+    /// Whether we told the driver we wait for a send completion (`Shared::set_tx_wait`).
+    tx_waiting: bool,
     /// A frame with no free slot to go to is dropped (TCP sends it again).
     pub tx_dropped: u64,
     pub rx_frames: u64,
@@ -90,6 +96,7 @@ impl Link {
             loop_done: Vec::with_capacity(SLOTS),
             spare: Vec::new(),
             returned: Vec::new(),
+            tx_waiting: false,
             tx_dropped: 0,
             rx_frames: 0,
             tx_frames: 0,
@@ -136,12 +143,21 @@ impl Link {
             .rev()
             .filter(|s| !looped.contains(s))
             .collect();
+        self.tx_waiting = false;
+        self.shared.set_tx_wait(false);
     }
 
     /// Our MAC and interface address: frames for them (or for 127.0.0.0/8) loop back.
     pub fn set_local(&mut self, mac: [u8; 6], addr: u32) {
         self.mac = mac;
         self.addr = addr;
+    }
+
+    /// Whether we wait for the driver's send completions (no send slot was free): smoltcp then
+    /// wants a poll at once for what it could not send, but only a completion can help, and
+    /// the driver wakes the poll thread for it.
+    pub fn tx_waiting(&self) -> bool {
+        self.tx_waiting
     }
 
     /// Frames turned around that smoltcp has not received yet (another poll round takes them).
@@ -159,6 +175,30 @@ impl Link {
                 self.free_tx.push(slot);
             }
         }
+        if self.tx_waiting && !self.free_tx.is_empty() {
+            self.tx_waiting = false;
+            self.shared.set_tx_wait(false);
+        }
+    }
+
+    /// No send slot is free: the driver wakes us for its send completions from now on (it
+    /// does not otherwise: completions are reaped by the next send). Set, then looked at again,
+    /// so a completion published before the driver saw the word is not missed; the driver is
+    /// kicked once to see it (it turns the device's send interrupts on). Whether a slot is
+    /// free now.
+    fn wait_for_tx(&mut self) -> bool {
+        if !self.tx_waiting {
+            self.tx_waiting = true;
+            self.shared.set_tx_wait(true);
+            self.reclaim();
+            if !self.free_tx.is_empty() {
+                return true;
+            }
+            if self.kick != 0 {
+                let _ = sys::notify_signal(self.kick, u64::MAX);
+            }
+        }
+        false
     }
 
     /// Hands what the last poll produced to the driver and kicks it if there was any.
@@ -346,7 +386,7 @@ impl Device for Link {
 
     fn transmit(&mut self, _now: Instant) -> Option<TxToken<'_>> {
         self.reclaim();
-        if self.free_tx.is_empty() {
+        if self.free_tx.is_empty() && !self.wait_for_tx() {
             return None;
         }
         Some(TxToken {

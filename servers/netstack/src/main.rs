@@ -9,9 +9,11 @@
 //! closes when the last copy is gone, whichever task held it. Two threads share the stack under
 //! one lock: the main thread serves `socket` and `sock` calls (none blocks: `WouldBlock`, and
 //! the client waits on a notification it registered with the socket); the poll thread wakes on
-//! the driver's completions, on smoltcp's next timer, and when a call changed what the timers
-//! should be, polls, and signals the registrations of every socket that became readier. Delayed
-//! ACKs are off, so request/response traffic is not throttled.
+//! the driver's completions (received frames; sent ones only while out of send slots), on
+//! smoltcp's next timer, and when a call changed what the timers should be, polls, and signals
+//! the registrations of every socket that became readier. A call that queued one UDP datagram
+//! polls only one egress round (`Stack::poll_sent`). Delayed ACKs are off, so request/response
+//! traffic is not throttled.
 //!
 //! The stack enforces the network manager's rule (servers/netmgr holds it): ports below 1024
 //! only for the clients the configuration names (`privileged`) or whose capability the network
@@ -71,6 +73,9 @@ const SESSION_AT: u64 = 0x5000_0000;
 /// Bits of the poll thread's notification: the driver has completions; a call changed timers.
 const WAKE_DRIVER: u64 = 1;
 const WAKE_CALL: u64 = 2;
+/// How long the poll thread sleeps at most while out of send slots (the driver's send
+/// completion wakes it sooner).
+const TX_WAIT_SLACK_MS: u64 = 1;
 const TCP_BUFFER: usize = 16 * 1024;
 const UDP_PACKETS: usize = 16;
 const UDP_BUFFER: usize = 8 * 1024;
@@ -213,6 +218,9 @@ struct Stack {
     addr: u32,
     prefix: u8,
     gateway: u32,
+    /// The call just queued a UDP datagram (on this socket) and nothing else: its poll is one
+    /// egress round ([`Stack::poll_sent`]).
+    udp_queued: Option<SocketHandle>,
 }
 
 fn tcp_socket() -> tcp::Socket<'static> {
@@ -244,6 +252,25 @@ impl Stack {
             }
             None => u64::MAX,
         }
+    }
+
+    /// The poll after a call that queued one UDP datagram: one round of smoltcp's egress (it
+    /// sends the datagram), not the whole poll (ingress, egress until nothing moves, DHCP, the
+    /// readiness scan): nothing else changed, and what arrives meanwhile wakes the poll thread
+    /// (the driver wakes it for every received frame). A datagram the loopback turned around
+    /// is received by the whole poll at once. Whether one frame went to the driver and nothing
+    /// else moved (no other socket sent in that round, no whole poll): then no timer of
+    /// smoltcp's can have changed but the sending socket's, and a datagram has none.
+    fn poll_sent(&mut self) -> bool {
+        let sent = self.link.tx_frames;
+        self.iface
+            .poll_egress(now(), &mut self.link, &mut self.sockets);
+        self.link.flush();
+        if self.link.looped() {
+            self.poll();
+            return false;
+        }
+        self.link.tx_frames == sent + 1
     }
 
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
@@ -702,7 +729,16 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let mut g = STACK.lock();
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
-    s.poll();
+    if let Some(h) = s.udp_queued.take() {
+        // Sent alone, and nothing left queued: no timer of smoltcp's changed, so the poll
+        // thread's stands. Otherwise (no slot, an address to resolve first, another socket's
+        // segment in the same round) the timer is found again below.
+        if s.poll_sent() && s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
+            return r;
+        }
+    } else {
+        s.poll();
+    }
     // The poll thread's timer: woken only when smoltcp now wants a poll before the time the
     // thread waits for (a wake and a whole poll more per call, otherwise).
     let want = s.next_poll();
@@ -1562,7 +1598,10 @@ fn udp_send(
         &whole[..]
     };
     match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
-        Ok(()) => Ok(data.len() as u32),
+        Ok(()) => {
+            s.udp_queued = Some(h);
+            Ok(data.len() as u32)
+        }
         Err(udp::SendError::BufferFull) => Err(SockError::WouldBlock),
         Err(udp::SendError::Unaddressable) => Err(SockError::Unreachable),
     }
@@ -1921,7 +1960,14 @@ fn poller(wake: u64, driver: Option<Driver>) -> ! {
             let mut g = STACK.lock();
             let s = g.as_mut().expect("stack");
             s.poll();
-            let d = s.next_poll();
+            let mut d = s.next_poll();
+            if s.link.tx_waiting() {
+                // Out of send slots: the driver's completion wakes us; smoltcp's "now" for the
+                // frames it could not send would only spin until then (other timers wait
+                // `TX_WAIT_SLACK_MS` at most).
+                let slack = TX_WAIT_SLACK_MS * 1000 * TICKS_PER_US.load(Ordering::Relaxed);
+                d = d.max(sys::rdtsc().saturating_add(slack));
+            }
             POLL_DEADLINE.store(d, Ordering::Relaxed);
             (d, !s.link.attached())
         };
@@ -2067,6 +2113,7 @@ fn main() {
         addr: 0,
         prefix: 0,
         gateway: 0,
+        udp_queued: None,
     };
     st.iface.update_ip_addrs(|a| {
         let _ = a.push(IpCidr::Ipv4(LOOPBACK));

@@ -46,6 +46,9 @@ pub const MAX_FRAME: usize = 1514;
 /// Bytes of page 0 each ring takes: `prod` at 0, `cons` at 4, entries from [`ENTRIES_AT`].
 const RING_BYTES: usize = 1024;
 const ENTRIES_AT: usize = 64;
+/// The stack's "waiting for a send slot" word: in `TxComplete`'s header, after `prod` and
+/// `cons` ([`Shared::set_tx_wait`]).
+const TX_WAIT_AT: usize = Ring::TxComplete as usize * RING_BYTES + 8;
 
 /// The four rings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +168,23 @@ impl Shared {
     /// Ring `r`'s producer index as it stands.
     pub fn prod_now(&self, r: Ring) -> u32 {
         self.prod(r).load(Ordering::Acquire)
+    }
+
+    /// The stack says whether it waits for a send completion (it found no free send slot). The
+    /// driver wakes the stack for send completions only then (receive completions always): a
+    /// send's completion is otherwise reaped by the stack's next send, without a wake. Written
+    /// by the stack only; the driver just reads it, so a hostile value costs only that stack's
+    /// own wakes. A full barrier: the stack looks at `TxComplete` again after setting it.
+    pub fn set_tx_wait(&self, waiting: bool) {
+        self.word(TX_WAIT_AT)
+            .store(u32::from(waiting), Ordering::SeqCst);
+    }
+
+    /// Whether the stack waits for a send completion (the driver's side; a full barrier first,
+    /// so the completions just published are ordered before the look).
+    pub fn tx_wait(&self) -> bool {
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.word(TX_WAIT_AT).load(Ordering::SeqCst) != 0
     }
 
     /// Where slot `slot` (< [`SLOTS`]) starts.
@@ -459,6 +479,27 @@ mod tests {
         assert_eq!(s.reap_tx(&m), Some(3));
         assert_eq!(s.reap_rx(&m), Some(Desc { slot: 7, len: 98 }));
         assert_eq!(d.held(), (0, 0));
+    }
+
+    #[test]
+    fn tx_wait_word_is_apart_from_the_rings() {
+        let (_v, m) = memory();
+        let mut s = StackSide::new(&m);
+        let mut d = DriverSide::new();
+        assert!(!m.tx_wait());
+        m.set_tx_wait(true);
+        assert!(m.tx_wait());
+        // The rings work as before around it, and emptying them for a new session leaves it.
+        assert!(s.submit_tx(&m, 3, 60));
+        assert_eq!(d.take_tx(&m), Ok(Some(Desc { slot: 3, len: 60 })));
+        d.complete_tx(&m, 3);
+        assert_eq!(s.reap_tx(&m), Some(3));
+        assert_eq!(s.reap_tx(&m), None);
+        assert!(m.tx_wait());
+        let _ = StackSide::new(&m);
+        assert!(m.tx_wait());
+        m.set_tx_wait(false);
+        assert!(!m.tx_wait());
     }
 
     #[test]

@@ -70,6 +70,15 @@ impl<E> Error<E> {
             _ => false,
         }
     }
+
+    /// [`Self::peer_died`], or our capability to the server is gone (`BadCap`): root revokes a
+    /// dead incarnation's endpoints (issue 16), which empties every copy of a capability to
+    /// it, possibly before a call of ours finds it dead. Only a revocation empties a slot a
+    /// caller holds, so this too is proof, not a guess.
+    pub fn server_gone(&self) -> bool {
+        self.peer_died()
+            || matches!(self, Error::Ipc(code) if *code == sawmill_abi::Error::BadCap as u64)
+    }
 }
 
 /// An interface's error type: codes 1..=0xefff.

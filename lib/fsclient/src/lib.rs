@@ -101,12 +101,6 @@ pub type Result<T> = core::result::Result<T, FsError>;
 /// restarts it (after its backoff) and puts the new endpoint in the slot we call.
 const VFS_RESTART_WAIT_MS: u64 = 5000;
 
-/// Whether a VFS call failed because the VFS died (issue 16): a caller blocked or queued on it
-/// is woken with PeerGone/GONE, and its slot is empty (BadCap) until root refills it.
-fn vfs_gone(x: &RpcError<FsError>) -> bool {
-    x.peer_died() || matches!(x, RpcError::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
-}
-
 fn e(x: RpcError<FsError>) -> FsError {
     match x {
         RpcError::App(e) => e,
@@ -408,7 +402,9 @@ impl Files {
         let mut deadline = None;
         loop {
             match call(&self.vfs) {
-                Err(x) if vfs_gone(&x) => {
+                // The VFS died: a caller blocked or queued on it is woken with PeerGone/GONE,
+                // and its slot is empty (BadCap) until it is refilled.
+                Err(x) if x.server_gone() => {
                     let now = sys::rdtsc();
                     let khz = sawmill_rt::clock::Wall::get().khz.max(1);
                     if now >= *deadline.get_or_insert(now + VFS_RESTART_WAIT_MS * khz) {

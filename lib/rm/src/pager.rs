@@ -213,9 +213,7 @@ pub fn reopened() -> u64 {
 /// was revoked with it (BadCap).
 fn ds_gone(e: &Unresolved) -> bool {
     match e {
-        Unresolved::Ds(x) => {
-            x.peer_died() || matches!(x, rpc::Error::Ipc(c) if *c == Error::BadCap as u64)
-        }
+        Unresolved::Ds(x) => x.server_gone(),
         _ => false,
     }
 }
@@ -242,12 +240,9 @@ pub fn set_vfs_refill(refill: fn(u64) -> bool) {
 /// made again, for at most [`VFS_WAIT_MS`].
 fn vfs_mount(vfs: u64, mount: u32, session: u64) -> Option<u64> {
     let call = || sawmill_interfaces::vfs::Client::new(vfs).mount(mount, session);
-    let gone = |e: &rpc::Error<_>| {
-        e.peer_died() || matches!(e, rpc::Error::Ipc(c) if *c == Error::BadCap as u64)
-    };
     match call() {
         Ok(m) => return Some(m.s),
-        Err(e) if gone(&e) => {}
+        Err(e) if e.server_gone() => {}
         Err(_) => return None,
     }
     let refill = VFS_REFILL.load(Ordering::Acquire);
@@ -263,7 +258,7 @@ fn vfs_mount(vfs: u64, mount: u32, session: u64) -> Option<u64> {
         refill(vfs);
         match call() {
             Ok(m) => return Some(m.s),
-            Err(e) if gone(&e) => sys::yield_now(),
+            Err(e) if e.server_gone() => sys::yield_now(),
             Err(_) => return None,
         }
     }

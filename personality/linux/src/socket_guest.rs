@@ -535,64 +535,49 @@ impl SocketHost for Guest {
             self.pipes.slot(),
         ];
         let [a_read, a_write, b_read, b_write] = slots;
-        let made = server.create(a_read, a_write).is_ok();
-        let made = made && {
-            let b = server.create(b_read, b_write).is_ok();
-            if !b {
-                let _ = sys::cap_delete(a_read);
-                let _ = sys::cap_delete(a_write);
+        // `drop_end` on a slot that is no end yet just deletes its capability (if any) and
+        // keeps the slot for reuse.
+        if server.create(a_read, a_write).is_err() || server.create(b_read, b_write).is_err() {
+            for c in slots {
+                self.pipes.drop_end(c);
             }
-            b
-        };
-        if !made {
-            self.pipes.free_slots.extend(slots);
             return Ok(None);
         }
         let r = self
             .sockets
             .call(h, |_| client(h).connect_fused(addr, port, a_read, b_write));
         // The stack keeps copies of the peer's ends; ours go.
-        for c in [a_read, b_write] {
-            let _ = sys::cap_delete(c);
-            self.pipes.free_slots.push(c);
+        self.pipes.drop_end(a_read);
+        self.pipes.drop_end(b_write);
+        if !matches!(r, Ok(true)) {
+            // Not fused (no listener of ours there, or a stack without fusion): the plain
+            // connect that follows says what there is.
+            self.pipes.drop_end(b_read);
+            self.pipes.drop_end(a_write);
+            return Ok(None);
         }
-        let fused = matches!(r, Ok(true));
-        if fused {
-            if let Some(p) = self.sockets.plans.get_mut(&h) {
-                p.peer = Some((addr, port));
-            }
-            match self.pipes.adopt(b_read) {
-                Ok(_) => match self.pipes.adopt(a_write) {
-                    Ok(_) => return Ok(Some((b_read, a_write))),
-                    Err(e) => {
-                        self.pipes.drop_end(b_read);
-                        let _ = sys::cap_delete(a_write);
-                        self.pipes.free_slots.push(a_write);
-                        return Err(e);
-                    }
-                },
-                Err(e) => {
-                    for c in [b_read, a_write] {
-                        let _ = sys::cap_delete(c);
-                        self.pipes.free_slots.push(c);
-                    }
-                    return Err(e);
-                }
+        if let Some(p) = self.sockets.plans.get_mut(&h) {
+            p.peer = Some((addr, port));
+        }
+        let adopted = self
+            .pipes
+            .adopt(b_read)
+            .and_then(|_| self.pipes.adopt(a_write));
+        match adopted {
+            Ok(_) => Ok(Some((b_read, a_write))),
+            Err(e) => {
+                self.pipes.drop_end(b_read);
+                self.pipes.drop_end(a_write);
+                Err(e)
             }
         }
-        for c in [b_read, a_write] {
-            let _ = sys::cap_delete(c);
-            self.pipes.free_slots.push(c);
-        }
-        // Not fused (no listener of ours there, or a stack without fusion): the plain connect
-        // that follows says what there is.
-        Ok(None)
     }
 
     fn sock_fused_ends(&mut self, h: u64) -> Option<(u64, u64)> {
         let (r, w) = (self.pipes.slot(), self.pipes.slot());
         let Ok(o) = client(h).fused_ends(r, w) else {
-            self.pipes.free_slots.extend([r, w]);
+            self.pipes.drop_end(r);
+            self.pipes.drop_end(w);
             return None;
         };
         match (self.pipes.adopt(o.read), self.pipes.adopt(o.write)) {

@@ -802,6 +802,34 @@ impl Proc {
             .unwrap_or_default()
     }
 
+    /// Keeps a copy of capability `c` received from process `pid` (it goes when we return) in
+    /// the list `list` picks of its running image, which holds at most `max` (Invalid past it).
+    fn keep_received(
+        &mut self,
+        pid: Pid,
+        c: u64,
+        max: usize,
+        list: fn(&mut Running) -> &mut Vec<u64>,
+    ) -> Result<(), ProcError> {
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        if list(run).len() >= max {
+            return Err(ProcError::Invalid);
+        }
+        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
+        if sys::cap_copy(c, s).is_err() {
+            self.pool.free_slot(s);
+            return Err(ProcError::Invalid);
+        }
+        if let Some(run) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+            list(run).push(s);
+        }
+        Ok(())
+    }
+
     /// Deletes proc's copies of handed-off capabilities.
     fn drop_caps(&mut self, caps: Vec<u64>) {
         for c in caps {
@@ -1483,46 +1511,12 @@ impl proc::Server for Proc {
             self.drop_caps(h);
             self.take_state(pid);
         }
-        let held = self
-            .table
-            .get(pid)
-            .and_then(|p| p.task.as_ref())
-            .map_or(0, |r| r.handoff.len());
-        if held >= MAX_HANDOFF_CAPS {
-            return Err(ProcError::Invalid);
-        }
-        // The received capability goes when we return: keep a copy.
-        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
-        if sys::cap_copy(c, s).is_err() {
-            self.pool.free_slot(s);
-            return Err(ProcError::Invalid);
-        }
-        if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
-            r.handoff.push(s);
-        }
-        Ok(())
+        self.keep_received(pid, c, MAX_HANDOFF_CAPS, |r| &mut r.handoff)
     }
 
     fn own(&mut self, badge: u64, ds: u64) -> Result<(), ProcError> {
         let pid = self.caller(badge)?;
-        let held = self
-            .table
-            .get(pid)
-            .and_then(|p| p.task.as_ref())
-            .map_or(0, |r| r.owned.len());
-        if held >= sawmill_proc_api::MAX_OWNED {
-            return Err(ProcError::Invalid);
-        }
-        // The received capability goes when we return: keep a copy.
-        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
-        if sys::cap_copy(ds, s).is_err() {
-            self.pool.free_slot(s);
-            return Err(ProcError::Invalid);
-        }
-        if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
-            r.owned.push(s);
-        }
-        Ok(())
+        self.keep_received(pid, ds, sawmill_proc_api::MAX_OWNED, |r| &mut r.owned)
     }
 
     fn handoff_state(&mut self, badge: u64, chunk: &[u8], first: bool) -> Result<(), ProcError> {

@@ -80,12 +80,6 @@ struct Mount {
     go: u64,
 }
 
-/// Our capability to a PFS's endpoint is gone (`BadCap`): only root's revoke of the endpoint of
-/// an incarnation that ended empties that slot while we use it.
-fn cap_gone(e: &RpcError<FsError>) -> bool {
-    matches!(e, RpcError::Ipc(c) if *c == sawmill_abi::Error::BadCap as u64)
-}
-
 /// What `connect_pfs` gives: the PFS client, the root's inode and its (mode, uid, gid).
 type Connected = (pfs::Client, u32, (u32, u32, u32));
 
@@ -314,7 +308,7 @@ impl Vfs {
     fn fail(&mut self, m: usize, e: RpcError<FsError>) -> FsError {
         match e {
             RpcError::App(e) => e,
-            e if e.peer_died() || cap_gone(&e) || DEAD[m].load(Ordering::SeqCst) => {
+            e if e.server_gone() || DEAD[m].load(Ordering::SeqCst) => {
                 self.mounts[m].lost = true;
                 if self.mounts[m].alive {
                     println!(

@@ -69,6 +69,35 @@ fn fetch(url: &str, out: &Path, limit: Duration) -> bool {
     false
 }
 
+/// Boots the Linux system with net-kill (`manifest`) from a root image of `dir/tree`, running
+/// `program`, with a host port forwarded to the guest's TCP `guest_port` and one to net-kill;
+/// the guest, the TCP port and the kill port. Its messages go to `dir/guest.out` and `.err`.
+fn boot(dir: &Path, guest_port: u16, program: &[&str]) -> (Guest, u16, u16) {
+    let image = dir.join("root.img");
+    rootfs(&dir.join("tree"), &image);
+    let manifest = manifest(dir);
+    let (port, ctl) = (free_port(), free_port());
+    let child = Command::new(repo().join("sawmill"))
+        .env("SAWMILL_LINUX_MANIFEST", &manifest)
+        .args(["run", "linux", "--net", "--timeout", "600", "--root"])
+        .arg(&image)
+        .args(["--forward", &format!("tcp:{port}:{guest_port}")])
+        .args(["--forward", &format!("udp:{ctl}:7780")])
+        .arg("--")
+        .args(program)
+        .stdout(std::fs::File::create(dir.join("guest.out")).unwrap())
+        .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("running ./sawmill");
+    let guest = Guest {
+        child,
+        log: dir.join("guest.err"),
+    };
+    (guest, port, ctl)
+}
+
 /// Writes the Linux system with net-kill added into `dir`; its path.
 fn manifest(dir: &Path) -> PathBuf {
     let system = std::fs::read_to_string(repo().join("systems/linux.toml")).unwrap();
@@ -102,37 +131,11 @@ fn httpd_keeps_serving_across_stack_restarts() {
     std::fs::create_dir_all(&www).unwrap();
     let page = b"<html><body><h1>sawmill</h1><p>served across stack restarts</p></body></html>\n";
     std::fs::write(www.join("index.html"), page).unwrap();
-    let image = dir.join("root.img");
-    rootfs(&dir.join("tree"), &image);
-    let manifest = manifest(&dir);
-
-    let (port, ctl) = (free_port(), free_port());
-    let child = Command::new(repo().join("sawmill"))
-        .env("SAWMILL_LINUX_MANIFEST", &manifest)
-        .args(["run", "linux", "--net", "--timeout", "600", "--root"])
-        .arg(&image)
-        .args(["--forward", &format!("tcp:{port}:80")])
-        .args(["--forward", &format!("udp:{ctl}:7780")])
-        .args([
-            "--",
-            "/bin/busybox",
-            "httpd",
-            "-f",
-            "-p",
-            "80",
-            "-h",
-            "/www",
-        ])
-        .stdout(std::fs::File::create(dir.join("guest.out")).unwrap())
-        .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("running ./sawmill");
-    let mut g = Guest {
-        child,
-        log: dir.join("guest.err"),
-    };
+    let (mut g, port, ctl) = boot(
+        &dir,
+        80,
+        &["/bin/busybox", "httpd", "-f", "-p", "80", "-h", "/www"],
+    );
     let url = format!("http://127.0.0.1:{port}/index.html");
     let want = sha256(&www.join("index.html"));
 
@@ -303,27 +306,7 @@ fn a_program_sees_a_reset_as_linux_shows_it() {
     assert!(want.len() >= 5, "the host's output: {want:?}");
 
     // The guest: the stack is killed under the connection.
-    let image = dir.join("root.img");
-    rootfs(&dir.join("tree"), &image);
-    let manifest = manifest(&dir);
-    let (port, ctl) = (free_port(), free_port());
-    let child = Command::new(repo().join("sawmill"))
-        .env("SAWMILL_LINUX_MANIFEST", &manifest)
-        .args(["run", "linux", "--net", "--timeout", "600", "--root"])
-        .arg(&image)
-        .args(["--forward", &format!("tcp:{port}:7777")])
-        .args(["--forward", &format!("udp:{ctl}:7780")])
-        .args(["--", "/bin/reset_server", "7777"])
-        .stdout(std::fs::File::create(dir.join("guest.out")).unwrap())
-        .stderr(std::fs::File::create(dir.join("guest.err")).unwrap())
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("running ./sawmill");
-    let g = Guest {
-        child,
-        log: dir.join("guest.err"),
-    };
+    let (g, port, ctl) = boot(&dir, 7777, &["/bin/reset_server", "7777"]);
     let output = || std::fs::read_to_string(dir.join("guest.out")).unwrap_or_default();
     let start = Instant::now();
     while !output().contains("listening") {

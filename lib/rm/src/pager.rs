@@ -744,6 +744,21 @@ pub fn init_heap(size: u64) -> Result<(), RmError> {
     let ds = m
         .alloc(size, 0, thread::alloc_slot())
         .map_err(RmError::Mem)?;
+    install_heap(ds, size)
+}
+
+/// As [`init_heap`], on dataspace `ds` someone else allocated (and frees once the task is gone:
+/// a Linux process's heap is proc's, `HEAP_CAP`), all of it.
+pub fn init_heap_from(ds: u64) -> Result<(), RmError> {
+    if HEAP_BASE.load(Ordering::Acquire) != 0 {
+        return Err(RmError::Busy);
+    }
+    let size = dataspace::Client::new(ds).info().map_err(RmError::Ds)?.size;
+    install_heap(ds, size & !(PAGE - 1))
+}
+
+/// Attaches heap dataspace `ds` of `size` bytes and gives it to the allocator.
+fn install_heap(ds: u64, size: u64) -> Result<(), RmError> {
     let base = attach(ds, 0, size, None, READ | WRITE)?;
     HEAP_DS.store(ds, Ordering::Relaxed);
     HEAP_SIZE.store(size, Ordering::Relaxed);
@@ -751,16 +766,6 @@ pub fn init_heap(size: u64) -> Result<(), RmError> {
     // SAFETY: the range is ours alone from now on, attached read-write and paged on demand.
     unsafe { sawmill_rt::heap_add(base, size) };
     Ok(())
-}
-
-/// The heap's dataspace ([`init_heap`]), if there is one: a task that cannot free it itself
-/// (it runs on it until it ends) gives it to whoever frees it after (a Linux process: proc,
-/// `proc.own`).
-pub fn heap_dataspace() -> Option<u64> {
-    match HEAP_DS.load(Ordering::Relaxed) {
-        0 => None,
-        ds => Some(ds),
-    }
 }
 
 /// Why a fault could not be resolved.

@@ -302,27 +302,27 @@ pub fn start() {
     // mem, touched only as the library grows (most processes use a few dozen pages of it), so a
     // process costs proc's pool and kernel memory little and 200 of them fit.
     // A memory server with less RAM than that refuses so large a dataspace: then less.
-    let mut heap = layout::LIB_HEAP_DEMAND;
-    while let Err(e) = rm::init_heap(heap) {
-        if heap <= layout::LIB_HEAP_DEMAND_MIN {
+    // proc allocates it (`HEAP_CAP`) and frees it once the task is gone: the library cannot
+    // free the heap it runs on, and a heap left charged to proc outlived every process (a
+    // shell's long loop ran mem out). A test launcher gives none: then mem directly.
+    if let Some(ds) = env::cap(sawmill_proc_api::HEAP_CAP) {
+        if let Err(e) = rm::init_heap_from(ds) {
             println!("linux: the library's heap: {:?}", e);
             exit_process(EXIT_CANNOT_EXEC);
         }
-        heap /= 2;
+    } else {
+        let mut heap = layout::LIB_HEAP_DEMAND;
+        while let Err(e) = rm::init_heap(heap) {
+            if heap <= layout::LIB_HEAP_DEMAND_MIN {
+                println!("linux: the library's heap: {:?}", e);
+                exit_process(EXIT_CANNOT_EXEC);
+            }
+            heap /= 2;
+        }
     }
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
     // proc maps the information page before the library starts; a test launcher does not.
     HAS_INFO.store(sys::translate(layout::LIB_INFO).is_ok(), Ordering::Relaxed);
-    // The heap is charged to proc's account and would outlive the task: proc frees it when the
-    // task ends (exit, a signal, or an exec replacing this image). Without this a shell's loop of
-    // commands ran mem out (16 KiB or more a process). A test launcher serves no `own`.
-    if let (true, Some(p), Some(ds)) = (
-        HAS_INFO.load(Ordering::Relaxed),
-        proc_cap(),
-        rm::heap_dataspace(),
-    ) {
-        let _ = proc::Client::new(p).own(ds);
-    }
     let received = fork_guest::received();
     if let Some((mut st, caps)) = received {
         if let Some(f) = st.fork.take() {

@@ -18,9 +18,9 @@ use sawmill_proc::signal;
 use sawmill_proc::table::{Creds, Pid, State, Status, Table, TableError, WaitFor, INIT};
 use sawmill_proc::tty::{self, Caller, Terminal, TtyError};
 use sawmill_proc_api::{
-    Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, INFO_COMM, INFO_COMM_LEN, INFO_PPID,
-    INFO_SLEEPING, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS, MAX_INLINE_STATE, WAKE_CAP, WAKE_CHILD,
-    WAKE_CONT, WAKE_SIGNAL,
+    Config, ExecRequest, CONSOLE_BADGE, HANDOFF_CAP_PREFIX, HEAP_CAP, INFO_COMM, INFO_COMM_LEN,
+    INFO_PPID, INFO_SLEEPING, MAX_EXEC_REQUEST, MAX_HANDOFF_CAPS, MAX_INLINE_STATE, WAKE_CAP,
+    WAKE_CHILD, WAKE_CONT, WAKE_SIGNAL,
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
@@ -76,6 +76,8 @@ struct Launch<'a> {
     /// The process's wake notification and information page (proc's slot and address).
     wake: u64,
     info: u64,
+    /// The library's heap (`HEAP_CAP`; 0: none, the library asks mem).
+    heap: u64,
 }
 
 /// An exec request `exec_check` accepted: the program's path, the `argv` it runs with, the
@@ -106,8 +108,8 @@ struct Running {
     fault_entry: u64,
     /// The ignored signals and the mask its next exec keeps (`proc.sig_exec`).
     exec_signals: (u64, u64),
-    /// Dataspaces freed when this image's task ends (`proc.own`: the library's heap).
-    owned: Vec<u64>,
+    /// Its library's heap (`HEAP_CAP`, our slot; 0: none), freed when its task is gone.
+    heap: u64,
 }
 
 impl Known for Running {
@@ -342,7 +344,7 @@ impl Proc {
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
-            owned: Vec::new(),
+            heap: 0,
         };
         let (pid, serial) = self
             .table
@@ -361,6 +363,7 @@ impl Proc {
             state: &[],
             wake: extra.wake,
             info: extra.info,
+            heap: 0,
             pid,
             serial,
             parent,
@@ -441,9 +444,10 @@ impl Proc {
         Ok(s)
     }
 
-    fn build(&mut self, l: Launch) -> Result<(), SpawnError> {
+    fn build(&mut self, mut l: Launch) -> Result<(), SpawnError> {
         let pid = l.pid;
         let mut caps = Vec::new();
+        l.heap = self.lib_heap();
         let r = self.build_with(l, &mut caps);
         match r {
             Ok(child) => {
@@ -451,6 +455,9 @@ impl Proc {
                 if let Some(run) = run {
                     run.child = Some(child);
                     run.caps = caps;
+                    run.heap = l.heap;
+                } else {
+                    self.free_heap(l.heap);
                 }
                 Ok(())
             }
@@ -459,6 +466,7 @@ impl Proc {
                     let _ = sys::cap_delete(c);
                     self.pool.free_slot(c);
                 }
+                self.free_heap(l.heap);
                 Err(e)
             }
         }
@@ -543,6 +551,7 @@ impl Proc {
             state,
             wake,
             info,
+            heap,
         } = l;
         let proc_cap = self.mint(pid as u64, true, caps)?;
         let main_cap = self.mint(KERNEL_BIT | serial, false, caps)?;
@@ -587,6 +596,9 @@ impl Proc {
             p.caps.push(Cap::named(name, c));
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
+        if heap != 0 {
+            p.caps.push(Cap::named(HEAP_CAP, heap));
+        }
         // With the state in the environment, index 0 (its dataspace) is none.
         let first_cap = usize::from(!state.is_empty());
         // A handed-on capability of a server that died since (a PFS, a network stack) was
@@ -729,12 +741,14 @@ impl Proc {
         let parent = (ppid != 0).then_some(ppid);
         let mut caps = Vec::new();
         let extra = self.extras.get(&pid).copied().ok_or(StartError::Table)?;
+        let heap = self.lib_heap();
         let built = self.build_with(
             Launch {
                 handoff,
                 state,
                 wake: extra.wake,
                 info: extra.info,
+                heap,
                 pid,
                 serial,
                 parent,
@@ -760,7 +774,7 @@ impl Proc {
                     checked: None,
                     fault_entry: 0,
                     exec_signals: (0, 0),
-                    owned: Vec::new(),
+                    heap,
                 };
                 match self.table.finish_exec(pid, serial, new) {
                     Ok(old) => {
@@ -778,6 +792,7 @@ impl Proc {
                     let _ = sys::cap_delete(c);
                     self.pool.free_slot(c);
                 }
+                self.free_heap(heap);
                 self.table.abort_exec(serial);
                 Err(StartError::Spawn(e))
             }
@@ -800,34 +815,6 @@ impl Proc {
             .and_then(|p| p.task.as_mut())
             .map(|r| core::mem::take(&mut r.state))
             .unwrap_or_default()
-    }
-
-    /// Keeps a copy of capability `c` received from process `pid` (it goes when we return) in
-    /// the list `list` picks of its running image, which holds at most `max` (Invalid past it).
-    fn keep_received(
-        &mut self,
-        pid: Pid,
-        c: u64,
-        max: usize,
-        list: fn(&mut Running) -> &mut Vec<u64>,
-    ) -> Result<(), ProcError> {
-        let run = self
-            .table
-            .get_mut(pid)
-            .and_then(|p| p.task.as_mut())
-            .ok_or(ProcError::NoProcess)?;
-        if list(run).len() >= max {
-            return Err(ProcError::Invalid);
-        }
-        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
-        if sys::cap_copy(c, s).is_err() {
-            self.pool.free_slot(s);
-            return Err(ProcError::Invalid);
-        }
-        if let Some(run) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
-            list(run).push(s);
-        }
-        Ok(())
     }
 
     /// Deletes proc's copies of handed-off capabilities.
@@ -882,7 +869,7 @@ impl Proc {
             checked: None,
             fault_entry: 0,
             exec_signals: (0, 0),
-            owned: Vec::new(),
+            heap: 0,
         };
         let (pid, serial) =
             self.table
@@ -913,6 +900,7 @@ impl Proc {
             state,
             wake: extra.wake,
             info: extra.info,
+            heap: 0,
         };
         match self.build(launch) {
             Ok(()) => Ok(pid),
@@ -937,11 +925,41 @@ impl Proc {
             self.pool.free_slot(c);
         }
         self.drop_caps(r.handoff);
-        // The task is gone, so nothing runs on them any more.
-        for ds in r.owned {
-            let _ = sawmill_interfaces::dataspace::Client::new(ds).free();
-            let _ = sys::cap_delete(ds);
-            self.pool.free_slot(ds);
+        // The task is gone, so nothing runs on it any more.
+        self.free_heap(r.heap);
+    }
+
+    /// A fresh demand-zero dataspace for a new image's library heap (`HEAP_CAP`): as large as
+    /// the library would ask for, halved while mem refuses. Ours to free ([`Self::free_heap`]):
+    /// the library cannot free the heap it runs on, and a dataspace handed to us by a process
+    /// would be a capability we call on its word (a hostile one could make us wait forever).
+    /// 0 if mem has none (the library then asks mem itself).
+    fn lib_heap(&mut self) -> u64 {
+        let Some(m) = sawmill_rm::mem() else {
+            return 0;
+        };
+        let mut size = linux::LIB_HEAP_DEMAND;
+        loop {
+            let Ok(slot) = self.pool.slot() else {
+                return 0;
+            };
+            match m.alloc(size, 0, slot) {
+                Ok(ds) => return ds,
+                Err(_) => self.pool.free_slot(slot),
+            }
+            if size <= linux::LIB_HEAP_DEMAND_MIN {
+                return 0;
+            }
+            size /= 2;
+        }
+    }
+
+    /// Frees a library heap [`Self::lib_heap`] made (0: none).
+    fn free_heap(&mut self, heap: u64) {
+        if heap != 0 {
+            let _ = sawmill_interfaces::dataspace::Client::new(heap).free();
+            let _ = sys::cap_delete(heap);
+            self.pool.free_slot(heap);
         }
     }
 
@@ -1511,12 +1529,24 @@ impl proc::Server for Proc {
             self.drop_caps(h);
             self.take_state(pid);
         }
-        self.keep_received(pid, c, MAX_HANDOFF_CAPS, |r| &mut r.handoff)
-    }
-
-    fn own(&mut self, badge: u64, ds: u64) -> Result<(), ProcError> {
-        let pid = self.caller(badge)?;
-        self.keep_received(pid, ds, sawmill_proc_api::MAX_OWNED, |r| &mut r.owned)
+        let run = self
+            .table
+            .get_mut(pid)
+            .and_then(|p| p.task.as_mut())
+            .ok_or(ProcError::NoProcess)?;
+        if run.handoff.len() >= MAX_HANDOFF_CAPS {
+            return Err(ProcError::Invalid);
+        }
+        // The received capability goes when we return: keep a copy.
+        let s = self.pool.slot().map_err(|_| ProcError::Again)?;
+        if sys::cap_copy(c, s).is_err() {
+            self.pool.free_slot(s);
+            return Err(ProcError::Invalid);
+        }
+        if let Some(r) = self.table.get_mut(pid).and_then(|p| p.task.as_mut()) {
+            r.handoff.push(s);
+        }
+        Ok(())
     }
 
     fn handoff_state(&mut self, badge: u64, chunk: &[u8], first: bool) -> Result<(), ProcError> {

@@ -56,6 +56,10 @@ pub const DEFAULT_MAX_PROCS: u32 = 64;
 /// its execs) and keeps the original; the bits say who signalled. A library that must wait for
 /// something proc decides asks proc without blocking and, if nothing is there yet, waits on it.
 pub const WAKE_CAP: &str = "proc:wake";
+/// The capability name of a new image's library heap: a demand-zero dataspace proc allocates
+/// (charged to proc's account) and frees when the image's task is gone, so nothing of it
+/// outlives the process (the library cannot free the heap it runs on).
+pub const HEAP_CAP: &str = "proc:heap";
 /// A child of the process changed state (ended, or ran a new program after `vfork`).
 pub const WAKE_CHILD: u64 = 1;
 /// A signal is pending for the process.
@@ -132,9 +136,6 @@ impl Peers for Config {
 /// Most capabilities one `fork` or `exec` may hand off (`proc.handoff`): the state dataspace, the
 /// program's regions and its open files.
 pub const MAX_HANDOFF_CAPS: usize = 256;
-
-/// The most dataspaces one image gives proc to free when it ends (`proc.own`).
-pub const MAX_OWNED: usize = 4;
 /// The name of handed-off capability `i` in the new image's environment: this prefix and `i`.
 pub const HANDOFF_CAP_PREFIX: &str = "hand";
 /// Most bytes of state `proc.handoff_state` carries (into the new image's one-page

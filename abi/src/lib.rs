@@ -171,6 +171,16 @@ pub enum Sys {
     /// (issue 16). Errors: Invalid (alignment, outside user space), Fault (`src` not mapped,
     /// `dst` not mapped writable).
     PageCopy = 40,
+    /// `task_dirty(task=rdi, src=rsi, dst=rdx, pages=r10)` -> `rdi` = a mask, bit i for page i
+    /// (`pages` 1..=64): set unless `task`'s 4 KiB page at `dst + i*4096` is still the frame the
+    /// caller maps at `src + i*4096`, never written through that mapping (its dirty bit, which
+    /// the kernel also sets for its own writes into user memory), and `task` never had a
+    /// mapping derived from one of its own (a map item, a grant, a `task_map` from it). How the
+    /// builder of a task learns which of the zeroed pages it lent the task may hold data, so
+    /// that it zeroes only those before lending them to the next (proc's library heaps and
+    /// stacks). Needs CONTROL. Errors: Invalid (alignment, count, outside user space),
+    /// PeerGone (the task has ended).
+    TaskDirty = 41,
 }
 
 /// Root's priority: every server runs below it (the manifest's rule), so root always gets the
@@ -203,7 +213,7 @@ pub mod thread_state {
 pub const MAX_LINKS: usize = 8;
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 41;
+pub const SYS_COUNT: u64 = 42;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -253,6 +263,7 @@ impl TryFrom<u64> for Sys {
             TaskLink,
             ThreadInfo,
             PageCopy,
+            TaskDirty,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

@@ -89,6 +89,9 @@ pub struct Task {
     pub links: Vec<(u64, *mut Task)>,
     /// How many of its page tables other tasks borrow.
     pub lent: u32,
+    /// A mapping was ever derived from one of its own (or granted away): a page may then have
+    /// been written through another entry than its own (`task_dirty` answers every page).
+    pub mapped_out: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

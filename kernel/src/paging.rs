@@ -8,6 +8,9 @@ pub const W: u64 = 1 << 1;
 pub const U: u64 = 1 << 2;
 pub const PWT: u64 = 1 << 3;
 pub const PCD: u64 = 1 << 4;
+/// Set by the processor on a write through the entry; the kernel sets it for its own writes
+/// into user memory (`copy_to_user`, `page_copy`), so that `task_dirty` sees every write.
+pub const D: u64 = 1 << 6;
 pub const PS: u64 = 1 << 7;
 pub const NX: u64 = 1 << 63;
 /// Software bit of a page-directory entry: the page table it points at is borrowed from another
@@ -105,6 +108,22 @@ pub fn page_table(pml4: u64, va: u64, alloc: &mut dyn FnMut() -> Option<u64>) ->
     walk(pml4, va, 1, alloc)
 }
 
+/// The 4 KiB entry of `va` (0 if none, or if a 2 MiB page or a borrowed table is in the way).
+/// `last` remembers the page table of the last 2 MiB window asked about, so that a run of pages
+/// walks the levels above once per page table.
+pub fn pte_in_run(pml4: u64, va: u64, last: &mut Option<(u64, Option<u64>)>) -> u64 {
+    let window = va >> 21;
+    let pt = match *last {
+        Some((w, pt)) if w == window => pt,
+        _ => {
+            let pt = walk(pml4, va, 1, &mut || None);
+            *last = Some((window, pt));
+            pt
+        }
+    };
+    pt.map_or(0, |t| table(t)[((va >> 12) & 511) as usize])
+}
+
 /// Installs a 4 KiB mapping of `va` in `pt`, the page table [`page_table`] gave for `va`. The
 /// entry must be empty.
 pub fn map_in(pt: u64, va: u64, pa: u64, flags: u64) -> bool {
@@ -179,8 +198,8 @@ pub fn unmap(pml4: u64, va: u64, huge: bool) -> bool {
     was
 }
 
-/// Translates a user address: (physical address, pte flags).
-pub fn translate(pml4: u64, va: u64) -> Option<(u64, u64)> {
+/// The present entry mapping a user address (a 4 KiB page's, or a 2 MiB page's with `PS`).
+fn leaf(pml4: u64, va: u64) -> Option<&'static mut u64> {
     let mut t = pml4;
     for l in (1..=4).rev() {
         let idx = ((va >> (12 + 9 * (l - 1))) & 511) as usize;
@@ -188,15 +207,34 @@ pub fn translate(pml4: u64, va: u64) -> Option<(u64, u64)> {
         if e & P == 0 {
             return None;
         }
-        if l == 2 && e & PS != 0 {
-            return Some(((e & ADDR & !0x1f_ffff) + (va & 0x1f_ffff), e));
-        }
-        if l == 1 {
-            return Some(((e & ADDR) + (va & 0xfff), e));
+        if l == 1 || (l == 2 && e & PS != 0) {
+            return Some(&mut table(t)[idx]);
         }
         t = e & ADDR;
     }
     None
+}
+
+/// Translates a user address: (physical address, pte flags).
+pub fn translate(pml4: u64, va: u64) -> Option<(u64, u64)> {
+    let e = *leaf(pml4, va)?;
+    if e & PS != 0 {
+        return Some(((e & ADDR & !0x1f_ffff) + (va & 0x1f_ffff), e));
+    }
+    Some(((e & ADDR) + (va & 0xfff), e))
+}
+
+/// Marks the page mapping `va` written, as the processor does for a write through it (the
+/// kernel's own writes go through the direct map).
+pub fn mark_dirty(pml4: u64, va: u64) {
+    if let Some(e) = leaf(pml4, va) {
+        *e |= D;
+    }
+}
+
+/// The 4 KiB entry of `va` if present (0 if not, or if a 2 MiB page maps it).
+pub fn pte(pml4: u64, va: u64) -> u64 {
+    leaf(pml4, va).map_or(0, |e| if *e & PS != 0 { 0 } else { *e })
 }
 
 /// Frees every page-table frame of the lower half and the PML4: those `listed` if the space
@@ -268,6 +306,9 @@ fn user_chunks(
         };
         if fl & U == 0 || (write && fl & W == 0) {
             return false;
+        }
+        if write {
+            mark_dirty(pml4, a);
         }
         let n = ((PAGE - (a & 0xfff)) as usize).min(len - done);
         f(phys_to_virt(pa), done, n);

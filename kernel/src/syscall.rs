@@ -256,6 +256,12 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             })
         }
         Sys::TaskLink => crate::task::link(task_cap(task, a0)?, task_cap(task, a1)?, a2),
+        Sys::TaskDirty => {
+            let tt = task_cap(task, a0)?;
+            t.frame.rdi = vm::dirty_mask(task, a1, tt, a2, a3)
+                .map_err(|_| reject!(Error::Invalid, "bad address, alignment or page count"))?;
+            Ok(())
+        }
         Sys::Unmap => vm::unmap_range(task, a0, a1, a2 & sawmill_abi::UNMAP_SELF != 0)
             .map_err(|_| reject!(Error::Invalid, "range unaligned or outside user space")),
         Sys::ThreadConfig => thread::config(cur, a0, a1, a2, a3, a4, a5),
@@ -384,6 +390,7 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                     "page copy: destination not mapped writable"
                 ));
             };
+            paging::mark_dirty(pml4, a1);
             // SAFETY: both are whole RAM frames mapped in the caller (checked above), reached
             // through the direct map; one CPU with interrupts off: nothing unmaps them meanwhile.
             unsafe {

@@ -58,6 +58,7 @@ pub fn new_task(f: *mut Factory, slots: u64, max_prio: u8) -> Result<*mut Task, 
         pins: None,
         links: Vec::new(),
         lent: 0,
+        mapped_out: false,
     }));
     kernel().tasks[id as usize] = t;
     Ok(t)

@@ -157,7 +157,11 @@ pub fn map_pages(
             }
         };
         factory::charge(d.hdr.factory, NODE_BYTES as u64)?;
+        // A granted page keeps its dirty bit (`task_dirty`: moved back and forth, a written page
+        // must not come back looking clean).
+        let mut carried = 0;
         if flags & map::GRANT != 0 && m.huge == huge {
+            carried = paging::pte(s.pml4, m.vaddr) & paging::D;
             // Grant: the mapping moves, keeping what was derived from it.
             paging::unmap(s.pml4, m.vaddr, m.huge);
             crate::iommu::unmapped(s.id, m.vaddr, m.huge);
@@ -167,23 +171,24 @@ pub fn map_pages(
             let _ = kernel().mapdb.move_mapping(s.id, m.vaddr, d.id, da);
             s.nodes = s.nodes.saturating_sub(1);
             factory::uncharge(s.hdr.factory, NODE_BYTES as u64);
-        } else if kernel()
-            .mapdb
-            .insert_child_into(
-                sid,
-                Mapping {
-                    space: d.id,
-                    vaddr: da,
-                    paddr: pa,
-                    huge,
-                    rights: r,
-                },
-                vacant,
-            )
-            .is_err()
-        {
-            factory::uncharge(d.hdr.factory, NODE_BYTES as u64);
-            return Err(Error::Busy);
+        } else {
+            // Another entry for the same frame: writes through it show in no entry of `s`.
+            s.mapped_out = true;
+            let child = Mapping {
+                space: d.id,
+                vaddr: da,
+                paddr: pa,
+                huge,
+                rights: r,
+            };
+            if kernel()
+                .mapdb
+                .insert_child_into(sid, child, vacant)
+                .is_err()
+            {
+                factory::uncharge(d.hdr.factory, NODE_BYTES as u64);
+                return Err(Error::Busy);
+            }
         }
         d.nodes += 1;
         // 4 KiB mappings that were here may have left an empty page table in the slot (kept if
@@ -200,7 +205,7 @@ pub fn map_pages(
             }
         }
         let mut alloc = || factory::pt_alloc(dt);
-        let pte = paging::pte_flags(r, r & map::UNCACHED != 0);
+        let pte = paging::pte_flags(r, r & map::UNCACHED != 0) | carried;
         let mapped = if huge {
             paging::map(d.pml4, da, pa, pte, true, &mut alloc)
         } else {
@@ -220,6 +225,45 @@ pub fn map_pages(
         }
     }
     Ok(())
+}
+
+/// `task_dirty`: bit i set unless page `dst + i` of `dt` is still the frame `st` maps at
+/// `src + i`, with its dirty bit clear, in a task that never mapped a page of its own out.
+pub fn dirty_mask(
+    st: *mut Task,
+    src: u64,
+    dt: *mut Task,
+    dst: u64,
+    pages: u64,
+) -> Result<u64, Error> {
+    if pages == 0
+        || pages > 64
+        || src & 0xfff != 0
+        || dst & 0xfff != 0
+        || !paging::user_range_ok(src, pages * PAGE)
+        || !paging::user_range_ok(dst, pages * PAGE)
+    {
+        return Err(Error::Invalid);
+    }
+    let all = u64::MAX >> (64 - pages);
+    // SAFETY: both tasks are live (held by capabilities or current).
+    let (s, d) = unsafe { (&*st, &*dt) };
+    if d.mapped_out {
+        return Ok(all);
+    }
+    let mut mask = 0;
+    let (mut their_pt, mut our_pt) = (None, None);
+    for i in 0..pages {
+        let theirs = paging::pte_in_run(d.pml4, dst + i * PAGE, &mut their_pt);
+        let ours = paging::pte_in_run(s.pml4, src + i * PAGE, &mut our_pt);
+        let clean = theirs & ours & paging::P != 0
+            && theirs & paging::D == 0
+            && ours & paging::ADDR == theirs & paging::ADDR;
+        if !clean {
+            mask |= 1 << i;
+        }
+    }
+    Ok(mask)
 }
 
 /// Records and installs a kernel-made (root) mapping.

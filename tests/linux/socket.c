@@ -576,6 +576,13 @@ static void udp_pair_fork(void)
 	int st;
 	waitpid(pid, &st, 0);
 	printf("pair: echo exit %d\n", WEXITSTATUS(st));
+	/* The peer is gone (its last holder exited): nothing to read and no end of stream, as a
+	 * UDP socket whose peer closed (fused, the ring's end must not read as 0 bytes). */
+	struct pollfd p = { a, POLLIN, 0 };
+	result("pair: poll, peer gone", poll(&p, 1, 0));
+	printf("pair: revents %#x\n", p.revents);
+	result("pair: recv, peer gone", recv(a, buf, sizeof buf, MSG_DONTWAIT));
+	result("pair: send, peer gone", send(a, "x", 1, 0));
 	close(a);
 }
 

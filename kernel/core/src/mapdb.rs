@@ -522,7 +522,33 @@ impl MapDb {
             if h == NIL {
                 break;
             }
-            self.revoke_node(h, true, out);
+            let n = &self.nodes[h as usize];
+            if n.first_child != NIL {
+                self.revoke_node(h, true, out);
+                continue;
+            }
+            // A mapping nothing was derived from (most of a task's): off the lists at once. It
+            // heads its space's list, so that unlink is the head's.
+            let (m, next, prev, parent, space_next) = (n.m, n.next, n.prev, n.parent, n.space_next);
+            out.push(m);
+            if m.huge {
+                self.space_huge[space as usize] -= 1;
+            }
+            self.space_head[space as usize] = space_next;
+            if space_next != NIL {
+                self.nodes[space_next as usize].space_prev = NIL;
+            }
+            if prev != NIL {
+                self.nodes[prev as usize].next = next;
+            } else if parent != NIL {
+                self.nodes[parent as usize].first_child = next;
+            }
+            if next != NIL {
+                self.nodes[next as usize].prev = prev;
+            }
+            self.index.remove(key(m.space, m.vaddr));
+            self.nodes[h as usize].live = false;
+            self.free.push(h);
         }
     }
 

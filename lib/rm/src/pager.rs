@@ -336,11 +336,12 @@ fn ds_map_again(
     ds: u64,
     offset: u64,
     page: u64,
+    pages: u64,
     rfl: u32,
     need_write: bool,
-) -> Result<bool, Unresolved> {
-    match ds_map(ds, offset, page, rfl, need_write) {
-        Err(e) => ds_map_reopened(e, ds, offset, page, rfl, need_write),
+) -> Result<(bool, u64), Unresolved> {
+    match ds_map_around(ds, offset, page, pages, rfl, need_write) {
+        Err(e) => ds_map_reopened(e, ds, offset, page, rfl, need_write).map(|w| (w, 1)),
         r => r,
     }
 }
@@ -777,17 +778,34 @@ enum Unresolved {
 }
 
 fn ds_map(ds: u64, offset: u64, page: u64, rfl: u32, need_write: bool) -> Result<bool, Unresolved> {
+    ds_map_around(ds, offset, page, 1, rfl, need_write).map(|(w, _)| w)
+}
+
+/// Maps page `offset` of `ds` at `page` and, as the dataspace has them at hand, up to `pages`
+/// pages from there on (fault-around: the receive window spans them all). Returns whether the
+/// mapping is writable and how many pages came (at least the first; never more than asked,
+/// the window sees to that).
+fn ds_map_around(
+    ds: u64,
+    offset: u64,
+    page: u64,
+    pages: u64,
+    rfl: u32,
+    need_write: bool,
+) -> Result<(bool, u64), Unresolved> {
     let mut fl = MapFlags::from_bits_truncate((rfl & (READ | WRITE | EXEC)) as u64);
     if need_write {
         fl |= MapFlags::NEED_WRITE;
     }
+    // Fault-around asks for no more than a manager answers with.
+    const _: () = assert!(crate::regions::FAULT_AROUND <= dataspace::MAP_AROUND_MAX);
     // READ/WRITE/EXEC have the values of sawmill_abi::map's.
     const _: () =
         assert!(READ as u64 == map::READ && WRITE as u64 == map::WRITE && EXEC as u64 == map::EXEC);
     let m = dataspace::Client::new(ds)
-        .map(offset, page, 1, fl, [page, PAGE])
+        .map(offset, page, pages, fl, [page, pages * PAGE])
         .map_err(Unresolved::Ds)?;
-    Ok(m.flags & map::WRITE != 0)
+    Ok((m.flags & map::WRITE != 0, m.pages.clamp(1, pages)))
 }
 
 /// A fault outside our heap and regions: in the lent range ([`set_lent_range`]) it is resolved
@@ -850,10 +868,11 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             ds,
             offset,
             page,
+            pages,
             flags: fl,
         } => {
-            let w = ds_map_again(ds, offset, page, fl, write)?;
-            REGIONS.lock().mapped(id, page, 1, w);
+            let (w, got) = ds_map_again(ds, offset, page, pages, fl, write)?;
+            REGIONS.lock().mapped(id, page, got, w);
             Ok(())
         }
         Fault::Copy {
@@ -882,7 +901,7 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
             };
             // A source page mapped before may have gone with a dead file system's memory.
             if !mapped || sys::translate(page).is_err() {
-                ds_map_again(ds, offset, page, READ, false)?;
+                ds_map_again(ds, offset, page, 1, READ, false)?;
             }
             let scratch = SCRATCH.load(Ordering::Relaxed);
             ds_map(shadow, shadow_offset, scratch, READ | WRITE, true)?;

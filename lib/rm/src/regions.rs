@@ -3,6 +3,10 @@
 use alloc::vec::Vec;
 
 pub const PAGE: u64 = 4096;
+/// Pages a read fault may map at once (the faulting page and those after it, as far as the
+/// dataspace has them at hand: fault-around), as Linux's 64 KiB: a program touching its text
+/// takes one fault per run of pages, not one per page.
+pub const FAULT_AROUND: u64 = 16;
 
 /// Region flags.
 pub mod flags {
@@ -94,12 +98,15 @@ pub enum Fault {
     /// The page is already mapped with the access needed: another thread resolved it first;
     /// just resume.
     Cached,
-    /// Ask the region's dataspace for page `offset` (bytes) at `page`.
+    /// Ask the region's dataspace for page `offset` (bytes) at `page`, and (fault-around) for
+    /// up to `pages` pages from there on (>= 1): the ones after it in the region that the task
+    /// does not hold and that read the same dataspace.
     Map {
         id: u64,
         ds: u64,
         offset: u64,
         page: u64,
+        pages: u64,
         flags: u32,
     },
     /// COW region, page not yet private and a write: copy it. `ds`/`offset` is the source;
@@ -125,6 +132,20 @@ impl Region {
     }
     pub fn contains(&self, a: u64) -> bool {
         a >= self.start && a < self.end()
+    }
+    /// How many pages from page `i` on a read fault there may map ([`FAULT_AROUND`]): `i` and
+    /// the pages after it, up to the region's end, the first one the task holds already or
+    /// (COW) has a private copy of (those stay as they are).
+    fn around(&self, i: u64) -> u64 {
+        let mut n = 1;
+        while n < FAULT_AROUND
+            && i + n < self.pages()
+            && !bit(&self.resident, i + n)
+            && !bit(&self.private, i + n)
+        {
+            n += 1;
+        }
+        n
     }
     pub fn is_resident(&self, i: u64) -> bool {
         bit(&self.resident, i)
@@ -478,6 +499,7 @@ impl Regions {
                     ds: r.shadow,
                     offset: r.shadow_offset + (page - r.start),
                     page,
+                    pages: 1,
                     flags: r.flags & !flags::COW,
                 };
             }
@@ -498,6 +520,7 @@ impl Regions {
                 ds: r.ds,
                 offset,
                 page,
+                pages: r.around(i),
                 flags: r.flags & !(flags::COW | flags::WRITE),
             };
         }
@@ -506,6 +529,7 @@ impl Regions {
             ds: r.ds,
             offset,
             page,
+            pages: if write { 1 } else { r.around(i) },
             flags: r.flags,
         }
     }
@@ -652,6 +676,7 @@ mod tests {
                 ds: 9,
                 offset: 0x4000,
                 page: 0x1000_1000,
+                pages: 1,
                 flags: RW
             }
         );
@@ -732,12 +757,15 @@ mod tests {
             ds,
             offset,
             page,
+            pages,
             flags: f,
         } = m.fault(a + PAGE + 8, false)
         else {
             panic!()
         };
         assert_eq!((ds, offset, page, f), (3, 0x9000, a + PAGE, flags::READ));
+        // Pages 1..4 of the region: fault-around asks for the three up to its end.
+        assert_eq!(pages, 3);
         m.mapped(id, page, 1, false);
         assert_eq!(m.fault(a + PAGE + 16, false), Fault::Cached);
         m.forget(a, 4 * PAGE);
@@ -919,5 +947,41 @@ mod tests {
         let gone = m.remove_range(0x90_0000, 0x4000).unwrap();
         assert_eq!(gone.len(), 4);
         assert!(!m.uses(4));
+    }
+
+    #[test]
+    fn read_faults_map_around_up_to_what_is_held() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        let a = m
+            .attach(None, 40 * PAGE, PAGE, 3, 0, flags::READ | flags::EXEC)
+            .unwrap();
+        let pages_at = |m: &Regions, addr: u64, write: bool| match m.fault(addr, write) {
+            Fault::Map { pages, .. } => pages,
+            f => panic!("{:?}", f),
+        };
+        // At most FAULT_AROUND pages, never past the region's end.
+        assert_eq!(pages_at(&m, a, false), FAULT_AROUND);
+        assert_eq!(pages_at(&m, a + 37 * PAGE, false), 3);
+        // Stops before a page the task holds already.
+        let Fault::Map { id, .. } = m.fault(a, false) else {
+            panic!()
+        };
+        m.mapped(id, a + 5 * PAGE, 1, false);
+        assert_eq!(pages_at(&m, a + 2 * PAGE, false), 3);
+        // Marked resident as mapped: the pages that came are Cached.
+        m.mapped(id, a + 2 * PAGE, 3, false);
+        assert_eq!(m.fault(a + 4 * PAGE, false), Fault::Cached);
+        // A COW region: a read maps around, not over private pages; writes one page.
+        let cow = flags::READ | flags::WRITE | flags::COW;
+        m.adopt(0x1800_0000, 8 * PAGE, 5, 0, cow, 9, 0, &[0b1000])
+            .unwrap();
+        assert_eq!(pages_at(&m, 0x1800_0000, false), 3);
+        assert_eq!(pages_at(&m, 0x1800_3000, false), 1);
+        assert_eq!(pages_at(&m, 0x1800_4000, false), 4);
+        let rw = m
+            .attach(None, 8 * PAGE, PAGE, 4, 0, flags::READ | flags::WRITE)
+            .unwrap();
+        assert_eq!(pages_at(&m, rw, true), 1);
+        assert_eq!(pages_at(&m, rw, false), 8);
     }
 }

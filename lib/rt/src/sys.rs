@@ -203,6 +203,12 @@ pub fn translate(vaddr: u64) -> Result<u64, Error> {
 pub fn page_copy(src: u64, dst: u64) -> Result<(), Error> {
     call(Sys::PageCopy, [src, dst, 0, 0, 0, 0])
 }
+/// Which of `pages` (at most 64) pages `task` has at `dst`, lent from ours at `src`, may hold
+/// data: bit i for page i (`Sys::TaskDirty`).
+pub fn task_dirty(task: u64, src: u64, dst: u64, pages: u64) -> Result<u64, Error> {
+    let (r, mask, _) = raw(Sys::TaskDirty, [task, src, dst, pages, 0, 0]);
+    res(r).map(|_| mask)
+}
 /// The physical address behind `vaddr` and the number of DMA pins on its frame.
 pub fn translate_pins(vaddr: u64) -> Result<(u64, u64), Error> {
     let flags = sawmill_abi::pin::TRANSLATE_PINS;

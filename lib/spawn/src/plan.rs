@@ -326,6 +326,12 @@ pub fn assign_slots(fixed: &[Option<u64>], first: u64, slots: u64) -> Result<Vec
     Ok(out)
 }
 
+/// Whether page `i` of a run with mask `dirty` (bit i for page i) is to be zeroed: a page past
+/// the mask's 64 always.
+pub fn dirty_page(dirty: u64, i: u64) -> bool {
+    i >= 64 || dirty & (1 << i) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -704,5 +710,19 @@ mod tests {
             assign_slots(&[Some(1024)], 8, 1024),
             Err(SpawnError::BadSlot)
         );
+    }
+
+    #[test]
+    fn only_the_marked_pages_are_zeroed() {
+        let mask = 0b101 | 1 << 63;
+        assert!(dirty_page(mask, 0));
+        assert!(!dirty_page(mask, 1));
+        assert!(dirty_page(mask, 2));
+        assert!(!dirty_page(mask, 62));
+        assert!(dirty_page(mask, 63));
+        // Past the mask: not known clean.
+        assert!(dirty_page(mask, 64));
+        assert!(dirty_page(0, 100));
+        assert!(dirty_page(u64::MAX, 5));
     }
 }

@@ -4,7 +4,7 @@
 //! child's mappings are derived from the caller's. Capability slots given back are reused (the
 //! runtime's allocator never reuses one, and programs come and go).
 
-use crate::plan::{SpawnError, PAGE};
+use crate::plan::{dirty_page, SpawnError, PAGE};
 use crate::run::Resources;
 use alloc::vec::Vec;
 use sawmill_rt::thread;
@@ -14,9 +14,12 @@ pub struct MemPool {
     pages: u64,
     next: u64,
     free: Vec<u64>,
-    /// Runs given back, by length: (pages, addresses). A run goes back to its own length's list
-    /// (a caller asks for the same few lengths again and again: a library's heap and stack).
-    free_runs: Vec<(u64, Vec<u64>)>,
+    /// Runs given back, by length: (pages, [(address, dirty pages)]). A run goes back to its own
+    /// length's list (a caller asks for the same few lengths again and again: a library's heap
+    /// and stack). Its mask ([`dirty_page`]) says which pages are to be zeroed before the run is
+    /// handed out again: a library leaves a few of its pages untouched, and zeroing a page is
+    /// ~520 instructions.
+    free_runs: Vec<(u64, Vec<(u64, u64)>)>,
     free_slots: Vec<u64>,
 }
 
@@ -78,7 +81,7 @@ impl Resources for MemPool {
                     .iter_mut()
                     .find(|(_, v)| !v.is_empty())
                     .ok_or(SpawnError::NoMemory)?;
-                let a = v.pop().unwrap_or_default();
+                let (a, _) = v.pop().unwrap_or_default();
                 self.free.extend((1..*n).map(|i| a + i * PAGE));
                 a
             }
@@ -97,23 +100,31 @@ impl Resources for MemPool {
             .iter_mut()
             .find(|(n, _)| *n == pages)
             .and_then(|(_, v)| v.pop());
-        let a = match reused {
-            Some(a) => a,
+        let (a, dirty) = match reused {
+            Some(r) => r,
             None if pages <= self.pages - self.next => {
                 self.next += pages;
-                self.base + (self.next - pages) * PAGE
+                (self.base + (self.next - pages) * PAGE, u64::MAX)
             }
             None => return None,
         };
-        // SAFETY: pages of our pool, mapped read-write (populated at start) and handed to no
-        // one else now.
-        unsafe { core::ptr::write_bytes(a as *mut u8, 0, (pages * PAGE) as usize) };
+        for i in 0..pages {
+            if dirty_page(dirty, i) {
+                // SAFETY: a page of our pool, mapped read-write (populated at start) and handed
+                // to no one else now.
+                unsafe { core::ptr::write_bytes((a + i * PAGE) as *mut u8, 0, PAGE as usize) };
+            }
+        }
         Some(a)
     }
     fn free_run(&mut self, addr: u64, pages: u64) {
+        self.free_run_dirty(addr, pages, u64::MAX);
+    }
+    fn free_run_dirty(&mut self, addr: u64, pages: u64, dirty: u64) {
+        let entry = (addr, dirty);
         match self.free_runs.iter_mut().find(|(n, _)| *n == pages) {
-            Some((_, v)) => v.push(addr),
-            None => self.free_runs.push((pages, alloc::vec![addr])),
+            Some((_, v)) => v.push(entry),
+            None => self.free_runs.push((pages, alloc::vec![entry])),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The mechanics of starting a program: the system calls that carry out a [`Plan`].
 
 use crate::plan::{self, Layout, Plan, Region, Sizes, SpawnError, HUGE_PAGE, PAGE};
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 use sawmill_abi::{map, ObjKind};
@@ -131,6 +132,11 @@ pub trait Resources {
     }
     /// A run `run` gave is no longer used by the program.
     fn free_run(&mut self, _addr: u64, _pages: u64) {}
+    /// As [`Self::free_run`], knowing which pages may hold data: bit i of `dirty` for page i
+    /// (pages past the 64th always; the others are still as `run` gave them: zero).
+    fn free_run_dirty(&mut self, addr: u64, pages: u64, _dirty: u64) {
+        self.free_run(addr, pages)
+    }
     /// A zeroed, 2 MiB-aligned 2 MiB page mapped read-write with a 2 MiB mapping in the caller.
     fn huge_page(&mut self) -> Result<u64, SpawnError> {
         Err(SpawnError::NoMemory)
@@ -142,7 +148,9 @@ pub trait Resources {
 /// next free one from `slots::FIRST_NAMED`) and listed in the environment as `name` (unless empty).
 #[derive(Clone, Debug)]
 pub struct Cap {
-    pub name: String,
+    /// Its name in the environment: most are constants, borrowed rather than copied (a
+    /// process's ~20 allocated and freed were ~2k of each of proc's builds).
+    pub name: Cow<'static, str>,
     pub src: u64,
     pub slot: Option<u64>,
     /// The environment record that names it: `env::KIND_CAP`, or `env::KIND_PROVIDES` for an
@@ -155,23 +163,23 @@ pub struct Cap {
 }
 
 impl Cap {
-    pub fn named(name: &str, src: u64) -> Cap {
+    pub fn named(name: impl Into<Cow<'static, str>>, src: u64) -> Cap {
         Cap {
-            name: String::from(name),
+            name: name.into(),
             src,
             slot: None,
             kind: env::KIND_CAP,
             optional: false,
         }
     }
-    pub fn at(name: &str, src: u64, slot: u64) -> Cap {
+    pub fn at(name: impl Into<Cow<'static, str>>, src: u64, slot: u64) -> Cap {
         Cap {
             slot: Some(slot),
             ..Cap::named(name, src)
         }
     }
     /// An endpoint the program serves (found with `env::served` as well as `env::cap`).
-    pub fn provided(name: &str, src: u64) -> Cap {
+    pub fn provided(name: impl Into<Cow<'static, str>>, src: u64) -> Cap {
         Cap {
             kind: env::KIND_PROVIDES,
             ..Cap::named(name, src)
@@ -182,10 +190,12 @@ impl Cap {
 /// A further environment record (`sawmill_rt::env`). An `optional` one that no longer fits is
 /// left out (counted in [`Child::env_dropped`]); a required one that does not fit is an error.
 #[derive(Clone, Debug)]
-pub struct Record {
+pub struct Record<'a> {
     pub kind: u64,
     pub value: u64,
-    pub bytes: Vec<u8>,
+    /// Borrowed from the caller where it can be (proc's records of every process: its
+    /// environment strings, path, state), not copied.
+    pub bytes: Cow<'a, [u8]>,
     pub optional: bool,
 }
 
@@ -201,12 +211,12 @@ pub struct Map {
     pub flags: u64,
 }
 
-/// What to start.
+/// What to start (its arguments and records borrowed from the caller for `'a`).
 #[derive(Clone, Debug)]
-pub struct Program {
+pub struct Program<'a> {
     /// The name in its environment (`sawmill_rt::env::name`).
     pub name: String,
-    pub args: Vec<String>,
+    pub args: Vec<Cow<'a, str>>,
     /// The caller's factory the new one is made from, and the new one's quota in bytes (for the
     /// task's page tables, UTCBs and mapping nodes, and anything the program creates itself).
     pub factory: u64,
@@ -220,7 +230,7 @@ pub struct Program {
     pub layout: Layout,
     pub sizes: Sizes,
     pub caps: Vec<Cap>,
-    pub records: Vec<Record>,
+    pub records: Vec<Record<'a>>,
     pub maps: Vec<Map>,
     /// The caller's endpoint slots the main thread's page faults and its exceptions and exit go
     /// to (`u64::MAX` = none).
@@ -336,9 +346,9 @@ pub fn share_image(
     }
 }
 
-impl Program {
+impl Program<'_> {
     /// A program with the standard layout, a 64 KiB stack, no heap, and nothing placed.
-    pub fn new(name: &str, factory: u64, kmem: u64, priority: u8) -> Program {
+    pub fn new<'a>(name: &str, factory: u64, kmem: u64, priority: u8) -> Program<'a> {
         Program {
             name: String::from(name),
             args: Vec::new(),
@@ -384,8 +394,9 @@ pub struct Child {
     /// Caller slots made for the program (factory, task, thread), in creation order.
     slots: Vec<u64>,
     pages: Vec<u64>,
-    /// Runs of pages from [`Resources::run`]: (address, pages).
-    runs: Vec<(u64, u64)>,
+    /// Runs of pages from [`Resources::run`]: (address, pages, the program's address of a run
+    /// only the program writes, 0 for one we wrote into).
+    runs: Vec<(u64, u64, u64)>,
     huge: Vec<u64>,
 }
 
@@ -400,7 +411,19 @@ impl Child {
     /// factory's quota returns to the caller's factory once no capability to it is left), the
     /// caller's slots and pages.
     pub fn destroy(self, res: &mut impl Resources) {
-        if !self.slots.is_empty() && self.task != u64::MAX {
+        let live = !self.slots.is_empty() && self.task != u64::MAX;
+        for &(a, n, dst) in &self.runs {
+            // Before the task goes: which pages of a run only it wrote into it did write (the
+            // rest go back still zero, and need no zeroing before the next program gets them).
+            let dirty = (live && dst != 0)
+                .then(|| run_dirty(self.task, a, dst, n))
+                .flatten();
+            match dirty {
+                Some(d) => res.free_run_dirty(a, n, d),
+                None => res.free_run(a, n),
+            }
+        }
+        if live {
             // Its own capability table holds capabilities to the task, thread and factory:
             // killing the task empties it, so ours are the last references.
             let _ = sys::task_kill(self.task);
@@ -411,9 +434,6 @@ impl Child {
         }
         for &p in &self.pages {
             res.free_page(p);
-        }
-        for &(a, n) in &self.runs {
-            res.free_run(a, n);
         }
         for &h in &self.huge {
             res.free_huge_page(h);
@@ -538,6 +558,12 @@ fn fresh(
     Ok(a)
 }
 
+/// The dirty mask of the first 64 pages of run `[a, a + pages)` of ours lent to `task` at `dst`
+/// (`sys::task_dirty`); None if the kernel cannot tell.
+fn run_dirty(task: u64, a: u64, dst: u64, pages: u64) -> Option<u64> {
+    sys::task_dirty(task, a, dst, pages.min(64)).ok()
+}
+
 /// Fresh pages of the caller (recorded in `child`) mapped over region `r` of the task: one run
 /// in one `task_map` if the caller has one, else page by page.
 fn fresh_region(
@@ -553,7 +579,7 @@ fn fresh_region(
         return Ok(());
     }
     if let Some(a) = res.run(n) {
-        child.runs.push((a, n));
+        child.runs.push((a, n, r.start));
         return sys::task_map(task, a, r.start, n, flags).map_err(sys_err(what));
     }
     for i in 0..n {
@@ -767,7 +793,7 @@ fn load_image(
         .count() as u64;
     let fresh_run = match (copied > 1).then(|| res.run(copied)).flatten() {
         Some(a) => {
-            child.runs.push((a, copied));
+            child.runs.push((a, copied, 0));
             (a, copied)
         }
         None => (0, 0),

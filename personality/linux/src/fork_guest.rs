@@ -166,6 +166,12 @@ pub fn inline_room(request_bytes: usize, strings: usize) -> Option<usize> {
 /// handoff spares a dataspace made, attached, written, detached and handed over here, and
 /// looked up, attached, read and freed in the new image.
 fn hand_off(st: &State, caps: &mut Caps, room: Option<usize>) -> Result<(), Errno> {
+    // A new task has room for so many handed-on capabilities (descriptors of distinct open
+    // files, mapped files, the state): past it the fork or exec fails as Linux's does when it
+    // cannot allocate what the new image needs, before anything is handed.
+    if caps.slots.len() > sawmill_proc_api::MAX_HANDOFF_CAPS {
+        return Err(errno::ENOMEM);
+    }
     let bytes = st.encode();
     if room.is_some_and(|r| bytes.len() + ENV_BYTES_PER_CAP * caps.slots.len() <= r) {
         let p = proc_client()?;

@@ -1,6 +1,8 @@
 //! The guest side of sockets: [`SocketHost`] for the process's backend over the network stack
-//! (`interfaces/socket.idl`: `socket.create` on the stack's endpoint, which proc hands every
-//! Linux process as `socket`, then `sock` calls on the socket capability the stack minted).
+//! (`interfaces/socket.idl`: `socket.create` on a capability to the stack, then `sock` calls on
+//! the socket capability the stack minted). The stack capability is the process's own share of
+//! the stack's sockets, which proc mints on the first socket (`proc.net_stack`); a launcher that
+//! is not proc may hand one as `socket` in the environment instead.
 //!
 //! A socket's handle is the capability slot it lives in; closing drops the capability (the
 //! stack closes the socket once every copy, in every process, is gone). A fork child adopts the
@@ -130,9 +132,28 @@ impl Sockets {
             .is_ok()
     }
 
+    /// The stack capability, asked of proc on the first socket (proc hands each process one of
+    /// its own share of the stack's sockets, not with the image: `proc.net_stack`).
+    fn stack(&mut self) -> Option<socket::Client> {
+        if self.stack.is_none() {
+            let slot = match self.stack_slot {
+                Some(slot) => slot,
+                None => {
+                    let slot = self.slot();
+                    self.stack_slot = Some(slot);
+                    slot
+                }
+            };
+            if self.renew_stack() {
+                self.stack = Some(socket::Client::new(slot));
+            }
+        }
+        self.stack
+    }
+
     /// `stack.create` into `slot`, with the stack capability renewed once if it failed.
     fn create_in(&mut self, udp: bool, slot: u64) -> Result<u64, Error<SockError>> {
-        let stack = self.stack.ok_or(Error::App(SockError::Unreachable))?;
+        let stack = self.stack().ok_or(Error::App(SockError::Unreachable))?;
         let kind = if udp { SockKind::Udp } else { SockKind::Tcp };
         let r = stack.create(kind, slot);
         if stack_gone(&r) && self.renew_stack() {
@@ -284,6 +305,7 @@ fn errno_of(e: Error<SockError>) -> Errno {
             SockError::Denied => EACCES,
             SockError::Unreachable => ENETUNREACH,
             SockError::Fused => sawmill_linux::files::socket::EFUSED,
+            SockError::ProcessFull => EMFILE,
         },
         Error::TooLong => EMSGSIZE,
         _ => ENETDOWN,
@@ -315,7 +337,7 @@ impl Guest {
 impl SocketHost for Guest {
     fn sock_create(&mut self, udp: bool) -> Result<u64, Errno> {
         let s = &mut self.sockets;
-        if s.stack.is_none() {
+        if s.stack().is_none() {
             return Err(EAFNOSUPPORT);
         }
         let slot = s.slot();

@@ -136,6 +136,9 @@ pub struct Cache {
     base: *mut u8,
     npages: usize,
     pub dev_pages: u64,
+    /// Calls of `write_at` so far: every change of the file system's bytes comes through it,
+    /// so what was read from them (a file's size, where its pages lie) holds while this stays.
+    pub writes: u64,
     page_of: Vec<u64>,
     /// Pages written and not yet on the disk: a bit per slot, so `sync` finds them by word (an
     /// fsync in a 24 MiB cache looked at 6,144 flags one by one).
@@ -233,7 +236,15 @@ impl Cache {
             file: (0, 0),
             stats: [0; 4],
             last_window: 0,
+            writes: 0,
         })
+    }
+
+    /// Whether slot `slot` holds device page `p` now (read in: a slot being read ahead holds
+    /// the `READING` mark). Nothing else is done: no hit counted, no read-ahead started.
+    #[inline(always)]
+    pub fn holds(&self, slot: usize, p: u64) -> bool {
+        self.page_of.get(slot) == Some(&p)
     }
 
     pub fn addr(&self, slot: usize) -> u64 {
@@ -642,6 +653,7 @@ impl Cache {
     }
 
     pub fn write_at(&mut self, off: u64, buf: &[u8]) -> Result<(), DevError> {
+        self.writes += 1;
         let mut done = 0;
         while done < buf.len() {
             let pos = off + done as u64;

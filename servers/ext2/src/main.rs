@@ -306,6 +306,8 @@ struct Pfs {
     read_buffers: usize,
     /// The device pages of the file last read (`file_pages`), kept until its bytes change.
     file_pages: Option<(u32, Option<(u64, u64)>)>,
+    /// What the last mapped files' page faults found out (`mapped_page`), most recent last.
+    page_memos: Vec<PageMemo>,
     /// Config `trace_reads`: a line per read of file data that went to the disk.
     trace_reads: bool,
     name: &'static str,
@@ -315,6 +317,27 @@ struct Pfs {
     /// capability `session` handed over (our copy goes once the reply is out).
     after: AfterReply,
 }
+
+/// A mapped file's size and where its pages lie on the device, as learnt by the faults in it:
+/// every process running a program faults on the same pages of it, and looking them up in the
+/// block map each time (the inode, the indirect blocks) was a third of a fault's cost in this
+/// server. Valid while nothing was written (`Cache::writes` is still `writes`).
+struct PageMemo {
+    ino: u32,
+    writes: u64,
+    size: u64,
+    /// Per file page, its device page + 1 (0: not looked up yet, or not mappable from the
+    /// cache: see `dev_page`).
+    dev: Vec<u32>,
+    /// The pages some fault asked for itself (1 bit per page): the ones programs use, which
+    /// fault-around maps (`map_around`).
+    used: Vec<u64>,
+}
+
+/// Files whose pages are remembered (`PageMemo`): a program, its library, a mapped data file.
+const PAGE_MEMOS: usize = 4;
+/// Files larger than this (in pages) are not remembered: 16 MiB, 16 KiB of memo.
+const PAGE_MEMO_MAX: u64 = 4096;
 
 const SHADOW_LAYOUT: core::alloc::Layout = match core::alloc::Layout::from_size_align(PAGE, PAGE) {
     Ok(l) => l,
@@ -591,6 +614,49 @@ impl Pfs {
         }
     }
 
+    /// The size of `ino` and the device page holding its page `fp` (`dev_page`), through the
+    /// file's memo ([`PageMemo`]) while nothing has been written since.
+    fn mapped_page(&mut self, ino: u32, fp: u64) -> Result<(u64, Option<u64>), DsError> {
+        let writes = self.cache.borrow().writes;
+        let i = match self.page_memos.iter().position(|m| m.ino == ino) {
+            Some(i) if self.page_memos[i].writes == writes => i,
+            found => {
+                if let Some(i) = found {
+                    self.page_memos.remove(i);
+                }
+                let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
+                let pages = size.div_ceil(PAGE as u64);
+                if pages > PAGE_MEMO_MAX {
+                    return Ok((size, (fp < pages).then(|| self.dev_page(ino, fp)).flatten()));
+                }
+                if self.page_memos.len() >= PAGE_MEMOS {
+                    self.page_memos.remove(0);
+                }
+                self.page_memos.push(PageMemo {
+                    ino,
+                    writes,
+                    size,
+                    dev: alloc::vec![0; pages as usize],
+                    used: alloc::vec![0; pages.div_ceil(64) as usize],
+                });
+                self.page_memos.len() - 1
+            }
+        };
+        let m = &self.page_memos[i];
+        let size = m.size;
+        match m.dev.get(fp as usize) {
+            None => Ok((size, None)),
+            Some(&d) if d != 0 => Ok((size, Some(d as u64 - 1))),
+            Some(_) => {
+                let dp = self.dev_page(ino, fp);
+                if let Some(d) = dp.and_then(|d| u32::try_from(d + 1).ok()) {
+                    self.page_memos[i].dev[fp as usize] = d;
+                }
+                Ok((size, dp))
+            }
+        }
+    }
+
     /// Device page holding file page `fp` of `ino`, if the page lies in one aligned run of
     /// blocks on disk (always so with 4 KiB blocks; otherwise only when contiguous).
     fn dev_page(&mut self, ino: u32, fp: u64) -> Option<u64> {
@@ -650,6 +716,47 @@ impl Pfs {
         c.pinned[s] += 1;
         c.ever_mapped[s] = true;
         Ok(s)
+    }
+
+    /// Fault-around: how many pages from file page `fp` of `ino` (device page `dp`, mapped
+    /// from slot `s`, pinned already) one map item of at most `want` pages carries: `fp` and the
+    /// pages after it that faults of programs asked for before (`PageMemo::used`: mapping a
+    /// page costs about half a fault, so only pages likely to be touched are worth it), that
+    /// are cached (nothing is read from the disk for them) in the slots after `s` (one item
+    /// maps one contiguous range of the cache) and lie on the device pages after `dp`, not
+    /// shadowed. Each is pinned as `map_data` pins one. Marks `fp` used.
+    fn map_around(&mut self, ino: u32, fp: u64, dp: u64, s: usize, want: u64) -> u64 {
+        let Some(m) = self.page_memos.iter_mut().find(|m| m.ino == ino) else {
+            return 1;
+        };
+        let bit = |fp: u64| (fp / 64) as usize;
+        if let Some(w) = m.used.get_mut(bit(fp)) {
+            *w |= 1 << (fp % 64);
+        }
+        let want = want
+            .min(dataspace::MAP_AROUND_MAX)
+            .min(m.dev.len() as u64 - fp.min(m.dev.len() as u64));
+        let c = self.cache.borrow();
+        let mut n = 1;
+        while n < want {
+            let q = fp + n;
+            let used = m.used.get(bit(q)).is_some_and(|w| w >> (q % 64) & 1 != 0);
+            if !used
+                || m.dev[q as usize] as u64 != dp + n + 1
+                || !c.holds(s + n as usize, dp + n)
+                || self.shadows.iter().any(|x| x.ino == ino && x.page == q)
+            {
+                break;
+            }
+            n += 1;
+        }
+        drop(c);
+        let mut c = self.cache.borrow_mut();
+        for slot in s + 1..s + n as usize {
+            c.pinned[slot] += 1;
+            c.ever_mapped[slot] = true;
+        }
+        n
     }
 
     #[inline(never)]
@@ -1427,26 +1534,30 @@ impl dataspace::Server for Pfs {
         if flags.intersects(MapFlags::WRITE | MapFlags::NEED_WRITE) {
             return Err(DsError::Denied);
         }
-        let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
         let fp = offset / PAGE as u64;
+        let (size, dp) = self.mapped_page(ino, fp)?;
         if fp >= size.div_ceil(PAGE as u64) {
             return Err(DsError::Invalid);
         }
         let shadowed = self.shadows.iter().any(|s| s.ino == ino && s.page == fp);
-        let src = match (shadowed, self.dev_page(ino, fp)) {
+        let (src, n) = match (shadowed, dp) {
             (false, Some(dp)) => {
                 let s = self
                     .map_data(ino, size, fp, dp)
                     .map_err(|_| DsError::NoMemory)?;
-                self.file(badge).map_err(fs_ds)?.mapped.push(s);
-                self.cache.borrow().addr(s)
+                let n = self.map_around(ino, fp, dp, s, pages);
+                self.file(badge)
+                    .map_err(fs_ds)?
+                    .mapped
+                    .extend(s..s + n as usize);
+                (self.cache.borrow().addr(s), n)
             }
-            _ => self.shadow(ino, fp)?,
+            _ => (self.shadow(ino, fp)?, 1),
         };
         Ok(Map {
             src,
             dst,
-            pages: 1,
+            pages: n,
             flags: map::READ | flags.bits() & map::EXEC,
         })
     }
@@ -1635,6 +1746,7 @@ fn main() {
         max_shadows,
         read_buffers: 0,
         file_pages: None,
+        page_memos: Vec::new(),
         trace_reads: cfg.trace_reads,
         name,
         after: AfterReply::new(),

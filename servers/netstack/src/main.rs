@@ -12,8 +12,11 @@
 //! the driver's completions (received frames; sent ones only while out of send slots), on
 //! smoltcp's next timer, and when a call changed what the timers should be, polls, and signals
 //! the registrations of every socket that became readier. A call that queued one UDP datagram
-//! polls only one egress round (`Stack::poll_sent`). Delayed ACKs are off, so request/response
-//! traffic is not throttled.
+//! polls only one egress round (`Stack::poll_sent`); one to a destination smoltcp sent to
+//! lately does not go through smoltcp at all (`Stack::send_fast`, the link's UDP fast path).
+//! Delayed ACKs are off, so request/response traffic is not throttled. smoltcp's sockets live in
+//! sets by local port (`sockets.rs`): a received frame is polled with its port's set only, and
+//! egress runs for the sets touched or due (docs/net.md "The stack").
 //!
 //! The stack enforces the network manager's rule (servers/netmgr holds it): ports below 1024
 //! only for the clients the configuration names (`privileged`) or whose capability the network
@@ -41,6 +44,7 @@
 extern crate alloc;
 
 mod link;
+mod sockets;
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
@@ -57,14 +61,17 @@ use sawmill_interfaces::{
     CHANNEL_BYTES, MAX_DATAGRAM,
 };
 use sawmill_net_virtio_api::session::{Shared, SESSION_BYTES, SESSION_PAGES};
-use sawmill_netstack_api::{grant, parse_addr, parse_cidr, Config};
+use sawmill_netstack_api::conns::ConnKey;
+use sawmill_netstack_api::sets::{members, set_of_port, CONTROL_SET};
+use sawmill_netstack_api::{grant, parse_addr, parse_cidr, Config, SOCKET_BYTES};
 use sawmill_rt::{env, println, sys, thread};
-use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{Config as IfaceConfig, Interface, PollResult};
 use smoltcp::socket::{dhcpv4, tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{
     EthernetAddress, IpAddress, IpCidr, IpEndpoint, IpListenEndpoint, Ipv4Address, Ipv4Cidr,
 };
+use sockets::{Handle, Sockets};
 
 sawmill_rt::entry!(main);
 
@@ -76,15 +83,15 @@ const WAKE_CALL: u64 = 2;
 /// How long the poll thread sleeps at most while out of send slots (the driver's send
 /// completion wakes it sooner).
 const TX_WAIT_SLACK_MS: u64 = 1;
-const TCP_BUFFER: usize = 16 * 1024;
+const TCP_BUFFER: usize = SOCKET_BYTES / 2;
 const UDP_PACKETS: usize = 16;
 const UDP_BUFFER: usize = 8 * 1024;
-/// smoltcp sockets in the stack and per client (a listener holds one per backlog place): each
-/// holds at most 32 KiB of buffers, so these bound the heap one client (and all of them) can
-/// make the stack spend (6 MiB of its 8); one client takes at most a quarter.
-const MAX_SOCKETS: usize = 192;
-const MAX_CLIENT_SOCKETS: usize = 48;
-const MAX_BACKLOG: u32 = 16;
+/// The hop limit of UDP datagrams: smoltcp's default for a socket that sets none (ours never
+/// do), which the fast path (`Stack::send_fast`) writes too.
+const UDP_HOP_LIMIT: u8 = 64;
+/// The largest backlog a listener gets (Linux's `somaxconn` was 128 for long): its places are
+/// made as connections arrive ([`LISTEN_SPARE`]), each a socket of the owner's share.
+const MAX_BACKLOG: u32 = 128;
 /// Fused connections offered and not accepted yet (each holds two pipe ends of ours): past it
 /// `connect_fused` answers not fused and the connection goes through smoltcp.
 const MAX_OFFERS: usize = 32;
@@ -94,6 +101,8 @@ const MAX_OFFERS: usize = 32;
 /// arrive (each poll tops the free ones up) and shrinks as they are accepted.
 const LISTEN_SPARE: usize = 2;
 const EPHEMERAL_FIRST: u16 = 49152;
+/// The DHCP socket's port (smoltcp's default): its socket lives in that port's set.
+const DHCP_CLIENT_PORT: u16 = 68;
 /// Badges of socket capabilities have this bit (manifest badges never do), and the notice
 /// capability for `NO_SENDERS` messages has its own.
 const SOCK_BIT: u64 = 1 << 40;
@@ -105,7 +114,7 @@ const CHAN_BIT: u64 = 1 << 39;
 const DRIVER_TOKEN: u64 = 1 << 42;
 /// How often the poll thread asks after a driver that is not back yet.
 const REATTACH_MS: u64 = 20;
-/// Channels in all (each holds [`CHANNEL_BYTES`] of the heap: 1 MiB beside the sockets' 6), and
+/// Channels in all (each holds [`CHANNEL_BYTES`] of the heap: 1 MiB beside the sockets'), and
 /// per client: like sockets, one client takes at most a quarter, so one that hoards channels
 /// cannot push every other client back onto the message path.
 const MAX_CHANNELS: usize = 32;
@@ -153,7 +162,7 @@ fn number(a: IpAddress) -> u32 {
 /// A client's socket.
 enum Sock {
     Tcp {
-        h: SocketHandle,
+        h: Handle,
         /// The port `bind` gave it (ours to release).
         bound: Option<u16>,
         connecting: bool,
@@ -166,12 +175,12 @@ enum Sock {
     /// established one is what `accept` hands out (the backlog).
     Listener {
         port: u16,
-        pending: Vec<SocketHandle>,
+        pending: Vec<Handle>,
         /// How many `pending` may grow to (the backlog asked, within the owner's share).
         backlog: usize,
     },
     Udp {
-        h: SocketHandle,
+        h: Handle,
         port: Option<u16>,
         peer: Option<IpEndpoint>,
         /// The start of a datagram larger than one call (`send_more`), sent with the next
@@ -194,21 +203,29 @@ struct Entry {
 struct Stack {
     iface: Interface,
     mac: [u8; 6],
-    sockets: SocketSet<'static>,
+    /// smoltcp's sockets, in sets by local port (`sockets.rs`).
+    sockets: Sockets,
     link: Link,
-    dhcp: Option<SocketHandle>,
+    dhcp: Option<Handle>,
     /// Every socket, by its capability's badge.
     socks: BTreeMap<u64, Entry>,
-    /// Sockets per client.
-    shares: BTreeMap<u64, usize>,
+    /// Sockets per client and per sub-account.
+    shares: grant::Shares,
     next_id: u64,
     /// smoltcp sockets in use (listeners count each pending one).
     count: usize,
+    /// smoltcp sockets in all and per client (a listener holds one per backlog place), from the
+    /// manifest (`sockets`, `client_sockets`): each holds at most `SOCKET_BYTES` of buffers, so
+    /// these bound the heap one client (and all of them) can make the stack spend.
+    max_sockets: usize,
+    max_client_sockets: usize,
+    /// ... and per sub-account (a Linux process; manifest `process_sockets`).
+    max_process_sockets: usize,
     tcp_ports: BTreeSet<u16>,
     udp_ports: BTreeSet<u16>,
     next_port: u16,
     /// Closed TCP sockets still finishing their goodbye.
-    closing: Vec<SocketHandle>,
+    closing: Vec<Handle>,
     /// Listening sockets (`Sock::Listener`): the polls that top them up look only if any.
     listeners: usize,
     /// UDP sockets a peer fused (`connect_fused`), by badge: our copies of their pipe ends
@@ -220,7 +237,10 @@ struct Stack {
     gateway: u32,
     /// The call just queued a UDP datagram (on this socket) and nothing else: its poll is one
     /// egress round ([`Stack::poll_sent`]).
-    udp_queued: Option<SocketHandle>,
+    udp_queued: Option<Handle>,
+    /// The call sent a UDP datagram by the fast path ([`Stack::send_fast`]): nothing of
+    /// smoltcp's changed, so no poll and no timer follow it.
+    udp_fast: bool,
 }
 
 fn tcp_socket() -> tcp::Socket<'static> {
@@ -245,9 +265,11 @@ fn udp_socket() -> udp::Socket<'static> {
 impl Stack {
     /// When smoltcp wants the next poll, as a time-stamp counter value (u64::MAX: never).
     fn next_poll(&mut self) -> u64 {
-        match self.iface.poll_delay(now(), &self.sockets) {
-            Some(d) => {
-                let ticks = d.total_micros() * TICKS_PER_US.load(Ordering::Relaxed);
+        let t = now();
+        match self.sockets.poll_at(&mut self.iface, t) {
+            Some(at) => {
+                let us = (at.total_micros() - t.total_micros()).max(0) as u64;
+                let ticks = us * TICKS_PER_US.load(Ordering::Relaxed);
                 sys::rdtsc().saturating_add(ticks.max(1))
             }
             None => u64::MAX,
@@ -261,10 +283,10 @@ impl Stack {
     /// is received by the whole poll at once. Whether one frame went to the driver and nothing
     /// else moved (no other socket sent in that round, no whole poll): then no timer of
     /// smoltcp's can have changed but the sending socket's, and a datagram has none.
-    fn poll_sent(&mut self) -> bool {
+    fn poll_sent(&mut self, h: Handle) -> bool {
         let sent = self.link.tx_frames;
         self.iface
-            .poll_egress(now(), &mut self.link, &mut self.sockets);
+            .poll_egress(now(), &mut self.link, self.sockets.for_egress(h.set()));
         self.link.flush();
         if self.link.looped() {
             self.poll();
@@ -273,13 +295,52 @@ impl Stack {
         self.link.tx_frames == sent + 1
     }
 
+    /// A datagram from the UDP socket `h` to `to` framed by the link itself (`Link::send_udp`),
+    /// skipping smoltcp's egress round, when smoltcp would send it at once and as the link
+    /// frames it: nothing queued before it on the socket (order), the socket bound to a port
+    /// and not an address (the source is the interface's), the default hop limit, and a
+    /// destination smoltcp sent to lately. Whether it went; if not, smoltcp takes it.
+    fn send_fast(&mut self, h: Handle, to: IpEndpoint, data: &[u8]) -> bool {
+        let sock = self.sockets.get::<udp::Socket>(h);
+        let local = sock.endpoint();
+        if sock.send_queue() != 0
+            || sock.hop_limit().is_some()
+            || local.addr.is_some()
+            || local.port == 0
+            || to.port == 0
+        {
+            return false;
+        }
+        self.link.send_udp(
+            now(),
+            number(to.addr),
+            local.port,
+            to.port,
+            UDP_HOP_LIMIT,
+            data,
+        )
+    }
+
     /// Polls smoltcp, hands the frames to the driver, follows DHCP, finishes closed sockets and
     /// wakes whoever waits on a socket that became readier.
     fn poll(&mut self) {
         // Frames turned around by the loopback are received in the next round (bounded: a
         // round trip of a TCP segment and its ACK takes a few).
+        let mut polled = 0u128;
         for _ in 0..8 {
-            self.iface.poll(now(), &mut self.link, &mut self.sockets);
+            let t = now();
+            // Each frame with the set of its connection, or of its destination port, only
+            // (`sockets.rs`). A frame for
+            // no port may be ARP's: a neighbour learned lets sockets of any set send that
+            // waited for it, so every set's egress runs.
+            while let Some(set) = self.link.next_set(self.sockets.conns()) {
+                self.iface
+                    .poll_ingress_single(t, &mut self.link, self.sockets.for_ingress(set));
+                if set == CONTROL_SET {
+                    self.sockets.touch_all();
+                }
+            }
+            polled |= self.egress(t);
             self.link.flush();
             if !self.link.looped() {
                 break;
@@ -335,33 +396,93 @@ impl Stack {
                 i += 1;
             }
         }
-        // Listeners whose free sockets were taken get new ones.
+        // Listeners whose free sockets were taken get new ones (only those of the sets polled:
+        // nothing changed in the others).
         if self.listeners > 0 {
-            let listeners: Vec<(u64, u64)> = self
-                .socks
-                .iter()
-                .filter(|(_, e)| matches!(e.sock, Sock::Listener { .. }))
-                .map(|(&b, e)| (b, e.owner))
-                .collect();
+            let mut listeners: Vec<(u64, u64)> = Vec::new();
+            for set in members(polled) {
+                for b in self.sockets.badges(set) {
+                    if let Some(e) = self.socks.get(b) {
+                        if matches!(e.sock, Sock::Listener { .. }) {
+                            listeners.push((*b, e.owner));
+                        }
+                    }
+                }
+            }
             for (badge, owner) in listeners {
                 self.top_up(badge, owner);
             }
         }
         // Wake whoever waits on a socket that became readier (computed for registered sockets
-        // only; cheap next to smoltcp's own scan of every socket).
+        // of the sets polled only).
         let sockets = &self.sockets;
-        for e in self.socks.values_mut() {
-            if e.watchers.is_empty() {
-                continue;
-            }
-            let r = ready_of(sockets, &e.sock);
-            if !(r - e.last).is_empty() {
-                for &(n, bits) in &e.watchers {
-                    let _ = sys::notify_signal(n, bits);
+        for set in members(polled) {
+            for b in sockets.badges(set) {
+                let Some(e) = self.socks.get_mut(b) else {
+                    continue;
+                };
+                if e.watchers.is_empty() {
+                    continue;
                 }
+                let r = ready_of(sockets, &e.sock);
+                if !(r - e.last).is_empty() {
+                    for &(n, bits) in &e.watchers {
+                        let _ = sys::notify_signal(n, bits);
+                    }
+                }
+                e.last = r;
             }
-            e.last = r;
         }
+    }
+
+    /// smoltcp's egress for the sets touched since their last one or due at `t`, each until
+    /// nothing more goes; their times taken again. The sets it ran for, as a mask.
+    fn egress(&mut self, t: Instant) -> u128 {
+        let mask = self.sockets.due(t);
+        for set in members(mask) {
+            while matches!(
+                self.iface
+                    .poll_egress(t, &mut self.link, self.sockets.for_egress(set)),
+                PollResult::SocketStateChanged
+            ) {}
+            self.sockets.settle(&mut self.iface, t, set);
+        }
+        mask
+    }
+
+    /// Moves the smoltcp socket of the stack's socket `badge` to the set of `port`, the local
+    /// port it is about to use: its handle there.
+    fn rehome(&mut self, badge: u64, port: u16) -> Result<Handle, SockError> {
+        let e = self.socks.get_mut(&badge).ok_or(SockError::BadSocket)?;
+        let before = set_of(&e.sock);
+        let h = match &mut e.sock {
+            Sock::Tcp { h, .. } | Sock::Udp { h, .. } => h,
+            Sock::Listener { .. } => return Err(SockError::Invalid),
+        };
+        *h = self.sockets.move_to_port(*h, port);
+        let h = *h;
+        if h.set() != before {
+            self.sockets.leave(before, badge);
+            self.sockets.enter(h.set(), badge);
+        }
+        Ok(h)
+    }
+
+    /// Moves the TCP connection `h` (established, or connecting with its endpoints chosen) to
+    /// the set of its 4-tuple, indexed there (`sockets.rs` `pin`), so that its segments are not
+    /// offered to the other connections on its local port: its handle there (`h` itself while
+    /// its endpoints are unknown). Every holder of `h` has to take the new handle.
+    fn pin_conn(&mut self, h: Handle) -> Handle {
+        let t = self.sockets.get::<tcp::Socket>(h);
+        let (Some(local), Some(remote)) = (t.local_endpoint(), t.remote_endpoint()) else {
+            return h;
+        };
+        let key = ConnKey {
+            local_port: local.port,
+            remote_addr: number(remote.addr),
+            remote_port: remote.port,
+        };
+        self.sockets.pin(h, key)
     }
 
     fn configure(&mut self, cidr: Ipv4Cidr, router: Option<Ipv4Address>) {
@@ -397,27 +518,22 @@ impl Stack {
 
     /// Room for `n` more smoltcp sockets of `owner`'s.
     fn room_for(&self, owner: u64, n: usize) -> Result<(), SockError> {
-        if self
-            .shares
-            .get(&grant::account(owner))
-            .copied()
-            .unwrap_or(0)
-            + n
-            > MAX_CLIENT_SOCKETS
-        {
-            return Err(SockError::NoSpace);
-        }
+        self.shares
+            .room(owner, n, self.max_client_sockets, self.max_process_sockets)
+            .map_err(|f| match f {
+                grant::Full::Sub => SockError::ProcessFull,
+                grant::Full::Client => SockError::NoSpace,
+            })?;
         self.room(n)
     }
 
     /// `owner` holds `n` smoltcp sockets more (or fewer).
     fn charge(&mut self, owner: u64, n: isize) {
-        let c = self.shares.entry(grant::account(owner)).or_default();
-        *c = c.saturating_add_signed(n);
+        self.shares.charge(owner, n);
     }
 
     fn room(&self, n: usize) -> Result<(), SockError> {
-        if self.count + n > MAX_SOCKETS {
+        if self.count + n > self.max_sockets {
             Err(SockError::NoSpace)
         } else {
             Ok(())
@@ -484,13 +600,13 @@ impl Stack {
         }
     }
 
-    fn listen_socket(&mut self, port: u16) -> Result<SocketHandle, SockError> {
+    fn listen_socket(&mut self, port: u16) -> Result<Handle, SockError> {
         self.room(1)?;
         let mut s = tcp_socket();
         s.listen(IpListenEndpoint { addr: None, port })
             .map_err(|_| SockError::Invalid)?;
         self.count += 1;
-        Ok(self.sockets.add(s))
+        Ok(self.sockets.add(set_of_port(port), s))
     }
 
     fn release(&mut self, s: Sock) {
@@ -535,6 +651,14 @@ impl Stack {
     }
 }
 
+/// The set a socket's smoltcp sockets live in.
+fn set_of(s: &Sock) -> usize {
+    match *s {
+        Sock::Tcp { h, .. } | Sock::Udp { h, .. } => h.set(),
+        Sock::Listener { port, .. } => set_of_port(port),
+    }
+}
+
 /// The socket whose capability carries `badge` (borrowing the socket table only).
 fn sock_of(socks: &mut BTreeMap<u64, Entry>, badge: u64) -> Result<&mut Sock, SockError> {
     socks
@@ -544,7 +668,7 @@ fn sock_of(socks: &mut BTreeMap<u64, Entry>, badge: u64) -> Result<&mut Sock, So
 }
 
 /// What a socket is ready for now.
-fn ready_of(sockets: &SocketSet<'static>, s: &Sock) -> Ready {
+fn ready_of(sockets: &Sockets, s: &Sock) -> Ready {
     match *s {
         Sock::Tcp {
             h,
@@ -708,6 +832,7 @@ impl Front {
             return Err(SockError::NoSpace);
         }
         s.next_id = (s.next_id + 1) & (CHAN_BIT - 1);
+        s.sockets.enter(set_of(&sock), badge);
         s.socks.insert(
             badge,
             Entry {
@@ -729,11 +854,14 @@ fn with_stack<T>(f: impl FnOnce(&mut Stack) -> Result<T, SockError>) -> Result<T
     let mut g = STACK.lock();
     let s = g.as_mut().ok_or(SockError::Unreachable)?;
     let r = f(s);
+    if core::mem::take(&mut s.udp_fast) {
+        return r;
+    }
     if let Some(h) = s.udp_queued.take() {
         // Sent alone, and nothing left queued: no timer of smoltcp's changed, so the poll
         // thread's stands. Otherwise (no slot, an address to resolve first, another socket's
         // segment in the same round) the timer is found again below.
-        if s.poll_sent() && s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
+        if s.poll_sent(h) && s.sockets.get::<udp::Socket>(h).send_queue() == 0 {
             return r;
         }
     } else {
@@ -782,14 +910,14 @@ impl socket::Server for Front {
             s.room_for(badge, 1)?;
             let sock = match kind {
                 SockKind::Tcp => Sock::Tcp {
-                    h: s.sockets.add(tcp_socket()),
+                    h: s.sockets.add(CONTROL_SET, tcp_socket()),
                     bound: None,
                     connecting: false,
                     connected: false,
                     shut: false,
                 },
                 SockKind::Udp => Sock::Udp {
-                    h: s.sockets.add(udp_socket()),
+                    h: s.sockets.add(CONTROL_SET, udp_socket()),
                     port: None,
                     peer: None,
                     pending: Vec::new(),
@@ -814,6 +942,26 @@ impl socket::Server for Front {
         )
         .is_err()
         {
+            self.free_slots.push(slot);
+            return Err(SockError::NoSpace);
+        }
+        self.after.delete(slot);
+        Ok(slot)
+    }
+
+    fn grant_sub(&mut self, badge: u64, sub: u32) -> Result<u64, SockError> {
+        if badge & (SOCK_BIT | NOTICE_BADGE) != 0 {
+            return Err(SockError::BadSocket);
+        }
+        let sub_badge = with_stack(|s| {
+            grant::granted_sub(badge, sub, &s.privileged).map_err(|e| match e {
+                grant::SubRefusal::Denied => SockError::Denied,
+                grant::SubRefusal::Invalid => SockError::Invalid,
+            })
+        })?;
+        let slot = self.slot();
+        // Not watched, as `grant`'s: the sub-account's sockets hold the stack's memory.
+        if sys::cap_mint(self.ep, slot, sub_badge, rights::SEND | rights::GRANT).is_err() {
             self.free_slots.push(slot);
             return Err(SockError::NoSpace);
         }
@@ -852,6 +1000,11 @@ impl sock::Server for Front {
         e.watchers.push((copy, bits));
         // Whatever it is ready for now counts as new for the newcomer.
         e.last = Ready::EMPTY;
+        // The poll this wakes looks at it.
+        let set = set_of(&e.sock);
+        if let Some(s) = g.as_mut() {
+            s.sockets.touch(set);
+        }
         drop(g);
         if let Some((slot, _)) = old {
             self.free_slot(slot);
@@ -894,7 +1047,8 @@ impl sock::Server for Front {
                 _ => return Err(SockError::Invalid),
             };
             match h {
-                Some(h) => {
+                Some(_) => {
+                    let h = s.rehome(badge, port)?;
                     s.sockets
                         .get_mut::<udp::Socket>(h)
                         .bind(port)
@@ -912,14 +1066,13 @@ impl sock::Server for Front {
     fn listen(&mut self, badge: u64, backlog: u32) -> Result<(), SockError> {
         with_stack(|s| {
             let owner = s.socks.get(&badge).ok_or(SockError::BadSocket)?.owner;
-            let (h, bound) = match s.sock(badge)? {
+            let bound = match s.sock(badge)? {
                 Sock::Tcp {
-                    h,
                     bound,
                     connecting: false,
                     connected: false,
-                    shut: _,
-                } => (*h, *bound),
+                    ..
+                } => *bound,
                 _ => return Err(SockError::Invalid),
             };
             let port = match bound {
@@ -930,6 +1083,7 @@ impl sock::Server for Front {
                     p
                 }
             };
+            let h = s.rehome(badge, port)?;
             s.sockets
                 .get_mut::<tcp::Socket>(h)
                 .listen(IpListenEndpoint { addr: None, port })
@@ -966,6 +1120,8 @@ impl sock::Server for Front {
                 }
                 _ => return Err(SockError::Invalid),
             };
+            // Out of the listener's set: the connection's segments go to its own.
+            let h = s.pin_conn(h);
             // The accepted socket leaves the backlog (its share moves to the new socket); the
             // poll after this call tops the free listeners up.
             s.charge(owner, -1);
@@ -1023,10 +1179,10 @@ impl sock::Server for Front {
                 Sock::Tcp { bound: Some(p), .. } => *p,
                 _ => s.ephemeral(false)?,
             };
-            let Sock::Tcp { h, connecting, .. } = s.sock(badge)? else {
+            let h = s.rehome(badge, local)?;
+            let Sock::Tcp { connecting, .. } = s.sock(badge)? else {
                 return Err(SockError::Invalid);
             };
-            let h = *h;
             *connecting = true;
             let cx = s.iface.context();
             if s.sockets
@@ -1038,6 +1194,16 @@ impl sock::Server for Front {
                     *connecting = false;
                 }
                 return Err(SockError::Unreachable);
+            }
+            // Its endpoints are known now: the connection goes to its own set before its SYN
+            // does, so that the answer finds it there.
+            let pinned = s.pin_conn(h);
+            if let Sock::Tcp { h, .. } = s.sock(badge)? {
+                *h = pinned;
+            }
+            if pinned.set() != h.set() {
+                s.sockets.leave(h.set(), badge);
+                s.sockets.enter(pinned.set(), badge);
             }
             Err(SockError::WouldBlock)
         })
@@ -1497,7 +1663,7 @@ impl Front {
         // The remote ports of every connection (waiting in a backlog, or accepted and not
         // asked yet): an offer keyed by one of them may still be taken.
         let mut waiting = BTreeSet::new();
-        let mut note = |h: SocketHandle| {
+        let mut note = |h: Handle| {
             if let Some(r) = s.sockets.get::<tcp::Socket>(h).remote_endpoint() {
                 waiting.insert(r.port);
             }
@@ -1562,13 +1728,15 @@ fn not_fused(s: &Stack, badge: u64) -> Result<(), SockError> {
 fn udp_send(
     s: &mut Stack,
     badge: u64,
-    h: SocketHandle,
+    h: Handle,
     bound: Option<u16>,
     to: IpEndpoint,
     data: &[u8],
 ) -> Result<u32, SockError> {
+    let mut h = h;
     if bound.is_none() {
         let p = s.ephemeral(true)?;
+        h = s.rehome(badge, p)?;
         s.sockets
             .get_mut::<udp::Socket>(h)
             .bind(p)
@@ -1597,6 +1765,10 @@ fn udp_send(
         }
         &whole[..]
     };
+    if s.send_fast(h, to, data) {
+        s.udp_fast = true;
+        return Ok(data.len() as u32);
+    }
     match s.sockets.get_mut::<udp::Socket>(h).send_slice(data, to) {
         Ok(()) => {
             s.udp_queued = Some(h);
@@ -1608,12 +1780,7 @@ fn udp_send(
 }
 
 /// Queues `data` on the TCP socket `h`: how much it took.
-fn tcp_send(
-    s: &mut Stack,
-    h: SocketHandle,
-    connecting: bool,
-    data: &[u8],
-) -> Result<u32, SockError> {
+fn tcp_send(s: &mut Stack, h: Handle, connecting: bool, data: &[u8]) -> Result<u32, SockError> {
     let t = s.sockets.get_mut::<tcp::Socket>(h);
     if !t.may_send() {
         return Err(match t.state() {
@@ -1726,11 +1893,7 @@ fn recv_fill(s: &Stack, badge: u64) -> usize {
 }
 
 /// One datagram of the UDP socket `h` into `buf` (cut to its length): bytes, source.
-fn udp_recv(
-    s: &mut Stack,
-    h: SocketHandle,
-    buf: &mut [u8],
-) -> Result<(usize, u32, u16), SockError> {
+fn udp_recv(s: &mut Stack, h: Handle, buf: &mut [u8]) -> Result<(usize, u32, u16), SockError> {
     match s.sockets.get_mut::<udp::Socket>(h).recv() {
         Ok((d, meta)) => {
             let n = d.len().min(buf.len());
@@ -1796,7 +1959,25 @@ impl rpc::Serve for Front {
         let Some(e) = s.socks.remove(&badge) else {
             return;
         };
-        let fused = s.udp_fused.remove(&badge);
+        s.sockets.leave(set_of(&e.sock), badge);
+        let mut fused: Vec<(u64, u64)> = s.udp_fused.remove(&badge).into_iter().collect();
+        // A fused UDP pair ends with either socket: the ends kept for the other one (if it was
+        // the one to take them) go, so its holders use smoltcp again (their library undoes the
+        // pair once it read what the ring still held).
+        if let Sock::Udp { port: Some(p), .. } = e.sock {
+            let partners: Vec<u64> = s
+                .udp_fused
+                .keys()
+                .copied()
+                .filter(|b| {
+                    matches!(s.socks.get(b).map(|e| &e.sock),
+                        Some(Sock::Udp { peer: Some(peer), .. }) if peer.port == p)
+                })
+                .collect();
+            for b in partners {
+                fused.extend(s.udp_fused.remove(&b));
+            }
+        }
         let held = match &e.sock {
             Sock::Listener { pending, .. } => pending.len(),
             _ => 1,
@@ -1808,7 +1989,7 @@ impl rpc::Serve for Front {
         for (slot, _) in e.watchers {
             self.free_slot(slot);
         }
-        if let Some((r, w)) = fused {
+        for (r, w) in fused {
             self.free_slot(r);
             self.free_slot(w);
         }
@@ -2096,13 +2277,16 @@ fn main() {
     let mut st = Stack {
         iface,
         mac: mac6,
-        sockets: SocketSet::new(Vec::new()),
+        sockets: Sockets::new(),
         link,
         dhcp: None,
         socks: BTreeMap::new(),
-        shares: BTreeMap::new(),
+        shares: grant::Shares::default(),
         next_id: 0,
         count: 0,
+        max_sockets: cfg.socket_bounds().0,
+        max_client_sockets: cfg.socket_bounds().1,
+        max_process_sockets: cfg.process_sockets(),
         tcp_ports: BTreeSet::new(),
         udp_ports: BTreeSet::new(),
         next_port: EPHEMERAL_FIRST,
@@ -2114,6 +2298,7 @@ fn main() {
         prefix: 0,
         gateway: 0,
         udp_queued: None,
+        udp_fast: false,
     };
     st.iface.update_ip_addrs(|a| {
         let _ = a.push(IpCidr::Ipv4(LOOPBACK));
@@ -2128,7 +2313,7 @@ fn main() {
         None => {
             let mut d = dhcpv4::Socket::new();
             d.set_max_lease_duration(Some(Duration::from_secs(3600)));
-            st.dhcp = Some(st.sockets.add(d));
+            st.dhcp = Some(st.sockets.add(set_of_port(DHCP_CLIENT_PORT), d));
             println!("netstack: asking DHCP");
         }
     }

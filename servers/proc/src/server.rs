@@ -2,6 +2,7 @@
 
 extern crate alloc;
 
+use alloc::borrow::Cow;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
@@ -162,6 +163,10 @@ struct Proc {
     socket_user: Option<u64>,
     /// The slot `net_stack` hands a stack capability over in (emptied after each reply).
     net_slot: u64,
+    /// Each Linux process's own share of the stack's sockets (`socket.grant_sub`, the pid its
+    /// sub-account): minted on its first `net_stack`, kept (with whether it may bind ports
+    /// below 1024) until the process is released, emptied when the stack restarts.
+    net_subs: BTreeMap<Pid, (bool, u64)>,
     clock: Clock,
     /// A counter mixed into each process's seed.
     seeds: u64,
@@ -412,12 +417,14 @@ impl Proc {
     }
 
     fn release_extra(&mut self, pid: Pid) {
+        if let Some((_, c)) = self.net_subs.remove(&pid) {
+            self.drop_cap(c);
+        }
         if let Some(x) = self.extras.remove(&pid) {
             // Revoked first: the copies the process registered (at the pipe server, the
             // console) die with it.
             let _ = sys::cap_revoke(x.wake);
-            let _ = sys::cap_delete(x.wake);
-            self.pool.free_slot(x.wake);
+            self.drop_cap(x.wake);
             self.pool.free_page(x.info);
         }
     }
@@ -462,10 +469,7 @@ impl Proc {
                 Ok(())
             }
             Err(e) => {
-                for c in caps {
-                    let _ = sys::cap_delete(c);
-                    self.pool.free_slot(c);
-                }
+                self.drop_caps(caps);
                 self.free_heap(l.heap);
                 Err(e)
             }
@@ -495,10 +499,7 @@ impl Proc {
     fn build_retrying(&mut self, l: Launch, caps: &mut Vec<u64>) -> Result<Child, SpawnError> {
         match self.build_once(l, caps) {
             Err(_) if self.wait_for_vfs() => {
-                for c in caps.drain(..) {
-                    let _ = sys::cap_delete(c);
-                    self.pool.free_slot(c);
-                }
+                self.drop_caps(core::mem::take(caps));
                 self.build_once(l, caps)
             }
             r => r,
@@ -572,7 +573,7 @@ impl Proc {
             stack_bytes: LIB_STACK,
             huge_pages: 0,
         };
-        p.args = argv.to_vec();
+        p.args = argv.iter().map(|a| Cow::Borrowed(a.as_str())).collect();
         // Faults and exceptions of the main thread (until the library's region manager pages
         // it) and of the library's own threads come to us.
         p.pager = main_cap;
@@ -589,10 +590,11 @@ impl Proc {
         for &(name, c) in &self.peers {
             // The stack capability follows the credentials: only root may bind ports below
             // 1024 (netmgr granted proc both kinds; `stack_caps`).
-            let c = match (name, self.socket_user) {
-                (SOCKET_PEER, Some(user)) if creds.euid != 0 => user,
-                _ => c,
-            };
+            // The stack capability is not handed on: a process asks `net_stack` for one of its
+            // own share on its first socket (so a spawn makes no call to the stack).
+            if name == SOCKET_PEER {
+                continue;
+            }
             p.caps.push(Cap::named(name, c));
         }
         p.caps.push(Cap::named(WAKE_CAP, wake));
@@ -607,7 +609,7 @@ impl Proc {
         for (i, &c) in handoff.iter().enumerate() {
             p.caps.push(Cap {
                 optional: true,
-                ..Cap::named(&format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap), c)
+                ..Cap::named(format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap), c)
             });
         }
         p.maps.push(Map {
@@ -618,12 +620,15 @@ impl Proc {
             // Writable: the library says there when it sleeps (INFO_SLEEPING).
             flags: sawmill_abi::map::READ | sawmill_abi::map::WRITE,
         });
-        let rec = |kind: u64, value: u64, bytes: &[u8]| Record {
-            kind,
-            value,
-            bytes: bytes.to_vec(),
-            optional: false,
-        };
+        // The records' bytes are lent (the launch's strings and state) or moved in, not copied.
+        fn rec<'a>(kind: u64, value: u64, bytes: impl Into<Cow<'a, [u8]>>) -> Record<'a> {
+            Record {
+                kind,
+                value,
+                bytes: bytes.into(),
+                optional: false,
+            }
+        }
         for e in envs {
             p.records.push(rec(env::KIND_LINUX_ENV, 0, e.as_bytes()));
         }
@@ -639,27 +644,27 @@ impl Proc {
         ] {
             ids.extend_from_slice(&v.to_le_bytes());
         }
-        p.records.push(rec(env::KIND_LINUX_IDS, pid as u64, &ids));
+        p.records.push(rec(env::KIND_LINUX_IDS, pid as u64, ids));
         let mut clk = Vec::with_capacity(16);
         clk.extend_from_slice(&self.clock.tsc.to_le_bytes());
         clk.extend_from_slice(&self.clock.khz.to_le_bytes());
         p.records
-            .push(rec(env::KIND_LINUX_CLOCK, self.clock.unix, &clk));
+            .push(rec(env::KIND_LINUX_CLOCK, self.clock.unix, clk));
         let mut seed = Vec::with_capacity(32);
         for i in 0..4u64 {
             self.seeds = self.seeds.wrapping_add(1);
             let v = mix(sys::rdtsc() ^ mix(self.seeds ^ (pid as u64) << 32 ^ i));
             seed.extend_from_slice(&v.to_le_bytes());
         }
-        p.records.push(rec(env::KIND_LINUX_SEED, 0, &seed));
+        p.records.push(rec(env::KIND_LINUX_SEED, 0, seed));
         p.records
-            .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[]));
+            .push(rec(env::KIND_LINUX_TRACE, self.cfg.trace as u64, &[][..]));
         p.records.push(rec(env::KIND_LINUX_CWD, 0, cwd.as_bytes()));
         if !handoff.is_empty() || !state.is_empty() {
             p.records.push(rec(
                 env::KIND_LINUX_HANDOFF,
                 (handoff.len() + first_cap) as u64,
-                &[],
+                &[][..],
             ));
         }
         if !state.is_empty() {
@@ -675,7 +680,7 @@ impl Proc {
             p.records.push(rec(
                 env::KIND_LINUX_SIGNALS,
                 blocked,
-                &ignored.to_le_bytes(),
+                ignored.to_le_bytes().to_vec(),
             ));
         }
 
@@ -788,10 +793,7 @@ impl Proc {
                 }
             }
             Err(e) => {
-                for c in caps {
-                    let _ = sys::cap_delete(c);
-                    self.pool.free_slot(c);
-                }
+                self.drop_caps(caps);
                 self.free_heap(heap);
                 self.table.abort_exec(serial);
                 Err(StartError::Spawn(e))
@@ -820,9 +822,14 @@ impl Proc {
     /// Deletes proc's copies of handed-off capabilities.
     fn drop_caps(&mut self, caps: Vec<u64>) {
         for c in caps {
-            let _ = sys::cap_delete(c);
-            self.pool.free_slot(c);
+            self.drop_cap(c);
         }
+    }
+
+    /// Deletes capability `c` of ours and gives its slot back to the pool.
+    fn drop_cap(&mut self, c: u64) {
+        let _ = sys::cap_delete(c);
+        self.pool.free_slot(c);
     }
 
     /// Whether mem has room for one more process under our badge (which carries every
@@ -921,8 +928,7 @@ impl Proc {
             // Revoked first: copies handed on (a wake notification registered at the pipe
             // server) end with the process.
             let _ = sys::cap_revoke(c);
-            let _ = sys::cap_delete(c);
-            self.pool.free_slot(c);
+            self.drop_cap(c);
         }
         self.drop_caps(r.handoff);
         // The task is gone, so nothing runs on it any more.
@@ -958,8 +964,7 @@ impl Proc {
     fn free_heap(&mut self, heap: u64) {
         if heap != 0 {
             let _ = sawmill_interfaces::dataspace::Client::new(heap).free();
-            let _ = sys::cap_delete(heap);
-            self.pool.free_slot(heap);
+            self.drop_cap(heap);
         }
     }
 
@@ -1379,11 +1384,12 @@ impl proc::Server for Proc {
         let euid = self.table.get(pid).map_or(0, |p| p.creds.euid);
         self.renew_stack_caps();
         let peer = self.peers.iter().find(|p| p.0 == SOCKET_PEER).map(|p| p.1);
-        let c = match (peer, self.socket_user) {
-            (Some(_), Some(user)) if euid != 0 => user,
-            (Some(c), _) => c,
+        let (c, privileged) = match (peer, self.socket_user) {
+            (Some(_), Some(user)) if euid != 0 => (user, false),
+            (Some(c), _) => (c, true),
             (None, _) => return Err(ProcError::NoProcess),
         };
+        let c = self.net_sub(pid, c, privileged);
         let _ = sys::cap_delete(self.net_slot);
         sys::cap_copy(c, self.net_slot).map_err(|_| ProcError::NoProcess)?;
         self.after.delete(self.net_slot);
@@ -1927,6 +1933,7 @@ fn main() {
             .collect(),
         socket_user,
         net_slot: sawmill_rt::thread::alloc_slot(),
+        net_subs: BTreeMap::new(),
         clock,
         seeds: clock.tsc,
         done: false,
@@ -1966,6 +1973,33 @@ fn main() {
 const SOCKET_PEER: &str = "socket";
 
 impl Proc {
+    /// Process `pid`'s own sub-account of `stack` (ours, with the rights `privileged` says),
+    /// minted on first use: its sockets count against the process's bound and ours. Our own
+    /// capability if the stack refused (the process then shares our share, as before).
+    fn net_sub(&mut self, pid: Pid, stack: u64, privileged: bool) -> u64 {
+        if let Some(&(p, c)) = self.net_subs.get(&pid) {
+            if p == privileged {
+                return c;
+            }
+        }
+        let Ok(slot) = self.pool.slot() else {
+            return stack;
+        };
+        match sawmill_interfaces::socket::Client::new(stack).grant_sub(pid, slot) {
+            Ok(_) => {
+                // A change of credentials: the same sub-account, with the other rights.
+                if let Some((_, old)) = self.net_subs.insert(pid, (privileged, slot)) {
+                    self.drop_cap(old);
+                }
+                slot
+            }
+            Err(_) => {
+                self.pool.free_slot(slot);
+                stack
+            }
+        }
+    }
+
     /// Asks netmgr again for the stack capabilities if the stack they lead to is gone (it
     /// restarted: root revoked the dead incarnation's endpoint and every capability minted from
     /// it). Without netmgr the `socket` peer is root's slot, which holds the new incarnation.
@@ -1987,6 +2021,10 @@ impl Proc {
         }
         for c in current.into_iter().chain(self.socket_user) {
             let _ = sys::cap_delete(c);
+        }
+        // The processes' sub-accounts went with the dead stack: each asks again.
+        for (_, (_, c)) in core::mem::take(&mut self.net_subs) {
+            self.drop_cap(c);
         }
         self.peers.retain(|p| p.0 != SOCKET_PEER);
         let (root, user) = stack_caps();

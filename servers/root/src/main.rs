@@ -399,7 +399,7 @@ impl Root {
             + (ram_pages / 512 + 8) * 4096;
         // The task's priority ceiling is the manifest priority: nothing it creates can outrank it.
         let mut p = Program::new(name, root_slots::FACTORY, kmem, s.priority);
-        p.args = s.args.clone();
+        p.args = s.args.iter().map(|a| a.as_str().into()).collect();
         p.give_factory = s.kmem_kb > 0;
         p.sizes.heap_bytes = s.heap_kb as u64 * 1024;
         p.sizes.huge_pages = s.huge_pages as u64;
@@ -426,7 +426,7 @@ impl Root {
             p.records.push(Record {
                 kind: env::KIND_CONFIG,
                 value: 0,
-                bytes: s.config.clone(),
+                bytes: s.config.clone().into(),
                 optional: false,
             });
         }
@@ -446,20 +446,20 @@ impl Root {
             p.records.push(Record {
                 kind: env::KIND_MODULE,
                 value: va,
-                bytes: b,
+                bytes: b.into(),
                 optional: false,
             });
         }
         for e in &s.provides {
             let ep = self.endpoint(e);
-            p.caps.push(Cap::provided(e, ep));
+            p.caps.push(Cap::provided(String::from(e), ep));
         }
         let first_use = p.caps.len();
         let mut use_mints = Vec::new();
         for u in &s.uses {
             let ep = self.endpoint(&u.endpoint);
             let m = self.mint(ep, u.badge, rights::SEND | rights::GRANT, &mut caps);
-            p.caps.push(Cap::named(&u.endpoint, m));
+            p.caps.push(Cap::named(u.endpoint.clone(), m));
             use_mints.push(m);
         }
         if !s.irqs.is_empty() {
@@ -477,7 +477,7 @@ impl Root {
                 caps.push(irq);
                 let mut nm = String::from("irq:");
                 push_num(&mut nm, line as u64);
-                p.caps.push(Cap::named(&nm, irq));
+                p.caps.push(Cap::named(nm, irq));
             }
         }
         // Restricted device authority (a platform server such as pci): I/O control limited to a
@@ -491,7 +491,7 @@ impl Root {
             p.records.push(Record {
                 kind: env::KIND_IO_WINDOW,
                 value: b,
-                bytes: b"io-window".to_vec(),
+                bytes: b"io-window".to_vec().into(),
                 optional: false,
             });
             // With it, restricted device control: a Control minted with a badge may map device
@@ -506,7 +506,7 @@ impl Root {
             p.records.push(Record {
                 kind: env::KIND_IRQ_LINES,
                 value: lines,
-                bytes: b"irq-lines".to_vec(),
+                bytes: b"irq-lines".to_vec().into(),
                 optional: false,
             });
         }
@@ -535,7 +535,7 @@ impl Root {
                 p.records.push(Record {
                     kind: env::KIND_RAM,
                     value: va,
-                    bytes: b,
+                    bytes: b.into(),
                     optional: true,
                 });
                 va += n * 4096;
@@ -566,7 +566,7 @@ impl Root {
             p.records.push(Record {
                 kind: env::KIND_FAULT_WORD,
                 value: FAULT_PAGE_VA,
-                bytes: Vec::new(),
+                bytes: Vec::new().into(),
                 optional: false,
             });
             pool.push(pa);
@@ -579,7 +579,7 @@ impl Root {
         p.records.push(Record {
             kind: env::KIND_INCARNATION,
             value: generation,
-            bytes: Vec::new(),
+            bytes: Vec::new().into(),
             optional: false,
         });
         // Where lib/spawn puts the used endpoints in the server's table (the rule it applies).

@@ -643,6 +643,22 @@ impl<B: Backend> Files<B> {
         })
     }
 
+    /// A fused UDP pair whose peer is gone (every holder closed it: its write end into our
+    /// ring went) and whose datagrams were all read: the pair is undone and the socket goes
+    /// back to the stack, as an unfused UDP socket whose peer closed (a receive waits, a
+    /// datagram sent is dropped at the closed port), not a ring at its end (a receive would
+    /// read an end of stream, 0 bytes, without end: a spin). The stack forgets the pair when
+    /// either socket closes, so it does not hand the ends again.
+    fn udp_fused_gone(&mut self, d: &Shared, x: &super::unix::Unix) -> bool {
+        use sawmill_pipe_api::End;
+        let gone =
+            x.rx.is_some_and(|(_, r)| r.gone(End::Write) && r.used() == Some(0));
+        if gone {
+            self.unfuse(d);
+        }
+        gone
+    }
+
     /// Fused: notes that the peer's end of stream came while its read end was still there.
     fn fused_note_fin(d: &Shared, s: &Sock, x: &super::unix::Unix) {
         use sawmill_pipe_api::End;
@@ -956,9 +972,14 @@ impl<B: Backend> Files<B> {
             if len as usize > MAX_DATAGRAM {
                 return Err(EMSGSIZE);
             }
-            let mut data = vec![0u8; len as usize];
-            u.read(buf, &mut data)?;
-            return self.sock_send_datagram(d, &s, &data, to, flags);
+            // Straight from the program's buffer, as a stream's bytes below (`EFAULT` before
+            // anything is sent): no copy into a zeroed buffer of the library's first.
+            return u
+                .with_in(buf, len as usize, &mut |data| {
+                    self.sock_send_datagram(d, &s, data, to, flags)
+                        .map(|n| n as usize)
+                })
+                .map(|n| n as u64);
         }
         let mut done = 0u64;
         while done < len {
@@ -993,13 +1014,17 @@ impl<B: Backend> Files<B> {
         if data.len() > MAX_DATAGRAM {
             return Err(EMSGSIZE);
         }
-        if let Some(x) = &s.fused {
+        if let Some(x) = s.fused.as_ref().filter(|x| !self.udp_fused_gone(d, x)) {
             if to.is_none() || to == s.peer {
-                return self
-                    .unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
-                        take(&data[off..off + n])
-                    })
-                    .map(|n| n as u64);
+                let r = self.unix_send(d, x, data.len(), None, flags, &mut |off, n, take| {
+                    take(&data[off..off + n])
+                });
+                return match r {
+                    // The peer closed with datagrams of its left for us to read: this one is
+                    // dropped at its closed port, as on Linux (the send itself succeeds).
+                    Err(e) if e == ECONNREFUSED => Ok(data.len() as u64),
+                    r => r.map(|n| n as u64),
+                };
             }
         }
         match self.sock_send_datagram_stack(d, s, data, to, flags) {
@@ -1153,9 +1178,15 @@ impl<B: Backend> Files<B> {
                 .map(|r| (r.0, None));
         }
         if let (Some(x), true) = (&s.fused, s.udp) {
-            // One datagram from the peer's ring.
-            let (n, _) = self.unix_recv(d, x, buf, len, flags, u)?;
-            return Ok((n, Some(s.peer.unwrap_or((0, 0)))));
+            // One datagram from the peer's ring; none (the end of the ring: the peer is gone
+            // and all was read) sends the socket back to the stack.
+            if !self.udp_fused_gone(d, x) {
+                match self.unix_recv(d, x, buf, len, flags, u)? {
+                    (n, Some(_)) => return Ok((n, Some(s.peer.unwrap_or((0, 0))))),
+                    (_, None) => self.unfuse(d),
+                }
+            }
+            return self.sock_recv_once(d, buf, len, flags, u);
         }
         if let Some(x) = &s.fused {
             return self.fused_recv(d, x, buf, len, flags, u);
@@ -1534,7 +1565,11 @@ impl<B: Backend> Files<B> {
             return self.unix_revents(x);
         }
         if let (Some(x), true) = (&s.fused, s.udp) {
-            return self.unix_revents(x);
+            if !self.udp_fused_gone(d, x) {
+                return self.unix_revents(x);
+            }
+            let s = Self::sock_of(d).unwrap_or_default();
+            return self.sock_revents(d, &s);
         }
         if let Some(x) = &s.fused {
             Self::fused_note_fin(d, s, x);

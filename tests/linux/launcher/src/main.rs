@@ -51,16 +51,16 @@ fn linux_layout() -> Layout {
     }
 }
 
-fn record(kind: u64, value: u64, bytes: &[u8]) -> Record {
+fn record(kind: u64, value: u64, bytes: &[u8]) -> Record<'static> {
     Record {
         kind,
         value,
-        bytes: bytes.to_vec(),
+        bytes: bytes.to_vec().into(),
         optional: false,
     }
 }
 
-fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program, String) {
+fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program<'static>, String) {
     let (trace, spec) = match spec.strip_prefix("trace:") {
         Some(s) => (true, s),
         None => (false, spec),
@@ -75,7 +75,7 @@ fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program, Str
         huge_pages: 0,
     };
     p.give_factory = true;
-    p.args = argv.iter().map(|s| String::from(*s)).collect();
+    p.args = argv.iter().map(|s| String::from(*s).into()).collect();
     for name in ["vfs", "mem"] {
         let c = env::cap(name).unwrap_or_else(|| fail(format_args!("no {} capability", name)));
         p.caps.push(Cap::named(name, c));

@@ -3,7 +3,10 @@
 //! privileged-ports right): a stack capability with that right binds port 80. Otherwise (a
 //! client without a rule): asking for the right is refused by netmgr, and the plain capability
 //! it does get binds port 8080 but not port 80 (`Denied` from the stack). Either way the granted
-//! capability cannot itself grant (only netmgr's may).
+//! capability cannot itself grant (only netmgr's may). A sub-account it mints (`grant_sub`, as
+//! proc does per Linux process) keeps exactly its rights, cannot mint another, and is refused
+//! its socket past the scenario's `process_sockets` (4) with `ProcessFull` while a second
+//! sub-account of the same client still gets sockets.
 #![no_std]
 #![no_main]
 
@@ -62,14 +65,15 @@ fn run(privileged: bool) -> Result<(), &'static str> {
     ) {
         return Err("a granted capability could grant");
     }
-    let tcp = |port| {
+    let tcp = |sk: &socket::Client, port| {
         let s = sock::Client::new(
             sk.create(SockKind::Tcp, thread::alloc_slot())
                 .map_err(|_| "create")?,
         );
         Ok::<_, &'static str>(s.bind(0, port))
     };
-    match (privileged, tcp(80)?) {
+    sub_accounts(&sk, privileged, tcp)?;
+    match (privileged, tcp(&sk, 80)?) {
         (true, Ok(())) => {}
         (false, Err(Error::App(SockError::Denied))) => {
             println!("net-rights: port 80 refused to the plain client (Denied)")
@@ -77,8 +81,55 @@ fn run(privileged: bool) -> Result<(), &'static str> {
         (true, Err(_)) => return Err("the privileged client could not bind port 80"),
         (false, _) => return Err("the plain client bound port 80"),
     }
-    if tcp(if privileged { 8081 } else { 8080 })?.is_err() {
+    if tcp(&sk, if privileged { 8081 } else { 8080 })?.is_err() {
         return Err("a port above 1023 was refused");
     }
+    Ok(())
+}
+
+/// The sub-accounts of `sk` (see the header); `tcp` binds a new TCP socket of a capability's.
+fn sub_accounts(
+    sk: &socket::Client,
+    privileged: bool,
+    tcp: impl Fn(&socket::Client, u16) -> Result<Result<(), Error<SockError>>, &'static str>,
+) -> Result<(), &'static str> {
+    let sub = |n| {
+        sk.grant_sub(n, thread::alloc_slot())
+            .map(socket::Client::new)
+            .map_err(|_| "a sub-account was refused")
+    };
+    let (a, b) = (sub(5)?, sub(6)?);
+    if !matches!(
+        a.grant_sub(7, thread::alloc_slot()),
+        Err(Error::App(SockError::Denied))
+    ) {
+        return Err("a sub-account minted another");
+    }
+    if !matches!(
+        sk.grant_sub(0, thread::alloc_slot()),
+        Err(Error::App(SockError::Invalid))
+    ) {
+        return Err("sub-account 0 was minted");
+    }
+    // Its first socket: the rights are the minting capability's.
+    match (privileged, tcp(&a, 81)?) {
+        (true, Ok(())) | (false, Err(Error::App(SockError::Denied))) => {}
+        _ => return Err("a sub-account's rights differ from its client's"),
+    }
+    for _ in 1..4 {
+        a.create(SockKind::Udp, thread::alloc_slot())
+            .map_err(|_| "a sub-account's socket within its share was refused")?;
+    }
+    if !matches!(
+        a.create(SockKind::Udp, thread::alloc_slot()),
+        Err(Error::App(SockError::ProcessFull))
+    ) {
+        return Err("a sub-account's 5th socket was not refused");
+    }
+    for _ in 0..4 {
+        b.create(SockKind::Udp, thread::alloc_slot())
+            .map_err(|_| "a full sub-account denied its sibling a socket")?;
+    }
+    println!("net-rights: a sub-account's 5th socket refused (ProcessFull), its sibling served");
     Ok(())
 }

@@ -66,9 +66,9 @@ fn attach(fs: &mut Files, path: &str) -> (usize, u64, u64) {
     (fd, at, size)
 }
 
-fn program(kmem: u64, handler: u64) -> Program {
+fn program(kmem: u64, handler: u64) -> Program<'static> {
     let mut p = Program::new("spawn-child", slots::FACTORY, kmem, 100);
-    p.args.push(alloc::string::String::from("spawn-exec"));
+    p.args.push("spawn-exec".into());
     p.sizes = Sizes {
         heap_bytes: 64 * 1024,
         ..p.sizes

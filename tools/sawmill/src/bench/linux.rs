@@ -56,6 +56,8 @@ pub const EXPECTED: &[&str] = &[
     "linux.shell_script",
     "linux.exec",
     "linux.net.udp.roundtrip",
+    "linux.net.udp.roundtrip.sockets0",
+    "linux.net.udp.roundtrip.sockets256",
     "linux.net.tcp.roundtrip",
     "linux.net.tcp.connect",
     "linux.net.tcp.bulk",

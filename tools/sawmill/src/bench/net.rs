@@ -17,6 +17,8 @@ use std::path::Path;
 /// The metrics, without prefix: sawmill's names; Linux's are `linux.` + these.
 pub const METRICS: &[&str] = &[
     "net.udp.roundtrip",
+    "net.udp.roundtrip.sockets0",
+    "net.udp.roundtrip.sockets256",
     "net.tcp.roundtrip",
     "net.tcp.connect",
     "net.tcp.bulk",

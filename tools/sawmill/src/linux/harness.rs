@@ -437,16 +437,17 @@ pub fn set_terminal(tty: &OwnedFd, want: &sawmill_console_api::termios::Termios)
 
 /// Starts `argv` in `cwd` with environment `env` (`NAME=value`) as the leader of a new session
 /// on a fresh pseudo-terminal of `rows` x `cols` with exactly the terminal settings `settings`
-/// (its controlling terminal, standard input, output and error). Returns the child and the
-/// master side; the child is the last holder of the slave side, so reading the master ends
-/// (EIO) when it does.
+/// (its controlling terminal, standard input, output and error). Returns the child, the master
+/// side and one descriptor of the slave side: while the caller holds it, reading the master
+/// never ends early; once it is dropped, reading ends (EIO) when the child and whatever it left
+/// behind close theirs.
 pub fn spawn_on_pty(
     argv: &[String],
     cwd: &Path,
     env: &[&str],
     settings: &sawmill_console_api::termios::Termios,
     (rows, cols): (u16, u16),
-) -> Result<(std::process::Child, OwnedFd), String> {
+) -> Result<(std::process::Child, OwnedFd, OwnedFd), String> {
     let (mut master, mut slave) = (-1, -1);
     let ws = libc::winsize {
         ws_row: rows,
@@ -508,10 +509,9 @@ pub fn spawn_on_pty(
         });
     }
     let child = cmd.spawn().map_err(|e| format!("{}: {e}", argv[0]))?;
-    // The Command holds copies of the slave side: the child must be its last holder.
+    // The Command holds copies of the slave side: only the child and the caller may keep one.
     drop(cmd);
-    drop(slave);
-    Ok((child, master))
+    Ok((child, master, slave))
 }
 
 /// Runs `argv` in `cwd` on a fresh pseudo-terminal (echo off, 80x24), typing `input`.
@@ -523,45 +523,62 @@ pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, St
         ..Default::default()
     }
     .termios();
-    let (mut child, master) = spawn_on_pty(argv, cwd, ENV, &settings, (ROWS, COLUMNS))?;
-    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
-    let mut reader = std::fs::File::from(dup(&master)?);
-    let out_thread = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Ends with EIO once the child (the last holder of the slave side) is gone.
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        out
-    });
-    let mut writer = std::fs::File::from(master);
+    let (mut child, master, slave) = spawn_on_pty(argv, cwd, ENV, &settings, (ROWS, COLUMNS))?;
+    let mut writer = std::fs::File::from(master.try_clone().map_err(|e| format!("dup: {e}"))?);
     let input = input.to_vec();
     let in_thread = std::thread::spawn(move || {
         let _ = writer.write_all(&input);
         // Kept open until the child is gone: a closed master would hang up the terminal.
         writer
     });
+    // Linux may answer a read of the master with EIO as soon as the last slave descriptor
+    // closes, while the child's last lines are still in the terminal's buffers (seen on a CI
+    // host: the last seven lines of a test's output were lost). So this side holds a slave
+    // descriptor until the child is gone and the master has been quiet for QUIET; only then is
+    // it dropped, and reading goes on to the EIO that says every other holder (a background
+    // job the child left) closed too.
+    const QUIET: Duration = Duration::from_millis(100);
+    let mut slave = Some(slave);
+    let mut output = Vec::new();
+    let mut status = None;
+    let mut last_data = Instant::now();
     let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if start.elapsed() > HOST_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "host run timed out after {}s",
-                    HOST_TIMEOUT.as_secs()
-                ));
+    let mut buf = [0u8; 4096];
+    loop {
+        match read_within(&master, &mut buf, Duration::from_millis(20)) {
+            PtyRead::Data(n) => {
+                output.extend_from_slice(&buf[..n]);
+                last_data = Instant::now();
+                continue;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("waiting for the host run: {e}")),
+            PtyRead::End => break,
+            PtyRead::Nothing => {}
         }
+        if start.elapsed() > HOST_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "host run timed out after {}s",
+                HOST_TIMEOUT.as_secs()
+            ));
+        }
+        if status.is_none() {
+            status = child
+                .try_wait()
+                .map_err(|e| format!("waiting for the host run: {e}"))?;
+            if status.is_some() {
+                last_data = Instant::now();
+            }
+        } else if slave.is_some() && last_data.elapsed() > QUIET {
+            slave = None;
+        }
+    }
+    let status = match status {
+        Some(status) => status,
+        None => child
+            .wait()
+            .map_err(|e| format!("waiting for the host run: {e}"))?,
     };
-    let output = out_thread.join().unwrap_or_default();
     drop(in_thread.join());
     use std::os::unix::process::ExitStatusExt;
     let status = status
@@ -572,6 +589,39 @@ pub fn host_run(argv: &[String], cwd: &Path, input: &[u8]) -> Result<Outcome, St
         output: strip_cr(&output),
         status,
     })
+}
+
+/// What one wait on a pseudo-terminal's master gave.
+enum PtyRead {
+    Data(usize),
+    /// Every slave descriptor is closed (EIO) or the master failed.
+    End,
+    /// Nothing arrived within the wait.
+    Nothing,
+}
+
+/// Reads what `master` has, waiting at most `wait` for something to arrive.
+fn read_within(master: &OwnedFd, buf: &mut [u8], wait: Duration) -> PtyRead {
+    let mut poll = libc::pollfd {
+        fd: master.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd that lives across the call.
+    let ready = unsafe { libc::poll(&mut poll, 1, wait.as_millis() as libc::c_int) };
+    if ready == 0 || (ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
+    {
+        return PtyRead::Nothing;
+    }
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    match n {
+        n if n > 0 => PtyRead::Data(n as usize),
+        n if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
+            PtyRead::Nothing
+        }
+        _ => PtyRead::End,
+    }
 }
 
 /// Builds `tests/linux/NAME.c` with `musl-gcc -static -O2` into `out_dir` unless up to date.
@@ -1224,6 +1274,28 @@ mod tests {
         assert_eq!(tree_problems(&want, &got, i64::MAX).len(), 1);
         assert!(fsck(&img).is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The last lines a program writes before it exits reach the comparison (a CI host once
+    /// lost a test's last seven lines to a read that ended at the slave's close).
+    #[test]
+    fn host_pty_run_keeps_the_last_output() {
+        if !Path::new(rootfs::HOST_BUSYBOX).is_file() {
+            return;
+        }
+        let dir = std::env::temp_dir();
+        let script = "i=0; while [ $i -lt 200 ]; do echo line $i; i=$((i+1)); done; echo end";
+        let want: String = (0..200).map(|i| format!("line {i}\n")).collect::<String>() + "end\n";
+        for _ in 0..20 {
+            let o = host_run(
+                &["/bin/busybox".into(), "sh".into(), "-c".into(), script.into()],
+                &dir,
+                b"",
+            )
+            .unwrap();
+            assert_eq!(o.status, 0);
+            assert_eq!(String::from_utf8_lossy(&o.output), want);
+        }
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 fn on_host(steps: &[Step], dir: &Path) -> Result<(), String> {
     let console = sawmill_console_api::Config::default();
     let argv = [rootfs::HOST_BUSYBOX.to_string(), "sh".into(), "-i".into()];
-    let (mut child, master) = harness::spawn_on_pty(
+    let (mut child, master, slave) = harness::spawn_on_pty(
         &argv,
         dir,
         DEFAULT_ENV,
@@ -172,6 +172,8 @@ fn on_host(steps: &[Step], dir: &Path) -> Result<(), String> {
         (console.rows, console.cols),
     )
     .map_err(|e| format!("host busybox: {e}"))?;
+    // The shell is the last holder of the slave side: its end is the reader's EIO.
+    drop(slave);
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
     let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut reader = std::fs::File::from(dup(&master)?);

@@ -105,6 +105,16 @@ fn connect_pfs(mi: usize, ep: u64, free: &mut Vec<u64>) -> Result<Connected, Rpc
     Ok((p, root, (attr.mode, attr.uid, attr.gid)))
 }
 
+/// After [`connect_pfs`] failed other than with an answer: if it had connected, that
+/// incarnation died before answering, and its capability goes (its slot back to `free`).
+fn forget_connection(mi: usize, free: &mut Vec<u64>) {
+    let dead = CONN[mi].swap(0, Ordering::SeqCst);
+    if dead != 0 {
+        let _ = sys::cap_delete(dead);
+        free.push(dead);
+    }
+}
+
 /// [`connect_pfs`] as the VFS starts. A PFS that restarts may be between incarnations then (it
 /// died while we restarted, or just before: its slot empty or its endpoint dead): tried again
 /// every 10 ms for up to `RESTART_WAIT_MS`, as [`Vfs::revive`] waits, rather than leaving its
@@ -124,12 +134,7 @@ fn connect_at_start(
             Err(RpcError::App(_)) | Ok(_) => return r,
             Err(_) if !restarts || sys::rdtsc() >= deadline => return r,
             Err(_) => {
-                // Connected, then it died: that incarnation's capability goes.
-                let dead = CONN[mi].swap(0, Ordering::SeqCst);
-                if dead != 0 {
-                    let _ = sys::cap_delete(dead);
-                    free.push(dead);
-                }
+                forget_connection(mi, free);
                 if let Some(t) = timer {
                     let _ = sys::notify_wait_until(t, (sys::rdtsc() + 10 * khz).min(deadline));
                 } else {
@@ -404,27 +409,37 @@ impl Vfs {
             }
         }
         let ep = self.mounts[m].manifest_ep;
-        let r = loop {
-            if !DEAD[m].load(Ordering::SeqCst) {
-                break None;
-            }
-            match connect_pfs(m, ep, &mut self.free_slots) {
-                Ok(c) => break Some(c),
-                // An application error is an answer: the new incarnation is there but
-                // refuses; anything else is a slot not yet refilled or an incarnation that
-                // died again: wait.
-                Err(RpcError::App(e)) => {
-                    println!("vfs: the restarted file system refuses: {:?}", e);
-                    if CONN[m].load(Ordering::SeqCst) != 0 {
-                        // Connected, but it will not serve: still watched, so its death is
-                        // seen and the next incarnation tried.
-                        let _ = sys::notify_signal(self.mounts[m].go, 1);
-                    }
-                    break None;
-                }
-                Err(_) => {
-                    if !pause(timer) {
+        // The watch thread never reported the death: give up, as before.
+        let r = if !DEAD[m].load(Ordering::SeqCst) {
+            None
+        } else {
+            loop {
+                match connect_pfs(m, ep, &mut self.free_slots) {
+                    Ok(c) => break Some(c),
+                    // An application error is an answer: the new incarnation is there but
+                    // refuses; anything else is a slot not yet refilled or an incarnation that
+                    // died again: wait.
+                    Err(RpcError::App(e)) => {
+                        println!("vfs: the restarted file system refuses: {:?}", e);
+                        if CONN[m].load(Ordering::SeqCst) != 0 {
+                            // Connected, but it will not serve: still watched, so its death is
+                            // seen and the next incarnation tried.
+                            let _ = sys::notify_signal(self.mounts[m].go, 1);
+                        }
                         break None;
+                    }
+                    // No incarnation there yet, or the one we connected to died before it
+                    // answered `root`/`getattr`. The watch thread waits for `go` meanwhile, so only
+                    // we can see that death: its capability goes and the next incarnation is tried
+                    // (once this gave up, and a PFS killed twice within a reconnect left its mount
+                    // dead: `pfs-restart` under load).
+                    Err(_) => {
+                        forget_connection(m, &mut self.free_slots);
+                        // Dead until one connects (`connect_pfs` cleared it).
+                        DEAD[m].store(true, Ordering::SeqCst);
+                        if !pause(timer) {
+                            break None;
+                        }
                     }
                 }
             }

@@ -16,6 +16,9 @@ sawmill_rt::entry!(main);
 
 fn main() {
     let v = vfs::Client::new(env::cap("vfs").expect("vfs endpoint"));
+    if env::arg(0) == Some("revive") {
+        return revive(&v, env::arg(1).unwrap_or("liar"));
+    }
     for round in 0..3 {
         let st = v.stat(b"/", true);
         check!(
@@ -35,4 +38,24 @@ fn main() {
     println!(
         "liar-client: PASS a live PFS's malformed replies fail their requests, the mount stays"
     );
+}
+
+/// Scenario vfs-revive-dies: `stat("/")` answers, root kills the PFS, and the next
+/// `stat("/")` answers too, though the VFS's first reconnects meet incarnations that die in the
+/// middle (`liar-pfs dies-in-root`). Before the fix the VFS gave up at the first ("its file
+/// system did not come back") and the mount stayed dead.
+fn revive(v: &vfs::Client, pfs: &str) {
+    let is_dir = |st: &Result<vfs::StatOut, RpcError<FsError>>| {
+        matches!(st, Ok(s) if s.mode & 0o170000 == 0o040000)
+    };
+    let st = v.stat(b"/", true);
+    check!(is_dir(&st), "stat of / before the kill: {:?}", st.map(|s| s.mode));
+    check!(sawmill_fstests::kill_server(pfs), "root refused to kill {}", pfs);
+    let st = v.stat(b"/", true);
+    check!(
+        is_dir(&st),
+        "stat of / after the kill (its next incarnations die in a reconnect): {:?}",
+        st.map(|s| s.mode)
+    );
+    println!("liar-client: PASS the mount came back past incarnations that died reconnecting");
 }

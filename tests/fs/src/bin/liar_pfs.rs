@@ -3,6 +3,11 @@
 //! every `lookup` with a malformed reply — label 0 ("ok") with one word where `lookup` returns
 //! four — so the VFS's stub sees a protocol error from a server that has not died. The VFS must
 //! fail that one request and keep the mount for everyone (scenario `vfs-liar`).
+//!
+//! With the argument `dies-in-root N` it lies differently: its incarnations 2..=N+1 (root
+//! restarts it) accept the VFS's `reconnect`, then die when asked `root`, the next call of a
+//! reconnect: the VFS must try the next incarnation, not leave the mount dead (scenario
+//! `vfs-revive-dies`).
 #![no_std]
 #![no_main]
 
@@ -21,6 +26,8 @@ const ROOT: u32 = 2;
 
 struct Liar {
     lies: u64,
+    /// Dies when asked `root` (`dies-in-root`, an incarnation in the range).
+    dies_in_root: bool,
     after: AfterReply,
 }
 
@@ -35,6 +42,10 @@ macro_rules! refuse {
 
 impl pfs::Server for Liar {
     fn root(&mut self, _badge: u64) -> Result<u32, FsError> {
+        if self.dies_in_root {
+            println!("liar-pfs: dying in root");
+            sawmill_rt::exit(0x98)
+        }
         Ok(ROOT)
     }
     fn getattr(&mut self, _badge: u64, ino: u32) -> Result<GetattrOut, FsError> {
@@ -126,8 +137,14 @@ fn main() {
         println!("liar-pfs: FAIL no manifest thread");
         return;
     }
+    let incarnation = env::value(env::KIND_INCARNATION).unwrap_or(1);
+    let dying = match (env::arg(0), env::arg(1).and_then(|n| n.parse::<u64>().ok())) {
+        (Some("dies-in-root"), Some(n)) => n,
+        _ => 0,
+    };
     let mut liar = Liar {
         lies: 0,
+        dies_in_root: (2..=dying + 1).contains(&incarnation),
         after: AfterReply::new(),
     };
     let _ = rpc::serve(ep, &mut liar);

@@ -288,11 +288,8 @@ struct MountEnt {
 /// How long a call that found its file system gone tries again before it gives up (`Gone`).
 /// Only for the moment between a PFS's death and the VFS seeing it (its watch thread runs at
 /// the highest priority): the wait for a restarting PFS itself happens in the VFS (`vfs.mount`,
-/// up to 5 s), and a mount that does not restart answers `Gone` at once. A second, not less:
-/// under emulation the guest's clock runs with the host's, and a loaded host can stall the
-/// guest longer than a tenth of a second between the death and the VFS's watch thread running
-/// (`pfs-restart` once failed "read while killed: Gone" on a host running four emulators).
-const RESTART_WAIT_MS: u64 = 1000;
+/// up to 5 s), and a mount that does not restart answers `Gone` at once.
+const RESTART_WAIT_MS: u64 = 100;
 
 /// Puts a capability to the VFS's current incarnation into the slot it is given: true if it
 /// did ([`Files::with_vfs_refill`]).

@@ -65,12 +65,14 @@ fn write_protected(v: &[Mapping]) {
 
 /// `unmap`: revokes what was derived from each page of `[va, va + pages)` of task `t` (and the
 /// pages themselves with `UNMAP_SELF`); with `UNMAP_WRITE` lowers them to read-only instead,
-/// leaving the pages whose frames have DMA pins as they are. Returns how many were left so.
+/// leaving the pages whose frames have DMA pins as they are. Returns how many were left so, or
+/// with `UNMAP_PINS` how many of the pages' frames have pins (else 0).
 pub fn unmap_range(t: *mut Task, va: u64, pages: u64, flags: u64) -> Result<u64, Error> {
     if pages > (1 << 20)
         || va & 0xfff != 0
         || !paging::user_range_ok(va, pages * PAGE)
-        || flags & !(sawmill_abi::UNMAP_SELF | sawmill_abi::UNMAP_WRITE) != 0
+        || flags & !(sawmill_abi::UNMAP_SELF | sawmill_abi::UNMAP_WRITE | sawmill_abi::UNMAP_PINS)
+            != 0
     {
         return Err(Error::Invalid);
     }
@@ -103,13 +105,26 @@ pub fn unmap_range(t: *mut Task, va: u64, pages: u64, flags: u64) -> Result<u64,
         write_protected(&gone);
         return Ok(pinned);
     }
+    let count_pins = flags & sawmill_abi::UNMAP_PINS != 0;
+    let mut pinned = 0;
     for i in 0..pages {
-        kernel()
-            .mapdb
-            .revoke(id, va + i * PAGE, with_self, &mut gone);
+        let a = va + i * PAGE;
+        let Some(node) = kernel().mapdb.find_id(id, a) else {
+            continue;
+        };
+        if count_pins {
+            let m = kernel().mapdb.get(node);
+            let pa = if m.huge {
+                m.paddr + (a - m.vaddr)
+            } else {
+                m.paddr
+            };
+            pinned += (crate::pin::count(pa) > 0) as u64;
+        }
+        kernel().mapdb.revoke_node(node, with_self, &mut gone);
     }
     unmap_removed(&gone);
-    Ok(0)
+    Ok(pinned)
 }
 
 /// `map_phys`: device memory (never RAM) at `va` of task `t`, uncached.

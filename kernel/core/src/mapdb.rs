@@ -467,8 +467,8 @@ impl MapDb {
         }
     }
 
-    /// [`Self::revoke`] of node `top`.
-    fn revoke_node(&mut self, top: u32, with_self: bool, out: &mut Vec<Mapping>) {
+    /// [`Self::revoke`] of node `top` (from `find_id`, still live).
+    pub fn revoke_node(&mut self, top: u32, with_self: bool, out: &mut Vec<Mapping>) {
         // Post-order walk, resuming at the parent of each removed leaf: linear in the subtree.
         let mut cur = self.nodes[top as usize].first_child;
         while cur != NIL {

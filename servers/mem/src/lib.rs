@@ -52,6 +52,16 @@ pub trait Backend {
     /// tasks) to read-only, keeping them, except those of frames a device may still reach (DMA
     /// pins), which stay as they are. Returns how many frames were left for their pins.
     fn write_protect(&mut self, first: Frame, n: u32) -> u32;
+    /// [`Self::revoke`] of frames `first..first + n`; returns how many of them have DMA pins
+    /// (0: none, so none needs asking about).
+    fn revoke_run(&mut self, first: Frame, n: u32) -> u32 {
+        let mut pinned = 0;
+        for f in first..first + n {
+            self.revoke(f);
+            pinned += self.pinned(f) as u32;
+        }
+        pinned
+    }
     /// Whether some task has `f` pinned for DMA (a device may still read or write it).
     fn pinned(&mut self, _f: Frame) -> bool {
         false
@@ -597,25 +607,37 @@ impl Mem {
         Ok(self.frames.paddr(f))
     }
 
-    fn drop_page(&mut self, b: &mut impl Backend, f: Frame) {
-        if self.frames.refs(f) > 1 {
-            // Another dataspace keeps it. Our mappings of it are read-only, as every mapping of
-            // a shared frame, and its bytes cannot change before its holder's write fault, which
-            // revokes them: they may stay until then (a process ending frees its copies while
-            // its task still maps them; revoking each frame here cost an `unmap` a page and
-            // took the sharer's mappings with them).
-            self.frames.decref(f);
-            self.frames.set_stale(f, true);
-            return;
+    /// Lets go of the frames a dataspace held.
+    fn drop_pages(&mut self, b: &mut impl Backend, frames: impl IntoIterator<Item = Frame>) {
+        let mut last = Vec::new();
+        for f in frames {
+            if self.frames.refs(f) > 1 {
+                // Another dataspace keeps it. Our mappings of it are read-only, as every mapping
+                // of a shared frame, and its bytes cannot change before its holder's write
+                // fault, which revokes them: they may stay until then (a process ending frees
+                // its copies while its task still maps them; revoking each frame here cost an
+                // `unmap` a page and took the sharer's mappings with them).
+                self.frames.decref(f);
+                self.frames.set_stale(f, true);
+            } else {
+                last.push(f);
+            }
         }
-        // Every mapping of the frame goes, in every task, before it can be reused.
-        self.revoke(b, f);
-        // Nobody can pin it any more (pins need a mapping), so its pins only go down from here:
-        // the last holder's frame waits them out in quarantine.
-        if self.frames.refs(f) == 1 && b.pinned(f) {
-            self.frames.quarantine.push(f);
-        } else {
-            self.frames.decref(f);
+        // Every mapping of a frame whose last holder we were goes, in every task, before it can
+        // be reused: one call per run of consecutive frames.
+        last.sort_unstable();
+        for run in last.chunk_by(|a, b| b.wrapping_sub(*a) == 1) {
+            let pinned = b.revoke_run(run[0], run.len() as u32);
+            for &f in run {
+                self.frames.set_stale(f, false);
+                // Nobody can pin it any more (pins need a mapping), so its pins only go down
+                // from here: the frame waits them out in quarantine.
+                if pinned > 0 && b.pinned(f) {
+                    self.frames.quarantine.push(f);
+                } else {
+                    self.frames.decref(f);
+                }
+            }
         }
     }
 
@@ -648,9 +670,7 @@ impl Mem {
         let d = self.ds[id].as_mut().unwrap();
         d.size = size;
         let gone = d.pages.truncate(size);
-        for &f in gone.iter() {
-            self.drop_page(b, f);
-        }
+        self.drop_pages(b, gone.iter().copied());
         self.uncharge_at(acct, gone.len() as u64);
         Ok(())
     }
@@ -662,9 +682,7 @@ impl Mem {
             .get_mut(id)
             .and_then(|d| d.take())
             .ok_or(MemErr::Gone)?;
-        for (_, f) in ds.pages.iter() {
-            self.drop_page(b, f);
-        }
+        self.drop_pages(b, ds.pages.iter().map(|p| p.1));
         self.uncharge_at(ds.acct, ds.pages.len());
         let a = self.acct(ds.acct);
         a.dataspaces = a.dataspaces.saturating_sub(1);

@@ -337,15 +337,19 @@ fn books_balance(mut m: Mem, mut b: Fake, span: u64, steps: usize) {
 }
 
 #[test]
-fn copy_protects_runs_of_frames_in_few_calls() {
+fn copy_protects_and_free_revokes_runs_of_frames_in_one_call_each() {
     let (mut m, mut b) = mem(64);
     let a = m.alloc(1, 8 * PAGE).unwrap();
     // Pages touched out of order: their frames still make one run.
     for p in [5, 0, 6, 1, 7] {
         m.fault(&mut b, a, p, true).unwrap();
     }
-    struct Calls(Fake, Vec<(Frame, u32)>);
+    struct Calls(Fake, Vec<(Frame, u32)>, Vec<(Frame, u32)>);
     impl Backend for Calls {
+        fn revoke_run(&mut self, first: Frame, n: u32) -> u32 {
+            self.2.push((first, n));
+            0
+        }
         fn zero(&mut self, f: Frame) {
             self.0.zero(f)
         }
@@ -360,11 +364,20 @@ fn copy_protects_runs_of_frames_in_few_calls() {
             0
         }
     }
-    let mut c = Calls(b, Vec::new());
-    m.copy(&mut c, a).unwrap();
+    let mut c = Calls(b, Vec::new(), Vec::new());
+    let copy = m.copy(&mut c, a).unwrap();
     assert_eq!(c.1.len(), 1, "one call for the run: {:?}", c.1);
     assert_eq!(c.1[0].1, 5);
-    assert!(c.0.revoked.is_empty(), "nothing is revoked by a copy");
+    assert!(
+        c.0.revoked.is_empty() && c.2.is_empty(),
+        "nothing is revoked by a copy"
+    );
+    // The copy's end revokes nothing (a holds every frame still); a's end revokes the run at once.
+    m.free(&mut c, copy).unwrap();
+    assert!(c.2.is_empty());
+    m.free(&mut c, a).unwrap();
+    assert_eq!(c.2, [(c.1[0].0, 5)]);
+    assert_eq!(m.frames.free(), 64);
 }
 
 #[test]

@@ -30,7 +30,7 @@ use super::{Boot, Process, Terminal};
 use crate::repo::Repo;
 use crate::rootfs;
 use crate::testcmd::Tally;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

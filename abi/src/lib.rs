@@ -56,7 +56,12 @@ pub enum Sys {
     /// `task_map(task=rdi, src_vaddr=rsi, dst_vaddr=rdx, pages=r10, flags=r8 [MapFlags])`.
     TaskMap = 13,
     /// `unmap(vaddr=rdi, pages=rsi, flags=rdx [UnmapFlags])`: revoke every mapping derived from
-    /// ours in the range, and with `UNMAP_SELF` ours too.
+    /// ours in the range, and with `UNMAP_SELF` ours too. With [`UNMAP_WRITE`] the mappings stay
+    /// and lose only their write right (derivation kept: a later unmap still reaches them, and
+    /// what is derived from them later is read-only too), except on a page whose frame has DMA
+    /// pins (see [`Sys::Pin`]), which is left as it is; `rdi` = the number of such pages. With
+    /// [`UNMAP_PINS`] (a revoke) `rdi` = the number of pages whose frames have DMA pins, else 0.
+    /// Other flag bits are Invalid.
     Unmap = 14,
     /// `thread_config(thread=rdi, task=rsi, utcb_vaddr=rdx, pager=r10, exc_handler=r8, prio=r9)`.
     /// `task` binds a new thread to a task; pager and handler are endpoint slots of the caller.
@@ -546,6 +551,12 @@ pub mod map {
 
 /// Flags of [`Sys::Unmap`].
 pub const UNMAP_SELF: u64 = 1;
+/// [`Sys::Unmap`]: lower the mappings to read-only instead of removing them (the memory server's
+/// copy-on-write `copy`: the sharers keep reading without a fault, a write faults).
+pub const UNMAP_WRITE: u64 = 2;
+/// [`Sys::Unmap`]: also count the pages of the range whose frames have DMA pins (the memory
+/// server frees frames in runs and asks about each frame's pins only if there are any).
+pub const UNMAP_PINS: u64 = 4;
 
 /// A map item in [`Utcb::map_items`]: map `pages` pages (4 KiB, or 2 MiB with HUGE) starting at the
 /// sender's `src` to the receiver's `dst`, with rights no greater than the sender's.

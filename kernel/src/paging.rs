@@ -198,6 +198,17 @@ pub fn unmap(pml4: u64, va: u64, huge: bool) -> bool {
     was
 }
 
+/// Takes the write right from the entry of a mapping (a 4 KiB page, or the 2 MiB one with
+/// `huge`); its other bits (dirty, accessed) stay.
+pub fn write_protect(pml4: u64, va: u64, huge: bool) {
+    let mut none = || None;
+    let level = if huge { 2 } else { 1 };
+    if let Some(t) = walk(pml4, va, level, &mut none) {
+        let idx = ((va >> if huge { 21 } else { 12 }) & 511) as usize;
+        table(t)[idx] &= !W;
+    }
+}
+
 /// The present entry mapping a user address (a 4 KiB page's, or a 2 MiB page's with `PS`).
 fn leaf(pml4: u64, va: u64) -> Option<&'static mut u64> {
     let mut t = pml4;

@@ -262,8 +262,15 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 .map_err(|_| reject!(Error::Invalid, "bad address, alignment or page count"))?;
             Ok(())
         }
-        Sys::Unmap => vm::unmap_range(task, a0, a1, a2 & sawmill_abi::UNMAP_SELF != 0)
-            .map_err(|_| reject!(Error::Invalid, "range unaligned or outside user space")),
+        Sys::Unmap => {
+            t.frame.rdi = vm::unmap_range(task, a0, a1, a2).map_err(|_| {
+                reject!(
+                    Error::Invalid,
+                    "range unaligned or outside user space, or unknown flags"
+                )
+            })?;
+            Ok(())
+        }
         Sys::ThreadConfig => thread::config(cur, a0, a1, a2, a3, a4, a5),
         Sys::ThreadStart => thread::start(thread_cap(task, a0)?, a1, a2, a3),
         Sys::IrqGet => irq::get(task, cap::lookup(task, a0)?, a1, a2),

@@ -38,22 +38,93 @@ pub fn unmap_removed(v: &[Mapping]) {
     }
 }
 
+/// Clears the write bit of the page-table entries of mappings the database lowered to
+/// read-only. Devices lose them (as on a revoke): a domain entry carries no rights to lower.
+fn write_protected(v: &[Mapping]) {
+    crate::iommu::revoked(v);
+    for m in v {
+        let t = kernel()
+            .tasks
+            .get(m.space as usize)
+            .copied()
+            .unwrap_or(core::ptr::null_mut());
+        if t.is_null() {
+            continue;
+        }
+        // SAFETY: live task (tasks[] holds only live ones).
+        let task = unsafe { &mut *t };
+        if !task.dead {
+            paging::write_protect(task.pml4, m.vaddr, m.huge);
+            // A lent page table is in other spaces too, at the same address.
+            if kernel().loaded_cr3 == task.pml4 || task.lent > 0 {
+                crate::arch::invlpg(m.vaddr);
+            }
+        }
+    }
+}
+
 /// `unmap`: revokes what was derived from each page of `[va, va + pages)` of task `t` (and the
-/// pages themselves with `with_self`).
-pub fn unmap_range(t: *mut Task, va: u64, pages: u64, with_self: bool) -> Result<(), Error> {
-    if pages > (1 << 20) || va & 0xfff != 0 || !paging::user_range_ok(va, pages * PAGE) {
+/// pages themselves with `UNMAP_SELF`); with `UNMAP_WRITE` lowers them to read-only instead,
+/// leaving the pages whose frames have DMA pins as they are. Returns how many were left so, or
+/// with `UNMAP_PINS` how many of the pages' frames have pins (else 0).
+pub fn unmap_range(t: *mut Task, va: u64, pages: u64, flags: u64) -> Result<u64, Error> {
+    if pages > (1 << 20)
+        || va & 0xfff != 0
+        || !paging::user_range_ok(va, pages * PAGE)
+        || flags & !(sawmill_abi::UNMAP_SELF | sawmill_abi::UNMAP_WRITE | sawmill_abi::UNMAP_PINS)
+            != 0
+    {
         return Err(Error::Invalid);
     }
+    let with_self = flags & sawmill_abi::UNMAP_SELF != 0;
     // SAFETY: live task.
     let id = unsafe { (*t).id };
     let mut gone = alloc::vec::Vec::new();
+    if flags & sawmill_abi::UNMAP_WRITE != 0 {
+        let mut pinned = 0;
+        for i in 0..pages {
+            let a = va + i * PAGE;
+            let Some(node) = kernel().mapdb.find_id(id, a) else {
+                continue;
+            };
+            let m = kernel().mapdb.get(node);
+            let pa = if m.huge {
+                m.paddr + (a - m.vaddr)
+            } else {
+                m.paddr
+            };
+            // A device may write the frame: a read-only mapping would not stop it.
+            if crate::pin::count(pa) > 0 {
+                pinned += 1;
+                continue;
+            }
+            kernel()
+                .mapdb
+                .protect_node(node, with_self, map::WRITE, &mut gone);
+        }
+        write_protected(&gone);
+        return Ok(pinned);
+    }
+    let count_pins = flags & sawmill_abi::UNMAP_PINS != 0;
+    let mut pinned = 0;
     for i in 0..pages {
-        kernel()
-            .mapdb
-            .revoke(id, va + i * PAGE, with_self, &mut gone);
+        let a = va + i * PAGE;
+        let Some(node) = kernel().mapdb.find_id(id, a) else {
+            continue;
+        };
+        if count_pins {
+            let m = kernel().mapdb.get(node);
+            let pa = if m.huge {
+                m.paddr + (a - m.vaddr)
+            } else {
+                m.paddr
+            };
+            pinned += (crate::pin::count(pa) > 0) as u64;
+        }
+        kernel().mapdb.revoke_node(node, with_self, &mut gone);
     }
     unmap_removed(&gone);
-    Ok(())
+    Ok(pinned)
 }
 
 /// `map_phys`: device memory (never RAM) at `va` of task `t`, uncached.

@@ -467,8 +467,8 @@ impl MapDb {
         }
     }
 
-    /// [`Self::revoke`] of node `top`.
-    fn revoke_node(&mut self, top: u32, with_self: bool, out: &mut Vec<Mapping>) {
+    /// [`Self::revoke`] of node `top` (from `find_id`, still live).
+    pub fn revoke_node(&mut self, top: u32, with_self: bool, out: &mut Vec<Mapping>) {
         // Post-order walk, resuming at the parent of each removed leaf: linear in the subtree.
         let mut cur = self.nodes[top as usize].first_child;
         while cur != NIL {
@@ -487,6 +487,61 @@ impl MapDb {
         if with_self {
             out.push(self.nodes[top as usize].m);
             self.unlink_free(top);
+        }
+    }
+
+    /// Takes the rights `clear` away from every mapping derived from the one covering
+    /// `(space, vaddr)` and, if `with_self`, from that mapping too. The mappings stay, with their
+    /// place in the tree (a later `revoke` still finds them), and a mapping derived from a
+    /// lowered one later gets no more than its rights. Appends each mapping that lost a right
+    /// (with its new rights) to `out`, so the caller updates its page-table entry.
+    pub fn protect(
+        &mut self,
+        space: u32,
+        vaddr: u64,
+        with_self: bool,
+        clear: u64,
+        out: &mut Vec<Mapping>,
+    ) {
+        if let Some(top) = self.find(space, vaddr) {
+            self.protect_node(top, with_self, clear, out);
+        }
+    }
+
+    /// [`Self::protect`] of node `top` (from `find_id`, still live).
+    pub fn protect_node(&mut self, top: u32, with_self: bool, clear: u64, out: &mut Vec<Mapping>) {
+        if with_self {
+            self.lower(top, clear, out);
+        }
+        // Pre-order walk of the subtree by its links: no stack, nothing removed.
+        let mut cur = self.nodes[top as usize].first_child;
+        while cur != NIL {
+            self.lower(cur, clear, out);
+            let n = &self.nodes[cur as usize];
+            if n.first_child != NIL {
+                cur = n.first_child;
+                continue;
+            }
+            // Up until a node with a next sibling, never above `top`.
+            let mut up = cur;
+            cur = NIL;
+            while up != top {
+                let n = &self.nodes[up as usize];
+                if n.next != NIL {
+                    cur = n.next;
+                    break;
+                }
+                up = n.parent;
+            }
+        }
+    }
+
+    /// Clears `clear` from node `i`'s rights; records it in `out` if it had any of them.
+    fn lower(&mut self, i: u32, clear: u64, out: &mut Vec<Mapping>) {
+        let m = &mut self.nodes[i as usize].m;
+        if m.rights & clear != 0 {
+            m.rights &= !clear;
+            out.push(*m);
         }
     }
 
@@ -882,5 +937,105 @@ mod tests {
         db.revoke(0, 0, true, &mut out);
         assert_eq!(out.len(), 2000);
         assert!(db.is_empty());
+    }
+
+    #[test]
+    fn protect_lowers_the_subtree_and_keeps_it() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0x1000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(1, 0x2000, 0x5000)).unwrap();
+        db.insert_child(1, 0x2000, m(2, 0x3000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(3, 0x4000, 0x5000)).unwrap();
+        // A read-only child: nothing to lower, so not reported.
+        db.insert_child(
+            0,
+            0x1000,
+            Mapping {
+                rights: 1,
+                ..m(4, 0x4000, 0x5000)
+            },
+        )
+        .unwrap();
+        // Another frame's mappings are not touched.
+        db.insert_root(m(0, 0x9000, 0x6000)).unwrap();
+        db.insert_child(0, 0x9000, m(1, 0x9000, 0x6000)).unwrap();
+        let mut out = std::vec::Vec::new();
+        db.protect(0, 0x1000, false, 2, &mut out);
+        let mut lowered: std::vec::Vec<u32> = out.iter().map(|x| x.space).collect();
+        lowered.sort();
+        assert_eq!(lowered, [1, 2, 3]);
+        assert!(out.iter().all(|x| x.rights == 1));
+        assert_eq!(db.len(), 7, "every mapping stays");
+        assert_eq!(
+            db.lookup(0, 0x1000).unwrap().rights,
+            3,
+            "ours keeps its rights"
+        );
+        for (s, a) in [(1, 0x2000), (2, 0x3000), (3, 0x4000), (4, 0x4000)] {
+            assert_eq!(db.lookup(s, a).unwrap().rights, 1);
+        }
+        assert_eq!(db.lookup(1, 0x9000).unwrap().rights, 3);
+        // Done again, nothing is left to lower.
+        out.clear();
+        db.protect(0, 0x1000, false, 2, &mut out);
+        assert!(out.is_empty());
+        // With `with_self`, ours too.
+        db.protect(0, 0x1000, true, 2, &mut out);
+        assert_eq!(
+            out,
+            [Mapping {
+                rights: 1,
+                ..m(0, 0x1000, 0x5000)
+            }]
+        );
+        // The lowered mappings keep their derivation: revoking finds all four.
+        out.clear();
+        db.revoke(0, 0x1000, false, &mut out);
+        assert_eq!(out.len(), 4);
+        assert_eq!(db.len(), 3);
+    }
+
+    #[test]
+    fn protect_of_a_subtree_stays_inside_it() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0x1000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(1, 0x1000, 0x5000)).unwrap();
+        db.insert_child(1, 0x1000, m(2, 0x1000, 0x5000)).unwrap();
+        db.insert_child(0, 0x1000, m(3, 0x1000, 0x5000)).unwrap();
+        let mut out = std::vec::Vec::new();
+        db.protect(1, 0x1000, false, 2, &mut out);
+        assert_eq!(
+            out,
+            [Mapping {
+                rights: 1,
+                ..m(2, 0x1000, 0x5000)
+            }]
+        );
+        assert_eq!(db.lookup(1, 0x1000).unwrap().rights, 3);
+        assert_eq!(
+            db.lookup(3, 0x1000).unwrap().rights,
+            3,
+            "a sibling is not below"
+        );
+        // Nothing mapped there: nothing happens.
+        out.clear();
+        db.protect(7, 0x1000, true, 2, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn protect_walks_deep_and_wide_trees() {
+        let mut db = MapDb::new();
+        db.insert_root(m(0, 0, 0)).unwrap();
+        for s in 1..2000u32 {
+            db.insert_child(s - 1, 0, m(s, 0, 0)).unwrap();
+        }
+        for s in 2000..2100u32 {
+            db.insert_child(0, 0, m(s, 0, 0)).unwrap();
+        }
+        let mut out = std::vec::Vec::new();
+        db.protect(0, 0, false, 2, &mut out);
+        assert_eq!(out.len(), 2099);
+        assert_eq!(db.len(), 2100);
     }
 }

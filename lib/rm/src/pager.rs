@@ -624,6 +624,13 @@ pub fn forget(addr: u64, len: u64) {
     }
 }
 
+/// The pages of `[addr, addr + len)` are still mapped here but read-only (their dataspace
+/// lowered them: a `dataspace.copy` made them copy-on-write): reads go on without a fault, the
+/// next write maps its page again.
+pub fn write_protected(addr: u64, len: u64) {
+    REGIONS.lock().write_protected(addr, len);
+}
+
 /// Whether `[addr, addr + len)` is attached without a gap with at least the flags `need`.
 pub fn covered(addr: u64, len: u64, need: u32) -> bool {
     REGIONS.lock().covered(addr, len, need)
@@ -849,8 +856,10 @@ fn resolve(addr: u64, write: bool) -> Result<(), Unresolved> {
     let mut f = REGIONS.lock().fault(addr, write);
     if f == Fault::Cached {
         // We mapped it before; if it is still there another thread's fault resolved it, else
-        // its manager revoked it meanwhile and we must ask again.
-        if sys::translate(page).is_ok() {
+        // its manager revoked it meanwhile and we must ask again. A write to a page we mapped
+        // writable may also have found it lowered to read-only (see `write_protected`), which
+        // `translate` does not tell: it is mapped again.
+        if !write && sys::translate(page).is_ok() {
             CACHED.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }

@@ -597,6 +597,29 @@ impl Regions {
         }
     }
 
+    /// The pages of `[a, a + len)` stay mapped but lost their write right (their dataspace
+    /// lowered them, e.g. a `dataspace.copy` made them copy-on-write): a read needs no fault, a
+    /// write maps the page again.
+    pub fn write_protected(&mut self, a: u64, len: u64) {
+        for r in self.v.iter_mut() {
+            let lo = a.max(r.start);
+            let hi = a.saturating_add(len).min(r.end());
+            let mut p = lo & !(PAGE - 1);
+            while p < hi {
+                let i = (p - r.start) / PAGE;
+                if i.is_multiple_of(64) && p + 64 * PAGE <= hi {
+                    if let Some(w) = r.writable.get_mut((i / 64) as usize) {
+                        *w = 0;
+                    }
+                    p += 64 * PAGE;
+                    continue;
+                }
+                set(&mut r.writable, i, false);
+                p += PAGE;
+            }
+        }
+    }
+
     /// The runs of resident pages in `[a, a + len)`: (address, pages), in address order. What
     /// [`Self::forget`] is about to drop is what must be unmapped, no more: unmapping a whole
     /// 8 MiB stack page by page was most of a `fork`.
@@ -819,6 +842,41 @@ mod tests {
         for p in [0, 64, 700, 2047] {
             assert!(matches!(m.fault(a + p * PAGE, false), Fault::Map { .. }));
         }
+    }
+
+    #[test]
+    fn write_protected_pages_stay_for_reads_and_map_again_for_writes() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        let a = m.attach(None, 200 * PAGE, PAGE, 3, 0, RW).unwrap();
+        for p in [0, 1, 64, 130, 199] {
+            let Fault::Map { id, page, .. } = m.fault(a + p * PAGE, true) else {
+                panic!("page {p}")
+            };
+            m.mapped(id, page, 1, true);
+        }
+        m.write_protected(a + PAGE, 198 * PAGE);
+        for p in [0, 1, 64, 130, 199] {
+            assert_eq!(m.fault(a + p * PAGE, false), Fault::Cached, "page {p}");
+        }
+        // Outside the range the write right stays; inside, a write maps the page again.
+        assert_eq!(m.fault(a, true), Fault::Cached);
+        assert_eq!(m.fault(a + 199 * PAGE, true), Fault::Cached);
+        for p in [1, 64, 130] {
+            assert!(matches!(
+                m.fault(a + p * PAGE, true),
+                Fault::Map { pages: 1, .. }
+            ));
+        }
+        assert_eq!(
+            m.resident_runs(a, 200 * PAGE),
+            std::vec![
+                (a, 2),
+                (a + 64 * PAGE, 1),
+                (a + 130 * PAGE, 1),
+                (a + 199 * PAGE, 1)
+            ],
+            "nothing is forgotten"
+        );
     }
 
     #[test]

@@ -109,6 +109,22 @@ pub fn task_link(task: u64, source: u64, vaddr: u64) -> Result<(), Error> {
 pub fn unmap(vaddr: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::Unmap, [vaddr, pages, flags, 0, 0, 0])
 }
+/// Revokes every mapping derived from ours of `pages` pages at `vaddr`; returns how many of the
+/// pages' frames have DMA pins (`Sys::Unmap` with `UNMAP_PINS`).
+pub fn unmap_counting_pins(vaddr: u64, pages: u64) -> Result<u64, Error> {
+    let (r, pinned, _) = raw(Sys::Unmap, [vaddr, pages, sawmill_abi::UNMAP_PINS, 0, 0, 0]);
+    res(r).map(|_| pinned)
+}
+/// Lowers every mapping derived from ours of `pages` pages at `vaddr` to read-only, keeping
+/// them, except those of frames with DMA pins; returns how many pages were left for their pins
+/// (`Sys::Unmap` with `UNMAP_WRITE`).
+pub fn write_protect(vaddr: u64, pages: u64) -> Result<u64, Error> {
+    let (r, pinned, _) = raw(
+        Sys::Unmap,
+        [vaddr, pages, sawmill_abi::UNMAP_WRITE, 0, 0, 0],
+    );
+    res(r).map(|_| pinned)
+}
 /// `task` = u64::MAX to reconfigure an already bound thread; pager/exc = u64::MAX for none.
 pub fn thread_config(
     thread: u64,

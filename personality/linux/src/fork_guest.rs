@@ -320,7 +320,7 @@ fn fork_once(
     let mut caps = Caps::new();
     let mut copies = Vec::new();
     let mut regions = Vec::new();
-    let mut revoked = Vec::new();
+    let mut lowered = Vec::new();
     let snap = rm::snapshot(layout::PROGRAM_MIN, layout::PROGRAM_END);
     // Shared anonymous memory: the child counts as one more user of each such dataspace.
     let mut shared: Vec<u64> = Vec::new();
@@ -366,7 +366,7 @@ fn fork_once(
                 NONE
             };
             if private || r.shadow != 0 {
-                revoked.push((r.start, r.size));
+                lowered.push((r.start, r.size));
             }
             regions.push(handoff::Region {
                 start: r.start,
@@ -383,10 +383,10 @@ fn fork_once(
         }
         Ok(())
     })();
-    // The copies made the parent's pages copy-on-write (mem revoked their mappings): they
-    // fault in again on the next touch.
-    for &(a, l) in &revoked {
-        rm::forget(a, l);
+    // The copies made the parent's pages copy-on-write: mem lowered their mappings to
+    // read-only, so they are read without a fault and mapped again on the next write.
+    for &(a, l) in &lowered {
+        rm::write_protected(a, l);
     }
     guest::forget_region();
     // A fork that fails takes its counts back.

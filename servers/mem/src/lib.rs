@@ -12,6 +12,13 @@
 //! is charged in full when made (its pages are present, if shared), so breaking the sharing later
 //! never needs quota; it may still fail if the pool itself is empty.
 //!
+//! Copy-on-write rule: every mapping of a frame two dataspaces share is read-only. `copy` lowers
+//! the mappings made so far ([`Backend::write_protect`]: the sharers keep reading without a
+//! fault), and `fault` maps a shared frame read-only. So a frame's bytes change only through a
+//! write fault, which breaks the sharing first, and a dataspace that lets go of a shared frame
+//! need not revoke its mappings at once: they stay, read-only, until the frame's last holder
+//! writes it, and that write fault revokes them (the frame is marked *stale* meanwhile).
+//!
 //! DMA rule: a frame a device may still reach is never reused. A driver pins the frames of a
 //! request for as long as its device works on them (`Sys::Pin`); a freed frame that still has
 //! pins ([`Backend::pinned`]) goes to a quarantine instead of the free pool, and returns to the
@@ -41,6 +48,20 @@ pub trait Backend {
     fn copy(&mut self, from: Frame, to: Frame);
     /// Revoke every mapping derived from mem's own mapping of `f` (in all tasks).
     fn revoke(&mut self, f: Frame);
+    /// Lower every mapping derived from mem's own mappings of frames `first..first + n` (in all
+    /// tasks) to read-only, keeping them, except those of frames a device may still reach (DMA
+    /// pins), which stay as they are. Returns how many frames were left for their pins.
+    fn write_protect(&mut self, first: Frame, n: u32) -> u32;
+    /// [`Self::revoke`] of frames `first..first + n`; returns how many of them have DMA pins
+    /// (0: none, so none needs asking about).
+    fn revoke_run(&mut self, first: Frame, n: u32) -> u32 {
+        let mut pinned = 0;
+        for f in first..first + n {
+            self.revoke(f);
+            pinned += self.pinned(f) as u32;
+        }
+        pinned
+    }
     /// Whether some task has `f` pinned for DMA (a device may still read or write it).
     fn pinned(&mut self, _f: Frame) -> bool {
         false
@@ -74,6 +95,9 @@ pub struct Frames {
     /// Freed frames that still had DMA pins: held (reference count 1, owned by nobody) until
     /// their pins are gone.
     quarantine: Vec<Frame>,
+    /// One bit per frame: read-only mappings of a dataspace that let go of the frame while it
+    /// was shared may still be there (the copy-on-write rule, above).
+    stale: Vec<u64>,
 }
 
 impl Frames {
@@ -92,6 +116,7 @@ impl Frames {
             nfree: n,
             hint: 0,
             quarantine: Vec::new(),
+            stale: alloc::vec![0; (n as usize).div_ceil(64)],
         }
     }
     pub fn total(&self) -> u32 {
@@ -166,9 +191,23 @@ impl Frames {
         *r -= 1;
         if *r == 0 {
             self.nfree += 1;
+            // Freed only after a revoke of all its mappings (or never mapped).
+            self.set_stale(f, false);
             true
         } else {
             false
+        }
+    }
+    /// Whether read-only mappings of a former sharer of `f` may remain.
+    pub fn stale(&self, f: Frame) -> bool {
+        self.stale[f as usize / 64] & 1 << (f % 64) != 0
+    }
+    fn set_stale(&mut self, f: Frame, on: bool) {
+        let w = &mut self.stale[f as usize / 64];
+        if on {
+            *w |= 1 << (f % 64);
+        } else {
+            *w &= !(1 << (f % 64));
         }
     }
 }
@@ -449,14 +488,29 @@ impl Mem {
                 self.reclaim(b);
                 let nf = self.frames.alloc().ok_or(MemErr::NoMemory)?;
                 b.copy(f, nf);
-                b.revoke(f);
+                self.revoke(b, f);
                 self.frames.decref(f);
                 // Replacing a present page needs no memory.
                 let _ = self.ds[id].as_mut().unwrap().pages.insert(page, nf);
                 Ok((nf, true))
             }
+            Some(f) if self.frames.stale(f) => {
+                // Ours alone now, but a former sharer may still map it: read-only until the
+                // first write, which takes every other mapping away first.
+                if !write {
+                    return Ok((f, false));
+                }
+                self.revoke(b, f);
+                Ok((f, true))
+            }
             Some(f) => Ok((f, true)),
         }
+    }
+
+    /// Revokes every mapping of `f`; none of a former sharer is left.
+    fn revoke(&mut self, b: &mut impl Backend, f: Frame) {
+        b.revoke(f);
+        self.frames.set_stale(f, false);
     }
 
     /// A copy-on-write copy of `id`, owned (and paid for) by `id`'s owner.
@@ -468,9 +522,28 @@ impl Mem {
         }
         let (owner, n) = (ds.owner, ds.pages.len());
         let size = ds.size;
-        // A frame a device may be writing is not shared: the copy gets its own page now (the
-        // device's write then lands in this dataspace only).
-        let pinned: Vec<(u64, Frame)> = ds.pages.iter().filter(|p| b.pinned(p.1)).collect();
+        // Every mapping of the frames about to be shared loses its write right, so that a write
+        // faults and breaks the sharing; reads go on without a fault. One call per run of
+        // consecutive frames. (Should the copy fail below, a lowered mapping of a frame still
+        // ours alone only takes one write fault to be writable again.)
+        let mut frames: Vec<Frame> = ds.pages.iter().map(|p| p.1).collect();
+        frames.sort_unstable();
+        let mut with_pins = 0;
+        for run in frames.chunk_by(|a, b| b.wrapping_sub(*a) == 1) {
+            with_pins += b.write_protect(run[0], run.len() as u32);
+        }
+        // A frame a device may be writing is not shared (its mappings were left writable): the
+        // copy gets its own page now (the device's write then lands in this dataspace only).
+        // Which ones is asked frame by frame, and only if there are any; a frame whose pins went
+        // meanwhile is lowered by that same call, as shared frames must be.
+        let pinned: Vec<(u64, Frame)> = if with_pins == 0 {
+            Vec::new()
+        } else {
+            ds.pages
+                .iter()
+                .filter(|p| b.write_protect(p.1, 1) > 0)
+                .collect()
+        };
         let mut copied = ds.pages.try_clone()?;
         self.reclaim(b);
         let mut own = Vec::with_capacity(pinned.len());
@@ -513,12 +586,11 @@ impl Mem {
                 return Err(e);
             }
         };
-        // Existing writable mappings of the now shared frames must fault on the next write.
+        // The mappings of the now shared frames were lowered to read-only above.
         let d = self.ds[id].as_mut().unwrap();
         for (p, f) in d.pages.iter() {
             if pinned.iter().all(|x| x.0 != p) {
                 self.frames.incref(f);
-                b.revoke(f);
             }
         }
         d.cow = true;
@@ -535,16 +607,37 @@ impl Mem {
         Ok(self.frames.paddr(f))
     }
 
-    fn drop_page(&mut self, b: &mut impl Backend, f: Frame) {
-        // Every mapping of the frame goes, in every task, before it can be reused or changes
-        // hands; other sharers of it simply fault it in again.
-        b.revoke(f);
-        // Nobody can pin it any more (pins need a mapping), so its pins only go down from here:
-        // the last holder's frame waits them out in quarantine.
-        if self.frames.refs(f) == 1 && b.pinned(f) {
-            self.frames.quarantine.push(f);
-        } else {
-            self.frames.decref(f);
+    /// Lets go of the frames a dataspace held.
+    fn drop_pages(&mut self, b: &mut impl Backend, frames: impl IntoIterator<Item = Frame>) {
+        let mut last = Vec::new();
+        for f in frames {
+            if self.frames.refs(f) > 1 {
+                // Another dataspace keeps it. Our mappings of it are read-only, as every mapping
+                // of a shared frame, and its bytes cannot change before its holder's write
+                // fault, which revokes them: they may stay until then (a process ending frees
+                // its copies while its task still maps them; revoking each frame here cost an
+                // `unmap` a page and took the sharer's mappings with them).
+                self.frames.decref(f);
+                self.frames.set_stale(f, true);
+            } else {
+                last.push(f);
+            }
+        }
+        // Every mapping of a frame whose last holder we were goes, in every task, before it can
+        // be reused: one call per run of consecutive frames.
+        last.sort_unstable();
+        for run in last.chunk_by(|a, b| b.wrapping_sub(*a) == 1) {
+            let pinned = b.revoke_run(run[0], run.len() as u32);
+            for &f in run {
+                self.frames.set_stale(f, false);
+                // Nobody can pin it any more (pins need a mapping), so its pins only go down
+                // from here: the frame waits them out in quarantine.
+                if pinned > 0 && b.pinned(f) {
+                    self.frames.quarantine.push(f);
+                } else {
+                    self.frames.decref(f);
+                }
+            }
         }
     }
 
@@ -577,9 +670,7 @@ impl Mem {
         let d = self.ds[id].as_mut().unwrap();
         d.size = size;
         let gone = d.pages.truncate(size);
-        for &f in gone.iter() {
-            self.drop_page(b, f);
-        }
+        self.drop_pages(b, gone.iter().copied());
         self.uncharge_at(acct, gone.len() as u64);
         Ok(())
     }
@@ -591,9 +682,7 @@ impl Mem {
             .get_mut(id)
             .and_then(|d| d.take())
             .ok_or(MemErr::Gone)?;
-        for (_, f) in ds.pages.iter() {
-            self.drop_page(b, f);
-        }
+        self.drop_pages(b, ds.pages.iter().map(|p| p.1));
         self.uncharge_at(ds.acct, ds.pages.len());
         let a = self.acct(ds.acct);
         a.dataspaces = a.dataspaces.saturating_sub(1);

@@ -51,6 +51,23 @@ impl Backend for Pool {
         // Our own mapping stays; everything derived from it (in every task) goes.
         let _ = sys::unmap(frame_va(f), 1, 0);
     }
+    fn revoke_run(&mut self, first: Frame, n: u32) -> u32 {
+        match sys::unmap_counting_pins(frame_va(first), n as u64) {
+            Ok(pinned) => pinned as u32,
+            // Frame by frame, as `Backend` would; every frame is then asked about its pins.
+            Err(_) => {
+                for f in first..first + n {
+                    self.revoke(f);
+                }
+                n
+            }
+        }
+    }
+    fn write_protect(&mut self, first: Frame, n: u32) -> u32 {
+        // As `revoke`: our own mappings stay writable. Should the kernel refuse, every frame
+        // counts as pinned: `copy` then gives the copy its own pages, sharing nothing.
+        sys::write_protect(frame_va(first), n as u64).map_or(n, |pinned| pinned as u32)
+    }
     fn pinned(&mut self, f: Frame) -> bool {
         // The kernel counts DMA pins per frame; our own pool mapping names the frame.
         sys::translate_pins(frame_va(f)).is_ok_and(|(_, pins)| pins > 0)

@@ -2,10 +2,11 @@
 use super::*;
 use std::collections::HashSet;
 
-/// Frames as real byte pages, and a log of revocations.
+/// Frames as real byte pages, and a log of revocations and write protections.
 struct Fake {
     mem: Vec<[u8; 64]>,
     revoked: Vec<Frame>,
+    protected: Vec<Frame>,
 }
 
 impl Fake {
@@ -13,6 +14,7 @@ impl Fake {
         Fake {
             mem: vec![[0xaa; 64]; n],
             revoked: Vec::new(),
+            protected: Vec::new(),
         }
     }
 }
@@ -26,6 +28,10 @@ impl Backend for Fake {
     }
     fn revoke(&mut self, f: Frame) {
         self.revoked.push(f);
+    }
+    fn write_protect(&mut self, first: Frame, n: u32) -> u32 {
+        self.protected.extend(first..first + n);
+        0
     }
 }
 
@@ -151,8 +157,8 @@ fn copy_on_write_both_ways() {
         "the copy is charged for its present page"
     );
     assert!(
-        b.revoked.contains(&fa),
-        "writable mappings of the shared page are revoked"
+        b.protected.contains(&fa) && !b.revoked.contains(&fa),
+        "mappings of the shared page are lowered to read-only, not revoked"
     );
     // Both read the shared frame, read-only.
     assert_eq!(m.fault(&mut b, a, 0, false).unwrap(), (fa, false));
@@ -328,4 +334,208 @@ fn books_balance(mut m: Mem, mut b: Fake, span: u64, steps: usize) {
             uses.iter().filter(|&&u| u == 0).count()
         );
     }
+}
+
+#[test]
+fn copy_protects_and_free_revokes_runs_of_frames_in_one_call_each() {
+    let (mut m, mut b) = mem(64);
+    let a = m.alloc(1, 8 * PAGE).unwrap();
+    // Pages touched out of order: their frames still make one run.
+    for p in [5, 0, 6, 1, 7] {
+        m.fault(&mut b, a, p, true).unwrap();
+    }
+    struct Calls(Fake, Vec<(Frame, u32)>, Vec<(Frame, u32)>);
+    impl Backend for Calls {
+        fn revoke_run(&mut self, first: Frame, n: u32) -> u32 {
+            self.2.push((first, n));
+            0
+        }
+        fn zero(&mut self, f: Frame) {
+            self.0.zero(f)
+        }
+        fn copy(&mut self, from: Frame, to: Frame) {
+            self.0.copy(from, to)
+        }
+        fn revoke(&mut self, f: Frame) {
+            self.0.revoke(f)
+        }
+        fn write_protect(&mut self, first: Frame, n: u32) -> u32 {
+            self.1.push((first, n));
+            0
+        }
+    }
+    let mut c = Calls(b, Vec::new(), Vec::new());
+    let copy = m.copy(&mut c, a).unwrap();
+    assert_eq!(c.1.len(), 1, "one call for the run: {:?}", c.1);
+    assert_eq!(c.1[0].1, 5);
+    assert!(
+        c.0.revoked.is_empty() && c.2.is_empty(),
+        "nothing is revoked by a copy"
+    );
+    // The copy's end revokes nothing (a holds every frame still); a's end revokes the run at once.
+    m.free(&mut c, copy).unwrap();
+    assert!(c.2.is_empty());
+    m.free(&mut c, a).unwrap();
+    assert_eq!(c.2, [(c.1[0].0, 5)]);
+    assert_eq!(m.frames.free(), 64);
+}
+
+#[test]
+fn a_dropped_shared_frame_keeps_its_mappings_until_its_holder_writes() {
+    let (mut m, mut b) = mem(64);
+    let a = m.alloc(1, PAGE).unwrap();
+    let (f, _) = m.fault(&mut b, a, 0, true).unwrap();
+    let c = m.copy(&mut b, a).unwrap();
+    assert_eq!(m.fault(&mut b, c, 0, false).unwrap(), (f, false));
+    // The copy goes (its process ended): the frame is a's alone, nothing revoked yet.
+    m.free(&mut b, c).unwrap();
+    assert!(b.revoked.is_empty());
+    assert_eq!(m.frames.refs(f), 1);
+    // Reading it is still read-only; the first write revokes every other mapping first.
+    assert_eq!(m.fault(&mut b, a, 0, false).unwrap(), (f, false));
+    assert_eq!(m.fault(&mut b, a, 0, true).unwrap(), (f, true));
+    assert_eq!(b.revoked, [f]);
+    // Then it is writable as any private frame, with no more revokes.
+    assert_eq!(m.fault(&mut b, a, 0, false).unwrap(), (f, true));
+    assert_eq!(b.revoked.len(), 1);
+    m.free(&mut b, a).unwrap();
+    assert_eq!(m.frames.free(), 64);
+}
+
+/// The mappings of every task, as the kernel would hold them: (dataspace, page, frame,
+/// writable). Revoking removes a frame's; write-protecting lowers them.
+struct Mapped {
+    fake: Fake,
+    maps: Vec<(usize, u64, Frame, bool)>,
+}
+
+impl Backend for Mapped {
+    fn zero(&mut self, f: Frame) {
+        self.fake.zero(f)
+    }
+    fn copy(&mut self, from: Frame, to: Frame) {
+        self.fake.copy(from, to)
+    }
+    fn revoke(&mut self, f: Frame) {
+        self.maps.retain(|x| x.2 != f);
+    }
+    fn write_protect(&mut self, first: Frame, n: u32) -> u32 {
+        for x in self.maps.iter_mut() {
+            if (first..first + n).contains(&x.2) {
+                x.3 = false;
+            }
+        }
+        0
+    }
+}
+
+/// Dataspaces copied, written, read, resized and freed at random, each access through a mapping
+/// as a task would make it (kept while the kernel keeps it, also after its dataspace is gone):
+/// a write never reaches a frame anyone else maps, and a live dataspace's mapping is always its
+/// own page's frame.
+#[test]
+fn copy_on_write_never_shows_a_write_to_another_mapping() {
+    let (mut m, fake) = mem(64);
+    m.limits.ds_per_client = 16;
+    m.limits.ds_total = 16;
+    m.set_quota(1, 64);
+    let mut b = Mapped {
+        fake,
+        maps: Vec::new(),
+    };
+    let mut x: u64 = 0x2545_f491;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut live: Vec<usize> = vec![m.alloc(1, 4 * PAGE).unwrap()];
+    // A freed dataspace's id may be given out again: its stale mappings are told apart by an
+    // incarnation number.
+    let mut incarnation: Vec<usize> = vec![0; 64];
+    let tag = |id: usize, inc: &Vec<usize>| id * 1000 + inc[id];
+    let (mut writes, mut stale_seen) = (0, 0);
+    for _ in 0..20_000 {
+        match rnd(10) {
+            0 if live.len() < 8 => {
+                let d = live[rnd(live.len() as u64) as usize];
+                if let Ok(c) = m.copy(&mut b, d) {
+                    live.push(c);
+                }
+            }
+            1 if live.len() > 1 => {
+                let d = live.swap_remove(rnd(live.len() as u64) as usize);
+                m.free(&mut b, d).unwrap();
+                incarnation[d] += 1;
+            }
+            2 => {
+                let d = live[rnd(live.len() as u64) as usize];
+                let size = rnd(4) + 1;
+                m.resize(&mut b, d, size * PAGE).unwrap();
+                // Mappings past the end are the task's no more (the region manager unmaps them).
+                let t = tag(d, &incarnation);
+                for x in b.maps.iter_mut() {
+                    if x.0 == t && x.1 >= size {
+                        x.0 = usize::MAX;
+                    }
+                }
+            }
+            _ => {
+                let d = live[rnd(live.len() as u64) as usize];
+                let size = m.get(d).unwrap().size;
+                let page = rnd(size);
+                let write = rnd(2) == 0;
+                let t = tag(d, &incarnation);
+                let have = b.maps.iter().position(|x| x.0 == t && x.1 == page);
+                let usable = have.filter(|&i| !write || b.maps[i].3);
+                let i = match usable {
+                    Some(i) => i,
+                    None => {
+                        let Ok((f, w)) = m.fault(&mut b, d, page, write) else {
+                            continue;
+                        };
+                        // A map replaces what the task had there.
+                        b.maps.retain(|x| !(x.0 == t && x.1 == page));
+                        b.maps.push((t, page, f, w));
+                        b.maps.len() - 1
+                    }
+                };
+                let (_, _, f, w) = b.maps[i];
+                assert_eq!(
+                    m.get(d).unwrap().pages.get(page),
+                    Some(f),
+                    "a live dataspace's mapping is its own page"
+                );
+                if write {
+                    assert!(w, "a write fault gives a writable mapping");
+                    let others = b.maps.iter().filter(|x| x.2 == f).count();
+                    assert_eq!(others, 1, "a written frame is mapped by the writer alone");
+                    assert_eq!(m.frames.refs(f), 1);
+                    b.fake.mem[f as usize][0] = b.fake.mem[f as usize][0].wrapping_add(1);
+                    writes += 1;
+                }
+            }
+        }
+        stale_seen += b
+            .maps
+            .iter()
+            .filter(|x| x.0 != usize::MAX && !live.iter().any(|&d| x.0 == tag(d, &incarnation)))
+            .count()
+            .min(1);
+    }
+    assert!(
+        writes > 1000 && stale_seen > 100,
+        "{} {}",
+        writes,
+        stale_seen
+    );
+    for d in live {
+        m.free(&mut b, d).unwrap();
+    }
+    assert_eq!(m.frames.free(), 64);
+    assert!(
+        b.maps.is_empty(),
+        "the last holder's free revokes every mapping"
+    );
 }

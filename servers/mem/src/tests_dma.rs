@@ -20,6 +20,11 @@ impl Backend for Pins {
     fn revoke(&mut self, f: Frame) {
         self.revoked.push(f);
     }
+    fn write_protect(&mut self, first: Frame, n: u32) -> u32 {
+        (first..first + n)
+            .filter(|f| self.pinned.contains(f))
+            .count() as u32
+    }
     fn pinned(&mut self, f: Frame) -> bool {
         self.pinned.contains(&f)
     }

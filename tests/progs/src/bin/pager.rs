@@ -1,5 +1,6 @@
 //! Scenario 3, the pager: resolves page faults of another task by mapping pages of its own heap,
-//! filled with a pattern derived from the fault address; on request revokes one mapping. Written
+//! filled with a pattern derived from the fault address; on request revokes one mapping or lowers
+//! it to read-only (`unmap` with `UNMAP_WRITE`, after checking that unknown flags are refused). Written
 //! against the raw kernel protocol with its own loop on purpose: the scenario tests the kernel's
 //! pager mechanism, not the runtime.
 #![no_std]
@@ -53,6 +54,12 @@ fn main() {
             // Revoke the mapping we gave for page index w0: unmap our own page's children.
             let r = sys::unmap(base + m.w[0] * 4096, 1, 0);
             (MsgTag::new(if r.is_ok() { 0 } else { 1 }, 0), [0; 4])
+        } else if m.tag.label() == 8 {
+            // Lower the mapping we gave for page index w0 to read-only, keeping it.
+            let bad = sys::unmap(base + m.w[0] * 4096, 1, 1 << 7);
+            let r = sys::write_protect(base + m.w[0] * 4096, 1);
+            let ok = bad == Err(sawmill_abi::Error::Invalid) && r == Ok(0);
+            (MsgTag::new(if ok { 0 } else { 1 }, 0), [0; 4])
         } else {
             (MsgTag::new(0xfff, 0), [0; 4])
         };

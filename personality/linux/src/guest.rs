@@ -256,11 +256,15 @@ pub fn start() {
     ];
     // The library heap's dataspace (proc's `HEAP_CAP`) in the same pass: `env::cap` walked
     // the records once more.
-    // So are the handoff's records and the signals layer's (each walked them again).
+    // So are the handoff's records, the signals layer's and the file layer's (each walked them
+    // again).
     let mut heap_cap = None;
     let mut handed = fork_guest::Handed::default();
     let mut signal_records = signal_guest::StartRecords::default();
+    let mut file_records = files_guest::FileRecords::default();
     for (kind, value, bytes) in env::all() {
+        // The file layer's too; it shares some (ids, seed, the wake notification).
+        file_records.note(kind, value, bytes);
         if let Some(i) = START_KINDS.iter().position(|&k| k == kind) {
             found[i].get_or_insert((value, bytes));
         } else if kind == env::KIND_CAP && bytes == sawmill_proc_api::HEAP_CAP.as_bytes() {
@@ -336,7 +340,7 @@ pub fn start() {
     let received = fork_guest::received(handed);
     if let Some((mut st, caps)) = received {
         if let Some(f) = st.fork.take() {
-            files_guest::adopt(exe, &st, &caps);
+            files_guest::adopt(exe, &st, &caps, file_records);
             start_forked(
                 exe,
                 f,
@@ -345,9 +349,9 @@ pub fn start() {
                 signal_records,
             );
         }
-        files_guest::adopt(exe, &st, &caps);
+        files_guest::adopt(exe, &st, &caps, file_records);
     } else {
-        files_guest::init(exe);
+        files_guest::init(exe, file_records);
     }
 
     let image = load(exe);

@@ -575,6 +575,10 @@ impl Proc {
         let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, false, caps)?;
         let kmem = self.cfg.process_kmem_kb as u64 * 1024;
         let mut p = Program::new(short, slots::FACTORY, kmem, self.cfg.priority);
+        // Room for every capability and record below at once: grown from empty, each vector
+        // was reallocated and copied four or five times a build.
+        p.caps.reserve(6 + self.peers.len() + handoff.len());
+        p.records.reserve(9 + envs.len());
         p.give_factory = true;
         p.layout = Layout {
             env: linux::LIB_ENV,

@@ -771,6 +771,12 @@ fn install_heap(ds: u64, size: u64) -> Result<(), RmError> {
     HEAP_DS.store(ds, Ordering::Relaxed);
     HEAP_SIZE.store(size, Ordering::Relaxed);
     HEAP_BASE.store(base, Ordering::Release);
+    // The allocator's claim writes the range's first and last words: both pages resolved
+    // before (a call to the dataspace each) rather than by a page fault each.
+    if size >= 2 * PAGE {
+        let _ = populate(base, PAGE, true);
+        let _ = populate(base + size - PAGE, PAGE, true);
+    }
     // SAFETY: the range is ours alone from now on, attached read-write and paged on demand.
     unsafe { sawmill_rt::heap_add(base, size) };
     Ok(())

@@ -491,7 +491,8 @@ pub fn prepare_planned(
     image: &impl ImageSource,
     res: &mut impl Resources,
 ) -> Result<Child, SpawnError> {
-    let mut fixed = alloc::vec![Some(slots::TASK), Some(slots::THREAD)];
+    let mut fixed = Vec::with_capacity(3 + p.caps.len());
+    fixed.extend([Some(slots::TASK), Some(slots::THREAD)]);
     if p.give_factory {
         fixed.push(Some(slots::FACTORY));
     }

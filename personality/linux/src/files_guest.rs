@@ -167,9 +167,63 @@ pub struct Guest {
 
 /// The process's ids record (`KIND_LINUX_IDS`: pid, then parent, uid, euid, gid, egid) and its
 /// working directory (`KIND_LINUX_CWD`), as the file layer's start finds them.
+#[derive(Default)]
 struct StartRecords {
     ids: Option<(u64, &'static [u8])>,
     cwd: Option<&'static [u8]>,
+}
+
+/// The file layer's records of the environment (its servers' capabilities, the seed, the ids
+/// and working directory), gathered by the library start's one pass over it
+/// ([`FileRecords::note`]) or by a pass of their own ([`Guest::from_env`]).
+#[derive(Default)]
+pub struct FileRecords {
+    vfs: Option<u64>,
+    console: Option<u64>,
+    console_in: Option<u64>,
+    pipe: Option<u64>,
+    wake: Option<u64>,
+    stack: Option<u64>,
+    seed: Option<&'static [u8]>,
+    records: StartRecords,
+}
+
+impl FileRecords {
+    /// Takes what the file layer needs of the record; other parts of the start may need the
+    /// same record (the ids, the seed, the wake notification), so it is not consumed.
+    pub fn note(&mut self, kind: u64, value: u64, bytes: &'static [u8]) {
+        match kind {
+            env::KIND_CAP => {
+                let name = bytes;
+                let slot = if name == b"vfs" {
+                    &mut self.vfs
+                } else if name == b"console" {
+                    &mut self.console
+                } else if name == b"console-in" {
+                    &mut self.console_in
+                } else if name == sawmill_interfaces::pipe::NAME.as_bytes() {
+                    &mut self.pipe
+                } else if name == sawmill_proc_api::WAKE_CAP.as_bytes() {
+                    &mut self.wake
+                } else if name == crate::socket_guest::STACK_CAP.as_bytes() {
+                    &mut self.stack
+                } else {
+                    return;
+                };
+                slot.get_or_insert(value);
+            }
+            env::KIND_LINUX_SEED => {
+                self.seed.get_or_insert(bytes);
+            }
+            env::KIND_LINUX_IDS => {
+                self.records.ids.get_or_insert((value, bytes));
+            }
+            env::KIND_LINUX_CWD => {
+                self.records.cwd.get_or_insert(bytes);
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Guest {
@@ -181,46 +235,25 @@ impl Guest {
     /// environment's records (a lookup by name or kind each walks them all: ~1.2k instructions
     /// apiece at every start).
     fn from_env() -> (Guest, StartRecords) {
-        let (mut vfs, mut console, mut console_in, mut pipe, mut wake, mut stack) =
-            (None, None, None, None, None, None);
-        let mut seed: Option<&[u8]> = None;
-        let mut records = StartRecords {
-            ids: None,
-            cwd: None,
-        };
+        let mut found = FileRecords::default();
         for (kind, value, bytes) in env::all() {
-            match kind {
-                env::KIND_CAP => {
-                    let name = bytes;
-                    let slot = if name == b"vfs" {
-                        &mut vfs
-                    } else if name == b"console" {
-                        &mut console
-                    } else if name == b"console-in" {
-                        &mut console_in
-                    } else if name == sawmill_interfaces::pipe::NAME.as_bytes() {
-                        &mut pipe
-                    } else if name == sawmill_proc_api::WAKE_CAP.as_bytes() {
-                        &mut wake
-                    } else if name == crate::socket_guest::STACK_CAP.as_bytes() {
-                        &mut stack
-                    } else {
-                        continue;
-                    };
-                    slot.get_or_insert(value);
-                }
-                env::KIND_LINUX_SEED => {
-                    seed.get_or_insert(bytes);
-                }
-                env::KIND_LINUX_IDS => {
-                    records.ids.get_or_insert((value, bytes));
-                }
-                env::KIND_LINUX_CWD => {
-                    records.cwd.get_or_insert(bytes);
-                }
-                _ => {}
-            }
+            found.note(kind, value, bytes);
         }
+        Guest::from_records(found)
+    }
+
+    /// The backend, and the records the start reads besides, from what `found` gathered.
+    fn from_records(found: FileRecords) -> (Guest, StartRecords) {
+        let FileRecords {
+            vfs,
+            console,
+            console_in,
+            pipe,
+            wake,
+            stack,
+            seed,
+            records,
+        } = found;
         let pid = records.ids.map_or(1, |(pid, _)| pid);
         let mut rng = 0x9e37_79b9_7f4a_7c15;
         for c in seed.unwrap_or(&[]).chunks(8) {
@@ -590,8 +623,8 @@ pub fn wait_wake_unbusy(deadline: Option<u64>) -> u64 {
 
 /// Sets up the descriptor table: 0, 1 and 2 on the console; `exe` is the program's path. The
 /// working directory and ids come from the environment records (KIND_LINUX_CWD, _IDS).
-pub fn init(exe: &str) {
-    let (guest, records) = Guest::from_env();
+pub fn init(exe: &str, found: FileRecords) {
+    let (guest, records) = Guest::from_records(found);
     with_fresh(Files::new(guest, exe.as_bytes()), |f| {
         if let Some((pid, ids)) = records.ids {
             f.pid = u32::try_from(pid).unwrap_or(0);
@@ -899,9 +932,9 @@ fn vfs_again(slot: u64) -> bool {
 /// Sets up the descriptor table from the state a previous image handed on (`caps`: the handed
 /// capabilities by index; a file's becomes an fsclient descriptor of this process), and maps
 /// the family's offset page.
-pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64]) {
+pub fn adopt(exe: &str, st: &sawmill_linux::handoff::State, caps: &[u64], found: FileRecords) {
     use sawmill_linux::handoff::{Object, NONE};
-    let (guest, records) = Guest::from_env();
+    let (guest, records) = Guest::from_records(found);
     with_fresh(Files::new(guest, exe.as_bytes()), |f| {
         if let Some((pid, ids)) = records.ids {
             f.pid = u32::try_from(pid).unwrap_or(0);

@@ -206,35 +206,59 @@ fn hand_off(st: &State, caps: &mut Caps, room: Option<usize>) -> Result<(), Errn
     Ok(())
 }
 
-/// The state the previous image handed on (a fork parent, or the image before `execve`) and
-/// the capabilities it names (this task's slots, by index); `None` if there is none. The
-/// state is in the environment, or in a dataspace (index 0), freed once read.
-pub fn received() -> Option<(State, Vec<u64>)> {
-    // One pass over the environment: the count, the capability records (`hand<i>`) and the
-    // state record, not a search per index nor per kind (each walks every record).
-    let mut n = None;
-    let mut state = None;
-    let mut caps = alloc::vec![0; sawmill_proc_api::MAX_HANDOFF_CAPS + 1];
-    for (kind, value, bytes) in env::all() {
+/// The records of a handoff, gathered by the start's one pass over the environment
+/// ([`Handed::note`]; a pass of its own cost ~2.7k instructions a process).
+#[derive(Default)]
+pub struct Handed {
+    /// How many capabilities were handed over (`KIND_LINUX_HANDOFF`).
+    count: Option<usize>,
+    /// The state, when it came in the environment (`KIND_LINUX_STATE`).
+    state: Option<&'static [u8]>,
+    /// The capability records (`hand<i>`): index and slot.
+    caps: Vec<(usize, u64)>,
+}
+
+impl Handed {
+    /// Takes the record if it is part of a handoff; says whether it was.
+    pub fn note(&mut self, kind: u64, value: u64, bytes: &'static [u8]) -> bool {
         match kind {
             env::KIND_LINUX_HANDOFF => {
-                n.get_or_insert(value as usize);
+                self.count.get_or_insert(value as usize);
             }
             env::KIND_LINUX_STATE => {
-                state.get_or_insert(bytes);
+                self.state.get_or_insert(bytes);
             }
-            env::KIND_CAP => {
-                let index = bytes
-                    .strip_prefix(HANDOFF_CAP_PREFIX.as_bytes())
-                    .and_then(decimal);
-                if let Some(c) = index.and_then(|i| caps.get_mut(i)) {
-                    *c = value;
-                }
-            }
-            _ => {}
+            env::KIND_CAP => match bytes
+                .strip_prefix(HANDOFF_CAP_PREFIX.as_bytes())
+                .and_then(decimal)
+            {
+                Some(i) => self.caps.push((i, value)),
+                None => return false,
+            },
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The state the previous image handed on (a fork parent, or the image before `execve`) and
+/// the capabilities it names (this task's slots, by index), from the records `h` gathered;
+/// `None` if there is none. The state is in the environment, or in a dataspace (index 0),
+/// freed once read.
+pub fn received(h: Handed) -> Option<(State, Vec<u64>)> {
+    let Handed {
+        count,
+        state,
+        caps: named,
+    } = h;
+    // No more than a task can be handed (proc's limit; the index 0 of a dataspace's state).
+    let n = count?.min(sawmill_proc_api::MAX_HANDOFF_CAPS + 1);
+    let mut caps = alloc::vec![0; n];
+    for (i, c) in named {
+        if let Some(slot) = caps.get_mut(i) {
+            *slot = c;
         }
     }
-    caps.truncate(n?);
     // A handed capability proc found revoked (its server died after the handoff: a file's PFS,
     // a socket's stack) is not named. It gets an empty slot of ours, not 0: the descriptor or
     // mapped file it was then finds its server gone at first use and is reopened (or reads as

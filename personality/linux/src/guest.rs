@@ -254,9 +254,23 @@ pub fn start() {
         env::KIND_LINUX_SEED,
         env::KIND_LINUX_TRACE,
     ];
+    // The library heap's dataspace (proc's `HEAP_CAP`) in the same pass: `env::cap` walked
+    // the records once more.
+    // So are the handoff's records, the signals layer's and the file layer's (each walked them
+    // again).
+    let mut heap_cap = None;
+    let mut handed = fork_guest::Handed::default();
+    let mut signal_records = signal_guest::StartRecords::default();
+    let mut file_records = files_guest::FileRecords::default();
     for (kind, value, bytes) in env::all() {
+        // The file layer's too; it shares some (ids, seed, the wake notification).
+        file_records.note(kind, value, bytes);
         if let Some(i) = START_KINDS.iter().position(|&k| k == kind) {
             found[i].get_or_insert((value, bytes));
+        } else if kind == env::KIND_CAP && bytes == sawmill_proc_api::HEAP_CAP.as_bytes() {
+            heap_cap.get_or_insert(value);
+        } else if !handed.note(kind, value, bytes) {
+            signal_records.note(kind, value, bytes);
         }
     }
     let [exe_rec, ids_rec, clock_rec, seed_rec, trace_rec] = found;
@@ -305,7 +319,7 @@ pub fn start() {
     // proc allocates it (`HEAP_CAP`) and frees it once the task is gone: the library cannot
     // free the heap it runs on, and a heap left charged to proc outlived every process (a
     // shell's long loop ran mem out). A test launcher gives none: then mem directly.
-    if let Some(ds) = env::cap(sawmill_proc_api::HEAP_CAP) {
+    if let Some(ds) = heap_cap {
         if let Err(e) = rm::init_heap_from(ds) {
             println!("linux: the library's heap: {:?}", e);
             exit_process(EXIT_CANNOT_EXEC);
@@ -323,15 +337,21 @@ pub fn start() {
     rm::set_unresolved_hook(signal_guest::unresolved_fault);
     // proc maps the information page before the library starts; a test launcher does not.
     HAS_INFO.store(sys::translate(layout::LIB_INFO).is_ok(), Ordering::Relaxed);
-    let received = fork_guest::received();
+    let received = fork_guest::received(handed);
     if let Some((mut st, caps)) = received {
         if let Some(f) = st.fork.take() {
-            files_guest::adopt(exe, &st, &caps);
-            start_forked(exe, f, &caps, (pid, ppid, ids, clock, rng, trace));
+            files_guest::adopt(exe, &st, &caps, file_records);
+            start_forked(
+                exe,
+                f,
+                &caps,
+                (pid, ppid, ids, clock, rng, trace),
+                signal_records,
+            );
         }
-        files_guest::adopt(exe, &st, &caps);
+        files_guest::adopt(exe, &st, &caps, file_records);
     } else {
-        files_guest::init(exe);
+        files_guest::init(exe, file_records);
     }
 
     let image = load(exe);
@@ -391,7 +411,7 @@ pub fn start() {
         logged: [0; 8],
     });
 
-    signal_guest::init();
+    signal_guest::init(signal_records);
     // This thread's library stack for the system calls to come, found through its UTCB.
     sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = syscall_stack_top();
 
@@ -441,6 +461,7 @@ fn start_forked(
     f: handoff::ForkState,
     caps: &[u64],
     (pid, ppid, ids, clock, rng, trace): (u64, u64, [u32; 4], (u64, u64, u64), Rng, bool),
+    signal_records: signal_guest::StartRecords,
 ) -> ! {
     let cap = |i: u32| caps.get(i as usize).copied().unwrap_or(0);
     for r in &f.regions {
@@ -499,7 +520,7 @@ fn start_forked(
         logged: [0; 8],
     });
     let _ = exe;
-    signal_guest::init();
+    signal_guest::init(signal_records);
     signal_guest::adopt_fork(&f.signals);
     if f.fs_base != 0 {
         let gs = sawmill_rt::utcb() as *const Utcb as u64;

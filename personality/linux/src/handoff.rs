@@ -166,20 +166,25 @@ impl Writer {
     /// writes them, the bytes after the last whole word.
     fn sparse_bytes(&mut self, b: &[u8]) {
         self.u32(b.len() as u32);
-        let words: Vec<u64> = b
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect();
-        self.sparse(&words);
+        // Read in place, not gathered into a vector of words first (a fork's 2 KiB of signal
+        // state: the vector's allocation and copy cost more than the encoding).
+        self.sparse_words(
+            b.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
+        );
         self.0.extend_from_slice(&b[b.len() / 8 * 8..]);
     }
     /// A bitmap by its nonzero words only (index, word): a region's private pages are few, its
     /// bitmap long (an 8 MiB stack's is 32 words), and a fork's whole state should fit the
     /// child's environment page.
     fn sparse(&mut self, w: &[u64]) {
-        let nonzero = w.iter().filter(|&&x| x != 0).count();
+        self.sparse_words(w.iter().copied());
+    }
+    /// [`Self::sparse`] of the words `w` yields (walked twice: the count goes first).
+    fn sparse_words(&mut self, w: impl Iterator<Item = u64> + Clone) {
+        let nonzero = w.clone().filter(|&x| x != 0).count();
         self.u32(nonzero as u32);
-        for (i, &x) in w.iter().enumerate().filter(|(_, &x)| x != 0) {
+        for (i, x) in w.enumerate().filter(|&(_, x)| x != 0) {
             self.u32(i as u32);
             self.u64(x);
         }
@@ -226,8 +231,15 @@ impl Reader<'_> {
             return None;
         }
         let mut out = alloc::vec![0u8; len];
-        for (i, w) in self.sparse((len / 8) as u64)?.into_iter().enumerate() {
-            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        // Each nonzero word straight into its place (a vector of all the words up to the last
+        // nonzero one, then copied, cost ~4k a fork child).
+        let n = self.count(12)?;
+        for _ in 0..n {
+            let i = self.u32()? as usize;
+            let x = self.u64()?;
+            out.get_mut(i.checked_mul(8)?..)
+                .and_then(|o| o.get_mut(..8))?
+                .copy_from_slice(&x.to_le_bytes());
         }
         let tail = self.take(len % 8)?;
         out[len / 8 * 8..].copy_from_slice(tail);
@@ -771,6 +783,28 @@ mod tests {
         // More than a library's signal state could be: refused, not allocated.
         dense.fork.as_mut().unwrap().signals = alloc::vec![0; MAX_SIGNAL_BYTES + 1];
         assert_eq!(State::decode(&dense.encode()), None);
+    }
+
+    #[test]
+    fn a_signal_word_outside_the_state_is_refused() {
+        let mut s = sample();
+        let mut sig = alloc::vec![0u8; 2083];
+        sig[5 * 8] = 9;
+        s.fork.as_mut().unwrap().signals = sig;
+        let b = s.encode();
+        // The signal state's length, its one nonzero word's entry: index 5.
+        let head: Vec<u8> = [2083u32, 1, 5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let at = b.windows(12).position(|w| w == &head[..]).unwrap() + 8;
+        assert!(State::decode(&b).is_some());
+        // The last whole word is 259 (2,080 bytes); 260 would reach into the 3-byte tail.
+        for (index, ok) in [(259u32, true), (260, false), (u32::MAX, false)] {
+            let mut bad = b.clone();
+            bad[at..at + 4].copy_from_slice(&index.to_le_bytes());
+            assert_eq!(State::decode(&bad).is_some(), ok, "index {}", index);
+        }
     }
 
     #[test]

@@ -157,6 +157,10 @@ struct Proc {
     lib_shared: Option<SharedImage>,
     /// The servers every process gets (name, our slot), looked up once.
     peers: Vec<(&'static str, u64)>,
+    /// The names of handed-on capabilities (`hand0`, `hand1`, ...), each formatted once and
+    /// kept for good ([`Proc::hand_name`]): formatted anew they were an allocation and a free
+    /// per capability of every fork and exec.
+    hand_names: Vec<&'static str>,
     /// The network stack capability for processes whose effective uid is not 0 (granted by
     /// netmgr without the privileged-ports right); None without netmgr (every process then
     /// gets the `socket` peer).
@@ -436,6 +440,18 @@ impl Proc {
         }
     }
 
+    /// The environment name of handed-on capability `i` (`hand<i>`). At most
+    /// `MAX_HANDOFF_CAPS + 1` are ever made (a handoff is refused past it), so what is kept is
+    /// bounded.
+    fn hand_name(&mut self, i: usize) -> &'static str {
+        while self.hand_names.len() <= i {
+            let name = format!("{}{}", HANDOFF_CAP_PREFIX, self.hand_names.len());
+            self.hand_names
+                .push(alloc::boxed::Box::leak(name.into_boxed_str()));
+        }
+        self.hand_names[i]
+    }
+
     /// A capability to our endpoint with `badge`; `grant`: its holder may send capabilities
     /// (a process's own `proc` capability, for `proc.handoff`).
     fn mint(&mut self, badge: u64, grant: bool, caps: &mut Vec<u64>) -> Result<u64, SpawnError> {
@@ -559,6 +575,10 @@ impl Proc {
         let helper_cap = self.mint(KERNEL_BIT | SECONDARY_BIT | serial, false, caps)?;
         let kmem = self.cfg.process_kmem_kb as u64 * 1024;
         let mut p = Program::new(short, slots::FACTORY, kmem, self.cfg.priority);
+        // Room for every capability and record below at once: grown from empty, each vector
+        // was reallocated and copied four or five times a build.
+        p.caps.reserve(6 + self.peers.len() + handoff.len());
+        p.records.reserve(9 + envs.len());
         p.give_factory = true;
         p.layout = Layout {
             env: linux::LIB_ENV,
@@ -609,7 +629,7 @@ impl Proc {
         for (i, &c) in handoff.iter().enumerate() {
             p.caps.push(Cap {
                 optional: true,
-                ..Cap::named(format!("{}{}", HANDOFF_CAP_PREFIX, i + first_cap), c)
+                ..Cap::named(self.hand_name(i + first_cap), c)
             });
         }
         p.maps.push(Map {
@@ -1926,6 +1946,7 @@ fn main() {
         library,
         lib_plan: None,
         lib_shared: None,
+        hand_names: Vec::new(),
         peers: ["vfs", "mem", "console", "console-in", "pipe"]
             .into_iter()
             .filter_map(|name| Some((name, env::cap(name)?)))

@@ -314,14 +314,25 @@ impl Proc {
             .files
             .open(path, O_READ | O_NOMAP, 0)
             .map_err(fs_error)?;
-        // The first bytes usually decide (a read costs ~10 instructions a byte): the whole head
-        // is read only for a verdict other than "runs", so every refusal is the same as from it.
+        // The first bytes usually decide (a read costs ~10 instructions a byte), or they and
+        // the rest of the program headers they announce: the whole head is read only for a
+        // verdict other than "runs", so every refusal is the same as from it.
         let mut head = alloc::vec![0u8; exec::HEAD_FIRST];
         let mut r = self.files.pread(fd, &mut head, 0);
         if let Ok(n) = r {
             if n == head.len() && exec::check_head(&head).is_err() {
-                head.resize(exec::HEAD_BYTES, 0);
-                r = self.files.pread(fd, &mut head, 0);
+                let rest = exec::headers_end(&head).filter(|&end| end > n);
+                let runs = rest.is_some_and(|end| {
+                    head.resize(end, 0);
+                    let more = self.files.pread(fd, &mut head[n..], n as u64);
+                    more == Ok(end - n) && exec::check_head(&head).is_ok()
+                });
+                if runs {
+                    r = Ok(head.len());
+                } else {
+                    head.resize(exec::HEAD_BYTES, 0);
+                    r = self.files.pread(fd, &mut head, 0);
+                }
             }
         }
         let _ = self.files.close(fd);

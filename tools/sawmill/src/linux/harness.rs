@@ -30,7 +30,7 @@ use super::{Boot, Process, Terminal};
 use crate::repo::Repo;
 use crate::rootfs;
 use crate::testcmd::Tally;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -609,7 +609,8 @@ fn read_within(master: &OwnedFd, buf: &mut [u8], wait: Duration) -> PtyRead {
     };
     // SAFETY: one pollfd that lives across the call.
     let ready = unsafe { libc::poll(&mut poll, 1, wait.as_millis() as libc::c_int) };
-    if ready == 0 || (ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
+    if ready == 0
+        || (ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
     {
         return PtyRead::Nothing;
     }
@@ -1288,7 +1289,12 @@ mod tests {
         let want: String = (0..200).map(|i| format!("line {i}\n")).collect::<String>() + "end\n";
         for _ in 0..20 {
             let o = host_run(
-                &["/bin/busybox".into(), "sh".into(), "-c".into(), script.into()],
+                &[
+                    "/bin/busybox".into(),
+                    "sh".into(),
+                    "-c".into(),
+                    script.into(),
+                ],
                 &dir,
                 b"",
             )

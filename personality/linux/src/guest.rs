@@ -28,7 +28,7 @@ use sawmill_linux::mm::{self, BrkStep, Place};
 use sawmill_linux::procs;
 use sawmill_linux::random::{self, Rng};
 use sawmill_linux::{layout, nr, trace, SysResult, User};
-use sawmill_proc_api::{ExecRequest, MAX_EXEC_REQUEST};
+use sawmill_proc_api::{RequestWriter, MAX_EXEC_REQUEST};
 use sawmill_rm as rm;
 use sawmill_rt::{env, println, slots, sys, thread};
 
@@ -1513,31 +1513,36 @@ const PATH_MAX: usize = 4096;
 const MAX_EXEC_STRINGS: usize = 8192;
 
 /// The NUL-terminated array of string pointers at `addr` (none if `addr` is 0, as Linux
-/// accepts), each string as UTF-8 (the request carries strings).
-fn exec_strings(addr: u64) -> Result<Vec<String>, Errno> {
+/// accepts) as the request's next list, each string copied from the program's memory straight
+/// into the request and checked to be UTF-8 there (the request carries strings); the whole
+/// request stays within [`MAX_EXEC_REQUEST`] (E2BIG). Returns the list's length.
+fn exec_strings(w: &mut RequestWriter, addr: u64) -> Result<usize, Errno> {
     let u = &GuestUser;
-    let mut out = Vec::new();
+    w.begin_list();
     if addr == 0 {
-        return Ok(out);
+        w.end_list();
+        return Ok(0);
     }
     loop {
-        if out.len() >= MAX_EXEC_STRINGS {
+        let n = w.list_len();
+        if n >= MAX_EXEC_STRINGS {
             return Err(errno::E2BIG);
         }
-        let mut w = [0u8; 8];
-        u.read(addr + 8 * out.len() as u64, &mut w)?;
-        let p = u64::from_le_bytes(w);
+        let mut ptr = [0u8; 8];
+        u.read(addr + 8 * n as u64, &mut ptr)?;
+        let p = u64::from_le_bytes(ptr);
         if p == 0 {
-            return Ok(out);
+            w.end_list();
+            return Ok(n);
         }
-        let s = u.cstr(p, MAX_EXEC_REQUEST).map_err(|e| {
-            if e == errno::ENAMETOOLONG {
-                errno::E2BIG
-            } else {
-                e
-            }
-        })?;
-        out.push(String::from_utf8(s).map_err(|_| errno::EINVAL)?);
+        // Its 4-byte length is in the request already.
+        let room = MAX_EXEC_REQUEST.saturating_sub(w.len() + 4);
+        w.string(|out| u.cstr_into(p, room, out))
+            .map_err(|e| match e {
+                Some(errno::ENAMETOOLONG) => errno::E2BIG,
+                Some(e) => e,
+                None => errno::EINVAL,
+            })?;
     }
 }
 
@@ -1559,13 +1564,10 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
             .map(String::from)
             .unwrap_or(program);
     }
-    let req = ExecRequest {
-        program,
-        cwd: String::from_utf8(files_guest::cwd()).map_err(|_| errno::ENOENT)?,
-        argv: exec_strings(argv)?,
-        env: exec_strings(envp)?,
-    };
-    let bytes = req.encode();
+    let cwd = String::from_utf8(files_guest::cwd()).map_err(|_| errno::ENOENT)?;
+    let mut w = RequestWriter::new(&program, &cwd);
+    let strings = exec_strings(&mut w, argv)? + exec_strings(&mut w, envp)?;
+    let bytes = w.finish();
     if bytes.len() > MAX_EXEC_REQUEST {
         return Err(errno::E2BIG);
     }
@@ -1579,7 +1581,6 @@ fn sys_execve(path: u64, argv: u64, envp: u64) -> SysResult {
     signal_guest::before_exec(&proc);
     // The descriptors without close-on-exec, the working directory and umask go to the new
     // image.
-    let strings = req.argv.len() + req.env.len();
     fork_guest::exec_handoff(fork_guest::inline_room(bytes.len(), strings))?;
     // The point of no return: the program's memory goes back to mem (the new image needs it;
     // proc ends this task once the new one runs). Should proc fail from here on, it ends this
@@ -1645,6 +1646,30 @@ pub(crate) fn forget_region() {
 }
 
 impl GuestUser {
+    /// Appends the NUL-terminated string at `addr` (without its NUL) to `out`; `ENAMETOOLONG`
+    /// if there is no NUL in the first `max` bytes. Scanned in place, a page at a time (the
+    /// next page may not be mapped): only the string's own bytes are copied, never a
+    /// page-sized buffer zeroed and scanned.
+    fn cstr_into(&self, addr: u64, max: usize, out: &mut Vec<u8>) -> Result<(), Errno> {
+        let mut a = addr;
+        let mut left = max;
+        while left > 0 {
+            let n = ((PAGE - a % PAGE) as usize).min(left);
+            Self::check(a, n as u64, rm::READ)?;
+            // SAFETY: the range is attached readable (checked above), in the program's part of
+            // the address space; the program's thread is stopped in this call.
+            let src = unsafe { core::slice::from_raw_parts(a as *const u8, n) };
+            if let Some(z) = src.iter().position(|&c| c == 0) {
+                out.extend_from_slice(&src[..z]);
+                return Ok(());
+            }
+            out.extend_from_slice(src);
+            a += n as u64;
+            left -= n;
+        }
+        Err(errno::ENAMETOOLONG)
+    }
+
     #[inline(always)]
     fn check(addr: u64, len: u64, need: u32) -> Result<(), Errno> {
         if len == 0 {
@@ -1723,23 +1748,8 @@ impl User for GuestUser {
     }
 
     fn cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
-        // Scanned in place, a page at a time (the next page may not be mapped): only the
-        // string's own bytes are copied, never a page-sized buffer zeroed and scanned.
         let mut out = Vec::new();
-        let mut a = addr;
-        while out.len() < max {
-            let n = ((PAGE - a % PAGE) as usize).min(max - out.len());
-            Self::check(a, n as u64, rm::READ)?;
-            // SAFETY: the range is attached readable (checked above), in the program's part of
-            // the address space; the program's thread is stopped in this call.
-            let src = unsafe { core::slice::from_raw_parts(a as *const u8, n) };
-            if let Some(z) = src.iter().position(|&c| c == 0) {
-                out.extend_from_slice(&src[..z]);
-                return Ok(out);
-            }
-            out.extend_from_slice(src);
-            a += n as u64;
-        }
-        Err(errno::ENAMETOOLONG)
+        self.cstr_into(addr, max, &mut out)?;
+        Ok(out)
     }
 }

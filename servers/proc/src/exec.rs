@@ -16,9 +16,11 @@ use sawmill_path::{S_IFMT, S_IFREG};
 /// Bytes of the file proc reads to check it: the ELF header and the program headers must lie in
 /// them (a linker puts the program headers right after the header).
 pub const HEAD_BYTES: usize = 4096;
-/// Bytes proc reads first: a static executable's program headers and a `#!` line
-/// ([`SHEBANG_MAX`]) lie in them.
-pub const HEAD_FIRST: usize = 1024;
+/// Bytes proc reads first: one message of the file protocol (a longer read maps a read buffer
+/// first, and costs twice as much). A `#!` line ([`SHEBANG_MAX`]) and a small static
+/// executable's program headers (up to 7) lie in them; more program headers are read next,
+/// [`headers_end`].
+pub const HEAD_FIRST: usize = 480;
 /// `PATH` when the environment has none (glibc's `execvp` default).
 pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
@@ -98,6 +100,19 @@ pub fn check_elf(head: &[u8]) -> Result<(), ExecError> {
         Refusal::WrongKind(w) => ExecError::WrongKind(w),
         Refusal::Dynamic(name) => ExecError::Dynamic(String::from_utf8_lossy(&name).into_owned()),
     })
+}
+
+/// Where the program headers of the ELF file starting with `head` end, if its header says so
+/// and they end within [`HEAD_BYTES`] (a static executable linked as usual: glibc's have 10 and
+/// end at byte 624). None for anything else (the whole head then decides).
+pub fn headers_end(head: &[u8]) -> Option<usize> {
+    if head.len() < 64 || head[..4] != *b"\x7fELF" {
+        return None;
+    }
+    let u16_at = |at: usize| u16::from_le_bytes([head[at], head[at + 1]]) as u64;
+    let phoff = u64::from_le_bytes(head[32..40].try_into().ok()?);
+    let end = phoff.checked_add(u16_at(54).checked_mul(u16_at(56))?)?;
+    (end <= HEAD_BYTES as u64).then_some(end as usize)
 }
 
 /// The verdict on the start of a file: a script's `#!` line, or None for a program that runs.
@@ -323,6 +338,41 @@ mod tests {
         far[0xc00..0xc38].copy_from_slice(&ph);
         assert!(check_head(&far[..HEAD_FIRST]).is_err());
         assert_eq!(check_head(&far), Ok(None));
+        // ... and read up to where they end, which the header says.
+        assert_eq!(headers_end(&far[..HEAD_FIRST]), Some(0xc38));
+        assert_eq!(check_head(&far[..0xc38]), Ok(None));
+    }
+
+    #[test]
+    fn more_program_headers_than_the_first_read_holds_are_read_to_their_end() {
+        // glibc's static busybox: 10 program headers, to byte 624.
+        let ten: Vec<(u32, u64, u64)> = (0..10).map(|_| (1, 0, 0x400)).collect();
+        let mut b = elf(2, 62, 2, &ten);
+        b.resize(HEAD_BYTES, 0);
+        assert!(check_head(&b[..HEAD_FIRST]).is_err());
+        let end = headers_end(&b[..HEAD_FIRST]).unwrap();
+        assert_eq!(end, 64 + 10 * 56);
+        assert_eq!(check_head(&b[..end]), Ok(None));
+        // A dynamic program whose interpreter header lies past the first read: refused from
+        // its headers, so proc reads the whole head and refuses it as before.
+        let mut dynamic = ten.clone();
+        dynamic[9] = (3, 0x200, 0x1c);
+        let mut d = elf(2, 62, 2, &dynamic);
+        d.resize(HEAD_BYTES, 0);
+        let end = headers_end(&d[..HEAD_FIRST]).unwrap();
+        assert!(check_head(&d[..end]).is_err());
+        assert_eq!(
+            check_head(&d),
+            Err(ExecError::Dynamic("/lib64/ld-linux-x86-64.so.2".into()))
+        );
+        // Headers that end past the head, a count that overflows, too short, not ELF: none.
+        let mut far = b.clone();
+        far[32..40].copy_from_slice(&(HEAD_BYTES as u64).to_le_bytes());
+        assert_eq!(headers_end(&far), None);
+        far[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(headers_end(&far), None);
+        assert_eq!(headers_end(&b[..63]), None);
+        assert_eq!(headers_end(b"#!/bin/sh\n"), None);
     }
 
     #[test]

@@ -81,9 +81,13 @@ struct Launch<'a> {
     heap: u64,
 }
 
-/// An exec request `exec_check` accepted: the program's path, the `argv` it runs with, the
-/// request.
-type Checked = (String, Vec<String>, ExecRequest);
+/// An exec request `exec_check` accepted: the program's path, the `argv` it runs with (None:
+/// the request's own), the request.
+type Checked = (String, Option<Vec<String>>, ExecRequest);
+
+/// A program [`Server::resolve`] found: its absolute path and the `argv` it runs with (None: the
+/// `argv` given, unchanged, as for every program but a script).
+type Resolved = (String, Option<Vec<String>>);
 
 /// A script's `#!` line: the interpreter and its optional argument.
 type Script = (String, Option<String>);
@@ -285,9 +289,9 @@ impl Proc {
         argv: &[String],
         env: &[String],
         cwd: &str,
-    ) -> Result<(String, Vec<String>), StartError> {
+    ) -> Result<Resolved, StartError> {
         let (mut path, mut script) = self.find_program(name, env, cwd)?;
-        let mut argv = argv.to_vec();
+        let mut new_argv: Option<Vec<String>> = None;
         // The script's name as the caller gave it (Linux's `bprm->filename`).
         let mut given = if name.contains('/') {
             String::from(name)
@@ -296,9 +300,10 @@ impl Proc {
         };
         for _ in 0..exec::SHEBANG_DEPTH {
             let Some((interp, arg)) = script else {
-                return Ok((path, argv));
+                return Ok((path, new_argv));
             };
-            argv = exec::script_argv(&interp, arg.as_deref(), &given, &argv);
+            let now = new_argv.as_deref().unwrap_or(argv);
+            new_argv = Some(exec::script_argv(&interp, arg.as_deref(), &given, now));
             let (p, s) = self.find_program(&exec::absolute(cwd, &interp), env, cwd)?;
             given = interp;
             path = p;
@@ -313,14 +318,25 @@ impl Proc {
             .files
             .open(path, O_READ | O_NOMAP, 0)
             .map_err(fs_error)?;
-        // The first bytes usually decide (a read costs ~10 instructions a byte): the whole head
-        // is read only for a verdict other than "runs", so every refusal is the same as from it.
+        // The first bytes usually decide (a read costs ~10 instructions a byte), or they and
+        // the rest of the program headers they announce: the whole head is read only for a
+        // verdict other than "runs", so every refusal is the same as from it.
         let mut head = alloc::vec![0u8; exec::HEAD_FIRST];
         let mut r = self.files.pread(fd, &mut head, 0);
         if let Ok(n) = r {
             if n == head.len() && exec::check_head(&head).is_err() {
-                head.resize(exec::HEAD_BYTES, 0);
-                r = self.files.pread(fd, &mut head, 0);
+                let rest = exec::headers_end(&head).filter(|&end| end > n);
+                let runs = rest.is_some_and(|end| {
+                    head.resize(end, 0);
+                    let more = self.files.pread(fd, &mut head[n..], n as u64);
+                    more == Ok(end - n) && exec::check_head(&head).is_ok()
+                });
+                if runs {
+                    r = Ok(head.len());
+                } else {
+                    head.resize(exec::HEAD_BYTES, 0);
+                    r = self.files.pread(fd, &mut head, 0);
+                }
             }
         }
         let _ = self.files.close(fd);
@@ -339,8 +355,8 @@ impl Proc {
         cwd: &str,
     ) -> Result<Pid, StartError> {
         let name = argv.first().map(|s| s.as_str()).unwrap_or("");
-        let (path, argv) = self.resolve(name, argv, envs, cwd)?;
-        let argv = &argv[..];
+        let (path, new_argv) = self.resolve(name, argv, envs, cwd)?;
+        let argv = new_argv.as_deref().unwrap_or(argv);
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let running = Running {
             child: None,
@@ -732,11 +748,17 @@ impl Proc {
 
     /// Process `pid` runs a new program: a new task for the same pid is built and started,
     /// then the old one ends. On an error the old one runs on, unchanged.
-    fn exec_request(&mut self, pid: Pid, req: ExecRequest) -> Result<(), StartError> {
+    /// `resolved`: the program's path and arguments `exec_check` found (else resolved here).
+    fn exec_request(
+        &mut self,
+        pid: Pid,
+        req: ExecRequest,
+        resolved: Option<Resolved>,
+    ) -> Result<(), StartError> {
         // What the caller handed off is used up by this exec, whatever becomes of it.
         let handoff = self.take_handoff(pid);
         let state = self.take_state(pid);
-        let r = self.exec_with(pid, req, &handoff, &state);
+        let r = self.exec_with(pid, req, resolved, &handoff, &state);
         self.drop_caps(handoff);
         r
     }
@@ -745,18 +767,15 @@ impl Proc {
         &mut self,
         pid: Pid,
         req: ExecRequest,
+        resolved: Option<Resolved>,
         handoff: &[u64],
         state: &[u8],
     ) -> Result<(), StartError> {
-        let checked = self
-            .table
-            .get_mut(pid)
-            .and_then(|p| p.task.as_mut())
-            .and_then(|r| r.checked.take());
-        let (path, argv) = match checked {
-            Some((path, argv, _)) => (path, argv),
+        let (path, new_argv) = match resolved {
+            Some(r) => r,
             None => self.resolve(&req.program, &req.argv, &req.env, &req.cwd)?,
         };
+        let argv = new_argv.as_deref().unwrap_or(&req.argv);
         let short = String::from(path.rsplit('/').next().unwrap_or("?"));
         let (ppid, creds) = match self.table.get(pid) {
             Some(p) => (p.ppid, p.creds),
@@ -780,7 +799,7 @@ impl Proc {
                 creds,
                 path: &path,
                 short: &short,
-                argv: &argv,
+                argv,
                 envs: &req.env,
                 cwd: &req.cwd,
             },
@@ -1503,21 +1522,27 @@ impl proc::Server for Proc {
             .and_then(|p| p.task.as_mut())
             .ok_or(ProcError::NoProcess)?;
         let bytes = core::mem::take(&mut run.exec);
-        let checked = run.checked.as_ref().map(|c| c.2.clone());
-        let req = match checked.clone().or_else(|| ExecRequest::decode(&bytes)) {
-            Some(r) => r,
-            None => {
-                let h = self.take_handoff(pid);
-                self.drop_caps(h);
-                self.take_state(pid);
-                return Err(ProcError::Invalid);
-            }
+        // What `exec_check` resolved is taken, not copied (the request's strings, the program's
+        // path and arguments: a few dozen allocations an exec).
+        let checked = run.checked.take();
+        let past_checks = checked.is_some();
+        let (req, resolved) = match checked {
+            Some((path, argv, req)) => (req, Some((path, argv))),
+            None => match ExecRequest::decode(&bytes) {
+                Some(r) => (r, None),
+                None => {
+                    let h = self.take_handoff(pid);
+                    self.drop_caps(h);
+                    self.take_state(pid);
+                    return Err(ProcError::Invalid);
+                }
+            },
         };
-        let r = self.exec_request(pid, req).map_err(|e| {
+        let r = self.exec_request(pid, req, resolved).map_err(|e| {
             println!("proc: pid {}: exec refused: {}", pid, e);
             exec_error(&e)
         });
-        if r.is_err() && checked.is_some() {
+        if r.is_err() && past_checks {
             // Past the point of no return: the caller has given up its memory.
             self.end(pid, Status::Signaled(signal::SIGKILL));
         }

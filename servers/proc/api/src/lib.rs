@@ -171,26 +171,103 @@ pub struct ExecRequest {
     pub env: Vec<String>,
 }
 
+/// An exec request's bytes ([`ExecRequest::encode`]'s) made part by part: the program and
+/// working directory, then the `argv` list, then the environment list, each string's bytes
+/// written straight into the request by the caller. How the library builds its request from the
+/// program's memory without a `String` (an allocation, a copy) per argument first.
+pub struct RequestWriter {
+    out: Vec<u8>,
+    /// Where the open list's count goes, and its count so far.
+    list: Option<(usize, u32)>,
+}
+
+impl RequestWriter {
+    pub fn new(program: &str, cwd: &str) -> Self {
+        let mut w = RequestWriter {
+            out: Vec::with_capacity(256),
+            list: None,
+        };
+        for s in [program, cwd] {
+            w.out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            w.out.extend_from_slice(s.as_bytes());
+        }
+        w
+    }
+
+    /// Opens the next list (first `argv`, then the environment).
+    pub fn begin_list(&mut self) {
+        self.list = Some((self.out.len(), 0));
+        self.out.extend_from_slice(&0u32.to_le_bytes());
+    }
+
+    /// Adds a string to the open list: `fill` appends its bytes (and may refuse, leaving
+    /// the request unusable). Not UTF-8: Err(None), the request unusable too.
+    pub fn string<E>(
+        &mut self,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), Option<E>> {
+        let at = self.out.len();
+        self.out.extend_from_slice(&0u32.to_le_bytes());
+        fill(&mut self.out).map_err(Some)?;
+        let bytes = &self.out[at + 4..];
+        if core::str::from_utf8(bytes).is_err() {
+            return Err(None);
+        }
+        let n = bytes.len() as u32;
+        self.out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        if let Some((_, count)) = self.list.as_mut() {
+            *count += 1;
+        }
+        Ok(())
+    }
+
+    /// Strings in the open list so far.
+    pub fn list_len(&self) -> usize {
+        self.list.map_or(0, |(_, n)| n as usize)
+    }
+
+    /// Closes the open list (its count written).
+    pub fn end_list(&mut self) {
+        if let Some((at, n)) = self.list.take() {
+            self.out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        }
+    }
+
+    /// Bytes so far.
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// The request's bytes (the open list closed first).
+    pub fn finish(mut self) -> Vec<u8> {
+        self.end_list();
+        self.out
+    }
+}
+
 /// Most bytes an exec request may take (Linux's own limit on `argv` plus environment is larger;
 /// a process's arguments and environment must also fit its one-page environment).
 pub const MAX_EXEC_REQUEST: usize = 64 * 1024;
 
 impl ExecRequest {
     pub fn encode(&self) -> Vec<u8> {
-        fn put(out: &mut Vec<u8>, s: &str) {
-            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            out.extend_from_slice(s.as_bytes());
-        }
-        let mut out = Vec::new();
-        put(&mut out, &self.program);
-        put(&mut out, &self.cwd);
+        let mut w = RequestWriter::new(&self.program, &self.cwd);
         for list in [&self.argv, &self.env] {
-            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            w.begin_list();
             for s in list {
-                put(&mut out, s);
+                w.string(|out| {
+                    out.extend_from_slice(s.as_bytes());
+                    Ok::<(), ()>(())
+                })
+                .ok();
             }
+            w.end_list();
         }
-        out
+        w.finish()
     }
 
     pub fn decode(b: &[u8]) -> Option<ExecRequest> {
@@ -260,5 +337,45 @@ mod tests {
         let mut bad = b.clone();
         bad[4] = 0xff;
         assert_eq!(ExecRequest::decode(&bad), None);
+    }
+
+    #[test]
+    fn a_request_written_part_by_part_decodes_as_the_strings_given() {
+        let r = ExecRequest {
+            program: "/bin/busybox".into(),
+            cwd: "/".into(),
+            argv: alloc::vec!["sh".into(), "-c".into(), "echo é".into()],
+            env: alloc::vec![],
+        };
+        let mut w = RequestWriter::new(&r.program, &r.cwd);
+        w.begin_list();
+        for a in &r.argv {
+            w.string(|out| {
+                out.extend_from_slice(a.as_bytes());
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        }
+        assert_eq!(w.list_len(), 3);
+        w.end_list();
+        w.begin_list();
+        assert_eq!(w.list_len(), 0);
+        // The environment list left open: finish closes it.
+        let b = w.finish();
+        assert_eq!(b, r.encode());
+        assert_eq!(ExecRequest::decode(&b), Some(r));
+
+        // A string that is not UTF-8, and one whose bytes could not be read.
+        let mut w = RequestWriter::new("/p", "/");
+        w.begin_list();
+        let bad = w.string(|out| {
+            out.extend_from_slice(&[b'a', 0xff]);
+            Ok::<(), u32>(())
+        });
+        assert_eq!(bad, Err(None));
+        let mut w = RequestWriter::new("/p", "/");
+        w.begin_list();
+        assert_eq!(w.string(|_| Err::<(), u32>(14)), Err(Some(14)));
+        assert_eq!(w.list_len(), 0);
     }
 }

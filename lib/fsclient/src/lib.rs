@@ -1391,6 +1391,12 @@ impl Files {
         Ok(n)
     }
 
+    /// The file's size as its open (or the last call that learnt it) reported: no call to
+    /// the file system, where [`Self::fstat`] asks it again.
+    pub fn known_size(&mut self, fd: usize) -> Result<u64> {
+        Ok(self.fd(fd)?.size)
+    }
+
     pub fn fstat(&mut self, fd: usize) -> Result<Stat> {
         let s = self.on_file(fd, |me| {
             let f = me.fd(fd)?;

@@ -664,7 +664,9 @@ fn load(path: &str) -> elf::Image {
     // The file stays open in the process's file client (not among the program's descriptors)
     // for as long as the process runs: its segments are mapped from it.
     let opened = files_guest::with_fs(|fs| {
-        let fd = fs.open(path, O_READ, 0)?;
+        // Through the VFS: the mount table is fetched only if the program opens a file itself
+        // (~5k less at every start).
+        let fd = fs.open_sparing_mounts(path, O_READ, 0)?;
         // The size the open reported (an `fstat` asked the file system again: ~1k).
         let size = fs.known_size(fd)?;
         let file = fs.file_cap(fd).map_err(|_| sawmill_fsclient::Error::Io)?;

@@ -712,6 +712,9 @@ fn load(path: &str) -> elf::Image {
             // The rest of the last file page belongs to the bss: zero it.
             if w != 0 && s.file_end < file_end && s.mem_end > s.file_end {
                 let zeros = alloc::vec![0u8; (file_end.min(s.mem_end) - s.file_end) as usize];
+                // Its private copy made by a call rather than by a write fault through the
+                // pager thread (best effort: a page left out faults in as it is written).
+                let _ = rm::populate(s.file_end, zeros.len() as u64, true);
                 if let Err(e) = GuestUser.write(s.file_end, &zeros) {
                     cannot_start(path, "zeroing the bss", e);
                 }

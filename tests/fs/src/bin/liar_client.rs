@@ -45,12 +45,18 @@ fn main() {
 /// middle (`liar-pfs dies-in-root`). Before the fix the VFS gave up at the first ("its file
 /// system did not come back") and the mount stayed dead.
 fn revive(v: &vfs::Client, pfs: &str) {
-    let is_dir = |st: &Result<vfs::StatOut, RpcError<FsError>>| {
-        matches!(st, Ok(s) if s.mode & 0o170000 == 0o040000)
-    };
+    let is_dir = |st: &Result<vfs::StatOut, RpcError<FsError>>| matches!(st, Ok(s) if s.mode & 0o170000 == 0o040000);
     let st = v.stat(b"/", true);
-    check!(is_dir(&st), "stat of / before the kill: {:?}", st.map(|s| s.mode));
-    check!(sawmill_fstests::kill_server(pfs), "root refused to kill {}", pfs);
+    check!(
+        is_dir(&st),
+        "stat of / before the kill: {:?}",
+        st.map(|s| s.mode)
+    );
+    check!(
+        sawmill_fstests::kill_server(pfs),
+        "root refused to kill {}",
+        pfs
+    );
     let st = v.stat(b"/", true);
     check!(
         is_dir(&st),

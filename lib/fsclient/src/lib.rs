@@ -595,6 +595,20 @@ impl Files {
         }
     }
 
+    /// As [`Self::open`], but a client that has not fetched the mount table yet opens through
+    /// the VFS (one call, which the VFS passes to the PFS) rather than fetching the table first
+    /// (a call to the VFS per mount, then the open at the PFS). For a process's one open at its
+    /// start, which may be its only one; the table is fetched at the next open as before.
+    pub fn open_sparing_mounts(&mut self, path: &str, flags: u32, mode: u32) -> Result<usize> {
+        if !self.mounts.is_empty() || self.protocol != Protocol::Direct {
+            return self.open(path, flags, mode);
+        }
+        self.protocol = Protocol::Vfs;
+        let r = self.open(path, flags, mode);
+        self.protocol = Protocol::Direct;
+        r
+    }
+
     pub fn open(&mut self, path: &str, flags: u32, mode: u32) -> Result<usize> {
         match self.open_once(path, flags, mode) {
             // The file system restarted under us (issue 16): once it is back, again.
@@ -1389,6 +1403,12 @@ impl Files {
         let n = base.checked_add_signed(off).ok_or(FsError::Invalid)?;
         f.off = n;
         Ok(n)
+    }
+
+    /// The file's size as its open (or the last call that learnt it) reported: no call to
+    /// the file system, where [`Self::fstat`] asks it again.
+    pub fn known_size(&mut self, fd: usize) -> Result<u64> {
+        Ok(self.fd(fd)?.size)
     }
 
     pub fn fstat(&mut self, fd: usize) -> Result<Stat> {

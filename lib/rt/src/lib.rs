@@ -3,13 +3,16 @@
 //! Provides the program entry, system-call wrappers ([`sys`]), IPC ([`ipc`]), the heap, printing
 //! through the kernel debug console, the environment root wrote for this server (capability slots
 //! by name, arguments; [`env`]) and threads ([`thread`]). It touches only its own task.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
+// Host unit tests (the heap's classes) build the library without its entry and panic handler.
+#![cfg_attr(test, allow(dead_code))]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;
 
 pub mod clock;
 pub mod env;
+pub mod heap;
 pub mod ipc;
 pub mod port;
 pub mod sys;
@@ -140,6 +143,7 @@ pub fn exit(code: u64) -> ! {
     sys::thread_exit(code)
 }
 
+#[cfg(not(test))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     println!("PANIC in {}: {}", env::name(), info);
@@ -148,9 +152,14 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
 
 // ---- heap ------------------------------------------------------------------------------------
 
-#[global_allocator]
-static ALLOCATOR: talc::Talck<spin::Mutex<()>, talc::ErrOnOom> =
-    talc::Talc::new(talc::ErrOnOom).lock();
+#[cfg_attr(not(test), global_allocator)]
+static ALLOCATOR: heap::Heap = heap::Heap::new();
+
+/// Switches the heap to carving small blocks: for a program that starts afresh for every
+/// process (see [`heap`]).
+pub fn heap_carve_small_blocks() {
+    ALLOCATOR.carve_small_blocks();
+}
 
 /// Gives `[base, base+size)` to the heap.
 ///
@@ -161,6 +170,7 @@ pub unsafe fn heap_add(base: u64, size: u64) {
         // SAFETY: the caller's promise: the range is ours alone, mapped read-write, for good.
         let _ = unsafe {
             ALLOCATOR
+                .talc
                 .lock()
                 .claim(talc::Span::from_base_size(base as *mut u8, size as usize))
         };
@@ -184,6 +194,7 @@ extern "Rust" {
 
 /// First instruction of every program: root starts the main thread here with a 16-byte aligned
 /// stack.
+#[cfg(not(test))]
 #[no_mangle]
 #[unsafe(naked)]
 pub extern "C" fn _start() -> ! {

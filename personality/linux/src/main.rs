@@ -40,6 +40,9 @@ sawmill_rt::entry!(main);
 
 #[cfg(target_os = "none")]
 fn main() {
+    // Every fork child and exec'd image starts this library afresh: small blocks cut from
+    // chunks rather than each asked of talc (lib/rt heap).
+    sawmill_rt::heap_carve_small_blocks();
     guest::start()
 }
 

@@ -351,26 +351,33 @@ impl<C: Clone> CSpace<C> {
         self.insert_child(src, dst, c)
     }
 
-    fn unlink(&mut self, s: SlotId) {
-        let l = self.links(s);
+    /// Deletes the capability in `s`. Its children move up to its parent (or become roots).
+    /// (The slot is looked up once and its neighbours once each: this runs for every capability
+    /// of every task that ends.)
+    pub fn delete(&mut self, s: SlotId) -> Result<C, CsError> {
+        let taken = self.made_mut(s).map(|x| {
+            x.cap
+                .take()
+                .map(|c| (c, core::mem::replace(&mut x.links, NO_LINKS)))
+        });
+        let (cap, l) = match taken {
+            Some(Some(taken)) => taken,
+            Some(None) => return Err(CsError::Empty),
+            None if self.exists(s) => return Err(CsError::Empty),
+            None => return Err(CsError::BadSlot),
+        };
+        // Off the sibling list (or the parent's first child).
         match l.prev {
-            Some(p) => self.with_links(p, |pl| pl.next = l.next),
+            Some(p) => self.with_made_links(p, |pl| pl.next = l.next),
             None => {
                 if let Some(par) = l.parent {
-                    self.with_links(par, |pl| pl.first_child = l.next);
+                    self.with_made_links(par, |pl| pl.first_child = l.next);
                 }
             }
         }
         if let Some(n) = l.next {
-            self.with_links(n, |nl| nl.prev = l.prev);
+            self.with_made_links(n, |nl| nl.prev = l.prev);
         }
-    }
-
-    /// Deletes the capability in `s`. Its children move up to its parent (or become roots).
-    pub fn delete(&mut self, s: SlotId) -> Result<C, CsError> {
-        self.get(s)?;
-        let l = self.links(s);
-        self.unlink(s);
         // Re-parent children: each child is inserted into the parent's child list.
         let mut child = l.first_child;
         while let Some(c) = child {
@@ -404,9 +411,24 @@ impl<C: Clone> CSpace<C> {
                 }
             }
         }
-        let slot = self.slot_mut(s).unwrap();
-        slot.links = NO_LINKS;
-        Ok(slot.cap.take().unwrap())
+        Ok(cap)
+    }
+
+    /// A slot already made (every slot that holds or held a capability, and its links' targets).
+    #[inline]
+    fn made_mut(&mut self, s: SlotId) -> Option<&mut Slot<C>> {
+        self.tables
+            .get_mut(s.table as usize)?
+            .as_mut()?
+            .get_mut(s.index as usize)
+    }
+
+    /// [`Self::with_links`] for a slot a link names (made, since it holds a capability).
+    #[inline]
+    fn with_made_links(&mut self, s: SlotId, f: impl FnOnce(&mut Links)) {
+        if let Some(x) = self.made_mut(s) {
+            f(&mut x.links);
+        }
     }
 
     /// Deletes every capability derived (transitively) from `s`; `s` itself stays.

@@ -32,13 +32,17 @@ static GOT: AtomicU64 = AtomicU64::new(0);
 static EOF: AtomicU64 = AtomicU64::new(0);
 
 fn attach(end: u64) -> Ring {
-    let at =
-        rm::attach(end, 0, RING_BYTES as u64, None, rm::READ | rm::WRITE).unwrap_or_else(|e| {
-            println!("pipe-client: FAIL attach: {:?}", e);
-            sawmill_rt::exit(1)
-        });
+    let at = attach_raw(end);
     // SAFETY: attached read-write just above, never detached while the ring is used.
     unsafe { Ring::new(at as *mut u8) }
+}
+
+/// Attaches an end's ring read-write; its address.
+fn attach_raw(end: u64) -> u64 {
+    rm::attach(end, 0, RING_BYTES as u64, None, rm::READ | rm::WRITE).unwrap_or_else(|e| {
+        println!("pipe-client: FAIL attach: {:?}", e);
+        sawmill_rt::exit(1)
+    })
 }
 
 fn byte(i: u64) -> u8 {
@@ -266,6 +270,27 @@ fn main() {
             }
         }
     }
+
+    // A ring a client wrote all over (every page, through its writable mapping) is all zeros
+    // for whoever gets the next pipe in its place (the lowest free one: the same).
+    let (a, b) = (thread::alloc_slot(), thread::alloc_slot());
+    check!(srv.create(a, b).is_ok(), "create the scribbled pipe");
+    let at = attach_raw(b);
+    for off in (0..RING_BYTES).step_by(1024) {
+        // SAFETY: inside the ring attached read-write just above.
+        unsafe { core::ptr::write_volatile((at + off as u64) as *mut u8, 0xa5) };
+    }
+    check!(rm::detach(at).is_ok(), "detach the scribbled ring");
+    let _ = sys::cap_delete(a);
+    let _ = sys::cap_delete(b);
+    check!(srv.sync().is_ok(), "sync");
+    check!(srv.create(a, b).is_ok(), "create after the scribbled pipe");
+    let at = attach_raw(a);
+    let dirty = (0..RING_BYTES)
+        // SAFETY: inside the ring attached just above.
+        .filter(|&off| unsafe { core::ptr::read_volatile((at + off as u64) as *const u8) } != 0)
+        .count();
+    check!(dirty == 0, "{} bytes of the last pipe seen in the next", dirty);
     let _ = CAPACITY;
     println!("pipe-client: PASS");
 }

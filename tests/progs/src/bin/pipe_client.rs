@@ -290,7 +290,11 @@ fn main() {
         // SAFETY: inside the ring attached just above.
         .filter(|&off| unsafe { core::ptr::read_volatile((at + off as u64) as *const u8) } != 0)
         .count();
-    check!(dirty == 0, "{} bytes of the last pipe seen in the next", dirty);
+    check!(
+        dirty == 0,
+        "{} bytes of the last pipe seen in the next",
+        dirty
+    );
     let _ = CAPACITY;
     println!("pipe-client: PASS");
 }

@@ -243,6 +243,14 @@ pub fn mark_dirty(pml4: u64, va: u64) {
     }
 }
 
+/// Clears the dirty bit of `va`'s entry, if mapped (`task_reset`'s kept pages; the caller
+/// flushes the TLB of the space if it is loaded).
+pub fn clear_dirty(pml4: u64, va: u64) {
+    if let Some(e) = leaf(pml4, va) {
+        *e &= !D;
+    }
+}
+
 /// The 4 KiB entry of `va` if present (0 if not, or if a 2 MiB page maps it).
 pub fn pte(pml4: u64, va: u64) -> u64 {
     leaf(pml4, va).map_or(0, |e| if *e & PS != 0 { 0 } else { *e })

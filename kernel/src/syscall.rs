@@ -262,6 +262,27 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 .map_err(|_| reject!(Error::Invalid, "bad address, alignment or page count"))?;
             Ok(())
         }
+        Sys::TaskReset => {
+            let tt = task_cap(task, a0)?;
+            let lender = if a1 == u64::MAX {
+                None
+            } else {
+                Some(task_cap(task, a1)?)
+            };
+            let n = a2.min(sawmill_abi::RESET_RUNS as u64 + 1) as usize;
+            let mut runs = [sawmill_kcore::reset::Run {
+                src: 0,
+                dst: 0,
+                pages: 0,
+            }; sawmill_abi::RESET_RUNS + 1];
+            let mr = &crate::obj::utcb(cur).mr;
+            for (i, r) in runs.iter_mut().enumerate().take(n) {
+                (r.src, r.dst, r.pages) = (mr[3 * i], mr[3 * i + 1], mr[3 * i + 2]);
+            }
+            t.frame.rdi = task::reset_task(task, tt, lender, &runs[..n])?;
+            Ok(())
+        }
+        Sys::Reserved42 => Err(reject!(Error::NoSys, "call 42 is not in this kernel")),
         Sys::Unmap => {
             t.frame.rdi = vm::unmap_range(task, a0, a1, a2).map_err(|_| {
                 reject!(

@@ -169,9 +169,7 @@ pub fn reset_task(
     vm::unmap_removed(&gone);
     // Written by the program that ran: not the next one's writes (`task_dirty`).
     for r in runs {
-        for i in 0..r.pages {
-            paging::clear_dirty(task.pml4, r.dst + i * PAGE);
-        }
+        paging::clear_dirty_run(task.pml4, r.dst, r.pages);
     }
     task.mapped_out = false;
     if kernel().loaded_cr3 == task.pml4 {

@@ -422,6 +422,9 @@ pub struct Child {
 /// still charged to the factory (alive elsewhere), the next program would start short of quota.
 pub const RECYCLE_SLACK: u64 = 16 * PAGE;
 
+/// Most pages of one run `task_reset` keeps (`Sys::TaskReset`).
+const MAX_KEPT_RUN: u64 = 64;
+
 impl Child {
     /// Starts the main thread at the entry point with the environment's address as argument.
     pub fn start(&self) -> Result<(), SpawnError> {
@@ -624,11 +627,10 @@ pub fn prepare_planned(
     };
     match build(p, pl, &placed, image, res, &mut child, false) {
         Ok(()) => {
-            if child
-                .keep
-                .as_ref()
-                .is_some_and(|k| k.len() > sawmill_abi::RESET_RUNS)
-            {
+            // What one reset keeps (sawmill_kcore::reset: 8 runs of at most 64 pages).
+            if child.keep.as_ref().is_some_and(|k| {
+                k.len() > sawmill_abi::RESET_RUNS || k.iter().any(|r| r.2 > MAX_KEPT_RUN)
+            }) {
                 child.keep = None;
             }
             if child.keep.is_some() {

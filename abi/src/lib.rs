@@ -186,7 +186,33 @@ pub enum Sys {
     /// stacks). Needs CONTROL. Errors: Invalid (alignment, count, outside user space),
     /// PeerGone (the task has ended).
     TaskDirty = 41,
+    /// Number 42 is another call's (held here until it is merged); the kernel refuses it with
+    /// NoSys.
+    Reserved42 = 42,
+    /// `task_reset(task=rdi, lender=rsi, runs=rdx)` -> `rdi` = pages kept: empties a live task
+    /// so that its builder can build another program into it (proc's pool of tasks: a task is
+    /// made and ended once, not per process). Every thread of the task ends (its exception
+    /// handler gets EXIT, as at `task_kill`), its DMA pins and device binding go, every
+    /// capability in its table is deleted, its I/O ports close, the page tables it lends leave
+    /// their borrowers, the windows it borrows leave it (but those borrowed from `lender`, a task
+    /// capability of the caller's, or none with `u64::MAX`), and every mapping goes with
+    /// everything derived from it, but the runs kept: `runs` (at most [`RESET_RUNS`]) triples
+    /// (src, dst, pages 1..=64) in the caller's message words `mr[3i..3i+3]`; the task's 4 KiB
+    /// page at `dst + j*4096` stays if it is still derived from the caller's 4 KiB page at
+    /// `src + j*4096` (where `task_map` put it). What was derived from a kept page goes, its
+    /// dirty bit is cleared (so [`Sys::TaskDirty`] then answers for the next program's writes
+    /// only) and the task counts as never having mapped a page of its own out. What a kept page
+    /// holds is the caller's to clear (`task_dirty` before the reset says which were written).
+    /// Capabilities to the task or its factory held elsewhere are the caller's to revoke; the
+    /// task's page tables and its factory's charges stay. Needs CONTROL on both tasks. Errors:
+    /// Invalid (the caller's own task, a run unaligned, empty, longer than 64 pages or outside
+    /// user space, runs overlapping, too many runs; nothing is emptied then), PeerGone (the task
+    /// has ended).
+    TaskReset = 43,
 }
+
+/// Most runs [`Sys::TaskReset`] keeps (three message words each).
+pub const RESET_RUNS: usize = 8;
 
 /// Root's priority: every server runs below it (the manifest's rule), so root always gets the
 /// CPU to supervise them.
@@ -218,7 +244,7 @@ pub mod thread_state {
 pub const MAX_LINKS: usize = 8;
 
 /// Number of system calls; anything at or above is [`Error::NoSys`].
-pub const SYS_COUNT: u64 = 42;
+pub const SYS_COUNT: u64 = 44;
 
 /// The system call a number names; numbers at or above [`SYS_COUNT`] name none.
 impl TryFrom<u64> for Sys {
@@ -269,6 +295,8 @@ impl TryFrom<u64> for Sys {
             ThreadInfo,
             PageCopy,
             TaskDirty,
+            Reserved42,
+            TaskReset,
         ];
         ALL.get(usize::try_from(n).map_err(|_| Error::NoSys)?)
             .copied()

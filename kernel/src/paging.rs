@@ -243,6 +243,28 @@ pub fn mark_dirty(pml4: u64, va: u64) {
     }
 }
 
+/// Clears the dirty bits of the 4 KiB entries of `pages` pages from `va` (`task_reset`'s kept
+/// pages; none where a 2 MiB page or a borrowed table is in the way). The levels above are
+/// walked once per page table; the caller flushes the TLB of the space if it is loaded.
+pub fn clear_dirty_run(pml4: u64, va: u64, pages: u64) {
+    let mut last: Option<(u64, Option<u64>)> = None;
+    for i in 0..pages {
+        let a = va + i * 4096;
+        let window = a >> 21;
+        let pt = match last {
+            Some((w, pt)) if w == window => pt,
+            _ => {
+                let pt = walk(pml4, a, 1, &mut || None);
+                last = Some((window, pt));
+                pt
+            }
+        };
+        if let Some(t) = pt {
+            table(t)[((a >> 12) & 511) as usize] &= !D;
+        }
+    }
+}
+
 /// The 4 KiB entry of `va` if present (0 if not, or if a 2 MiB page maps it).
 pub fn pte(pml4: u64, va: u64) -> u64 {
     leaf(pml4, va).map_or(0, |e| if *e & PS != 0 { 0 } else { *e })

@@ -262,6 +262,8 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 .map_err(|_| reject!(Error::Invalid, "bad address, alignment or page count"))?;
             Ok(())
         }
+        Sys::TaskReset => task_reset(cur, a0, a1, a2),
+        Sys::Reserved42 => Err(reject!(Error::NoSys, "call 42 is not in this kernel")),
         Sys::Unmap => {
             t.frame.rdi = vm::unmap_range(task, a0, a1, a2).map_err(|_| {
                 reject!(
@@ -435,6 +437,32 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             Ok(())
         }
     }
+}
+
+/// `task_reset`: out of line (as `dma_bind`), so that `dispatch`'s code stays as it was.
+#[inline(never)]
+fn task_reset(cur: *mut Thread, task_slot: u64, lender_slot: u64, n: u64) -> SysResult {
+    // SAFETY: the current thread is live and bound to a live task.
+    let (t, task) = unsafe { (&mut *cur, (*cur).task) };
+    let tt = task_cap(task, task_slot)?;
+    let lender = if lender_slot == u64::MAX {
+        None
+    } else {
+        Some(task_cap(task, lender_slot)?)
+    };
+    // One run past the limit is read, so that too many are refused rather than cut short.
+    let n = n.min(sawmill_abi::RESET_RUNS as u64 + 1) as usize;
+    let mut runs = [sawmill_kcore::reset::Run {
+        src: 0,
+        dst: 0,
+        pages: 0,
+    }; sawmill_abi::RESET_RUNS + 1];
+    let mr = &crate::obj::utcb(cur).mr;
+    for (i, r) in runs.iter_mut().enumerate().take(n) {
+        (r.src, r.dst, r.pages) = (mr[3 * i], mr[3 * i + 1], mr[3 * i + 2]);
+    }
+    t.frame.rdi = task::reset_task(task, tt, lender, &runs[..n])?;
+    Ok(())
 }
 
 /// `dma_bind`: out of line, so that the device calls leave the code of `dispatch` as it was.

@@ -131,18 +131,89 @@ pub fn link(dt: *mut Task, st: *mut Task, va: u64) -> SysResult {
     Ok(())
 }
 
+/// `task_reset`: empties live task `p` for another program of the caller's (`caller`), keeping
+/// the windows borrowed from `lender` and the pages of `runs` (see `Sys::TaskReset`); returns the
+/// pages kept. After it nothing of the program that ran is reachable from the task: no thread,
+/// capability, pin, port, borrowed window of another, or mapping but the caller's own pages
+/// where the caller put them, with nothing derived from them and their dirty bits clear.
+pub fn reset_task(
+    caller: *mut Task,
+    p: *mut Task,
+    lender: Option<*mut Task>,
+    runs: &[sawmill_kcore::reset::Run],
+) -> Result<u64, crate::error::Rejection> {
+    if p == caller || lender == Some(p) {
+        return Err(reject!(Error::Invalid, "task reset: the caller's own task"));
+    }
+    let pages = sawmill_kcore::reset::check(runs, paging::user_range_ok).map_err(|_| {
+        reject!(
+            Error::Invalid,
+            "task reset: runs unaligned, empty, too long or many, overlapping or outside user space"
+        )
+    })?;
+    // SAFETY: both are live tasks (capabilities checked by the caller).
+    let (task, me) = unsafe { (&mut *p, &*caller) };
+    while let Some(&th) = task.threads.last() {
+        thread::kill_thread(th);
+    }
+    crate::pin::release_task(p);
+    crate::iommu::task_gone(task.id);
+    unlink(p, lender);
+    let mut gone = Vec::with_capacity((task.nodes as usize).min(1024));
+    let builder = me.id;
+    let kept = kernel().mapdb.retain_space(
+        task.id,
+        |m, parent| sawmill_kcore::reset::keeps(runs, builder, m, parent),
+        &mut gone,
+    );
+    vm::unmap_removed(&gone);
+    // Written by the program that ran: not the next one's writes (`task_dirty`).
+    for r in runs {
+        paging::clear_dirty_run(task.pml4, r.dst, r.pages);
+    }
+    task.mapped_out = false;
+    if kernel().loaded_cr3 == task.pml4 {
+        // The TLB may hold a kept page's entry marked dirty: a write through it would not set
+        // the bit again.
+        crate::arch::write_cr3(task.pml4);
+    }
+    // Every capability deleted; the table stays (its memory never moves, so the view holds).
+    for c in kernel().cspace.clear_table(task.table) {
+        cap::release(c);
+    }
+    if kernel().io_loaded == p {
+        sched::clear_io();
+    }
+    if let Some(io) = task.io.take() {
+        drop(io);
+        factory::uncharge(task.hdr.factory, 8192);
+    }
+    debug_assert!(kept as u64 <= pages);
+    Ok(kept as u64)
+}
+
 /// Ends the borrowing of page tables by task `p` and from it: its own links go, and a lender's
 /// page tables leave every borrower before they are freed.
 fn unlink_all(p: *mut Task) {
+    unlink(p, None)
+}
+
+/// [`unlink_all`], but for the windows `p` borrows from `keep`.
+fn unlink(p: *mut Task, keep: Option<*mut Task>) {
     // SAFETY: p is a live task.
     let task = unsafe { &mut *p };
     let mut flush = false;
-    for (va, lender) in core::mem::take(&mut task.links) {
-        paging::unlink_pt(task.pml4, va);
+    let pml4 = task.pml4;
+    task.links.retain(|&(va, lender)| {
+        if Some(lender) == keep {
+            return true;
+        }
+        paging::unlink_pt(pml4, va);
         // SAFETY: a lender outlives its links (its end unlinks them below).
         unsafe { (*lender).lent -= 1 };
-        flush |= kernel().loaded_cr3 == task.pml4;
-    }
+        flush |= kernel().loaded_cr3 == pml4;
+        false
+    });
     if task.lent > 0 {
         for i in 0..kernel().tasks.len() {
             let b = kernel().tasks[i];

@@ -5,9 +5,18 @@
  * the same pages, must find the marker nowhere in its library's heap and stack. Rounds repeat
  * it. sawmill only: the addresses are the Linux personality's layout
  * (personality/linux/src/layout.rs: LIB_HEAP, LIB_STACK_TOP; proc's 32 KiB library stack and
- * the scenario's 64 KiB first heap), which Linux does not map. */
+ * the scenario's 64 KiB first heap), which Linux does not map.
+ *
+ * proc also builds the next process into an ended one's task, emptied by `task_reset`
+ * (docs/ARCHITECTURE.md §9): a child maps pages at a fixed address (a file's, an anonymous one)
+ * and marks them; the next child, built into that task, must fault there (no mapping of the last
+ * process left). */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +61,53 @@ static int count_marks(void) {
     return found;
 }
 
+/* Below the library (LIB_BASE), above any program's image. */
+#define LEFT_AT 0x30000000UL
+
+/* Maps a page at LEFT_AT, marked, and leaves it behind at its exit: an anonymous page (mem
+ * takes its frame back and revokes it) and a page of a file (the file system's cache page,
+ * which outlives the process: only the task's emptying takes the mapping away). */
+static int leave_mapping(void) {
+    unsigned char m[64];
+    marker(m);
+    static unsigned char page[PAGE];
+    memcpy(page, m, sizeof m);
+    int fd = open("/left", O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, page, PAGE) != (ssize_t)PAGE) return 0;
+    void *p = mmap((void *)LEFT_AT, PAGE, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (p != (void *)LEFT_AT) return 0;
+    void *q = mmap((void *)(LEFT_AT + PAGE), PAGE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (q != (void *)(LEFT_AT + PAGE)) return 0;
+    memcpy(q, m, sizeof m);
+    return count_marks() == 0 && memcmp(p, m, sizeof m) == 0 && memcmp(q, m, sizeof m) == 0;
+}
+
+static sigjmp_buf faulted;
+static void on_segv(int sig) {
+    (void)sig;
+    siglongjmp(faulted, 1);
+}
+
+/* 0 if both pages at LEFT_AT fault, 1 if one reads as the marker (the last process's page),
+ * 2 if one reads otherwise. */
+static int find_mapping(void) {
+    unsigned char m[64];
+    marker(m);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, 0);
+    for (int i = 0; i < 2; i++) {
+        if (sigsetjmp(faulted, 1)) continue;
+        volatile unsigned char *p = (volatile unsigned char *)(LEFT_AT + i * PAGE);
+        unsigned char seen[64];
+        for (int j = 0; j < 64; j++) seen[j] = p[j];
+        return memcmp(seen, m, sizeof m) == 0 ? 1 : 2;
+    }
+    return 0;
+}
+
 static int child(int (*f)(void)) {
     pid_t pid = fork();
     if (pid == 0) _exit(f());
@@ -68,6 +124,14 @@ int main(void) {
         printf("zeroed: round %d: marks written %s, found by the next process %d\n", round,
                wrote == 1 ? "yes" : "no", seen);
         if (wrote != 1 || seen != 0) fails++;
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        int left = child(leave_mapping);
+        int found = child(find_mapping);
+        printf("zeroed: task round %d: mapping left %s, the next process %s\n", round,
+               left == 1 ? "yes" : "no",
+               found == 0 ? "faults there" : found == 1 ? "reads its page" : "reads another page");
+        if (left != 1 || found != 0) fails++;
     }
     printf("zeroed: %s\n", fails ? "FAIL" : "PASS no process saw another's library pages");
     return fails != 0;

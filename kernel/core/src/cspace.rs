@@ -177,6 +177,17 @@ impl<C: Clone> CSpace<C> {
 
     /// Deletes every capability in the table, then the table. Returns the payloads removed.
     pub fn destroy_table(&mut self, table: u32) -> Vec<C> {
+        let out = self.clear_table(table);
+        if let Some(Some(_)) = self.tables.get(table as usize) {
+            self.tables[table as usize] = None;
+            self.free_ids.push(table);
+        }
+        out
+    }
+
+    /// Deletes every capability in the table, which stays, empty, with its slots (a task
+    /// emptied for another program: `task_reset`). Returns the payloads removed.
+    pub fn clear_table(&mut self, table: u32) -> Vec<C> {
         let mut out = Vec::new();
         let n = match self.tables.get(table as usize) {
             Some(Some(t)) => t.len().min(self.high[table as usize] as usize),
@@ -196,8 +207,7 @@ impl<C: Clone> CSpace<C> {
                 out.push(c);
             }
         }
-        self.tables[table as usize] = None;
-        self.free_ids.push(table);
+        self.high[table as usize] = 0;
         out
     }
 
@@ -670,6 +680,31 @@ mod tests {
         assert_eq!(c, a);
         cs.insert_root(s(c, 63), 9).unwrap();
         assert_eq!(cs.destroy_table(c), std::vec![9]);
+    }
+
+    #[test]
+    fn clear_table_empties_every_slot_and_keeps_the_table() {
+        let mut cs: CSpace<u32> = CSpace::new();
+        let a = cs.create_table(128);
+        let b = cs.create_table(64);
+        cs.insert_root(s(a, 0), 1).unwrap();
+        cs.insert_root(s(a, 100), 2).unwrap();
+        cs.derive(s(a, 0), s(b, 3), |_| 3).unwrap();
+        cs.derive(s(b, 3), s(a, 7), |_| 4).unwrap();
+        let mut r = cs.clear_table(a);
+        r.sort();
+        assert_eq!(r, std::vec![1, 2, 4]);
+        for i in [0, 7, 100] {
+            assert_eq!(cs.is_free(s(a, i)), Ok(true));
+        }
+        // The other table's copy is its own root now; the cleared table takes capabilities again
+        // (at any slot) and clears again to exactly those.
+        assert_eq!(cs.get(s(b, 3)), Ok(&3));
+        assert_eq!(cs.table_len(a), 128);
+        cs.insert_root(s(a, 127), 9).unwrap();
+        assert_eq!(cs.clear_table(a), std::vec![9]);
+        assert!(cs.clear_table(a).is_empty());
+        assert_eq!(cs.destroy_table(b), std::vec![3]);
     }
 
     #[test]

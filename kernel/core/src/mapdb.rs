@@ -607,6 +607,45 @@ impl MapDb {
         }
     }
 
+    /// Empties `space` for another program (`task_reset`): every mapping of it goes, with
+    /// everything derived from it, but those `keep` accepts (given the mapping and the one it
+    /// was derived from, if any): they stay, with their place in the tree, and only what was
+    /// derived from them goes. Appends every removed mapping to `out`; returns how many stayed.
+    pub fn retain_space(
+        &mut self,
+        space: u32,
+        mut keep: impl FnMut(&Mapping, Option<&Mapping>) -> bool,
+        out: &mut Vec<Mapping>,
+    ) -> usize {
+        // The kept ones leave the space's list for a chain of their own (through the same
+        // links), the rest go as at a task's end, then the kept ones come back. No allocation:
+        // the kernel heap's first-fit search made a list of the nodes cost more than the rest.
+        let mut kept_head = NIL;
+        let mut kept = 0;
+        let mut cur = self.space_head.get(space as usize).copied().unwrap_or(NIL);
+        while cur != NIL {
+            let n = &self.nodes[cur as usize];
+            let next = n.space_next;
+            let parent = (n.parent != NIL).then(|| self.nodes[n.parent as usize].m);
+            if keep(&n.m, parent.as_ref()) {
+                self.unlink_space(cur);
+                self.nodes[cur as usize].space_next = kept_head;
+                kept_head = cur;
+                kept += 1;
+            }
+            cur = next;
+        }
+        self.remove_space(space, out);
+        // What was derived from a kept one goes (nothing of the space: those went above).
+        while kept_head != NIL {
+            let k = kept_head;
+            kept_head = self.nodes[k as usize].space_next;
+            self.revoke_node(k, false, out);
+            self.link_space(k);
+        }
+        kept
+    }
+
     /// Number of live mappings (for tests and accounting checks).
     pub fn len(&self) -> usize {
         self.index.len
@@ -795,6 +834,48 @@ mod tests {
         assert_eq!(db.count_space(1), 0);
         assert_eq!(db.count_space(3), 0);
         assert_eq!(db.count_space(2), 10);
+    }
+
+    #[test]
+    fn retain_space_keeps_what_it_is_told_and_drops_what_was_derived_from_it() {
+        let mut db = MapDb::new();
+        // Space 0 (the builder) lends pages 0x1000.. to space 1 at 0x10_0000..; space 1 has a
+        // root page of its own, shared into space 2, and maps a kept page on into space 2 and
+        // into itself.
+        for k in 0..4u64 {
+            db.insert_root(m(0, 0x1000 * (k + 1), 0x50_0000 + 0x1000 * k))
+                .unwrap();
+            db.insert_child(0, 0x1000 * (k + 1), m(1, 0x10_0000 + 0x1000 * k, 0))
+                .unwrap();
+        }
+        db.insert_root(m(1, 0x40_0000, 0x90_0000)).unwrap();
+        db.insert_child(1, 0x40_0000, m(2, 0x1000, 0x90_0000))
+            .unwrap();
+        db.insert_child(1, 0x10_0000, m(2, 0x2000, 0)).unwrap();
+        db.insert_child(1, 0x10_1000, m(1, 0x30_0000, 0)).unwrap();
+        let mut out = std::vec::Vec::new();
+        // Keep space 1's pages lent by space 0, but the last one.
+        let kept = db.retain_space(
+            1,
+            |m, parent| parent.is_some_and(|p| p.space == 0) && m.vaddr < 0x10_3000,
+            &mut out,
+        );
+        assert_eq!(kept, 3);
+        assert_eq!(db.count_space(1), 3);
+        // Space 2's copies went: of the root page, and of the kept page.
+        assert_eq!(db.count_space(2), 0);
+        assert!(db.lookup(1, 0x30_0000).is_none());
+        assert!(db.lookup(1, 0x40_0000).is_none());
+        assert!(db.lookup(1, 0x10_3000).is_none());
+        // The builder's own stay, the kept ones still derived from them (a revoke reaches them).
+        assert_eq!(db.count_space(0), 4);
+        assert_eq!(out.len(), 5);
+        let mut out = std::vec::Vec::new();
+        db.revoke(0, 0x1000, false, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(db.lookup(1, 0x10_0000).is_none());
+        // An empty space, or one never seen, keeps nothing.
+        assert_eq!(db.retain_space(7, |_, _| true, &mut out), 0);
     }
 
     #[test]

@@ -225,6 +225,20 @@ pub fn task_dirty(task: u64, src: u64, dst: u64, pages: u64) -> Result<u64, Erro
     let (r, mask, _) = raw(Sys::TaskDirty, [task, src, dst, pages, 0, 0]);
     res(r).map(|_| mask)
 }
+/// Empties `task` for another program, keeping the pages of `runs` (src, dst, pages) lent from
+/// ours where they are (at most `sawmill_abi::RESET_RUNS`; `lender`: the task whose windows it
+/// keeps borrowing, `u64::MAX` none). Returns the pages kept (`Sys::TaskReset`).
+pub fn task_reset(task: u64, lender: u64, runs: &[(u64, u64, u64)]) -> Result<u64, Error> {
+    if runs.len() > sawmill_abi::RESET_RUNS {
+        return Err(Error::Invalid);
+    }
+    let mr = &mut crate::utcb().mr;
+    for (i, &(src, dst, pages)) in runs.iter().enumerate() {
+        mr[3 * i..3 * i + 3].copy_from_slice(&[src, dst, pages]);
+    }
+    let (r, kept, _) = raw(Sys::TaskReset, [task, lender, runs.len() as u64, 0, 0, 0]);
+    res(r).map(|_| kept)
+}
 /// The physical address behind `vaddr` and the number of DMA pins on its frame.
 pub fn translate_pins(vaddr: u64) -> Result<(u64, u64), Error> {
     let flags = sawmill_abi::pin::TRANSLATE_PINS;

@@ -53,6 +53,11 @@ impl MemPool {
         })
     }
 
+    /// Pages neither handed out nor yet ever handed out, or given back.
+    pub fn available(&self) -> u64 {
+        self.pages - self.in_use()
+    }
+
     /// Pages handed out and not yet given back.
     pub fn in_use(&self) -> u64 {
         let in_runs: u64 = self.free_runs.iter().map(|(n, v)| n * v.len() as u64).sum();

@@ -284,6 +284,11 @@ pub fn share_image(
         pages: Vec::new(),
         runs: Vec::new(),
         huge: Vec::new(),
+        keep: None,
+        env_page: 0,
+        copied_at: 0,
+        lender: u64::MAX,
+        factory_used: 0,
     };
     let r = (|| {
         let fac = create(
@@ -398,7 +403,27 @@ pub struct Child {
     /// only the program writes, 0 for one we wrote into).
     runs: Vec<(u64, u64, u64)>,
     huge: Vec<u64>,
+    /// Every mapping of the build as runs (our address, the program's, pages), for keeping them
+    /// through a `task_reset` ([`Child::recycle`]); None if the build made one that cannot be
+    /// kept so (a page taken alone, a 2 MiB page, more runs than a reset keeps).
+    keep: Option<Vec<(u64, u64, u64)>>,
+    /// The environment page (ours) and the run the image's copied pages came from (0: none).
+    env_page: u64,
+    copied_at: u64,
+    /// The caller's slot of the task whose windows the program borrows (`u64::MAX`: none).
+    lender: u64,
+    /// The factory's use once the task was built (its quota charges, [`Child::recycle`]).
+    factory_used: u64,
 }
+
+/// How much more of its factory's quota an emptied task may hold than when it was first built
+/// and still be built into again ([`Child::recycle`]): the page tables the program that ran
+/// left (its other mappings' tables stay with the task). Past it, or with objects of the program
+/// still charged to the factory (alive elsewhere), the next program would start short of quota.
+pub const RECYCLE_SLACK: u64 = 16 * PAGE;
+
+/// Most pages of one run `task_reset` keeps (`Sys::TaskReset`).
+const MAX_KEPT_RUN: u64 = 64;
 
 impl Child {
     /// Starts the main thread at the entry point with the environment's address as argument.
@@ -411,13 +436,22 @@ impl Child {
     /// factory's quota returns to the caller's factory once no capability to it is left), the
     /// caller's slots and pages.
     pub fn destroy(self, res: &mut impl Resources) {
+        self.destroy_masked(res, None)
+    }
+
+    /// [`Self::destroy`], with the dirty masks of `runs` known already (taken before a reset,
+    /// which clears the bits).
+    fn destroy_masked(self, res: &mut impl Resources, masks: Option<&[u64]>) {
         let live = !self.slots.is_empty() && self.task != u64::MAX;
-        for &(a, n, dst) in &self.runs {
+        for (i, &(a, n, dst)) in self.runs.iter().enumerate() {
             // Before the task goes: which pages of a run only it wrote into it did write (the
             // rest go back still zero, and need no zeroing before the next program gets them).
-            let dirty = (live && dst != 0)
-                .then(|| run_dirty(self.task, a, dst, n))
-                .flatten();
+            let dirty = match masks {
+                Some(m) => m.get(i).copied().filter(|_| dst != 0),
+                None => (live && dst != 0)
+                    .then(|| run_dirty(self.task, a, dst, n))
+                    .flatten(),
+            };
             match dirty {
                 Some(d) => res.free_run_dirty(a, n, d),
                 None => res.free_run(a, n),
@@ -437,6 +471,77 @@ impl Child {
         }
         for &h in &self.huge {
             res.free_huge_page(h);
+        }
+    }
+}
+
+impl Child {
+    /// Ends the program and empties its task for another of the same plan
+    /// ([`prepare_planned_into`]) instead of destroying it: `task_reset` ends its threads and
+    /// deletes its capabilities and every mapping but our pages where we put them; the pages it
+    /// wrote of its heap and stack are zeroed here; its thread goes, and every copy of its task
+    /// and factory capabilities held elsewhere is revoked (a holder would reach the next
+    /// program). None (the task destroyed as by [`Self::destroy`]) if the build cannot be kept
+    /// so, the reset does not keep every page, or the factory holds more than the empty task
+    /// did ([`RECYCLE_SLACK`]).
+    pub fn recycle(mut self, res: &mut impl Resources) -> Option<Child> {
+        let Some(keep) = self.keep.take() else {
+            self.destroy(res);
+            return None;
+        };
+        if self.slots.len() != 3 || self.task == u64::MAX {
+            self.destroy(res);
+            return None;
+        }
+        // Which pages of the heap and stack the program wrote: after the reset the bits are
+        // clear.
+        let masks: Vec<u64> = self
+            .runs
+            .iter()
+            .map(|&(a, n, dst)| match dst {
+                0 => 0,
+                _ => run_dirty(self.task, a, dst, n).unwrap_or(u64::MAX),
+            })
+            .collect();
+        let pages: u64 = keep.iter().map(|r| r.2).sum();
+        match sys::task_reset(self.task, self.lender, &keep) {
+            Ok(kept) if kept == pages => {}
+            _ => {
+                self.destroy_masked(res, Some(&masks));
+                return None;
+            }
+        }
+        for (&(a, n, dst), &mask) in self.runs.iter().zip(&masks) {
+            if dst != 0 {
+                zero_dirty(a, n, mask);
+            }
+        }
+        let clean = alloc::vec![0; masks.len()];
+        let thread = self.slots.pop().unwrap_or(u64::MAX);
+        let _ = sys::cap_delete(thread);
+        res.free_slot(thread);
+        self.thread = u64::MAX;
+        let revoked = sys::cap_revoke(self.task).is_ok() && sys::cap_revoke(self.factory).is_ok();
+        let within = sys::factory_info(self.factory)
+            .is_ok_and(|(used, _)| used <= self.factory_used.saturating_add(RECYCLE_SLACK));
+        if !revoked || !within {
+            self.destroy_masked(res, Some(&clean));
+            return None;
+        }
+        self.keep = Some(keep);
+        self.env_dropped = 0;
+        self.caps_gone = 0;
+        Some(self)
+    }
+}
+
+/// Zeroes the pages of our run `[a, a + pages)` that `mask` marks ([`dirty_page`]).
+fn zero_dirty(a: u64, pages: u64, mask: u64) {
+    for i in 0..pages {
+        if plan::dirty_page(mask, i) {
+            // SAFETY: a page of a run of ours, mapped read-write here; the task it is lent to
+            // runs no thread (just reset).
+            unsafe { core::ptr::write_bytes((a + i * PAGE) as *mut u8, 0, PAGE as usize) };
         }
     }
 }
@@ -514,8 +619,66 @@ pub fn prepare_planned(
         pages: Vec::new(),
         runs: Vec::new(),
         huge: Vec::new(),
+        keep: Some(Vec::new()),
+        env_page: 0,
+        copied_at: 0,
+        lender: p.shared.as_ref().map_or(u64::MAX, |sh| sh.task),
+        factory_used: 0,
     };
-    match build(p, pl, &placed, image, res, &mut child) {
+    match build(p, pl, &placed, image, res, &mut child, false) {
+        Ok(()) => {
+            // What one reset keeps (sawmill_kcore::reset: 8 runs of at most 64 pages).
+            if child.keep.as_ref().is_some_and(|k| {
+                k.len() > sawmill_abi::RESET_RUNS || k.iter().any(|r| r.2 > MAX_KEPT_RUN)
+            }) {
+                child.keep = None;
+            }
+            if child.keep.is_some() {
+                match sys::factory_info(child.factory) {
+                    Ok((used, _)) => child.factory_used = used,
+                    Err(_) => child.keep = None,
+                }
+            }
+            Ok(child)
+        }
+        Err(e) => {
+            child.destroy(res);
+            Err(e)
+        }
+    }
+}
+
+/// [`prepare_planned`] into the task of `child`, a program of the same plan and program shape
+/// (`p`'s layout, sizes, maps and shared image as when it was built) emptied by
+/// [`Child::recycle`]: the kept pages are not mapped again, the image's copied pages are
+/// written again in place, the environment page rewritten; a new thread, every capability and
+/// the maps are placed as in a new build. On an error the task is destroyed.
+pub fn prepare_planned_into(
+    p: &Program,
+    pl: &Plan,
+    image: &impl ImageSource,
+    res: &mut impl Resources,
+    mut child: Child,
+) -> Result<Child, SpawnError> {
+    let lender = p.shared.as_ref().map_or(u64::MAX, |sh| sh.task);
+    let mut fixed = Vec::with_capacity(3 + p.caps.len());
+    fixed.extend([Some(slots::TASK), Some(slots::THREAD)]);
+    if p.give_factory {
+        fixed.push(Some(slots::FACTORY));
+    }
+    fixed.extend(p.caps.iter().map(|c| c.slot));
+    let placed = match plan::assign_slots(&fixed, slots::FIRST_NAMED, p.cap_slots) {
+        Ok(placed) if child.keep.is_some() && child.lender == lender => placed,
+        Ok(_) => {
+            child.destroy(res);
+            return Err(SpawnError::Image("a recycled task of another build"));
+        }
+        Err(e) => {
+            child.destroy(res);
+            return Err(e);
+        }
+    };
+    match build(p, pl, &placed, image, res, &mut child, true) {
         Ok(()) => Ok(child),
         Err(e) => {
             child.destroy(res);
@@ -581,14 +744,19 @@ fn fresh_region(
     }
     if let Some(a) = res.run(n) {
         child.runs.push((a, n, r.start));
+        if let Some(k) = child.keep.as_mut() {
+            k.push((a, r.start, n));
+        }
         return sys::task_map(task, a, r.start, n, flags).map_err(sys_err(what));
     }
+    child.keep = None;
     for i in 0..n {
         fresh(task, r.start + i * PAGE, flags, res, child, what)?;
     }
     Ok(())
 }
 
+/// `reuse`: into the emptied task of `child` ([`prepare_planned_into`]).
 fn build(
     p: &Program,
     pl: &Plan,
@@ -596,37 +764,48 @@ fn build(
     image: &impl ImageSource,
     res: &mut impl Resources,
     child: &mut Child,
+    reuse: bool,
 ) -> Result<(), SpawnError> {
-    let fac = create(
-        p.factory,
-        ObjKind::Factory,
-        p.kmem,
-        res,
-        child,
-        "creating the factory",
-    )?;
-    child.factory = fac;
-    let task = create(
-        fac,
-        ObjKind::Task,
-        p.cap_slots | (p.priority as u64) << 32,
-        res,
-        child,
-        "creating the task",
-    )?;
-    child.task = task;
+    if !reuse {
+        let fac = create(
+            p.factory,
+            ObjKind::Factory,
+            p.kmem,
+            res,
+            child,
+            "creating the factory",
+        )?;
+        child.factory = fac;
+        child.task = create(
+            fac,
+            ObjKind::Task,
+            p.cap_slots | (p.priority as u64) << 32,
+            res,
+            child,
+            "creating the task",
+        )?;
+    }
+    let (fac, task) = (child.factory, child.task);
     child.thread = create(fac, ObjKind::Thread, 0, res, child, "creating the thread")?;
 
     let pages = p.shared.as_ref().map_or(&pl.image[..], |sh| &sh.rest[..]);
-    load_image(task, pages, image, res, child)?;
-    if let Some(sh) = &p.shared {
-        for &w in &sh.windows {
-            sys::task_link(task, sh.task, w).map_err(sys_err("borrowing the image's pages"))?;
+    if reuse {
+        rewrite_image(pages, image, child)?;
+    } else {
+        load_image(task, pages, image, res, child)?;
+        if let Some(sh) = &p.shared {
+            for &w in &sh.windows {
+                sys::task_link(task, sh.task, w).map_err(sys_err("borrowing the image's pages"))?;
+            }
         }
+        let rw = map::READ | map::WRITE;
+        fresh_region(task, &pl.heap, rw, res, child, "mapping the heap")?;
+        fresh_region(task, &pl.stack, rw, res, child, "mapping the stack")?;
     }
     let rw = map::READ | map::WRITE;
-    fresh_region(task, &pl.heap, rw, res, child, "mapping the heap")?;
-    fresh_region(task, &pl.stack, rw, res, child, "mapping the stack")?;
+    if pl.huge.len >= HUGE_PAGE {
+        child.keep = None;
+    }
     for i in 0..pl.huge.len / HUGE_PAGE {
         let a = res.huge_page()?;
         child.huge.push(a);
@@ -664,9 +843,17 @@ fn build(
 
     // The environment: name and arguments, every placed capability by name, then the caller's
     // records.
-    let env_page = res.page()?;
-    child.pages.push(env_page);
-    // SAFETY: a fresh page of the caller, mapped read-write there and used by nothing else.
+    let env_page = if reuse {
+        // SAFETY: our environment page of the task (mapped read-only there), read-write here.
+        unsafe { core::ptr::write_bytes(child.env_page as *mut u8, 0, PAGE as usize) };
+        child.env_page
+    } else {
+        let a = res.page()?;
+        child.pages.push(a);
+        child.env_page = a;
+        a
+    };
+    // SAFETY: a zeroed page of the caller, mapped read-write there and used by nothing else.
     let buf = unsafe { core::slice::from_raw_parts_mut(env_page as *mut u8, PAGE as usize) };
     let mut w = env::Writer::new(buf, pl.heap.start, pl.heap.len);
     let mut ok = w.add(env::KIND_NAME, 0, p.name.as_bytes());
@@ -700,8 +887,13 @@ fn build(
     if !ok {
         return Err(SpawnError::EnvFull);
     }
-    sys::task_map(task, env_page, pl.env.start, 1, map::READ)
-        .map_err(sys_err("mapping the environment"))?;
+    if !reuse {
+        sys::task_map(task, env_page, pl.env.start, 1, map::READ)
+            .map_err(sys_err("mapping the environment"))?;
+        if let Some(k) = child.keep.as_mut() {
+            k.push((env_page, pl.env.start, 1));
+        }
+    }
 
     sys::thread_config(
         child.thread,
@@ -758,6 +950,9 @@ fn load_image(
             if let Some((a, va, n, r)) = self.run.take() {
                 sys::task_map(self.task, a, va, n, r)
                     .map_err(|e| self.fail(SpawnError::Sys("mapping image pages", e)))?;
+                if let Some(k) = self.child.keep.as_mut() {
+                    k.push((a, va, n));
+                }
             }
             Ok(())
         }
@@ -776,6 +971,8 @@ fn load_image(
                 _ => {
                     let a = self.res.page().map_err(|e| self.fail(e))?;
                     self.child.pages.push(a);
+                    // Not from one run: a rebuild would not find it again.
+                    self.child.keep = None;
                     a
                 }
             };
@@ -795,6 +992,7 @@ fn load_image(
     let fresh_run = match (copied > 1).then(|| res.run(copied)).flatten() {
         Some(a) => {
             child.runs.push((a, copied, 0));
+            child.copied_at = a;
             (a, copied)
         }
         None => (0, 0),
@@ -815,4 +1013,56 @@ fn load_image(
         Ok(()) => Ok(()),
         Err(e) => Err(l.err.take().unwrap_or(SpawnError::from(e))),
     }
+}
+
+/// Writes the image's copied pages of `pages` again into the run they came from when `child`
+/// was built (their mappings were kept through the task's reset, their contents are the last
+/// program's): the loader's plan runs again, every page it copies taken from that run in the
+/// same order, zeroed first, and nothing mapped.
+fn rewrite_image(
+    pages: &[PagePlan],
+    image: &impl ImageSource,
+    child: &Child,
+) -> Result<(), SpawnError> {
+    struct Rewriter {
+        next: u64,
+        end: u64,
+    }
+    impl sawmill_loader::Backend for Rewriter {
+        fn map_image(&mut self, _off: u64, _va: u64, _r: u64) -> Result<(), &'static str> {
+            Ok(())
+        }
+        fn fresh(&mut self) -> Result<&mut [u8], &'static str> {
+            if self.next >= self.end {
+                return Err("more copied pages than when the task was built");
+            }
+            let a = self.next;
+            self.next += PAGE;
+            // SAFETY: a page of the run of ours the task's copied pages came from, mapped
+            // read-write here; the task runs no thread (just reset).
+            let page = unsafe { core::slice::from_raw_parts_mut(a as *mut u8, PAGE as usize) };
+            page.fill(0);
+            Ok(page)
+        }
+        fn map_fresh(&mut self, _va: u64, _r: u64) -> Result<(), &'static str> {
+            Ok(())
+        }
+    }
+    let copied = pages
+        .iter()
+        .filter(|p| matches!(p, PagePlan::Fresh { .. }))
+        .count() as u64;
+    if copied == 0 {
+        return Ok(());
+    }
+    if child.copied_at == 0 {
+        return Err(SpawnError::Image(
+            "a recycled task without its copied pages' run",
+        ));
+    }
+    let mut w = Rewriter {
+        next: child.copied_at,
+        end: child.copied_at + copied * PAGE,
+    };
+    sawmill_loader::apply(image.bytes(), pages, &mut w).map_err(SpawnError::from)
 }

@@ -25,8 +25,8 @@ use sawmill_proc_api::{
 };
 use sawmill_rt::{env, println, slots, sys};
 use sawmill_spawn::{
-    plan_program, prepare_planned, share_image, Cap, Child, Layout, Map, MappedImage, MemPool,
-    Plan, Program, Record, Resources, SharedImage, Sizes, SpawnError,
+    plan_program, prepare_planned, prepare_planned_into, share_image, Cap, Child, Layout, Map,
+    MappedImage, MemPool, Plan, Program, Record, Resources, SharedImage, Sizes, SpawnError,
 };
 
 sawmill_rt::entry!(main);
@@ -49,6 +49,12 @@ const FORK_HEADROOM_PAGES: u64 = 256;
 /// Kernel memory of the task holding the library's shared windows: its page tables and a
 /// mapping node per page (the library's ~75 read-only pages).
 const LIB_SHARED_KMEM: u64 = 64 * 1024;
+/// Ended processes' tasks kept emptied (`Child::recycle`) for the next builds: a fork and exec
+/// loop needs two (the exec's new image is built while the old one still runs). Each holds its
+/// library's heap, stack, copied and environment pages (~28 of our pool's) and its factory.
+const SPARE_TASKS: usize = 4;
+/// Pages of our pool that must be left for new builds for an ended task to be kept.
+const SPARE_POOL_RESERVE: u64 = 128;
 
 fn fail(what: core::fmt::Arguments) -> ! {
     println!("proc: FAIL {}", what);
@@ -159,6 +165,9 @@ struct Proc {
     /// The library's read-only windows, held by a task of ours and lent to every process
     /// (made with the plan; None if that failed: each process then maps them itself).
     lib_shared: Option<SharedImage>,
+    /// Tasks of ended processes, emptied, to build the next processes into (at most
+    /// [`SPARE_TASKS`]).
+    spare: Vec<Child>,
     /// The servers every process gets (name, our slot), looked up once.
     peers: Vec<(&'static str, u64)>,
     /// The names of handed-on capabilities (`hand0`, `hand1`, ...), each formatted once and
@@ -736,7 +745,11 @@ impl Proc {
             }
         };
         p.shared = self.lib_shared.clone();
-        let child = prepare_planned(&p, &plan, &image, &mut self.pool);
+        // Into an ended process's emptied task if one is kept (the same plan built it).
+        let child = match self.spare.pop() {
+            Some(spare) => prepare_planned_into(&p, &plan, &image, &mut self.pool, spare),
+            None => prepare_planned(&p, &plan, &image, &mut self.pool),
+        };
         self.lib_plan = Some(plan);
         let child = child?;
         if let Err(e) = child.start() {
@@ -961,7 +974,14 @@ impl Proc {
     /// Ends a process's task and gives back everything made for it.
     fn release(&mut self, r: Running) {
         if let Some(c) = r.child {
-            c.destroy(&mut self.pool);
+            // Emptied and kept for the next process while there is room and memory, else gone.
+            if self.spare.len() < SPARE_TASKS && self.pool.available() >= SPARE_POOL_RESERVE {
+                if let Some(c) = c.recycle(&mut self.pool) {
+                    self.spare.push(c);
+                }
+            } else {
+                c.destroy(&mut self.pool);
+            }
         }
         for c in r.caps {
             // Revoked first: copies handed on (a wake notification registered at the pipe
@@ -1971,6 +1991,7 @@ fn main() {
         library,
         lib_plan: None,
         lib_shared: None,
+        spare: Vec::new(),
         hand_names: Vec::new(),
         peers: ["vfs", "mem", "console", "console-in", "pipe"]
             .into_iter()

@@ -715,7 +715,11 @@ mod tests {
         assert_eq!(assign_slots(&[None, None], 8, 1024), Ok(vec![8, 9]));
         // Fixed slots in any order are skipped by the free ones, runs of them too.
         assert_eq!(
-            assign_slots(&[None, Some(10), None, Some(9), None, Some(3), None], 8, 1024),
+            assign_slots(
+                &[None, Some(10), None, Some(9), None, Some(3), None],
+                8,
+                1024
+            ),
             Ok(vec![8, 10, 11, 9, 12, 3, 13])
         );
         assert_eq!(

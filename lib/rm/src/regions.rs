@@ -78,8 +78,15 @@ fn word(v: &[u64], i: u64) -> u64 {
     v.get((i / 64) as usize).copied().unwrap_or(0)
 }
 
-fn set(v: &mut [u64], i: u64, on: bool) {
-    if let Some(w) = v.get_mut((i / 64) as usize) {
+/// Sets or clears bit `i`; a bitmap grows as bits are set (one of a region of 64 MiB is 2 KiB,
+/// and most of a region's pages are never mapped: made at full size and zeroed, the bitmaps were
+/// ~9k instructions of every process's start and a page of its heap).
+fn set(v: &mut Vec<u64>, i: u64, on: bool) {
+    let at = (i / 64) as usize;
+    if on && at >= v.len() {
+        v.resize(at + 1, 0);
+    }
+    if let Some(w) = v.get_mut(at) {
         if on {
             *w |= 1 << (i % 64);
         } else {
@@ -381,7 +388,6 @@ impl Regions {
             }
             None => self.find(size, align).ok_or(RegionErr::NoSpace)?,
         };
-        let words = size.div_ceil(PAGE * 64) as usize;
         let id = self.next_id;
         self.next_id += 1;
         let r = Region {
@@ -393,9 +399,9 @@ impl Regions {
             shadow: 0,
             shadow_offset: 0,
             id,
-            resident: alloc::vec![0; words],
-            writable: alloc::vec![0; words],
-            private: alloc::vec![0; if fl & flags::COW != 0 { words } else { 0 }],
+            resident: Vec::new(),
+            writable: Vec::new(),
+            private: Vec::new(),
         };
         let pos = self.v.partition_point(|x| x.start < start);
         self.v.insert(pos, r);
@@ -440,9 +446,8 @@ impl Regions {
         if fl & flags::COW != 0 {
             r.shadow = shadow;
             r.shadow_offset = shadow_offset;
-            for (w, &b) in r.private.iter_mut().zip(private) {
-                *w = b;
-            }
+            let words = (size.div_ceil(PAGE * 64) as usize).min(private.len());
+            r.private = private[..words].to_vec();
         }
         Ok(())
     }
@@ -556,7 +561,9 @@ impl Regions {
             r.shadow = shadow;
             if r.contains(page) {
                 let i = (page - r.start) / PAGE;
-                set(&mut r.private, i, true);
+                if r.flags & flags::COW != 0 {
+                    set(&mut r.private, i, true);
+                }
                 set(&mut r.resident, i, true);
                 set(&mut r.writable, i, true);
             }

@@ -20,12 +20,34 @@ use sawmill_manifest::faults::Kind;
 /// environment names it); a word that stays 0 for a server nobody may inject faults into.
 pub fn fault_word() -> &'static AtomicU64 {
     static NONE: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
-    match sawmill_rt::env::value(sawmill_rt::env::KIND_FAULT_WORD) {
-        // SAFETY: root maps the page read-write before the server starts, and it stays; the
-        // words are only ever accessed atomically.
-        Some(a) if a != 0 && a.is_multiple_of(4096) => unsafe { &*(a as *const AtomicU64) },
-        _ => &NONE[0],
+    // The page's address, looked up once (a lookup walks every record of the environment, all
+    // of them when there is none: ~1.2k instructions each time a Linux process's loops start).
+    let mut at = FAULT_WORD_AT.load(Ordering::Relaxed);
+    if at == FAULT_WORD_UNKNOWN {
+        note_fault_word(sawmill_rt::env::value(sawmill_rt::env::KIND_FAULT_WORD));
+        at = FAULT_WORD_AT.load(Ordering::Relaxed);
     }
+    if at == FAULT_WORD_NONE {
+        return &NONE[0];
+    }
+    // SAFETY: root maps the page read-write before the server starts, and it stays; the
+    // words are only ever accessed atomically.
+    unsafe { &*(at as *const AtomicU64) }
+}
+
+/// [`fault_word`]'s page: not looked up yet, none, or its (page-aligned, nonzero) address.
+static FAULT_WORD_AT: AtomicU64 = AtomicU64::new(FAULT_WORD_UNKNOWN);
+const FAULT_WORD_UNKNOWN: u64 = 0;
+const FAULT_WORD_NONE: u64 = 1;
+
+/// Records the environment's fault-word record (its value), for a program that reads every
+/// record in one pass at its start: [`fault_word`] then looks nothing up.
+pub fn note_fault_word(value: Option<u64>) {
+    let at = match value {
+        Some(a) if a != 0 && a.is_multiple_of(4096) => a,
+        _ => FAULT_WORD_NONE,
+    };
+    FAULT_WORD_AT.store(at, Ordering::Relaxed);
 }
 
 /// Takes the armed fault if it is `kind` (a server's own fault point, e.g. a block driver's disk

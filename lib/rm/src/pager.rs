@@ -364,12 +364,19 @@ fn ds_map_reopened(
     }
 }
 
+/// mem's slot, looked up once (the environment stays as it is while the program runs, and a
+/// lookup by name walks every record: ~1.2k instructions at every anonymous `mmap`, first
+/// copy-on-write fault of a region and start). 0: not yet; `u64::MAX`: none.
+static MEM_CAP: AtomicU64 = AtomicU64::new(0);
+
+/// Records mem's slot as the environment names it (`None`: it names none), for a program that
+/// reads every record in one pass at its start: [`mem`] then looks nothing up.
+pub fn note_mem(cap: Option<u64>) {
+    MEM_CAP.store(cap.unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
 /// The memory server, if the manifest lets us use it (`uses = [{ endpoint = "mem", ... }]`).
 pub fn mem() -> Option<mem::Client> {
-    /// mem's slot, looked up once (the environment stays as it is while the program runs, and
-    /// a lookup by name walks every record: ~1.2k instructions at every anonymous `mmap`,
-    /// first copy-on-write fault of a region and start). 0: not yet; `u64::MAX`: none.
-    static MEM_CAP: AtomicU64 = AtomicU64::new(0);
     let cap = match MEM_CAP.load(Ordering::Relaxed) {
         0 => {
             let found = env::cap("mem").unwrap_or(u64::MAX);

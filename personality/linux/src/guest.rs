@@ -97,8 +97,6 @@ fn process() -> &'static mut Process {
 /// a lookup by name walks every record (~1.2k instructions; every fork, wait, exit and fetch
 /// of signals asks).
 pub(crate) fn proc_cap() -> Option<u64> {
-    /// 0: not looked up yet; `u64::MAX`: the environment names none.
-    static PROC_CAP: AtomicU64 = AtomicU64::new(0);
     match PROC_CAP.load(Ordering::Relaxed) {
         0 => {
             let found = env::cap(proc::NAME);
@@ -109,6 +107,9 @@ pub(crate) fn proc_cap() -> Option<u64> {
         cap => Some(cap),
     }
 }
+
+/// [`proc_cap`]'s slot: 0: not looked up yet; `u64::MAX`: the environment names none.
+static PROC_CAP: AtomicU64 = AtomicU64::new(0);
 
 /// Ends the process with `status` through the process server; without one (a test launcher
 /// that serves none), by ending the thread.
@@ -265,7 +266,19 @@ pub fn start() {
     // An exec'd image's arguments and environment strings (a fork child has none): gathered
     // here too, for the initial stack (a second walk cost ~2.5k).
     let (mut argv, mut envp): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+    // proc's and mem's endpoints and the fault word: each looked up by name later walked the
+    // records again (~1.2k each).
+    let (mut proc_rec, mut mem_rec, mut fault_word_rec) = (None, None, None);
     for (kind, value, bytes) in env::all() {
+        if kind == env::KIND_CAP || kind == env::KIND_PROVIDES {
+            if bytes == proc::NAME.as_bytes() {
+                proc_rec.get_or_insert(value);
+            } else if bytes == b"mem" {
+                mem_rec.get_or_insert(value);
+            }
+        } else if kind == env::KIND_FAULT_WORD {
+            fault_word_rec.get_or_insert(value);
+        }
         match kind {
             env::KIND_ARG => {
                 argv.push(bytes);
@@ -287,6 +300,9 @@ pub fn start() {
             signal_records.note(kind, value, bytes);
         }
     }
+    PROC_CAP.store(proc_rec.unwrap_or(u64::MAX), Ordering::Relaxed);
+    rm::note_mem(mem_rec);
+    sawmill_interfaces::rpc::note_fault_word(fault_word_rec);
     let [exe_rec, ids_rec, clock_rec, seed_rec, trace_rec] = found;
     let exe = exe_rec
         .and_then(|(_, b)| core::str::from_utf8(b).ok())

@@ -180,14 +180,19 @@ impl Writer {
     fn sparse(&mut self, w: &[u64]) {
         self.sparse_words(w.iter().copied());
     }
-    /// [`Self::sparse`] of the words `w` yields (walked twice: the count goes first).
-    fn sparse_words(&mut self, w: impl Iterator<Item = u64> + Clone) {
-        let nonzero = w.clone().filter(|&x| x != 0).count();
-        self.u32(nonzero as u32);
+    /// [`Self::sparse`] of the words `w` yields, in one walk: the count goes first, written
+    /// once the words are (walking the 2 KiB of signal state twice was half of a fork's
+    /// encoding).
+    fn sparse_words(&mut self, w: impl Iterator<Item = u64>) {
+        let at = self.0.len();
+        self.u32(0);
+        let mut nonzero = 0u32;
         for (i, x) in w.enumerate().filter(|&(_, x)| x != 0) {
             self.u32(i as u32);
             self.u64(x);
+            nonzero += 1;
         }
+        self.0[at..at + 4].copy_from_slice(&nonzero.to_le_bytes());
     }
 }
 

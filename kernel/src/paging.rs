@@ -350,13 +350,13 @@ fn user_chunks(
     true
 }
 
-/// Copies from user memory of the space `pml4` into `buf`; fails unless every byte is mapped
-/// user-readable.
-pub fn copy_from_user(pml4: u64, va: u64, buf: &mut [u8]) -> bool {
-    let len = buf.len();
-    user_chunks(pml4, va, len, false, |p, off, n| {
-        // SAFETY: p..p+n lies in one mapped user page, reachable through the direct map.
-        unsafe { core::ptr::copy_nonoverlapping(p, buf[off..].as_mut_ptr(), n) }
+/// Hands the bytes of `[va, va+len)` of the user space `pml4` to `f`, a page's piece at a time
+/// (no copy); fails (having handed a prefix) unless every byte is mapped user-readable.
+pub fn read_user(pml4: u64, va: u64, len: usize, mut f: impl FnMut(&[u8])) -> bool {
+    user_chunks(pml4, va, len, false, |p, _, n| {
+        // SAFETY: p..p+n lies in one mapped user page, reachable through the direct map, and
+        // nothing runs meanwhile that could unmap it.
+        f(unsafe { core::slice::from_raw_parts(p, n) })
     })
 }
 

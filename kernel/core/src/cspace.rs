@@ -343,10 +343,11 @@ impl<C: Clone> CSpace<C> {
             prev: None,
         };
         self.used(dst);
+        // Both hold capabilities, so both are made: no slot to make on the way.
         if let Some(f) = old_first {
-            self.with_links(f, |l| l.prev = Some(dst));
+            self.with_made_links(f, |l| l.prev = Some(dst));
         }
-        self.with_links(parent, |l| l.first_child = Some(dst));
+        self.with_made_links(parent, |l| l.first_child = Some(dst));
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! Capability-slot allocation and threads within the own task.
 use crate::{env, layout, slots, sys};
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use sawmill_abi::{Error, ObjKind};
 
@@ -78,8 +79,14 @@ pub fn spawn_paged(
         slots::THREAD_HANDLER,
         prio,
     )?;
-    let stack = alloc::vec![0u8; stack.max(4096)].leak();
-    let top = (stack.as_ptr() as u64 + stack.len() as u64) & !15;
+    // Not zeroed: nothing reads a stack before writing it, and zeroing wrote every page of it
+    // (a Linux process's pager thread: 16 KiB, ~2k instructions and four pages its builder
+    // zeroes again when the task is reused).
+    let size = stack.max(4096);
+    let mut memory: Vec<u8> = Vec::with_capacity(size);
+    let base = memory.as_mut_ptr() as u64;
+    core::mem::forget(memory);
+    let top = (base + size as u64) & !15;
     let arg = Box::into_raw(Box::new(Start { f: Box::new(f) })) as u64;
     sys::thread_start(th, thread_entry as *const () as u64, top - 8, arg)?;
     Ok(th)

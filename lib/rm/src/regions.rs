@@ -78,13 +78,21 @@ fn word(v: &[u64], i: u64) -> u64 {
     v.get((i / 64) as usize).copied().unwrap_or(0)
 }
 
+/// Makes room in bitmap `v` for bit `i`.
+fn grow(v: &mut Vec<u64>, i: u64) {
+    let at = (i / 64) as usize;
+    if at >= v.len() {
+        v.resize(at + 1, 0);
+    }
+}
+
 /// Sets or clears bit `i`; a bitmap grows as bits are set (one of a region of 64 MiB is 2 KiB,
 /// and most of a region's pages are never mapped: made at full size and zeroed, the bitmaps were
 /// ~9k instructions of every process's start and a page of its heap).
 fn set(v: &mut Vec<u64>, i: u64, on: bool) {
     let at = (i / 64) as usize;
     if on && at >= v.len() {
-        v.resize(at + 1, 0);
+        grow(v, i);
     }
     if let Some(w) = v.get_mut(at) {
         if on {
@@ -543,12 +551,20 @@ impl Regions {
     /// (ignored if that region was detached meanwhile).
     pub fn mapped(&mut self, id: u64, page: u64, pages: u64, writable: bool) {
         if let Some(r) = self.by_id(id) {
-            for k in 0..pages {
-                let a = page + k * PAGE;
-                if !r.contains(a) {
-                    break;
-                }
-                let i = (a - r.start) / PAGE;
+            if !r.contains(page) {
+                return;
+            }
+            let first = (page - r.start) / PAGE;
+            let n = pages.min((r.end() - page) / PAGE);
+            if n == 0 {
+                return;
+            }
+            // The bitmaps grown once for the whole range, not page by page.
+            grow(&mut r.resident, first + n - 1);
+            if writable {
+                grow(&mut r.writable, first + n - 1);
+            }
+            for i in first..first + n {
                 set(&mut r.resident, i, true);
                 set(&mut r.writable, i, writable);
             }

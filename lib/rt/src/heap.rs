@@ -5,10 +5,10 @@
 //! short-lived (buffers grown and dropped, decoded records). Every request of at most
 //! [`MAX_SMALL`] bytes (alignment at most [`SMALL_ALIGN`]) is rounded up to a size class and
 //! taken from talc at that size, so any freed block of a class serves any later request of the
-//! class: freed blocks go on the class's list (at most [`KEEP`] of them, the rest back to talc)
-//! and the next request of the class pops one. A block on a list is still a talc allocation:
-//! nothing is carved, so the cache holds at most `KEEP` blocks a class (~28 KiB in all), and
-//! when talc runs out the lists are handed back and the request tried again.
+//! class: freed blocks go on the class's list (at most [`KEEP_BYTES`] of them, the rest back to
+//! talc) and the next request of the class pops one. A block on a list is still a talc
+//! allocation: nothing is carved, and when talc runs out the lists are handed back and the
+//! request tried again, so what the lists hold never makes a request fail.
 //!
 //! A program whose process is short-lived and starts afresh each time (the Linux personality's
 //! library: every fork child and exec'd image) finds its lists empty: most of its requests are
@@ -28,8 +28,19 @@ pub const MAX_SMALL: usize = 512;
 /// Every class block is allocated with this alignment, so a block serves any request of its
 /// class with alignment up to it.
 pub const SMALL_ALIGN: usize = 16;
-/// Most freed blocks a class keeps (unless carving: then all).
-pub const KEEP: usize = 64;
+/// Most bytes of freed blocks a class keeps (unless carving: then all): a server that makes
+/// and drops a thousand small names in one request (a directory listing) should find them again.
+pub const KEEP_BYTES: usize = 16 * 1024;
+/// Most freed blocks each class keeps.
+const KEEP: [u16; CLASSES] = {
+    let mut k = [0u16; CLASSES];
+    let mut c = 0;
+    while c < CLASSES {
+        k[c] = (KEEP_BYTES / CLASS_SIZE[c]) as u16;
+        c += 1;
+    }
+    k
+};
 /// What carving takes from talc at a time.
 pub const CARVE_CHUNK: usize = 4096;
 
@@ -128,7 +139,7 @@ impl Lists {
     /// `block` is a talc allocation of class `c`'s layout that nobody uses any more.
     #[inline]
     pub unsafe fn push(&mut self, c: usize, block: *mut u8) -> bool {
-        if self.len[c] as usize >= KEEP && !self.carving {
+        if self.len[c] >= KEEP[c] && !self.carving {
             return false;
         }
         let block = block.cast::<Free>();
@@ -305,19 +316,20 @@ mod tests {
 
     #[test]
     fn lists_keep_at_most_keep_and_give_back_in_reverse() {
-        let mut blocks = std::vec![[0u128; 2]; KEEP + 1];
+        let keep1 = KEEP[1] as usize;
+        let mut blocks = std::vec![[0u128; 2]; keep1 + 1];
         let mut lists = Lists::new();
         for (i, b) in blocks.iter_mut().enumerate() {
             let p = b.as_mut_ptr().cast::<u8>();
             // SAFETY: each test block is 32 bytes, 16-byte aligned, used by nothing else.
             let kept = unsafe { lists.push(1, p) };
-            assert_eq!(kept, i < KEEP);
+            assert_eq!(kept, i < keep1);
         }
-        assert_eq!(lists.len[1] as usize, KEEP);
+        assert_eq!(lists.len[1] as usize, keep1);
         assert!(lists.pop(0).is_null());
-        let last = blocks[KEEP - 1].as_mut_ptr().cast::<u8>();
+        let last = blocks[keep1 - 1].as_mut_ptr().cast::<u8>();
         assert_eq!(lists.pop(1), last);
-        assert_eq!(lists.len[1] as usize, KEEP - 1);
+        assert_eq!(lists.len[1] as usize, keep1 - 1);
         assert!(!lists.take(1).is_null());
         assert!(lists.pop(1).is_null());
     }
@@ -334,11 +346,11 @@ mod tests {
         let a = lists.cut(class(100)); // 128
         assert_eq!(a, base);
         assert!(lists.cut(0).is_null(), "nothing left");
-        let mut blocks = std::vec![[0u128; 1]; KEEP + 5];
+        let mut blocks = std::vec![[0u128; 1]; KEEP[0] as usize + 5];
         for b in blocks.iter_mut() {
             // SAFETY: 16-byte blocks used by nothing else.
             assert!(unsafe { lists.push(0, b.as_mut_ptr().cast()) });
         }
-        assert_eq!(lists.len[0] as usize, KEEP + 5);
+        assert_eq!(lists.len[0] as usize, KEEP[0] as usize + 5);
     }
 }

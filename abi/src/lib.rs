@@ -186,8 +186,9 @@ pub enum Sys {
     /// stacks). Needs CONTROL. Errors: Invalid (alignment, count, outside user space),
     /// PeerGone (the task has ended).
     TaskDirty = 41,
-    /// Number 42 is another call's (held here until it is merged); the kernel refuses it with
-    /// NoSys.
+    /// Number 42 is no call: it was `task_map_copy`'s, built beside `task_reset` and left out
+    /// (bench/README, "a fork child that starts with its parent's read-only file pages
+    /// mapped"); the kernel refuses it with NoSys.
     Reserved42 = 42,
     /// `task_reset(task=rdi, lender=rsi, runs=rdx)` -> `rdi` = pages kept: empties a live task
     /// so that its builder can build another program into it (proc's pool of tasks: a task is

@@ -44,14 +44,23 @@ pub enum Sys {
     /// task ended), a [`label::NO_SENDERS`] message arrives on `notice`. The watch costs a small
     /// kernel object charged to the caller's own factory.
     CapMint = 8,
-    /// `cap_delete(slot=rdi)`.
+    /// `cap_delete(slot=rdi, n=rsi, flags=rdx)`. With `n` > 0 (at most [`CAP_PUT_MAX`]) it
+    /// deletes the `n` slots of the caller's message words `mr[0..n]` instead (`slot` is
+    /// ignored), each first revoked with [`CAP_DELETE_REVOKE`] in `flags`; an empty slot is
+    /// passed over; `rdi` = how many were deleted. What a process leaves at its end goes in one
+    /// call (proc's copies of what was handed on, its minted capabilities).
     CapDelete = 9,
     /// `cap_revoke(slot=rdi)`: delete every capability derived from this one; keep it.
     CapRevoke = 10,
     /// `factory_create(factory=rdi, kind=rsi [ObjKind], dst=rdx, arg=r10)`.
     FactoryCreate = 11,
-    /// `task_cap_put(task=rdi, src=rsi, dst=rdx)`: derived copy of our slot `src` into slot `dst`
-    /// of the task.
+    /// `task_cap_put(task=rdi, src=rsi, dst=rdx, n=r10)`: derived copy of our slot `src` into
+    /// slot `dst` of the task. With `n` > 0 (at most [`CAP_PUT_MAX`]) it places `n` pairs
+    /// instead, from the caller's message words: `mr[i]` = `src | dst << 32`; `src`, `dst` are
+    /// ignored. Pairs are placed in order; `rdi` = how many were placed (on an error, the index
+    /// of the pair that failed: those before it stay placed; `u64::MAX` for an error of no
+    /// pair, such as the task capability or `n` past the limit, before any is placed). What a new task is started with
+    /// goes in one call rather than one call a capability (a Linux process gets ~18).
     TaskCapPut = 12,
     /// `task_map(task=rdi, src_vaddr=rsi, dst_vaddr=rdx, pages=r10, flags=r8 [MapFlags])`.
     TaskMap = 13,
@@ -214,6 +223,12 @@ pub enum Sys {
 
 /// Most runs [`Sys::TaskReset`] keeps (three message words each).
 pub const RESET_RUNS: usize = 8;
+
+/// Most pairs one [`Sys::TaskCapPut`] places, and most slots one [`Sys::CapDelete`] deletes
+/// (one message word each).
+pub const CAP_PUT_MAX: usize = 32;
+/// [`Sys::CapDelete`] of several slots: revoke each first (what was derived from it goes too).
+pub const CAP_DELETE_REVOKE: u64 = 1;
 
 /// Root's priority: every server runs below it (the manifest's rule), so root always gets the
 /// CPU to supervise them.

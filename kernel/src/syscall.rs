@@ -236,7 +236,8 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
                 e => e.into(),
             })
         }
-        Sys::CapDelete => Ok(cap::delete(task, a0)?),
+        Sys::CapDelete if a1 == 0 => Ok(cap::delete(task, a0)?),
+        Sys::CapDelete => cap_delete_many(cur, a1, a2),
         Sys::CapRevoke => Ok(cap::revoke(task, a0)?),
         Sys::FactoryCreate => {
             let Obj::Factory(fac) = cap_of(task, a0, rights::CONTROL)?.obj else {
@@ -244,10 +245,11 @@ fn dispatch(cur: *mut Thread, sys: Sys) -> SysResult {
             };
             object::create(task, fac, a1, a2, a3)
         }
-        Sys::TaskCapPut => {
+        Sys::TaskCapPut if a3 == 0 => {
             let tt = task_cap(task, a0)?;
             Ok(cap::derive(task, a1, tt, a2, None, rights::ALL)?)
         }
+        Sys::TaskCapPut => task_cap_put_many(cur, a0, a3),
         Sys::TaskMap => {
             let tt = task_cap(task, a0)?;
             vm::map_pages(task, a1, tt, a2, a3, a4).map_err(|e| match e {
@@ -465,6 +467,51 @@ fn task_reset(cur: *mut Thread, task_slot: u64, lender_slot: u64, n: u64) -> Sys
         (r.src, r.dst, r.pages) = (mr[3 * i], mr[3 * i + 1], mr[3 * i + 2]);
     }
     t.frame.rdi = task::reset_task(task, tt, lender, &runs[..n])?;
+    Ok(())
+}
+
+/// `task_cap_put` of `n` pairs from the caller's message words (`Sys::TaskCapPut`): `rdi` is
+/// how many were placed, or on an error the index of the pair that failed.
+/// An error that is no pair's (the task capability, the count) leaves `rdi` = `u64::MAX`.
+#[inline(never)]
+fn task_cap_put_many(cur: *mut Thread, task_slot: u64, n: u64) -> SysResult {
+    // SAFETY: the current thread is live and bound to a live task.
+    let (t, task) = unsafe { (&mut *cur, (*cur).task) };
+    t.frame.rdi = u64::MAX;
+    let tt = task_cap(task, task_slot)?;
+    if n > sawmill_abi::CAP_PUT_MAX as u64 {
+        return Err(reject!(Error::Invalid, "too many capabilities in one put"));
+    }
+    for i in 0..n as usize {
+        let w = crate::obj::utcb(cur).mr[i];
+        t.frame.rdi = i as u64;
+        cap::derive(task, w & 0xffff_ffff, tt, w >> 32, None, rights::ALL)?;
+    }
+    t.frame.rdi = n;
+    Ok(())
+}
+
+/// `cap_delete` of `n` slots from the caller's message words (`Sys::CapDelete`), each revoked
+/// first with `CAP_DELETE_REVOKE`: `rdi` is how many were deleted (empty ones are passed over).
+#[inline(never)]
+fn cap_delete_many(cur: *mut Thread, n: u64, flags: u64) -> SysResult {
+    if n > sawmill_abi::CAP_PUT_MAX as u64 || flags & !sawmill_abi::CAP_DELETE_REVOKE != 0 {
+        return Err(reject!(Error::Invalid, "too many slots or unknown flags"));
+    }
+    // SAFETY: the current thread is live and bound to a live task.
+    let (t, task) = unsafe { (&mut *cur, (*cur).task) };
+    let mut done = 0;
+    for i in 0..n as usize {
+        let slot = crate::obj::utcb(cur).mr[i];
+        if flags & sawmill_abi::CAP_DELETE_REVOKE != 0 {
+            // An empty slot has nothing to revoke; its delete below fails too.
+            let _ = cap::revoke(task, slot);
+        }
+        if cap::delete(task, slot).is_ok() {
+            done += 1;
+        }
+    }
+    t.frame.rdi = done;
     Ok(())
 }
 

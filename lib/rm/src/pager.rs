@@ -730,11 +730,18 @@ pub fn detach(addr: u64) -> Result<u64, RmError> {
 }
 
 /// Maps every page of `[addr, addr + len)` now, from the calling thread (no faults): for memory
-/// that must not fault later (e.g. used by the pager thread itself).
+/// that must not fault later (e.g. used by the pager thread itself). A page the region map
+/// says we hold (with write access, for `write`) is taken as held, without asking the kernel:
+/// the pipe server populates each new pipe's ring, which it has held since an earlier pipe,
+/// and a `translate` a page was ~40 system calls a pipe. (Its manager may have revoked it
+/// since, unseen: then the next touch faults and is resolved as any fault is. Memory the pager
+/// thread uses is mem's, which revokes nothing of a dataspace still attached.)
 pub fn populate(addr: u64, len: u64, write: bool) -> Result<(), RmError> {
     let mut a = addr & !(PAGE - 1);
     while a < addr.saturating_add(len) {
-        resolve(a, write).map_err(|_| RmError::Invalid)?;
+        if REGIONS.lock().fault(a, write) != Fault::Cached {
+            resolve(a, write).map_err(|_| RmError::Invalid)?;
+        }
         a += PAGE;
     }
     Ok(())

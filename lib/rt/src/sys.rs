@@ -89,6 +89,23 @@ pub fn cap_mint_watched(
 pub fn cap_delete(slot: u64) -> Result<(), Error> {
     call(Sys::CapDelete, [slot, 0, 0, 0, 0, 0])
 }
+/// Deletes every slot of `slots` ([`sawmill_abi::CAP_PUT_MAX`] a call), each revoked first if
+/// `revoke`; empty ones are passed over. Returns how many were deleted.
+pub fn cap_delete_many(slots: &[u64], revoke: bool) -> Result<u64, Error> {
+    let flags = if revoke {
+        sawmill_abi::CAP_DELETE_REVOKE
+    } else {
+        0
+    };
+    let mut done = 0;
+    for chunk in slots.chunks(sawmill_abi::CAP_PUT_MAX) {
+        crate::utcb().mr[..chunk.len()].copy_from_slice(chunk);
+        let (r, n, _) = raw(Sys::CapDelete, [0, chunk.len() as u64, flags, 0, 0, 0]);
+        res(r)?;
+        done += n;
+    }
+    Ok(done)
+}
 pub fn cap_revoke(slot: u64) -> Result<(), Error> {
     call(Sys::CapRevoke, [slot, 0, 0, 0, 0, 0])
 }
@@ -97,6 +114,26 @@ pub fn factory_create(factory: u64, kind: ObjKind, dst: u64, arg: u64) -> Result
 }
 pub fn task_cap_put(task: u64, src: u64, dst: u64) -> Result<(), Error> {
     call(Sys::TaskCapPut, [task, src, dst, 0, 0, 0])
+}
+/// [`task_cap_put`] of every `(src, dst)` pair in order, [`sawmill_abi::CAP_PUT_MAX`] a call.
+/// On an error, the index of the pair that failed (those before it are placed) and the error;
+/// an error of the task capability itself comes as the first pair's of the call.
+pub fn task_cap_put_many(task: u64, pairs: &[(u64, u64)]) -> Result<(), (usize, Error)> {
+    for (c, chunk) in pairs.chunks(sawmill_abi::CAP_PUT_MAX).enumerate() {
+        let base = c * sawmill_abi::CAP_PUT_MAX;
+        let mr = &mut crate::utcb().mr;
+        for (i, &(src, dst)) in chunk.iter().enumerate() {
+            if src >> 32 != 0 || dst >> 32 != 0 {
+                return Err((base + i, Error::Invalid));
+            }
+            mr[i] = src | dst << 32;
+        }
+        let (r, at, _) = raw(Sys::TaskCapPut, [task, 0, 0, chunk.len() as u64, 0, 0]);
+        // An error of no pair (the task capability) counts as the first pair's.
+        let at = if at == u64::MAX { 0 } else { at as usize };
+        res(r).map_err(|e| (base + at.min(chunk.len()), e))?;
+    }
+    Ok(())
 }
 pub fn task_map(task: u64, src: u64, dst: u64, pages: u64, flags: u64) -> Result<(), Error> {
     call(Sys::TaskMap, [task, src, dst, pages, flags, 0])

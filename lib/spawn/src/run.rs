@@ -816,28 +816,36 @@ fn build(
         sys::task_map(task, m.src, m.dst, m.pages, m.flags).map_err(sys_err(m.what))?;
     }
 
-    // Capabilities: ours first (task, thread, factory), then the caller's, in `placed` order.
-    let put = |src: u64, dst: u64| {
-        sys::task_cap_put(task, src, dst).map_err(sys_err("placing a capability"))
-    };
-    put(task, placed[0])?;
-    put(child.thread, placed[1])?;
+    // Capabilities: ours first (task, thread, factory), then the caller's, in `placed` order,
+    // all in one call (a call each was ~18 system calls a Linux process).
     let own = if p.give_factory { 3 } else { 2 };
+    let mut pairs = Vec::with_capacity(own + p.caps.len());
+    pairs.extend([(task, placed[0]), (child.thread, placed[1])]);
     if p.give_factory {
-        put(fac, placed[2])?;
+        pairs.push((fac, placed[2]));
     }
-    // Which of the caller's were placed: an optional one found empty is not named below.
-    let mut present = Vec::with_capacity(p.caps.len());
-    for (c, &slot) in p.caps.iter().zip(&placed[own..]) {
-        match put(c.src, slot) {
-            Err(SpawnError::Sys(_, sawmill_abi::Error::BadCap)) if c.optional => {
+    pairs.extend(
+        p.caps
+            .iter()
+            .zip(&placed[own..])
+            .map(|(c, &slot)| (c.src, slot)),
+    );
+    // Which of the caller's were placed: an optional one found empty is left out (and not
+    // named below), and the put goes on after it.
+    let mut present = alloc::vec![true; p.caps.len()];
+    let mut from = 0;
+    while from < pairs.len() {
+        let Err((i, e)) = sys::task_cap_put_many(task, &pairs[from..]) else {
+            break;
+        };
+        let at = from + i;
+        match at.checked_sub(own).and_then(|k| p.caps.get(k)) {
+            Some(c) if c.optional && e == sawmill_abi::Error::BadCap => {
                 child.caps_gone += 1;
-                present.push(false)
+                present[at - own] = false;
+                from = at + 1;
             }
-            r => {
-                r?;
-                present.push(true)
-            }
+            _ => return Err(SpawnError::Sys("placing a capability", e)),
         }
     }
 

@@ -871,10 +871,14 @@ impl Proc {
             .unwrap_or_default()
     }
 
-    /// Deletes proc's copies of handed-off capabilities.
+    /// Deletes proc's copies of handed-off capabilities (in one call) and gives their slots back.
     fn drop_caps(&mut self, caps: Vec<u64>) {
+        if caps.is_empty() {
+            return;
+        }
+        let _ = sys::cap_delete_many(&caps, false);
         for c in caps {
-            self.drop_cap(c);
+            self.pool.free_slot(c);
         }
     }
 
@@ -983,11 +987,11 @@ impl Proc {
                 c.destroy(&mut self.pool);
             }
         }
-        for c in r.caps {
-            // Revoked first: copies handed on (a wake notification registered at the pipe
-            // server) end with the process.
-            let _ = sys::cap_revoke(c);
-            self.drop_cap(c);
+        // Ours (minted) revoked first: copies handed on (a wake notification registered at
+        // the pipe server) end with the process. Then proc's copies of what was handed on.
+        let _ = sys::cap_delete_many(&r.caps, true);
+        for &c in &r.caps {
+            self.pool.free_slot(c);
         }
         self.drop_caps(r.handoff);
         // The task is gone, so nothing runs on it any more.

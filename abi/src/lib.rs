@@ -223,6 +223,8 @@ pub enum Sys {
 
 /// Most runs [`Sys::TaskReset`] keeps (three message words each).
 pub const RESET_RUNS: usize = 8;
+/// Most pages of one run [`Sys::TaskReset`] keeps.
+pub const RESET_RUN_PAGES: u64 = 64;
 
 /// Most pairs one [`Sys::TaskCapPut`] places, and most slots one [`Sys::CapDelete`] deletes
 /// (one message word each).

@@ -6,10 +6,10 @@
 
 use crate::mapdb::Mapping;
 
-/// Most runs one `task_reset` keeps (`sawmill_abi::RESET_RUNS`, the message words holding them).
-pub const MAX_RUNS: usize = 8;
+/// Most runs one `task_reset` keeps (the message words holding them).
+pub const MAX_RUNS: usize = sawmill_abi::RESET_RUNS;
 /// Most pages of one run.
-pub const MAX_RUN_PAGES: u64 = 64;
+pub const MAX_RUN_PAGES: u64 = sawmill_abi::RESET_RUN_PAGES;
 const PAGE: u64 = 4096;
 
 /// Pages `[dst, dst + pages * 4 KiB)` of the task, lent from the builder's `[src, ...)`.

@@ -379,7 +379,7 @@ pub fn note_mem(cap: Option<u64>) {
 pub fn mem() -> Option<mem::Client> {
     let cap = match MEM_CAP.load(Ordering::Relaxed) {
         0 => {
-            let found = env::cap("mem").unwrap_or(u64::MAX);
+            let found = env::cap(mem::NAME).unwrap_or(u64::MAX);
             MEM_CAP.store(found, Ordering::Relaxed);
             found
         }

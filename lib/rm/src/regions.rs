@@ -90,11 +90,10 @@ fn grow(v: &mut Vec<u64>, i: u64) {
 /// and most of a region's pages are never mapped: made at full size and zeroed, the bitmaps were
 /// ~9k instructions of every process's start and a page of its heap).
 fn set(v: &mut Vec<u64>, i: u64, on: bool) {
-    let at = (i / 64) as usize;
-    if on && at >= v.len() {
+    if on {
         grow(v, i);
     }
-    if let Some(w) = v.get_mut(at) {
+    if let Some(w) = v.get_mut((i / 64) as usize) {
         if on {
             *w |= 1 << (i % 64);
         } else {

@@ -422,9 +422,6 @@ pub struct Child {
 /// still charged to the factory (alive elsewhere), the next program would start short of quota.
 pub const RECYCLE_SLACK: u64 = 16 * PAGE;
 
-/// Most pages of one run `task_reset` keeps (`Sys::TaskReset`).
-const MAX_KEPT_RUN: u64 = 64;
-
 impl Child {
     /// Starts the main thread at the entry point with the environment's address as argument.
     pub fn start(&self) -> Result<(), SpawnError> {
@@ -473,9 +470,7 @@ impl Child {
             res.free_huge_page(h);
         }
     }
-}
 
-impl Child {
     /// Ends the program and empties its task for another of the same plan
     /// ([`prepare_planned_into`]) instead of destroying it: `task_reset` ends its threads and
     /// deletes its capabilities and every mapping but our pages where we put them; the pages it
@@ -629,7 +624,8 @@ pub fn prepare_planned(
         Ok(()) => {
             // What one reset keeps (sawmill_kcore::reset: 8 runs of at most 64 pages).
             if child.keep.as_ref().is_some_and(|k| {
-                k.len() > sawmill_abi::RESET_RUNS || k.iter().any(|r| r.2 > MAX_KEPT_RUN)
+                k.len() > sawmill_abi::RESET_RUNS
+                    || k.iter().any(|r| r.2 > sawmill_abi::RESET_RUN_PAGES)
             }) {
                 child.keep = None;
             }

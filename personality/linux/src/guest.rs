@@ -273,7 +273,7 @@ pub fn start() {
         if kind == env::KIND_CAP || kind == env::KIND_PROVIDES {
             if bytes == proc::NAME.as_bytes() {
                 proc_rec.get_or_insert(value);
-            } else if bytes == b"mem" {
+            } else if bytes == sawmill_interfaces::mem::NAME.as_bytes() {
                 mem_rec.get_or_insert(value);
             }
         } else if kind == env::KIND_FAULT_WORD {

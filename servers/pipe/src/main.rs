@@ -5,12 +5,11 @@
 //! attaches an end. When a pipe ends, the server revokes every mapping made from its pages and
 //! zeroes each page it mapped writable and the control page (no former holder can see the next
 //! pipe in that place); the ends read and write the ring themselves (`sawmill_pipe_api::Ring`).
-//! The server
-//! does three things only: hand out ends (`create`), wake the registered waiters of an end
-//! (`poke`, and when the other end goes; or hand the other side a signal-only capability to
-//! an end's one waiter, `waker`), and mark an end gone (`*_gone` in the control page)
-//! when the kernel's `NO_SENDERS` notice says its last capability is gone — closed, dropped at
-//! exit or exec, or its process died. It never reads the ring's positions, so nothing a client
+//! The server does three things only: hand out ends (`create`), wake the registered waiters
+//! of an end (`poke`, and when the other end goes; or hand the other side a signal-only
+//! capability to an end's one waiter, `waker`), and mark an end gone (`*_gone` in the control
+//! page) when the kernel's `NO_SENDERS` notice says its last capability is gone — closed,
+//! dropped at exit or exec, or its process died. It never reads the ring's positions, so nothing a client
 //! writes there can mislead it.
 //!
 //! Bounds: at most [`MAX_PIPES`] pipes, [`MAX_WATCHERS`] registrations per end and

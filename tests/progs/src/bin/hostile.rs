@@ -92,7 +92,31 @@ fn main() {
             Sys::Send as u64,
             Sys::Recv as u64,
         ];
-        if num == Sys::ThreadExit as u64
+        // The batched forms of `task_cap_put` and `cap_delete` read their pairs and slots from
+        // the message words: hostile words too, with the same exclusions as the single forms
+        // (a pair whose source is our task or thread, a slot that is the console).
+        let batch = match num {
+            n if n == Sys::TaskCapPut as u64 => a[3],
+            n if n == Sys::CapDelete as u64 => a[1],
+            _ => 0,
+        };
+        let mut hazard = false;
+        if batch != 0 {
+            let mr = &mut sawmill_rt::utcb().mr;
+            for w in mr
+                .iter_mut()
+                .take((batch as usize).min(sawmill_abi::CAP_PUT_MAX + 1))
+            {
+                *w = arg(&mut r, heap);
+                hazard |= if num == Sys::TaskCapPut as u64 {
+                    *w & 0xffff_ffff <= 1
+                } else {
+                    *w == sawmill_rt::slots::CONSOLE
+                };
+            }
+        }
+        if hazard
+            || num == Sys::ThreadExit as u64
             || num == Sys::Unmap as u64
             || (num == Sys::TaskMap as u64 && a[0] == 0)
             || (num == Sys::TaskKill as u64 && a[0] == 0)
@@ -101,10 +125,10 @@ fn main() {
             // No copies of our own task or thread capability: through a copy, TaskKill or
             // ThreadConfig would end or re-point ourselves just as the direct slots would.
             || ((num == Sys::CapCopy as u64 || num == Sys::CapMint as u64) && a[0] <= 1)
-            || (num == Sys::TaskCapPut as u64 && a[1] <= 1)
+            || (num == Sys::TaskCapPut as u64 && batch == 0 && a[1] <= 1)
             || (num == Sys::DebugWrite as u64 && a[1] < 0x8000_0000_0000)
             // Keep the console capability: the verdict is printed through it.
-            || (num == Sys::CapDelete as u64 && a[0] == sawmill_rt::slots::CONSOLE)
+            || (num == Sys::CapDelete as u64 && batch == 0 && a[0] == sawmill_rt::slots::CONSOLE)
         {
             continue;
         }

@@ -36,6 +36,13 @@ pub fn highest_ready() -> Option<usize> {
     Some(i * 64 + 63 - b.leading_zeros() as usize)
 }
 
+/// Whether no ready thread has a priority above `prio`: then the thread an IPC hands the CPU to
+/// (of priority `prio`) is the one the scheduler would keep running.
+#[inline(always)]
+pub fn none_ready_above(prio: u8) -> bool {
+    kernel().ready_n == 0 || highest_ready().is_none_or(|p| p <= prio as usize)
+}
+
 /// Appends a runnable thread to its ready queue.
 pub fn enqueue(t: *mut Thread) {
     // SAFETY: t is a live thread not in any queue.

@@ -139,6 +139,7 @@ fn debug_write(cur: *mut Thread, console: u64, ptr: u64, len: u64) -> SysResult 
 /// `reply_recv` on the general path: the reply goes out even if the endpoint is bad, so the
 /// caller does not hang because we misnamed our endpoint.
 fn reply_recv(cur: *mut Thread) -> SysResult {
+    endpoint::reply_recv_direct(cur);
     let woken = match endpoint::reply(cur) {
         Replied::NoCaller => None,
         Replied::Woken(c) => Some(c),

@@ -126,25 +126,7 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
         }
         let nmaps = tag.maps().min(MAX_ITEMS);
         if nmaps > 0 {
-            let su = utcb(src);
-            let du = utcb(dst);
-            let (base, size) = (du.map_window[0], du.map_window[1]);
-            let mut n = 0;
-            for i in 0..nmaps {
-                let it = su.map_items[i];
-                if map_item_ok(&it, base, size)
-                    && vm::map_pages(s.task, it.src, th(dst).task, it.dst, it.pages, it.flags)
-                        .is_ok()
-                {
-                    // The receiver learns where each item landed (the sender's address stays
-                    // the sender's), so it can take back what a request should not have brought.
-                    du.map_items[i] = sawmill_abi::MapItem { src: 0, ..it };
-                    n += 1;
-                } else {
-                    break;
-                }
-            }
-            out |= (n as u64) << 27;
+            out |= (map_items(src, dst, nmaps) as u64) << 27;
         }
     }
     let d = &mut th(dst).frame;
@@ -155,6 +137,27 @@ fn deliver_slow(src: *mut Thread, dst: *mut Thread, badge: u64, grant: bool) {
     d.r10 = w[1];
     d.r8 = w[2];
     d.r9 = w[3];
+}
+
+/// Maps the first `n` map items of `src`'s message into `dst` through `dst`'s receive window,
+/// in order, up to the first that does not fit or fails; returns how many landed. The receiver
+/// learns where each item landed (the sender's address stays the sender's), so it can take back
+/// what a request should not have brought.
+#[inline(always)]
+fn map_items(src: *mut Thread, dst: *mut Thread, n: usize) -> usize {
+    let (su, du) = (utcb(src), utcb(dst));
+    let (base, size) = (du.map_window[0], du.map_window[1]);
+    let (st, dt) = (th(src).task, th(dst).task);
+    for i in 0..n {
+        let it = su.map_items[i];
+        if !map_item_ok(&it, base, size)
+            || vm::map_pages(st, it.src, dt, it.dst, it.pages, it.flags).is_err()
+        {
+            return i;
+        }
+        du.map_items[i] = sawmill_abi::MapItem { src: 0, ..it };
+    }
+    n
 }
 
 fn item_bytes(it: &sawmill_abi::MapItem) -> Option<u64> {
@@ -451,25 +454,50 @@ pub fn fast_send(cur: *mut Thread) {
     sched::switch_now(cur)
 }
 
+/// The caller `t` answers on `ep`, if it may run at once on the fast path's rule: nothing else
+/// waits on `ep` (the receive that follows blocks) and no ready thread is above its priority.
+#[inline(always)]
+fn caller_to_run(t: &Thread, ep: *mut Endpoint) -> Option<*mut Thread> {
+    // SAFETY: the caller's capability holds the endpoint alive.
+    let e = unsafe { &*ep };
+    let cl = t.caller;
+    if cl.is_null()
+        || !e.send_head.is_null()
+        || !e.notice_head.is_null()
+        || !sched::none_ready_above(th(cl).prio)
+    {
+        return None;
+    }
+    Some(cl)
+}
+
+/// The reply to the caller `ct` is delivered: it is runnable (its kernel message, if it
+/// faulted, answered) and `t` (the thread `cur`) waits on `ep`.
+#[inline(always)]
+fn answered_now_wait(t: &mut Thread, cur: *mut Thread, ct: &mut Thread, ep: *mut Endpoint) {
+    ct.kmsg = None;
+    ct.state = State::Ready;
+    ct.server = null_mut();
+    t.caller = null_mut();
+    t.state = State::Receiving;
+    t.run_ticks = 0;
+    t.ep = ep;
+    // SAFETY: as in caller_to_run.
+    push(unsafe { &mut (*ep).recv_head }, cur);
+}
+
 /// Fast `reply_recv`: the caller waiting for our reply gets it and the CPU; we wait on `ep`.
 #[inline(always)]
 pub fn fast_reply_recv(cur: *mut Thread) {
     let t = th(cur);
     let Some((c, ep)) = fast_check(t) else { return };
-    // SAFETY: the capability holds the endpoint alive.
-    let e = unsafe { &mut *ep };
-    let cl = t.caller;
-    if c.rights & rights::RECV == 0
-        || cl.is_null()
-        || !e.send_head.is_null()
-        || !e.notice_head.is_null()
-    {
+    if c.rights & rights::RECV == 0 {
         return;
     }
+    let Some(cl) = caller_to_run(t, ep) else {
+        return;
+    };
     let ct = th(cl);
-    if !sched::none_ready_above(ct.prio) {
-        return;
-    }
     // A handler's plain verdict "resume" (label 0; fast_check let no map item through) to a
     // thread that faulted sends it back to the faulting instruction, as `reply` does: the
     // region manager's answer to every page fault its dataspace's manager mapped already.
@@ -482,14 +510,7 @@ pub fn fast_reply_recv(cur: *mut Thread) {
         }
         _ => return,
     };
-    ct.kmsg = None;
-    ct.state = State::Ready;
-    ct.server = null_mut();
-    t.caller = null_mut();
-    t.state = State::Receiving;
-    t.run_ticks = 0;
-    t.ep = ep;
-    push(&mut e.recv_head, cur);
+    answered_now_wait(t, cur, ct, ep);
     if resume {
         sched::switch_to(cl)
     }
@@ -497,14 +518,16 @@ pub fn fast_reply_recv(cur: *mut Thread) {
 }
 
 // The direct path: a register-word `reply_recv` the fast path left (map items: a dataspace
-// manager's answer to `map`, about one IPC in six of the shell script benchmark) to a caller
-// that may run at once under the fast path's rule. The items are mapped as `deliver` maps them,
-// the message goes into the caller's frame (its tag saying how many items landed), and the
-// caller runs without the general path's scheduler round and exit. (Taking capability items
-// and more words this way too, through `deliver`, measured dearer; so did `call`s.)
+// manager's answer to `map`, about one IPC in six of the shell script benchmark; a pager's
+// "resume" that maps the page) to a caller that may run at once under the fast path's rule.
+// The items are mapped as the general path maps them, the message goes into the caller's frame
+// (its tag saying how many items landed), and the caller runs without the general path's
+// scheduler round and exit. (Taking capability items and more words this way too, through
+// `deliver`, measured dearer; so did `call`s.)
 
 /// `reply_recv` by the direct path; returns when the general path must do it (capability
-/// items, words past the registers, a bad endpoint, a caller that cannot run now).
+/// items, words past the registers, a bad endpoint, a caller that cannot run now, a verdict
+/// other than "resume" to a thread that faulted).
 #[inline(never)]
 pub fn reply_recv_direct(cur: *mut Thread) {
     let t = th(cur);
@@ -522,29 +545,28 @@ pub fn reply_recv_direct(cur: *mut Thread) {
         }) if r & rights::RECV != 0 => ep,
         _ => return,
     };
-    // SAFETY: the capability holds the endpoint alive.
-    let e = unsafe { &mut *ep };
-    let cl = t.caller;
-    if cl.is_null() || !e.send_head.is_null() || !e.notice_head.is_null() {
+    let Some(cl) = caller_to_run(t, ep) else {
         return;
-    }
+    };
     let ct = th(cl);
-    if ct.kmsg.is_some() || !sched::can_take_msg(ct) || !sched::none_ready_above(ct.prio) {
-        return;
-    }
-    let (su, du) = (utcb(cur), utcb(cl));
-    let (base, size) = (du.map_window[0], du.map_window[1]);
-    let mut n = 0;
-    for i in 0..tag.maps().min(MAX_ITEMS) {
-        let it = su.map_items[i];
-        if !map_item_ok(&it, base, size)
-            || vm::map_pages(t.task, it.src, ct.task, it.dst, it.pages, it.flags).is_err()
-        {
-            break;
+    match ct.kmsg {
+        None if sched::can_take_msg(ct) => {}
+        // A handler's "resume" with map items to a thread that faulted (a pager that maps the
+        // page itself): as `reply` does, a page fault's items map into the whole faulting
+        // space, each on its own, and the thread goes back to the faulting instruction.
+        Some(km) if tag.label() == 0 && ct.frame.rip < crate::arch::CANONICAL_END => {
+            if km.label == label::PAGE_FAULT {
+                let u = utcb(cur);
+                for it in &u.map_items[..tag.maps().min(MAX_ITEMS)] {
+                    let _ = vm::map_pages(t.task, it.src, ct.task, it.dst, it.pages, it.flags);
+                }
+            }
+            answered_now_wait(t, cur, ct, ep);
+            sched::switch_to(cl)
         }
-        du.map_items[i] = sawmill_abi::MapItem { src: 0, ..it };
-        n += 1;
+        _ => return,
     }
+    let n = map_items(cur, cl, tag.maps().min(MAX_ITEMS));
     let f = &mut ct.frame;
     f.rax = 0;
     f.rdi = 0;
@@ -553,12 +575,7 @@ pub fn reply_recv_direct(cur: *mut Thread) {
     f.r10 = t.frame.r10;
     f.r8 = t.frame.r8;
     f.r9 = t.frame.r9;
-    ct.state = State::Ready;
-    ct.server = null_mut();
-    t.caller = null_mut();
-    t.state = State::Receiving;
-    t.ep = ep;
-    push(&mut e.recv_head, cur);
+    answered_now_wait(t, cur, ct, ep);
     sched::switch_to(cl)
 }
 

@@ -596,16 +596,11 @@ impl Regions {
     /// (ignored if that region was detached meanwhile).
     pub fn mapped(&mut self, id: u64, page: u64, pages: u64, writable: bool) {
         if let Some(r) = self.by_id(id) {
-            if !r.contains(page) {
-                return;
+            let hi = page.saturating_add(pages.saturating_mul(PAGE)).min(r.end());
+            if let Some((first, n)) = r.page_span(page, hi) {
+                set_range(&mut r.resident, first, n, true);
+                set_range(&mut r.writable, first, n, writable);
             }
-            let first = (page - r.start) / PAGE;
-            let n = pages.min((r.end() - page) / PAGE);
-            if n == 0 {
-                return;
-            }
-            set_range(&mut r.resident, first, n, true);
-            set_range(&mut r.writable, first, n, writable);
         }
     }
 

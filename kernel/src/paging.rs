@@ -124,6 +124,18 @@ pub fn pte_in_run(pml4: u64, va: u64, last: &mut Option<(u64, Option<u64>)>) -> 
     pt.map_or(0, |t| table(t)[((va >> 12) & 511) as usize])
 }
 
+/// The page table holding `va`'s 4 KiB entry, if the task has one of its own there (none is
+/// made; None also under a 2 MiB page or a borrowed table). With [`clear_in`], a run of entries
+/// to clear walks the levels above once per page table.
+pub fn existing_page_table(pml4: u64, va: u64) -> Option<u64> {
+    walk(pml4, va, 1, &mut || None)
+}
+
+/// Clears `va`'s 4 KiB entry in `pt`, the page table [`existing_page_table`] gave for `va`.
+pub fn clear_in(pt: u64, va: u64) {
+    table(pt)[((va >> 12) & 511) as usize] = 0;
+}
+
 /// Installs a 4 KiB mapping of `va` in `pt`, the page table [`page_table`] gave for `va`. The
 /// entry must be empty.
 pub fn map_in(pt: u64, va: u64, pa: u64, flags: u64) -> bool {

@@ -82,8 +82,11 @@ pub fn kill_task(p: *mut Task) {
     // are freed whole below, and it runs on them no more), clearing only derived mappings in
     // other tasks.
     task.dead = true;
-    let mut gone = Vec::with_capacity((task.nodes as usize).min(1024));
-    kernel().mapdb.remove_space(task.id, &mut gone);
+    // Its own mappings are counted, not listed (their entries go with the page tables); what
+    // was derived from them in other tasks is listed, to leave those tasks' page tables.
+    let mut gone = Vec::new();
+    let own = kernel().mapdb.remove_dead_space(task.id, &mut gone);
+    nodes_gone(task, own);
     vm::unmap_removed(&gone);
 
     task.slots = sawmill_kcore::cspace::TableView::EMPTY;
@@ -105,6 +108,17 @@ pub fn kill_task(p: *mut Task) {
     // The PML4 itself was part of the task's own charge.
     factory::uncharge(task.hdr.factory, (n - 1) * PAGE);
     task.pt_frames = 0;
+}
+
+/// `n` mapping nodes of `task` removed without `vm::unmap_removed`: off its count and its
+/// factory's charge, as that would have taken them.
+fn nodes_gone(task: &mut Task, n: usize) {
+    let n = (n as u64).min(task.nodes);
+    task.nodes -= n;
+    factory::uncharge(
+        task.hdr.factory,
+        n * sawmill_kcore::mapdb::NODE_BYTES as u64,
+    );
 }
 
 /// `task_link`: task `dt` borrows `st`'s page table of the 2 MiB window at `va`.
@@ -159,13 +173,27 @@ pub fn reset_task(
     crate::pin::release_task(p);
     crate::iommu::task_gone(task.id);
     unlink(p, lender);
-    let mut gone = Vec::with_capacity((task.nodes as usize).min(1024));
+    let mut gone = Vec::new();
     let builder = me.id;
-    let kept = kernel().mapdb.retain_space(
+    // The task's own removed mappings leave its page table as they go (no list to walk again)
+    // unless its entries may be cached (loaded) or seen elsewhere (lent tables): those go the
+    // general way, through `unmap_removed`.
+    let pml4 = task.pml4;
+    let mut last_pt: vm::LastTable = None;
+    let mut clear = |m: &sawmill_kcore::mapdb::Mapping| vm::clear_entry(pml4, m, &mut last_pt);
+    let own: Option<&mut dyn FnMut(&sawmill_kcore::mapdb::Mapping)> =
+        if kernel().loaded_cr3 != pml4 && task.lent == 0 {
+            Some(&mut clear)
+        } else {
+            None
+        };
+    let (kept, cleared) = kernel().mapdb.retain_space_with(
         task.id,
         |m, parent| sawmill_kcore::reset::keeps(runs, builder, m, parent),
+        own,
         &mut gone,
     );
+    nodes_gone(task, cleared);
     vm::unmap_removed(&gone);
     // Written by the program that ran: not the next one's writes (`task_dirty`).
     for r in runs {

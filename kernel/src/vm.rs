@@ -7,12 +7,19 @@ use crate::obj::Task;
 use crate::paging;
 use crate::state::kernel;
 use sawmill_abi::{map, Error};
-use sawmill_kcore::mapdb::{Mapping, NODE_BYTES};
+use sawmill_kcore::mapdb::{Mapping, MdbError, NODE_BYTES};
+
+/// The page table of the last 4 KiB entry [`clear_entry`] cleared: (2 MiB window, table).
+pub type LastTable = Option<(u64, Option<u64>)>;
 
 /// Clears the page-table entries of mappings removed from the database and returns their node
 /// charges.
 pub fn unmap_removed(v: &[Mapping]) {
     crate::iommu::revoked(v);
+    // The page table of the last 4 KiB entry cleared, as (PML4, its 2 MiB window and table):
+    // a task's removed mappings come in runs of neighbours (a walk from the top was ~35
+    // instructions of every page of every process that ended).
+    let mut last: Option<(u64, LastTable)> = None;
     for m in v {
         let t = kernel()
             .tasks
@@ -25,7 +32,12 @@ pub fn unmap_removed(v: &[Mapping]) {
         // SAFETY: live task (tasks[] holds only live ones).
         let task = unsafe { &mut *t };
         if !task.dead {
-            paging::unmap(task.pml4, m.vaddr, m.huge);
+            if last.is_none_or(|(pml4, _)| pml4 != task.pml4) {
+                last = Some((task.pml4, None));
+            }
+            if let Some((pml4, window)) = last.as_mut() {
+                clear_entry(*pml4, m, window);
+            }
             // A lent page table is in other spaces too, at the same address.
             if kernel().loaded_cr3 == task.pml4 || task.lent > 0 {
                 crate::arch::invlpg(m.vaddr);
@@ -35,6 +47,28 @@ pub fn unmap_removed(v: &[Mapping]) {
             task.nodes -= 1;
             factory::uncharge(task.hdr.factory, NODE_BYTES as u64);
         }
+    }
+}
+
+/// Clears the entry of mapping `m` in the page tables at `pml4` (flushing it from a processor
+/// that may hold it is the caller's business). `last` remembers the page table of the last
+/// 4 KiB entry cleared, so that a run of neighbours walks the levels above once.
+pub fn clear_entry(pml4: u64, m: &Mapping, last: &mut LastTable) {
+    if m.huge {
+        paging::unmap(pml4, m.vaddr, true);
+        return;
+    }
+    let window = m.vaddr >> 21;
+    let pt = match *last {
+        Some((w, pt)) if w == window => pt,
+        _ => {
+            let pt = paging::existing_page_table(pml4, m.vaddr);
+            *last = Some((window, pt));
+            pt
+        }
+    };
+    if let Some(pt) = pt {
+        paging::clear_in(pt, m.vaddr);
     }
 }
 
@@ -201,6 +235,34 @@ pub fn map_pages(
         };
         let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights
             | (m.rights & map::UNCACHED);
+        let grant = flags & map::GRANT != 0 && m.huge == huge;
+        // The common case (every page of a map item): the place is probed once, by the
+        // insertion itself, not first by `vacant` (~90 instructions a page). A task at its
+        // quota goes the general way, which frees what it replaces before charging the page.
+        if !huge && !grant && factory::charge(d.hdr.factory, NODE_BYTES as u64).is_ok() {
+            s.mapped_out = true;
+            let child = Mapping {
+                space: d.id,
+                vaddr: da,
+                paddr: pa,
+                huge,
+                rights: r,
+            };
+            let inserted = match kernel().mapdb.insert_child_of(sid, child) {
+                Err(MdbError::Exists) => replace_with(d.id, da, s.id, sa, child),
+                other => other.map_err(|_| Error::Busy),
+            };
+            if let Err(e) = inserted {
+                factory::uncharge(d.hdr.factory, NODE_BYTES as u64);
+                return Err(e);
+            }
+            d.nodes += 1;
+            let pte = paging::pte_flags(r, r & map::UNCACHED != 0);
+            if !map_4k(d.pml4, dt, da, pa, pte, &mut last_pt) {
+                return Err(unmap_failed(d.id, da));
+            }
+            continue;
+        }
         // Replace what is there: the mapping covering `da` (4 KiB, or 2 MiB around it) and, for
         // a 2 MiB destination, every 4 KiB mapping inside it; no other 4 KiB mapping. (Revoking
         // also the mapping at `da`'s 2 MiB boundary, as this once did, took a neighbour with it:
@@ -231,7 +293,7 @@ pub fn map_pages(
         // A granted page keeps its dirty bit (`task_dirty`: moved back and forth, a written page
         // must not come back looking clean).
         let mut carried = 0;
-        if flags & map::GRANT != 0 && m.huge == huge {
+        if grant {
             carried = paging::pte(s.pml4, m.vaddr) & paging::D;
             // Grant: the mapping moves, keeping what was derived from it.
             paging::unmap(s.pml4, m.vaddr, m.huge);
@@ -275,27 +337,69 @@ pub fn map_pages(
                 }
             }
         }
-        let mut alloc = || factory::pt_alloc(dt);
         let pte = paging::pte_flags(r, r & map::UNCACHED != 0) | carried;
         let mapped = if huge {
-            paging::map(d.pml4, da, pa, pte, true, &mut alloc)
+            paging::map(d.pml4, da, pa, pte, true, &mut || factory::pt_alloc(dt))
         } else {
-            let window = da >> 21;
-            let pt = match last_pt {
-                Some((w, pt)) if w == window => Some(pt),
-                _ => paging::page_table(d.pml4, da, &mut alloc),
-            };
-            last_pt = pt.map(|pt| (window, pt));
-            pt.is_some_and(|pt| paging::map_in(pt, da, pa, pte))
+            map_4k(d.pml4, dt, da, pa, pte, &mut last_pt)
         };
         if !mapped {
-            let mut gone = alloc::vec::Vec::new();
-            kernel().mapdb.revoke(d.id, da, true, &mut gone);
-            unmap_removed(&gone);
-            return Err(Error::NoMemory);
+            return Err(unmap_failed(d.id, da));
         }
     }
     Ok(())
+}
+
+/// Enters `da` → `pa` (4 KiB, entry bits `pte`) in `dt`'s page tables (at `pml4`), making the
+/// page table as needed; `last_pt` as in [`map_pages`] (a run of pages walks the levels above
+/// once per page table).
+#[inline(always)]
+fn map_4k(
+    pml4: u64,
+    dt: *mut Task,
+    da: u64,
+    pa: u64,
+    pte: u64,
+    last_pt: &mut Option<(u64, u64)>,
+) -> bool {
+    let window = da >> 21;
+    let pt = match *last_pt {
+        Some((w, pt)) if w == window => Some(pt),
+        _ => paging::page_table(pml4, da, &mut || factory::pt_alloc(dt)),
+    };
+    *last_pt = pt.map(|pt| (window, pt));
+    pt.is_some_and(|pt| paging::map_in(pt, da, pa, pte))
+}
+
+/// [`map_pages`]' page `child` at `da` of space `dst`, where a mapping is already: that one
+/// goes (with what was derived from it) and `child` takes its place, derived from the mapping
+/// at `sa` of space `src` (looked up again: the revocation may have freed and reused nodes, or
+/// taken the source itself).
+#[cold]
+#[inline(never)]
+fn replace_with(dst: u32, da: u64, src: u32, sa: u64, child: Mapping) -> Result<(), Error> {
+    let mut gone = alloc::vec::Vec::new();
+    if let Some(id) = kernel().mapdb.find_id(dst, da) {
+        let old = kernel().mapdb.get(id);
+        kernel().mapdb.revoke(dst, old.vaddr, true, &mut gone);
+    }
+    unmap_removed(&gone);
+    let sid = kernel().mapdb.find_id(src, sa).ok_or(Error::Fault)?;
+    kernel()
+        .mapdb
+        .insert_child_of(sid, child)
+        .map_err(|_| Error::Busy)
+}
+
+/// A page [`map_pages`] recorded but could not enter in the page table (no memory for one):
+/// the record goes again.
+#[cold]
+#[inline(never)]
+fn unmap_failed(dst: u32, da: u64) -> Error {
+    let mut gone = alloc::vec::Vec::new();
+    kernel().mapdb.revoke(dst, da, true, &mut gone);
+    unmap_removed(&gone);
+    Error::NoMemory
 }
 
 /// `task_dirty`: bit i set unless page `dst + i` of `dt` is still the frame `st` maps at

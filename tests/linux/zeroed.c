@@ -4,8 +4,9 @@
  * of its library stack that the library leaves untouched, then exits; the next child, built on
  * the same pages, must find the marker nowhere in its library's heap and stack. Rounds repeat
  * it. sawmill only: the addresses are the Linux personality's layout
- * (personality/linux/src/layout.rs: LIB_HEAP, LIB_STACK_TOP; proc's 32 KiB library stack and
- * the scenario's 64 KiB first heap), which Linux does not map.
+ * (personality/linux/src/layout.rs: LIB_HEAP, LIB_STACK_TOP, LIB_STACK_BYTES: the library's
+ * 96 KiB stack, the start's part above the system calls' part; the scenario's 64 KiB first
+ * heap), which Linux does not map.
  *
  * proc also builds the next process into an ended one's task, emptied by `task_reset`
  * (docs/ARCHITECTURE.md §9): a child maps pages at a fixed address (a file's, an anonymous one)
@@ -24,7 +25,7 @@
 #define LIB_HEAP 0x70100000UL
 #define HEAP_PAGES 16
 #define LIB_STACK_TOP 0x78000000UL
-#define STACK_PAGES 8
+#define STACK_PAGES 24
 #define ROUNDS 4
 
 static void marker(unsigned char *m) {
@@ -32,7 +33,8 @@ static void marker(unsigned char *m) {
 }
 
 /* Writes the marker into heap page 13 and the lowest stack page (the library, started and
- * exiting, touches neither) and checks it is there. */
+ * exiting, touches neither: its system calls use the top pages of the stack's lower part) and
+ * checks it is there. */
 static int write_marks(void) {
     unsigned char m[64];
     marker(m);

@@ -16,19 +16,42 @@ pub struct SlotId {
     pub index: u32,
 }
 
+/// One link of the derivation tree: a slot, or none, in one word. (As `Option<SlotId>`, 12
+/// bytes and a tag, a slot's links were copied and tested field by field on every capability
+/// transfer and deletion; no table numbered `u32::MAX` exists to be confused with none.)
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Link(u64);
+
+impl Link {
+    const NONE: Link = Link(u64::MAX);
+
+    #[inline(always)]
+    fn to(s: SlotId) -> Link {
+        Link((s.table as u64) << 32 | s.index as u64)
+    }
+
+    #[inline(always)]
+    fn get(self) -> Option<SlotId> {
+        (self != Link::NONE).then_some(SlotId {
+            table: (self.0 >> 32) as u32,
+            index: self.0 as u32,
+        })
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Links {
-    parent: Option<SlotId>,
-    first_child: Option<SlotId>,
-    next: Option<SlotId>,
-    prev: Option<SlotId>,
+    parent: Link,
+    first_child: Link,
+    next: Link,
+    prev: Link,
 }
 
 const NO_LINKS: Links = Links {
-    parent: None,
-    first_child: None,
-    next: None,
-    prev: None,
+    parent: Link::NONE,
+    first_child: Link::NONE,
+    next: Link::NONE,
+    prev: Link::NONE,
 };
 
 struct Slot<C> {
@@ -337,17 +360,17 @@ impl<C: Clone> CSpace<C> {
         }
         d.cap = Some(cap);
         d.links = Links {
-            parent: Some(parent),
-            first_child: None,
+            parent: Link::to(parent),
+            first_child: Link::NONE,
             next: old_first,
-            prev: None,
+            prev: Link::NONE,
         };
         self.used(dst);
         // Both hold capabilities, so both are made: no slot to make on the way.
-        if let Some(f) = old_first {
-            self.with_made_links(f, |l| l.prev = Some(dst));
+        if let Some(f) = old_first.get() {
+            self.with_made_links(f, |l| l.prev = Link::to(dst));
         }
-        self.with_made_links(parent, |l| l.first_child = Some(dst));
+        self.with_made_links(parent, |l| l.first_child = Link::to(dst));
         Ok(())
     }
 
@@ -378,45 +401,45 @@ impl<C: Clone> CSpace<C> {
             None => return Err(CsError::BadSlot),
         };
         // Off the sibling list (or the parent's first child).
-        match l.prev {
+        match l.prev.get() {
             Some(p) => self.with_made_links(p, |pl| pl.next = l.next),
             None => {
-                if let Some(par) = l.parent {
+                if let Some(par) = l.parent.get() {
                     self.with_made_links(par, |pl| pl.first_child = l.next);
                 }
             }
         }
-        if let Some(n) = l.next {
+        if let Some(n) = l.next.get() {
             self.with_made_links(n, |nl| nl.prev = l.prev);
         }
         // Re-parent children: each child is inserted into the parent's child list.
-        let mut child = l.first_child;
+        let mut child = l.first_child.get();
         while let Some(c) = child {
             let cl = self.links(c);
-            child = cl.next;
-            match l.parent {
+            child = cl.next.get();
+            match l.parent.get() {
                 Some(p) => {
                     let pfirst = self.links(p).first_child;
-                    if let Some(f) = pfirst {
-                        self.with_links(f, |fl| fl.prev = Some(c));
+                    if let Some(f) = pfirst.get() {
+                        self.with_links(f, |fl| fl.prev = Link::to(c));
                     }
                     self.with_links(c, |x| {
                         *x = Links {
-                            parent: Some(p),
+                            parent: Link::to(p),
                             first_child: cl.first_child,
                             next: pfirst,
-                            prev: None,
+                            prev: Link::NONE,
                         }
                     });
-                    self.with_links(p, |pl| pl.first_child = Some(c));
+                    self.with_links(p, |pl| pl.first_child = Link::to(c));
                 }
                 None => {
                     self.with_links(c, |x| {
                         *x = Links {
-                            parent: None,
+                            parent: Link::NONE,
                             first_child: cl.first_child,
-                            next: None,
-                            prev: None,
+                            next: Link::NONE,
+                            prev: Link::NONE,
                         }
                     });
                 }
@@ -449,18 +472,18 @@ impl<C: Clone> CSpace<C> {
         let mut out = Vec::new();
         // Post-order walk: descend to a leaf, delete it, continue from its parent. Each node is
         // visited a bounded number of times, so the cost is linear in the subtree.
-        let mut cur = match self.links(s).first_child {
+        let mut cur = match self.links(s).first_child.get() {
             Some(c) => c,
             None => return Ok(out),
         };
         loop {
-            while let Some(c) = self.links(cur).first_child {
+            while let Some(c) = self.links(cur).first_child.get() {
                 cur = c;
             }
-            let parent = self.links(cur).parent;
+            let parent = self.links(cur).parent.get();
             out.push(self.delete(cur)?);
             match parent {
-                Some(p) if p == s => match self.links(s).first_child {
+                Some(p) if p == s => match self.links(s).first_child.get() {
                     Some(c) => cur = c,
                     None => return Ok(out),
                 },
@@ -482,25 +505,25 @@ impl<C: Clone> CSpace<C> {
         self.slot_mut(dst).unwrap().cap = cap;
         self.set_links(dst, l);
         self.used(dst);
-        if let Some(p) = l.prev {
+        if let Some(p) = l.prev.get() {
             let mut pl = self.links(p);
-            pl.next = Some(dst);
+            pl.next = Link::to(dst);
             self.set_links(p, pl);
-        } else if let Some(par) = l.parent {
+        } else if let Some(par) = l.parent.get() {
             let mut pl = self.links(par);
-            pl.first_child = Some(dst);
+            pl.first_child = Link::to(dst);
             self.set_links(par, pl);
         }
-        if let Some(n) = l.next {
+        if let Some(n) = l.next.get() {
             let mut nl = self.links(n);
-            nl.prev = Some(dst);
+            nl.prev = Link::to(dst);
             self.set_links(n, nl);
         }
-        let mut child = l.first_child;
+        let mut child = l.first_child.get();
         while let Some(c) = child {
             let mut cl = self.links(c);
-            cl.parent = Some(dst);
-            child = cl.next;
+            cl.parent = Link::to(dst);
+            child = cl.next.get();
             self.set_links(c, cl);
         }
         Ok(())
@@ -510,16 +533,16 @@ impl<C: Clone> CSpace<C> {
     pub fn descendants(&self, s: SlotId) -> usize {
         let mut n = 0;
         let mut stack: Vec<SlotId> = Vec::new();
-        if let Some(c) = self.links(s).first_child {
+        if let Some(c) = self.links(s).first_child.get() {
             stack.push(c);
         }
         while let Some(c) = stack.pop() {
             n += 1;
             let l = self.links(c);
-            if let Some(x) = l.first_child {
+            if let Some(x) = l.first_child.get() {
                 stack.push(x);
             }
-            if let Some(x) = l.next {
+            if let Some(x) = l.next.get() {
                 stack.push(x);
             }
         }
@@ -759,7 +782,7 @@ mod tests {
                     let id = s(tb, i);
                     if cs.get(id).is_ok() {
                         total += 1;
-                        if cs.links(id).parent.is_none() {
+                        if cs.links(id).parent.get().is_none() {
                             reach += 1 + cs.descendants(id);
                         }
                     }

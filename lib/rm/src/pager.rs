@@ -785,14 +785,10 @@ fn install_heap(ds: u64, size: u64) -> Result<(), RmError> {
     HEAP_DS.store(ds, Ordering::Relaxed);
     HEAP_SIZE.store(size, Ordering::Relaxed);
     HEAP_BASE.store(base, Ordering::Release);
-    // The allocator's claim writes the range's first and last words: both pages resolved
-    // before (a call to the dataspace each) rather than by a page fault each.
-    if size >= 2 * PAGE {
-        let _ = populate(base, PAGE, true);
-        let _ = populate(base + size - PAGE, PAGE, true);
-    }
+    // Given to the allocator only once the heap it has runs out: most programs (a Linux
+    // process's library) never touch it then, not even the first and last words a claim writes.
     // SAFETY: the range is ours alone from now on, attached read-write and paged on demand.
-    unsafe { sawmill_rt::heap_add(base, size) };
+    unsafe { sawmill_rt::heap_reserve(base, size) };
     Ok(())
 }
 

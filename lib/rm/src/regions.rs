@@ -1,6 +1,7 @@
 //! The region map: which dataspace (and which part of it) is attached where, with which rights,
 //! and which of its pages the task already holds. Pure bookkeeping, tested on the host.
 use alloc::vec::Vec;
+use core::cell::Cell;
 
 pub const PAGE: u64 = 4096;
 /// Pages a read fault may map at once (the faulting page and those after it, as far as the
@@ -228,6 +229,10 @@ pub struct Regions {
     auto_lo: u64,
     auto_hi: u64,
     next_id: u64,
+    /// The index of the region the last lookup found: faults come in runs on one region (a
+    /// program's text), and checking it first spares the search (~60 instructions a fault) and
+    /// the walk by id when the fault's mapping is recorded. Only a hint: checked at every use.
+    hint: Cell<usize>,
 }
 
 /// Bits `[from, from + n)` of `v` as a fresh bitmap.
@@ -252,6 +257,7 @@ impl Regions {
             auto_lo: lo,
             auto_hi: hi,
             next_id: 1,
+            hint: Cell::new(0),
         }
     }
 
@@ -516,12 +522,16 @@ impl Regions {
     }
 
     pub fn lookup(&self, a: u64) -> Option<&Region> {
+        if let Some(r) = self.v.get(self.hint.get()).filter(|r| r.contains(a)) {
+            return Some(r);
+        }
         let i = self.v.partition_point(|r| r.start <= a);
         if i == 0 {
             return None;
         }
         let r = &self.v[i - 1];
         if r.contains(a) {
+            self.hint.set(i - 1);
             Some(r)
         } else {
             None
@@ -529,7 +539,11 @@ impl Regions {
     }
 
     fn by_id(&mut self, id: u64) -> Option<&mut Region> {
-        self.v.iter_mut().find(|r| r.id == id)
+        let i = match self.v.get(self.hint.get()) {
+            Some(r) if r.id == id => self.hint.get(),
+            _ => self.v.iter().position(|r| r.id == id)?,
+        };
+        self.v.get_mut(i)
     }
 
     /// Decides what a fault at `addr` needs (`write`: a write access).
@@ -1076,6 +1090,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_last_region_found_is_only_a_hint() {
+        let mut m = Regions::new(0x1000_0000, 0x2000_0000);
+        let ds_of = |m: &Regions, a: u64| m.lookup(a).map(|r| r.ds);
+        let a = m
+            .attach(Some(0x1000_0000), 4 * PAGE, PAGE, 1, 0, flags::READ)
+            .unwrap();
+        let b = m
+            .attach(Some(0x1100_0000), 4 * PAGE, PAGE, 2, 0, flags::READ)
+            .unwrap();
+        let c = m
+            .attach(Some(0x1200_0000), 4 * PAGE, PAGE, 3, 0, flags::READ)
+            .unwrap();
+        assert_eq!(ds_of(&m, c), Some(3));
+        assert_eq!(ds_of(&m, a + PAGE), Some(1));
+        assert_eq!(ds_of(&m, a + PAGE), Some(1));
+        // The hinted region goes and another comes before it: the hint's index now names
+        // another region, which is not taken for the address.
+        m.detach(a).unwrap();
+        assert_eq!(ds_of(&m, a + PAGE), None);
+        assert_eq!(ds_of(&m, b), Some(2));
+        m.detach(b).unwrap();
+        let d = m
+            .attach(Some(0x1080_0000), 4 * PAGE, PAGE, 4, 0, flags::READ)
+            .unwrap();
+        assert_eq!(ds_of(&m, b), None);
+        assert_eq!(ds_of(&m, d + 3 * PAGE), Some(4));
+        assert_eq!(ds_of(&m, c + 3 * PAGE), Some(3));
+        assert_eq!(ds_of(&m, c + 4 * PAGE), None);
+        // Recording a mapping by id finds its region whatever the hint says.
+        let Fault::Map { id, .. } = m.fault(d, false) else {
+            panic!()
+        };
+        assert_eq!(ds_of(&m, c), Some(3));
+        m.mapped(id, d, 2, false);
+        assert_eq!(m.fault(d + PAGE, false), Fault::Cached);
+        assert!(matches!(m.fault(c, false), Fault::Map { .. }));
     }
 
     #[test]

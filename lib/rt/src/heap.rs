@@ -163,16 +163,34 @@ impl Default for Lists {
     }
 }
 
+/// talc's out-of-memory handler: claims the span set aside for it ([`crate::heap_reserve`])
+/// the first time the heap runs out, and fails after that. A demand-paged heap is claimed only
+/// if it is needed: claiming writes its first and last words, a page of it each (two calls to
+/// its dataspace at the start of every Linux process, most of which never grow past the heap
+/// proc maps for them).
+pub struct Reserve {
+    pub(crate) span: Option<(usize, usize)>,
+}
+
+impl talc::OomHandler for Reserve {
+    fn handle_oom(talc: &mut talc::Talc<Self>, _layout: Layout) -> Result<(), ()> {
+        let (base, size) = talc.oom_handler.span.take().ok_or(())?;
+        // SAFETY: `heap_reserve`'s caller promised the span is ours alone, mapped read-write,
+        // for good.
+        unsafe { talc.claim(talc::Span::from_base_size(base as *mut u8, size)) }.map(|_| ())
+    }
+}
+
 /// The global allocator: talc and the class lists in front of it.
 pub struct Heap {
-    pub talc: talc::Talck<spin::Mutex<()>, talc::ErrOnOom>,
+    pub talc: talc::Talck<spin::Mutex<()>, Reserve>,
     lists: spin::Mutex<Lists>,
 }
 
 impl Heap {
     pub const fn new() -> Heap {
         Heap {
-            talc: talc::Talc::new(talc::ErrOnOom).lock(),
+            talc: talc::Talc::new(Reserve { span: None }).lock(),
             lists: spin::Mutex::new(Lists::new()),
         }
     }
@@ -352,5 +370,37 @@ mod tests {
             assert!(unsafe { lists.push(0, b.as_mut_ptr().cast()) });
         }
         assert_eq!(lists.len[0] as usize, KEEP[0] as usize + 5);
+    }
+
+    #[test]
+    fn the_reserve_is_claimed_once_the_heap_runs_out() {
+        #[repr(align(64))]
+        struct Arena([u8; 8192]);
+        let mut first = std::boxed::Box::new(Arena([0; 8192]));
+        let mut reserve = std::boxed::Box::new(Arena([0; 8192]));
+        let (first_at, reserve_at) = (first.0.as_mut_ptr(), reserve.0.as_mut_ptr());
+        let mut talc = talc::Talc::new(Reserve {
+            span: Some((reserve_at as usize, 8192)),
+        });
+        // SAFETY: the arena is ours and outlives the allocator.
+        unsafe { talc.claim(talc::Span::from_base_size(first_at, 8192)) }.unwrap();
+        let layout = Layout::from_size_align(3000, 16).unwrap();
+        let inside = |p: *mut u8, base: *mut u8| {
+            (base as usize..base as usize + 8192).contains(&(p as usize))
+        };
+        // The first arena serves while it can, the reserve untouched.
+        // SAFETY (each malloc): a valid nonzero layout.
+        let a = unsafe { talc.malloc(layout) }.unwrap().as_ptr();
+        let b = unsafe { talc.malloc(layout) }.unwrap().as_ptr();
+        assert!(inside(a, first_at) && inside(b, first_at));
+        assert!(talc.oom_handler.span.is_some());
+        // Then the reserve is claimed, once.
+        let c = unsafe { talc.malloc(layout) }.unwrap().as_ptr();
+        assert!(inside(c, reserve_at));
+        assert!(talc.oom_handler.span.is_none());
+        let d = unsafe { talc.malloc(layout) }.unwrap().as_ptr();
+        assert!(inside(d, reserve_at));
+        // And when both are full the allocation fails (no loop, no other memory).
+        assert!(unsafe { talc.malloc(layout) }.is_err());
     }
 }

@@ -177,6 +177,18 @@ pub unsafe fn heap_add(base: u64, size: u64) {
     }
 }
 
+/// Sets `[base, base+size)` aside for the heap, given to it only when it runs out (see
+/// [`heap::Reserve`]); a later call replaces a span not yet taken.
+///
+/// # Safety
+/// As [`heap_add`]'s: the range must be mapped read-write in this task (it may be paged on
+/// demand) and used for nothing else, for good.
+pub unsafe fn heap_reserve(base: u64, size: u64) {
+    if size > 0 {
+        ALLOCATOR.talc.lock().oom_handler.span = Some((base as usize, size as usize));
+    }
+}
+
 /// Defines the program's entry: `sawmill_rt::entry!(main);` with `fn main()`.
 #[macro_export]
 macro_rules! entry {

@@ -34,9 +34,10 @@ use sawmill_rt::{env, println, slots, sys, thread};
 
 const PAGE: u64 = 4096;
 /// The library's own stack for serving a thread's system calls.
-const SYSCALL_STACK: usize = 64 * 1024;
+const SYSCALL_STACK: usize = layout::LIB_SYSCALL_STACK as usize;
 
-/// A fresh library stack for the main thread's system calls, kept for good; its top. Not
+/// A fresh library stack for a new thread's system calls (the main thread's is mapped with the
+/// library: `layout::LIB_SYSCALL_STACK_TOP`), kept for good; its top. Not
 /// zeroed (a stack needs no contents): its pages, demand-zero heap, come in only as deep as the
 /// calls go, where zeroing all 64 KiB cost every new process ~50k instructions.
 pub(crate) fn syscall_stack_top() -> u64 {
@@ -433,8 +434,9 @@ pub fn start() {
     });
 
     signal_guest::init(signal_records);
-    // This thread's library stack for the system calls to come, found through its UTCB.
-    sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = syscall_stack_top();
+    // This thread's library stack for the system calls to come, found through its UTCB: the
+    // part of the stack proc mapped that is set aside for them.
+    sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = layout::LIB_SYSCALL_STACK_TOP;
 
     // SAFETY: taking the address of the entry stub.
     let entry = linux_syscall_entry as *const () as u64;
@@ -547,7 +549,7 @@ fn start_forked(
         let gs = sawmill_rt::utcb() as *const Utcb as u64;
         let _ = sys::set_tls(f.fs_base, gs);
     }
-    let top = syscall_stack_top();
+    let top = layout::LIB_SYSCALL_STACK_TOP;
     sawmill_rt::utcb().user[SYSCALL_STACK_WORD] = top;
     let entry = linux_syscall_entry as *const () as u64;
     if let Err(e) = sys::thread_foreign(slots::THREAD, entry, layout::LIB_BASE, layout::LIB_END) {

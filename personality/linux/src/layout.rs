@@ -35,6 +35,21 @@ pub const LIB_ENV: u64 = 0x7000_0000;
 pub const LIB_INFO: u64 = 0x7008_0000;
 pub const LIB_HEAP: u64 = 0x7010_0000;
 pub const LIB_STACK_TOP: u64 = 0x7800_0000;
+/// The library's stack below [`LIB_STACK_TOP`], mapped before it starts (proc, `lib/spawn`
+/// `Sizes::stack_bytes`) and kept with the task when proc makes it again for another process
+/// (only its written pages are zeroed): the start's part on top, then the main thread's stack
+/// for the program's system calls.
+pub const LIB_STACK_BYTES: u64 = LIB_START_STACK + LIB_SYSCALL_STACK;
+/// What the library's start runs on (the deepest seen over the Linux tests: 13 KiB, a fork
+/// child's; 5.5 KiB a new program's).
+pub const LIB_START_STACK: u64 = 32 * 1024;
+/// The main thread's stack for serving the program's system calls. Taken from the heap, as
+/// other threads' are, it did not fit the small heap proc maps: it came from the demand-paged
+/// one, two page faults (~5k instructions) of every process.
+pub const LIB_SYSCALL_STACK: u64 = 64 * 1024;
+/// Top of that stack (it grows down from here), below the start's part: the start is still
+/// running on its own when the thread turns foreign and the stack is named.
+pub const LIB_SYSCALL_STACK_TOP: u64 = LIB_STACK_TOP - LIB_START_STACK;
 pub const LIB_UTCB: u64 = 0x7810_0000;
 pub const LIB_HUGE: u64 = 0x7a00_0000;
 /// Most the library's demand-paged heap grows (`lib/rm` `init_heap`, placed among the region
@@ -58,5 +73,6 @@ const _: () = assert!(PROGRAM_END <= LIB_RM_BASE && LIB_END <= 0x8000_0000);
 const _: () = assert!(LIB_RM_BASE < LIB_FILE_WINDOWS && LIB_FILE_WINDOWS < LIB_RM_END);
 const _: () = assert!(LIB_OFFSETS >= PROGRAM_END && LIB_OFFSETS + 0x1000 <= LIB_RM_BASE);
 const _: () = assert!(LIB_ENV > LIB_IMAGE && LIB_HEAP > LIB_ENV && LIB_STACK_TOP > LIB_HEAP);
+const _: () = assert!(LIB_STACK_TOP - LIB_STACK_BYTES > LIB_HEAP + (64 << 20));
 const _: () = assert!(LIB_INFO > LIB_ENV && LIB_INFO < LIB_HEAP);
 const _: () = assert!(LIB_UTCB > LIB_STACK_TOP && LIB_HUGE > LIB_UTCB && LIB_HUGE < LIB_END);

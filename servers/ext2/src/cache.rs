@@ -335,6 +335,21 @@ impl Cache {
         Some(s)
     }
 
+    /// [`Self::lookup`], slot `hint` (where the caller found `p` before) tried first.
+    #[inline(always)]
+    pub fn lookup_at(&mut self, p: u64, hint: usize) -> Option<usize> {
+        if self.page_of.get(hint) != Some(&p) {
+            return self.lookup(p);
+        }
+        self.refd[hint] = true;
+        self.stats[0] += 1;
+        self.last = hint;
+        if p == self.ra.marker() {
+            self.start_window(p, hint);
+        }
+        Some(hint)
+    }
+
     /// `get` of a page not in the cache: a slot for it, and unless `overwrite`, its read-ahead
     /// window read from the disk (waited for).
     #[inline(never)]

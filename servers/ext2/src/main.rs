@@ -332,6 +332,9 @@ struct PageMemo {
     /// The pages some fault asked for itself (1 bit per page): the ones programs use, which
     /// fault-around maps (`map_around`).
     used: Vec<u64>,
+    /// Per file page, the cache slot it was last mapped from (`u32::MAX`: none): checked
+    /// first, it spares the cache's hash lookup on most faults (`Cache::lookup_at`).
+    slot: Vec<u32>,
 }
 
 /// Files whose pages are remembered (`PageMemo`): a program, its library, a mapped data file.
@@ -616,7 +619,12 @@ impl Pfs {
 
     /// The size of `ino` and the device page holding its page `fp` (`dev_page`), through the
     /// file's memo ([`PageMemo`]) while nothing has been written since.
-    fn mapped_page(&mut self, ino: u32, fp: u64) -> Result<(u64, Option<u64>), DsError> {
+    /// Also the memo's index (None for a file too large to remember).
+    fn mapped_page(
+        &mut self,
+        ino: u32,
+        fp: u64,
+    ) -> Result<(u64, Option<u64>, Option<usize>), DsError> {
         let writes = self.cache.borrow().writes;
         let i = match self.page_memos.iter().position(|m| m.ino == ino) {
             Some(i) if self.page_memos[i].writes == writes => i,
@@ -627,7 +635,8 @@ impl Pfs {
                 let size = self.fs.stat(ino).map_err(|_| DsError::Gone)?.size;
                 let pages = size.div_ceil(PAGE as u64);
                 if pages > PAGE_MEMO_MAX {
-                    return Ok((size, (fp < pages).then(|| self.dev_page(ino, fp)).flatten()));
+                    let dp = (fp < pages).then(|| self.dev_page(ino, fp)).flatten();
+                    return Ok((size, dp, None));
                 }
                 if self.page_memos.len() >= PAGE_MEMOS {
                     self.page_memos.remove(0);
@@ -638,6 +647,7 @@ impl Pfs {
                     size,
                     dev: alloc::vec![0; pages as usize],
                     used: alloc::vec![0; pages.div_ceil(64) as usize],
+                    slot: alloc::vec![u32::MAX; pages as usize],
                 });
                 self.page_memos.len() - 1
             }
@@ -645,14 +655,14 @@ impl Pfs {
         let m = &self.page_memos[i];
         let size = m.size;
         match m.dev.get(fp as usize) {
-            None => Ok((size, None)),
-            Some(&d) if d != 0 => Ok((size, Some(d as u64 - 1))),
+            None => Ok((size, None, Some(i))),
+            Some(&d) if d != 0 => Ok((size, Some(d as u64 - 1), Some(i))),
             Some(_) => {
                 let dp = self.dev_page(ino, fp);
                 if let Some(d) = dp.and_then(|d| u32::try_from(d + 1).ok()) {
                     self.page_memos[i].dev[fp as usize] = d;
                 }
-                Ok((size, dp))
+                Ok((size, dp, Some(i)))
             }
         }
     }
@@ -706,8 +716,19 @@ impl Pfs {
 
     /// The cache slot of device page `dp`, file page `fp` of `ino` (of `size` bytes), pinned
     /// for a client's mapping: a miss reads ahead no further than the file's last block.
-    fn map_data(&mut self, ino: u32, size: u64, fp: u64, dp: u64) -> Result<usize, DevError> {
-        let hit = self.cache.borrow_mut().lookup(dp);
+    /// `hint`: the slot it was last found in, checked first.
+    fn map_data(
+        &mut self,
+        ino: u32,
+        size: u64,
+        fp: u64,
+        dp: u64,
+        hint: Option<usize>,
+    ) -> Result<usize, DevError> {
+        let hit = match hint {
+            Some(h) => self.cache.borrow_mut().lookup_at(dp, h),
+            None => self.cache.borrow_mut().lookup(dp),
+        };
         let s = match hit {
             Some(s) => s,
             None => self.read_miss(ino, size, fp, dp)?,
@@ -724,11 +745,23 @@ impl Pfs {
     /// page costs about half a fault, so only pages likely to be touched are worth it), that
     /// are cached (nothing is read from the disk for them) in the slots after `s` (one item
     /// maps one contiguous range of the cache) and lie on the device pages after `dp`, not
-    /// shadowed. Each is pinned as `map_data` pins one. Marks `fp` used.
-    fn map_around(&mut self, ino: u32, fp: u64, dp: u64, s: usize, want: u64) -> u64 {
-        let Some(m) = self.page_memos.iter_mut().find(|m| m.ino == ino) else {
+    /// shadowed. Each is pinned as `map_data` pins one. Marks `fp` used and records slot `s` as
+    /// where it was mapped from (`PageMemo::slot`: the memo is at hand here).
+    fn map_around(
+        &mut self,
+        memo: Option<usize>,
+        ino: u32,
+        fp: u64,
+        dp: u64,
+        s: usize,
+        want: u64,
+    ) -> u64 {
+        let Some(m) = memo.and_then(|i| self.page_memos.get_mut(i)) else {
             return 1;
         };
+        if let Some(x) = m.slot.get_mut(fp as usize) {
+            *x = s as u32;
+        }
         let bit = |fp: u64| (fp / 64) as usize;
         if let Some(w) = m.used.get_mut(bit(fp)) {
             *w |= 1 << (fp % 64);
@@ -1392,7 +1425,7 @@ impl file::Server for Pfs {
                 break;
             };
             let s = self
-                .map_data(ino, size, page + n as u64, dp)
+                .map_data(ino, size, page + n as u64, dp, None)
                 .map_err(|_| FsError::Io)?;
             let addr = self.cache.borrow().addr(s);
             self.file(badge)?.mapped.push(s);
@@ -1535,17 +1568,21 @@ impl dataspace::Server for Pfs {
             return Err(DsError::Denied);
         }
         let fp = offset / PAGE as u64;
-        let (size, dp) = self.mapped_page(ino, fp)?;
+        let (size, dp, memo) = self.mapped_page(ino, fp)?;
         if fp >= size.div_ceil(PAGE as u64) {
             return Err(DsError::Invalid);
         }
         let shadowed = self.shadows.iter().any(|s| s.ino == ino && s.page == fp);
+        let hint = memo
+            .and_then(|i| self.page_memos[i].slot.get(fp as usize).copied())
+            .filter(|&x| x != u32::MAX)
+            .map(|x| x as usize);
         let (src, n) = match (shadowed, dp) {
             (false, Some(dp)) => {
                 let s = self
-                    .map_data(ino, size, fp, dp)
+                    .map_data(ino, size, fp, dp, hint)
                     .map_err(|_| DsError::NoMemory)?;
-                let n = self.map_around(ino, fp, dp, s, pages);
+                let n = self.map_around(memo, ino, fp, dp, s, pages);
                 self.file(badge)
                     .map_err(fs_ds)?
                     .mapped
@@ -1594,13 +1631,17 @@ impl dataspace::Server for Pfs {
 impl rpc::Serve for Pfs {
     #[inline(always)]
     fn handle(&mut self, m: &IpcResult, next: Next) -> IpcResult {
-        // Every change this request makes is stamped with the time it arrived.
-        self.fs.set_time(self.clock.now_secs() as u32);
+        // A file's dataspace changes nothing that is stamped (a file's pages are mapped
+        // read-only; resizing and freeing are refused): its requests, a page fault's each,
+        // do not read the clock.
         if m.badge >= FILE_BASE
             && (dataspace::op::INFO..=dataspace::op::FREE).contains(&m.tag.label())
         {
-            dataspace::handle(self, m, next)
-        } else if m.badge >= FILE_BASE {
+            return dataspace::handle(self, m, next);
+        }
+        // Every change this request makes is stamped with the time it arrived.
+        self.fs.set_time(self.clock.now_secs() as u32);
+        if m.badge >= FILE_BASE {
             file::handle(self, m, next)
         } else {
             pfs::handle(self, m, next)

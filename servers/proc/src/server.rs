@@ -39,10 +39,6 @@ const KERNEL_BIT: u64 = 1 << 62;
 /// With [`KERNEL_BIT`]: the message is about a thread the library started itself, not the main
 /// thread (its normal exit does not end the process).
 const SECONDARY_BIT: u64 = 1 << 61;
-/// The main thread's stack in the library (its own stacks for the program come from its heap).
-/// It runs only the library's start (the deepest seen over the Linux tests: 13 KiB, a fork
-/// child's; 5.5 KiB a new program's): 2.4 times that, zeroed and mapped for every process.
-const LIB_STACK: u64 = 32 * 1024;
 /// Pages of mem a fork needs left (of our quota, and free) to go ahead: a small process's
 /// library heap, stack and first copy-on-write copies (1 MiB).
 const FORK_HEADROOM_PAGES: u64 = 256;
@@ -615,7 +611,7 @@ impl Proc {
         };
         p.sizes = Sizes {
             heap_bytes: self.cfg.lib_heap_kb as u64 * 1024,
-            stack_bytes: LIB_STACK,
+            stack_bytes: linux::LIB_STACK_BYTES,
             huge_pages: 0,
         };
         p.args = argv.iter().map(|a| Cow::Borrowed(a.as_str())).collect();

@@ -71,7 +71,7 @@ fn program(index: u64, spec: &str, handler: u64, proc_cap: u64) -> (Program<'sta
     p.layout = linux_layout();
     p.sizes = Sizes {
         heap_bytes: HEAP,
-        stack_bytes: 64 * 1024,
+        stack_bytes: lx::LIB_STACK_BYTES,
         huge_pages: 0,
     };
     p.give_factory = true;

@@ -257,6 +257,10 @@ pub fn run_scenario(repo: &Repo, name: &str, path: &Path) -> (bool, Vec<String>)
     }
     let secs = start.elapsed().as_secs_f64();
     if problems.is_empty() {
+        // Every run writes its boot image anew; a passing one's (tens of MiB, hundreds of
+        // scenarios) is not kept, so a test run's disk use stays small. A failing one's stays
+        // for replaying by hand.
+        let _ = std::fs::remove_file(&cfg.image);
         return (true, vec![format!("PASS {name} ({secs:.1}s)")]);
     }
     let mut out = vec![format!("FAIL {name}: {} ({secs:.1}s)", problems.join("; "))];

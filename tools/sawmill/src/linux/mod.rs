@@ -312,6 +312,9 @@ pub fn boot_with_disk(
         None
     };
     let outcome = qemu::run(&cfg, b.timeout, Some(&qlog), Some(&mut watch));
+    // The boot image is made anew for every boot (`prepare`); the harness boots hundreds, so
+    // it is not kept once the machine is off.
+    let _ = std::fs::remove_file(&cfg.image);
     let log = String::from_utf8_lossy(&std::fs::read(&b.log).unwrap_or_default()).into_owned();
     if b.show_log && log.len() > shown {
         eprint!("{}", &log[shown.min(log.len())..]);

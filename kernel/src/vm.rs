@@ -236,18 +236,19 @@ pub fn map_pages(
         let r = (flags & (map::READ | map::WRITE | map::EXEC) | map::READ) & m.rights
             | (m.rights & map::UNCACHED);
         let grant = flags & map::GRANT != 0 && m.huge == huge;
+        // What the destination gets unless the source moves there whole (a grant).
+        let child = Mapping {
+            space: d.id,
+            vaddr: da,
+            paddr: pa,
+            huge,
+            rights: r,
+        };
         // The common case (every page of a map item): the place is probed once, by the
         // insertion itself, not first by `vacant` (~90 instructions a page). A task at its
         // quota goes the general way, which frees what it replaces before charging the page.
         if !huge && !grant && factory::charge(d.hdr.factory, NODE_BYTES as u64).is_ok() {
             s.mapped_out = true;
-            let child = Mapping {
-                space: d.id,
-                vaddr: da,
-                paddr: pa,
-                huge,
-                rights: r,
-            };
             let inserted = match kernel().mapdb.insert_child_of(sid, child) {
                 Err(MdbError::Exists) => replace_with(d.id, da, s.id, sa, child),
                 other => other.map_err(|_| Error::Busy),
@@ -307,13 +308,6 @@ pub fn map_pages(
         } else {
             // Another entry for the same frame: writes through it show in no entry of `s`.
             s.mapped_out = true;
-            let child = Mapping {
-                space: d.id,
-                vaddr: da,
-                paddr: pa,
-                huge,
-                rights: r,
-            };
             if kernel()
                 .mapdb
                 .insert_child_into(sid, child, vacant)

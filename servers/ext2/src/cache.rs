@@ -326,13 +326,20 @@ impl Cache {
             return Some(ls);
         }
         let s = *self.index.get(&p)?;
+        Some(self.hit(p, s))
+    }
+
+    /// Counts a hit on page `p` in slot `s` found by a look-up (on the read-ahead marker it
+    /// starts the next window) and returns `s`.
+    #[inline(always)]
+    fn hit(&mut self, p: u64, s: usize) -> usize {
         self.refd[s] = true;
         self.stats[0] += 1;
         self.last = s;
         if p == self.ra.marker() {
             self.start_window(p, s);
         }
-        Some(s)
+        s
     }
 
     /// [`Self::lookup`], slot `hint` (where the caller found `p` before) tried first.
@@ -341,13 +348,7 @@ impl Cache {
         if self.page_of.get(hint) != Some(&p) {
             return self.lookup(p);
         }
-        self.refd[hint] = true;
-        self.stats[0] += 1;
-        self.last = hint;
-        if p == self.ra.marker() {
-            self.start_window(p, hint);
-        }
-        Some(hint)
+        Some(self.hit(p, hint))
     }
 
     /// `get` of a page not in the cache: a slot for it, and unless `overwrite`, its read-ahead

@@ -108,32 +108,39 @@ pub fn page_table(pml4: u64, va: u64, alloc: &mut dyn FnMut() -> Option<u64>) ->
     walk(pml4, va, 1, alloc)
 }
 
-/// The 4 KiB entry of `va` (0 if none, or if a 2 MiB page or a borrowed table is in the way).
-/// `last` remembers the page table of the last 2 MiB window asked about, so that a run of pages
-/// walks the levels above once per page table.
-pub fn pte_in_run(pml4: u64, va: u64, last: &mut Option<(u64, Option<u64>)>) -> u64 {
+/// The page table of the last 2 MiB window a run of pages asked about: (window, its table if
+/// the task has one of its own there).
+pub type LastTable = Option<(u64, Option<u64>)>;
+
+/// The page table holding `va`'s 4 KiB entry, if the task has one of its own there (none is
+/// made; None also under a 2 MiB page or a borrowed table). `last` remembers the last window's,
+/// so that a run of pages walks the levels above once per page table.
+#[inline(always)]
+fn existing_pt_in_run(pml4: u64, va: u64, last: &mut LastTable) -> Option<u64> {
     let window = va >> 21;
-    let pt = match *last {
+    match *last {
         Some((w, pt)) if w == window => pt,
         _ => {
             let pt = walk(pml4, va, 1, &mut || None);
             *last = Some((window, pt));
             pt
         }
-    };
-    pt.map_or(0, |t| table(t)[((va >> 12) & 511) as usize])
+    }
 }
 
-/// The page table holding `va`'s 4 KiB entry, if the task has one of its own there (none is
-/// made; None also under a 2 MiB page or a borrowed table). With [`clear_in`], a run of entries
-/// to clear walks the levels above once per page table.
-pub fn existing_page_table(pml4: u64, va: u64) -> Option<u64> {
-    walk(pml4, va, 1, &mut || None)
+/// The 4 KiB entry of `va` (0 if none, or if a 2 MiB page or a borrowed table is in the way),
+/// `last` as in [`existing_pt_in_run`].
+pub fn pte_in_run(pml4: u64, va: u64, last: &mut LastTable) -> u64 {
+    existing_pt_in_run(pml4, va, last).map_or(0, |t| table(t)[((va >> 12) & 511) as usize])
 }
 
-/// Clears `va`'s 4 KiB entry in `pt`, the page table [`existing_page_table`] gave for `va`.
-pub fn clear_in(pt: u64, va: u64) {
-    table(pt)[((va >> 12) & 511) as usize] = 0;
+/// Clears `va`'s 4 KiB entry, if the task has a page table of its own there; `last` as in
+/// [`existing_pt_in_run`].
+#[inline(always)]
+pub fn clear_in_run(pml4: u64, va: u64, last: &mut LastTable) {
+    if let Some(t) = existing_pt_in_run(pml4, va, last) {
+        table(t)[((va >> 12) & 511) as usize] = 0;
+    }
 }
 
 /// Installs a 4 KiB mapping of `va` in `pt`, the page table [`page_table`] gave for `va`. The

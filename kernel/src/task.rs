@@ -179,7 +179,7 @@ pub fn reset_task(
     // unless its entries may be cached (loaded) or seen elsewhere (lent tables): those go the
     // general way, through `unmap_removed`.
     let pml4 = task.pml4;
-    let mut last_pt: vm::LastTable = None;
+    let mut last_pt: paging::LastTable = None;
     let mut clear = |m: &sawmill_kcore::mapdb::Mapping| vm::clear_entry(pml4, m, &mut last_pt);
     let own: Option<&mut dyn FnMut(&sawmill_kcore::mapdb::Mapping)> =
         if kernel().loaded_cr3 != pml4 && task.lent == 0 {

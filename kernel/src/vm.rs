@@ -9,9 +9,6 @@ use crate::state::kernel;
 use sawmill_abi::{map, Error};
 use sawmill_kcore::mapdb::{Mapping, MdbError, NODE_BYTES};
 
-/// The page table of the last 4 KiB entry [`clear_entry`] cleared: (2 MiB window, table).
-pub type LastTable = Option<(u64, Option<u64>)>;
-
 /// Clears the page-table entries of mappings removed from the database and returns their node
 /// charges.
 pub fn unmap_removed(v: &[Mapping]) {
@@ -19,7 +16,7 @@ pub fn unmap_removed(v: &[Mapping]) {
     // The page table of the last 4 KiB entry cleared, as (PML4, its 2 MiB window and table):
     // a task's removed mappings come in runs of neighbours (a walk from the top was ~35
     // instructions of every page of every process that ended).
-    let mut last: Option<(u64, LastTable)> = None;
+    let mut last: Option<(u64, paging::LastTable)> = None;
     for m in v {
         let t = kernel()
             .tasks
@@ -53,23 +50,12 @@ pub fn unmap_removed(v: &[Mapping]) {
 /// Clears the entry of mapping `m` in the page tables at `pml4` (flushing it from a processor
 /// that may hold it is the caller's business). `last` remembers the page table of the last
 /// 4 KiB entry cleared, so that a run of neighbours walks the levels above once.
-pub fn clear_entry(pml4: u64, m: &Mapping, last: &mut LastTable) {
+pub fn clear_entry(pml4: u64, m: &Mapping, last: &mut paging::LastTable) {
     if m.huge {
         paging::unmap(pml4, m.vaddr, true);
         return;
     }
-    let window = m.vaddr >> 21;
-    let pt = match *last {
-        Some((w, pt)) if w == window => pt,
-        _ => {
-            let pt = paging::existing_page_table(pml4, m.vaddr);
-            *last = Some((window, pt));
-            pt
-        }
-    };
-    if let Some(pt) = pt {
-        paging::clear_in(pt, m.vaddr);
-    }
+    paging::clear_in_run(pml4, m.vaddr, last);
 }
 
 /// Clears the write bit of the page-table entries of mappings the database lowered to

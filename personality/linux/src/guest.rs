@@ -39,7 +39,7 @@ const SYSCALL_STACK: usize = layout::LIB_SYSCALL_STACK as usize;
 /// A fresh library stack for a new thread's system calls (the main thread's is mapped with the
 /// library: `layout::LIB_SYSCALL_STACK_TOP`), kept for good; its top. Not
 /// zeroed (a stack needs no contents): its pages, demand-zero heap, come in only as deep as the
-/// calls go, where zeroing all 64 KiB cost every new process ~50k instructions.
+/// calls go, where zeroing all 64 KiB cost ~50k instructions a thread.
 pub(crate) fn syscall_stack_top() -> u64 {
     let layout = core::alloc::Layout::from_size_align(SYSCALL_STACK, 16).unwrap();
     // SAFETY: the layout's size is not zero; the block is never freed.
